@@ -1,0 +1,57 @@
+// Command-line parsing for the tunec subcommands: flags, repeated flags and positionals.
+#pragma once
+
+#include "ir/shape.h"
+#include "support/error.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tunec::cli {
+
+/// A flag a command accepts.
+struct FlagSpec {
+  std::string name;  ///< without the leading "--"
+  std::string value; ///< placeholder shown in help ("FILE"); empty for a boolean switch
+  std::string help;
+  bool repeated = false;
+};
+
+/// What a command accepts, for parsing and for its --help text.
+struct CommandSpec {
+  std::string name;
+  std::string usage; ///< "tunec run MODEL.onnx [flags]"
+  std::string summary;
+  std::vector<FlagSpec> flags;
+  int minPositionals = 0;
+  int maxPositionals = 0;
+};
+
+/// Parsed arguments of one command.
+class Arguments {
+public:
+  bool has(const std::string& flag) const { return values_.count(flag) > 0; }
+  /// The last value of a flag, or `fallback`.
+  std::string get(const std::string& flag, const std::string& fallback = "") const;
+  /// All values of a repeated flag, in order.
+  std::vector<std::string> getAll(const std::string& flag) const;
+  const std::vector<std::string>& positionals() const { return positionals_; }
+  bool helpRequested() const { return help_; }
+
+  /// Parses argv after the command name; the error names the offending argument.
+  static Expected<Arguments> parse(const CommandSpec& spec, const std::vector<std::string>& args);
+
+private:
+  std::map<std::string, std::vector<std::string>> values_;
+  std::vector<std::string> positionals_;
+  bool help_ = false;
+};
+
+/// The --help text of a command.
+std::string helpText(const CommandSpec& spec);
+
+/// Parses "name=1x3x224x224" pairs of --input-shape flags.
+Expected<std::map<std::string, Shape>> parseInputShapes(const std::vector<std::string>& values);
+
+} // namespace tunec::cli

@@ -1,0 +1,84 @@
+// `tunec inspect` and `tunec ops`: print a model's graph, and the supported op set.
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "cli/load_model.h"
+#include "frontend/onnx_ops.h"
+#include "ir/op_registry.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+#include <cstdio>
+#include <map>
+
+namespace tunec::cli {
+
+namespace {
+
+const CommandSpec kInspectSpec{
+    "inspect",
+    "tunec inspect MODEL.onnx [flags]",
+    "Prints the imported graph (typed attributes, static shapes), then op counts and FLOPs.",
+    {
+        {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"summary", "", "print only the summary, not the graph"},
+    },
+    1,
+    1};
+
+const CommandSpec kOpsSpec{"ops",
+                           "tunec ops [--markdown]",
+                           "Lists the ONNX ops tunec imports, with their DNNFusion mapping type.",
+                           {{"markdown", "", "print a Markdown table (docs/ops.md)"}},
+                           0,
+                           0};
+
+} // namespace
+
+int commandInspect(const std::vector<std::string>& argv) {
+  auto args = Arguments::parse(kInspectSpec, argv);
+  if (!args) return fail(args.error().message());
+  if (args->helpRequested()) {
+    std::fputs(helpText(kInspectSpec).c_str(), stdout);
+    return 0;
+  }
+  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  if (!shapes) return fail(shapes.error().message());
+  auto graph = loadModel(args->positionals()[0], *shapes);
+  if (!graph) return fail(graph.error().message());
+  if (Status s = verifyGraph(*graph); !s)
+    return fail("internal: imported graph fails verification: " + s.error().message());
+  if (!args->has("summary")) std::fputs(printGraph(*graph).c_str(), stdout);
+  std::map<std::string, int> counts;
+  int64_t flops = 0;
+  for (const Node& node : graph->nodes()) {
+    ++counts[std::string(opName(node.kind))];
+    flops += opInfo(node.kind).flops(node, *graph);
+  }
+  std::printf("%zu nodes, %.3f GFLOP\n", graph->nodes().size(), static_cast<double>(flops) / 1e9);
+  for (const auto& [op, n] : counts) std::printf("  %-24s %d\n", op.c_str(), n);
+  return 0;
+}
+
+int commandOps(const std::vector<std::string>& argv) {
+  auto args = Arguments::parse(kOpsSpec, argv);
+  if (!args) return fail(args.error().message());
+  if (args->helpRequested()) {
+    std::fputs(helpText(kOpsSpec).c_str(), stdout);
+    return 0;
+  }
+  bool md = args->has("markdown");
+  if (md) std::puts("| ONNX op | tunec op | mapping type |\n| --- | --- | --- |");
+  for (const std::string& name : onnx_import::supportedOnnxOps()) {
+    auto kind = findOp(name);
+    std::string mapping =
+        kind ? std::string(mappingTypeName(opInfo(*kind).mapping)) : "folded at import";
+    std::string target = kind ? name : "constant";
+    if (md)
+      std::printf("| %s | %s | %s |\n", name.c_str(), target.c_str(), mapping.c_str());
+    else
+      std::printf("%-24s %s\n", name.c_str(), mapping.c_str());
+  }
+  return 0;
+}
+
+} // namespace tunec::cli

@@ -1,0 +1,19 @@
+// The tunec subcommands; each returns the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tunec::cli {
+
+/// `tunec run`: runs a model on input tensor files and writes one file per output.
+int commandRun(const std::vector<std::string>& args);
+/// `tunec inspect`: prints a model's graph and a summary.
+int commandInspect(const std::vector<std::string>& args);
+/// `tunec ops`: lists the supported ONNX ops with their mapping types.
+int commandOps(const std::vector<std::string>& args);
+
+/// Prints "tunec: <message>" to stderr and returns exit code 1.
+int fail(const std::string& message);
+
+} // namespace tunec::cli

@@ -1,0 +1,17 @@
+// Model loading shared by the commands.
+#include "cli/load_model.h"
+
+#include "frontend/onnx_importer.h"
+#include "reference/reference.h"
+
+namespace tunec::cli {
+
+Expected<Graph> loadModel(const std::string& path,
+                          const std::map<std::string, Shape>& inputShapes) {
+  ImportOptions options;
+  options.inputShapes = inputShapes;
+  options.evaluator = runReferenceNode;
+  return importOnnxFile(path, options);
+}
+
+} // namespace tunec::cli

@@ -1,0 +1,42 @@
+// The tunec command: dispatches to one subcommand.
+#include "cli/commands.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* kUsage = R"(usage: tunec <command> [args] [--help]
+
+tunec compiles ONNX models for x86-64 CPUs.
+
+commands:
+  run       run a model on input tensors (.npy or ONNX .pb) and write its outputs
+  inspect   print a model's graph, op counts and FLOPs
+  ops       list the supported ONNX ops and their fusion mapping types
+
+'tunec <command> --help' describes a command's flags.
+)";
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::puts("tunec 0.1.0");
+    return 0;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "run") return tunec::cli::commandRun(args);
+  if (command == "inspect") return tunec::cli::commandInspect(args);
+  if (command == "ops") return tunec::cli::commandOps(args);
+  std::fprintf(stderr, "tunec: unknown command '%s'; see 'tunec --help'\n", command.c_str());
+  return 2;
+}

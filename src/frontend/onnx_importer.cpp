@@ -1,0 +1,293 @@
+// ONNX model import: parse, check op support, build the Graph node by node with inference.
+#include "frontend/onnx_importer.h"
+
+#include "frontend/onnx_ops.h"
+#include "frontend/onnx_tensor.h"
+#include "ir/op_registry.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace tunec {
+
+using namespace onnx_import;
+
+namespace {
+
+/// Outputs of at most this many elements are folded at import when all inputs are constant:
+/// enough for shape arithmetic, small enough never to bloat the model.
+constexpr int64_t kFoldLimit = 4096;
+
+Status checkOpsSupported(const onnx::GraphProto& graph) {
+  std::map<std::string, std::pair<int, std::string>> missing; // op -> (count, first node)
+  for (const auto& node : graph.node()) {
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    std::string op = defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
+    bool known = defaultDomain && (findConverter(node.op_type()) || node.op_type() == "Constant" ||
+                                   node.op_type() == "Shape" || node.op_type() == "Size");
+    if (known) continue;
+    auto& entry = missing[op];
+    if (entry.first++ == 0) entry.second = node.name();
+  }
+  if (missing.empty()) return {};
+  std::ostringstream os;
+  os << "unsupported ops (" << missing.size() << "): ";
+  bool first = true;
+  for (const auto& [op, info] : missing) {
+    os << (first ? "" : ", ") << op << " (" << info.first << (info.first == 1 ? " node" : " nodes");
+    if (!info.second.empty()) os << ", e.g. '" << info.second << "'";
+    os << ")";
+    first = false;
+  }
+  os << "; see docs/ops.md for the supported set";
+  return Error(os.str());
+}
+
+Expected<TensorType> inputTypeOf(const onnx::ValueInfoProto& info, const ImportOptions& options) {
+  if (!info.type().has_tensor_type())
+    return makeError("input '", info.name(),
+                     "' is not a tensor (sequences, maps and optionals are not supported)");
+  const auto& tt = info.type().tensor_type();
+  auto dtype = dtypeFromOnnx(tt.elem_type());
+  if (!dtype)
+    return makeError("input '", info.name(), "' has unsupported element type ",
+                     onnxTypeName(tt.elem_type()));
+  auto given = options.inputShapes.find(info.name());
+  if (given != options.inputShapes.end()) {
+    if (tt.has_shape() && tt.shape().dim_size() != given->second.rank())
+      return makeError("--input-shape ", info.name(), "=", given->second.toString(), " has rank ",
+                       given->second.rank(), " but the model declares rank ",
+                       tt.shape().dim_size());
+    return TensorType{*dtype, given->second, {}};
+  }
+  if (!tt.has_shape())
+    return makeError("input '", info.name(), "' has no shape; give one with --input-shape ",
+                     info.name(), "=1x3x224x224");
+  std::vector<int64_t> dims;
+  std::string example;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto& d = tt.shape().dim(i);
+    dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    example +=
+        (i ? "x" : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("1"));
+  }
+  for (int i = 0; i < tt.shape().dim_size(); ++i)
+    if (dims[static_cast<size_t>(i)] < 0) {
+      const auto& d = tt.shape().dim(i);
+      std::string what = d.has_dim_param() ? "'" + d.dim_param() + "'" : std::string("unknown");
+      return makeError("input '", info.name(), "' has a dynamic dimension ", what, " (dim ", i,
+                       "); tunec compiles static shapes: give one with --input-shape ", info.name(),
+                       "=", example);
+    }
+  return TensorType{*dtype, Shape(dims), {}};
+}
+
+Expected<Tensor> constantNodeValue(const onnx::NodeProto& node, const std::string& baseDir) {
+  AttrReader attrs(node);
+  if (const auto* t = attrs.getTensor("value")) return tensorFromProto(*t, baseDir);
+  if (attrs.has("value_float")) {
+    Tensor t(DType::F32, Shape());
+    t.setDouble(0, attrs.getFloat("value_float", 0));
+    return t;
+  }
+  if (auto v = attrs.getFloats("value_floats")) {
+    Tensor t(DType::F32, Shape({static_cast<int64_t>(v->size())}));
+    for (size_t i = 0; i < v->size(); ++i) t.setDouble(static_cast<int64_t>(i), (*v)[i]);
+    return t;
+  }
+  if (attrs.has("value_int")) {
+    Tensor t(DType::I64, Shape());
+    t.setInt(0, attrs.getInt("value_int", 0));
+    return t;
+  }
+  if (auto v = attrs.getInts("value_ints")) {
+    Tensor t(DType::I64, Shape({static_cast<int64_t>(v->size())}));
+    for (size_t i = 0; i < v->size(); ++i) t.setInt(static_cast<int64_t>(i), (*v)[i]);
+    return t;
+  }
+  return makeError(
+      "Constant has no supported value attribute (value, value_float(s), value_int(s))");
+}
+
+class Importer {
+public:
+  Importer(const onnx::ModelProto& model, std::string baseDir, const ImportOptions& options)
+      : model_(model), baseDir_(std::move(baseDir)), options_(options) {}
+
+  Expected<Graph> run() {
+    const onnx::GraphProto& g = model_.graph();
+    TUNEC_TRY(checkOpsSupported(g));
+    for (const auto& op : model_.opset_import())
+      if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
+    if (opset_ == 0) return makeError("the model imports no default-domain (ai.onnx) opset");
+    for (const auto& init : g.initializer()) {
+      auto t = tensorFromProto(init, baseDir_);
+      if (!t) return t.error().withContext("initializer '" + init.name() + "'");
+      names_[init.name()] = graph_.addConstant(init.name(), std::move(*t));
+    }
+    std::set<std::string> inputNames;
+    for (const auto& input : g.input()) {
+      if (names_.count(input.name())) continue; // an initializer with a default value
+      TUNEC_ASSIGN_OR_RETURN(TensorType type, inputTypeOf(input, options_));
+      names_[input.name()] = graph_.addInput(input.name(), type);
+      inputNames.insert(input.name());
+    }
+    for (const auto& [name, shape] : options_.inputShapes)
+      if (!inputNames.count(name)) {
+        std::string all;
+        for (const auto& n : inputNames) all += (all.empty() ? "" : ", ") + n;
+        return makeError("--input-shape names '", name,
+                         "', which is not a model input (inputs: ", all, ")");
+      }
+    int index = 0;
+    for (const auto& node : g.node()) {
+      std::string name =
+          node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
+      ++index;
+      Status s = importNode(node, name);
+      if (!s) {
+        if (s.error().message().rfind("node '", 0) == 0) return s.error();
+        return s.error().withContext("node '" + name + "' (" + node.op_type() + ")");
+      }
+    }
+    for (const auto& output : g.output()) {
+      auto it = names_.find(output.name());
+      if (it == names_.end())
+        return makeError("graph output '", output.name(), "' is produced by no node");
+      graph_.addOutput(it->second);
+    }
+    return std::move(graph_);
+  }
+
+private:
+  Expected<ValueId> lookup(const std::string& name) {
+    auto it = names_.find(name);
+    if (it == names_.end()) return makeError("input '", name, "' is not defined before use");
+    return it->second;
+  }
+
+  Status importNode(const onnx::NodeProto& node, const std::string& name) {
+    const std::string& op = node.op_type();
+    if (op == "Constant") {
+      if (node.output_size() != 1) return makeError("Constant must have one output");
+      TUNEC_ASSIGN_OR_RETURN(Tensor t, constantNodeValue(node, baseDir_));
+      names_[node.output(0)] = graph_.addConstant(node.output(0), std::move(t));
+      return {};
+    }
+    std::vector<ValueId> inputs;
+    for (const auto& in : node.input()) {
+      if (in.empty()) {
+        inputs.push_back(kNoValue);
+        continue;
+      }
+      TUNEC_ASSIGN_OR_RETURN(ValueId id, lookup(in));
+      inputs.push_back(id);
+    }
+    if (op == "Shape" || op == "Size") return importShapeOf(node, inputs);
+    int numOutputs = 0;
+    for (int i = 0; i < node.output_size(); ++i)
+      if (!node.output(i).empty()) numOutputs = i + 1;
+    ConvertContext ctx{graph_,           node,     opset_,  inputs, numOutputs,
+                       AttrReader(node), options_, baseDir_};
+    Converter convert = findConverter(op);
+    TUNEC_ASSERT(convert, "checkOpsSupported let " << op << " through");
+    TUNEC_ASSIGN_OR_RETURN(Conversion conv, convert(ctx));
+    for (const std::string& attr : ctx.attrs.unread())
+      return makeError("unsupported attribute '", attr, "'");
+    std::vector<std::string> outNames;
+    for (int i = 0; i < numOutputs; ++i)
+      outNames.push_back(node.output(i).empty() ? name + ":" + std::to_string(i) : node.output(i));
+    TUNEC_ASSIGN_OR_RETURN(NodeId id,
+                           graph_.addNode(name, conv.kind, conv.attrs, conv.inputs, outNames));
+    for (int i = 0; i < numOutputs; ++i)
+      names_[outNames[static_cast<size_t>(i)]] = graph_.node(id).outputs[static_cast<size_t>(i)];
+    return foldIfConstant(id);
+  }
+
+  // Shape and Size are metadata of static shapes: their results are constants.
+  Status importShapeOf(const onnx::NodeProto& node, const std::vector<ValueId>& inputs) {
+    AttrReader attrs(node);
+    if (inputs.size() != 1 || inputs[0] == kNoValue) return makeError("needs one input");
+    const Shape& s = graph_.value(inputs[0]).type.shape;
+    Tensor t;
+    if (node.op_type() == "Size") {
+      t = Tensor(DType::I64, Shape());
+      t.setInt(0, s.numel());
+    } else {
+      int64_t start = attrs.getInt("start", 0), end = attrs.getInt("end", s.rank());
+      if (start < 0) start += s.rank();
+      if (end < 0) end += s.rank();
+      start = std::clamp<int64_t>(start, 0, s.rank());
+      end = std::clamp<int64_t>(end, start, s.rank());
+      t = Tensor(DType::I64, Shape({end - start}));
+      for (int64_t i = start; i < end; ++i) t.setInt(i - start, s[static_cast<int>(i)]);
+    }
+    for (const std::string& attr : attrs.unread())
+      return makeError("unsupported attribute '", attr, "'");
+    names_[node.output(0)] = graph_.addConstant(node.output(0), std::move(t));
+    return {};
+  }
+
+  // Evaluates a node whose inputs are all constant and whose outputs are small (shape
+  // arithmetic), replacing its outputs by constants so that later ops see static values.
+  Status foldIfConstant(NodeId id) {
+    if (!options_.evaluator) return {};
+    const Node& node = graph_.node(id);
+    for (ValueId in : node.inputs)
+      if (in != kNoValue && !graph_.value(in).constant) return {};
+    for (ValueId out : node.outputs)
+      if (graph_.value(out).type.shape.numel() > kFoldLimit) return {};
+    std::vector<const Tensor*> in;
+    for (ValueId v : node.inputs)
+      in.push_back(v == kNoValue ? nullptr : &*graph_.value(v).constant);
+    std::vector<Tensor> out;
+    for (ValueId v : node.outputs)
+      out.emplace_back(graph_.value(v).type.dtype, graph_.value(v).type.shape);
+    TUNEC_TRY(options_.evaluator(node, in, out));
+    for (size_t i = 0; i < out.size(); ++i) {
+      ValueId v = node.outputs[i];
+      std::string name = graph_.value(v).name;
+      names_[name] = graph_.addConstant(name, std::move(out[i]));
+    }
+    // The node is left in place; dead-code removal drops it once nothing reads it.
+    return {};
+  }
+
+  const onnx::ModelProto& model_;
+  std::string baseDir_;
+  const ImportOptions& options_;
+  int opset_ = 0;
+  Graph graph_;
+  std::map<std::string, ValueId> names_;
+};
+
+} // namespace
+
+Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& baseDir,
+                                const ImportOptions& options) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes))
+    return makeError("not an ONNX model: the file does not parse as an ONNX ModelProto (truncated "
+                     "or another format?)");
+  if (!model.has_graph() || model.graph().node_size() == 0)
+    return makeError("not an ONNX model: it holds no graph (truncated or another format?)");
+  Importer importer(model, baseDir, options);
+  auto graph = importer.run();
+  if (graph) graph->removeDeadCode();
+  return graph;
+}
+
+Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return makeError(path, ": cannot open file");
+  std::ostringstream os;
+  os << file.rdbuf();
+  std::string baseDir = std::filesystem::path(path).parent_path().string();
+  auto graph = importOnnxBytes(os.str(), baseDir, options);
+  if (!graph) return graph.error().withContext(path);
+  return graph;
+}
+
+} // namespace tunec

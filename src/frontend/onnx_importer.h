@@ -1,0 +1,40 @@
+// ONNX import: a model file to a Graph with static shapes and typed attributes.
+#pragma once
+
+#include "ir/graph.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace tunec {
+
+/// Evaluates one node on constant inputs (the reference executor, injected by the caller so
+/// that the frontend does not depend on it).
+using ConstantEvaluator =
+    std::function<Status(const Node&, std::span<const Tensor* const>, std::span<Tensor>)>;
+
+struct ImportOptions {
+  /// Static shapes for inputs whose shape in the model is dynamic or that the user overrides
+  /// (the CLI's --input-shape name=1x3x224x224).
+  std::map<std::string, Shape> inputShapes;
+  /// Called when an op needs a compile-time constant (a Reshape target, Slice bounds, ...)
+  /// that is a model input; a returned tensor binds that input as a constant.
+  std::function<std::optional<Tensor>(const std::string& inputName)> bindInput;
+  /// When set, nodes whose inputs are all constant and whose outputs are small (shape
+  /// arithmetic) are evaluated at import so that shape-defining values become constants.
+  ConstantEvaluator evaluator;
+};
+
+/// Reads an ONNX model file (external data files next to it are resolved). The error names
+/// the file and the problem: unreadable or non-ONNX file, every unsupported op in one message,
+/// a dynamic dimension with the --input-shape fix, an unsupported attribute, a bad shape.
+Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options = {});
+
+/// Imports from serialized ModelProto bytes; `baseDir` resolves external data.
+Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& baseDir,
+                                const ImportOptions& options = {});
+
+} // namespace tunec

@@ -1,0 +1,651 @@
+// One converter per ONNX op: attributes (opset-dependent forms) to typed attributes, constant
+// shape-defining inputs to attribute values.
+#include "frontend/onnx_ops.h"
+
+#include "frontend/onnx_tensor.h"
+#include "ir/op_registry.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+namespace tunec::onnx_import {
+
+// ---- AttrReader -------------------------------------------------------------------------------
+
+const onnx::AttributeProto* AttrReader::find(const std::string& name) const {
+  read_.insert(name);
+  for (const auto& a : node_.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+bool AttrReader::has(const std::string& name) const {
+  return find(name) != nullptr;
+}
+
+int64_t AttrReader::getInt(const std::string& name, int64_t fallback) const {
+  const auto* a = find(name);
+  return a ? a->i() : fallback;
+}
+
+float AttrReader::getFloat(const std::string& name, float fallback) const {
+  const auto* a = find(name);
+  return a ? a->f() : fallback;
+}
+
+std::string AttrReader::getString(const std::string& name, const std::string& fallback) const {
+  const auto* a = find(name);
+  return a ? a->s() : fallback;
+}
+
+std::optional<std::vector<int64_t>> AttrReader::getInts(const std::string& name) const {
+  const auto* a = find(name);
+  if (!a) return std::nullopt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+std::optional<std::vector<float>> AttrReader::getFloats(const std::string& name) const {
+  const auto* a = find(name);
+  if (!a) return std::nullopt;
+  return std::vector<float>(a->floats().begin(), a->floats().end());
+}
+
+const onnx::TensorProto* AttrReader::getTensor(const std::string& name) const {
+  const auto* a = find(name);
+  return a && a->has_t() ? &a->t() : nullptr;
+}
+
+std::vector<std::string> AttrReader::unread() const {
+  std::vector<std::string> names;
+  for (const auto& a : node_.attribute())
+    if (!read_.count(a.name())) names.push_back(a.name());
+  return names;
+}
+
+Expected<std::optional<Tensor>> ConvertContext::constantInput(size_t i, const char* role) {
+  if (!hasInput(i)) return std::optional<Tensor>();
+  Value& v = graph.value(inputs[i]);
+  if (v.constant) return std::optional<Tensor>(*v.constant);
+  bool isModelInput =
+      std::find(graph.inputs().begin(), graph.inputs().end(), inputs[i]) != graph.inputs().end();
+  if (isModelInput && options.bindInput) {
+    if (auto bound = options.bindInput(v.name)) {
+      if (bound->dtype() != v.type.dtype || !(bound->shape() == v.type.shape))
+        return makeError("value bound to input '", v.name, "' is ", bound->typeString(),
+                         ", expected ", v.type.toString());
+      graph.bindInput(inputs[i], *bound);
+      return std::optional<Tensor>(*bound);
+    }
+  }
+  return makeError("input '", v.name, "' (the ", role,
+                   ") must be a compile-time constant because tunec compiles static shapes; "
+                   "export the model with constant shapes (e.g. torch.onnx.export with "
+                   "do_constant_folding=True and no dynamic_axes)");
+}
+
+namespace {
+
+using Result = Expected<Conversion>;
+
+std::vector<int64_t> tensorInts(const Tensor& t) {
+  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t.getInt(static_cast<int64_t>(i));
+  return v;
+}
+
+Result simple(ConvertContext& ctx, OpKind kind, OpAttrs attrs = NoAttrs{}) {
+  return Conversion{kind, std::move(attrs), ctx.inputs};
+}
+
+Expected<std::vector<int64_t>> normalizeAxes(std::vector<int64_t> axes, int rank) {
+  for (auto& a : axes) {
+    TUNEC_ASSIGN_OR_RETURN(a, normalizeAxis(a, rank));
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return makeError("axes repeat an axis");
+  return axes;
+}
+
+template <OpKind K> Result convertPlain(ConvertContext& ctx) {
+  return simple(ctx, K);
+}
+
+template <OpKind K> Result convertAlpha(ConvertContext& ctx) {
+  AlphaBetaAttrs a;
+  switch (K) {
+  case OpKind::Celu:
+  case OpKind::Elu:
+  case OpKind::ThresholdedRelu:
+    a.alpha = ctx.attrs.getFloat("alpha", 1.0f);
+    break;
+  case OpKind::LeakyRelu:
+    a.alpha = ctx.attrs.getFloat("alpha", 0.01f);
+    break;
+  case OpKind::HardSigmoid:
+    a.alpha = ctx.attrs.getFloat("alpha", 0.2f);
+    a.beta = ctx.attrs.getFloat("beta", 0.5f);
+    break;
+  case OpKind::Selu:
+    a.alpha = ctx.attrs.getFloat("alpha", 1.67326319217681884765625f);
+    a.beta = ctx.attrs.getFloat("gamma", 1.05070102214813232421875f);
+    break;
+  default:
+    break;
+  }
+  return simple(ctx, K, a);
+}
+
+Result convertGelu(ConvertContext& ctx) {
+  std::string approx = ctx.attrs.getString("approximate", "none");
+  if (approx != "none" && approx != "tanh")
+    return makeError("approximate='", approx, "' is not none or tanh");
+  return Conversion{OpKind::Gelu, GeluAttrs{approx == "tanh"}, {ctx.inputs[0]}};
+}
+
+Result convertIsInf(ConvertContext& ctx) {
+  IsInfAttrs a{ctx.attrs.getInt("detect_positive", 1) != 0,
+               ctx.attrs.getInt("detect_negative", 1) != 0};
+  return simple(ctx, OpKind::IsInf, a);
+}
+
+Result convertCast(ConvertContext& ctx) {
+  int to = static_cast<int>(ctx.attrs.getInt("to", 0));
+  auto dtype = dtypeFromOnnx(to);
+  if (!dtype) return makeError("cast to ", onnxTypeName(to), " is not supported");
+  return simple(ctx, OpKind::Cast, CastAttrs{*dtype});
+}
+
+Result convertClip(ConvertContext& ctx) {
+  ClipAttrs a;
+  if (ctx.opset < 11) {
+    a.min = ctx.attrs.getFloat("min", -INFINITY);
+    a.max = ctx.attrs.getFloat("max", INFINITY);
+  } else {
+    TUNEC_ASSIGN_OR_RETURN(auto lo, ctx.constantInput(1, "min"));
+    TUNEC_ASSIGN_OR_RETURN(auto hi, ctx.constantInput(2, "max"));
+    if (lo) a.min = lo->getDouble(0);
+    if (hi) a.max = hi->getDouble(0);
+  }
+  return Conversion{OpKind::Clip, a, {ctx.inputs[0]}};
+}
+
+Result convertDropout(ConvertContext& ctx) {
+  ctx.attrs.ignore("ratio");
+  ctx.attrs.ignore("seed");
+  if (ctx.attrs.getInt("is_test", 1) == 0)
+    return makeError("training-mode Dropout (is_test=0) is not supported");
+  if (ctx.numOutputs > 1)
+    return makeError("the mask output of Dropout is not supported (inference only)");
+  if (ctx.opset >= 12) {
+    TUNEC_ASSIGN_OR_RETURN(auto training, ctx.constantInput(2, "training_mode"));
+    if (training && training->getInt(0) != 0)
+      return makeError("training_mode=true is not supported (inference only)");
+  }
+  return Conversion{OpKind::Dropout, NoAttrs{}, {ctx.inputs[0]}};
+}
+
+Result convertMod(ConvertContext& ctx) {
+  return simple(ctx, OpKind::Mod, ModAttrs{ctx.attrs.getInt("fmod", 0) != 0});
+}
+
+// Old opsets (< 7) had explicit broadcast/axis attributes on binary ops; the default forms
+// match numpy broadcasting only when broadcast is 0 or the axis is the trailing one.
+template <OpKind K> Result convertBinary(ConvertContext& ctx) {
+  if (ctx.attrs.getInt("broadcast", 0) != 0 && ctx.attrs.has("axis"))
+    return makeError("legacy broadcast with an explicit axis (opset < 7) is not supported");
+  ctx.attrs.ignore("consumed_inputs");
+  return simple(ctx, K);
+}
+
+// ---- convolution and pooling ------------------------------------------------------------------
+
+struct Window {
+  std::vector<int64_t> kernel, strides, pads, dilations;
+};
+
+Expected<Window> readWindow(ConvertContext& ctx, std::vector<int64_t> kernel, const Shape& x) {
+  size_t r = kernel.size();
+  Window w;
+  w.kernel = std::move(kernel);
+  w.strides = ctx.attrs.getInts("strides").value_or(std::vector<int64_t>(r, 1));
+  w.dilations = ctx.attrs.getInts("dilations").value_or(std::vector<int64_t>(r, 1));
+  w.pads = ctx.attrs.getInts("pads").value_or(std::vector<int64_t>(2 * r, 0));
+  if (w.strides.size() != r || w.dilations.size() != r || w.pads.size() != 2 * r)
+    return makeError("strides/dilations/pads do not match a ", r, "-d kernel");
+  for (size_t i = 0; i < r; ++i)
+    if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
+      return makeError("kernel, strides and dilations must be positive");
+  std::string autoPad = ctx.attrs.getString("auto_pad", "NOTSET");
+  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < r; ++i) {
+      int64_t in = x[static_cast<int>(i) + 2];
+      int64_t out = (in + w.strides[i] - 1) / w.strides[i];
+      int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] +
+                                               (w.kernel[i] - 1) * w.dilations[i] + 1 - in);
+      int64_t small = total / 2, large = total - small;
+      w.pads[i] = autoPad == "SAME_UPPER" ? small : large;
+      w.pads[i + r] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  } else if (autoPad == "VALID") {
+    std::fill(w.pads.begin(), w.pads.end(), 0);
+  } else if (autoPad != "NOTSET") {
+    return makeError("auto_pad='", autoPad, "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+  }
+  return w;
+}
+
+Result convertConv(ConvertContext& ctx) {
+  const Shape& x = ctx.inputType(0).shape;
+  const Shape& wShape = ctx.inputType(1).shape;
+  if (wShape.rank() < 3)
+    return makeError("weight ", wShape.toString(), " must have rank 3 or more");
+  std::vector<int64_t> kernel =
+      ctx.attrs.getInts("kernel_shape")
+          .value_or(std::vector<int64_t>(wShape.dims().begin() + 2, wShape.dims().end()));
+  if (x.rank() != static_cast<int>(kernel.size()) + 2)
+    return makeError("input ", x.toString(), " does not fit kernel_shape of rank ", kernel.size());
+  TUNEC_ASSIGN_OR_RETURN(Window w, readWindow(ctx, kernel, x));
+  ConvAttrs a{w.kernel, w.strides, w.pads, w.dilations, ctx.attrs.getInt("group", 1)};
+  return simple(ctx, OpKind::Conv, a);
+}
+
+template <OpKind K> Result convertPool(ConvertContext& ctx) {
+  const Shape& x = ctx.inputType(0).shape;
+  auto kernel = ctx.attrs.getInts("kernel_shape");
+  if (!kernel) return makeError("kernel_shape is required");
+  if (x.rank() != static_cast<int>(kernel->size()) + 2)
+    return makeError("input ", x.toString(), " does not fit kernel_shape of rank ", kernel->size());
+  TUNEC_ASSIGN_OR_RETURN(Window w, readWindow(ctx, *kernel, x));
+  PoolAttrs a{w.kernel,
+              w.strides,
+              w.pads,
+              w.dilations,
+              ctx.attrs.getInt("ceil_mode", 0) != 0,
+              ctx.attrs.getInt("count_include_pad", 0) != 0,
+              ctx.attrs.getInt("p", 2)};
+  if (ctx.attrs.getInt("storage_order", 0) != 0)
+    return makeError("storage_order=1 (column-major indices) is not supported");
+  return simple(ctx, K, a);
+}
+
+// ---- matmul family ----------------------------------------------------------------------------
+
+Result convertGemm(ConvertContext& ctx) {
+  ctx.attrs.ignore("broadcast");
+  GemmAttrs a{ctx.attrs.getFloat("alpha", 1.f), ctx.attrs.getFloat("beta", 1.f),
+              ctx.attrs.getInt("transA", 0) != 0, ctx.attrs.getInt("transB", 0) != 0};
+  return simple(ctx, OpKind::Gemm, a);
+}
+
+// ---- normalization ----------------------------------------------------------------------------
+
+template <OpKind K> Result convertSoftmax(ConvertContext& ctx) {
+  bool legacy = ctx.opset < 13;
+  SoftmaxAttrs a{ctx.attrs.getInt("axis", legacy ? 1 : -1), legacy};
+  TUNEC_ASSIGN_OR_RETURN(a.axis, normalizeAxis(a.axis, ctx.inputType(0).shape.rank()));
+  return simple(ctx, K, a);
+}
+
+Result convertLayerNorm(ConvertContext& ctx) {
+  if (ctx.attrs.getInt("stash_type", 1) != 1)
+    return makeError("stash_type other than float is not supported");
+  NormAttrs a{ctx.attrs.getInt("axis", -1), ctx.attrs.getFloat("epsilon", 1e-5f)};
+  TUNEC_ASSIGN_OR_RETURN(a.axis, normalizeAxis(a.axis, ctx.inputType(0).shape.rank()));
+  return simple(ctx, OpKind::LayerNormalization, a);
+}
+
+Result convertBatchNorm(ConvertContext& ctx) {
+  ctx.attrs.ignore("momentum");
+  ctx.attrs.ignore("is_test");
+  ctx.attrs.ignore("consumed_inputs");
+  if (ctx.attrs.getInt("training_mode", 0) != 0)
+    return makeError("training_mode=1 is not supported (inference only)");
+  if (ctx.attrs.getInt("spatial", 1) != 1) return makeError("spatial=0 is not supported");
+  if (ctx.numOutputs > 1)
+    return makeError("running mean/variance outputs (training) are not supported");
+  return simple(ctx, OpKind::BatchNormalization,
+                NormAttrs{1, ctx.attrs.getFloat("epsilon", 1e-5f)});
+}
+
+Result convertInstanceNorm(ConvertContext& ctx) {
+  return simple(ctx, OpKind::InstanceNormalization,
+                NormAttrs{1, ctx.attrs.getFloat("epsilon", 1e-5f)});
+}
+
+// ---- reductions -------------------------------------------------------------------------------
+
+template <OpKind K> Result convertReduce(ConvertContext& ctx) {
+  int rank = ctx.inputType(0).shape.rank();
+  bool axesAsInput = (K == OpKind::ReduceSum && ctx.opset >= 13) || ctx.opset >= 18;
+  std::vector<int64_t> axes;
+  if (axesAsInput) {
+    TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "axes"));
+    if (t) axes = tensorInts(*t);
+  } else {
+    axes = ctx.attrs.getInts("axes").value_or(std::vector<int64_t>{});
+  }
+  bool keepDims = ctx.attrs.getInt("keepdims", 1) != 0;
+  if (axes.empty() && ctx.attrs.getInt("noop_with_empty_axes", 0) != 0)
+    return Conversion{OpKind::Identity, NoAttrs{}, {ctx.inputs[0]}};
+  TUNEC_ASSIGN_OR_RETURN(axes, normalizeAxes(axes, rank));
+  return Conversion{K, ReduceAttrs{axes, keepDims}, {ctx.inputs[0]}};
+}
+
+template <OpKind K> Result convertArgReduce(ConvertContext& ctx) {
+  ArgReduceAttrs a{ctx.attrs.getInt("axis", 0), ctx.attrs.getInt("keepdims", 1) != 0,
+                   ctx.attrs.getInt("select_last_index", 0) != 0};
+  TUNEC_ASSIGN_OR_RETURN(a.axis, normalizeAxis(a.axis, ctx.inputType(0).shape.rank()));
+  return simple(ctx, K, a);
+}
+
+// ---- data movement ----------------------------------------------------------------------------
+
+Result convertReshape(ConvertContext& ctx) {
+  std::vector<int64_t> target;
+  if (ctx.opset < 5) {
+    target = ctx.attrs.getInts("shape").value_or(std::vector<int64_t>{});
+  } else {
+    TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "target shape"));
+    if (!t) return makeError("the shape input is required");
+    target = tensorInts(*t);
+  }
+  bool allowZero = ctx.attrs.getInt("allowzero", 0) != 0;
+  const Shape& x = ctx.inputType(0).shape;
+  int64_t known = 1;
+  int inferred = -1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == 0 && !allowZero) {
+      if (static_cast<int>(i) >= x.rank())
+        return makeError("shape entry 0 at ", i, " has no input dim to copy");
+      target[i] = x[static_cast<int>(i)];
+    }
+    if (target[i] == -1) {
+      if (inferred >= 0) return makeError("shape has more than one -1");
+      inferred = static_cast<int>(i);
+      continue;
+    }
+    if (target[i] < 0) return makeError("shape entry ", target[i], " is negative");
+    known *= target[i];
+  }
+  if (inferred >= 0) {
+    if (known == 0 || x.numel() % known != 0)
+      return makeError("cannot infer the -1 in shape: ", x.numel(), " elements do not divide by ",
+                       known);
+    target[static_cast<size_t>(inferred)] = x.numel() / known;
+  }
+  return Conversion{OpKind::Reshape, ReshapeAttrs{target}, {ctx.inputs[0]}};
+}
+
+Result convertFlatten(ConvertContext& ctx) {
+  int64_t axis = ctx.attrs.getInt("axis", 1);
+  int rank = ctx.inputType(0).shape.rank();
+  if (axis < 0) axis += rank;
+  return simple(ctx, OpKind::Flatten, AxisAttrs{axis});
+}
+
+template <OpKind K> Result convertSqueezeFamily(ConvertContext& ctx) {
+  std::vector<int64_t> axes;
+  if (ctx.opset >= 13) {
+    TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "axes"));
+    if (t) axes = tensorInts(*t);
+  } else {
+    axes = ctx.attrs.getInts("axes").value_or(std::vector<int64_t>{});
+  }
+  int rank = ctx.inputType(0).shape.rank();
+  if (K == OpKind::Unsqueeze) rank += static_cast<int>(axes.size());
+  TUNEC_ASSIGN_OR_RETURN(axes, normalizeAxes(axes, rank));
+  return Conversion{K, AxesAttrs{axes}, {ctx.inputs[0]}};
+}
+
+Result convertTranspose(ConvertContext& ctx) {
+  int rank = ctx.inputType(0).shape.rank();
+  std::vector<int64_t> reversed(static_cast<size_t>(rank));
+  std::iota(reversed.rbegin(), reversed.rend(), 0);
+  return simple(ctx, OpKind::Transpose,
+                TransposeAttrs{ctx.attrs.getInts("perm").value_or(reversed)});
+}
+
+Result convertConcat(ConvertContext& ctx) {
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis,
+                         normalizeAxis(ctx.attrs.getInt("axis", 1), ctx.inputType(0).shape.rank()));
+  return simple(ctx, OpKind::Concat, AxisAttrs{axis});
+}
+
+Result convertSplit(ConvertContext& ctx) {
+  const Shape& x = ctx.inputType(0).shape;
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx.attrs.getInt("axis", 0), x.rank()));
+  std::vector<int64_t> sizes;
+  if (ctx.opset >= 13) {
+    TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "split sizes"));
+    if (t) sizes = tensorInts(*t);
+  } else {
+    sizes = ctx.attrs.getInts("split").value_or(std::vector<int64_t>{});
+  }
+  int64_t n = ctx.attrs.getInt("num_outputs", ctx.numOutputs);
+  int64_t len = x[static_cast<int>(axis)];
+  if (sizes.empty()) {
+    int64_t chunk = (len + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i) sizes.push_back(std::min(chunk, len - i * chunk));
+    if (ctx.opset < 18 && len % n != 0)
+      return makeError("axis size ", len, " does not split evenly into ", n, " outputs");
+  }
+  return Conversion{OpKind::Split, SplitAttrs{axis, sizes}, {ctx.inputs[0]}};
+}
+
+Result convertSlice(ConvertContext& ctx) {
+  const Shape& x = ctx.inputType(0).shape;
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (ctx.opset < 10) {
+    starts = ctx.attrs.getInts("starts").value_or(std::vector<int64_t>{});
+    ends = ctx.attrs.getInts("ends").value_or(std::vector<int64_t>{});
+    axes = ctx.attrs.getInts("axes").value_or(std::vector<int64_t>{});
+  } else {
+    TUNEC_ASSIGN_OR_RETURN(auto s, ctx.constantInput(1, "starts"));
+    TUNEC_ASSIGN_OR_RETURN(auto e, ctx.constantInput(2, "ends"));
+    TUNEC_ASSIGN_OR_RETURN(auto a, ctx.constantInput(3, "axes"));
+    TUNEC_ASSIGN_OR_RETURN(auto st, ctx.constantInput(4, "steps"));
+    if (!s || !e) return makeError("starts and ends are required");
+    starts = tensorInts(*s);
+    ends = tensorInts(*e);
+    if (a) axes = tensorInts(*a);
+    if (st) steps = tensorInts(*st);
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return makeError("starts, ends, axes and steps have different lengths");
+  SliceAttrs out;
+  out.starts.assign(static_cast<size_t>(x.rank()), 0);
+  out.steps.assign(static_cast<size_t>(x.rank()), 1);
+  out.counts = x.dims();
+  for (size_t i = 0; i < axes.size(); ++i) {
+    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axes[i], x.rank()));
+    int64_t dim = x[static_cast<int>(axis)], step = steps[i];
+    if (step == 0) return makeError("slice step is 0");
+    int64_t start = starts[i], end = ends[i];
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+    } else {
+      start = std::clamp<int64_t>(start, -1, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+    }
+    int64_t count =
+        step > 0 ? (end - start + step - 1) / step : (start - end + (-step) - 1) / (-step);
+    auto ua = static_cast<size_t>(axis);
+    out.starts[ua] = count > 0 ? start : 0;
+    out.steps[ua] = step;
+    out.counts[ua] = std::max<int64_t>(count, 0);
+  }
+  return Conversion{OpKind::Slice, out, {ctx.inputs[0]}};
+}
+
+template <OpKind K> Result convertGather(ConvertContext& ctx) {
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis,
+                         normalizeAxis(ctx.attrs.getInt("axis", 0), ctx.inputType(0).shape.rank()));
+  return simple(ctx, K, AxisAttrs{axis});
+}
+
+Result convertExpand(ConvertContext& ctx) {
+  TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "target shape"));
+  if (!t) return makeError("the shape input is required");
+  return Conversion{OpKind::Expand, ReshapeAttrs{tensorInts(*t)}, {ctx.inputs[0]}};
+}
+
+Result convertTile(ConvertContext& ctx) {
+  TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "repeats"));
+  if (!t) return makeError("the repeats input is required");
+  return Conversion{OpKind::Tile, TileAttrs{tensorInts(*t)}, {ctx.inputs[0]}};
+}
+
+Result convertPad(ConvertContext& ctx) {
+  PadAttrs a;
+  std::string mode = ctx.attrs.getString("mode", "constant");
+  if (mode == "constant")
+    a.mode = PadMode::Constant;
+  else if (mode == "reflect")
+    a.mode = PadMode::Reflect;
+  else if (mode == "edge")
+    a.mode = PadMode::Edge;
+  else
+    return makeError("pad mode '", mode, "' is not supported (constant, reflect, edge)");
+  int rank = ctx.inputType(0).shape.rank();
+  if (ctx.opset < 11) {
+    a.pads =
+        ctx.attrs.getInts(ctx.opset < 2 ? "paddings" : "pads").value_or(std::vector<int64_t>{});
+    a.value = ctx.attrs.getFloat("value", 0.f);
+  } else {
+    TUNEC_ASSIGN_OR_RETURN(auto p, ctx.constantInput(1, "pads"));
+    TUNEC_ASSIGN_OR_RETURN(auto v, ctx.constantInput(2, "constant value"));
+    TUNEC_ASSIGN_OR_RETURN(auto axesT, ctx.constantInput(3, "axes"));
+    if (!p) return makeError("the pads input is required");
+    std::vector<int64_t> pads = tensorInts(*p);
+    if (v && v->numel() > 0) a.value = v->getDouble(0);
+    if (axesT) {
+      std::vector<int64_t> axes = tensorInts(*axesT);
+      if (pads.size() != 2 * axes.size()) return makeError("pads do not have 2 entries per axis");
+      a.pads.assign(static_cast<size_t>(2 * rank), 0);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axes[i], rank));
+        a.pads[static_cast<size_t>(axis)] = pads[i];
+        a.pads[static_cast<size_t>(axis + rank)] = pads[i + axes.size()];
+      }
+    } else {
+      a.pads = pads;
+    }
+  }
+  return Conversion{OpKind::Pad, a, {ctx.inputs[0]}};
+}
+
+Result convertConstantOfShape(ConvertContext& ctx) {
+  TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(0, "shape"));
+  if (!t) return makeError("the shape input is required");
+  ConstantOfShapeAttrs a{tensorInts(*t), DType::F32, 0.0};
+  if (const onnx::TensorProto* value = ctx.attrs.getTensor("value")) {
+    TUNEC_ASSIGN_OR_RETURN(Tensor v, tensorFromProto(*value, ctx.baseDir));
+    if (v.numel() != 1) return makeError("value must have one element");
+    a.dtype = v.dtype();
+    a.value = v.getDouble(0);
+  }
+  return Conversion{OpKind::ConstantOfShape, a, {}};
+}
+
+template <OpKind K> Result convertDepthToSpace(ConvertContext& ctx) {
+  DepthToSpaceAttrs a{ctx.attrs.getInt("blocksize", 0), false};
+  if (K == OpKind::DepthToSpace) {
+    std::string mode = ctx.attrs.getString("mode", "DCR");
+    if (mode != "DCR" && mode != "CRD") return makeError("mode '", mode, "' is not DCR or CRD");
+    a.columnRowDepth = mode == "CRD";
+  }
+  return simple(ctx, K, a);
+}
+
+const std::map<std::string, Converter>& converters() {
+  static const std::map<std::string, Converter> table = {
+#define PLAIN(name) {#name, convertPlain<OpKind::name>},
+      PLAIN(Abs) PLAIN(Acos) PLAIN(Acosh) PLAIN(Asin) PLAIN(Asinh) PLAIN(Atan) PLAIN(Atanh) PLAIN(
+          Ceil) PLAIN(Cos) PLAIN(Cosh) PLAIN(Erf) PLAIN(Exp) PLAIN(Floor) PLAIN(HardSwish)
+          PLAIN(Identity) PLAIN(IsNaN) PLAIN(Log) PLAIN(Mish) PLAIN(Neg) PLAIN(Not) PLAIN(
+              Reciprocal) PLAIN(Relu) PLAIN(Round) PLAIN(Sigmoid) PLAIN(Sign) PLAIN(Sin) PLAIN(Sinh)
+              PLAIN(Softplus) PLAIN(Softsign) PLAIN(Sqrt) PLAIN(Tan) PLAIN(Tanh) PLAIN(PRelu) PLAIN(
+                  Max) PLAIN(Min) PLAIN(Sum) PLAIN(Mean) PLAIN(Equal) PLAIN(Less) PLAIN(LessOrEqual)
+                  PLAIN(Greater) PLAIN(GreaterOrEqual) PLAIN(And) PLAIN(Or) PLAIN(Xor)
+                      PLAIN(BitwiseAnd) PLAIN(BitwiseOr) PLAIN(BitwiseXor) PLAIN(Where)
+                          PLAIN(MatMul) PLAIN(GlobalAveragePool) PLAIN(GlobalMaxPool)
+#undef PLAIN
+#define BINARY(name) {#name, convertBinary<OpKind::name>},
+                              BINARY(Add) BINARY(Sub) BINARY(Mul) BINARY(Div) BINARY(Pow)
+#undef BINARY
+#define ALPHA(name) {#name, convertAlpha<OpKind::name>},
+                                  ALPHA(Celu) ALPHA(Elu) ALPHA(HardSigmoid) ALPHA(LeakyRelu)
+                                      ALPHA(Selu) ALPHA(ThresholdedRelu)
+#undef ALPHA
+#define REDUCE(name) {#name, convertReduce<OpKind::name>},
+                                          REDUCE(ReduceMean) REDUCE(ReduceSum) REDUCE(ReduceMax)
+                                              REDUCE(ReduceMin) REDUCE(ReduceProd) REDUCE(ReduceL1)
+                                                  REDUCE(ReduceL2) REDUCE(ReduceSumSquare)
+                                                      REDUCE(ReduceLogSum) REDUCE(ReduceLogSumExp)
+#undef REDUCE
+                                                          {"Gelu", convertGelu},
+      {"IsInf", convertIsInf},
+      {"Cast", convertCast},
+      {"Clip", convertClip},
+      {"Dropout", convertDropout},
+      {"Mod", convertMod},
+      {"Conv", convertConv},
+      {"MaxPool", convertPool<OpKind::MaxPool>},
+      {"AveragePool", convertPool<OpKind::AveragePool>},
+      {"LpPool", convertPool<OpKind::LpPool>},
+      {"Gemm", convertGemm},
+      {"Softmax", convertSoftmax<OpKind::Softmax>},
+      {"LogSoftmax", convertSoftmax<OpKind::LogSoftmax>},
+      {"Hardmax", convertSoftmax<OpKind::Hardmax>},
+      {"LayerNormalization", convertLayerNorm},
+      {"BatchNormalization", convertBatchNorm},
+      {"InstanceNormalization", convertInstanceNorm},
+      {"ArgMax", convertArgReduce<OpKind::ArgMax>},
+      {"ArgMin", convertArgReduce<OpKind::ArgMin>},
+      {"Reshape", convertReshape},
+      {"Flatten", convertFlatten},
+      {"Squeeze", convertSqueezeFamily<OpKind::Squeeze>},
+      {"Unsqueeze", convertSqueezeFamily<OpKind::Unsqueeze>},
+      {"Transpose", convertTranspose},
+      {"Concat", convertConcat},
+      {"Split", convertSplit},
+      {"Slice", convertSlice},
+      {"Gather", convertGather<OpKind::Gather>},
+      {"GatherElements", convertGather<OpKind::GatherElements>},
+      {"Expand", convertExpand},
+      {"Tile", convertTile},
+      {"Pad", convertPad},
+      {"ConstantOfShape", convertConstantOfShape},
+      {"DepthToSpace", convertDepthToSpace<OpKind::DepthToSpace>},
+      {"SpaceToDepth", convertDepthToSpace<OpKind::SpaceToDepth>},
+  };
+  return table;
+}
+
+} // namespace
+
+Converter findConverter(const std::string& opType) {
+  auto it = converters().find(opType);
+  return it == converters().end() ? nullptr : it->second;
+}
+
+std::vector<std::string> supportedOnnxOps() {
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : converters()) names.push_back(name);
+  names.push_back("Constant");
+  names.push_back("Shape");
+  names.push_back("Size");
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+} // namespace tunec::onnx_import

@@ -1,0 +1,71 @@
+// Internal: one ONNX converter per op, reading ONNX attributes into typed attributes.
+#pragma once
+
+#include "frontend/onnx_importer.h"
+#include "ir/graph.h"
+
+#include <onnx/onnx_pb.h>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tunec::onnx_import {
+
+/// Reads a NodeProto's attributes and remembers which were read, so that an attribute no
+/// converter understands is reported by name instead of silently ignored.
+class AttrReader {
+public:
+  explicit AttrReader(const onnx::NodeProto& node) : node_(node) {}
+  bool has(const std::string& name) const;
+  int64_t getInt(const std::string& name, int64_t fallback) const;
+  float getFloat(const std::string& name, float fallback) const;
+  std::string getString(const std::string& name, const std::string& fallback) const;
+  std::optional<std::vector<int64_t>> getInts(const std::string& name) const;
+  std::optional<std::vector<float>> getFloats(const std::string& name) const;
+  const onnx::TensorProto* getTensor(const std::string& name) const;
+  /// Marks an attribute as understood without reading it (e.g. training-only momentum).
+  void ignore(const std::string& name) const { read_.insert(name); }
+  /// Attributes present on the node that no getter has read.
+  std::vector<std::string> unread() const;
+
+private:
+  const onnx::AttributeProto* find(const std::string& name) const;
+  const onnx::NodeProto& node_;
+  mutable std::set<std::string> read_;
+};
+
+/// What a converter sees of one node.
+struct ConvertContext {
+  Graph& graph;
+  const onnx::NodeProto& proto;
+  int opset;
+  std::vector<ValueId> inputs; ///< kNoValue for omitted optional inputs
+  int numOutputs;
+  AttrReader attrs;
+  const ImportOptions& options;
+  std::string baseDir;
+
+  bool hasInput(size_t i) const { return i < inputs.size() && inputs[i] != kNoValue; }
+  const TensorType& inputType(size_t i) const { return graph.value(inputs[i]).type; }
+  /// The compile-time value of input i (binding a model input through options.bindInput if
+  /// needed); nullopt when the input is omitted; an error when it is not constant.
+  Expected<std::optional<Tensor>> constantInput(size_t i, const char* role);
+};
+
+/// The op a node becomes: kind, typed attributes and the inputs that stay data inputs.
+struct Conversion {
+  OpKind kind;
+  OpAttrs attrs;
+  std::vector<ValueId> inputs;
+};
+
+using Converter = Expected<Conversion> (*)(ConvertContext&);
+
+/// The converter for an ONNX op type in the default domain, or nullptr.
+Converter findConverter(const std::string& opType);
+
+/// Every ONNX op type that has a converter, sorted (for docs and `tunec ops`).
+std::vector<std::string> supportedOnnxOps();
+
+} // namespace tunec::onnx_import

@@ -1,0 +1,192 @@
+// TensorProto <-> Tensor: typed fields, raw_data and external data files.
+#include "frontend/onnx_tensor.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace tunec::onnx_import {
+
+std::optional<DType> dtypeFromOnnx(int elemType) {
+  using TP = onnx::TensorProto;
+  switch (elemType) {
+  case TP::FLOAT:
+    return DType::F32;
+  case TP::DOUBLE:
+    return DType::F64;
+  case TP::FLOAT16:
+    return DType::F16;
+  case TP::BFLOAT16:
+    return DType::BF16;
+  case TP::INT8:
+    return DType::I8;
+  case TP::UINT8:
+    return DType::U8;
+  case TP::INT16:
+    return DType::I16;
+  case TP::UINT16:
+    return DType::U16;
+  case TP::INT32:
+    return DType::I32;
+  case TP::UINT32:
+    return DType::U32;
+  case TP::INT64:
+    return DType::I64;
+  case TP::UINT64:
+    return DType::U64;
+  case TP::BOOL:
+    return DType::Bool;
+  default:
+    return std::nullopt;
+  }
+}
+
+int dtypeToOnnx(DType dtype) {
+  using TP = onnx::TensorProto;
+  switch (dtype) {
+  case DType::F32:
+    return TP::FLOAT;
+  case DType::F64:
+    return TP::DOUBLE;
+  case DType::F16:
+    return TP::FLOAT16;
+  case DType::BF16:
+    return TP::BFLOAT16;
+  case DType::I8:
+    return TP::INT8;
+  case DType::U8:
+    return TP::UINT8;
+  case DType::I16:
+    return TP::INT16;
+  case DType::U16:
+    return TP::UINT16;
+  case DType::I32:
+    return TP::INT32;
+  case DType::U32:
+    return TP::UINT32;
+  case DType::I64:
+    return TP::INT64;
+  case DType::U64:
+    return TP::UINT64;
+  case DType::Bool:
+    return TP::BOOL;
+  }
+  return TP::UNDEFINED;
+}
+
+std::string onnxTypeName(int elemType) {
+  if (onnx::TensorProto_DataType_IsValid(elemType))
+    return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elemType));
+  return "type " + std::to_string(elemType);
+}
+
+namespace {
+
+Expected<std::string> readExternal(const onnx::TensorProto& proto, const std::string& baseDir) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : proto.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = std::stoll(kv.value());
+    else if (kv.key() == "length")
+      length = std::stoll(kv.value());
+  }
+  if (location.empty())
+    return makeError("tensor '", proto.name(), "' has external data without a location");
+  std::filesystem::path path = std::filesystem::path(baseDir) / location;
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return makeError("tensor '", proto.name(), "': cannot open external data file ", path.string());
+  file.seekg(0, std::ios::end);
+  int64_t size = file.tellg();
+  if (length < 0) length = size - offset;
+  if (offset < 0 || offset + length > size)
+    return makeError("tensor '", proto.name(), "': external data file ", path.string(), " has ",
+                     size, " bytes, fewer than offset ", offset, " + length ", length);
+  std::string bytes(static_cast<size_t>(length), '\0');
+  file.seekg(offset);
+  file.read(bytes.data(), length);
+  return bytes;
+}
+
+} // namespace
+
+Expected<Tensor> tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir) {
+  auto dtype = dtypeFromOnnx(proto.data_type());
+  if (!dtype)
+    return makeError("tensor '", proto.name(), "' has unsupported element type ",
+                     onnxTypeName(proto.data_type()));
+  std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
+  // Check the element count before allocating: a corrupt file must not exhaust memory.
+  constexpr int64_t kMaxElements = int64_t{1} << 36;
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return makeError("tensor '", proto.name(), "' has a negative dimension");
+    if (d > 0 && count > kMaxElements / d)
+      return makeError(
+          "tensor '", proto.name(),
+          "' has an implausible shape (over 2^36 elements); the file is corrupt or not a tensor");
+    count *= d;
+  }
+  Tensor t(*dtype, Shape(dims));
+  int64_t n = t.numel();
+  size_t bytes = t.byteSize();
+  auto sizeError = [&](int64_t got) {
+    return makeError("tensor '", proto.name(), "' of shape ", t.shape().toString(), " holds ", got,
+                     " values, expected ", n);
+  };
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    TUNEC_ASSIGN_OR_RETURN(std::string raw, readExternal(proto, baseDir));
+    if (raw.size() != bytes) return sizeError(static_cast<int64_t>(raw.size() / dtypeSize(*dtype)));
+    std::memcpy(t.data(), raw.data(), bytes);
+    return t;
+  }
+  if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != bytes)
+      return sizeError(static_cast<int64_t>(proto.raw_data().size() / dtypeSize(*dtype)));
+    std::memcpy(t.data(), proto.raw_data().data(), bytes);
+    return t;
+  }
+  switch (*dtype) {
+  case DType::F32:
+    if (proto.float_data_size() != n) return sizeError(proto.float_data_size());
+    for (int64_t i = 0; i < n; ++i) t.dataAs<float>()[i] = proto.float_data(static_cast<int>(i));
+    break;
+  case DType::F64:
+    if (proto.double_data_size() != n) return sizeError(proto.double_data_size());
+    for (int64_t i = 0; i < n; ++i) t.dataAs<double>()[i] = proto.double_data(static_cast<int>(i));
+    break;
+  case DType::I64:
+    if (proto.int64_data_size() != n) return sizeError(proto.int64_data_size());
+    for (int64_t i = 0; i < n; ++i) t.dataAs<int64_t>()[i] = proto.int64_data(static_cast<int>(i));
+    break;
+  case DType::U32:
+  case DType::U64:
+    if (proto.uint64_data_size() != n) return sizeError(proto.uint64_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.setInt(i, static_cast<int64_t>(proto.uint64_data(static_cast<int>(i))));
+    break;
+  case DType::F16:
+  case DType::BF16:
+    if (proto.int32_data_size() != n) return sizeError(proto.int32_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.dataAs<uint16_t>()[i] = static_cast<uint16_t>(proto.int32_data(static_cast<int>(i)));
+    break;
+  default:
+    if (proto.int32_data_size() != n) return sizeError(proto.int32_data_size());
+    for (int64_t i = 0; i < n; ++i) t.setInt(i, proto.int32_data(static_cast<int>(i)));
+    break;
+  }
+  return t;
+}
+
+void tensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto) {
+  proto.set_name(name);
+  proto.set_data_type(dtypeToOnnx(tensor.dtype()));
+  for (int64_t d : tensor.shape().dims()) proto.add_dims(d);
+  proto.set_raw_data(std::string(reinterpret_cast<const char*>(tensor.data()), tensor.byteSize()));
+}
+
+} // namespace tunec::onnx_import

@@ -1,0 +1,135 @@
+// .npy and TensorProto (.pb) tensor files.
+#include "frontend/tensor_io.h"
+
+#include "frontend/onnx_tensor.h"
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace tunec {
+
+namespace {
+
+struct NpyType {
+  const char* descr;
+  DType dtype;
+};
+constexpr NpyType kNpyTypes[] = {{"<f4", DType::F32}, {"<f8", DType::F64}, {"<f2", DType::F16},
+                                 {"|i1", DType::I8},  {"|u1", DType::U8},  {"<i2", DType::I16},
+                                 {"<u2", DType::U16}, {"<i4", DType::I32}, {"<u4", DType::U32},
+                                 {"<i8", DType::I64}, {"<u8", DType::U64}, {"|b1", DType::Bool}};
+
+Expected<Tensor> parseNpy(const std::string& bytes, const std::string& path) {
+  auto bad = [&](const std::string& why) {
+    return makeError(path, ": not a valid .npy file: ", why);
+  };
+  if (bytes.size() < 10) return bad("too short");
+  int major = static_cast<unsigned char>(bytes[6]);
+  size_t headerLen, headerStart;
+  if (major == 1) {
+    headerLen = static_cast<unsigned char>(bytes[8]) |
+                (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    headerStart = 10;
+  } else {
+    if (bytes.size() < 12) return bad("too short");
+    headerLen = 0;
+    for (int i = 3; i >= 0; --i)
+      headerLen = (headerLen << 8) | static_cast<unsigned char>(bytes[8 + static_cast<size_t>(i)]);
+    headerStart = 12;
+  }
+  if (headerStart + headerLen > bytes.size()) return bad("header is truncated");
+  std::string header = bytes.substr(headerStart, headerLen);
+  std::smatch m;
+  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']+)'")))
+    return bad("no 'descr' in header");
+  std::string descr = m[1];
+  if (descr == "<i1" || descr == "i1") descr = "|i1";
+  if (descr == "<u1" || descr == "u1") descr = "|u1";
+  std::optional<DType> dtype;
+  for (const auto& t : kNpyTypes)
+    if (descr == t.descr) dtype = t.dtype;
+  if (!dtype)
+    return bad("unsupported element type '" + descr +
+               "' (big-endian or object arrays are not supported)");
+  if (std::regex_search(header, std::regex("'fortran_order':\\s*True")))
+    return bad("Fortran order is not supported; save with np.ascontiguousarray");
+  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
+    return bad("no 'shape' in header");
+  std::vector<int64_t> dims;
+  std::stringstream ss(m[1].str());
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.find_first_not_of(" ") == std::string::npos) continue;
+    dims.push_back(std::stoll(item));
+  }
+  Tensor t(*dtype, Shape(dims));
+  size_t dataStart = headerStart + headerLen;
+  if (bytes.size() - dataStart != t.byteSize())
+    return bad("data has " + std::to_string(bytes.size() - dataStart) + " bytes, shape " +
+               t.shape().toString() + " needs " + std::to_string(t.byteSize()));
+  std::memcpy(t.data(), bytes.data() + dataStart, t.byteSize());
+  return t;
+}
+
+Expected<std::string> readFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return makeError(path, ": cannot open file");
+  std::ostringstream os;
+  os << file.rdbuf();
+  return os.str();
+}
+
+} // namespace
+
+Expected<Tensor> readTensorFile(const std::string& path) {
+  TUNEC_ASSIGN_OR_RETURN(std::string bytes, readFile(path));
+  if (bytes.rfind("\x93NUMPY", 0) == 0) return parseNpy(bytes, path);
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes))
+    return makeError(path, ": neither a .npy file nor a serialized ONNX TensorProto");
+  auto t = onnx_import::tensorFromProto(proto, "");
+  if (!t) return t.error().withContext(path);
+  return t;
+}
+
+Status writeNpy(const std::string& path, const Tensor& tensor) {
+  Tensor t = tensor;
+  if (t.dtype() == DType::BF16) {
+    Tensor f(DType::F32, t.shape());
+    for (int64_t i = 0; i < t.numel(); ++i) f.setDouble(i, t.getDouble(i));
+    t = f;
+  }
+  const char* descr = nullptr;
+  for (const auto& e : kNpyTypes)
+    if (e.dtype == t.dtype()) descr = e.descr;
+  std::string shape = "(";
+  for (int64_t d : t.shape().dims()) shape += std::to_string(d) + ",";
+  if (t.shape().rank() > 1) shape.pop_back();
+  shape += ")";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream file(path, std::ios::binary);
+  if (!file) return makeError(path, ": cannot open for writing");
+  file.write("\x93NUMPY\x01\x00", 8);
+  char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+  file.write(len, 2);
+  file << header;
+  file.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.byteSize()));
+  if (!file) return makeError(path, ": write failed");
+  return {};
+}
+
+Status writeTensorProto(const std::string& path, const Tensor& tensor, const std::string& name) {
+  onnx::TensorProto proto;
+  onnx_import::tensorToProto(tensor, name, proto);
+  std::ofstream file(path, std::ios::binary);
+  if (!file || !proto.SerializeToOstream(&file)) return makeError(path, ": write failed");
+  return {};
+}
+
+} // namespace tunec

@@ -1,0 +1,189 @@
+// Typed attributes of every op (DESIGN.md, decision 2): converted once at the ONNX boundary.
+#pragma once
+
+#include "ir/dtype.h"
+#include "ir/tensor.h"
+
+#include <cstdint>
+#include <limits>
+#include <variant>
+#include <vector>
+
+namespace tunec {
+
+struct NoAttrs {
+  bool operator==(const NoAttrs&) const = default;
+};
+
+/// Two scalar parameters of activation functions: Elu/Celu/LeakyRelu/ThresholdedRelu use alpha;
+/// HardSigmoid uses alpha and beta; Selu uses alpha and gamma (stored in beta).
+struct AlphaBetaAttrs {
+  float alpha = 0.f;
+  float beta = 0.f;
+  bool operator==(const AlphaBetaAttrs&) const = default;
+};
+
+/// Gelu: exact (erf) or the tanh approximation.
+struct GeluAttrs {
+  bool tanhApproximation = false;
+  bool operator==(const GeluAttrs&) const = default;
+};
+
+struct IsInfAttrs {
+  bool detectPositive = true;
+  bool detectNegative = true;
+  bool operator==(const IsInfAttrs&) const = default;
+};
+
+/// Clip bounds; constant at compile time (ONNX opset >= 11 passes them as inputs).
+struct ClipAttrs {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool operator==(const ClipAttrs&) const = default;
+};
+
+struct CastAttrs {
+  DType to = DType::F32;
+  bool operator==(const CastAttrs&) const = default;
+};
+
+/// Mod: integer modulo with the divisor's sign (fmod=false) or C fmod (fmod=true).
+struct ModAttrs {
+  bool fmod = false;
+  bool operator==(const ModAttrs&) const = default;
+};
+
+/// Convolution over the trailing spatial dims of an N x C x spatial... input. Pads are
+/// begin values for each spatial dim then end values (ONNX order); auto_pad is resolved.
+struct ConvAttrs {
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> pads;
+  std::vector<int64_t> dilations;
+  int64_t group = 1;
+  bool operator==(const ConvAttrs&) const = default;
+};
+
+/// Y = alpha * op(A) * op(B) + beta * C.
+struct GemmAttrs {
+  float alpha = 1.f;
+  float beta = 1.f;
+  bool transA = false;
+  bool transB = false;
+  bool operator==(const GemmAttrs&) const = default;
+};
+
+/// Softmax-family axis; `coerce2d` is the opset < 13 meaning (flatten to 2-D at axis).
+struct SoftmaxAttrs {
+  int64_t axis = -1;
+  bool coerce2d = false;
+  bool operator==(const SoftmaxAttrs&) const = default;
+};
+
+/// Normalization: LayerNormalization normalizes dims [axis, rank); BatchNormalization and
+/// InstanceNormalization use channel axis 1.
+struct NormAttrs {
+  int64_t axis = 1;
+  float epsilon = 1e-5f;
+  bool operator==(const NormAttrs&) const = default;
+};
+
+/// Pooling window over trailing spatial dims; pads as in ConvAttrs; p is LpPool's norm.
+struct PoolAttrs {
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> pads;
+  std::vector<int64_t> dilations;
+  bool ceilMode = false;
+  bool countIncludePad = false;
+  int64_t p = 2;
+  bool operator==(const PoolAttrs&) const = default;
+};
+
+/// Reduction over `axes` (normalized, sorted; empty with noopWithEmptyAxes=false means all).
+struct ReduceAttrs {
+  std::vector<int64_t> axes;
+  bool keepDims = true;
+  bool operator==(const ReduceAttrs&) const = default;
+};
+
+struct ArgReduceAttrs {
+  int64_t axis = 0;
+  bool keepDims = true;
+  bool selectLastIndex = false;
+  bool operator==(const ArgReduceAttrs&) const = default;
+};
+
+/// Target shape of Reshape (fully resolved: no 0 or -1) or of Expand (the ONNX shape operand).
+struct ReshapeAttrs {
+  std::vector<int64_t> shape;
+  bool operator==(const ReshapeAttrs&) const = default;
+};
+
+/// A single (possibly negative, normalized by inference) axis: Flatten, Concat, Gather.
+struct AxisAttrs {
+  int64_t axis = 0;
+  bool operator==(const AxisAttrs&) const = default;
+};
+
+/// Squeeze/Unsqueeze axes (normalized, sorted).
+struct AxesAttrs {
+  std::vector<int64_t> axes;
+  bool operator==(const AxesAttrs&) const = default;
+};
+
+struct TransposeAttrs {
+  std::vector<int64_t> perm;
+  bool operator==(const TransposeAttrs&) const = default;
+};
+
+struct SplitAttrs {
+  int64_t axis = 0;
+  std::vector<int64_t> sizes; ///< one per output
+  bool operator==(const SplitAttrs&) const = default;
+};
+
+/// Slice with one entry per input dim: start (clamped), step (non-zero) and element count.
+struct SliceAttrs {
+  std::vector<int64_t> starts;
+  std::vector<int64_t> steps;
+  std::vector<int64_t> counts;
+  bool operator==(const SliceAttrs&) const = default;
+};
+
+struct TileAttrs {
+  std::vector<int64_t> repeats;
+  bool operator==(const TileAttrs&) const = default;
+};
+
+enum class PadMode : uint8_t { Constant, Reflect, Edge };
+/// Pad: begin values for every dim, then end values (may be negative: crop).
+struct PadAttrs {
+  PadMode mode = PadMode::Constant;
+  std::vector<int64_t> pads;
+  double value = 0.0;
+  bool operator==(const PadAttrs&) const = default;
+};
+
+/// ConstantOfShape: output shape and fill value (a one-element tensor of the output dtype).
+struct ConstantOfShapeAttrs {
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  double value = 0.0;
+  bool operator==(const ConstantOfShapeAttrs&) const = default;
+};
+
+struct DepthToSpaceAttrs {
+  int64_t blockSize = 1;
+  bool columnRowDepth = false; ///< DepthToSpace mode CRD (else DCR)
+  bool operator==(const DepthToSpaceAttrs&) const = default;
+};
+
+/// The attributes of any op; the alternative is fixed by the op kind (TUNEC_OP_LIST).
+using OpAttrs =
+    std::variant<NoAttrs, AlphaBetaAttrs, GeluAttrs, IsInfAttrs, ClipAttrs, CastAttrs, ModAttrs,
+                 ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs, PoolAttrs, ReduceAttrs,
+                 ArgReduceAttrs, ReshapeAttrs, AxisAttrs, AxesAttrs, TransposeAttrs, SplitAttrs,
+                 SliceAttrs, TileAttrs, PadAttrs, ConstantOfShapeAttrs, DepthToSpaceAttrs>;
+
+} // namespace tunec

@@ -1,0 +1,714 @@
+// The op registry: arity, mapping type, shape/dtype inference and FLOP count of every op.
+#include "ir/op_registry.h"
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+
+namespace tunec {
+
+std::string_view mappingTypeName(MappingType type) {
+  switch (type) {
+  case MappingType::OneToOne:
+    return "one-to-one";
+  case MappingType::OneToMany:
+    return "one-to-many";
+  case MappingType::ManyToMany:
+    return "many-to-many";
+  case MappingType::Reorganize:
+    return "reorganize";
+  case MappingType::Shuffle:
+    return "shuffle";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr std::string_view kOpNames[] = {
+#define TUNEC_OP_NAME(name, attrs) #name,
+    TUNEC_OP_LIST(TUNEC_OP_NAME)
+#undef TUNEC_OP_NAME
+};
+
+using Inputs = std::span<const TensorType* const>;
+using InferResult = Expected<std::vector<TensorType>>;
+
+std::string dimsToString(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+TensorType plainType(DType dtype, Shape shape) {
+  return TensorType{dtype, std::move(shape), {}};
+}
+
+// ---- elementwise ---------------------------------------------------------------------------
+
+InferResult inferSameAsFirst(const OpAttrs&, Inputs in, int) {
+  return std::vector{plainType(in[0]->dtype, in[0]->shape)};
+}
+
+InferResult inferBoolUnary(const OpAttrs&, Inputs in, int) {
+  return std::vector{plainType(DType::Bool, in[0]->shape)};
+}
+
+InferResult inferCast(const OpAttrs& attrs, Inputs in, int) {
+  return std::vector{plainType(std::get<CastAttrs>(attrs).to, in[0]->shape)};
+}
+
+Expected<Shape> broadcastAll(Inputs in) {
+  Shape out;
+  bool first = true;
+  for (const TensorType* t : in) {
+    if (!t) continue;
+    if (first) {
+      out = t->shape;
+      first = false;
+      continue;
+    }
+    TUNEC_ASSIGN_OR_RETURN(out, broadcastShapes(out, t->shape));
+  }
+  return out;
+}
+
+Status checkSameDType(Inputs in, size_t from, size_t to) {
+  for (size_t i = from + 1; i < to && i < in.size(); ++i)
+    if (in[i] && in[from] && in[i]->dtype != in[from]->dtype)
+      return makeError("inputs have different element types ", dtypeName(in[from]->dtype), " and ",
+                       dtypeName(in[i]->dtype));
+  return {};
+}
+
+InferResult inferBroadcast(const OpAttrs&, Inputs in, int) {
+  TUNEC_TRY(checkSameDType(in, 0, in.size()));
+  TUNEC_ASSIGN_OR_RETURN(Shape shape, broadcastAll(in));
+  return std::vector{plainType(in[0]->dtype, shape)};
+}
+
+// Pow: the exponent may have another type; the result has the base's type.
+InferResult inferBroadcastFirstType(const OpAttrs&, Inputs in, int) {
+  TUNEC_ASSIGN_OR_RETURN(Shape shape, broadcastAll(in));
+  return std::vector{plainType(in[0]->dtype, shape)};
+}
+
+InferResult inferCompare(const OpAttrs&, Inputs in, int) {
+  TUNEC_TRY(checkSameDType(in, 0, in.size()));
+  TUNEC_ASSIGN_OR_RETURN(Shape shape, broadcastAll(in));
+  return std::vector{plainType(DType::Bool, shape)};
+}
+
+InferResult inferWhere(const OpAttrs&, Inputs in, int) {
+  if (in[0]->dtype != DType::Bool)
+    return makeError("condition must be bool, not ", dtypeName(in[0]->dtype));
+  TUNEC_TRY(checkSameDType(in, 1, 3));
+  TUNEC_ASSIGN_OR_RETURN(Shape shape, broadcastAll(in));
+  return std::vector{plainType(in[1]->dtype, shape)};
+}
+
+// ---- heavy ops -----------------------------------------------------------------------------
+
+InferResult inferConv(const OpAttrs& attrs, Inputs in, int) {
+  const auto& a = std::get<ConvAttrs>(attrs);
+  const Shape& x = in[0]->shape;
+  const Shape& w = in[1]->shape;
+  size_t spatial = a.kernel.size();
+  if (x.rank() < 3 || static_cast<size_t>(x.rank()) != spatial + 2 || w.rank() != x.rank())
+    return makeError("input ", x.toString(), " and weight ", w.toString(), " do not fit a ",
+                     spatial, "-d convolution");
+  if (a.group <= 0 || x[1] % a.group != 0 || w[0] % a.group != 0)
+    return makeError("group ", a.group, " does not divide input channels ", x[1],
+                     " and output channels ", w[0]);
+  if (w[1] * a.group != x[1])
+    return makeError("weight ", w.toString(), " expects ", w[1] * a.group,
+                     " input channels but the input ", x.toString(), " has ", x[1]);
+  if (in.size() > 2 && in[2] && (in[2]->shape.rank() != 1 || in[2]->shape[0] != w[0]))
+    return makeError("bias ", in[2]->shape.toString(), " must have ", w[0], " elements");
+  TUNEC_TRY(checkSameDType(in, 0, in.size()));
+  std::vector<int64_t> out = {x[0], w[0]};
+  for (size_t i = 0; i < spatial; ++i) {
+    int d = static_cast<int>(i) + 2;
+    if (w[d] != a.kernel[i])
+      return makeError("kernel_shape ", dimsToString(a.kernel), " does not match weight ",
+                       w.toString());
+    int64_t o = slidingOutputSize(x[d], a.kernel[i], a.strides[i], a.pads[i], a.pads[i + spatial],
+                                  a.dilations[i], false);
+    if (o <= 0)
+      return makeError("output spatial size ", o, " is not positive for input ", x.toString());
+    out.push_back(o);
+  }
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+InferResult inferGemm(const OpAttrs& attrs, Inputs in, int) {
+  const auto& a = std::get<GemmAttrs>(attrs);
+  const Shape& sa = in[0]->shape;
+  const Shape& sb = in[1]->shape;
+  if (sa.rank() != 2 || sb.rank() != 2)
+    return makeError("A ", sa.toString(), " and B ", sb.toString(), " must be 2-d");
+  int64_t m = a.transA ? sa[1] : sa[0], k = a.transA ? sa[0] : sa[1];
+  int64_t kb = a.transB ? sb[1] : sb[0], n = a.transB ? sb[0] : sb[1];
+  if (k != kb)
+    return makeError("inner dimensions differ: A ", sa.toString(),
+                     (a.transA ? " (transposed)" : ""), ", B ", sb.toString(),
+                     (a.transB ? " (transposed)" : ""));
+  TUNEC_TRY(checkSameDType(in, 0, in.size()));
+  Shape out{m, n};
+  if (in.size() > 2 && in[2]) {
+    auto b = broadcastShapes(in[2]->shape, out);
+    if (!b || !(*b == out))
+      return makeError("C ", in[2]->shape.toString(), " does not broadcast to ", out.toString());
+  }
+  return std::vector{plainType(in[0]->dtype, out)};
+}
+
+InferResult inferMatMul(const OpAttrs&, Inputs in, int) {
+  Shape a = in[0]->shape, b = in[1]->shape;
+  if (a.rank() == 0 || b.rank() == 0) return makeError("operands must not be scalars");
+  TUNEC_TRY(checkSameDType(in, 0, 2));
+  bool aVec = a.rank() == 1, bVec = b.rank() == 1;
+  if (aVec) a = Shape({1, a[0]});
+  if (bVec) b = Shape({b[0], 1});
+  if (a[a.rank() - 1] != b[b.rank() - 2])
+    return makeError("inner dimensions differ: ", in[0]->shape.toString(), " x ",
+                     in[1]->shape.toString());
+  Shape batchA(std::vector<int64_t>(a.dims().begin(), a.dims().end() - 2));
+  Shape batchB(std::vector<int64_t>(b.dims().begin(), b.dims().end() - 2));
+  TUNEC_ASSIGN_OR_RETURN(Shape batch, broadcastShapes(batchA, batchB));
+  std::vector<int64_t> out = batch.dims();
+  if (!aVec) out.push_back(a[a.rank() - 2]);
+  if (!bVec) out.push_back(b[b.rank() - 1]);
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+// ---- normalization, pooling, reduction ------------------------------------------------------
+
+InferResult inferSoftmax(const OpAttrs& attrs, Inputs in, int) {
+  TUNEC_TRY(normalizeAxis(std::get<SoftmaxAttrs>(attrs).axis, in[0]->shape.rank()).status());
+  return std::vector{plainType(in[0]->dtype, in[0]->shape)};
+}
+
+InferResult inferLayerNorm(const OpAttrs& attrs, Inputs in, int numOutputs) {
+  const Shape& x = in[0]->shape;
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(std::get<NormAttrs>(attrs).axis, x.rank()));
+  std::vector<int64_t> norm(x.dims().begin() + axis, x.dims().end());
+  for (size_t i = 1; i < 3 && i < in.size(); ++i) {
+    if (!in[i]) continue;
+    auto b = broadcastShapes(in[i]->shape, Shape(norm));
+    if (!b || !(*b == Shape(norm)))
+      return makeError("scale/bias ", in[i]->shape.toString(), " does not broadcast to ",
+                       Shape(norm).toString());
+  }
+  std::vector<TensorType> out{plainType(in[0]->dtype, x)};
+  std::vector<int64_t> stat = x.dims();
+  for (size_t i = static_cast<size_t>(axis); i < stat.size(); ++i) stat[i] = 1;
+  for (int i = 1; i < numOutputs; ++i) out.push_back(plainType(DType::F32, Shape(stat)));
+  return out;
+}
+
+InferResult inferChannelNorm(const OpAttrs&, Inputs in, int) {
+  const Shape& x = in[0]->shape;
+  if (x.rank() < 2) return makeError("input ", x.toString(), " needs a channel dimension");
+  for (size_t i = 1; i < in.size(); ++i)
+    if (in[i] && (in[i]->shape.rank() != 1 || in[i]->shape[0] != x[1]))
+      return makeError("per-channel input ", i, " has shape ", in[i]->shape.toString(),
+                       ", expected ", x[1], " elements");
+  return std::vector{plainType(in[0]->dtype, x)};
+}
+
+InferResult inferPool(const OpAttrs& attrs, Inputs in, int numOutputs) {
+  const auto& a = std::get<PoolAttrs>(attrs);
+  const Shape& x = in[0]->shape;
+  size_t spatial = a.kernel.size();
+  if (static_cast<size_t>(x.rank()) != spatial + 2)
+    return makeError("input ", x.toString(), " does not fit a ", spatial, "-d window");
+  std::vector<int64_t> out = {x[0], x[1]};
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t o = slidingOutputSize(x[static_cast<int>(i) + 2], a.kernel[i], a.strides[i], a.pads[i],
+                                  a.pads[i + spatial], a.dilations[i], a.ceilMode);
+    if (o <= 0) return makeError("output size ", o, " is not positive for input ", x.toString());
+    out.push_back(o);
+  }
+  std::vector<TensorType> result{plainType(in[0]->dtype, Shape(out))};
+  if (numOutputs > 1) result.push_back(plainType(DType::I64, Shape(out)));
+  return result;
+}
+
+InferResult inferGlobalPool(const OpAttrs&, Inputs in, int) {
+  std::vector<int64_t> out = in[0]->shape.dims();
+  if (out.size() < 3) return makeError("input ", in[0]->shape.toString(), " has no spatial dims");
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+Expected<Shape> reducedShape(const Shape& x, const std::vector<int64_t>& axes, bool keepDims) {
+  std::vector<bool> reduce(static_cast<size_t>(x.rank()), axes.empty());
+  for (int64_t a : axes) {
+    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(a, x.rank()));
+    reduce[static_cast<size_t>(axis)] = true;
+  }
+  std::vector<int64_t> out;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (!reduce[static_cast<size_t>(i)])
+      out.push_back(x[i]);
+    else if (keepDims)
+      out.push_back(1);
+  }
+  return Shape(out);
+}
+
+InferResult inferReduce(const OpAttrs& attrs, Inputs in, int) {
+  const auto& a = std::get<ReduceAttrs>(attrs);
+  TUNEC_ASSIGN_OR_RETURN(Shape out, reducedShape(in[0]->shape, a.axes, a.keepDims));
+  return std::vector{plainType(in[0]->dtype, out)};
+}
+
+InferResult inferArgReduce(const OpAttrs& attrs, Inputs in, int) {
+  const auto& a = std::get<ArgReduceAttrs>(attrs);
+  TUNEC_ASSIGN_OR_RETURN(Shape out, reducedShape(in[0]->shape, {a.axis}, a.keepDims));
+  return std::vector{plainType(DType::I64, out)};
+}
+
+// ---- data movement --------------------------------------------------------------------------
+
+InferResult inferReshape(const OpAttrs& attrs, Inputs in, int) {
+  Shape out(std::get<ReshapeAttrs>(attrs).shape);
+  if (out.numel() != in[0]->shape.numel())
+    return makeError("cannot reshape ", in[0]->shape.toString(), " (", in[0]->shape.numel(),
+                     " elements) to ", out.toString(), " (", out.numel(), " elements)");
+  return std::vector{plainType(in[0]->dtype, out)};
+}
+
+InferResult inferFlatten(const OpAttrs& attrs, Inputs in, int) {
+  const Shape& x = in[0]->shape;
+  int64_t axis = std::get<AxisAttrs>(attrs).axis;
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis > x.rank())
+    return makeError("axis ", axis, " out of range for rank ", x.rank());
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < x.rank(); ++i) (i < axis ? outer : inner) *= x[i];
+  return std::vector{plainType(in[0]->dtype, Shape{outer, inner})};
+}
+
+InferResult inferSqueeze(const OpAttrs& attrs, Inputs in, int) {
+  const Shape& x = in[0]->shape;
+  const auto& axes = std::get<AxesAttrs>(attrs).axes;
+  std::vector<bool> drop(static_cast<size_t>(x.rank()), false);
+  for (int64_t a : axes) {
+    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(a, x.rank()));
+    if (x[static_cast<int>(axis)] != 1)
+      return makeError("cannot squeeze axis ", axis, " of size ", x[static_cast<int>(axis)]);
+    drop[static_cast<size_t>(axis)] = true;
+  }
+  std::vector<int64_t> out;
+  for (int i = 0; i < x.rank(); ++i) {
+    bool d = axes.empty() ? x[i] == 1 : drop[static_cast<size_t>(i)];
+    if (!d) out.push_back(x[i]);
+  }
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+InferResult inferUnsqueeze(const OpAttrs& attrs, Inputs in, int) {
+  const Shape& x = in[0]->shape;
+  const auto& axes = std::get<AxesAttrs>(attrs).axes;
+  int rank = x.rank() + static_cast<int>(axes.size());
+  std::vector<bool> inserted(static_cast<size_t>(rank), false);
+  for (int64_t a : axes) {
+    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(a, rank));
+    if (inserted[static_cast<size_t>(axis)]) return makeError("axis ", a, " repeated");
+    inserted[static_cast<size_t>(axis)] = true;
+  }
+  std::vector<int64_t> out;
+  int src = 0;
+  for (int i = 0; i < rank; ++i) out.push_back(inserted[static_cast<size_t>(i)] ? 1 : x[src++]);
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+InferResult inferTranspose(const OpAttrs& attrs, Inputs in, int) {
+  const Shape& x = in[0]->shape;
+  const auto& perm = std::get<TransposeAttrs>(attrs).perm;
+  if (static_cast<int>(perm.size()) != x.rank())
+    return makeError("perm ", dimsToString(perm), " does not match rank ", x.rank());
+  std::vector<bool> seen(perm.size(), false);
+  std::vector<int64_t> out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.rank() || seen[static_cast<size_t>(p)])
+      return makeError("perm ", dimsToString(perm), " is not a permutation");
+    seen[static_cast<size_t>(p)] = true;
+    out.push_back(x[static_cast<int>(p)]);
+  }
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+InferResult inferConcat(const OpAttrs& attrs, Inputs in, int) {
+  const Shape& first = in[0]->shape;
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis,
+                         normalizeAxis(std::get<AxisAttrs>(attrs).axis, first.rank()));
+  TUNEC_TRY(checkSameDType(in, 0, in.size()));
+  std::vector<int64_t> out = first.dims();
+  out[static_cast<size_t>(axis)] = 0;
+  for (const TensorType* t : in) {
+    if (t->shape.rank() != first.rank()) return makeError("inputs have different ranks");
+    for (int i = 0; i < first.rank(); ++i)
+      if (i != axis && t->shape[i] != first[i])
+        return makeError("inputs ", first.toString(), " and ", t->shape.toString(),
+                         " differ outside axis ", axis);
+    out[static_cast<size_t>(axis)] += t->shape[static_cast<int>(axis)];
+  }
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+InferResult inferSplit(const OpAttrs& attrs, Inputs in, int numOutputs) {
+  const auto& a = std::get<SplitAttrs>(attrs);
+  const Shape& x = in[0]->shape;
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(a.axis, x.rank()));
+  if (static_cast<int>(a.sizes.size()) != numOutputs)
+    return makeError(a.sizes.size(), " split sizes for ", numOutputs, " outputs");
+  int64_t total = std::accumulate(a.sizes.begin(), a.sizes.end(), int64_t{0});
+  if (total != x[static_cast<int>(axis)])
+    return makeError("split sizes ", dimsToString(a.sizes), " do not sum to ",
+                     x[static_cast<int>(axis)]);
+  std::vector<TensorType> out;
+  for (int64_t s : a.sizes) {
+    std::vector<int64_t> d = x.dims();
+    d[static_cast<size_t>(axis)] = s;
+    out.push_back(plainType(in[0]->dtype, Shape(d)));
+  }
+  return out;
+}
+
+InferResult inferSlice(const OpAttrs& attrs, Inputs in, int) {
+  const auto& a = std::get<SliceAttrs>(attrs);
+  if (static_cast<int>(a.counts.size()) != in[0]->shape.rank())
+    return makeError("slice has ", a.counts.size(), " dims for rank ", in[0]->shape.rank());
+  return std::vector{plainType(in[0]->dtype, Shape(a.counts))};
+}
+
+InferResult inferGather(const OpAttrs& attrs, Inputs in, int) {
+  const Shape& x = in[0]->shape;
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(std::get<AxisAttrs>(attrs).axis, x.rank()));
+  if (!isInteger(in[1]->dtype))
+    return makeError("indices must be integers, not ", dtypeName(in[1]->dtype));
+  std::vector<int64_t> out(x.dims().begin(), x.dims().begin() + axis);
+  for (int64_t d : in[1]->shape.dims()) out.push_back(d);
+  for (int i = static_cast<int>(axis) + 1; i < x.rank(); ++i) out.push_back(x[i]);
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+InferResult inferGatherElements(const OpAttrs& attrs, Inputs in, int) {
+  const Shape& x = in[0]->shape;
+  TUNEC_TRY(normalizeAxis(std::get<AxisAttrs>(attrs).axis, x.rank()).status());
+  if (in[1]->shape.rank() != x.rank()) return makeError("indices rank differs from data rank");
+  return std::vector{plainType(in[0]->dtype, in[1]->shape)};
+}
+
+InferResult inferExpand(const OpAttrs& attrs, Inputs in, int) {
+  TUNEC_ASSIGN_OR_RETURN(Shape out,
+                         broadcastShapes(in[0]->shape, Shape(std::get<ReshapeAttrs>(attrs).shape)));
+  return std::vector{plainType(in[0]->dtype, out)};
+}
+
+InferResult inferTile(const OpAttrs& attrs, Inputs in, int) {
+  const auto& r = std::get<TileAttrs>(attrs).repeats;
+  if (static_cast<int>(r.size()) != in[0]->shape.rank())
+    return makeError("repeats ", dimsToString(r), " do not match rank ", in[0]->shape.rank());
+  std::vector<int64_t> out = in[0]->shape.dims();
+  for (size_t i = 0; i < out.size(); ++i) out[i] *= r[i];
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+InferResult inferPad(const OpAttrs& attrs, Inputs in, int) {
+  const auto& p = std::get<PadAttrs>(attrs).pads;
+  const Shape& x = in[0]->shape;
+  if (static_cast<int>(p.size()) != 2 * x.rank())
+    return makeError("pads ", dimsToString(p), " do not have 2 x rank ", x.rank(), " entries");
+  std::vector<int64_t> out = x.dims();
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] += p[i] + p[i + out.size()];
+    if (out[i] < 0) return makeError("pads ", dimsToString(p), " make dim ", i, " negative");
+  }
+  return std::vector{plainType(in[0]->dtype, Shape(out))};
+}
+
+InferResult inferConstantOfShape(const OpAttrs& attrs, Inputs, int) {
+  const auto& a = std::get<ConstantOfShapeAttrs>(attrs);
+  return std::vector{plainType(a.dtype, Shape(a.shape))};
+}
+
+InferResult inferDepthToSpace(const OpAttrs& attrs, Inputs in, int, bool toSpace) {
+  const Shape& x = in[0]->shape;
+  int64_t b = std::get<DepthToSpaceAttrs>(attrs).blockSize;
+  if (x.rank() != 4 || b <= 0) return makeError("needs a 4-d input and a positive block size");
+  if (toSpace) {
+    if (x[1] % (b * b))
+      return makeError("channels ", x[1], " not divisible by blocksize^2 ", b * b);
+    return std::vector{plainType(in[0]->dtype, Shape{x[0], x[1] / (b * b), x[2] * b, x[3] * b})};
+  }
+  if (x[2] % b || x[3] % b)
+    return makeError("spatial dims of ", x.toString(), " not divisible by ", b);
+  return std::vector{plainType(in[0]->dtype, Shape{x[0], x[1] * b * b, x[2] / b, x[3] / b})};
+}
+InferResult inferD2S(const OpAttrs& a, Inputs in, int n) {
+  return inferDepthToSpace(a, in, n, true);
+}
+InferResult inferS2D(const OpAttrs& a, Inputs in, int n) {
+  return inferDepthToSpace(a, in, n, false);
+}
+
+// ---- FLOP counts ----------------------------------------------------------------------------
+
+int64_t outputElements(const Node& node, const Graph& graph) {
+  return graph.value(node.outputs[0]).type.shape.numel();
+}
+int64_t inputElements(const Node& node, const Graph& graph) {
+  return graph.value(node.inputs[0]).type.shape.numel();
+}
+int64_t noFlops(const Node&, const Graph&) {
+  return 0;
+}
+
+int64_t convFlops(const Node& node, const Graph& graph) {
+  const Shape& w = graph.value(node.inputs[1]).type.shape;
+  int64_t perOutput = 1;
+  for (int i = 1; i < w.rank(); ++i) perOutput *= w[i];
+  return 2 * outputElements(node, graph) * perOutput;
+}
+
+int64_t gemmFlops(const Node& node, const Graph& graph) {
+  const auto& a = std::get<GemmAttrs>(node.attrs);
+  const Shape& sa = graph.value(node.inputs[0]).type.shape;
+  int64_t k = a.transA ? sa[0] : sa[1];
+  return 2 * outputElements(node, graph) * k;
+}
+
+int64_t matmulFlops(const Node& node, const Graph& graph) {
+  const Shape& sa = graph.value(node.inputs[0]).type.shape;
+  return 2 * outputElements(node, graph) * sa[sa.rank() - 1];
+}
+
+int64_t poolFlops(const Node& node, const Graph& graph) {
+  const auto& a = std::get<PoolAttrs>(node.attrs);
+  int64_t window = 1;
+  for (int64_t k : a.kernel) window *= k;
+  return outputElements(node, graph) * window;
+}
+
+// ---- the table --------------------------------------------------------------------------------
+
+struct Row {
+  MappingType mapping;
+  int minIn, maxIn, minOut, maxOut;
+  decltype(OpInfo::infer) infer;
+  decltype(OpInfo::flops) flops;
+};
+
+constexpr auto O2O = MappingType::OneToOne;
+constexpr auto O2M = MappingType::OneToMany;
+constexpr auto M2M = MappingType::ManyToMany;
+constexpr auto REORG = MappingType::Reorganize;
+constexpr auto SHUF = MappingType::Shuffle;
+
+Row rowFor(OpKind kind) {
+  const Row unary{O2O, 1, 1, 1, 1, inferSameAsFirst, outputElements};
+  const Row binary{O2O, 2, 2, 1, 1, inferBroadcast, outputElements};
+  const Row compare{O2O, 2, 2, 1, 1, inferCompare, outputElements};
+  const Row reduce{M2M, 1, 1, 1, 1, inferReduce, inputElements};
+  switch (kind) {
+  case OpKind::IsInf:
+  case OpKind::IsNaN:
+    return {O2O, 1, 1, 1, 1, inferBoolUnary, outputElements};
+  case OpKind::Cast:
+    return {O2O, 1, 1, 1, 1, inferCast, noFlops};
+  case OpKind::Identity:
+    return {O2O, 1, 1, 1, 1, inferSameAsFirst, noFlops};
+  case OpKind::Dropout:
+    return {O2O, 1, 3, 1, 1, inferSameAsFirst, noFlops};
+  case OpKind::Clip:
+    return unary;
+  case OpKind::Pow:
+    return {O2O, 2, 2, 1, 1, inferBroadcastFirstType, outputElements};
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Mod:
+  case OpKind::PRelu:
+  case OpKind::BitwiseAnd:
+  case OpKind::BitwiseOr:
+  case OpKind::BitwiseXor:
+    return binary;
+  case OpKind::Max:
+  case OpKind::Min:
+  case OpKind::Sum:
+  case OpKind::Mean:
+    return {O2O, 1, -1, 1, 1, inferBroadcast, outputElements};
+  case OpKind::Equal:
+  case OpKind::Less:
+  case OpKind::LessOrEqual:
+  case OpKind::Greater:
+  case OpKind::GreaterOrEqual:
+  case OpKind::And:
+  case OpKind::Or:
+  case OpKind::Xor:
+    return compare;
+  case OpKind::Where:
+    return {O2O, 3, 3, 1, 1, inferWhere, outputElements};
+  case OpKind::Conv:
+    return {M2M, 2, 3, 1, 1, inferConv, convFlops};
+  case OpKind::Gemm:
+    return {M2M, 2, 3, 1, 1, inferGemm, gemmFlops};
+  case OpKind::MatMul:
+    return {M2M, 2, 2, 1, 1, inferMatMul, matmulFlops};
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+  case OpKind::Hardmax:
+    return {M2M, 1, 1, 1, 1, inferSoftmax, inputElements};
+  case OpKind::LayerNormalization:
+    return {M2M, 2, 3, 1, 3, inferLayerNorm, inputElements};
+  case OpKind::BatchNormalization:
+    return {O2M, 5, 5, 1, 1, inferChannelNorm, inputElements};
+  case OpKind::InstanceNormalization:
+    return {M2M, 3, 3, 1, 1, inferChannelNorm, inputElements};
+  case OpKind::MaxPool:
+    return {M2M, 1, 1, 1, 2, inferPool, poolFlops};
+  case OpKind::AveragePool:
+  case OpKind::LpPool:
+    return {M2M, 1, 1, 1, 1, inferPool, poolFlops};
+  case OpKind::GlobalAveragePool:
+  case OpKind::GlobalMaxPool:
+    return {M2M, 1, 1, 1, 1, inferGlobalPool, inputElements};
+  case OpKind::ReduceMean:
+  case OpKind::ReduceSum:
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+  case OpKind::ReduceProd:
+  case OpKind::ReduceL1:
+  case OpKind::ReduceL2:
+  case OpKind::ReduceSumSquare:
+  case OpKind::ReduceLogSum:
+  case OpKind::ReduceLogSumExp:
+    return reduce;
+  case OpKind::ArgMax:
+  case OpKind::ArgMin:
+    return {M2M, 1, 1, 1, 1, inferArgReduce, inputElements};
+  case OpKind::Reshape:
+    return {REORG, 1, 1, 1, 1, inferReshape, noFlops};
+  case OpKind::Flatten:
+    return {REORG, 1, 1, 1, 1, inferFlatten, noFlops};
+  case OpKind::Squeeze:
+    return {REORG, 1, 1, 1, 1, inferSqueeze, noFlops};
+  case OpKind::Unsqueeze:
+    return {REORG, 1, 1, 1, 1, inferUnsqueeze, noFlops};
+  case OpKind::Transpose:
+    return {SHUF, 1, 1, 1, 1, inferTranspose, noFlops};
+  case OpKind::Concat:
+    return {REORG, 1, -1, 1, 1, inferConcat, noFlops};
+  case OpKind::Split:
+    return {REORG, 1, 1, 1, -1, inferSplit, noFlops};
+  case OpKind::Slice:
+    return {REORG, 1, 1, 1, 1, inferSlice, noFlops};
+  case OpKind::Gather:
+    return {SHUF, 2, 2, 1, 1, inferGather, noFlops};
+  case OpKind::GatherElements:
+    return {SHUF, 2, 2, 1, 1, inferGatherElements, noFlops};
+  case OpKind::Expand:
+    return {O2M, 1, 1, 1, 1, inferExpand, noFlops};
+  case OpKind::Tile:
+    return {O2M, 1, 1, 1, 1, inferTile, noFlops};
+  case OpKind::Pad:
+    return {REORG, 1, 1, 1, 1, inferPad, noFlops};
+  case OpKind::ConstantOfShape:
+    return {O2M, 0, 0, 1, 1, inferConstantOfShape, noFlops};
+  case OpKind::DepthToSpace:
+    return {SHUF, 1, 1, 1, 1, inferD2S, noFlops};
+  case OpKind::SpaceToDepth:
+    return {SHUF, 1, 1, 1, 1, inferS2D, noFlops};
+  default:
+    return unary;
+  }
+}
+
+std::vector<OpInfo> buildTable() {
+  std::vector<OpInfo> table;
+  for (int i = 0; i < opKindCount(); ++i) {
+    auto kind = static_cast<OpKind>(i);
+    Row r = rowFor(kind);
+    table.push_back(OpInfo{kind, kOpNames[i], r.mapping, r.minIn, r.maxIn, r.minOut, r.maxOut,
+                           r.infer, r.flops});
+  }
+  return table;
+}
+
+} // namespace
+
+int opKindCount() {
+  return static_cast<int>(std::size(kOpNames));
+}
+
+std::string_view opName(OpKind kind) {
+  return kOpNames[static_cast<size_t>(kind)];
+}
+
+std::optional<OpKind> findOp(std::string_view name) {
+  for (size_t i = 0; i < std::size(kOpNames); ++i)
+    if (kOpNames[i] == name) return static_cast<OpKind>(i);
+  return std::nullopt;
+}
+
+const OpInfo& opInfo(OpKind kind) {
+  static const std::vector<OpInfo> table = buildTable();
+  return table[static_cast<size_t>(kind)];
+}
+
+Expected<std::vector<TensorType>> inferNodeTypes(const Graph& graph, OpKind kind,
+                                                 const OpAttrs& attrs,
+                                                 std::span<const ValueId> inputs, int numOutputs) {
+  const OpInfo& info = opInfo(kind);
+  int n = static_cast<int>(inputs.size());
+  if (n < info.minInputs || (info.maxInputs >= 0 && n > info.maxInputs))
+    return makeError("takes ", info.minInputs, (info.maxInputs == info.minInputs ? "" : " or more"),
+                     " inputs, got ", n);
+  if (numOutputs < info.minOutputs || (info.maxOutputs >= 0 && numOutputs > info.maxOutputs))
+    return makeError("has at most ", info.maxOutputs, " outputs, ", numOutputs, " requested");
+  std::vector<const TensorType*> types;
+  for (int i = 0; i < n; ++i) {
+    ValueId v = inputs[static_cast<size_t>(i)];
+    if (v == kNoValue && i < info.minInputs) return makeError("required input ", i, " is missing");
+    types.push_back(v == kNoValue ? nullptr : &graph.value(v).type);
+  }
+  return info.infer(attrs, types, numOutputs);
+}
+
+Expected<int64_t> normalizeAxis(int64_t axis, int rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max(rank, 1))
+    return makeError("axis ", axis, " is out of range for rank ", rank);
+  return a;
+}
+
+Expected<Shape> broadcastShapes(const Shape& a, const Shape& b) {
+  int rank = std::max(a.rank(), b.rank());
+  std::vector<int64_t> out(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) {
+    int ia = a.rank() - rank + i, ib = b.rank() - rank + i;
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return makeError("shapes ", a.toString(), " and ", b.toString(), " do not broadcast");
+    out[static_cast<size_t>(i)] = da == 1 ? db : da;
+  }
+  return Shape(out);
+}
+
+int64_t slidingOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
+                          int64_t padEnd, int64_t dilation, bool ceilMode) {
+  int64_t span = (kernel - 1) * dilation + 1;
+  int64_t room = in + padBegin + padEnd - span;
+  if (room < 0) return 0;
+  int64_t out = (ceilMode ? (room + stride - 1) / stride : room / stride) + 1;
+  // With ceil mode the last window must start inside the input or the begin padding.
+  if (ceilMode && (out - 1) * stride >= in + padBegin) --out;
+  return out;
+}
+
+} // namespace tunec

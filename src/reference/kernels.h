@@ -1,0 +1,36 @@
+// Internal: the reference kernels by op family, dispatched from executor.cpp.
+#pragma once
+
+#include "ir/graph.h"
+
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace tunec::reference {
+
+using Inputs = std::span<const Tensor* const>;
+using Outputs = std::span<Tensor>;
+
+/// All elements converted to double, and back (rounded to the tensor's dtype).
+std::vector<double> toDoubles(const Tensor& t);
+void fromDoubles(Tensor& t, const std::vector<double>& values);
+
+/// For every element of `out` (row-major), the linear offset of the element of a tensor of
+/// shape `in` that numpy broadcasting reads.
+std::vector<int64_t> broadcastOffsets(const Shape& in, const Shape& out);
+
+/// Calls f(index, linear) for every multi-index of `shape` in row-major order.
+void forEachIndex(const Shape& shape,
+                  const std::function<void(const std::vector<int64_t>&, int64_t)>& f);
+
+Status elementwise(const Node& node, Inputs in, Outputs out);
+Status conv(const Node& node, Inputs in, Outputs out);
+Status gemm(const Node& node, Inputs in, Outputs out);
+Status matmul(const Node& node, Inputs in, Outputs out);
+Status pool(const Node& node, Inputs in, Outputs out);
+Status normalize(const Node& node, Inputs in, Outputs out);
+Status reduce(const Node& node, Inputs in, Outputs out);
+Status dataMovement(const Node& node, Inputs in, Outputs out);
+
+} // namespace tunec::reference
