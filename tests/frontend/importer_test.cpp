@@ -1,1 +1,200 @@
+// ONNX importer: typed attributes, static shapes, and every user error message.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include "frontend/onnx_importer.h"
+#include "reference/reference.h"
+
+namespace tunec {
+namespace {
+
+/// Builds small ONNX models in memory.
+class ModelBuilder {
+public:
+  explicit ModelBuilder(int opset = 13) {
+    model_.set_ir_version(8);
+    auto* op = model_.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+  }
+  ModelBuilder& input(const std::string& name, std::vector<int64_t> dims, int elem = onnx::TensorProto::FLOAT,
+                      const std::string& dynamicName = "") {
+    auto* in = model_.mutable_graph()->add_input();
+    in->set_name(name);
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) {
+      auto* dim = shape->add_dim();
+      if (d < 0) dim->set_dim_param(dynamicName);
+      else dim->set_dim_value(d);
+    }
+    return *this;
+  }
+  ModelBuilder& output(const std::string& name) {
+    model_.mutable_graph()->add_output()->set_name(name);
+    return *this;
+  }
+  onnx::NodeProto& node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                        const std::string& name = "") {
+    auto* n = model_.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+    return *n;
+  }
+  ModelBuilder& initializerInts(const std::string& name, std::vector<int64_t> v) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    return *this;
+  }
+  std::string bytes() const { return model_.SerializeAsString(); }
+
+private:
+  onnx::ModelProto model_;
+};
+
+void addIntAttr(onnx::NodeProto& n, const std::string& name, int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+Expected<Graph> import(const ModelBuilder& b, ImportOptions options = {}) {
+  options.evaluator = runReferenceNode;
+  return importOnnxBytes(b.bytes(), "", options);
+}
+
+TEST(Importer, ReshapeTargetBecomesTypedAttribute) {
+  ModelBuilder b;
+  b.input("x", {2, 3, 4}).initializerInts("shape", {0, -1}).output("y");
+  b.node("Reshape", {"x", "shape"}, {"y"}, "r");
+  auto g = import(b);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(std::get<ReshapeAttrs>(g->nodes()[0].attrs).shape, (std::vector<int64_t>{2, 12}));
+  EXPECT_EQ(g->nodes()[0].inputs.size(), 1u);
+}
+
+TEST(Importer, ShapeArithmeticIsFoldedToConstants) {
+  ModelBuilder b;
+  b.input("x", {2, 3, 4}).initializerInts("idx", {0}).output("y");
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "idx"}, {"first"});
+  b.initializerInts("rest", {-1});
+  b.node("Concat", {"first", "rest"}, {"target"}).add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  b.node("Reshape", {"x", "target"}, {"y"});
+  auto g = import(b);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  ASSERT_EQ(g->nodes().size(), 1u); // only the Reshape is left
+  EXPECT_EQ(g->value(g->outputs()[0]).type.shape, (Shape{2, 12}));
+}
+
+TEST(Importer, EveryUnsupportedOpIsListedInOneMessage) {
+  ModelBuilder b;
+  b.input("x", {4}).output("z");
+  b.node("Frobnicate", {"x"}, {"a"}, "f1");
+  b.node("Frobnicate", {"a"}, {"b"}, "f2");
+  b.node("Quux", {"b"}, {"z"}, "q");
+  auto g = import(b);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(),
+            "unsupported ops (2): Frobnicate (2 nodes, e.g. 'f1'), Quux (1 node, e.g. 'q'); see "
+            "docs/ops.md for the supported set");
+}
+
+TEST(Importer, DynamicDimensionNamesInputAndFix) {
+  ModelBuilder b;
+  b.input("pixels", {-1, 3, 8, 8}, onnx::TensorProto::FLOAT, "batch").output("y");
+  b.node("Relu", {"pixels"}, {"y"});
+  auto g = import(b);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(),
+            "input 'pixels' has a dynamic dimension 'batch' (dim 0); tunec compiles static shapes: "
+            "give one with --input-shape pixels=1x3x8x8");
+  ImportOptions options;
+  options.inputShapes["pixels"] = Shape{2, 3, 8, 8};
+  g = import(b, options);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  EXPECT_EQ(g->value(g->inputs()[0]).type.shape, (Shape{2, 3, 8, 8}));
+}
+
+TEST(Importer, UnsupportedAttributeIsNamed) {
+  ModelBuilder b;
+  b.input("x", {4}).output("y");
+  addIntAttr(b.node("Relu", {"x"}, {"y"}, "act"), "mystery", 1);
+  auto g = import(b);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(), "node 'act' (Relu): unsupported attribute 'mystery'");
+}
+
+TEST(Importer, NonConstantShapeInputExplainsStaticShapes) {
+  ModelBuilder b;
+  b.input("x", {2, 6}).input("shape", {2}, onnx::TensorProto::INT64).output("y");
+  b.node("Reshape", {"x", "shape"}, {"y"}, "r");
+  auto g = import(b);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_NE(g.error().message().find("node 'r' (Reshape): input 'shape' (the target shape) must be a "
+                                     "compile-time constant because tunec compiles static shapes"),
+            std::string::npos)
+      << g.error().message();
+}
+
+TEST(Importer, BadShapesAreReportedWithTheNode) {
+  ModelBuilder b;
+  b.input("a", {2, 3}).input("b", {4, 5}).output("c");
+  b.node("MatMul", {"a", "b"}, {"c"}, "mm");
+  auto g = import(b);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(),
+            "node 'mm' (MatMul) with inputs (f32[2x3], f32[4x5]): inner dimensions differ: 2x3 x 4x5");
+}
+
+TEST(Importer, TruncatedAndNonOnnxBytesAreRejected) {
+  ModelBuilder b;
+  b.input("x", {4}).output("y");
+  b.node("Relu", {"x"}, {"y"});
+  std::string bytes = b.bytes();
+  auto g = importOnnxBytes(bytes.substr(0, bytes.size() / 2), "");
+  ASSERT_FALSE(g.isOk());
+  EXPECT_NE(g.error().message().find("not an ONNX model"), std::string::npos);
+  g = importOnnxBytes("hello, world", "");
+  ASSERT_FALSE(g.isOk());
+  EXPECT_NE(g.error().message().find("not an ONNX model"), std::string::npos);
+  auto f = importOnnxFile("/nonexistent/model.onnx");
+  ASSERT_FALSE(f.isOk());
+  EXPECT_EQ(f.error().message(), "/nonexistent/model.onnx: cannot open file");
+}
+
+TEST(Importer, AutoPadSameUpperResolvesPads) {
+  ModelBuilder b;
+  b.input("x", {1, 1, 5, 5}).output("y");
+  auto& n = b.node("MaxPool", {"x"}, {"y"});
+  auto* k = n.add_attribute();
+  k->set_name("kernel_shape");
+  k->set_type(onnx::AttributeProto::INTS);
+  k->add_ints(2);
+  k->add_ints(2);
+  auto* ap = n.add_attribute();
+  ap->set_name("auto_pad");
+  ap->set_type(onnx::AttributeProto::STRING);
+  ap->set_s("SAME_UPPER");
+  auto g = import(b);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  EXPECT_EQ(std::get<PoolAttrs>(g->nodes()[0].attrs).pads, (std::vector<int64_t>{0, 0, 1, 1}));
+  EXPECT_EQ(g->value(g->outputs()[0]).type.shape, (Shape{1, 1, 5, 5}));
+}
+
+} // namespace
+} // namespace tunec

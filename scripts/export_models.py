@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""Exports the test models to ONNX with PyTorch (Debian's python3-torch/torchvision).
+
+For each model: models/<name>/model.onnx, one <input>.npy per input and expected_<output>.npy
+with PyTorch's outputs. Weights are random with a fixed seed (no download is possible here);
+batch-norm statistics are randomized too so that folding them is really exercised.
+
+usage: scripts/export_models.py [--out models] [--only resnet50,mobilenet_v2,bert_base,tiny_cnn]
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+def randomize_batchnorm(model, generator):
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            n = m.num_features
+            m.running_mean.copy_(torch.randn(n, generator=generator) * 0.1)
+            m.running_var.copy_(torch.rand(n, generator=generator) + 0.5)
+            m.weight.data.copy_(torch.rand(n, generator=generator) + 0.5)
+            m.bias.data.copy_(torch.randn(n, generator=generator) * 0.1)
+
+
+class TinyCnn(nn.Module):
+    """The bundled example: conv-bn-relu, a strided conv, a residual add, pooling and a Gemm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.conv3 = nn.Conv2d(32, 32, 3, padding=1)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        y = torch.relu(self.conv2(x))
+        y = torch.relu(self.conv3(y) + y)
+        y = torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1)
+        return torch.softmax(self.fc(y), dim=1)
+
+
+class BertLayer(nn.Module):
+    """One BERT-base encoder layer, written out as HuggingFace's BertLayer computes it."""
+
+    def __init__(self, hidden=768, heads=12, ffn=3072, eps=1e-12):
+        super().__init__()
+        self.heads, self.head_dim = heads, hidden // heads
+        self.q, self.k, self.v = nn.Linear(hidden, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, hidden)
+        self.attn_out = nn.Linear(hidden, hidden)
+        self.ln1 = nn.LayerNorm(hidden, eps=eps)
+        self.ffn_in = nn.Linear(hidden, ffn)
+        self.ffn_out = nn.Linear(ffn, hidden)
+        self.ln2 = nn.LayerNorm(hidden, eps=eps)
+
+    def split(self, x, seq):
+        return x.view(1, seq, self.heads, self.head_dim).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        seq = x.shape[1]
+        q, k, v = self.split(self.q(x), seq), self.split(self.k(x), seq), self.split(self.v(x), seq)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        context = torch.matmul(torch.softmax(scores, dim=-1), v)
+        context = context.permute(0, 2, 1, 3).reshape(1, seq, self.heads * self.head_dim)
+        x = self.ln1(x + self.attn_out(context))
+        return self.ln2(x + self.ffn_out(nn.functional.gelu(self.ffn_in(x))))
+
+
+class BertEncoder(nn.Module):
+    """BERT-base: embeddings (word, position, token type, LayerNorm) and 12 encoder layers."""
+
+    def __init__(self, vocab=30522, hidden=768, layers=12, max_pos=512):
+        super().__init__()
+        self.word = nn.Embedding(vocab, hidden)
+        self.position = nn.Embedding(max_pos, hidden)
+        self.token_type = nn.Embedding(2, hidden)
+        self.ln = nn.LayerNorm(hidden, eps=1e-12)
+        self.layers = nn.ModuleList([BertLayer(hidden) for _ in range(layers)])
+
+    def forward(self, input_ids):
+        seq = input_ids.shape[1]
+        positions = torch.arange(seq).unsqueeze(0)
+        x = self.word(input_ids) + self.position(positions) + self.token_type(torch.zeros_like(input_ids))
+        x = self.ln(x)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def init_bert(model, generator):
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            m.weight.data.copy_(torch.randn(m.weight.shape, generator=generator) * 0.02)
+        if isinstance(m, nn.Linear):
+            m.bias.data.copy_(torch.randn(m.bias.shape, generator=generator) * 0.02)
+        if isinstance(m, nn.LayerNorm):
+            m.weight.data.copy_(torch.rand(m.weight.shape, generator=generator) + 0.5)
+            m.bias.data.copy_(torch.randn(m.bias.shape, generator=generator) * 0.1)
+
+
+def build(name, generator):
+    import torchvision
+
+    if name == "tiny_cnn":
+        model = TinyCnn()
+        randomize_batchnorm(model, generator)
+        return model, {"x": torch.randn(1, 3, 32, 32, generator=generator)}
+    if name == "resnet50":
+        model = torchvision.models.resnet50(weights=None)
+        randomize_batchnorm(model, generator)
+        return model, {"x": torch.randn(1, 3, 224, 224, generator=generator)}
+    if name == "mobilenet_v2":
+        model = torchvision.models.mobilenet_v2(weights=None)
+        randomize_batchnorm(model, generator)
+        return model, {"x": torch.randn(1, 3, 224, 224, generator=generator)}
+    if name == "bert_base":
+        model = BertEncoder()
+        init_bert(model, generator)
+        return model, {"input_ids": torch.randint(0, 30522, (1, 128), generator=generator)}
+    raise SystemExit(f"export_models: unknown model '{name}'")
+
+
+def export(name, out_dir):
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    model, inputs = build(name, generator)
+    model.eval()
+    path = os.path.join(out_dir, name)
+    os.makedirs(path, exist_ok=True)
+    with torch.no_grad():
+        outputs = model(*inputs.values())
+        torch.onnx.export(model, tuple(inputs.values()), os.path.join(path, "model.onnx"),
+                          input_names=list(inputs), output_names=["y"], opset_version=13,
+                          do_constant_folding=True)
+    for key, value in inputs.items():
+        np.save(os.path.join(path, f"{key}.npy"), value.numpy())
+    np.save(os.path.join(path, "expected_y.npy"), outputs.numpy())
+    print(f"exported {name} to {path}/model.onnx")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="models", help="output directory (default: models)")
+    parser.add_argument("--only", default="tiny_cnn,resnet50,mobilenet_v2,bert_base",
+                        help="comma-separated model names")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    for name in args.only.split(","):
+        export(name, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

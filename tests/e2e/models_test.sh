@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# End-to-end: exports ResNet-50, MobileNetV2 and a BERT-base encoder with PyTorch (random
+# weights, fixed seed), runs each through `tunec run` and checks relative L2 error < 1e-4.
+set -euo pipefail
+tunec="$1" src="$2" work="$3"
+models=(tiny_cnn mobilenet_v2 resnet50 bert_base)
+for m in "${models[@]}"; do
+  if [ ! -f "$work/$m/model.onnx" ]; then
+    /usr/bin/python3 "$src/scripts/export_models.py" --out "$work" --only "$m" 2>&1 | grep -v -i warn || true
+  fi
+done
+status=0
+for m in "${models[@]}"; do
+  d="$work/$m"
+  input=$(ls "$d"/*.npy | grep -v expected_ | head -1)
+  name=$(basename "$input" .npy)
+  "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m"
+  /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m/y.npy" --max-rel-l2 1e-4 || status=1
+done
+exit $status
