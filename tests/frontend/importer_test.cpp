@@ -1,9 +1,9 @@
 // ONNX importer: typed attributes, static shapes, and every user error message.
-#include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
-
 #include "frontend/onnx_importer.h"
 #include "reference/reference.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 namespace tunec {
 namespace {
@@ -17,8 +17,8 @@ public:
     op->set_domain("");
     op->set_version(opset);
   }
-  ModelBuilder& input(const std::string& name, std::vector<int64_t> dims, int elem = onnx::TensorProto::FLOAT,
-                      const std::string& dynamicName = "") {
+  ModelBuilder& input(const std::string& name, std::vector<int64_t> dims,
+                      int elem = onnx::TensorProto::FLOAT, const std::string& dynamicName = "") {
     auto* in = model_.mutable_graph()->add_input();
     in->set_name(name);
     auto* tt = in->mutable_type()->mutable_tensor_type();
@@ -26,8 +26,10 @@ public:
     auto* shape = tt->mutable_shape();
     for (int64_t d : dims) {
       auto* dim = shape->add_dim();
-      if (d < 0) dim->set_dim_param(dynamicName);
-      else dim->set_dim_value(d);
+      if (d < 0)
+        dim->set_dim_param(dynamicName);
+      else
+        dim->set_dim_value(d);
     }
     return *this;
   }
@@ -35,8 +37,8 @@ public:
     model_.mutable_graph()->add_output()->set_name(name);
     return *this;
   }
-  onnx::NodeProto& node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                        const std::string& name = "") {
+  onnx::NodeProto& node(const std::string& op, std::vector<std::string> in,
+                        std::vector<std::string> out, const std::string& name = "") {
     auto* n = model_.mutable_graph()->add_node();
     n->set_op_type(op);
     n->set_name(name);
@@ -145,9 +147,10 @@ TEST(Importer, NonConstantShapeInputExplainsStaticShapes) {
   b.node("Reshape", {"x", "shape"}, {"y"}, "r");
   auto g = import(b);
   ASSERT_FALSE(g.isOk());
-  EXPECT_NE(g.error().message().find("node 'r' (Reshape): input 'shape' (the target shape) must be a "
-                                     "compile-time constant because tunec compiles static shapes"),
-            std::string::npos)
+  EXPECT_NE(
+      g.error().message().find("node 'r' (Reshape): input 'shape' (the target shape) must be a "
+                               "compile-time constant because tunec compiles static shapes"),
+      std::string::npos)
       << g.error().message();
 }
 
@@ -157,8 +160,9 @@ TEST(Importer, BadShapesAreReportedWithTheNode) {
   b.node("MatMul", {"a", "b"}, {"c"}, "mm");
   auto g = import(b);
   ASSERT_FALSE(g.isOk());
-  EXPECT_EQ(g.error().message(),
-            "node 'mm' (MatMul) with inputs (f32[2x3], f32[4x5]): inner dimensions differ: 2x3 x 4x5");
+  EXPECT_EQ(
+      g.error().message(),
+      "node 'mm' (MatMul) with inputs (f32[2x3], f32[4x5]): inner dimensions differ: 2x3 x 4x5");
 }
 
 TEST(Importer, TruncatedAndNonOnnxBytesAreRejected) {

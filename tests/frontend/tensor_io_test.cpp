@@ -1,21 +1,25 @@
 // .npy and TensorProto files: round trips of every dtype and clear errors for bad files.
-#include <gtest/gtest.h>
+#include "frontend/tensor_io.h"
 
 #include <cstdio>
 #include <fstream>
-
-#include "frontend/tensor_io.h"
+#include <gtest/gtest.h>
 
 namespace tunec {
 namespace {
 
-std::string tempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+std::string tempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + name;
+}
 
 TEST(TensorIo, NpyAndPbRoundTripEveryDType) {
-  for (DType dtype : {DType::F32, DType::F64, DType::F16, DType::I8, DType::U8, DType::I16, DType::I32,
-                      DType::I64, DType::U64, DType::Bool}) {
+  for (DType dtype : {DType::F32, DType::F64, DType::F16, DType::I8, DType::U8, DType::I16,
+                      DType::I32, DType::I64, DType::U64, DType::Bool}) {
     Tensor t(dtype, Shape{2, 3});
-    for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, static_cast<double>((i * 7) % 5) - (dtype == DType::Bool || dtype == DType::U8 || dtype == DType::U64 ? 0 : 2));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.setDouble(i,
+                  static_cast<double>((i * 7) % 5) -
+                      (dtype == DType::Bool || dtype == DType::U8 || dtype == DType::U64 ? 0 : 2));
     for (const char* ext : {".npy", ".pb"}) {
       std::string path = tempPath(std::string("t_") + std::string(dtypeName(dtype)) + ext);
       Status s = std::string(ext) == ".npy" ? writeNpy(path, t) : writeTensorProto(path, t, "t");
@@ -52,7 +56,8 @@ TEST(TensorIo, TruncatedNpyIsRejectedWithSizes) {
   std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() - 8);
   auto back = readTensorFile(path);
   ASSERT_FALSE(back.isOk());
-  EXPECT_NE(back.error().message().find("shape 4x4 needs 64"), std::string::npos) << back.error().message();
+  EXPECT_NE(back.error().message().find("shape 4x4 needs 64"), std::string::npos)
+      << back.error().message();
 }
 
 TEST(TensorIo, MissingFileNamesThePath) {

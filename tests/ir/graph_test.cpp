@@ -1,11 +1,10 @@
 // Graph construction, inference, verifier and IR value types.
-#include <gtest/gtest.h>
-
-#include <cmath>
-
 #include "ir/graph.h"
 #include "ir/op_registry.h"
 #include "ir/verifier.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
 
 namespace tunec {
 namespace {
@@ -33,10 +32,12 @@ TEST(Graph, ConvChannelMismatchNamesNodeAndShapes) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{1, 4, 8, 8}, {}});
   ValueId w = g.addConstant("w", filled(DType::F32, Shape{8, 3, 3, 3}, 1));
-  auto n = g.addNode("c", OpKind::Conv, ConvAttrs{{3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, {x, w}, {"y"});
+  auto n = g.addNode("c", OpKind::Conv, ConvAttrs{{3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, {x, w},
+                     {"y"});
   ASSERT_FALSE(n.isOk());
   EXPECT_NE(n.error().message().find("node 'c' (Conv)"), std::string::npos) << n.error().message();
-  EXPECT_NE(n.error().message().find("expects 3 input channels but the input 1x4x8x8 has 4"), std::string::npos)
+  EXPECT_NE(n.error().message().find("expects 3 input channels but the input 1x4x8x8 has 4"),
+            std::string::npos)
       << n.error().message();
 }
 
@@ -86,7 +87,7 @@ TEST(Graph, VerifierReportsUndefinedOutput) {
   ASSERT_TRUE(r.isOk());
   Graph other;
   other.addInput("x", {DType::F32, Shape{2}, {}});
-  other.addOutput(1); // never defined
+  other.addOutput(1);                                           // never defined
   other.addConstant("unused", filled(DType::F32, Shape{1}, 0)); // value 1 is a constant: defined
   EXPECT_TRUE(verifyGraph(other).isOk());
 }

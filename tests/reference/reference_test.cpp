@@ -1,13 +1,12 @@
 // Reference ops checked against hand-computed values and against independent formulations
 // on random data (never zeros).
-#include <gtest/gtest.h>
+#include "ir/graph.h"
+#include "reference/reference.h"
 
 #include <cmath>
 #include <cstring>
+#include <gtest/gtest.h>
 #include <random>
-
-#include "ir/graph.h"
-#include "reference/reference.h"
 
 namespace tunec {
 namespace {
@@ -27,7 +26,8 @@ Tensor values(Shape shape, std::vector<float> v) {
 }
 
 // Builds a one-node graph over the given inputs (all graph inputs) and runs it.
-std::vector<Tensor> runOne(OpKind kind, OpAttrs attrs, const std::vector<Tensor>& in, int outputs = 1) {
+std::vector<Tensor> runOne(OpKind kind, OpAttrs attrs, const std::vector<Tensor>& in,
+                           int outputs = 1) {
   Graph g;
   std::vector<ValueId> ids;
   for (size_t i = 0; i < in.size(); ++i)
@@ -44,7 +44,8 @@ std::vector<Tensor> runOne(OpKind kind, OpAttrs attrs, const std::vector<Tensor>
 
 void expectClose(const Tensor& a, const Tensor& b, double tol) {
   ASSERT_EQ(a.shape(), b.shape());
-  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_NEAR(a.getDouble(i), b.getDouble(i), tol) << "element " << i;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    ASSERT_NEAR(a.getDouble(i), b.getDouble(i), tol) << "element " << i;
 }
 
 TEST(Reference, ConvHandComputedWithPaddingAndStride) {
@@ -85,8 +86,8 @@ TEST(Reference, GroupedConvEqualsSeparateConvs) {
 }
 
 TEST(Reference, GemmTransposesMatchMatMul) {
-  Tensor a = randomTensor(Shape{7, 5}, 5);  // A^T is 5x7
-  Tensor b = randomTensor(Shape{9, 7}, 6);  // B^T is 7x9
+  Tensor a = randomTensor(Shape{7, 5}, 5); // A^T is 5x7
+  Tensor b = randomTensor(Shape{9, 7}, 6); // B^T is 7x9
   Tensor c = randomTensor(Shape{9}, 7);
   auto gemm = runOne(OpKind::Gemm, GemmAttrs{2.f, 0.5f, true, true}, {a, b, c});
   auto at = runOne(OpKind::Transpose, TransposeAttrs{{1, 0}}, {a});
@@ -94,7 +95,8 @@ TEST(Reference, GemmTransposesMatchMatMul) {
   auto mm = runOne(OpKind::MatMul, NoAttrs{}, {at[0], bt[0]});
   for (int64_t i = 0; i < 5; ++i)
     for (int64_t j = 0; j < 9; ++j)
-      ASSERT_NEAR(gemm[0].getDouble(i * 9 + j), 2 * mm[0].getDouble(i * 9 + j) + 0.5 * c.getDouble(j), 1e-5);
+      ASSERT_NEAR(gemm[0].getDouble(i * 9 + j),
+                  2 * mm[0].getDouble(i * 9 + j) + 0.5 * c.getDouble(j), 1e-5);
 }
 
 TEST(Reference, SoftmaxRowsSumToOneAndLayerNormStandardizes) {
@@ -118,13 +120,15 @@ TEST(Reference, SoftmaxRowsSumToOneAndLayerNormStandardizes) {
 
 TEST(Reference, MaxPoolCeilModeAndAveragePoolExcludesPadding) {
   Tensor x = values(Shape{1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
-  auto mp = runOne(OpKind::MaxPool, PoolAttrs{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true, false, 2}, {x});
+  auto mp =
+      runOne(OpKind::MaxPool, PoolAttrs{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true, false, 2}, {x});
   ASSERT_EQ(mp[0].shape(), (Shape{1, 1, 2, 2}));
   EXPECT_EQ(mp[0].getDouble(0), 5);
   EXPECT_EQ(mp[0].getDouble(1), 6);
   EXPECT_EQ(mp[0].getDouble(2), 8);
   EXPECT_EQ(mp[0].getDouble(3), 9);
-  auto ap = runOne(OpKind::AveragePool, PoolAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, false, 2}, {x});
+  auto ap = runOne(OpKind::AveragePool,
+                   PoolAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, false, 2}, {x});
   EXPECT_DOUBLE_EQ(ap[0].getDouble(0), (1 + 2 + 4 + 5) / 4.0);
 }
 
@@ -145,7 +149,8 @@ TEST(Reference, GatherNegativeIndexAndOutOfRangeError) {
   idx.setInt(1, 7);
   auto r = runReference(graph, {data, idx});
   ASSERT_FALSE(r.isOk());
-  EXPECT_EQ(r.error().message(), "node 'gather' (Gather): index 7 is out of range for axis 0 of size 3");
+  EXPECT_EQ(r.error().message(),
+            "node 'gather' (Gather): index 7 is out of range for axis 0 of size 3");
 }
 
 TEST(Reference, WrongInputShapeOrDTypeNamesTheInput) {

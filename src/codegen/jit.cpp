@@ -1,0 +1,147 @@
+// ORC LLJIT setup, the O3 pipeline for the host, object emission.
+#include "codegen/jit.h"
+
+#include "codegen/module_builder.h"
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <mutex>
+
+namespace tunec {
+
+struct Jit::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::string cpu;
+  std::string avx512Features; ///< host features
+  std::string avx2Features;   ///< host features with every AVX-512 (and AMX) extension off
+  std::unique_ptr<llvm::TargetMachine> machine; ///< for the O3 pipeline and object emission
+  std::mutex mutex;
+  int counter = 0;
+};
+
+namespace {
+
+std::string llvmErrorText(llvm::Error error) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << error;
+  return os.str();
+}
+
+void optimize(llvm::Module& module, llvm::TargetMachine& machine) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&machine);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(module, mam);
+}
+
+Status verify(llvm::Module& module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (llvm::verifyModule(module, &os))
+    return makeError("internal: generated LLVM IR is invalid: ", os.str());
+  return {};
+}
+
+} // namespace
+
+Jit::Jit() : impl_(std::make_unique<Impl>()) {}
+Jit::~Jit() = default;
+
+Expected<std::unique_ptr<Jit>> Jit::create() {
+  if (!hostSupports(Isa::Avx2))
+    return makeError("this CPU lacks AVX2 and FMA, which tunec's kernels need");
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  std::unique_ptr<Jit> jit(new Jit());
+  Impl& impl = *jit->impl_;
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return makeError("cannot detect the host target: ", llvmErrorText(jtmb.takeError()));
+  jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+  impl.cpu = jtmb->getCPU();
+  llvm::StringMap<bool> features;
+  llvm::sys::getHostCPUFeatures(features);
+  for (const auto& f : features) {
+    std::string name = f.getKey().str();
+    impl.avx512Features +=
+        std::string(impl.avx512Features.empty() ? "" : ",") + (f.getValue() ? "+" : "-") + name;
+    bool wide = name.rfind("avx512", 0) == 0 || name.rfind("amx", 0) == 0 || name == "evex512";
+    impl.avx2Features += std::string(impl.avx2Features.empty() ? "" : ",") +
+                         (f.getValue() && !wide ? "+" : "-") + name;
+  }
+  auto machine = jtmb->createTargetMachine();
+  if (!machine)
+    return makeError("cannot create the target machine: ", llvmErrorText(machine.takeError()));
+  impl.machine = std::move(*machine);
+  auto lljit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+  if (!lljit) return makeError("cannot create the JIT: ", llvmErrorText(lljit.takeError()));
+  impl.jit = std::move(*lljit);
+  // Generated code calls the runtime (parallel_for, packing) in this process.
+  auto generator = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      impl.jit->getDataLayout().getGlobalPrefix());
+  if (!generator)
+    return makeError("cannot expose process symbols to the JIT: ",
+                     llvmErrorText(generator.takeError()));
+  impl.jit->getMainJITDylib().addGenerator(std::move(*generator));
+  return jit;
+}
+
+std::unique_ptr<codegen::ModuleBuilder> Jit::newModule(Isa isa, const std::string& name) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string& features = isa == Isa::Avx512 ? impl_->avx512Features : impl_->avx2Features;
+  return std::make_unique<codegen::ModuleBuilder>(
+      isa, name + "_m" + std::to_string(impl_->counter++), impl_->cpu, features,
+      impl_->jit->getDataLayout(), impl_->jit->getTargetTriple().str());
+}
+
+Expected<void*> Jit::addAndLookup(std::unique_ptr<codegen::ModuleBuilder> module,
+                                  const std::string& symbol) {
+  TUNEC_TRY(verify(module->module()));
+  std::lock_guard lock(impl_->mutex);
+  optimize(module->module(), *impl_->machine);
+  llvm::orc::ThreadSafeModule tsm(module->takeModule(), module->takeContext());
+  if (auto err = impl_->jit->addIRModule(std::move(tsm)))
+    return makeError("JIT: ", llvmErrorText(std::move(err)));
+  auto address = impl_->jit->lookup(symbol);
+  if (!address) return makeError("JIT: symbol ", symbol, ": ", llvmErrorText(address.takeError()));
+  return address->toPtr<void*>();
+}
+
+Status Jit::emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std::string& path) {
+  TUNEC_TRY(verify(module->module()));
+  std::lock_guard lock(impl_->mutex);
+  optimize(module->module(), *impl_->machine);
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
+  if (ec) return makeError(path, ": cannot open for writing: ", ec.message());
+  llvm::legacy::PassManager pm;
+  if (impl_->machine->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_ObjectFile))
+    return makeError("internal: the target cannot emit object files");
+  pm.run(module->module());
+  out.flush();
+  return {};
+}
+
+} // namespace tunec

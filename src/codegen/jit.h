@@ -1,0 +1,39 @@
+// The JIT: LLVM 16 ORC LLJIT with the O3 pipeline for the host CPU. This header keeps LLVM
+// types out so that users of codegen compile quickly (see STACK.md).
+#pragma once
+
+#include "support/error.h"
+#include "templates/isa.h"
+
+#include <memory>
+#include <string>
+
+namespace tunec {
+
+namespace codegen {
+class ModuleBuilder;
+}
+
+/// Owns the JIT session; every compiled kernel lives as long as the Jit.
+class Jit {
+public:
+  /// Creates a JIT for the host CPU. Fails with a message when the host lacks AVX2+FMA.
+  static Expected<std::unique_ptr<Jit>> create();
+  ~Jit();
+
+  /// Optimizes (O3) and adds a module, then returns the address of `symbol` in it.
+  Expected<void*> addAndLookup(std::unique_ptr<codegen::ModuleBuilder> module,
+                               const std::string& symbol);
+  /// Emits a module as a relocatable object file for the host (for model.so).
+  Status emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std::string& path);
+  /// A fresh module whose functions target `isa` (AVX-512 features disabled for Avx2).
+  std::unique_ptr<codegen::ModuleBuilder> newModule(Isa isa, const std::string& name);
+
+  struct Impl;
+
+private:
+  Jit();
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace tunec

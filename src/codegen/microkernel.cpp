@@ -1,0 +1,224 @@
+// Microkernel generator: register-tiled batch-reduce GEMM in plain LLVM IR. Accumulators are
+// <lanes x float> phi values carried across the batch and k loops; each A element is loaded as a
+// scalar and splatted (LLVM picks vbroadcastss or an embedded broadcast); llvm.fma does the math.
+// The C tile is added at the end (accumulators start at zero), then the epilogue, then the store.
+#include "codegen/microkernel.h"
+
+#include "codegen/microkernel_emitter.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+namespace tunec {
+
+int microkernelRegisters(const MicrokernelSpec& spec) {
+  int lanes = isaInfo(spec.isa).f32Lanes();
+  int vectors = (spec.nr + lanes - 1) / lanes;
+  return spec.mr * vectors + vectors + 1;
+}
+
+Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
+  const IsaInfo& info = isaInfo(spec.isa);
+  int lanes = info.f32Lanes();
+  if (spec.mr < 1) return makeError("microkernel mr=", spec.mr, " must be at least 1");
+  if (spec.nr < lanes || spec.nr % lanes != 0)
+    return makeError("microkernel nr=", spec.nr, " must be a positive multiple of ", lanes, " for ",
+                     info.name);
+  if (spec.nValid < 1 || spec.nValid > spec.nr)
+    return makeError("microkernel nValid=", spec.nValid, " must be in 1..nr=", spec.nr);
+  int regs = microkernelRegisters(spec);
+  if (regs > info.vectorRegisters)
+    return makeError("microkernel ", spec.mr, "x", spec.nr, " needs ", regs, " vector registers (",
+                     spec.mr * (spec.nr / lanes), " accumulators, ", spec.nr / lanes,
+                     " B vectors, 1 broadcast) but ", info.name, " has ", info.vectorRegisters);
+  return {};
+}
+
+std::string microkernelName(const MicrokernelSpec& spec) {
+  std::string name = "tunec_f32_brgemm_" + std::to_string(spec.mr) + "x" + std::to_string(spec.nr);
+  if (spec.nValid != spec.nr) name += "_n" + std::to_string(spec.nValid);
+  if (spec.aTransposed) name += "_at";
+  name += "_" + std::string(isaInfo(spec.isa).name);
+  std::string epi = epilogueName(spec.epilogue);
+  for (char& c : epi)
+    if (c == '+') c = '_';
+  if (!epi.empty()) name += "_" + epi;
+  return name;
+}
+
+namespace codegen {
+
+llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
+                                const std::string& name, bool internal) {
+  llvm::LLVMContext& ctx = mb.context();
+  llvm::Type* f32 = mb.f32();
+  llvm::Type* i64 = mb.i64();
+  llvm::Type* ptr = mb.ptr();
+  llvm::FixedVectorType* vecTy = mb.f32Vector();
+  const int lanes = static_cast<int>(vecTy->getNumElements());
+  const int nv = spec.nr / lanes;
+  const int mr = spec.mr;
+
+  auto* fnTy = llvm::FunctionType::get(
+      llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64},
+      false);
+  llvm::Function* fn = mb.createFunction(name, fnTy, internal);
+  if (internal) fn->addFnAttr(llvm::Attribute::AlwaysInline);
+  auto args = fn->arg_begin();
+  llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
+              *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
+              *bias = &args[9], *addend = &args[10], *ldAdd = &args[11];
+  fn->addParamAttr(2, llvm::Attribute::NoAlias);
+
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
+  auto* batchHead = llvm::BasicBlock::Create(ctx, "batch", fn);
+  auto* kLoop = llvm::BasicBlock::Create(ctx, "k", fn);
+  auto* batchLatch = llvm::BasicBlock::Create(ctx, "batch.latch", fn);
+  auto* epilogue = llvm::BasicBlock::Create(ctx, "epilogue", fn);
+  llvm::IRBuilder<> b(entry);
+
+  llvm::Value* zero = llvm::ConstantAggregateZero::get(vecTy);
+  llvm::Value* zero64 = b.getInt64(0);
+  llvm::Value* one64 = b.getInt64(1);
+
+  // Prefetch the C tile for writing; it is read and written only after the k loop.
+  if (spec.prefetchC) {
+    llvm::Function* prefetch =
+        llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::prefetch, {ptr});
+    for (int i = 0; i < mr; ++i)
+      for (int j = 0; j < spec.nValid; j += 16) {
+        llvm::Value* p =
+            b.CreateGEP(f32, c, b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j)));
+        b.CreateCall(prefetch, {p, b.getInt32(1), b.getInt32(3), b.getInt32(1)});
+      }
+  }
+  b.CreateBr(batchHead);
+
+  // batch loop header: accumulators and batch index as phis.
+  b.SetInsertPoint(batchHead);
+  llvm::PHINode* bi = b.CreatePHI(i64, 2, "b");
+  bi->addIncoming(zero64, entry);
+  std::vector<llvm::PHINode*> accBatch(static_cast<size_t>(mr * nv));
+  for (auto& phi : accBatch) {
+    phi = b.CreatePHI(vecTy, 2, "accb");
+    phi->addIncoming(zero, entry);
+  }
+  llvm::Value* aBase = b.CreateLoad(ptr, b.CreateGEP(ptr, aPtrs, bi), "a");
+  llvm::Value* bBase = b.CreateLoad(ptr, b.CreateGEP(ptr, bPtrs, bi), "bp");
+  b.CreateBr(kLoop);
+
+  // k loop: nv B vectors, mr broadcasts, mr*nv FMAs per iteration.
+  b.SetInsertPoint(kLoop);
+  llvm::PHINode* kk = b.CreatePHI(i64, 2, "kk");
+  kk->addIncoming(zero64, batchHead);
+  std::vector<llvm::PHINode*> acc(accBatch.size());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    acc[i] = b.CreatePHI(vecTy, 2, "acc");
+    acc[i]->addIncoming(accBatch[i], batchHead);
+  }
+  llvm::Function* fma =
+      llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::fma, {vecTy});
+  std::vector<llvm::Value*> bv(static_cast<size_t>(nv));
+  llvm::Value* bRow = b.CreateGEP(f32, bBase, b.CreateMul(kk, ldb));
+  for (int j = 0; j < nv; ++j)
+    bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
+        vecTy, b.CreateGEP(f32, bRow, b.getInt64(j * lanes)), llvm::Align(4), "bv");
+  std::vector<llvm::Value*> next(acc.size());
+  for (int i = 0; i < mr; ++i) {
+    llvm::Value* index = spec.aTransposed ? b.CreateAdd(b.CreateMul(kk, lda), b.getInt64(i))
+                                          : b.CreateAdd(b.CreateMul(b.getInt64(i), lda), kk);
+    llvm::Value* scalar = b.CreateLoad(f32, b.CreateGEP(f32, aBase, index), "aik");
+    llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes), scalar);
+    for (int j = 0; j < nv; ++j) {
+      size_t idx = static_cast<size_t>(i * nv + j);
+      next[idx] = b.CreateCall(fma, {splat, bv[static_cast<size_t>(j)], acc[idx]});
+    }
+  }
+  llvm::Value* kNext = b.CreateAdd(kk, one64);
+  kk->addIncoming(kNext, kLoop);
+  for (size_t i = 0; i < acc.size(); ++i) acc[i]->addIncoming(next[i], kLoop);
+  b.CreateCondBr(b.CreateICmpSLT(kNext, k), kLoop, batchLatch);
+
+  b.SetInsertPoint(batchLatch);
+  llvm::Value* bNext = b.CreateAdd(bi, one64);
+  bi->addIncoming(bNext, batchLatch);
+  for (size_t i = 0; i < acc.size(); ++i) accBatch[i]->addIncoming(next[i], batchLatch);
+  b.CreateCondBr(b.CreateICmpSLT(bNext, batch), batchHead, epilogue);
+
+  // Epilogue: + C (when accumulating), post-ops (last K block), store; the last vector of a row
+  // is masked when the tile has fewer valid columns.
+  b.SetInsertPoint(epilogue);
+  int validVectors = (spec.nValid + lanes - 1) / lanes;
+  int tailLanes = spec.nValid - (validVectors - 1) * lanes;
+  llvm::Value* tailMask = nullptr;
+  if (tailLanes < lanes) {
+    std::vector<llvm::Constant*> bits;
+    for (int l = 0; l < lanes; ++l) bits.push_back(b.getInt1(l < tailLanes));
+    tailMask = llvm::ConstantVector::get(bits);
+  }
+  auto loadVec = [&](llvm::Value* base, llvm::Value* offset, int j) -> llvm::Value* {
+    llvm::Value* p = b.CreateGEP(f32, base, offset);
+    if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
+      return b.CreateMaskedLoad(vecTy, p, llvm::Align(4), tailMask, zero);
+    return b.CreateAlignedLoad(vecTy, p, llvm::Align(4));
+  };
+  llvm::Value* accumulate =
+      b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrAccumulate)), b.getInt32(0));
+  llvm::Value* applyEpilogue =
+      b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrApplyEpilogue)), b.getInt32(0));
+  std::vector<llvm::Value*> biasVec(static_cast<size_t>(validVectors));
+  if (epilogueNeedsBias(spec.epilogue))
+    for (int j = 0; j < validVectors; ++j)
+      biasVec[static_cast<size_t>(j)] = loadVec(bias, b.getInt64(j * lanes), j);
+  for (int i = 0; i < mr; ++i) {
+    for (int j = 0; j < validVectors; ++j) {
+      llvm::Value* v = next[static_cast<size_t>(i * nv + j)];
+      llvm::Value* cOffset = b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j * lanes));
+      // The C tile is always valid memory, so it is loaded unconditionally and selected.
+      llvm::Value* old = loadVec(c, cOffset, j);
+      v = b.CreateSelect(accumulate, b.CreateFAdd(v, old), v);
+      llvm::Value* post = v;
+      for (const PostOp& op : spec.epilogue) {
+        switch (op.kind) {
+        case PostOpKind::BiasPerColumn:
+          post = b.CreateFAdd(post, biasVec[static_cast<size_t>(j)]);
+          break;
+        case PostOpKind::Relu:
+          post = b.CreateMaxNum(post, zero);
+          break;
+        case PostOpKind::Clip:
+          post = b.CreateMinNum(b.CreateMaxNum(post, llvm::ConstantFP::get(vecTy, op.lo)),
+                                llvm::ConstantFP::get(vecTy, op.hi));
+          break;
+        case PostOpKind::AddTensor: {
+          llvm::Value* off = b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes));
+          post = b.CreateFAdd(post, loadVec(addend, off, j));
+          break;
+        }
+        }
+      }
+      if (!spec.epilogue.empty()) v = b.CreateSelect(applyEpilogue, post, v);
+      llvm::Value* p = b.CreateGEP(f32, c, cOffset);
+      if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
+        b.CreateMaskedStore(v, p, llvm::Align(4), tailMask);
+      else
+        b.CreateAlignedStore(v, p, llvm::Align(4));
+    }
+  }
+  b.CreateRetVoid();
+  return fn;
+}
+
+} // namespace codegen
+
+Expected<MicrokernelFn> compileMicrokernel(Jit& jit, const MicrokernelSpec& spec) {
+  TUNEC_TRY(checkMicrokernelSpec(spec));
+  if (!hostSupports(spec.isa))
+    return makeError("this CPU cannot run ", isaInfo(spec.isa).name, " code");
+  std::string name = microkernelName(spec);
+  auto module = jit.newModule(spec.isa, name);
+  codegen::emitMicrokernel(*module, spec, name, false);
+  TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
+  return reinterpret_cast<MicrokernelFn>(address);
+}
+
+} // namespace tunec

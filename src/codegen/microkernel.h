@@ -1,0 +1,49 @@
+// The batch-reduce GEMM microkernel: C[mr x nr] (+)= sum over b of A_b[mr x k] * B_b[k x nr],
+// generated as LLVM IR per (ISA, mr, nr), with the epilogue applied in registers.
+#pragma once
+
+#include "codegen/jit.h"
+#include "templates/post_ops.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tunec {
+
+/// What to generate. Contract (checked by checkMicrokernelSpec): nr is a multiple of the ISA's
+/// f32 lanes; 1 <= nValid <= nr (columns past nValid are neither loaded nor stored); the
+/// accumulators plus the B vectors plus one broadcast fit the vector register file.
+struct MicrokernelSpec {
+  Isa isa = Isa::Avx512;
+  int mr = 8;
+  int nr = 32;
+  int nValid = 32; ///< valid columns of the tile (masked tail when < nr)
+  bool aTransposed =
+      false; ///< A element (i, k) at A[k*lda + i] (packed panels, transA) instead of A[i*lda + k]
+  bool prefetchC = true; ///< prefetch the C tile for writing at kernel start
+  Epilogue epilogue;
+};
+
+/// Runtime flags of a call.
+enum MicrokernelFlags : int32_t {
+  kUkrAccumulate = 1,    ///< add the existing C tile (later K blocks)
+  kUkrApplyEpilogue = 2, ///< apply the post-ops (last K block)
+};
+
+/// Signature of a generated microkernel. B_b element (k, j) is at B_b[k*ldb + j] and must be
+/// readable for all nr columns (packed panels are zero-padded); C and the addend use row strides
+/// ldc and ldAdd; bias is indexed by column.
+using MicrokernelFn = void (*)(const float* const* a, const float* const* b, float* c, int64_t k,
+                               int64_t lda, int64_t ldb, int64_t ldc, int64_t batch, int32_t flags,
+                               const float* bias, const float* addend, int64_t ldAdd);
+
+/// Checks the generator's contract; the error says which limit a tile breaks.
+Status checkMicrokernelSpec(const MicrokernelSpec& spec);
+/// Vector registers the tile needs: accumulators, B vectors and one broadcast.
+int microkernelRegisters(const MicrokernelSpec& spec);
+/// dtype_op_MRxNR_isa name, e.g. "tunec_f32_brgemm_8x32_avx512" (plus tail/variant suffixes).
+std::string microkernelName(const MicrokernelSpec& spec);
+/// Generates, optimizes and JIT-compiles one microkernel.
+Expected<MicrokernelFn> compileMicrokernel(Jit& jit, const MicrokernelSpec& spec);
+
+} // namespace tunec

@@ -1,0 +1,63 @@
+// Packing of A panels, B panels and zero-padding of NHWC activations.
+#include "runtime/packing.h"
+
+#include <algorithm>
+#include <cstring>
+
+extern "C" void tunec_pack_a_f32(const float* a, int64_t lda, int32_t transposed, int64_t rows,
+                                 int64_t cols, int64_t mr, float* dst) {
+  for (int64_t p = 0; p * mr < rows; ++p) {
+    float* panel = dst + p * mr * cols;
+    int64_t r0 = p * mr, valid = std::min(mr, rows - r0);
+    if (transposed) {
+      for (int64_t k = 0; k < cols; ++k) {
+        const float* src = a + k * lda + r0;
+        float* out = panel + k * mr;
+        for (int64_t i = 0; i < valid; ++i) out[i] = src[i];
+        for (int64_t i = valid; i < mr; ++i) out[i] = 0.f;
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < valid; ++i) {
+      const float* src = a + (r0 + i) * lda;
+      for (int64_t k = 0; k < cols; ++k) panel[k * mr + i] = src[k];
+    }
+    for (int64_t i = valid; i < mr; ++i)
+      for (int64_t k = 0; k < cols; ++k) panel[k * mr + i] = 0.f;
+  }
+}
+
+extern "C" void tunec_pack_b_f32(const float* b, int64_t ldb, int32_t transposed, int64_t k,
+                                 int64_t n, int64_t nr, float* dst) {
+  for (int64_t p = 0; p * nr < n; ++p) {
+    float* panel = dst + p * k * nr;
+    int64_t c0 = p * nr, valid = std::min(nr, n - c0);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      float* out = panel + kk * nr;
+      if (transposed)
+        for (int64_t j = 0; j < valid; ++j) out[j] = b[(c0 + j) * ldb + kk];
+      else
+        std::memcpy(out, b + kk * ldb + c0, static_cast<size_t>(valid) * sizeof(float));
+      for (int64_t j = valid; j < nr; ++j) out[j] = 0.f;
+    }
+  }
+}
+
+extern "C" void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c,
+                                   int64_t pt, int64_t pl, int64_t hp, int64_t wp, float* dst) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < hp; ++y) {
+      float* row = dst + ((b * hp + y) * wp) * c;
+      int64_t sy = y - pt;
+      if (sy < 0 || sy >= h) {
+        std::memset(row, 0, static_cast<size_t>(wp * c) * sizeof(float));
+        continue;
+      }
+      std::memset(row, 0, static_cast<size_t>(pl * c) * sizeof(float));
+      std::memcpy(row + pl * c, src + ((b * h + sy) * w) * c,
+                  static_cast<size_t>(w * c) * sizeof(float));
+      int64_t right = wp - pl - w;
+      if (right > 0)
+        std::memset(row + (pl + w) * c, 0, static_cast<size_t>(right * c) * sizeof(float));
+    }
+}

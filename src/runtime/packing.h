@@ -1,0 +1,24 @@
+// Packing helpers called by generated loop nests and by compile-time weight pre-packing.
+#pragma once
+
+#include <cstdint>
+
+extern "C" {
+
+/// Packs a rows x cols block of A into mr-row panels for the microkernel's transposed-A access:
+/// panel p holds rows [p*mr, p*mr+mr); element (i, k) of the panel at dst[p*mr*cols + k*mr + i].
+/// Rows past `rows` are zero. Source element (i, k) is a[i*lda + k], or a[k*lda + i] if transposed.
+void tunec_pack_a_f32(const float* a, int64_t lda, int32_t transposed, int64_t rows, int64_t cols,
+                      int64_t mr, float* dst);
+
+/// Packs a k x n block of B into nr-column panels: panel p holds columns [p*nr, p*nr+nr) as
+/// dst[p*k*nr + kk*nr + j], zero-padded past n. Source element (kk, j) is b[kk*ldb + j], or
+/// b[j*ldb + kk] if transposed.
+void tunec_pack_b_f32(const float* b, int64_t ldb, int32_t transposed, int64_t k, int64_t n,
+                      int64_t nr, float* dst);
+
+/// Copies an NHWC tensor into a zero-padded one of spatial size hp x wp, with the source placed
+/// at (pt, pl).
+void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,
+                        int64_t pl, int64_t hp, int64_t wp, float* dst);
+}

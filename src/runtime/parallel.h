@@ -1,0 +1,16 @@
+// Threading for generated code: parallel_for on oneTBB and per-thread scratch buffers.
+#pragma once
+
+#include <cstdint>
+
+extern "C" {
+
+/// Runs body(ctx, t) for t in [0, tasks) on at most `threads` threads (a oneTBB task arena of
+/// that size, static partitioning). One thread or one task runs inline.
+void tunec_parallel_for(void (*body)(void* ctx, int64_t task), void* ctx, int64_t tasks,
+                        int32_t threads);
+
+/// A 64-byte aligned buffer of at least `bytes` owned by the calling thread (reused, grown on
+/// demand); valid until the thread's next call with a larger size.
+void* tunec_scratch(int64_t bytes);
+}

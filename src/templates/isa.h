@@ -1,0 +1,28 @@
+// Architecture facts as data (BLIS's cntx tables): per ISA the vector and register file sizes.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace tunec {
+
+/// The vector ISAs codegen targets.
+enum class Isa { Avx2, Avx512 };
+
+/// What the templates and the microkernel generator need to know about an ISA.
+struct IsaInfo {
+  Isa isa;
+  std::string_view name; ///< "avx2", "avx512"
+  int vectorBytes;       ///< 32 (ymm) or 64 (zmm)
+  int vectorRegisters;   ///< 16 ymm or 32 zmm
+  int f32Lanes() const { return vectorBytes / 4; }
+};
+
+const IsaInfo& isaInfo(Isa isa);
+std::optional<Isa> parseIsa(std::string_view name);
+/// True when the host can run code for `isa`.
+bool hostSupports(Isa isa);
+/// The widest ISA the host supports (AVX2 at least is required).
+Isa hostIsa();
+
+} // namespace tunec

@@ -1,0 +1,34 @@
+// The epilogue of a heavy kernel: elementwise post-ops applied to the output tile while it is
+// in registers, before the store. Post-ops never change a template's knob space
+// (DESIGN.md, decision 4).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tunec {
+
+enum class PostOpKind {
+  BiasPerColumn, ///< y += bias[n] (output channel)
+  Relu,          ///< y = max(y, 0)
+  Clip,          ///< y = min(max(y, lo), hi)
+  AddTensor,     ///< y += addend[m][n] (a residual input with its own row stride)
+};
+
+struct PostOp {
+  PostOpKind kind;
+  float lo = 0.f;
+  float hi = 0.f;
+  bool operator==(const PostOp&) const = default;
+};
+
+/// Post-ops in application order.
+using Epilogue = std::vector<PostOp>;
+
+/// "bias+relu", "" for none: for kernel names and printing.
+std::string epilogueName(const Epilogue& epilogue);
+/// True when the epilogue reads a bias vector / an addend tensor.
+bool epilogueNeedsBias(const Epilogue& epilogue);
+bool epilogueNeedsAddend(const Epilogue& epilogue);
+
+} // namespace tunec

@@ -1,0 +1,143 @@
+// Every register tile the microkernel generator accepts, on both ISAs, against a naive GEMM:
+// k around the k-block, batch 1 and 3, accumulate on and off, masked column tails, transposed
+// A, and the epilogue (bias, clip, residual add). Tolerance: 4 * k * eps * max|a| * max|b|.
+#include "codegen/microkernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <gtest/gtest.h>
+#include <random>
+
+namespace tunec {
+namespace {
+
+Jit& jit() {
+  static std::unique_ptr<Jit> instance = [] {
+    auto j = Jit::create();
+    if (!j) ADD_FAILURE() << j.error().message();
+    return std::move(*j);
+  }();
+  return *instance;
+}
+
+std::vector<float> randomVector(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Case {
+  int64_t k;
+  int64_t batch;
+  bool accumulate;
+};
+
+// Runs one call of the kernel and checks every valid element, and that columns past nValid
+// and the padding between rows are untouched.
+void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t mr = spec.mr, nr = spec.nr, k = cs.k, lda = spec.aTransposed ? mr + 3 : k + 5;
+  const int64_t ldb = nr, ldc = nr + 7, ldAdd = nr + 2;
+  std::vector<std::vector<float>> as, bs;
+  std::vector<const float*> aPtrs, bPtrs;
+  for (int64_t b = 0; b < cs.batch; ++b) {
+    as.push_back(randomVector(static_cast<size_t>(spec.aTransposed ? k * lda : mr * lda), rng));
+    bs.push_back(randomVector(static_cast<size_t>(k * ldb), rng));
+  }
+  for (int64_t b = 0; b < cs.batch; ++b) {
+    aPtrs.push_back(as[static_cast<size_t>(b)].data());
+    bPtrs.push_back(bs[static_cast<size_t>(b)].data());
+  }
+  std::vector<float> c = randomVector(static_cast<size_t>(mr * ldc), rng);
+  std::vector<float> bias = randomVector(static_cast<size_t>(nr), rng);
+  std::vector<float> addend = randomVector(static_cast<size_t>(mr * ldAdd), rng);
+  std::vector<float> original = c;
+  int32_t flags = (cs.accumulate ? kUkrAccumulate : 0) | kUkrApplyEpilogue;
+  fn(aPtrs.data(), bPtrs.data(), c.data(), k, lda, ldb, ldc, cs.batch, flags, bias.data(),
+     addend.data(), ldAdd);
+
+  double tol = 4.0 * static_cast<double>(k * cs.batch + 2) * 1.1920929e-7 + 1e-6;
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = 0; j < nr; ++j) {
+      size_t at = static_cast<size_t>(i * ldc + j);
+      if (j >= spec.nValid) {
+        ASSERT_EQ(c[at], original[at])
+            << "column " << j << " past nValid was written; tile " << microkernelName(spec);
+        continue;
+      }
+      double want = cs.accumulate ? original[at] : 0.0;
+      for (int64_t b = 0; b < cs.batch; ++b)
+        for (int64_t kk = 0; kk < k; ++kk) {
+          double av = spec.aTransposed
+                          ? as[static_cast<size_t>(b)][static_cast<size_t>(kk * lda + i)]
+                          : as[static_cast<size_t>(b)][static_cast<size_t>(i * lda + kk)];
+          want += av * bs[static_cast<size_t>(b)][static_cast<size_t>(kk * ldb + j)];
+        }
+      for (const PostOp& op : spec.epilogue) {
+        if (op.kind == PostOpKind::BiasPerColumn) want += bias[static_cast<size_t>(j)];
+        if (op.kind == PostOpKind::Relu) want = std::max(want, 0.0);
+        if (op.kind == PostOpKind::Clip)
+          want = std::min(std::max(want, double(op.lo)), double(op.hi));
+        if (op.kind == PostOpKind::AddTensor) want += addend[static_cast<size_t>(i * ldAdd + j)];
+      }
+      ASSERT_NEAR(c[at], want, tol)
+          << "tile " << microkernelName(spec) << " m=" << i << " n=" << j << " k=" << k
+          << " batch=" << cs.batch << " accumulate=" << cs.accumulate;
+    }
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = nr; j < ldc; ++j)
+      ASSERT_EQ(c[static_cast<size_t>(i * ldc + j)], original[static_cast<size_t>(i * ldc + j)])
+          << "row padding written";
+}
+
+class MicrokernelTiles : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
+  Isa isa = GetParam();
+  if (!hostSupports(isa)) GTEST_SKIP() << isaInfo(isa).name << " is not available on this CPU";
+  int lanes = isaInfo(isa).f32Lanes();
+  int tiles = 0;
+  uint32_t seed = 1;
+  for (int nr = lanes; nr <= 4 * lanes; nr += lanes)
+    for (int mr = 1;; ++mr) {
+      MicrokernelSpec spec{isa, mr, nr, nr, false, true, {}};
+      if (!checkMicrokernelSpec(spec).isOk()) break;
+      ++tiles;
+      auto plain = compileMicrokernel(jit(), spec);
+      ASSERT_TRUE(plain.isOk()) << plain.error().message();
+      for (Case cs : {Case{1, 1, false}, Case{17, 3, true}, Case{130, 1, true}})
+        checkKernel(spec, *plain, cs, seed++);
+      // Masked tail, transposed A and a three-op epilogue in one variant.
+      MicrokernelSpec tail{
+          isa,
+          mr,
+          nr,
+          std::max(1, nr - 1 - mr % lanes),
+          true,
+          true,
+          {{PostOpKind::BiasPerColumn}, {PostOpKind::Clip, -0.5f, 2.f}, {PostOpKind::AddTensor}}};
+      auto masked = compileMicrokernel(jit(), tail);
+      ASSERT_TRUE(masked.isOk()) << masked.error().message();
+      for (Case cs : {Case{1, 2, false}, Case{33, 1, true}}) checkKernel(tail, *masked, cs, seed++);
+    }
+  EXPECT_GE(tiles, isa == Isa::Avx512 ? 50 : 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, MicrokernelTiles, ::testing::Values(Isa::Avx2, Isa::Avx512),
+                         [](const auto& info) { return std::string(isaInfo(info.param).name); });
+
+TEST(Microkernel, ImpossibleTileIsRejectedWithRegisterCount) {
+  MicrokernelSpec spec{Isa::Avx2, 8, 16, 16, false, true, {}};
+  Status s = checkMicrokernelSpec(spec);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.error().message(), "microkernel 8x16 needs 19 vector registers (16 accumulators, 2 B "
+                                 "vectors, 1 broadcast) but avx2 has 16");
+  spec = {Isa::Avx512, 4, 24, 24, false, true, {}};
+  s = checkMicrokernelSpec(spec);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.error().message(), "microkernel nr=24 must be a positive multiple of 16 for avx512");
+}
+
+} // namespace
+} // namespace tunec
