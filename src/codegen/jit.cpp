@@ -2,10 +2,13 @@
 #include "codegen/jit.h"
 
 #include "codegen/module_builder.h"
+#include "runtime/packing.h"
+#include "runtime/parallel.h"
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/Mangling.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
@@ -105,6 +108,22 @@ Expected<std::unique_ptr<Jit>> Jit::create() {
     return makeError("cannot expose process symbols to the JIT: ",
                      llvmErrorText(generator.takeError()));
   impl.jit->getMainJITDylib().addGenerator(std::move(*generator));
+  // The runtime entry points are bound explicitly, so that they resolve whether or not the
+  // executable exports its symbols.
+  llvm::orc::MangleAndInterner mangle(impl.jit->getExecutionSession(), impl.jit->getDataLayout());
+  llvm::orc::SymbolMap runtime;
+  auto bind = [&](const char* name, auto* fn) {
+    runtime[mangle(name)] =
+        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(reinterpret_cast<void*>(fn)),
+                                 llvm::JITSymbolFlags::Exported);
+  };
+  bind("tunec_parallel_for", &tunec_parallel_for);
+  bind("tunec_scratch", &tunec_scratch);
+  bind("tunec_pack_a_f32", &tunec_pack_a_f32);
+  bind("tunec_pack_b_f32", &tunec_pack_b_f32);
+  bind("tunec_pad_nhwc_f32", &tunec_pad_nhwc_f32);
+  if (auto err = impl.jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
+    return makeError("cannot bind the runtime into the JIT: ", llvmErrorText(std::move(err)));
   return jit;
 }
 

@@ -214,8 +214,8 @@ Expected<MicrokernelFn> compileMicrokernel(Jit& jit, const MicrokernelSpec& spec
   TUNEC_TRY(checkMicrokernelSpec(spec));
   if (!hostSupports(spec.isa))
     return makeError("this CPU cannot run ", isaInfo(spec.isa).name, " code");
-  std::string name = microkernelName(spec);
-  auto module = jit.newModule(spec.isa, name);
+  auto module = jit.newModule(spec.isa, microkernelName(spec));
+  std::string name = module->module().getModuleIdentifier(); // unique within the JIT
   codegen::emitMicrokernel(*module, spec, name, false);
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   return reinterpret_cast<MicrokernelFn>(address);

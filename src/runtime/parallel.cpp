@@ -45,8 +45,9 @@ extern "C" void tunec_parallel_for(void (*body)(void*, int64_t), void* ctx, int6
   });
 }
 
-extern "C" void* tunec_scratch(int64_t bytes) {
-  thread_local Scratch scratch;
+extern "C" void* tunec_scratch(int32_t slot, int64_t bytes) {
+  thread_local Scratch slots[4];
+  Scratch& scratch = slots[slot & 3];
   if (bytes > scratch.size) {
     std::free(scratch.data);
     int64_t rounded = (bytes + 4095) / 4096 * 4096;

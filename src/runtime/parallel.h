@@ -10,7 +10,7 @@ extern "C" {
 void tunec_parallel_for(void (*body)(void* ctx, int64_t task), void* ctx, int64_t tasks,
                         int32_t threads);
 
-/// A 64-byte aligned buffer of at least `bytes` owned by the calling thread (reused, grown on
-/// demand); valid until the thread's next call with a larger size.
-void* tunec_scratch(int64_t bytes);
+/// A 64-byte aligned buffer of at least `bytes` owned by the calling thread, one per slot
+/// (0..3; reused, grown on demand); valid until the thread's next call for that slot.
+void* tunec_scratch(int32_t slot, int64_t bytes);
 }

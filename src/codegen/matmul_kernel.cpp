@@ -1,0 +1,292 @@
+// The matmul loop nest in LLVM IR. Structure (BLIS): an optional parallel loop over blocks of
+// one dimension (hoisted outermost), the batch loop, the three block loops in the configured
+// order, then per block: pack A (optional), loop over nr panels, loop over mr panels, call the
+// microkernel. Tiles at the M and N edges call tail variants whose sizes are static.
+#include "codegen/matmul_kernel.h"
+
+#include "codegen/microkernel_emitter.h"
+#include "runtime/packing.h"
+
+#include <cstdlib>
+#include <map>
+
+namespace tunec {
+
+namespace {
+
+using codegen::ModuleBuilder;
+
+struct Dims {
+  int64_t m, n, k;
+};
+
+std::shared_ptr<float> allocateFloats(int64_t count) {
+  size_t bytes = static_cast<size_t>((count * 4 + 63) / 64 * 64);
+  return std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)),
+                                [](float* p) { std::free(p); });
+}
+
+int64_t packedBSize(const MatmulWorkload& w, const MatmulConfig& c) {
+  return (w.n + c.nr - 1) / c.nr * c.nr * w.k;
+}
+
+class MatmulEmitter {
+public:
+  MatmulEmitter(ModuleBuilder& mb, const MatmulWorkload& w, const MatmulConfig& c,
+                const Epilogue& e)
+      : mb_(mb), w_(w), c_(c), epilogue_(e), b_(mb.context()) {}
+
+  void emit(const std::string& entryName) {
+    emitKernels();
+    llvm::Function* task = emitTask(entryName + "_task");
+    emitEntry(entryName, task);
+  }
+
+private:
+  // Microkernel variants: full tile, and the static M/N tails.
+  void emitKernels() {
+    bool aTransposed = c_.packA || w_.transA;
+    int mTail = static_cast<int>(w_.m % c_.mr), nTail = static_cast<int>(w_.n % c_.nr);
+    auto make = [&](int rows, int cols, const std::string& suffix) {
+      MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
+      return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true);
+    };
+    kernels_[0] = make(c_.mr, c_.nr, "full");
+    kernels_[1] = nTail ? make(c_.mr, nTail, "ntail") : kernels_[0];
+    kernels_[2] = mTail ? make(mTail, c_.nr, "mtail") : kernels_[0];
+    kernels_[3] = mTail ? (nTail ? make(mTail, nTail, "mntail") : kernels_[2]) : kernels_[1];
+  }
+
+  llvm::Value* i64(int64_t v) { return b_.getInt64(v); }
+  llvm::Value* min(llvm::Value* a, llvm::Value* b) {
+    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
+  }
+  llvm::Value* gep(llvm::Value* base, llvm::Value* offset) {
+    return b_.CreateGEP(mb_.f32(), base, offset);
+  }
+
+  llvm::Function* emitTask(const std::string& name) {
+    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {mb_.ptr(), mb_.i64()}, false);
+    llvm::Function* fn = mb_.createFunction(name, fnTy, true);
+    auto* entry = llvm::BasicBlock::Create(mb_.context(), "entry", fn);
+    b_.SetInsertPoint(entry);
+    llvm::Value* ctx = fn->getArg(0);
+    llvm::Value* t = fn->getArg(1);
+    auto field = [&](int i) {
+      return b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), ctx, i64(i)));
+    };
+    a_ = field(0);
+    bArg_ = field(1);
+    cArg_ = field(2);
+    bias_ = field(3);
+    addend_ = field(4);
+    aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
+    bArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
+    if (c_.packA) {
+      llvm::FunctionCallee scratch = mb_.declare(
+          "tunec_scratch", llvm::FunctionType::get(mb_.ptr(), {mb_.i32(), mb_.i64()}, false));
+      aPack_ = b_.CreateCall(scratch, {b_.getInt32(0), i64(c_.mc * c_.kc * 4)});
+    }
+    if (!w_.constantB) {
+      llvm::FunctionCallee scratch = mb_.declare(
+          "tunec_scratch", llvm::FunctionType::get(mb_.ptr(), {mb_.i32(), mb_.i64()}, false));
+      bPack_ = b_.CreateCall(scratch, {b_.getInt32(1), i64(packedBSize(w_, c_) * 4)});
+    }
+    // Ranges of the batch and block loops; the parallel one covers block t only.
+    llvm::Value* bLo = i64(0);
+    llvm::Value* bHi = i64(w_.batch);
+    ranges_['m'] = {i64(0), i64(w_.m)};
+    ranges_['n'] = {i64(0), i64(w_.n)};
+    ranges_['k'] = {i64(0), i64(w_.k)};
+    if (c_.parallel == "batch") {
+      bLo = t;
+      bHi = b_.CreateAdd(t, i64(1));
+    } else if (c_.parallel == "m" || c_.parallel == "n") {
+      char d = c_.parallel[0];
+      int64_t block = d == 'm' ? c_.mc : c_.nc, size = d == 'm' ? w_.m : w_.n;
+      llvm::Value* lo = b_.CreateMul(t, i64(block));
+      ranges_[d] = {lo, min(b_.CreateAdd(lo, i64(block)), i64(size))};
+    }
+    mb_.forLoop(b_, bLo, bHi, 1, "batch", [&](llvm::Value* batch) {
+      aBatch_ = gep(a_, b_.CreateMul(batch, i64(w_.m * w_.k)));
+      cBatch_ = gep(cArg_, b_.CreateMul(batch, i64(w_.m * w_.n)));
+      addBatch_ = gep(addend_, b_.CreateMul(batch, i64(w_.m * w_.n)));
+      llvm::Value* bRaw = w_.broadcastB ? bArg_ : gep(bArg_, b_.CreateMul(batch, i64(w_.k * w_.n)));
+      if (w_.constantB) {
+        bPanels_ =
+            w_.broadcastB ? bArg_ : gep(bArg_, b_.CreateMul(batch, i64(packedBSize(w_, c_))));
+      } else {
+        llvm::FunctionCallee pack = mb_.declare(
+            "tunec_pack_b_f32", llvm::FunctionType::get(b_.getVoidTy(),
+                                                        {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(),
+                                                         mb_.i64(), mb_.i64(), mb_.ptr()},
+                                                        false));
+        b_.CreateCall(pack, {bRaw, i64(w_.transB ? w_.k : w_.n), b_.getInt32(w_.transB), i64(w_.k),
+                             i64(w_.n), i64(c_.nr), bPack_});
+        bPanels_ = bPack_;
+      }
+      emitBlockLoops(0);
+    });
+    b_.CreateRetVoid();
+    return fn;
+  }
+
+  void emitBlockLoops(size_t level) {
+    if (level == 3) {
+      emitBlock();
+      return;
+    }
+    char d = c_.loopOrder[level];
+    int64_t step = d == 'm' ? c_.mc : d == 'n' ? c_.nc : c_.kc;
+    mb_.forLoop(b_, ranges_[d].first, ranges_[d].second, step, std::string(1, d) + "blk",
+                [&](llvm::Value* iv) {
+                  blockStart_[d] = iv;
+                  emitBlockLoops(level + 1);
+                });
+  }
+
+  // One (mc x nc x kc) block: pack A, then the nr and mr panel loops around the microkernel.
+  void emitBlock() {
+    llvm::Value* ic = blockStart_['m'];
+    llvm::Value* jc = blockStart_['n'];
+    llvm::Value* pc = blockStart_['k'];
+    llvm::Value* mcur = min(i64(c_.mc), b_.CreateSub(i64(w_.m), ic));
+    llvm::Value* ncur = min(i64(c_.nc), b_.CreateSub(i64(w_.n), jc));
+    llvm::Value* kcur = min(i64(c_.kc), b_.CreateSub(i64(w_.k), pc));
+    llvm::Value* accumulate =
+        b_.CreateSelect(b_.CreateICmpSGT(pc, i64(0)), b_.getInt32(kUkrAccumulate), b_.getInt32(0));
+    llvm::Value* last = b_.CreateSelect(b_.CreateICmpSGE(b_.CreateAdd(pc, kcur), i64(w_.k)),
+                                        b_.getInt32(kUkrApplyEpilogue), b_.getInt32(0));
+    llvm::Value* flags = b_.CreateOr(accumulate, last);
+    // A element (i, k) of the block.
+    llvm::Value* aBlock = w_.transA ? gep(aBatch_, b_.CreateAdd(b_.CreateMul(pc, i64(w_.m)), ic))
+                                    : gep(aBatch_, b_.CreateAdd(b_.CreateMul(ic, i64(w_.k)), pc));
+    int64_t lda = w_.transA ? w_.m : w_.k;
+    if (c_.packA) {
+      llvm::FunctionCallee pack = mb_.declare(
+          "tunec_pack_a_f32", llvm::FunctionType::get(b_.getVoidTy(),
+                                                      {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(),
+                                                       mb_.i64(), mb_.i64(), mb_.ptr()},
+                                                      false));
+      b_.CreateCall(pack,
+                    {aBlock, i64(lda), b_.getInt32(w_.transA), mcur, kcur, i64(c_.mr), aPack_});
+    }
+    mb_.forLoop(b_, i64(0), ncur, c_.nr, "jr", [&](llvm::Value* jr) {
+      llvm::Value* col = b_.CreateAdd(jc, jr);
+      llvm::Value* panel = b_.CreateSDiv(col, i64(c_.nr));
+      llvm::Value* bPtr = gep(bPanels_, b_.CreateAdd(b_.CreateMul(panel, i64(w_.k * c_.nr)),
+                                                     b_.CreateMul(pc, i64(c_.nr))));
+      b_.CreateStore(bPtr, bArr_);
+      llvm::Value* nTail = b_.CreateICmpSLT(b_.CreateSub(ncur, jr), i64(c_.nr));
+      mb_.forLoop(b_, i64(0), mcur, c_.mr, "ir", [&](llvm::Value* ir) {
+        llvm::Value* row = b_.CreateAdd(ic, ir);
+        llvm::Value* aPtr;
+        llvm::Value* ldaV;
+        if (c_.packA) {
+          aPtr = gep(aPack_, b_.CreateMul(ir, kcur));
+          ldaV = i64(c_.mr);
+        } else {
+          aPtr = w_.transA ? gep(aBlock, ir) : gep(aBlock, b_.CreateMul(ir, i64(w_.k)));
+          ldaV = i64(lda);
+        }
+        b_.CreateStore(aPtr, aArr_);
+        llvm::Value* cOff = b_.CreateAdd(b_.CreateMul(row, i64(w_.n)), col);
+        llvm::Value* cPtr = gep(cBatch_, cOff);
+        llvm::Value* addPtr = gep(addBatch_, cOff);
+        llvm::Value* biasPtr = gep(bias_, col);
+        llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));
+        llvm::Value* which = b_.CreateOr(b_.CreateShl(b_.CreateZExt(mTail, mb_.i32()), 1),
+                                         b_.CreateZExt(nTail, mb_.i32()));
+        std::vector<llvm::Value*> args = {aArr_,     bArr_,  cPtr,  kcur,    ldaV,   i64(c_.nr),
+                                          i64(w_.n), i64(1), flags, biasPtr, addPtr, i64(w_.n)};
+        emitDispatch(which, args);
+      });
+    });
+  }
+
+  void emitDispatch(llvm::Value* which, const std::vector<llvm::Value*>& args) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* done = llvm::BasicBlock::Create(mb_.context(), "ukr.done", fn);
+    auto* full = llvm::BasicBlock::Create(mb_.context(), "ukr.full", fn);
+    llvm::SwitchInst* sw = b_.CreateSwitch(which, full, 3);
+    b_.SetInsertPoint(full);
+    b_.CreateCall(kernels_[0], args);
+    b_.CreateBr(done);
+    for (int v = 1; v < 4; ++v) {
+      if (kernels_[v] == kernels_[0]) continue;
+      auto* block = llvm::BasicBlock::Create(mb_.context(), "ukr.tail", fn);
+      sw->addCase(b_.getInt32(v), block);
+      b_.SetInsertPoint(block);
+      b_.CreateCall(kernels_[v], args);
+      b_.CreateBr(done);
+    }
+    b_.SetInsertPoint(done);
+  }
+
+  void emitEntry(const std::string& name, llvm::Function* task) {
+    llvm::Type* ptr = mb_.ptr();
+    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
+    llvm::Function* fn = mb_.createFunction(name, fnTy);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
+    llvm::Value* ctx = b_.CreateAlloca(ptr, i64(5));
+    for (int i = 0; i < 5; ++i)
+      b_.CreateStore(fn->getArg(static_cast<unsigned>(i)), b_.CreateGEP(ptr, ctx, i64(i)));
+    int64_t tasks = 1;
+    if (c_.parallel == "batch") tasks = w_.batch;
+    if (c_.parallel == "m") tasks = (w_.m + c_.mc - 1) / c_.mc;
+    if (c_.parallel == "n") tasks = (w_.n + c_.nc - 1) / c_.nc;
+    if (tasks > 1) {
+      llvm::FunctionCallee pfor = mb_.declare(
+          "tunec_parallel_for",
+          llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, mb_.i64(), mb_.i32()}, false));
+      b_.CreateCall(pfor, {task, ctx, i64(tasks), b_.getInt32(w_.threads)});
+    } else {
+      b_.CreateCall(task, {ctx, i64(0)});
+    }
+    b_.CreateRetVoid();
+  }
+
+  ModuleBuilder& mb_;
+  const MatmulWorkload& w_;
+  const MatmulConfig& c_;
+  const Epilogue& epilogue_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* kernels_[4] = {};
+  std::map<char, std::pair<llvm::Value*, llvm::Value*>> ranges_;
+  std::map<char, llvm::Value*> blockStart_;
+  llvm::Value *a_ = nullptr, *bArg_ = nullptr, *cArg_ = nullptr, *bias_ = nullptr,
+              *addend_ = nullptr;
+  llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *aPack_ = nullptr, *bPack_ = nullptr;
+  llvm::Value *aBatch_ = nullptr, *cBatch_ = nullptr, *addBatch_ = nullptr, *bPanels_ = nullptr;
+};
+
+} // namespace
+
+Expected<MatmulKernel> compileMatmul(Jit& jit, const MatmulWorkload& workload,
+                                     const MatmulConfig& config, const Epilogue& epilogue,
+                                     const float* constantB) {
+  TUNEC_TRY(validateMatmulConfig(workload, config));
+  if (!hostSupports(config.isa))
+    return makeError("this CPU cannot run ", isaInfo(config.isa).name, " code");
+  if (workload.constantB && !constantB) return makeError("internal: constant B data is required");
+  MatmulKernel kernel;
+  kernel.workload_ = workload;
+  kernel.config_ = config;
+  if (workload.constantB) {
+    int64_t batches = workload.broadcastB ? 1 : workload.batch;
+    int64_t per = packedBSize(workload, config);
+    kernel.packedB_ = allocateFloats(per * batches);
+    for (int64_t b = 0; b < batches; ++b)
+      tunec_pack_b_f32(constantB + b * workload.k * workload.n,
+                       workload.transB ? workload.k : workload.n, workload.transB, workload.k,
+                       workload.n, config.nr, kernel.packedB_.get() + b * per);
+  }
+  auto module = jit.newModule(config.isa, "tunec_matmul");
+  std::string name = module->module().getModuleIdentifier(); // unique within the JIT
+  MatmulEmitter(*module, workload, config, epilogue).emit(name);
+  TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
+  kernel.fn_ = reinterpret_cast<MatmulKernel::EntryFn>(address);
+  return kernel;
+}
+
+} // namespace tunec

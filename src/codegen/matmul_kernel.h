@@ -1,0 +1,43 @@
+// Code generation for the matmul template: a loop nest over cache blocks, in LLVM IR, around
+// the brgemm microkernel; constant B pre-packed once at compile time.
+#pragma once
+
+#include "codegen/jit.h"
+#include "templates/matmul_template.h"
+#include "templates/post_ops.h"
+
+#include <memory>
+
+namespace tunec {
+
+/// A compiled matmul: C = A * B, then the epilogue (bias per column of C, residual addend of
+/// C's shape).
+class MatmulKernel {
+public:
+  using EntryFn = void (*)(const float* a, const float* b, float* c, const float* bias,
+                           const float* addend);
+
+  /// `b` is read only when the workload's B is not constant (the packed copy is used otherwise).
+  void run(const float* a, const float* b, float* c, const float* bias = nullptr,
+           const float* addend = nullptr) const {
+    fn_(a, packedB_ ? packedB_.get() : b, c, bias, addend);
+  }
+  const MatmulWorkload& workload() const { return workload_; }
+  const MatmulConfig& config() const { return config_; }
+
+private:
+  friend Expected<MatmulKernel> compileMatmul(Jit&, const MatmulWorkload&, const MatmulConfig&,
+                                              const Epilogue&, const float*);
+  EntryFn fn_ = nullptr;
+  std::shared_ptr<float> packedB_;
+  MatmulWorkload workload_;
+  MatmulConfig config_;
+};
+
+/// Validates the config, generates and JIT-compiles the kernel. `constantB` (the workload's B
+/// in its stored layout) is required when the workload's B is constant.
+Expected<MatmulKernel> compileMatmul(Jit& jit, const MatmulWorkload& workload,
+                                     const MatmulConfig& config, const Epilogue& epilogue,
+                                     const float* constantB);
+
+} // namespace tunec

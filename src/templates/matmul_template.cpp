@@ -1,0 +1,215 @@
+// Matmul template: workload/config JSON, knob space, validation and the analytical default.
+#include "templates/matmul_template.h"
+
+#include <algorithm>
+
+namespace tunec {
+
+namespace {
+
+int64_t roundUp(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
+
+int tileRegisters(Isa isa, int mr, int nr) {
+  int lanes = isaInfo(isa).f32Lanes();
+  return mr * (nr / lanes) + nr / lanes + 1;
+}
+
+} // namespace
+
+double knobSpaceSize(const KnobSpace& space) {
+  double n = 1;
+  for (const Knob& k : space) n *= static_cast<double>(k.values.size());
+  return n;
+}
+
+Status MatmulWorkload::check() const {
+  if (batch < 1 || m < 1 || n < 1 || k < 1)
+    return makeError("matmul workload needs positive batch, m, n, k (got ", batch, ", ", m, ", ", n,
+                     ", ", k, ")");
+  if (threads < 1) return makeError("matmul workload needs threads >= 1");
+  return {};
+}
+
+nlohmann::json MatmulWorkload::toJson() const {
+  return {{"template", "matmul"},
+          {"dtype", "f32"},
+          {"batch", batch},
+          {"m", m},
+          {"n", n},
+          {"k", k},
+          {"trans_a", transA},
+          {"trans_b", transB},
+          {"constant_b", constantB},
+          {"broadcast_b", broadcastB},
+          {"threads", threads}};
+}
+
+Expected<MatmulWorkload> MatmulWorkload::fromJson(const nlohmann::json& j) {
+  MatmulWorkload w;
+  std::string error, tmpl;
+  if (!readField(j, "template", tmpl, error) || tmpl != "matmul")
+    return makeError("not a matmul workload: ",
+                     error.empty() ? "template is '" + tmpl + "'" : error);
+  if (!readField(j, "batch", w.batch, error) || !readField(j, "m", w.m, error) ||
+      !readField(j, "n", w.n, error) || !readField(j, "k", w.k, error) ||
+      !readField(j, "trans_a", w.transA, error) || !readField(j, "trans_b", w.transB, error) ||
+      !readField(j, "constant_b", w.constantB, error) ||
+      !readField(j, "broadcast_b", w.broadcastB, error) ||
+      !readField(j, "threads", w.threads, error))
+    return makeError("matmul workload: ", error);
+  TUNEC_TRY(w.check());
+  return w;
+}
+
+nlohmann::json MatmulConfig::toJson() const {
+  return {{"isa", isaInfo(isa).name},
+          {"mr", mr},
+          {"nr", nr},
+          {"mc", mc},
+          {"nc", nc},
+          {"kc", kc},
+          {"loop_order", loopOrder},
+          {"parallel", parallel},
+          {"pack_a", packA}};
+}
+
+Expected<MatmulConfig> MatmulConfig::fromJson(const nlohmann::json& j) {
+  MatmulConfig c;
+  std::string error, isa;
+  if (!readField(j, "isa", isa, error) || !readField(j, "mr", c.mr, error) ||
+      !readField(j, "nr", c.nr, error) || !readField(j, "mc", c.mc, error) ||
+      !readField(j, "nc", c.nc, error) || !readField(j, "kc", c.kc, error) ||
+      !readField(j, "loop_order", c.loopOrder, error) ||
+      !readField(j, "parallel", c.parallel, error) || !readField(j, "pack_a", c.packA, error))
+    return makeError("matmul config: ", error);
+  auto parsed = parseIsa(isa);
+  if (!parsed) return makeError("matmul config: isa '", isa, "' is not avx2 or avx512");
+  c.isa = *parsed;
+  return c;
+}
+
+Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
+  TUNEC_TRY(w.check());
+  const IsaInfo& info = isaInfo(c.isa);
+  int lanes = info.f32Lanes();
+  if (c.mr < 1 || c.nr < lanes || c.nr % lanes)
+    return makeError("matmul config: nr=", c.nr, " must be a multiple of ", lanes, " and mr=", c.mr,
+                     " positive");
+  if (tileRegisters(c.isa, c.mr, c.nr) > info.vectorRegisters)
+    return makeError("matmul config: tile ", c.mr, "x", c.nr, " needs ",
+                     tileRegisters(c.isa, c.mr, c.nr), " vector registers, ", info.name, " has ",
+                     info.vectorRegisters);
+  if (c.mc < c.mr || c.mc % c.mr)
+    return makeError("matmul config: mc=", c.mc, " must be a positive multiple of mr=", c.mr);
+  if (c.nc < c.nr || c.nc % c.nr)
+    return makeError("matmul config: nc=", c.nc, " must be a positive multiple of nr=", c.nr);
+  if (c.kc < 1) return makeError("matmul config: kc=", c.kc, " must be positive");
+  if (c.mc > roundUp(w.m, c.mr))
+    return makeError("matmul config: mc=", c.mc, " exceeds m=", w.m, " rounded to mr");
+  if (c.nc > roundUp(w.n, c.nr))
+    return makeError("matmul config: nc=", c.nc, " exceeds n=", w.n, " rounded to nr");
+  if (c.kc > w.k) return makeError("matmul config: kc=", c.kc, " exceeds k=", w.k);
+  std::string order = c.loopOrder;
+  std::sort(order.begin(), order.end());
+  if (order != "kmn")
+    return makeError("matmul config: loop_order '", c.loopOrder,
+                     "' is not a permutation of m, n, k");
+  if (c.parallel != "none" && c.parallel != "batch" && c.parallel != "m" && c.parallel != "n")
+    return makeError("matmul config: parallel '", c.parallel, "' is not none, batch, m or n");
+  if (c.parallel == "batch" && w.batch < 2)
+    return makeError("matmul config: parallel over batch needs batch > 1");
+  if (c.parallel != "none" && w.threads < 2)
+    return makeError("matmul config: parallel loops need threads > 1");
+  return {};
+}
+
+MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInfo& host) {
+  MatmulConfig c;
+  c.isa = isa;
+  int lanes = isaInfo(isa).f32Lanes();
+  // Register tile: two vectors wide, as many rows as fit (AVX-512 8x32, AVX2 6x16), fewer for
+  // small M so that the tile is not mostly padding.
+  c.nr = static_cast<int>(std::min<int64_t>(2 * lanes, roundUp(w.n, lanes)));
+  int maxRows = (isaInfo(isa).vectorRegisters - 1 - c.nr / lanes) / (c.nr / lanes);
+  c.mr = static_cast<int>(std::min<int64_t>(std::min(maxRows, isa == Isa::Avx512 ? 8 : 6), w.m));
+  // kc: the B micro-panel (kc x nr) fills about half of L1; mc: the A block (mc x kc) about
+  // half of L2; nc: the B block (kc x nc) a quarter of L3 (BLIS's analytical model).
+  int64_t kc = host.l1d / 2 / (c.nr * 4);
+  kc = std::max<int64_t>(64, kc / 16 * 16);
+  c.kc = std::min(w.k, kc * 2);
+  int64_t mc = host.l2 / 2 / (c.kc * 4);
+  c.mc = std::clamp<int64_t>(mc / c.mr * c.mr, c.mr, roundUp(w.m, c.mr));
+  int64_t nc = host.l3 / 4 / (c.kc * 4);
+  c.nc = std::clamp<int64_t>(nc / c.nr * c.nr, c.nr, roundUp(w.n, c.nr));
+  c.loopOrder = "nkm";
+  c.packA = true;
+  c.parallel = "none";
+  if (w.threads > 1) {
+    // Split the dimension with the most blocks; small work stays on one thread (STACK.md:
+    // fork/join costs more than a 64^3 GEMM).
+    int64_t mBlocks = (w.m + c.mc - 1) / c.mc, nBlocks = (w.n + c.nc - 1) / c.nc;
+    if (w.flops() >= 4e6) {
+      if (w.batch >= w.threads)
+        c.parallel = "batch";
+      else {
+        if (nBlocks < w.threads && mBlocks < w.threads) {
+          c.nc = std::max<int64_t>(c.nr, roundUp((w.n + w.threads - 1) / w.threads, c.nr));
+          nBlocks = (w.n + c.nc - 1) / c.nc;
+        }
+        c.parallel = nBlocks >= mBlocks ? "n" : "m";
+      }
+    }
+  }
+  return c;
+}
+
+KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa) {
+  int lanes = isaInfo(isa).f32Lanes();
+  KnobSpace space;
+  Knob mr{"mr", {}}, nr{"nr", {}}, mc{"mc", {}}, nc{"nc", {}}, kc{"kc", {}};
+  for (int v = 1; v <= 16; ++v)
+    if (v <= w.m) mr.values.emplace_back(v);
+  for (int v = lanes; v <= 4 * lanes; v += lanes)
+    if (v <= roundUp(w.n, lanes)) nr.values.emplace_back(v);
+  for (int64_t v : {24, 48, 96, 128, 192, 256, 384, 512}) mc.values.emplace_back(v);
+  for (int64_t v : {64, 128, 256, 512, 1024, 2048, 4096}) nc.values.emplace_back(v);
+  for (int64_t v : {32, 64, 128, 192, 256, 384, 512, 768, 1024})
+    if (v <= w.k) kc.values.emplace_back(v);
+  if (std::find(kc.values.begin(), kc.values.end(), nlohmann::json(w.k)) == kc.values.end())
+    kc.values.emplace_back(w.k);
+  space = {mr, nr, mc, nc, kc};
+  space.push_back({"loop_order", {"nkm", "nmk", "mkn", "mnk", "knm", "kmn"}});
+  Knob parallel{"parallel", {"none"}};
+  if (w.threads > 1) {
+    if (w.batch > 1) parallel.values.emplace_back("batch");
+    parallel.values.emplace_back("m");
+    parallel.values.emplace_back("n");
+  }
+  space.push_back(parallel);
+  space.push_back({"pack_a", {true, false}});
+  return space;
+}
+
+Expected<MatmulConfig> matmulConfigFromKnobs(const MatmulWorkload& w, Isa isa,
+                                             const std::vector<nlohmann::json>& values) {
+  if (values.size() != 8)
+    return makeError("matmul config needs 8 knob values, got ", values.size());
+  MatmulConfig c;
+  c.isa = isa;
+  c.mr = values[0].get<int>();
+  c.nr = values[1].get<int>();
+  c.mc = values[2].get<int64_t>();
+  c.nc = values[3].get<int64_t>();
+  c.kc = values[4].get<int64_t>();
+  c.loopOrder = values[5].get<std::string>();
+  c.parallel = values[6].get<std::string>();
+  c.packA = values[7].get<bool>();
+  c.mc = std::clamp<int64_t>(c.mc / c.mr * c.mr, c.mr, roundUp(w.m, c.mr));
+  c.nc = std::clamp<int64_t>(c.nc / c.nr * c.nr, c.nr, roundUp(w.n, c.nr));
+  c.kc = std::clamp<int64_t>(c.kc, 1, w.k);
+  return c;
+}
+
+} // namespace tunec

@@ -1,0 +1,61 @@
+// The matmul template: Gemm/MatMul (batched, transposed operands) and 1x1 convolution as a
+// BLIS-style loop nest of cache blocks around the brgemm microkernel.
+#pragma once
+
+#include "support/error.h"
+#include "support/host.h"
+#include "templates/isa.h"
+#include "templates/knobs.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tunec {
+
+/// Bumped whenever the template's code or the meaning of a knob changes, so that old tuning
+/// records are not applied silently (DESIGN.md, decision 7).
+inline constexpr int kMatmulTemplateVersion = 1;
+
+/// C[b] (M x N) = op(A[b]) (M x K) * op(B[b]) (K x N), f32, row-major.
+struct MatmulWorkload {
+  int64_t batch = 1;
+  int64_t m = 0, n = 0, k = 0;
+  bool transA = false;    ///< A stored K x M
+  bool transB = false;    ///< B stored N x K
+  bool constantB = true;  ///< B is a constant, pre-packed at compile time
+  bool broadcastB = true; ///< one B for every batch (weights); else one per batch
+  int threads = 1;
+
+  double flops() const { return 2.0 * static_cast<double>(batch * m * n * k); }
+  Status check() const;
+  /// Canonical JSON: the workload key (DESIGN.md, decision 4).
+  nlohmann::json toJson() const;
+  static Expected<MatmulWorkload> fromJson(const nlohmann::json& j);
+};
+
+/// A point of the knob space.
+struct MatmulConfig {
+  Isa isa = Isa::Avx512;
+  int mr = 8, nr = 32;                   ///< register tile
+  int64_t mc = 128, nc = 1024, kc = 256; ///< cache blocks
+  std::string loopOrder = "nkm";         ///< order of the block loops, outermost first
+  std::string parallel = "none"; ///< loop whose blocks are split across threads: none|batch|m|n
+  bool packA = true;             ///< copy A blocks into mr-row panels
+
+  nlohmann::json toJson() const;
+  static Expected<MatmulConfig> fromJson(const nlohmann::json& j);
+  bool operator==(const MatmulConfig&) const = default;
+};
+
+/// Checks a config against the workload and ISA (register file, block multiples, orders).
+Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c);
+/// Cache-aware analytical default (BLIS-style: kc from L1, mc from L2, nc from L3).
+MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInfo& host);
+/// Candidate values of every knob for this workload.
+KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa);
+/// Builds a config from one value per knob (in matmulKnobSpace order); mc and nc are rounded
+/// down to multiples of mr and nr and all blocks clamped to the problem, so that most points
+/// of the space map to a legal config (still check with validateMatmulConfig).
+Expected<MatmulConfig> matmulConfigFromKnobs(const MatmulWorkload& w, Isa isa,
+                                             const std::vector<nlohmann::json>& values);
+
+} // namespace tunec

@@ -1,0 +1,174 @@
+// The matmul template against the reference executor: many random valid configs and every edge
+// case (sizes not divisible by any block, M or N below the register tile, K = 1, transposed
+// operands, batches, constant and runtime B, two threads), with epilogues.
+// Tolerance: 4 * k * eps * max|a| * max|b| + 1e-5 (inputs in [-1, 1]).
+#include "codegen/matmul_kernel.h"
+#include "ir/graph.h"
+#include "reference/reference.h"
+
+#include <gtest/gtest.h>
+#include <random>
+
+namespace tunec {
+namespace {
+
+Jit& jit() {
+  static std::unique_ptr<Jit> instance = [] {
+    auto j = Jit::create();
+    if (!j) ADD_FAILURE() << j.error().message();
+    return std::move(*j);
+  }();
+  return *instance;
+}
+
+Tensor randomTensor(Shape shape, std::mt19937& rng) {
+  Tensor t(DType::F32, std::move(shape));
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.dataAs<float>()[i] = dist(rng);
+  return t;
+}
+
+// The expected result from the reference executor: Transposes, MatMul, bias Add, post-ops.
+Tensor referenceResult(const MatmulWorkload& w, const Epilogue& epi, const Tensor& a,
+                       const Tensor& b, const Tensor& bias, const Tensor& addend) {
+  Graph g;
+  ValueId va = g.addInput("a", {DType::F32, a.shape(), {}});
+  ValueId vb = g.addInput("b", {DType::F32, b.shape(), {}});
+  ValueId vbias = g.addInput("bias", {DType::F32, bias.shape(), {}});
+  ValueId vadd = g.addInput("addend", {DType::F32, addend.shape(), {}});
+  auto node = [&](OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
+    auto n = g.addNode("n" + std::to_string(g.nodes().size()), kind, std::move(attrs),
+                       std::move(in), {"v" + std::to_string(g.nodes().size())});
+    EXPECT_TRUE(n.isOk()) << n.error().message();
+    return g.node(*n).outputs[0];
+  };
+  auto swapLast = [](int rank) {
+    std::vector<int64_t> perm;
+    for (int i = 0; i < rank; ++i) perm.push_back(i);
+    std::swap(perm[static_cast<size_t>(rank - 1)], perm[static_cast<size_t>(rank - 2)]);
+    return TransposeAttrs{perm};
+  };
+  if (w.transA) va = node(OpKind::Transpose, swapLast(a.shape().rank()), {va});
+  if (w.transB) vb = node(OpKind::Transpose, swapLast(b.shape().rank()), {vb});
+  ValueId y = node(OpKind::MatMul, NoAttrs{}, {va, vb});
+  for (const PostOp& op : epi) {
+    if (op.kind == PostOpKind::BiasPerColumn) y = node(OpKind::Add, NoAttrs{}, {y, vbias});
+    if (op.kind == PostOpKind::Relu) y = node(OpKind::Relu, NoAttrs{}, {y});
+    if (op.kind == PostOpKind::Clip) y = node(OpKind::Clip, ClipAttrs{op.lo, op.hi}, {y});
+    if (op.kind == PostOpKind::AddTensor) y = node(OpKind::Add, NoAttrs{}, {y, vadd});
+  }
+  g.addOutput(y);
+  auto out = runReference(g, {a, b, bias, addend});
+  EXPECT_TRUE(out.isOk()) << out.error().message();
+  return (*out)[0];
+}
+
+void checkMatmul(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& epi,
+                 uint32_t seed) {
+  std::mt19937 rng(seed);
+  Shape aShape = w.transA ? Shape{w.batch, w.k, w.m} : Shape{w.batch, w.m, w.k};
+  Shape bBase = w.transB ? Shape{w.n, w.k} : Shape{w.k, w.n};
+  Shape bShape = w.broadcastB ? bBase : Shape{w.batch, bBase[0], bBase[1]};
+  Tensor a = randomTensor(aShape, rng), b = randomTensor(bShape, rng);
+  Tensor bias = randomTensor(Shape{w.n}, rng), addend = randomTensor(Shape{w.batch, w.m, w.n}, rng);
+  auto kernel = compileMatmul(jit(), w, c, epi, w.constantB ? b.dataAs<float>() : nullptr);
+  ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+  Tensor out = randomTensor(Shape{w.batch, w.m, w.n}, rng); // garbage that must be overwritten
+  kernel->run(a.dataAs<float>(), b.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(),
+              addend.dataAs<float>());
+  Tensor want = referenceResult(w, epi, a, b, bias, addend);
+  double tol = 4.0 * static_cast<double>(w.k) * 1.1920929e-7 + 1e-5;
+  for (int64_t i = 0; i < out.numel(); ++i)
+    ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
+        << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump()
+        << " epilogue '" << epilogueName(epi) << "'";
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512})
+    if (hostSupports(isa)) out.push_back(isa);
+  return out;
+}
+
+TEST(MatmulTemplate, DefaultConfigsOnEdgeShapes) {
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},      {1, 17, 5},   {5, 1, 9},
+                                                      {7, 33, 1},     {64, 64, 64}, {37, 61, 129},
+                                                      {130, 100, 70}, {3, 200, 300}};
+  uint32_t seed = 1;
+  for (Isa isa : isas())
+    for (auto [m, n, k] : shapes)
+      for (bool transA : {false, true})
+        for (bool transB : {false, true}) {
+          MatmulWorkload w;
+          w.m = m, w.n = n, w.k = k, w.transA = transA, w.transB = transB;
+          MatmulConfig c = defaultMatmulConfig(w, isa, hostInfo());
+          ASSERT_TRUE(validateMatmulConfig(w, c).isOk())
+              << validateMatmulConfig(w, c).error().message();
+          checkMatmul(w, c, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}}, seed++);
+        }
+}
+
+TEST(MatmulTemplate, RandomValidConfigsMatchReference) {
+  std::mt19937 rng(42);
+  int checked = 0;
+  for (Isa isa : isas())
+    for (int trial = 0; trial < 40; ++trial) {
+      MatmulWorkload w;
+      std::uniform_int_distribution<int64_t> dim(1, 150);
+      w.m = dim(rng), w.n = dim(rng), w.k = dim(rng);
+      w.batch = trial % 4 == 0 ? 3 : 1;
+      w.transA = rng() % 2, w.transB = rng() % 2;
+      w.constantB = rng() % 2;
+      w.broadcastB = w.constantB ? rng() % 2 : rng() % 2;
+      w.threads = trial % 3 == 0 ? 2 : 1;
+      KnobSpace space = matmulKnobSpace(w, isa);
+      std::vector<nlohmann::json> values;
+      for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+      auto c = matmulConfigFromKnobs(w, isa, values);
+      ASSERT_TRUE(c.isOk());
+      if (!validateMatmulConfig(w, *c).isOk()) continue; // e.g. a register tile too large
+      Epilogue epi;
+      if (trial % 2) epi.push_back({PostOpKind::BiasPerColumn});
+      if (trial % 3 == 1) epi.push_back({PostOpKind::Clip, -0.25f, 0.5f});
+      if (trial % 5 == 2) epi.push_back({PostOpKind::AddTensor});
+      checkMatmul(w, *c, epi, static_cast<uint32_t>(trial));
+      ++checked;
+    }
+  EXPECT_GE(checked, 25);
+}
+
+TEST(MatmulTemplate, InvalidConfigsAreRejectedWithReasons) {
+  MatmulWorkload w;
+  w.m = 64, w.n = 64, w.k = 64;
+  MatmulConfig c = defaultMatmulConfig(w, Isa::Avx512, hostInfo());
+  c.mc = c.mr * 2 + 1;
+  EXPECT_NE(validateMatmulConfig(w, c).error().message().find("must be a positive multiple of mr"),
+            std::string::npos);
+  c = defaultMatmulConfig(w, Isa::Avx512, hostInfo());
+  c.loopOrder = "mmk";
+  EXPECT_NE(validateMatmulConfig(w, c).error().message().find("is not a permutation"),
+            std::string::npos);
+  c = defaultMatmulConfig(w, Isa::Avx512, hostInfo());
+  c.parallel = "m";
+  EXPECT_EQ(validateMatmulConfig(w, c).error().message(),
+            "matmul config: parallel loops need threads > 1");
+  auto parsed = MatmulConfig::fromJson(nlohmann::json{{"isa", "avx512"}, {"mr", "eight"}});
+  ASSERT_FALSE(parsed.isOk());
+  EXPECT_EQ(parsed.error().message(), "matmul config: field 'mr' has the wrong type");
+}
+
+TEST(MatmulTemplate, JsonRoundTrips) {
+  MatmulWorkload w;
+  w.batch = 2, w.m = 3, w.n = 4, w.k = 5, w.transA = true, w.threads = 2;
+  auto back = MatmulWorkload::fromJson(w.toJson());
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->toJson(), w.toJson());
+  MatmulConfig c = defaultMatmulConfig(w, Isa::Avx2, hostInfo());
+  auto cb = MatmulConfig::fromJson(c.toJson());
+  ASSERT_TRUE(cb.isOk());
+  EXPECT_EQ(*cb, c);
+}
+
+} // namespace
+} // namespace tunec
