@@ -13,6 +13,9 @@ int commandInspect(const std::vector<std::string>& args);
 /// `tunec ops`: lists the supported ONNX ops with their mapping types.
 int commandOps(const std::vector<std::string>& args);
 
+/// `tunec bench-op`: times one heavy kernel against the machine's measured peak.
+int commandBenchOp(const std::vector<std::string>& args);
+
 /// Prints "tunec: <message>" to stderr and returns exit code 1.
 int fail(const std::string& message);
 

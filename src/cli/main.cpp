@@ -16,6 +16,7 @@ commands:
   run       run a model on input tensors (.npy or ONNX .pb) and write its outputs
   inspect   print a model's graph, op counts and FLOPs
   ops       list the supported ONNX ops and their fusion mapping types
+  bench-op  time one heavy kernel (matmul) against the machine's measured FMA peak
 
 'tunec <command> --help' describes a command's flags.
 )";
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   if (command == "run") return tunec::cli::commandRun(args);
   if (command == "inspect") return tunec::cli::commandInspect(args);
   if (command == "ops") return tunec::cli::commandOps(args);
+  if (command == "bench-op") return tunec::cli::commandBenchOp(args);
   std::fprintf(stderr, "tunec: unknown command '%s'; see 'tunec --help'\n", command.c_str());
   return 2;
 }

@@ -1,0 +1,26 @@
+// Repeated timing with a steady clock.
+#include "cli/timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace tunec::cli {
+
+Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns) {
+  using Clock = std::chrono::steady_clock;
+  fn();
+  std::vector<double> samples;
+  auto start = Clock::now();
+  while (static_cast<int>(samples.size()) < minRuns ||
+         std::chrono::duration<double>(Clock::now() - start).count() < minSeconds) {
+    auto t0 = Clock::now();
+    fn();
+    samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    if (samples.size() > 100000) break;
+  }
+  std::sort(samples.begin(), samples.end());
+  return {samples[samples.size() / 2], samples.front(), static_cast<int>(samples.size())};
+}
+
+} // namespace tunec::cli

@@ -1,0 +1,13 @@
+// A small FMA-throughput probe: the machine's measured fp32 peak, against which kernels report
+// their percentage.
+#pragma once
+
+#include "codegen/jit.h"
+
+namespace tunec {
+
+/// Measured single-core fp32 FMA peak in GFLOP/s for `isa` (a JIT-compiled loop of independent
+/// vector FMAs; the median of several timed runs).
+Expected<double> measureFmaPeak(Jit& jit, Isa isa);
+
+} // namespace tunec
