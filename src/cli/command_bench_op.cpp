@@ -1,15 +1,15 @@
 // `tunec bench-op`: times one heavy kernel (default, given or swept config) and reports
 // GFLOP/s and the percentage of this machine's measured FMA peak.
-#include <cstdio>
-#include <cstdlib>
-#include <random>
-#include <set>
-
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/timing.h"
 #include "codegen/matmul_kernel.h"
 #include "codegen/peak_probe.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <set>
 
 namespace tunec::cli {
 
@@ -32,14 +32,16 @@ const CommandSpec kBenchOpSpec{
         {"threads", "T", "threads (default 1)"},
         {"isa", "avx512|avx2", "instruction set (default: the widest the CPU has)"},
         {"config", "JSON", "config to time instead of the default"},
-        {"sweep", "N", "time N random valid configs from the knob space plus the default; report the best"},
+        {"sweep", "N",
+         "time N random valid configs from the knob space plus the default; report the best"},
         {"seconds", "S", "minimum timed duration per measurement (default 1.0)"},
         {"json", "", "print one JSON object instead of text"},
     },
     1,
     1};
 
-Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback, bool required) {
+Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback,
+                          bool required) {
   if (!args.has(name)) {
     if (required) return makeError("tunec bench-op: --", name, " is required");
     return fallback;
@@ -47,7 +49,8 @@ Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_
   std::string v = args.get(name);
   char* end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || x < 1) return makeError("tunec bench-op: --", name, " must be a positive integer, not '", v, "'");
+  if (v.empty() || *end || x < 1)
+    return makeError("tunec bench-op: --", name, " must be a positive integer, not '", v, "'");
   return static_cast<int64_t>(x);
 }
 
@@ -56,8 +59,9 @@ struct Measured {
   Timing timing;
 };
 
-Expected<Measured> timeMatmul(Jit& jit, const MatmulWorkload& w, const MatmulConfig& c, const std::vector<float>& a,
-                              const std::vector<float>& b, std::vector<float>& out, double seconds) {
+Expected<Measured> timeMatmul(Jit& jit, const MatmulWorkload& w, const MatmulConfig& c,
+                              const std::vector<float>& a, const std::vector<float>& b,
+                              std::vector<float>& out, double seconds) {
   TUNEC_ASSIGN_OR_RETURN(MatmulKernel kernel, compileMatmul(jit, w, c, {}, b.data()));
   Timing t = timeRepeated([&] { kernel.run(a.data(), b.data(), out.data()); }, seconds);
   return Measured{c, t};
@@ -75,7 +79,10 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   std::string op = args->positionals()[0];
   if (op != "matmul") return fail("tunec bench-op: unknown op '" + op + "' (matmul)");
   MatmulWorkload w;
-  for (auto [flag, field, required] : {std::tuple{"m", &w.m, true}, {"n", &w.n, true}, {"k", &w.k, true}, {"batch", &w.batch, false}}) {
+  for (auto [flag, field, required] : {std::tuple{"m", &w.m, true},
+                                       {"n", &w.n, true},
+                                       {"k", &w.k, true},
+                                       {"batch", &w.batch, false}}) {
     auto v = intFlag(*args, flag, 1, required);
     if (!v) return fail(v.error().message());
     *field = *v;
@@ -90,7 +97,8 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   if (args->has("isa")) {
     auto parsed = parseIsa(args->get("isa"));
     if (!parsed) return fail("tunec bench-op: --isa must be avx512 or avx2");
-    if (!hostSupports(*parsed)) return fail("tunec bench-op: this CPU cannot run " + args->get("isa") + " code");
+    if (!hostSupports(*parsed))
+      return fail("tunec bench-op: this CPU cannot run " + args->get("isa") + " code");
     isa = *parsed;
   }
   double seconds = std::atof(args->get("seconds", "1.0").c_str());
@@ -115,7 +123,8 @@ int commandBenchOp(const std::vector<std::string>& argv) {
 
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> a(static_cast<size_t>(w.batch * w.m * w.k)), b(static_cast<size_t>((w.broadcastB ? 1 : w.batch) * w.k * w.n)),
+  std::vector<float> a(static_cast<size_t>(w.batch * w.m * w.k)),
+      b(static_cast<size_t>((w.broadcastB ? 1 : w.batch) * w.k * w.n)),
       out(static_cast<size_t>(w.batch * w.m * w.n));
   for (auto& x : a) x = dist(rng);
   for (auto& x : b) x = dist(rng);
@@ -138,8 +147,8 @@ int commandBenchOp(const std::vector<std::string>& argv) {
       ++tried;
       if (m->timing.medianSeconds < best->timing.medianSeconds) best = m;
       if (!args->has("json"))
-        std::fprintf(stderr, "\rsweep: %d/%lld configs, best %.1f GFLOP/s", tried, static_cast<long long>(*n + 1),
-                     w.flops() / best->timing.medianSeconds / 1e9);
+        std::fprintf(stderr, "\rsweep: %d/%lld configs, best %.1f GFLOP/s", tried,
+                     static_cast<long long>(*n + 1), w.flops() / best->timing.medianSeconds / 1e9);
     }
     if (!args->has("json")) std::fprintf(stderr, "\n");
     config = best->config;
@@ -150,18 +159,24 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   double gflops = w.flops() / measured->timing.medianSeconds / 1e9;
   double machinePeak = *peak * w.threads;
   if (args->has("json")) {
-    nlohmann::json j = {{"workload", w.toJson()},          {"config", config.toJson()},
-                        {"config_source", source},        {"median_ms", measured->timing.medianSeconds * 1e3},
-                        {"min_ms", measured->timing.minSeconds * 1e3}, {"gflops", gflops},
-                        {"peak_gflops", machinePeak},     {"percent_of_peak", 100 * gflops / machinePeak}};
+    nlohmann::json j = {{"workload", w.toJson()},
+                        {"config", config.toJson()},
+                        {"config_source", source},
+                        {"median_ms", measured->timing.medianSeconds * 1e3},
+                        {"min_ms", measured->timing.minSeconds * 1e3},
+                        {"gflops", gflops},
+                        {"peak_gflops", machinePeak},
+                        {"percent_of_peak", 100 * gflops / machinePeak}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("workload %s\n", w.toJson().dump().c_str());
   std::printf("config   %s (%s)\n", config.toJson().dump().c_str(), source.c_str());
-  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured peak (%.1f GFLOP/s x %d thread%s)\n",
-              measured->timing.medianSeconds * 1e3, measured->timing.minSeconds * 1e3, measured->timing.runs, gflops,
-              100 * gflops / machinePeak, *peak, w.threads, w.threads == 1 ? "" : "s");
+  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured peak "
+              "(%.1f GFLOP/s x %d thread%s)\n",
+              measured->timing.medianSeconds * 1e3, measured->timing.minSeconds * 1e3,
+              measured->timing.runs, gflops, 100 * gflops / machinePeak, *peak, w.threads,
+              w.threads == 1 ? "" : "s");
   return 0;
 }
 

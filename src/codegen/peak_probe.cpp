@@ -2,13 +2,12 @@
 // latency on both pipes, timed over a fixed iteration count.
 #include "codegen/peak_probe.h"
 
-#include <llvm/IR/Intrinsics.h>
+#include "codegen/module_builder.h"
 
 #include <algorithm>
 #include <chrono>
+#include <llvm/IR/Intrinsics.h>
 #include <vector>
-
-#include "codegen/module_builder.h"
 
 namespace tunec {
 
@@ -37,8 +36,10 @@ Expected<double> measureFmaPeak(Jit& jit, Isa isa) {
     acc.push_back(b.CreatePHI(vec, 2));
     acc.back()->addIncoming(llvm::ConstantFP::get(vec, 1.0 + c), entry);
   }
-  for (int c = 0; c < kChains; ++c) next.push_back(b.CreateCall(fma, {acc[static_cast<size_t>(c)], x, y}));
-  for (int c = 0; c < kChains; ++c) acc[static_cast<size_t>(c)]->addIncoming(next[static_cast<size_t>(c)], loop);
+  for (int c = 0; c < kChains; ++c)
+    next.push_back(b.CreateCall(fma, {acc[static_cast<size_t>(c)], x, y}));
+  for (int c = 0; c < kChains; ++c)
+    acc[static_cast<size_t>(c)]->addIncoming(next[static_cast<size_t>(c)], loop);
   llvm::Value* inext = b.CreateAdd(i, b.getInt64(1));
   i->addIncoming(inext, loop);
   b.CreateCondBr(b.CreateICmpSLT(inext, fn->getArg(0)), loop, exit);
@@ -49,18 +50,19 @@ Expected<double> measureFmaPeak(Jit& jit, Isa isa) {
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   auto probe = reinterpret_cast<float (*)(int64_t)>(address);
 
-  const int64_t iterations = 2'000'000;
-  const double flopsPerCall = 2.0 * kChains * isaInfo(isa).f32Lanes() * static_cast<double>(iterations);
+  const int64_t iterations = 8'000'000;
+  const double flopsPerCall =
+      2.0 * kChains * isaInfo(isa).f32Lanes() * static_cast<double>(iterations);
   volatile float sink = probe(iterations / 10); // warm up
   std::vector<double> rates;
-  for (int run = 0; run < 7; ++run) {
+  for (int run = 0; run < 9; ++run) {
     auto t0 = std::chrono::steady_clock::now();
     sink = sink + probe(iterations);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rates.push_back(flopsPerCall / s / 1e9);
   }
-  std::sort(rates.begin(), rates.end());
-  return rates[rates.size() / 2];
+  // Noise (a busy neighbour, clock drift) only slows the probe down: the fastest run is the peak.
+  return *std::max_element(rates.begin(), rates.end());
 }
 
 } // namespace tunec

@@ -7,7 +7,7 @@
 namespace tunec {
 
 /// Measured single-core fp32 FMA peak in GFLOP/s for `isa` (a JIT-compiled loop of independent
-/// vector FMAs; the median of several timed runs).
+/// vector FMAs; the fastest of nine timed runs, since noise only slows it down).
 Expected<double> measureFmaPeak(Jit& jit, Isa isa);
 
 } // namespace tunec

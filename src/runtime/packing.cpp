@@ -18,12 +18,22 @@ extern "C" void tunec_pack_a_f32(const float* a, int64_t lda, int32_t transposed
       }
       continue;
     }
-    for (int64_t i = 0; i < valid; ++i) {
-      const float* src = a + (r0 + i) * lda;
-      for (int64_t k = 0; k < cols; ++k) panel[k * mr + i] = src[k];
+    // Rows are read as mr sequential streams and the panel is written contiguously; blocks of 16
+    // columns keep the mr source lines in L1 while they are transposed.
+    const float* rows[64];
+    for (int64_t i = 0; i < mr && i < 64; ++i) rows[i] = i < valid ? a + (r0 + i) * lda : nullptr;
+    for (int64_t k0 = 0; k0 < cols; k0 += 16) {
+      int64_t k1 = std::min(cols, k0 + 16);
+      for (int64_t i = 0; i < mr; ++i) {
+        float* out = panel + i;
+        if (!rows[i]) {
+          for (int64_t k = k0; k < k1; ++k) out[k * mr] = 0.f;
+          continue;
+        }
+        const float* src = rows[i];
+        for (int64_t k = k0; k < k1; ++k) out[k * mr] = src[k];
+      }
     }
-    for (int64_t i = valid; i < mr; ++i)
-      for (int64_t k = 0; k < cols; ++k) panel[k * mr + i] = 0.f;
   }
 }
 

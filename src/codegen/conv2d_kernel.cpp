@@ -1,0 +1,262 @@
+// The conv2d loop nest in LLVM IR: an optional parallel loop (hoisted), the batch loop, the
+// output-channel panel and output-row block loops in the configured order, then per output
+// row the tiles of owBlock pixels; each tile is one brgemm call reducing over (kh, kw, input
+// channel block). Padding is applied once per call by copying the input into a zero-padded
+// buffer, so every window read is in bounds.
+#include "codegen/conv2d_kernel.h"
+
+#include "codegen/microkernel_emitter.h"
+#include "runtime/packing.h"
+
+#include <cstdlib>
+#include <map>
+
+namespace tunec {
+
+namespace {
+
+using codegen::ModuleBuilder;
+
+class Conv2dEmitter {
+public:
+  Conv2dEmitter(ModuleBuilder& mb, const Conv2dWorkload& w, const Conv2dConfig& c,
+                const Epilogue& e)
+      : mb_(mb), w_(w), c_(c), epilogue_(e), b_(mb.context()) {
+    hp_ = w.h + w.padTop + w.padBottom;
+    wp_ = w.w + w.padLeft + w.padRight;
+    panels_ = (w.oc + c.ocBlock - 1) / c.ocBlock;
+    icBlocks_ = w.ic / c.icBlock;
+    batch_ = w.kh * w.kw * icBlocks_;
+    ohBlocks_ = (w.oh() + c.ohBlock - 1) / c.ohBlock;
+  }
+
+  void emit(const std::string& entryName) {
+    int owTail = static_cast<int>(w_.ow() % c_.owBlock),
+        ocTail = static_cast<int>(w_.oc % c_.ocBlock);
+    auto make = [&](int rows, int cols, const std::string& suffix) {
+      MicrokernelSpec spec{c_.isa, rows, c_.ocBlock, cols, false, true, epilogue_};
+      return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true);
+    };
+    kernels_[0] = make(c_.owBlock, c_.ocBlock, "full");
+    kernels_[1] = ocTail ? make(c_.owBlock, ocTail, "octail") : kernels_[0];
+    kernels_[2] = owTail ? make(owTail, c_.ocBlock, "owtail") : kernels_[0];
+    kernels_[3] = owTail ? (ocTail ? make(owTail, ocTail, "bothtail") : kernels_[2]) : kernels_[1];
+    emitEntry(entryName, emitTask(entryName + "_task"));
+  }
+
+private:
+  llvm::Value* i64(int64_t v) { return b_.getInt64(v); }
+  llvm::Value* min(llvm::Value* a, llvm::Value* b) {
+    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
+  }
+  llvm::Value* gep(llvm::Value* base, llvm::Value* offset) {
+    return b_.CreateGEP(mb_.f32(), base, offset);
+  }
+
+  llvm::Function* emitTask(const std::string& name) {
+    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {mb_.ptr(), mb_.i64()}, false);
+    llvm::Function* fn = mb_.createFunction(name, fnTy, true);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
+    llvm::Value* ctx = fn->getArg(0);
+    llvm::Value* t = fn->getArg(1);
+    auto field = [&](int i) {
+      return b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), ctx, i64(i)));
+    };
+    in_ = field(0);
+    weights_ = field(1);
+    out_ = field(2);
+    bias_ = field(3);
+    addend_ = field(4);
+    aArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
+    bArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
+    std::map<std::string, std::pair<llvm::Value*, llvm::Value*>> ranges = {
+        {"n", {i64(0), i64(w_.n)}},
+        {"oh", {i64(0), i64(ohBlocks_)}},
+        {"oc", {i64(0), i64(panels_)}}};
+    if (c_.parallel != "none") ranges[c_.parallel] = {t, b_.CreateAdd(t, i64(1))};
+    mb_.forLoop(b_, ranges["n"].first, ranges["n"].second, 1, "n", [&](llvm::Value* n) {
+      std::string outer = c_.loopOrder == "oc_oh" ? "oc" : "oh",
+                  inner = c_.loopOrder == "oc_oh" ? "oh" : "oc";
+      mb_.forLoop(b_, ranges[outer].first, ranges[outer].second, 1, outer, [&](llvm::Value* o) {
+        mb_.forLoop(b_, ranges[inner].first, ranges[inner].second, 1, inner, [&](llvm::Value* i) {
+          llvm::Value* panel = outer == "oc" ? o : i;
+          llvm::Value* ohBlock = outer == "oh" ? o : i;
+          llvm::Value* ohLo = b_.CreateMul(ohBlock, i64(c_.ohBlock));
+          llvm::Value* ohHi = min(b_.CreateAdd(ohLo, i64(c_.ohBlock)), i64(w_.oh()));
+          mb_.forLoop(b_, ohLo, ohHi, 1, "oh.row", [&](llvm::Value* oh) { emitRow(n, panel, oh); });
+        });
+      });
+    });
+    b_.CreateRetVoid();
+    return fn;
+  }
+
+  void emitRow(llvm::Value* n, llvm::Value* panel, llvm::Value* oh) {
+    const int64_t ic = w_.ic, nr = c_.ocBlock;
+    llvm::Value* panelWeights = gep(weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * ic * nr)));
+    llvm::Value* oc0 = b_.CreateMul(panel, i64(nr));
+    llvm::Value* ocTail = b_.CreateICmpSGT(b_.CreateAdd(oc0, i64(nr)), i64(w_.oc));
+    // B pointers depend only on the panel; A row bases on (n, oh): fill both once per row.
+    llvm::Value* rowBase = b_.CreateMul(
+        b_.CreateAdd(b_.CreateMul(n, i64(hp_)), b_.CreateMul(oh, i64(w_.strideH))), i64(wp_));
+    for (int64_t kh = 0; kh < w_.kh; ++kh)
+      for (int64_t kw = 0; kw < w_.kw; ++kw)
+        for (int64_t cb = 0; cb < icBlocks_; ++cb) {
+          int64_t idx = (kh * w_.kw + kw) * icBlocks_ + cb;
+          llvm::Value* pixel =
+              b_.CreateAdd(rowBase, i64(kh * w_.dilationH * wp_ + kw * w_.dilationW));
+          llvm::Value* a =
+              gep(in_, b_.CreateAdd(b_.CreateMul(pixel, i64(ic)), i64(cb * c_.icBlock)));
+          b_.CreateStore(a, b_.CreateGEP(mb_.ptr(), rowArr(), i64(idx)));
+          b_.CreateStore(gep(panelWeights, i64(((kh * w_.kw + kw) * ic + cb * c_.icBlock) * nr)),
+                         b_.CreateGEP(mb_.ptr(), bArr_, i64(idx)));
+        }
+    llvm::Value* outRow =
+        b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, i64(w_.oh())), oh), i64(w_.ow()));
+    mb_.forLoop(b_, i64(0), i64(w_.ow()), c_.owBlock, "ow", [&](llvm::Value* ow0) {
+      llvm::Value* shift = b_.CreateMul(ow0, i64(w_.strideW * ic));
+      mb_.forLoop(b_, i64(0), i64(batch_), 1, "fill", [&](llvm::Value* idx) {
+        llvm::Value* base = b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), rowArr(), idx));
+        b_.CreateStore(gep(base, shift), b_.CreateGEP(mb_.ptr(), aArr_, idx));
+      });
+      llvm::Value* cOff = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(outRow, ow0), i64(w_.oc)), oc0);
+      llvm::Value* owTail = b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
+      llvm::Value* which = b_.CreateOr(b_.CreateShl(b_.CreateZExt(owTail, mb_.i32()), 1),
+                                       b_.CreateZExt(ocTail, mb_.i32()));
+      std::vector<llvm::Value*> args = {aArr_,
+                                        bArr_,
+                                        gep(out_, cOff),
+                                        i64(c_.icBlock),
+                                        i64(w_.strideW * ic),
+                                        i64(nr),
+                                        i64(w_.oc),
+                                        i64(batch_),
+                                        b_.getInt32(kUkrApplyEpilogue),
+                                        gep(bias_, oc0),
+                                        gep(addend_, cOff),
+                                        i64(w_.oc)};
+      emitDispatch(which, args);
+    });
+  }
+
+  llvm::Value* rowArr() {
+    if (!rowArr_) {
+      llvm::IRBuilder<>::InsertPointGuard guard(b_);
+      llvm::Function* fn = b_.GetInsertBlock()->getParent();
+      b_.SetInsertPoint(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      rowArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
+    }
+    return rowArr_;
+  }
+
+  void emitDispatch(llvm::Value* which, const std::vector<llvm::Value*>& args) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* done = llvm::BasicBlock::Create(mb_.context(), "ukr.done", fn);
+    auto* full = llvm::BasicBlock::Create(mb_.context(), "ukr.full", fn);
+    llvm::SwitchInst* sw = b_.CreateSwitch(which, full, 3);
+    b_.SetInsertPoint(full);
+    b_.CreateCall(kernels_[0], args);
+    b_.CreateBr(done);
+    for (int v = 1; v < 4; ++v) {
+      if (kernels_[v] == kernels_[0]) continue;
+      auto* block = llvm::BasicBlock::Create(mb_.context(), "ukr.tail", fn);
+      sw->addCase(b_.getInt32(v), block);
+      b_.SetInsertPoint(block);
+      b_.CreateCall(kernels_[v], args);
+      b_.CreateBr(done);
+    }
+    b_.SetInsertPoint(done);
+  }
+
+  void emitEntry(const std::string& name, llvm::Function* task) {
+    llvm::Type* ptr = mb_.ptr();
+    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
+    llvm::Function* fn = mb_.createFunction(name, fnTy);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
+    llvm::Value* in = fn->getArg(0);
+    if (w_.padded()) {
+      llvm::FunctionCallee scratch =
+          mb_.declare("tunec_scratch", llvm::FunctionType::get(ptr, {mb_.i32(), mb_.i64()}, false));
+      llvm::Value* padded =
+          b_.CreateCall(scratch, {b_.getInt32(2), i64(w_.n * hp_ * wp_ * w_.ic * 4)});
+      llvm::FunctionCallee pad =
+          mb_.declare("tunec_pad_nhwc_f32",
+                      llvm::FunctionType::get(b_.getVoidTy(),
+                                              {ptr, mb_.i64(), mb_.i64(), mb_.i64(), mb_.i64(),
+                                               mb_.i64(), mb_.i64(), mb_.i64(), mb_.i64(), ptr},
+                                              false));
+      b_.CreateCall(pad, {in, i64(w_.n), i64(w_.h), i64(w_.w), i64(w_.ic), i64(w_.padTop),
+                          i64(w_.padLeft), i64(hp_), i64(wp_), padded});
+      in = padded;
+    }
+    llvm::Value* ctx = b_.CreateAlloca(ptr, i64(5));
+    llvm::Value* fields[5] = {in, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)};
+    for (int i = 0; i < 5; ++i) b_.CreateStore(fields[i], b_.CreateGEP(ptr, ctx, i64(i)));
+    int64_t tasks = c_.parallel == "n"    ? w_.n
+                    : c_.parallel == "oh" ? ohBlocks_
+                    : c_.parallel == "oc" ? panels_
+                                          : 1;
+    if (tasks > 1) {
+      llvm::FunctionCallee pfor = mb_.declare(
+          "tunec_parallel_for",
+          llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, mb_.i64(), mb_.i32()}, false));
+      b_.CreateCall(pfor, {task, ctx, i64(tasks), b_.getInt32(w_.threads)});
+    } else {
+      b_.CreateCall(task, {ctx, i64(0)});
+    }
+    b_.CreateRetVoid();
+  }
+
+  ModuleBuilder& mb_;
+  const Conv2dWorkload& w_;
+  const Conv2dConfig& c_;
+  const Epilogue& epilogue_;
+  llvm::IRBuilder<> b_;
+  int64_t hp_, wp_, panels_, icBlocks_, batch_, ohBlocks_;
+  llvm::Function* kernels_[4] = {};
+  llvm::Value *in_ = nullptr, *weights_ = nullptr, *out_ = nullptr, *bias_ = nullptr,
+              *addend_ = nullptr;
+  llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *rowArr_ = nullptr;
+};
+
+// ONNX weights OC x IC x KH x KW into panels [panel][kh][kw][ic][ocBlock], zero past OC.
+std::shared_ptr<float> packWeights(const Conv2dWorkload& w, const Conv2dConfig& c,
+                                   const float* src) {
+  int64_t panels = (w.oc + c.ocBlock - 1) / c.ocBlock;
+  int64_t count = panels * w.kh * w.kw * w.ic * c.ocBlock;
+  size_t bytes = static_cast<size_t>((count * 4 + 63) / 64 * 64);
+  std::shared_ptr<float> packed(static_cast<float*>(std::aligned_alloc(64, bytes)),
+                                [](float* p) { std::free(p); });
+  float* dst = packed.get();
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t kh = 0; kh < w.kh; ++kh)
+      for (int64_t kw = 0; kw < w.kw; ++kw)
+        for (int64_t ic = 0; ic < w.ic; ++ic)
+          for (int64_t j = 0; j < c.ocBlock; ++j) {
+            int64_t oc = p * c.ocBlock + j;
+            *dst++ = oc < w.oc ? src[((oc * w.ic + ic) * w.kh + kh) * w.kw + kw] : 0.f;
+          }
+  return packed;
+}
+
+} // namespace
+
+Expected<Conv2dKernel> compileConv2d(Jit& jit, const Conv2dWorkload& workload,
+                                     const Conv2dConfig& config, const Epilogue& epilogue,
+                                     const float* weights) {
+  TUNEC_TRY(validateConv2dConfig(workload, config));
+  if (!hostSupports(config.isa))
+    return makeError("this CPU cannot run ", isaInfo(config.isa).name, " code");
+  Conv2dKernel kernel;
+  kernel.workload_ = workload;
+  kernel.config_ = config;
+  kernel.packedWeights_ = packWeights(workload, config, weights);
+  auto module = jit.newModule(config.isa, "tunec_conv2d");
+  std::string name = module->module().getModuleIdentifier();
+  Conv2dEmitter(*module, workload, config, epilogue).emit(name);
+  TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
+  kernel.fn_ = reinterpret_cast<Conv2dKernel::EntryFn>(address);
+  return kernel;
+}
+
+} // namespace tunec

@@ -1,0 +1,40 @@
+// Code generation for the conv2d template (NHWC activations, packed weights).
+#pragma once
+
+#include "codegen/jit.h"
+#include "templates/conv2d_template.h"
+#include "templates/post_ops.h"
+
+#include <memory>
+
+namespace tunec {
+
+/// A compiled convolution: out (NHWC) = conv(in (NHWC), weights), then the epilogue (bias per
+/// output channel, residual addend in the output's NHWC layout).
+class Conv2dKernel {
+public:
+  using EntryFn = void (*)(const float* in, const float* weights, float* out, const float* bias,
+                           const float* addend);
+  void run(const float* in, float* out, const float* bias = nullptr,
+           const float* addend = nullptr) const {
+    fn_(in, packedWeights_.get(), out, bias, addend);
+  }
+  const Conv2dWorkload& workload() const { return workload_; }
+  const Conv2dConfig& config() const { return config_; }
+
+private:
+  friend Expected<Conv2dKernel> compileConv2d(Jit&, const Conv2dWorkload&, const Conv2dConfig&,
+                                              const Epilogue&, const float*);
+  EntryFn fn_ = nullptr;
+  std::shared_ptr<float> packedWeights_;
+  Conv2dWorkload workload_;
+  Conv2dConfig config_;
+};
+
+/// Validates, packs the weights (ONNX OC x IC x KH x KW) into the config's panels, generates and
+/// JIT-compiles the kernel.
+Expected<Conv2dKernel> compileConv2d(Jit& jit, const Conv2dWorkload& workload,
+                                     const Conv2dConfig& config, const Epilogue& epilogue,
+                                     const float* weights);
+
+} // namespace tunec

@@ -1,0 +1,180 @@
+// Conv2d template: workload/config JSON, knob space, validation and the analytical default.
+#include "templates/conv2d_template.h"
+
+#include <algorithm>
+
+namespace tunec {
+
+Status Conv2dWorkload::check() const {
+  if (n < 1 || ic < 1 || h < 1 || w < 1 || oc < 1 || kh < 1 || kw < 1)
+    return makeError("conv2d workload needs positive sizes");
+  if (strideH < 1 || strideW < 1 || dilationH < 1 || dilationW < 1)
+    return makeError("conv2d workload needs positive strides and dilations");
+  if (padTop < 0 || padLeft < 0 || padBottom < 0 || padRight < 0)
+    return makeError("conv2d workload needs non-negative pads");
+  if (oh() < 1 || ow() < 1) return makeError("conv2d workload has an empty output");
+  if (threads < 1) return makeError("conv2d workload needs threads >= 1");
+  return {};
+}
+
+nlohmann::json Conv2dWorkload::toJson() const {
+  return {{"template", "conv2d"},
+          {"dtype", "f32"},
+          {"layout", "nhwc"},
+          {"n", n},
+          {"ic", ic},
+          {"h", h},
+          {"w", w},
+          {"oc", oc},
+          {"kh", kh},
+          {"kw", kw},
+          {"stride", {strideH, strideW}},
+          {"pads", {padTop, padLeft, padBottom, padRight}},
+          {"dilation", {dilationH, dilationW}},
+          {"threads", threads}};
+}
+
+Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
+  Conv2dWorkload w;
+  std::string error, tmpl;
+  std::vector<int64_t> stride, pads, dilation;
+  if (!readField(j, "template", tmpl, error) || tmpl != "conv2d")
+    return makeError("not a conv2d workload");
+  if (!readField(j, "n", w.n, error) || !readField(j, "ic", w.ic, error) ||
+      !readField(j, "h", w.h, error) || !readField(j, "w", w.w, error) ||
+      !readField(j, "oc", w.oc, error) || !readField(j, "kh", w.kh, error) ||
+      !readField(j, "kw", w.kw, error) || !readField(j, "stride", stride, error) ||
+      !readField(j, "pads", pads, error) || !readField(j, "dilation", dilation, error) ||
+      !readField(j, "threads", w.threads, error))
+    return makeError("conv2d workload: ", error);
+  if (stride.size() != 2 || pads.size() != 4 || dilation.size() != 2)
+    return makeError("conv2d workload: stride, pads or dilation has the wrong length");
+  w.strideH = stride[0], w.strideW = stride[1], w.dilationH = dilation[0],
+  w.dilationW = dilation[1];
+  w.padTop = pads[0], w.padLeft = pads[1], w.padBottom = pads[2], w.padRight = pads[3];
+  TUNEC_TRY(w.check());
+  return w;
+}
+
+nlohmann::json Conv2dConfig::toJson() const {
+  return {{"isa", isaInfo(isa).name}, {"oc_block", ocBlock}, {"ow_block", owBlock},
+          {"ic_block", icBlock},      {"oh_block", ohBlock}, {"loop_order", loopOrder},
+          {"parallel", parallel}};
+}
+
+Expected<Conv2dConfig> Conv2dConfig::fromJson(const nlohmann::json& j) {
+  Conv2dConfig c;
+  std::string error, isa;
+  if (!readField(j, "isa", isa, error) || !readField(j, "oc_block", c.ocBlock, error) ||
+      !readField(j, "ow_block", c.owBlock, error) || !readField(j, "ic_block", c.icBlock, error) ||
+      !readField(j, "oh_block", c.ohBlock, error) ||
+      !readField(j, "loop_order", c.loopOrder, error) ||
+      !readField(j, "parallel", c.parallel, error))
+    return makeError("conv2d config: ", error);
+  auto parsed = parseIsa(isa);
+  if (!parsed) return makeError("conv2d config: isa '", isa, "' is not avx2 or avx512");
+  c.isa = *parsed;
+  return c;
+}
+
+Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
+  TUNEC_TRY(w.check());
+  const IsaInfo& info = isaInfo(c.isa);
+  int lanes = info.f32Lanes();
+  if (c.ocBlock < lanes || c.ocBlock % lanes)
+    return makeError("conv2d config: oc_block=", c.ocBlock, " must be a multiple of ", lanes);
+  if (c.owBlock < 1) return makeError("conv2d config: ow_block must be positive");
+  int regs = c.owBlock * (c.ocBlock / lanes) + c.ocBlock / lanes + 1;
+  if (regs > info.vectorRegisters)
+    return makeError("conv2d config: tile ", c.owBlock, "x", c.ocBlock, " needs ", regs,
+                     " vector registers, ", info.name, " has ", info.vectorRegisters);
+  if (c.icBlock < 1 || w.ic % c.icBlock)
+    return makeError("conv2d config: ic_block=", c.icBlock, " must divide ic=", w.ic);
+  if (c.ohBlock < 1 || c.ohBlock > w.oh())
+    return makeError("conv2d config: oh_block=", c.ohBlock, " must be in 1..", w.oh());
+  if (c.owBlock > w.ow())
+    return makeError("conv2d config: ow_block=", c.owBlock, " exceeds ow=", w.ow());
+  if (c.ocBlock > (w.oc + lanes - 1) / lanes * lanes)
+    return makeError("conv2d config: oc_block=", c.ocBlock, " exceeds oc=", w.oc);
+  if (c.loopOrder != "oc_oh" && c.loopOrder != "oh_oc")
+    return makeError("conv2d config: loop_order '", c.loopOrder, "' is not oc_oh or oh_oc");
+  if (c.parallel != "none" && c.parallel != "n" && c.parallel != "oh" && c.parallel != "oc")
+    return makeError("conv2d config: parallel '", c.parallel, "' is not none, n, oh or oc");
+  if (c.parallel != "none" && w.threads < 2)
+    return makeError("conv2d config: parallel loops need threads > 1");
+  if (c.parallel == "n" && w.n < 2) return makeError("conv2d config: parallel over n needs n > 1");
+  return {};
+}
+
+Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInfo& host) {
+  Conv2dConfig c;
+  c.isa = isa;
+  int lanes = isaInfo(isa).f32Lanes();
+  int64_t ocVectors = (w.oc + lanes - 1) / lanes;
+  c.ocBlock = static_cast<int>(std::min<int64_t>(2, ocVectors)) * lanes;
+  int nv = c.ocBlock / lanes;
+  int maxRows = (isaInfo(isa).vectorRegisters - 1 - nv) / nv;
+  // Prefer a row block that divides the output width (no tail tiles), up to the register limit.
+  int64_t ow = w.ow();
+  int best = static_cast<int>(std::min<int64_t>(maxRows, ow));
+  for (int r = best; r >= std::max(4, best / 2); --r)
+    if (ow % r == 0) {
+      best = r;
+      break;
+    }
+  c.owBlock = best;
+  // The weights of one panel for one ic block (kh*kw*icb*ocBlock floats) should stay in L1/L2.
+  c.icBlock = w.ic;
+  while (c.icBlock % 2 == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * 4 > host.l2 / 2 &&
+         c.icBlock > 16)
+    c.icBlock /= 2;
+  c.ohBlock = 1;
+  c.loopOrder = "oc_oh";
+  c.parallel = "none";
+  if (w.threads > 1 && w.flops() >= 4e6) c.parallel = w.n >= w.threads ? "n" : "oh";
+  return c;
+}
+
+KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa) {
+  int lanes = isaInfo(isa).f32Lanes();
+  KnobSpace space;
+  Knob oc{"oc_block", {}}, owb{"ow_block", {}}, icb{"ic_block", {}}, ohb{"oh_block", {}};
+  for (int v = lanes; v <= 4 * lanes; v += lanes)
+    if (v <= (w.oc + lanes - 1) / lanes * lanes) oc.values.emplace_back(v);
+  for (int v = 1; v <= 28; ++v)
+    if (v <= w.ow()) owb.values.emplace_back(v);
+  for (int64_t v = w.ic; v >= 8; v /= 2) {
+    if (w.ic % v == 0) icb.values.emplace_back(v);
+    if (v % 2) break;
+  }
+  if (icb.values.empty()) icb.values.emplace_back(w.ic);
+  for (int64_t v : {1, 2, 4, 7, 8, 14})
+    if (v <= w.oh()) ohb.values.emplace_back(v);
+  space = {oc, owb, icb, ohb, {"loop_order", {"oc_oh", "oh_oc"}}};
+  Knob parallel{"parallel", {"none"}};
+  if (w.threads > 1) {
+    if (w.n > 1) parallel.values.emplace_back("n");
+    parallel.values.emplace_back("oh");
+    parallel.values.emplace_back("oc");
+  }
+  space.push_back(parallel);
+  return space;
+}
+
+Expected<Conv2dConfig> conv2dConfigFromKnobs(const Conv2dWorkload& w, Isa isa,
+                                             const std::vector<nlohmann::json>& values) {
+  if (values.size() != 6)
+    return makeError("conv2d config needs 6 knob values, got ", values.size());
+  Conv2dConfig c;
+  c.isa = isa;
+  c.ocBlock = values[0].get<int>();
+  c.owBlock = values[1].get<int>();
+  c.icBlock = values[2].get<int64_t>();
+  c.ohBlock = values[3].get<int64_t>();
+  c.loopOrder = values[4].get<std::string>();
+  c.parallel = values[5].get<std::string>();
+  (void)w;
+  return c;
+}
+
+} // namespace tunec

@@ -1,0 +1,56 @@
+// The conv2d template: direct convolution on channels-last (NHWC) activations through the same
+// brgemm microkernel: a tile is owBlock output pixels of one row x ocBlock output channels; the
+// batch-reduce runs over (kh, kw, input-channel block). Weights are pre-packed once.
+#pragma once
+
+#include "support/error.h"
+#include "support/host.h"
+#include "templates/isa.h"
+#include "templates/knobs.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tunec {
+
+inline constexpr int kConv2dTemplateVersion = 1;
+
+/// A 2-d convolution, groups = 1, f32; input N x H x W x IC, weights OC x IC x KH x KW (ONNX
+/// order, packed at compile time), output N x OH x OW x OC.
+struct Conv2dWorkload {
+  int64_t n = 1, ic = 0, h = 0, w = 0, oc = 0, kh = 1, kw = 1;
+  int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  int64_t dilationH = 1, dilationW = 1;
+  int threads = 1;
+
+  int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
+  int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }
+  double flops() const { return 2.0 * static_cast<double>(n * oc * oh() * ow() * ic * kh * kw); }
+  bool padded() const { return padTop || padLeft || padBottom || padRight; }
+  Status check() const;
+  nlohmann::json toJson() const;
+  static Expected<Conv2dWorkload> fromJson(const nlohmann::json& j);
+};
+
+struct Conv2dConfig {
+  Isa isa = Isa::Avx512;
+  int ocBlock = 32;     ///< output channels per tile (microkernel nr)
+  int owBlock = 8;      ///< output pixels of a row per tile (microkernel mr)
+  int64_t icBlock = 64; ///< input channels per brgemm batch element (divides IC)
+  int64_t ohBlock = 1;  ///< output rows per block-loop iteration
+  std::string loopOrder =
+      "oc_oh"; ///< oc_oh: output-channel panels outside row blocks; oh_oc: reverse
+  std::string parallel = "none"; ///< none|n|oh|oc
+
+  nlohmann::json toJson() const;
+  static Expected<Conv2dConfig> fromJson(const nlohmann::json& j);
+  bool operator==(const Conv2dConfig&) const = default;
+};
+
+Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c);
+Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInfo& host);
+KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa);
+/// One value per knob (conv2dKnobSpace order) to a config.
+Expected<Conv2dConfig> conv2dConfigFromKnobs(const Conv2dWorkload& w, Isa isa,
+                                             const std::vector<nlohmann::json>& values);
+
+} // namespace tunec

@@ -1,0 +1,158 @@
+// The conv2d template against the reference executor: random valid configs and edge cases
+// (odd sizes, strides, pads, dilations, 1x1, channel counts below a vector, two threads), with
+// epilogues. Tolerance: 4 * (ic*kh*kw) * eps + 1e-5 (inputs in [-1, 1]).
+#include "codegen/conv2d_kernel.h"
+#include "ir/graph.h"
+#include "reference/reference.h"
+
+#include <gtest/gtest.h>
+#include <random>
+
+namespace tunec {
+namespace {
+
+Jit& jit() {
+  static std::unique_ptr<Jit> instance = [] {
+    auto j = Jit::create();
+    if (!j) ADD_FAILURE() << j.error().message();
+    return std::move(*j);
+  }();
+  return *instance;
+}
+
+Tensor randomTensor(Shape shape, std::mt19937& rng) {
+  Tensor t(DType::F32, std::move(shape));
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.dataAs<float>()[i] = dist(rng);
+  return t;
+}
+
+Tensor referenceConv(const Conv2dWorkload& w, const Epilogue& epi, const Tensor& x,
+                     const Tensor& weights, const Tensor& bias, const Tensor& addend) {
+  Graph g;
+  ValueId vx = g.addInput("x", {DType::F32, x.shape(), {}});
+  ValueId vw = g.addInput("w", {DType::F32, weights.shape(), {}});
+  ValueId vb = g.addInput("b", {DType::F32, bias.shape(), {}});
+  ValueId va = g.addInput("addend", {DType::F32, addend.shape(), {}});
+  auto node = [&](OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
+    auto n = g.addNode("n" + std::to_string(g.nodes().size()), kind, std::move(attrs),
+                       std::move(in), {"v" + std::to_string(g.nodes().size())});
+    EXPECT_TRUE(n.isOk()) << n.error().message();
+    return g.node(*n).outputs[0];
+  };
+  ValueId nchw = node(OpKind::Transpose, TransposeAttrs{{0, 3, 1, 2}}, {vx});
+  ConvAttrs attrs{{w.kh, w.kw},
+                  {w.strideH, w.strideW},
+                  {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                  {w.dilationH, w.dilationW},
+                  1};
+  bool hasBias = epilogueNeedsBias(epi);
+  ValueId y = node(OpKind::Conv, attrs,
+                   hasBias ? std::vector<ValueId>{nchw, vw, vb} : std::vector<ValueId>{nchw, vw});
+  y = node(OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {y});
+  for (const PostOp& op : epi) {
+    if (op.kind == PostOpKind::Relu) y = node(OpKind::Relu, NoAttrs{}, {y});
+    if (op.kind == PostOpKind::Clip) y = node(OpKind::Clip, ClipAttrs{op.lo, op.hi}, {y});
+    if (op.kind == PostOpKind::AddTensor) y = node(OpKind::Add, NoAttrs{}, {y, va});
+  }
+  g.addOutput(y);
+  auto out = runReference(g, {x, weights, bias, addend});
+  EXPECT_TRUE(out.isOk()) << out.error().message();
+  return (*out)[0];
+}
+
+void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& epi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Tensor x = randomTensor(Shape{w.n, w.h, w.w, w.ic}, rng);
+  Tensor weights = randomTensor(Shape{w.oc, w.ic, w.kh, w.kw}, rng);
+  Tensor bias = randomTensor(Shape{w.oc}, rng);
+  Tensor addend = randomTensor(Shape{w.n, w.oh(), w.ow(), w.oc}, rng);
+  auto kernel = compileConv2d(jit(), w, c, epi, weights.dataAs<float>());
+  ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+  Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), w.oc}, rng);
+  kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>());
+  Tensor want = referenceConv(w, epi, x, weights, bias, addend);
+  double tol = 4.0 * static_cast<double>(w.ic * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
+  for (int64_t i = 0; i < out.numel(); ++i)
+    ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
+        << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump();
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512})
+    if (hostSupports(isa)) out.push_back(isa);
+  return out;
+}
+
+Conv2dWorkload conv(int64_t n, int64_t ic, int64_t hw, int64_t oc, int64_t k, int64_t stride,
+                    int64_t pad, int64_t dilation = 1) {
+  Conv2dWorkload w;
+  w.n = n, w.ic = ic, w.h = hw, w.w = hw + 1, w.oc = oc, w.kh = k, w.kw = k;
+  w.strideH = w.strideW = stride;
+  w.padTop = w.padLeft = pad;
+  w.padBottom = w.padRight = pad;
+  w.dilationH = w.dilationW = dilation;
+  return w;
+}
+
+TEST(Conv2dTemplate, DefaultConfigsOnEdgeShapes) {
+  std::vector<Conv2dWorkload> shapes = {conv(1, 3, 9, 5, 3, 1, 1),     conv(1, 16, 7, 32, 1, 1, 0),
+                                        conv(2, 8, 11, 20, 3, 2, 1),   conv(1, 5, 6, 17, 5, 1, 2),
+                                        conv(1, 4, 9, 40, 3, 1, 2, 2), conv(1, 3, 15, 8, 7, 2, 3),
+                                        conv(1, 64, 5, 64, 3, 1, 1),   conv(1, 1, 4, 1, 1, 1, 0)};
+  shapes[2].padBottom = 0; // asymmetric padding
+  uint32_t seed = 1;
+  for (Isa isa : isas())
+    for (const Conv2dWorkload& w : shapes) {
+      Conv2dConfig c = defaultConv2dConfig(w, isa, hostInfo());
+      ASSERT_TRUE(validateConv2dConfig(w, c).isOk())
+          << validateConv2dConfig(w, c).error().message() << " " << w.toJson().dump();
+      checkConv(w, c, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}}, seed++);
+    }
+}
+
+TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
+  std::mt19937 rng(3);
+  int checked = 0;
+  for (Isa isa : isas())
+    for (int trial = 0; trial < 30; ++trial) {
+      std::uniform_int_distribution<int64_t> ch(1, 40), hw(3, 14), k(1, 3), s(1, 2), p(0, 2);
+      Conv2dWorkload w =
+          conv(trial % 5 == 0 ? 2 : 1, ch(rng), hw(rng), ch(rng), k(rng), s(rng), p(rng));
+      w.threads = trial % 3 == 0 ? 2 : 1;
+      if (!w.check().isOk()) continue;
+      KnobSpace space = conv2dKnobSpace(w, isa);
+      std::vector<nlohmann::json> values;
+      for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+      auto c = conv2dConfigFromKnobs(w, isa, values);
+      ASSERT_TRUE(c.isOk());
+      if (!validateConv2dConfig(w, *c).isOk()) continue;
+      Epilogue epi;
+      if (trial % 2) epi.push_back({PostOpKind::BiasPerColumn});
+      if (trial % 3 == 1) epi.push_back({PostOpKind::Clip, 0.f, 6.f});
+      if (trial % 4 == 3) epi.push_back({PostOpKind::AddTensor});
+      checkConv(w, *c, epi, static_cast<uint32_t>(trial));
+      ++checked;
+    }
+  EXPECT_GE(checked, 20);
+}
+
+TEST(Conv2dTemplate, InvalidConfigsAreRejectedWithReasons) {
+  Conv2dWorkload w = conv(1, 48, 8, 64, 3, 1, 1);
+  Conv2dConfig c = defaultConv2dConfig(w, Isa::Avx512, hostInfo());
+  c.icBlock = 20;
+  EXPECT_EQ(validateConv2dConfig(w, c).error().message(),
+            "conv2d config: ic_block=20 must divide ic=48");
+  c = defaultConv2dConfig(w, Isa::Avx512, hostInfo());
+  c.owBlock = 28;
+  c.ocBlock = 64;
+  EXPECT_NE(validateConv2dConfig(w, c).error().message().find("vector registers"),
+            std::string::npos);
+  auto back = Conv2dWorkload::fromJson(w.toJson());
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->toJson(), w.toJson());
+}
+
+} // namespace
+} // namespace tunec
