@@ -136,11 +136,11 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInf
   c.nr = static_cast<int>(nVectors * lanes);
   int maxRows = (isaInfo(isa).vectorRegisters - 1 - c.nr / lanes) / (c.nr / lanes);
   c.mr = static_cast<int>(std::min<int64_t>(std::min(maxRows, 8), w.m));
-  // kc: the A micro-panel (mr x kc) fills half of L1 while the B micro-panel (kc x nr) streams
+  // kc: the A micro-panel (mr x kc) fills up to L1 while the B micro-panel (kc x nr) streams
   // from L2; a kc covering all of K also spares re-reading C between K blocks (measured: kc = K
   // beat kc = 256..512 by 5-10% on 1024^3). mc: the A block (mc x kc) in a quarter of L2; nc:
   // the B block (kc x nc) in a quarter of L3.
-  int64_t kcMax = std::clamp<int64_t>(host.l1d / 2 / (c.mr * 4), 256, 1024);
+  int64_t kcMax = std::clamp<int64_t>(host.l1d / (c.mr * 4), 256, 1024);
   int64_t kBlocks = (w.k + kcMax - 1) / kcMax; // equal blocks: no short last block
   c.kc = std::min(w.k, roundUp((w.k + kBlocks - 1) / kBlocks, 16));
   int64_t mc = host.l2 / 4 / (c.kc * 4);
