@@ -3,11 +3,15 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/timing.h"
+#include "codegen/conv2d_kernel.h"
 #include "codegen/matmul_kernel.h"
 #include "codegen/peak_probe.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -17,31 +21,41 @@ namespace {
 
 const CommandSpec kBenchOpSpec{
     "bench-op",
-    "tunec bench-op matmul --m M --n N --k K [flags]",
+    "tunec bench-op matmul|conv2d [shape flags] [flags]",
     "Times one kernel with the template's analytical default config, a given config, or the best\n"
     "of a sweep over the knob space, and prints the median time, GFLOP/s and the percentage of\n"
-    "this machine's measured fp32 FMA peak (probed at start, times the thread count).",
+    "this machine's measured fp32 FMA peak (probed at start, times the thread count).\n"
+    "matmul shape: --m --n --k [--batch] [--trans-a] [--trans-b] [--runtime-b]\n"
+    "conv2d shape (NHWC): --n --ic --h --w --oc --kh --kw [--stride] [--pad] [--dilation]",
     {
-        {"m", "M", "rows of A and C"},
-        {"n", "N", "columns of B and C"},
-        {"k", "K", "inner dimension"},
-        {"batch", "B", "batch count (default 1)"},
-        {"trans-a", "", "A is stored K x M"},
-        {"trans-b", "", "B is stored N x K"},
-        {"runtime-b", "", "B is an activation packed at run time, not a pre-packed constant"},
+        {"m", "M", "matmul: rows of A and C"},
+        {"n", "N", "matmul: columns of B and C; conv2d: batch"},
+        {"k", "K", "matmul: inner dimension"},
+        {"batch", "B", "matmul: batch count (default 1)"},
+        {"trans-a", "", "matmul: A is stored K x M"},
+        {"trans-b", "", "matmul: B is stored N x K"},
+        {"runtime-b", "", "matmul: B is an activation packed at run time, not a pre-packed constant"},
+        {"ic", "C", "conv2d: input channels"},
+        {"h", "H", "conv2d: input height"},
+        {"w", "W", "conv2d: input width"},
+        {"oc", "C", "conv2d: output channels"},
+        {"kh", "K", "conv2d: kernel height"},
+        {"kw", "K", "conv2d: kernel width"},
+        {"stride", "S", "conv2d: stride (default 1)"},
+        {"pad", "P", "conv2d: padding on every side (default 0)"},
+        {"dilation", "D", "conv2d: dilation (default 1)"},
         {"threads", "T", "threads (default 1)"},
         {"isa", "avx512|avx2", "instruction set (default: the widest the CPU has)"},
         {"config", "JSON", "config to time instead of the default"},
-        {"sweep", "N",
-         "time N random valid configs from the knob space plus the default; report the best"},
+        {"sweep", "N", "time N random valid configs from the knob space plus the default; report the best"},
         {"seconds", "S", "minimum timed duration per measurement (default 1.0)"},
         {"json", "", "print one JSON object instead of text"},
     },
     1,
     1};
 
-Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback,
-                          bool required) {
+Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback, bool required,
+                          int64_t minimum = 1) {
   if (!args.has(name)) {
     if (required) return makeError("tunec bench-op: --", name, " is required");
     return fallback;
@@ -49,22 +63,115 @@ Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_
   std::string v = args.get(name);
   char* end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || x < 1)
-    return makeError("tunec bench-op: --", name, " must be a positive integer, not '", v, "'");
+  if (v.empty() || *end || x < minimum)
+    return makeError("tunec bench-op: --", name, " must be an integer >= ", minimum, ", not '", v, "'");
   return static_cast<int64_t>(x);
 }
 
-struct Measured {
-  MatmulConfig config;
-  Timing timing;
+/// What bench-op needs of one template, independent of its workload and config types.
+struct OpBench {
+  nlohmann::json workload;
+  double flops = 0;
+  int threads = 1;
+  nlohmann::json defaultConfig;
+  KnobSpace space;
+  std::function<Expected<nlohmann::json>(const std::vector<nlohmann::json>&)> fromKnobs;
+  std::function<Status(const nlohmann::json&)> validate;
+  /// Compiles the config and times it.
+  std::function<Expected<Timing>(const nlohmann::json&, double seconds)> time;
+  /// Seconds the last `time` call spent generating and JIT-compiling the kernel.
+  std::shared_ptr<double> compileSeconds = std::make_shared<double>(0);
 };
 
-Expected<Measured> timeMatmul(Jit& jit, const MatmulWorkload& w, const MatmulConfig& c,
-                              const std::vector<float>& a, const std::vector<float>& b,
-                              std::vector<float>& out, double seconds) {
-  TUNEC_ASSIGN_OR_RETURN(MatmulKernel kernel, compileMatmul(jit, w, c, {}, b.data()));
-  Timing t = timeRepeated([&] { kernel.run(a.data(), b.data(), out.data()); }, seconds);
-  return Measured{c, t};
+/// Runs `compile` and records how long it took.
+template <typename F> auto timedCompile(double& seconds, F&& compile) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto result = compile();
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+std::vector<float> randomData(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int threads) {
+  auto w = std::make_shared<MatmulWorkload>();
+  for (auto [flag, field, required] : {std::tuple{"m", &w->m, true}, {"n", &w->n, true}, {"k", &w->k, true}, {"batch", &w->batch, false}}) {
+    TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 1, required));
+  }
+  w->threads = threads;
+  w->transA = args.has("trans-a");
+  w->transB = args.has("trans-b");
+  w->constantB = !args.has("runtime-b");
+  TUNEC_TRY(w->check());
+  std::mt19937 rng(7);
+  auto a = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->batch * w->m * w->k), rng));
+  auto b = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->k * w->n * (w->broadcastB ? 1 : w->batch)), rng));
+  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->batch * w->m * w->n));
+  OpBench bench;
+  bench.workload = w->toJson();
+  bench.flops = w->flops();
+  bench.threads = threads;
+  bench.defaultConfig = defaultMatmulConfig(*w, isa, hostInfo()).toJson();
+  bench.space = matmulKnobSpace(*w, isa);
+  bench.fromKnobs = [w, isa](const std::vector<nlohmann::json>& v) -> Expected<nlohmann::json> {
+    TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, matmulConfigFromKnobs(*w, isa, v));
+    return c.toJson();
+  };
+  bench.validate = [w](const nlohmann::json& j) -> Status {
+    TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, MatmulConfig::fromJson(j));
+    return validateMatmulConfig(*w, c);
+  };
+  bench.time = [w, a, b, out, &jit, compile = bench.compileSeconds](const nlohmann::json& j, double seconds) -> Expected<Timing> {
+    TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, MatmulConfig::fromJson(j));
+    TUNEC_ASSIGN_OR_RETURN(MatmulKernel kernel, timedCompile(*compile, [&] { return compileMatmul(jit, *w, c, {}, b->data()); }));
+    return timeRepeated([&] { kernel.run(a->data(), b->data(), out->data()); }, seconds);
+  };
+  return bench;
+}
+
+Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int threads) {
+  auto w = std::make_shared<Conv2dWorkload>();
+  for (auto [flag, field, required] : {std::tuple{"n", &w->n, false}, {"ic", &w->ic, true}, {"h", &w->h, true}, {"w", &w->w, true},
+                                       {"oc", &w->oc, true}, {"kh", &w->kh, true}, {"kw", &w->kw, true}}) {
+    TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 1, required));
+  }
+  TUNEC_ASSIGN_OR_RETURN(int64_t stride, intFlag(args, "stride", 1, false));
+  TUNEC_ASSIGN_OR_RETURN(int64_t pad, intFlag(args, "pad", 0, false, 0));
+  TUNEC_ASSIGN_OR_RETURN(int64_t dilation, intFlag(args, "dilation", 1, false));
+  w->strideH = w->strideW = stride;
+  w->padTop = w->padLeft = w->padBottom = w->padRight = pad;
+  w->dilationH = w->dilationW = dilation;
+  w->threads = threads;
+  TUNEC_TRY(w->check());
+  std::mt19937 rng(7);
+  auto in = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->n * w->h * w->w * w->ic), rng));
+  auto weights = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->oc * w->ic * w->kh * w->kw), rng));
+  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->n * w->oh() * w->ow() * w->oc));
+  OpBench bench;
+  bench.workload = w->toJson();
+  bench.flops = w->flops();
+  bench.threads = threads;
+  bench.defaultConfig = defaultConv2dConfig(*w, isa, hostInfo()).toJson();
+  bench.space = conv2dKnobSpace(*w, isa);
+  bench.fromKnobs = [w, isa](const std::vector<nlohmann::json>& v) -> Expected<nlohmann::json> {
+    TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, conv2dConfigFromKnobs(*w, isa, v));
+    return c.toJson();
+  };
+  bench.validate = [w](const nlohmann::json& j) -> Status {
+    TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, Conv2dConfig::fromJson(j));
+    return validateConv2dConfig(*w, c);
+  };
+  bench.time = [w, in, weights, out, &jit, compile = bench.compileSeconds](const nlohmann::json& j, double seconds) -> Expected<Timing> {
+    TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, Conv2dConfig::fromJson(j));
+    TUNEC_ASSIGN_OR_RETURN(Conv2dKernel kernel, timedCompile(*compile, [&] { return compileConv2d(jit, *w, c, {}, weights->data()); }));
+    return timeRepeated([&] { kernel.run(in->data(), out->data()); }, seconds);
+  };
+  return bench;
 }
 
 } // namespace
@@ -77,106 +184,85 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     return 0;
   }
   std::string op = args->positionals()[0];
-  if (op != "matmul") return fail("tunec bench-op: unknown op '" + op + "' (matmul)");
-  MatmulWorkload w;
-  for (auto [flag, field, required] : {std::tuple{"m", &w.m, true},
-                                       {"n", &w.n, true},
-                                       {"k", &w.k, true},
-                                       {"batch", &w.batch, false}}) {
-    auto v = intFlag(*args, flag, 1, required);
-    if (!v) return fail(v.error().message());
-    *field = *v;
-  }
+  if (op != "matmul" && op != "conv2d") return fail("tunec bench-op: unknown op '" + op + "' (matmul, conv2d)");
   auto threads = intFlag(*args, "threads", 1, false);
   if (!threads) return fail(threads.error().message());
-  w.threads = static_cast<int>(*threads);
-  w.transA = args->has("trans-a");
-  w.transB = args->has("trans-b");
-  w.constantB = !args->has("runtime-b");
   Isa isa = hostIsa();
   if (args->has("isa")) {
     auto parsed = parseIsa(args->get("isa"));
     if (!parsed) return fail("tunec bench-op: --isa must be avx512 or avx2");
-    if (!hostSupports(*parsed))
-      return fail("tunec bench-op: this CPU cannot run " + args->get("isa") + " code");
+    if (!hostSupports(*parsed)) return fail("tunec bench-op: this CPU cannot run " + args->get("isa") + " code");
     isa = *parsed;
   }
   double seconds = std::atof(args->get("seconds", "1.0").c_str());
   if (seconds <= 0) return fail("tunec bench-op: --seconds must be positive");
+  bool json = args->has("json");
 
   auto jit = Jit::create();
   if (!jit) return fail(jit.error().message());
+  auto bench = op == "matmul" ? matmulBench(*args, **jit, isa, static_cast<int>(*threads))
+                              : conv2dBench(*args, **jit, isa, static_cast<int>(*threads));
+  if (!bench) return fail(bench.error().message());
   auto peak = measureFmaPeak(**jit, isa);
   if (!peak) return fail(peak.error().message());
 
-  MatmulConfig config = defaultMatmulConfig(w, isa, hostInfo());
+  nlohmann::json config = bench->defaultConfig;
   std::string source = "default";
   if (args->has("config")) {
-    nlohmann::json j = nlohmann::json::parse(args->get("config"), nullptr, false);
-    if (j.is_discarded()) return fail("tunec bench-op: --config is not valid JSON");
-    auto parsed = MatmulConfig::fromJson(j);
-    if (!parsed) return fail(parsed.error().message());
-    config = *parsed;
+    config = nlohmann::json::parse(args->get("config"), nullptr, false);
+    if (config.is_discarded()) return fail("tunec bench-op: --config is not valid JSON");
     source = "given";
   }
-  if (Status s = validateMatmulConfig(w, config); !s) return fail(s.error().message());
-
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> a(static_cast<size_t>(w.batch * w.m * w.k)),
-      b(static_cast<size_t>((w.broadcastB ? 1 : w.batch) * w.k * w.n)),
-      out(static_cast<size_t>(w.batch * w.m * w.n));
-  for (auto& x : a) x = dist(rng);
-  for (auto& x : b) x = dist(rng);
+  if (Status s = bench->validate(config); !s) return fail(s.error().message());
 
   if (args->has("sweep")) {
     auto n = intFlag(*args, "sweep", 1, true);
     if (!n) return fail(n.error().message());
-    KnobSpace space = matmulKnobSpace(w, isa);
-    std::set<std::string> seen{config.toJson().dump()};
-    auto best = timeMatmul(**jit, w, config, a, b, out, seconds / 10);
-    if (!best) return fail(best.error().message());
+    std::mt19937 rng(7);
+    std::set<std::string> seen{config.dump()};
+    auto bestTime = bench->time(config, seconds / 10);
+    if (!bestTime) return fail(bestTime.error().message());
+    nlohmann::json best = config;
     int tried = 1;
     for (int attempt = 0; tried < *n + 1 && attempt < *n * 50; ++attempt) {
       std::vector<nlohmann::json> values;
-      for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
-      auto c = matmulConfigFromKnobs(w, isa, values);
-      if (!c || !validateMatmulConfig(w, *c) || !seen.insert(c->toJson().dump()).second) continue;
-      auto m = timeMatmul(**jit, w, *c, a, b, out, seconds / 10);
-      if (!m) return fail(m.error().message());
+      for (const Knob& knob : bench->space) values.push_back(knob.values[rng() % knob.values.size()]);
+      auto c = bench->fromKnobs(values);
+      if (!c || !bench->validate(*c) || !seen.insert(c->dump()).second) continue;
+      auto t = bench->time(*c, seconds / 10);
+      if (!t) return fail(t.error().message());
       ++tried;
-      if (m->timing.medianSeconds < best->timing.medianSeconds) best = m;
-      if (!args->has("json"))
-        std::fprintf(stderr, "\rsweep: %d/%lld configs, best %.1f GFLOP/s", tried,
-                     static_cast<long long>(*n + 1), w.flops() / best->timing.medianSeconds / 1e9);
+      if (t->medianSeconds < bestTime->medianSeconds) {
+        bestTime = t;
+        best = *c;
+      }
+      if (!json)
+        std::fprintf(stderr, "\rsweep: %d/%lld configs, best %.1f GFLOP/s", tried, static_cast<long long>(*n + 1),
+                     bench->flops / bestTime->medianSeconds / 1e9);
     }
-    if (!args->has("json")) std::fprintf(stderr, "\n");
-    config = best->config;
+    if (!json) std::fprintf(stderr, "\n");
+    config = best;
     source = "best of sweep";
   }
-  auto measured = timeMatmul(**jit, w, config, a, b, out, seconds);
+  auto measured = bench->time(config, seconds);
   if (!measured) return fail(measured.error().message());
-  double gflops = w.flops() / measured->timing.medianSeconds / 1e9;
-  double machinePeak = *peak * w.threads;
-  if (args->has("json")) {
-    nlohmann::json j = {{"workload", w.toJson()},
-                        {"config", config.toJson()},
-                        {"config_source", source},
-                        {"median_ms", measured->timing.medianSeconds * 1e3},
-                        {"min_ms", measured->timing.minSeconds * 1e3},
-                        {"gflops", gflops},
-                        {"peak_gflops", machinePeak},
-                        {"percent_of_peak", 100 * gflops / machinePeak}};
+  double gflops = bench->flops / measured->medianSeconds / 1e9;
+  double machinePeak = *peak * bench->threads;
+  if (json) {
+    nlohmann::json j = {{"workload", bench->workload},    {"config", config},
+                        {"config_source", source},       {"median_ms", measured->medianSeconds * 1e3},
+                        {"min_ms", measured->minSeconds * 1e3}, {"gflops", gflops},
+                        {"peak_gflops", machinePeak},    {"percent_of_peak", 100 * gflops / machinePeak},
+                        {"compile_ms", *bench->compileSeconds * 1e3}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("workload %s\n", w.toJson().dump().c_str());
-  std::printf("config   %s (%s)\n", config.toJson().dump().c_str(), source.c_str());
-  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured peak "
-              "(%.1f GFLOP/s x %d thread%s)\n",
-              measured->timing.medianSeconds * 1e3, measured->timing.minSeconds * 1e3,
-              measured->timing.runs, gflops, 100 * gflops / machinePeak, *peak, w.threads,
-              w.threads == 1 ? "" : "s");
+  std::printf("workload %s\n", bench->workload.dump().c_str());
+  std::printf("config   %s (%s)\n", config.dump().c_str(), source.c_str());
+  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured peak (%.1f GFLOP/s x %d thread%s)\n",
+              measured->medianSeconds * 1e3, measured->minSeconds * 1e3, measured->runs, gflops,
+              100 * gflops / machinePeak, *peak, bench->threads, bench->threads == 1 ? "" : "s");
+  std::printf("generated and JIT-compiled in %.1f ms\n", *bench->compileSeconds * 1e3);
   return 0;
 }
 
