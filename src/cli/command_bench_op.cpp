@@ -34,7 +34,8 @@ const CommandSpec kBenchOpSpec{
         {"batch", "B", "matmul: batch count (default 1)"},
         {"trans-a", "", "matmul: A is stored K x M"},
         {"trans-b", "", "matmul: B is stored N x K"},
-        {"runtime-b", "", "matmul: B is an activation packed at run time, not a pre-packed constant"},
+        {"runtime-b", "",
+         "matmul: B is an activation packed at run time, not a pre-packed constant"},
         {"ic", "C", "conv2d: input channels"},
         {"h", "H", "conv2d: input height"},
         {"w", "W", "conv2d: input width"},
@@ -47,15 +48,16 @@ const CommandSpec kBenchOpSpec{
         {"threads", "T", "threads (default 1)"},
         {"isa", "avx512|avx2", "instruction set (default: the widest the CPU has)"},
         {"config", "JSON", "config to time instead of the default"},
-        {"sweep", "N", "time N random valid configs from the knob space plus the default; report the best"},
+        {"sweep", "N",
+         "time N random valid configs from the knob space plus the default; report the best"},
         {"seconds", "S", "minimum timed duration per measurement (default 1.0)"},
         {"json", "", "print one JSON object instead of text"},
     },
     1,
     1};
 
-Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback, bool required,
-                          int64_t minimum = 1) {
+Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback,
+                          bool required, int64_t minimum = 1) {
   if (!args.has(name)) {
     if (required) return makeError("tunec bench-op: --", name, " is required");
     return fallback;
@@ -64,7 +66,8 @@ Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_
   char* end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end || x < minimum)
-    return makeError("tunec bench-op: --", name, " must be an integer >= ", minimum, ", not '", v, "'");
+    return makeError("tunec bench-op: --", name, " must be an integer >= ", minimum, ", not '", v,
+                     "'");
   return static_cast<int64_t>(x);
 }
 
@@ -100,7 +103,10 @@ std::vector<float> randomData(size_t n, std::mt19937& rng) {
 
 Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int threads) {
   auto w = std::make_shared<MatmulWorkload>();
-  for (auto [flag, field, required] : {std::tuple{"m", &w->m, true}, {"n", &w->n, true}, {"k", &w->k, true}, {"batch", &w->batch, false}}) {
+  for (auto [flag, field, required] : {std::tuple{"m", &w->m, true},
+                                       {"n", &w->n, true},
+                                       {"k", &w->k, true},
+                                       {"batch", &w->batch, false}}) {
     TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 1, required));
   }
   w->threads = threads;
@@ -109,8 +115,10 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int thre
   w->constantB = !args.has("runtime-b");
   TUNEC_TRY(w->check());
   std::mt19937 rng(7);
-  auto a = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->batch * w->m * w->k), rng));
-  auto b = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->k * w->n * (w->broadcastB ? 1 : w->batch)), rng));
+  auto a = std::make_shared<std::vector<float>>(
+      randomData(static_cast<size_t>(w->batch * w->m * w->k), rng));
+  auto b = std::make_shared<std::vector<float>>(
+      randomData(static_cast<size_t>(w->k * w->n * (w->broadcastB ? 1 : w->batch)), rng));
   auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->batch * w->m * w->n));
   OpBench bench;
   bench.workload = w->toJson();
@@ -126,9 +134,12 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int thre
     TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, MatmulConfig::fromJson(j));
     return validateMatmulConfig(*w, c);
   };
-  bench.time = [w, a, b, out, &jit, compile = bench.compileSeconds](const nlohmann::json& j, double seconds) -> Expected<Timing> {
+  bench.time = [w, a, b, out, &jit, compile = bench.compileSeconds](
+                   const nlohmann::json& j, double seconds) -> Expected<Timing> {
     TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, MatmulConfig::fromJson(j));
-    TUNEC_ASSIGN_OR_RETURN(MatmulKernel kernel, timedCompile(*compile, [&] { return compileMatmul(jit, *w, c, {}, b->data()); }));
+    TUNEC_ASSIGN_OR_RETURN(MatmulKernel kernel, timedCompile(*compile, [&] {
+                             return compileMatmul(jit, *w, c, {}, b->data());
+                           }));
     return timeRepeated([&] { kernel.run(a->data(), b->data(), out->data()); }, seconds);
   };
   return bench;
@@ -136,8 +147,13 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int thre
 
 Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int threads) {
   auto w = std::make_shared<Conv2dWorkload>();
-  for (auto [flag, field, required] : {std::tuple{"n", &w->n, false}, {"ic", &w->ic, true}, {"h", &w->h, true}, {"w", &w->w, true},
-                                       {"oc", &w->oc, true}, {"kh", &w->kh, true}, {"kw", &w->kw, true}}) {
+  for (auto [flag, field, required] : {std::tuple{"n", &w->n, false},
+                                       {"ic", &w->ic, true},
+                                       {"h", &w->h, true},
+                                       {"w", &w->w, true},
+                                       {"oc", &w->oc, true},
+                                       {"kh", &w->kh, true},
+                                       {"kw", &w->kw, true}}) {
     TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 1, required));
   }
   TUNEC_ASSIGN_OR_RETURN(int64_t stride, intFlag(args, "stride", 1, false));
@@ -149,9 +165,12 @@ Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int thre
   w->threads = threads;
   TUNEC_TRY(w->check());
   std::mt19937 rng(7);
-  auto in = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->n * w->h * w->w * w->ic), rng));
-  auto weights = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->oc * w->ic * w->kh * w->kw), rng));
-  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->n * w->oh() * w->ow() * w->oc));
+  auto in = std::make_shared<std::vector<float>>(
+      randomData(static_cast<size_t>(w->n * w->h * w->w * w->ic), rng));
+  auto weights = std::make_shared<std::vector<float>>(
+      randomData(static_cast<size_t>(w->oc * w->ic * w->kh * w->kw), rng));
+  auto out =
+      std::make_shared<std::vector<float>>(static_cast<size_t>(w->n * w->oh() * w->ow() * w->oc));
   OpBench bench;
   bench.workload = w->toJson();
   bench.flops = w->flops();
@@ -166,9 +185,12 @@ Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int thre
     TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, Conv2dConfig::fromJson(j));
     return validateConv2dConfig(*w, c);
   };
-  bench.time = [w, in, weights, out, &jit, compile = bench.compileSeconds](const nlohmann::json& j, double seconds) -> Expected<Timing> {
+  bench.time = [w, in, weights, out, &jit, compile = bench.compileSeconds](
+                   const nlohmann::json& j, double seconds) -> Expected<Timing> {
     TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, Conv2dConfig::fromJson(j));
-    TUNEC_ASSIGN_OR_RETURN(Conv2dKernel kernel, timedCompile(*compile, [&] { return compileConv2d(jit, *w, c, {}, weights->data()); }));
+    TUNEC_ASSIGN_OR_RETURN(Conv2dKernel kernel, timedCompile(*compile, [&] {
+                             return compileConv2d(jit, *w, c, {}, weights->data());
+                           }));
     return timeRepeated([&] { kernel.run(in->data(), out->data()); }, seconds);
   };
   return bench;
@@ -184,14 +206,16 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     return 0;
   }
   std::string op = args->positionals()[0];
-  if (op != "matmul" && op != "conv2d") return fail("tunec bench-op: unknown op '" + op + "' (matmul, conv2d)");
+  if (op != "matmul" && op != "conv2d")
+    return fail("tunec bench-op: unknown op '" + op + "' (matmul, conv2d)");
   auto threads = intFlag(*args, "threads", 1, false);
   if (!threads) return fail(threads.error().message());
   Isa isa = hostIsa();
   if (args->has("isa")) {
     auto parsed = parseIsa(args->get("isa"));
     if (!parsed) return fail("tunec bench-op: --isa must be avx512 or avx2");
-    if (!hostSupports(*parsed)) return fail("tunec bench-op: this CPU cannot run " + args->get("isa") + " code");
+    if (!hostSupports(*parsed))
+      return fail("tunec bench-op: this CPU cannot run " + args->get("isa") + " code");
     isa = *parsed;
   }
   double seconds = std::atof(args->get("seconds", "1.0").c_str());
@@ -226,7 +250,8 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     int tried = 1;
     for (int attempt = 0; tried < *n + 1 && attempt < *n * 50; ++attempt) {
       std::vector<nlohmann::json> values;
-      for (const Knob& knob : bench->space) values.push_back(knob.values[rng() % knob.values.size()]);
+      for (const Knob& knob : bench->space)
+        values.push_back(knob.values[rng() % knob.values.size()]);
       auto c = bench->fromKnobs(values);
       if (!c || !bench->validate(*c) || !seen.insert(c->dump()).second) continue;
       auto t = bench->time(*c, seconds / 10);
@@ -237,8 +262,8 @@ int commandBenchOp(const std::vector<std::string>& argv) {
         best = *c;
       }
       if (!json)
-        std::fprintf(stderr, "\rsweep: %d/%lld configs, best %.1f GFLOP/s", tried, static_cast<long long>(*n + 1),
-                     bench->flops / bestTime->medianSeconds / 1e9);
+        std::fprintf(stderr, "\rsweep: %d/%lld configs, best %.1f GFLOP/s", tried,
+                     static_cast<long long>(*n + 1), bench->flops / bestTime->medianSeconds / 1e9);
     }
     if (!json) std::fprintf(stderr, "\n");
     config = best;
@@ -249,17 +274,22 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   double gflops = bench->flops / measured->medianSeconds / 1e9;
   double machinePeak = *peak * bench->threads;
   if (json) {
-    nlohmann::json j = {{"workload", bench->workload},    {"config", config},
-                        {"config_source", source},       {"median_ms", measured->medianSeconds * 1e3},
-                        {"min_ms", measured->minSeconds * 1e3}, {"gflops", gflops},
-                        {"peak_gflops", machinePeak},    {"percent_of_peak", 100 * gflops / machinePeak},
+    nlohmann::json j = {{"workload", bench->workload},
+                        {"config", config},
+                        {"config_source", source},
+                        {"median_ms", measured->medianSeconds * 1e3},
+                        {"min_ms", measured->minSeconds * 1e3},
+                        {"gflops", gflops},
+                        {"peak_gflops", machinePeak},
+                        {"percent_of_peak", 100 * gflops / machinePeak},
                         {"compile_ms", *bench->compileSeconds * 1e3}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("workload %s\n", bench->workload.dump().c_str());
   std::printf("config   %s (%s)\n", config.dump().c_str(), source.c_str());
-  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured peak (%.1f GFLOP/s x %d thread%s)\n",
+  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured peak "
+              "(%.1f GFLOP/s x %d thread%s)\n",
               measured->medianSeconds * 1e3, measured->minSeconds * 1e3, measured->runs, gflops,
               100 * gflops / machinePeak, *peak, bench->threads, bench->threads == 1 ? "" : "s");
   std::printf("generated and JIT-compiled in %.1f ms\n", *bench->compileSeconds * 1e3);

@@ -1,0 +1,239 @@
+// Depthwise convolution in LLVM IR: per output row, tiles of owBlock pixels x channelVectors
+// vectors of channels; the KH x KW window is unrolled, each input vector multiplied by the
+// filter vector of its channels (no broadcast: channels are the vector lanes).
+#include "codegen/depthwise_kernel.h"
+
+#include "codegen/microkernel.h"
+#include "codegen/module_builder.h"
+
+#include <cstdlib>
+#include <llvm/IR/Intrinsics.h>
+
+namespace tunec {
+
+namespace {
+
+using codegen::ModuleBuilder;
+
+class DepthwiseEmitter {
+public:
+  DepthwiseEmitter(ModuleBuilder& mb, const DepthwiseWorkload& w, const DepthwiseConfig& c,
+                   const Epilogue& e)
+      : mb_(mb), w_(w), c_(c), epilogue_(e), b_(mb.context()) {
+    lanes_ = isaInfo(c.isa).f32Lanes();
+    cBlock_ = c.channelVectors * lanes_;
+    cPad_ = (w.c + cBlock_ - 1) / cBlock_ * cBlock_;
+    hp_ = w.h + w.padTop + w.padBottom;
+    wp_ = w.w + w.padLeft + w.padRight;
+  }
+
+  void emit(const std::string& name) {
+    int pixelTail = static_cast<int>(w_.ow() % c_.owBlock),
+        channelTail = static_cast<int>(w_.c % cBlock_);
+    tiles_[0] = emitTile(c_.owBlock, cBlock_, "tile_full");
+    tiles_[1] = channelTail ? emitTile(c_.owBlock, channelTail, "tile_ctail") : tiles_[0];
+    tiles_[2] = pixelTail ? emitTile(pixelTail, cBlock_, "tile_ptail") : tiles_[0];
+    tiles_[3] = pixelTail
+                    ? (channelTail ? emitTile(pixelTail, channelTail, "tile_both") : tiles_[2])
+                    : tiles_[1];
+    emitEntry(name, emitTask(name + "_task"));
+  }
+
+  int64_t cPad() const { return cPad_; }
+
+private:
+  llvm::Value* i64(int64_t v) { return b_.getInt64(v); }
+  llvm::Value* gep(llvm::Value* base, llvm::Value* off) {
+    return b_.CreateGEP(mb_.f32(), base, off);
+  }
+
+  // tile(in, weights, out, bias, addend): pointers already at the tile's first pixel/channel.
+  llvm::Function* emitTile(int pixels, int channels, const std::string& name) {
+    llvm::Type* ptr = mb_.ptr();
+    llvm::FixedVectorType* vec = mb_.f32Vector();
+    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
+    llvm::Function* fn = mb_.createFunction(name, fnTy, true);
+    fn->addFnAttr(llvm::Attribute::AlwaysInline);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
+    llvm::Value *in = fn->getArg(0), *wt = fn->getArg(1), *out = fn->getArg(2),
+                *bias = fn->getArg(3), *add = fn->getArg(4);
+    int vectors = (channels + lanes_ - 1) / lanes_;
+    std::vector<llvm::Value*> masks(static_cast<size_t>(vectors), nullptr);
+    for (int v = 0; v < vectors; ++v) {
+      int valid = std::min(lanes_, channels - v * lanes_);
+      if (valid == lanes_) continue;
+      std::vector<llvm::Constant*> bits;
+      for (int l = 0; l < lanes_; ++l) bits.push_back(b_.getInt1(l < valid));
+      masks[static_cast<size_t>(v)] = llvm::ConstantVector::get(bits);
+    }
+    llvm::Value* zero = llvm::ConstantAggregateZero::get(vec);
+    auto load = [&](llvm::Value* base, int64_t offset, int v) -> llvm::Value* {
+      llvm::Value* p = gep(base, i64(offset));
+      if (masks[static_cast<size_t>(v)])
+        return b_.CreateMaskedLoad(vec, p, llvm::Align(4), masks[static_cast<size_t>(v)], zero);
+      return b_.CreateAlignedLoad(vec, p, llvm::Align(4));
+    };
+    llvm::Function* fma =
+        llvm::Intrinsic::getDeclaration(&mb_.module(), llvm::Intrinsic::fma, {vec});
+    std::vector<llvm::Value*> acc(static_cast<size_t>(pixels * vectors), zero);
+    for (int64_t kh = 0; kh < w_.kh; ++kh)
+      for (int64_t kw = 0; kw < w_.kw; ++kw)
+        for (int v = 0; v < vectors; ++v) {
+          llvm::Value* filter = b_.CreateAlignedLoad(
+              vec, gep(wt, i64((kh * w_.kw + kw) * cPad_ + v * lanes_)), llvm::Align(4));
+          for (int p = 0; p < pixels; ++p) {
+            int64_t pixel = kh * w_.dilationH * wp_ + p * w_.strideW + kw * w_.dilationW;
+            llvm::Value* x = load(in, pixel * w_.c + v * lanes_, v);
+            size_t idx = static_cast<size_t>(p * vectors + v);
+            acc[idx] = b_.CreateCall(fma, {x, filter, acc[idx]});
+          }
+        }
+    for (int p = 0; p < pixels; ++p)
+      for (int v = 0; v < vectors; ++v) {
+        llvm::Value* y = acc[static_cast<size_t>(p * vectors + v)];
+        int64_t offset = p * w_.c + v * lanes_;
+        for (const PostOp& op : epilogue_) {
+          if (op.kind == PostOpKind::BiasPerColumn) y = b_.CreateFAdd(y, load(bias, v * lanes_, v));
+          if (op.kind == PostOpKind::Relu) y = b_.CreateMaxNum(y, zero);
+          if (op.kind == PostOpKind::Clip)
+            y = b_.CreateMinNum(b_.CreateMaxNum(y, llvm::ConstantFP::get(vec, op.lo)),
+                                llvm::ConstantFP::get(vec, op.hi));
+          if (op.kind == PostOpKind::AddTensor) y = b_.CreateFAdd(y, load(add, offset, v));
+        }
+        llvm::Value* dst = gep(out, i64(offset));
+        if (masks[static_cast<size_t>(v)])
+          b_.CreateMaskedStore(y, dst, llvm::Align(4), masks[static_cast<size_t>(v)]);
+        else
+          b_.CreateAlignedStore(y, dst, llvm::Align(4));
+      }
+    b_.CreateRetVoid();
+    return fn;
+  }
+
+  llvm::Function* emitTask(const std::string& name) {
+    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {mb_.ptr(), mb_.i64()}, false);
+    llvm::Function* fn = mb_.createFunction(name, fnTy, true);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
+    llvm::Value* ctx = fn->getArg(0);
+    auto field = [&](int i) {
+      return b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), ctx, i64(i)));
+    };
+    llvm::Value *in = field(0), *wt = field(1), *out = field(2), *bias = field(3), *add = field(4);
+    llvm::Value* ohLo = i64(0);
+    llvm::Value* ohHi = i64(w_.oh());
+    if (c_.parallel == "oh") {
+      ohLo = fn->getArg(1);
+      ohHi = b_.CreateAdd(ohLo, i64(1));
+    }
+    mb_.forLoop(b_, i64(0), i64(w_.n), 1, "n", [&](llvm::Value* n) {
+      mb_.forLoop(b_, ohLo, ohHi, 1, "oh", [&](llvm::Value* oh) {
+        llvm::Value* inRow = b_.CreateMul(
+            b_.CreateAdd(b_.CreateMul(n, i64(hp_)), b_.CreateMul(oh, i64(w_.strideH))), i64(wp_));
+        llvm::Value* outRow =
+            b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, i64(w_.oh())), oh), i64(w_.ow()));
+        mb_.forLoop(b_, i64(0), i64(w_.c), cBlock_, "c", [&](llvm::Value* c0) {
+          llvm::Value* cTail = b_.CreateICmpSGT(b_.CreateAdd(c0, i64(cBlock_)), i64(w_.c));
+          mb_.forLoop(b_, i64(0), i64(w_.ow()), c_.owBlock, "ow", [&](llvm::Value* ow0) {
+            llvm::Value* inOff = b_.CreateAdd(
+                b_.CreateMul(b_.CreateAdd(inRow, b_.CreateMul(ow0, i64(w_.strideW))), i64(w_.c)),
+                c0);
+            llvm::Value* outOff =
+                b_.CreateAdd(b_.CreateMul(b_.CreateAdd(outRow, ow0), i64(w_.c)), c0);
+            llvm::Value* pTail = b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
+            llvm::Value* which = b_.CreateOr(b_.CreateShl(b_.CreateZExt(pTail, mb_.i32()), 1),
+                                             b_.CreateZExt(cTail, mb_.i32()));
+            std::vector<llvm::Value*> args = {gep(in, inOff), gep(wt, c0), gep(out, outOff),
+                                              gep(bias, c0), gep(add, outOff)};
+            llvm::Function* f = b_.GetInsertBlock()->getParent();
+            auto* done = llvm::BasicBlock::Create(mb_.context(), "tile.done", f);
+            auto* full = llvm::BasicBlock::Create(mb_.context(), "tile.full", f);
+            llvm::SwitchInst* sw = b_.CreateSwitch(which, full, 3);
+            b_.SetInsertPoint(full);
+            b_.CreateCall(tiles_[0], args);
+            b_.CreateBr(done);
+            for (int v = 1; v < 4; ++v) {
+              if (tiles_[v] == tiles_[0]) continue;
+              auto* block = llvm::BasicBlock::Create(mb_.context(), "tile.tail", f);
+              sw->addCase(b_.getInt32(v), block);
+              b_.SetInsertPoint(block);
+              b_.CreateCall(tiles_[v], args);
+              b_.CreateBr(done);
+            }
+            b_.SetInsertPoint(done);
+          });
+        });
+      });
+    });
+    b_.CreateRetVoid();
+    return fn;
+  }
+
+  void emitEntry(const std::string& name, llvm::Function* task) {
+    llvm::Type* ptr = mb_.ptr();
+    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
+    llvm::Function* fn = mb_.createFunction(name, fnTy);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
+    llvm::Value* in = fn->getArg(0);
+    // The window is read from a zero-padded copy, so every load is in bounds.
+    llvm::FunctionCallee scratch =
+        mb_.declare("tunec_scratch", llvm::FunctionType::get(ptr, {mb_.i32(), mb_.i64()}, false));
+    llvm::Value* padded =
+        b_.CreateCall(scratch, {b_.getInt32(2), i64((w_.n * hp_ * wp_ * w_.c + lanes_) * 4)});
+    llvm::FunctionCallee pad =
+        mb_.declare("tunec_pad_nhwc_f32",
+                    llvm::FunctionType::get(b_.getVoidTy(),
+                                            {ptr, mb_.i64(), mb_.i64(), mb_.i64(), mb_.i64(),
+                                             mb_.i64(), mb_.i64(), mb_.i64(), mb_.i64(), ptr},
+                                            false));
+    b_.CreateCall(pad, {in, i64(w_.n), i64(w_.h), i64(w_.w), i64(w_.c), i64(w_.padTop),
+                        i64(w_.padLeft), i64(hp_), i64(wp_), padded});
+    llvm::Value* ctx = b_.CreateAlloca(ptr, i64(5));
+    llvm::Value* fields[5] = {padded, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)};
+    for (int i = 0; i < 5; ++i) b_.CreateStore(fields[i], b_.CreateGEP(ptr, ctx, i64(i)));
+    if (c_.parallel == "oh" && w_.oh() > 1) {
+      llvm::FunctionCallee pfor = mb_.declare(
+          "tunec_parallel_for",
+          llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, mb_.i64(), mb_.i32()}, false));
+      b_.CreateCall(pfor, {task, ctx, i64(w_.oh()), b_.getInt32(w_.threads)});
+    } else {
+      b_.CreateCall(task, {ctx, i64(0)});
+    }
+    b_.CreateRetVoid();
+  }
+
+  ModuleBuilder& mb_;
+  const DepthwiseWorkload& w_;
+  const DepthwiseConfig& c_;
+  const Epilogue& epilogue_;
+  llvm::IRBuilder<> b_;
+  int lanes_;
+  int64_t cBlock_, cPad_, hp_, wp_;
+  llvm::Function* tiles_[4] = {};
+};
+
+} // namespace
+
+Expected<DepthwiseKernel> compileDepthwise(Jit& jit, const DepthwiseWorkload& workload,
+                                           const DepthwiseConfig& config, const Epilogue& epilogue,
+                                           const float* weights) {
+  TUNEC_TRY(validateDepthwiseConfig(workload, config));
+  if (!hostSupports(config.isa))
+    return makeError("this CPU cannot run ", isaInfo(config.isa).name, " code");
+  auto module = jit.newModule(config.isa, "tunec_depthwise");
+  std::string name = module->module().getModuleIdentifier();
+  DepthwiseEmitter emitter(*module, workload, config, epilogue);
+  emitter.emit(name);
+  DepthwiseKernel kernel;
+  int64_t cPad = emitter.cPad(), taps = workload.kh * workload.kw;
+  size_t bytes = static_cast<size_t>((taps * cPad * 4 + 63) / 64 * 64);
+  kernel.packedWeights_ = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)),
+                                                 [](float* p) { std::free(p); });
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t ch = 0; ch < cPad; ++ch)
+      kernel.packedWeights_.get()[t * cPad + ch] = ch < workload.c ? weights[ch * taps + t] : 0.f;
+  TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
+  kernel.fn_ = reinterpret_cast<DepthwiseKernel::EntryFn>(address);
+  return kernel;
+}
+
+} // namespace tunec

@@ -1,0 +1,36 @@
+// Code generation for the depthwise conv2d template (NHWC, packed per-channel filters).
+#pragma once
+
+#include "codegen/jit.h"
+#include "templates/depthwise_template.h"
+#include "templates/post_ops.h"
+
+#include <memory>
+
+namespace tunec {
+
+/// A compiled depthwise convolution with its epilogue (bias per channel, residual addend).
+class DepthwiseKernel {
+public:
+  using EntryFn = void (*)(const float* in, const float* weights, float* out, const float* bias,
+                           const float* addend);
+  void run(const float* in, float* out, const float* bias = nullptr,
+           const float* addend = nullptr) const {
+    fn_(in, packedWeights_.get(), out, bias, addend);
+  }
+
+private:
+  friend Expected<DepthwiseKernel> compileDepthwise(Jit&, const DepthwiseWorkload&,
+                                                    const DepthwiseConfig&, const Epilogue&,
+                                                    const float*);
+  EntryFn fn_ = nullptr;
+  std::shared_ptr<float> packedWeights_;
+};
+
+/// Validates, packs the weights (ONNX C x 1 x KH x KW) to KH x KW x C (channel-padded), generates
+/// and JIT-compiles the kernel.
+Expected<DepthwiseKernel> compileDepthwise(Jit& jit, const DepthwiseWorkload& workload,
+                                           const DepthwiseConfig& config, const Epilogue& epilogue,
+                                           const float* weights);
+
+} // namespace tunec

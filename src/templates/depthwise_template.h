@@ -1,0 +1,48 @@
+// The depthwise conv2d template: one filter per channel (group = channels), NHWC, vectorized
+// over channels with a block of output pixels in registers. Few knobs.
+#pragma once
+
+#include "support/error.h"
+#include "support/host.h"
+#include "templates/isa.h"
+#include "templates/knobs.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tunec {
+
+inline constexpr int kDepthwiseTemplateVersion = 1;
+
+/// Depthwise convolution, f32: input N x H x W x C, weights C x 1 x KH x KW (ONNX), output
+/// N x OH x OW x C.
+struct DepthwiseWorkload {
+  int64_t n = 1, c = 0, h = 0, w = 0, kh = 3, kw = 3;
+  int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  int64_t dilationH = 1, dilationW = 1;
+  int threads = 1;
+
+  int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
+  int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }
+  double flops() const { return 2.0 * static_cast<double>(n * c * oh() * ow() * kh * kw); }
+  bool padded() const { return padTop || padLeft || padBottom || padRight; }
+  Status check() const;
+  nlohmann::json toJson() const;
+  static Expected<DepthwiseWorkload> fromJson(const nlohmann::json& j);
+};
+
+struct DepthwiseConfig {
+  Isa isa = Isa::Avx512;
+  int channelVectors = 2;        ///< vectors of channels per tile
+  int owBlock = 4;               ///< output pixels of a row per tile
+  std::string parallel = "none"; ///< none|oh
+
+  nlohmann::json toJson() const;
+  static Expected<DepthwiseConfig> fromJson(const nlohmann::json& j);
+  bool operator==(const DepthwiseConfig&) const = default;
+};
+
+Status validateDepthwiseConfig(const DepthwiseWorkload& w, const DepthwiseConfig& c);
+DepthwiseConfig defaultDepthwiseConfig(const DepthwiseWorkload& w, Isa isa);
+KnobSpace depthwiseKnobSpace(const DepthwiseWorkload& w, Isa isa);
+
+} // namespace tunec
