@@ -7,6 +7,7 @@
 #include "codegen/matmul_kernel.h"
 #include "codegen/peak_probe.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -244,9 +245,12 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     if (!n) return fail(n.error().message());
     std::mt19937 rng(7);
     std::set<std::string> seen{config.dump()};
-    auto bestTime = bench->time(config, seconds / 10);
-    if (!bestTime) return fail(bestTime.error().message());
-    nlohmann::json best = config;
+    // Short timings rank the candidates; the best few are then re-timed at full length, so that
+    // one lucky short run does not pick the config.
+    std::vector<std::pair<double, nlohmann::json>> ranked;
+    auto first = bench->time(config, seconds / 10);
+    if (!first) return fail(first.error().message());
+    ranked.emplace_back(first->medianSeconds, config);
     int tried = 1;
     for (int attempt = 0; tried < *n + 1 && attempt < *n * 50; ++attempt) {
       std::vector<nlohmann::json> values;
@@ -257,15 +261,26 @@ int commandBenchOp(const std::vector<std::string>& argv) {
       auto t = bench->time(*c, seconds / 10);
       if (!t) return fail(t.error().message());
       ++tried;
-      if (t->medianSeconds < bestTime->medianSeconds) {
-        bestTime = t;
-        best = *c;
-      }
-      if (!json)
+      ranked.emplace_back(t->medianSeconds, *c);
+      if (!json) {
+        double bestSeconds = std::min_element(ranked.begin(), ranked.end())->first;
         std::fprintf(stderr, "\rsweep: %d/%lld configs, best %.1f GFLOP/s", tried,
-                     static_cast<long long>(*n + 1), bench->flops / bestTime->medianSeconds / 1e9);
+                     static_cast<long long>(*n + 1), bench->flops / bestSeconds / 1e9);
+      }
     }
     if (!json) std::fprintf(stderr, "\n");
+    std::sort(ranked.begin(), ranked.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    nlohmann::json best = ranked.front().second;
+    double bestSeconds = 1e30;
+    for (size_t i = 0; i < ranked.size() && i < 3; ++i) {
+      auto t = bench->time(ranked[i].second, seconds / 2);
+      if (!t) return fail(t.error().message());
+      if (t->medianSeconds < bestSeconds) {
+        bestSeconds = t->medianSeconds;
+        best = ranked[i].second;
+      }
+    }
     config = best;
     source = "best of sweep";
   }

@@ -138,15 +138,20 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInf
   c.mr = static_cast<int>(std::min<int64_t>(std::min(maxRows, 8), w.m));
   // kc: the A micro-panel (mr x kc) fills up to L1 while the B micro-panel (kc x nr) streams
   // from L2; a kc covering all of K also spares re-reading C between K blocks (measured: kc = K
-  // beat kc = 256..512 by 5-10% on 1024^3). mc: the A block (mc x kc) in a quarter of L2; nc:
+  // beat kc = 256..512 by 5-10% on 1024^3). mc: the A block (mc x kc) in half of L2; nc:
   // the B block (kc x nc) in a quarter of L3.
   int64_t kcMax = std::clamp<int64_t>(host.l1d / (c.mr * 4), 256, 1024);
   int64_t kBlocks = (w.k + kcMax - 1) / kcMax; // equal blocks: no short last block
   c.kc = std::min(w.k, roundUp((w.k + kBlocks - 1) / kBlocks, 16));
-  int64_t mc = host.l2 / 4 / (c.kc * 4);
-  c.mc = std::clamp<int64_t>(mc / c.mr * c.mr, c.mr, roundUp(w.m, c.mr));
-  int64_t nc = host.l3 / 4 / (c.kc * 4);
-  c.nc = std::clamp<int64_t>(nc / c.nr * c.nr, c.nr, roundUp(w.n, c.nr));
+  // M is split into equal blocks, so that no thin last block re-streams B for a few rows.
+  int64_t mcMax = std::max<int64_t>(c.mr, host.l2 / 2 / (c.kc * 4));
+  int64_t mBlocks = (w.m + mcMax - 1) / mcMax;
+  c.mc =
+      std::clamp<int64_t>(roundUp((w.m + mBlocks - 1) / mBlocks, c.mr), c.mr, roundUp(w.m, c.mr));
+  int64_t ncMax = std::max<int64_t>(c.nr, host.l3 / 4 / (c.kc * 4));
+  int64_t nBlocks = (w.n + ncMax - 1) / ncMax;
+  c.nc =
+      std::clamp<int64_t>(roundUp((w.n + nBlocks - 1) / nBlocks, c.nr), c.nr, roundUp(w.n, c.nr));
   c.loopOrder = "nkm";
   // Rows of A are read in place (contiguous along k): packing cost more than it saved here.
   c.packA = false;
