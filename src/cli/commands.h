@@ -16,6 +16,11 @@ int commandOps(const std::vector<std::string>& args);
 /// `tunec bench-op`: times one heavy kernel against the machine's measured peak.
 int commandBenchOp(const std::vector<std::string>& args);
 
+/// `tunec db`: export, import, merge, stats and best of tuning records.
+int commandDb(const std::vector<std::string>& args);
+/// `tunec target`: this machine's target description and key.
+int commandTarget(const std::vector<std::string>& args);
+
 /// Prints "tunec: <message>" to stderr and returns exit code 1.
 int fail(const std::string& message);
 

@@ -16,7 +16,9 @@ commands:
   run       run a model on input tensors (.npy or ONNX .pb) and write its outputs
   inspect   print a model's graph, op counts and FLOPs
   ops       list the supported ONNX ops and their fusion mapping types
-  bench-op  time one heavy kernel (matmul) against the machine's measured FMA peak
+  bench-op  time one heavy kernel (matmul, conv2d) against the machine's measured FMA peak
+  db        share tuning records: export, import, merge, stats, best
+  target    print this machine's target description and key
 
 'tunec <command> --help' describes a command's flags.
 )";
@@ -39,6 +41,8 @@ int main(int argc, char** argv) {
   if (command == "inspect") return tunec::cli::commandInspect(args);
   if (command == "ops") return tunec::cli::commandOps(args);
   if (command == "bench-op") return tunec::cli::commandBenchOp(args);
+  if (command == "db") return tunec::cli::commandDb(args);
+  if (command == "target") return tunec::cli::commandTarget(args);
   std::fprintf(stderr, "tunec: unknown command '%s'; see 'tunec --help'\n", command.c_str());
   return 2;
 }

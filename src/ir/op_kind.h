@@ -16,8 +16,9 @@ namespace tunec {
   X(Acosh, NoAttrs)                                                                                \
   X(Asin, NoAttrs)                                                                                 \
   X(Asinh, NoAttrs)                                                                                \
-  X(Atan, NoAttrs) X(Atanh, NoAttrs) X(Ceil, NoAttrs) X(Cos, NoAttrs) X(Cosh, NoAttrs)             \
-      X(Erf, NoAttrs) X(Exp, NoAttrs) X(Floor, NoAttrs) X(HardSwish, NoAttrs) X(Identity, NoAttrs) \
+  X(Atan, NoAttrs)                                                                                 \
+  X(Atanh, NoAttrs) X(Ceil, NoAttrs) X(Cos, NoAttrs) X(Cosh, NoAttrs) X(Erf, NoAttrs)              \
+      X(Exp, NoAttrs) X(Floor, NoAttrs) X(HardSwish, NoAttrs) X(Identity, NoAttrs)                 \
           X(IsInf, IsInfAttrs) X(IsNaN, NoAttrs) X(Log, NoAttrs) X(Mish, NoAttrs) X(Neg, NoAttrs)  \
               X(Not, NoAttrs) X(Reciprocal, NoAttrs) X(Relu, NoAttrs) X(Round, NoAttrs) X(         \
                   Sigmoid, NoAttrs) X(Sign, NoAttrs) X(Sin, NoAttrs) X(Sinh, NoAttrs)              \

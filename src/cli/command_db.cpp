@@ -1,0 +1,247 @@
+// `tunec db` (export, import, merge, stats, best) and `tunec target`: sharing tuning records.
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "templates/conv2d_template.h"
+#include "templates/depthwise_template.h"
+#include "templates/matmul_template.h"
+#include "tuning_db/database.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+namespace tunec::cli {
+
+namespace {
+
+const char* kDbUsage = R"(usage: tunec db <command> [--db FILE] [args]
+
+Reads and shares the tuning records in a SQLite database (default: tuning.db in the working
+directory, as 'tunec tune' and 'tunec compile' use).
+
+commands:
+  export [--target KEY] [--best-only] [-o FILE]   one JSON record per line (docs/tuning-records.md)
+  import FILE|-                                   validate and add records; bad lines are reported
+  merge A.db B.db -o C.db                         all records of both in a new database
+  stats                                           workloads, records, targets, best GFLOP/s
+  best WORKLOAD-KEY [--compatible]                the best record for this machine
+
+'tunec db <command> --help' describes a command's flags.
+)";
+
+CommandSpec spec(const std::string& name, const std::string& usage, const std::string& summary,
+                 std::vector<FlagSpec> flags, int minPos, int maxPos) {
+  flags.insert(flags.begin(), FlagSpec{"db", "FILE", "tuning database (default tuning.db)"});
+  return CommandSpec{"db " + name, usage, summary, std::move(flags), minPos, maxPos};
+}
+
+/// Checks a record's config against its template's knob space.
+Status validateRecord(const db::Record& r) {
+  std::string tmpl = r.templateName();
+  auto fail = [&](const Error& e) {
+    return Error("config does not fit template '" + tmpl + "': " + e.message());
+  };
+  if (tmpl == "matmul") {
+    int version = kMatmulTemplateVersion;
+    auto w = MatmulWorkload::fromJson(r.workload);
+    if (!w) return fail(w.error());
+    auto c = MatmulConfig::fromJson(r.config);
+    if (!c) return fail(c.error());
+    if (r.templateVersion > version)
+      return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
+                       version);
+    if (Status s = validateMatmulConfig(*w, *c); !s) return fail(s.error());
+    return {};
+  }
+  if (tmpl == "conv2d") {
+    auto w = Conv2dWorkload::fromJson(r.workload);
+    if (!w) return fail(w.error());
+    auto c = Conv2dConfig::fromJson(r.config);
+    if (!c) return fail(c.error());
+    if (r.templateVersion > kConv2dTemplateVersion)
+      return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
+                       kConv2dTemplateVersion);
+    if (Status s = validateConv2dConfig(*w, *c); !s) return fail(s.error());
+    return {};
+  }
+  if (tmpl == "depthwise") {
+    auto w = DepthwiseWorkload::fromJson(r.workload);
+    if (!w) return fail(w.error());
+    auto c = DepthwiseConfig::fromJson(r.config);
+    if (!c) return fail(c.error());
+    if (r.templateVersion > kDepthwiseTemplateVersion)
+      return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
+                       kDepthwiseTemplateVersion);
+    if (Status s = validateDepthwiseConfig(*w, *c); !s) return fail(s.error());
+    return {};
+  }
+  return makeError("unknown template '", tmpl.substr(0, 40), "' (matmul, conv2d, depthwise)");
+}
+
+int runCommand(const CommandSpec& s, const std::vector<std::string>& argv,
+               const std::function<int(const Arguments&)>& body) {
+  auto args = Arguments::parse(s, argv);
+  if (!args) return fail(args.error().message());
+  if (args->helpRequested()) {
+    std::fputs(helpText(s).c_str(), stdout);
+    return 0;
+  }
+  return body(*args);
+}
+
+} // namespace
+
+int commandTarget(const std::vector<std::string>& argv) {
+  CommandSpec s{"target",
+                "tunec target [--json]",
+                "Prints this machine's target description and key, as tuning records store them.",
+                {{"json", "", "print JSON"}},
+                0,
+                0};
+  return runCommand(s, argv, [](const Arguments& args) {
+    db::TargetInfo t = db::TargetInfo::fromHost(hostInfo());
+    if (args.has("json")) {
+      nlohmann::json j = t.toJson();
+      j["key"] = t.key();
+      std::printf("%s\n", j.dump(2).c_str());
+      return 0;
+    }
+    std::printf("target key   %s\nmodel        %s\nisa features %s\ncores        %d\ncaches       "
+                "L1d %lld KiB, L2 %lld KiB, L3 %lld KiB\n",
+                t.key().c_str(), t.model.c_str(), t.isaKey().c_str(), t.cores,
+                static_cast<long long>(t.l1d / 1024), static_cast<long long>(t.l2 / 1024),
+                static_cast<long long>(t.l3 / 1024));
+    return 0;
+  });
+}
+
+int commandDb(const std::vector<std::string>& argv) {
+  if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
+    std::fputs(kDbUsage, argv.empty() ? stderr : stdout);
+    return argv.empty() ? 2 : 0;
+  }
+  std::string sub = argv[0];
+  std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  auto openDb = [](const Arguments& args, bool create) {
+    return db::TuningDatabase::open(args.get("db", "tuning.db"), create);
+  };
+
+  if (sub == "export") {
+    auto s = spec(
+        "export", "tunec db export [--db FILE] [--target KEY] [--best-only] [-o FILE]",
+        "Writes one self-describing JSON record per line (stdout unless --out).",
+        {{"target", "KEY", "only records of this target key ('tunec target')"},
+         {"best-only", "", "only the best ok record per workload, target and template version"},
+         {"out", "FILE", "write to FILE"}},
+        0, 0);
+    return runCommand(s, rest, [&](const Arguments& args) {
+      auto db = openDb(args, false);
+      if (!db) return fail(db.error().message());
+      std::ofstream file;
+      if (args.has("out")) {
+        file.open(args.get("out"));
+        if (!file) return fail(args.get("out") + ": cannot open for writing");
+      }
+      Status st = db->exportJsonl(args.has("out") ? static_cast<std::ostream&>(file) : std::cout,
+                                  args.get("target"), args.has("best-only"));
+      return st ? 0 : fail(st.error().message());
+    });
+  }
+  if (sub == "import") {
+    auto s = spec(
+        "import", "tunec db import [--db FILE] RECORDS.jsonl|-",
+        "Validates every line (JSON, record schema, config against its template's knob space),\n"
+        "reports each rejected line with its number and reason, and imports the rest in one\n"
+        "transaction. Importing the same file again adds nothing. Exit status 1 if any line was "
+        "rejected.",
+        {}, 1, 1);
+    return runCommand(s, rest, [&](const Arguments& args) {
+      auto db = openDb(args, true);
+      if (!db) return fail(db.error().message());
+      std::string path = args.positionals()[0];
+      std::ifstream file;
+      if (path != "-") {
+        file.open(path);
+        if (!file) return fail(path + ": cannot open file");
+      }
+      auto report = db->importJsonl(path == "-" ? std::cin : file, validateRecord);
+      if (!report) return fail(report.error().message());
+      for (const std::string& line : report->rejected)
+        std::fprintf(stderr, "tunec: %s: rejected %s\n", path.c_str(), line.c_str());
+      std::printf(
+          "imported %lld records into %s (%lld already present, %zu rejected, %lld lines)\n",
+          static_cast<long long>(report->imported), db->path().c_str(),
+          static_cast<long long>(report->duplicates), report->rejected.size(),
+          static_cast<long long>(report->lines));
+      return report->rejected.empty() ? 0 : 1;
+    });
+  }
+  if (sub == "merge") {
+    auto s = spec("merge", "tunec db merge A.db B.db -o C.db",
+                  "Writes every record of A and B, deduplicated, to a new database C.",
+                  {{"o", "FILE", "the new database"}}, 2, 2);
+    return runCommand(s, rest, [&](const Arguments& args) {
+      if (!args.has("o")) return fail("tunec db merge: -o C.db is required");
+      Status st = db::mergeDatabases(args.positionals()[0], args.positionals()[1], args.get("o"));
+      if (!st) return fail(st.error().message());
+      std::printf("merged %s and %s into %s\n", args.positionals()[0].c_str(),
+                  args.positionals()[1].c_str(), args.get("o").c_str());
+      return 0;
+    });
+  }
+  if (sub == "stats") {
+    auto s =
+        spec("stats", "tunec db stats [--db FILE]",
+             "Counts workloads, records and targets, and the best GFLOP/s per workload.", {}, 0, 0);
+    return runCommand(s, rest, [&](const Arguments& args) {
+      auto db = openDb(args, false);
+      if (!db) return fail(db.error().message());
+      auto st = db->stats();
+      if (!st) return fail(st.error().message());
+      std::printf("%s: %lld workloads, %lld records, %lld targets\n", db->path().c_str(),
+                  static_cast<long long>(st->workloads), static_cast<long long>(st->records),
+                  static_cast<long long>(st->targets));
+      for (const auto& w : st->perWorkload)
+        std::printf("  %s  %-10s %6lld records  best %.1f GFLOP/s\n", w.key.c_str(),
+                    w.templateName.c_str(), static_cast<long long>(w.records), w.bestGflops);
+      return 0;
+    });
+  }
+  if (sub == "best") {
+    auto s =
+        spec("best", "tunec db best [--db FILE] WORKLOAD-KEY [--compatible]",
+             "Prints the best record of a workload for this machine's target; --compatible also\n"
+             "accepts records of other machines with the same ISA features (and says so).",
+             {{"compatible", "", "fall back to targets with the same ISA features"}}, 1, 1);
+    return runCommand(s, rest, [&](const Arguments& args) {
+      auto db = openDb(args, false);
+      if (!db) return fail(db.error().message());
+      db::TargetInfo target = db::TargetInfo::fromHost(hostInfo());
+      std::string key = args.positionals()[0];
+      auto records = db->recordsOf(key);
+      if (!records) return fail(records.error().message());
+      if (records->empty()) return fail("no records of workload " + key + " in " + db->path());
+      std::string tmpl = records->front().templateName();
+      int version = tmpl == "matmul"   ? kMatmulTemplateVersion
+                    : tmpl == "conv2d" ? kConv2dTemplateVersion
+                                       : kDepthwiseTemplateVersion;
+      auto best =
+          db->best(key, target, version,
+                   args.has("compatible") ? db::TargetMatch::IsaFeatures : db::TargetMatch::Exact);
+      if (!best) return fail(best.error().message());
+      if (!best->has_value())
+        return fail("no ok record of workload " + key + " for this target (" + target.key() +
+                    ") and template version " + std::to_string(version) +
+                    (args.has("compatible") ? "" : "; try --compatible"));
+      if (!(*best)->exactTarget)
+        std::fprintf(
+            stderr, "tunec: note: record measured on another machine with the same ISA features\n");
+      std::printf("%s\n", (*best)->record.toJson().dump(2).c_str());
+      return 0;
+    });
+  }
+  std::fprintf(stderr, "tunec: unknown db command '%s'; see 'tunec db --help'\n", sub.c_str());
+  return 2;
+}
+
+} // namespace tunec::cli

@@ -1,0 +1,282 @@
+// The tuning database: lookups, sharing, and robustness (concurrent writers, a writer killed
+// mid-batch, corrupt/foreign/newer files, truncated and hostile JSONL).
+#include "tuning_db/database.h"
+
+#include <csignal>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace tunec::db {
+namespace {
+
+std::string tempDb(const std::string& name) {
+  std::string path = ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid()) + ".db";
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  return path;
+}
+
+TargetInfo target(const std::string& model = "Test CPU", int cores = 2) {
+  TargetInfo t;
+  t.isaFeatures = {"avx2", "avx512f", "fma"};
+  t.cores = cores;
+  t.l1d = 49152, t.l2 = 1048576, t.l3 = 33554432;
+  t.model = model;
+  return t;
+}
+
+Record record(int64_t m, int tile, double medianUs, const TargetInfo& t = target()) {
+  Record r;
+  r.workload = {{"template", "matmul"}, {"m", m}, {"n", 64}, {"k", 64}};
+  r.config = {{"mr", tile}, {"nr", 32}};
+  r.target = t;
+  r.templateVersion = 1;
+  r.medianUs = medianUs;
+  r.minUs = medianUs * 0.9;
+  r.gflops = 2.0 * m * 64 * 64 / medianUs / 1e3;
+  r.repeats = 10;
+  r.tunecVersion = "0.1.0";
+  r.host = "testhost";
+  r.createdAt = "2026-11-30T00:00:00Z";
+  return r;
+}
+
+std::string readBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(TuningDb, BestLookupExactAndCompatibleTarget) {
+  auto db = TuningDatabase::open(tempDb("best"));
+  ASSERT_TRUE(db.isOk()) << db.error().message();
+  auto added =
+      db->insert({record(128, 4, 50), record(128, 8, 30), record(128, 6, 40), record(256, 8, 90)});
+  ASSERT_TRUE(added.isOk()) << added.error().message();
+  EXPECT_EQ(*added, 4);
+  std::string key = record(128, 0, 1).workloadKey();
+  auto best = db->best(key, target(), 1);
+  ASSERT_TRUE(best.isOk() && best->has_value());
+  EXPECT_EQ((*best)->record.config["mr"], 8);
+  EXPECT_TRUE((*best)->exactTarget);
+  // Another machine with the same ISA: nothing exact, found only when asked, and said so.
+  TargetInfo other = target("Other CPU", 64);
+  auto none = db->best(key, other, 1);
+  ASSERT_TRUE(none.isOk());
+  EXPECT_FALSE(none->has_value());
+  auto compatible = db->best(key, other, 1, TargetMatch::IsaFeatures);
+  ASSERT_TRUE(compatible.isOk() && compatible->has_value());
+  EXPECT_FALSE((*compatible)->exactTarget);
+  // Records of an older template version are not applied.
+  auto newer = db->best(key, target(), 2);
+  ASSERT_TRUE(newer.isOk());
+  EXPECT_FALSE(newer->has_value());
+  // Duplicates are skipped.
+  EXPECT_EQ(*db->insert({record(128, 8, 31)}), 0);
+  auto stats = db->stats();
+  ASSERT_TRUE(stats.isOk());
+  EXPECT_EQ(stats->workloads, 2);
+  EXPECT_EQ(stats->records, 4);
+  EXPECT_EQ(stats->targets, 1);
+}
+
+TEST(TuningDb, ExportImportRoundTripIsIdempotent) {
+  auto a = TuningDatabase::open(tempDb("export_a"));
+  ASSERT_TRUE(a.isOk());
+  Record failed = record(64, 2, 0);
+  failed.status = "error";
+  failed.error = "crash: SIGSEGV";
+  failed.gflops = 0;
+  ASSERT_TRUE(a->insert({record(64, 4, 20), record(64, 8, 10), failed}).isOk());
+  std::stringstream all, best;
+  ASSERT_TRUE(a->exportJsonl(all, "", false).isOk());
+  ASSERT_TRUE(a->exportJsonl(best, "", true).isOk());
+  std::string allText = all.str(), bestText = best.str();
+  EXPECT_EQ(std::count(allText.begin(), allText.end(), '\n'), 3);
+  EXPECT_EQ(std::count(bestText.begin(), bestText.end(), '\n'), 1);
+  auto b = TuningDatabase::open(tempDb("export_b"));
+  ASSERT_TRUE(b.isOk());
+  std::stringstream in1(all.str()), in2(all.str());
+  auto r1 = b->importJsonl(in1, nullptr);
+  ASSERT_TRUE(r1.isOk());
+  EXPECT_EQ(r1->imported, 3);
+  auto r2 = b->importJsonl(in2, nullptr);
+  ASSERT_TRUE(r2.isOk());
+  EXPECT_EQ(r2->imported, 0);
+  EXPECT_EQ(r2->duplicates, 3);
+  auto records = b->recordsOf(record(64, 0, 1).workloadKey());
+  ASSERT_TRUE(records.isOk());
+  ASSERT_EQ(records->size(), 3u);
+  EXPECT_EQ(records->back().error, "crash: SIGSEGV");
+}
+
+TEST(TuningDb, ImportReportsEveryBadLineAndImportsTheRest) {
+  auto db = TuningDatabase::open(tempDb("import"));
+  ASSERT_TRUE(db.isOk());
+  nlohmann::json good = record(32, 4, 5).toJson();
+  nlohmann::json badStatus = good, badType = good, hugeValue = good, badKey = good,
+                 hostile = record(33, 4, 5).toJson();
+  badStatus["result"]["status"] = "'; DROP TABLE records; --";
+  badType["template_version"] = "one";
+  hugeValue["result"]["median_us"] = 1e308 * 10; // inf is not representable: becomes null
+  badKey["workload_key"] = "0000000000000000";
+  hostile["host"] = "robert'); DROP TABLE records;--\"\\";
+  std::string text = good.dump() + "\n" + "{not json\n" + badStatus.dump() + "\n" + badType.dump() +
+                     "\n" + hugeValue.dump() + "\n" + badKey.dump() + "\n" + hostile.dump() + "\n" +
+                     "[1, 2, 3]\n" + good.dump().substr(0, 40);
+  std::stringstream in(text);
+  auto report = db->importJsonl(in, [](const Record& r) -> Status {
+    if (r.config.value("mr", 0) > 16) return makeError("config: mr is out of the template's range");
+    return {};
+  });
+  ASSERT_TRUE(report.isOk()) << report.error().message();
+  EXPECT_EQ(report->imported, 2);
+  ASSERT_EQ(report->rejected.size(), 7u);
+  EXPECT_EQ(report->rejected[0], "line 2: not valid JSON");
+  EXPECT_NE(report->rejected[1].find("line 3: result status"), std::string::npos);
+  EXPECT_EQ(report->rejected[2], "line 4: field 'template_version' must be an integer");
+  EXPECT_EQ(report->rejected[3], "line 5: result field 'median_us' must be a number");
+  EXPECT_EQ(report->rejected[4],
+            "line 6: workload_key does not match the workload (edited record?)");
+  EXPECT_EQ(report->rejected[5], "line 8: a record must be a JSON object");
+  EXPECT_EQ(report->rejected[6], "line 9: not valid JSON (truncated last line?)");
+  // The hostile string is stored verbatim and executed nowhere.
+  auto rows = db->recordsOf(record(33, 0, 1).workloadKey());
+  ASSERT_TRUE(rows.isOk());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ(rows->front().host, "robert'); DROP TABLE records;--\"\\");
+  EXPECT_EQ(db->stats()->records, 2);
+}
+
+TEST(TuningDb, CorruptForeignAndNewerFilesAreRejectedUnchanged) {
+  std::string garbage = tempDb("garbage");
+  std::ofstream(garbage, std::ios::binary) << std::string(5000, 'x');
+  auto g = TuningDatabase::open(garbage);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_NE(g.error().message().find("not a tunec tuning database"), std::string::npos)
+      << g.error().message();
+  EXPECT_EQ(readBytes(garbage), std::string(5000, 'x'));
+
+  std::string foreign = tempDb("foreign");
+  sqlite3* raw = nullptr;
+  sqlite3_open(foreign.c_str(), &raw);
+  sqlite3_exec(raw, "CREATE TABLE customers(name TEXT); PRAGMA application_id = 42;", nullptr,
+               nullptr, nullptr);
+  sqlite3_close(raw);
+  std::string before = readBytes(foreign);
+  auto f = TuningDatabase::open(foreign);
+  ASSERT_FALSE(f.isOk());
+  EXPECT_NE(f.error().message().find("not a tunec tuning database (SQLite application_id 42)"),
+            std::string::npos);
+  EXPECT_EQ(readBytes(foreign), before);
+
+  std::string newer = tempDb("newer");
+  { ASSERT_TRUE(TuningDatabase::open(newer).isOk()); }
+  sqlite3_open(newer.c_str(), &raw);
+  sqlite3_exec(raw, "PRAGMA journal_mode = DELETE; PRAGMA user_version = 99;", nullptr, nullptr,
+               nullptr);
+  sqlite3_close(raw);
+  before = readBytes(newer);
+  auto n = TuningDatabase::open(newer);
+  ASSERT_FALSE(n.isOk());
+  EXPECT_NE(n.error().message().find("written by a newer tunec (schema version 99"),
+            std::string::npos);
+  EXPECT_EQ(readBytes(newer), before);
+}
+
+TEST(TuningDb, TwoProcessesWritingAtOnceLoseNothing) {
+  std::string path = tempDb("concurrent");
+  { ASSERT_TRUE(TuningDatabase::open(path).isOk()); }
+  pid_t children[2];
+  for (int c = 0; c < 2; ++c) {
+    children[c] = ::fork();
+    if (children[c] == 0) {
+      auto db = TuningDatabase::open(path);
+      if (!db) ::_exit(2);
+      for (int batch = 0; batch < 25; ++batch) {
+        std::vector<Record> records;
+        for (int i = 0; i < 8; ++i) records.push_back(record(1000 + c, batch * 8 + i, 10.0 + i));
+        if (!db->insert(records)) ::_exit(3);
+      }
+      ::_exit(0);
+    }
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer failed with " << status;
+  }
+  auto db = TuningDatabase::open(path);
+  ASSERT_TRUE(db.isOk());
+  EXPECT_EQ(db->stats()->records, 400);
+}
+
+TEST(TuningDb, WriterKilledMidBatchLosesOnlyThatBatch) {
+  std::string path = tempDb("killed");
+  int pipeFd[2];
+  ASSERT_EQ(::pipe(pipeFd), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto db = TuningDatabase::open(path);
+    if (!db) ::_exit(2);
+    std::vector<Record> first;
+    for (int i = 0; i < 50; ++i) first.push_back(record(7, i, 5));
+    if (!db->insert(first)) ::_exit(3);
+    std::vector<Record> huge;
+    for (int i = 0; i < 400000; ++i) huge.push_back(record(8 + i % 1000, i, 5));
+    (void)!::write(pipeFd[1], "r", 1);
+    (void)db->insert(huge); // killed while this transaction is open
+    ::_exit(0);
+  }
+  char c;
+  ASSERT_EQ(::read(pipeFd[0], &c, 1), 1);
+  ::usleep(300000);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status))
+      << "the writer finished before it was killed; make the batch larger";
+  auto db = TuningDatabase::open(path);
+  ASSERT_TRUE(db.isOk()) << db.error().message();
+  EXPECT_EQ(db->stats()->records, 50);
+  sqlite3* raw = nullptr;
+  sqlite3_open(path.c_str(), &raw);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(raw, "PRAGMA integrity_check", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "ok");
+  sqlite3_finalize(stmt);
+  sqlite3_close(raw);
+}
+
+TEST(TuningDb, MergeCombinesAndDeduplicates) {
+  std::string a = tempDb("merge_a"), b = tempDb("merge_b"), out = tempDb("merge_out");
+  {
+    auto da = TuningDatabase::open(a);
+    auto dbb = TuningDatabase::open(b);
+    ASSERT_TRUE(da->insert({record(16, 4, 3), record(16, 8, 2)}).isOk());
+    ASSERT_TRUE(dbb->insert({record(16, 8, 2), record(17, 8, 2, target("B CPU"))}).isOk());
+  }
+  ASSERT_TRUE(mergeDatabases(a, b, out).isOk());
+  auto merged = TuningDatabase::open(out, false);
+  ASSERT_TRUE(merged.isOk());
+  EXPECT_EQ(merged->stats()->records, 3);
+  EXPECT_EQ(merged->stats()->targets, 2);
+  Status again = mergeDatabases(a, b, out);
+  ASSERT_FALSE(again.isOk());
+  EXPECT_NE(again.error().message().find("already exists"), std::string::npos);
+}
+
+TEST(TuningDb, WorkloadKeyIsCanonical) {
+  nlohmann::json a = nlohmann::json::parse(R"({"template":"matmul","m":1,"n":2})");
+  nlohmann::json b = nlohmann::json::parse(R"({"n":2, "m":1, "template":"matmul"})");
+  EXPECT_EQ(workloadKey(a), workloadKey(b));
+  EXPECT_NE(workloadKey(a),
+            workloadKey(nlohmann::json::parse(R"({"template":"matmul","m":1,"n":3})")));
+  EXPECT_EQ(stableHash(""), "cbf29ce484222325");
+}
+
+} // namespace
+} // namespace tunec::db

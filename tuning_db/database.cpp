@@ -1,0 +1,435 @@
+// Tuning database: schema and migrations, record insert and lookup, JSONL export/import, merge.
+#include "tuning_db/database.h"
+
+#include <cmath>
+#include <istream>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace tunec::db {
+
+namespace {
+
+/// Forward migrations: entry i takes a database from schema version i to i + 1. A database is
+/// migrated in one transaction, so a crash leaves it at its old version.
+const std::vector<std::string>& migrations() {
+  static const std::vector<std::string> list = {
+      // 0 -> 1: the initial schema.
+      R"sql(
+      CREATE TABLE targets(
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL UNIQUE,
+        isa_key TEXT NOT NULL,
+        json TEXT NOT NULL);
+      CREATE INDEX targets_isa ON targets(isa_key);
+      CREATE TABLE workloads(
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL UNIQUE,
+        template TEXT NOT NULL,
+        json TEXT NOT NULL);
+      CREATE INDEX workloads_template ON workloads(template);
+      CREATE TABLE records(
+        id INTEGER PRIMARY KEY,
+        workload_id INTEGER NOT NULL REFERENCES workloads(id),
+        target_id INTEGER NOT NULL REFERENCES targets(id),
+        template_version INTEGER NOT NULL,
+        config TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('ok', 'error', 'timeout', 'wrong-result')),
+        error TEXT NOT NULL DEFAULT '',
+        median_us REAL,
+        min_us REAL,
+        gflops REAL,
+        repeats INTEGER,
+        tunec_version TEXT NOT NULL,
+        host TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (workload_id, target_id, template_version, config));
+      CREATE INDEX records_best ON records(workload_id, target_id, template_version, status, median_us);
+      )sql",
+  };
+  return list;
+}
+
+Expected<int64_t> pragmaInt(Connection& conn, const std::string& name) {
+  TUNEC_ASSIGN_OR_RETURN(Statement stmt, conn.prepare("PRAGMA " + name));
+  auto row = stmt.step();
+  if (!row)
+    return makeError(conn.path(), ": not a tunec tuning database (",
+                     row.error().message().substr(conn.path().size() + 2), ")");
+  return *row ? stmt.columnInt(0) : int64_t{0};
+}
+
+Status migrate(Connection& conn) {
+  TUNEC_ASSIGN_OR_RETURN(int64_t appId, pragmaInt(conn, "application_id"));
+  TUNEC_ASSIGN_OR_RETURN(int64_t version, pragmaInt(conn, "user_version"));
+  TUNEC_ASSIGN_OR_RETURN(Statement tables, conn.prepare("SELECT count(*) FROM sqlite_schema"));
+  TUNEC_ASSIGN_OR_RETURN(bool hasRow, tables.step());
+  int64_t tableCount = hasRow ? tables.columnInt(0) : 0;
+  bool fresh = appId == 0 && version == 0 && tableCount == 0;
+  if (!fresh && appId != kApplicationId)
+    return makeError(conn.path(), ": not a tunec tuning database (SQLite application_id ", appId,
+                     "); give another --db file");
+  if (version > kSchemaVersion)
+    return makeError(conn.path(), ": written by a newer tunec (schema version ", version,
+                     "; this build reads up to ", kSchemaVersion,
+                     "); upgrade tunec to use it, or export it there with 'tunec db export'");
+  if (version == kSchemaVersion) return {};
+  TUNEC_ASSIGN_OR_RETURN(Transaction tx, Transaction::begin(conn));
+  // Re-read inside the write lock: another process may have migrated meanwhile.
+  TUNEC_ASSIGN_OR_RETURN(version, pragmaInt(conn, "user_version"));
+  for (int64_t v = version; v < kSchemaVersion; ++v)
+    TUNEC_TRY(conn.exec(migrations()[static_cast<size_t>(v)]));
+  TUNEC_TRY(conn.exec("PRAGMA application_id = " + std::to_string(kApplicationId)));
+  TUNEC_TRY(conn.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)));
+  return tx.commit();
+}
+
+const char* kRecordColumns = "w.json, r.config, t.json, r.template_version, r.status, r.error, "
+                             "r.median_us, r.min_us, r.gflops, r.repeats, "
+                             "r.tunec_version, r.host, r.created_at";
+const char* kRecordJoin = " FROM records r JOIN workloads w ON w.id = r.workload_id JOIN targets t "
+                          "ON t.id = r.target_id ";
+
+bool validStatus(const std::string& s) {
+  return s == "ok" || s == "error" || s == "timeout" || s == "wrong-result";
+}
+
+constexpr size_t kMaxJsonField = 64 * 1024;
+constexpr size_t kMaxText = 16 * 1024;
+
+} // namespace
+
+nlohmann::json Record::toJson() const {
+  return {{"format", "tunec-record"},
+          {"version", 1},
+          {"workload", workload},
+          {"workload_key", workloadKey()},
+          {"template_version", templateVersion},
+          {"target", target.toJson()},
+          {"config", config},
+          {"result",
+           {{"status", status},
+            {"error", error},
+            {"median_us", medianUs},
+            {"min_us", minUs},
+            {"gflops", gflops},
+            {"repeats", repeats}}},
+          {"tunec_version", tunecVersion},
+          {"host", host},
+          {"created_at", createdAt}};
+}
+
+Expected<Record> Record::fromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return makeError("a record must be a JSON object");
+  if (j.value("format", "") != "tunec-record")
+    return makeError("field 'format' must be \"tunec-record\"");
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"].get<int64_t>() != 1)
+    return makeError("field 'version' must be 1 (records from a newer tunec need a newer tunec)");
+  Record r;
+  try {
+    r.workload = j.at("workload");
+    r.config = j.at("config");
+    if (!r.workload.is_object() || !r.workload.contains("template") ||
+        !r.workload["template"].is_string())
+      return makeError("field 'workload' must be an object with a 'template' string");
+    if (!r.config.is_object()) return makeError("field 'config' must be an object");
+    if (r.workload.dump().size() > kMaxJsonField || r.config.dump().size() > kMaxJsonField)
+      return makeError("workload or config is larger than 64 KiB");
+    if (!j.at("template_version").is_number_integer())
+      return makeError("field 'template_version' must be an integer");
+    r.templateVersion = j.at("template_version").get<int>();
+    std::string error;
+    if (!TargetInfo::fromJson(j.at("target"), r.target, error)) return makeError(error);
+    const auto& result = j.at("result");
+    if (!result.is_object()) return makeError("field 'result' must be an object");
+    r.status = result.at("status").get<std::string>();
+    r.error = result.value("error", std::string());
+    for (auto [name, field] :
+         {std::pair{"median_us", &r.medianUs}, {"min_us", &r.minUs}, {"gflops", &r.gflops}}) {
+      if (!result.at(name).is_number())
+        return makeError("result field '", name, "' must be a number");
+      *field = result.at(name).get<double>();
+    }
+    if (!result.at("repeats").is_number_integer())
+      return makeError("result field 'repeats' must be an integer");
+    r.repeats = result.at("repeats").get<int64_t>();
+    r.tunecVersion = j.at("tunec_version").get<std::string>();
+    r.host = j.at("host").get<std::string>();
+    r.createdAt = j.at("created_at").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    std::string what = e.what();
+    return makeError("missing or mistyped field (", what.substr(what.find(']') + 2), ")");
+  }
+  TUNEC_TRY(r.check());
+  if (j.contains("workload_key") && j["workload_key"] != r.workloadKey())
+    return makeError("workload_key does not match the workload (edited record?)");
+  return r;
+}
+
+Status Record::check() const {
+  if (!validStatus(status))
+    return makeError("result status '", status.substr(0, 40),
+                     "' is not ok, error, timeout or wrong-result");
+  for (auto [name, value] :
+       {std::pair{"median_us", medianUs}, {"min_us", minUs}, {"gflops", gflops}})
+    if (!std::isfinite(value) || value < 0)
+      return makeError("result field '", name, "' must be finite and non-negative");
+  if (status == "ok" && medianUs <= 0) return makeError("an ok result needs a positive median_us");
+  for (const std::string* s : {&error, &tunecVersion, &host, &createdAt})
+    if (s->size() > kMaxText) return makeError("a text field is longer than 16 KiB");
+  return {};
+}
+
+Expected<TuningDatabase> TuningDatabase::open(const std::string& path, bool create) {
+  struct stat st;
+  bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists && !create) return makeError(path, ": no such tuning database");
+  TUNEC_ASSIGN_OR_RETURN(Connection conn, Connection::open(path, create, false));
+  TUNEC_TRY(migrate(conn));
+  TUNEC_TRY(conn.exec("PRAGMA journal_mode = WAL"));
+  TUNEC_TRY(conn.exec("PRAGMA synchronous = NORMAL"));
+  TUNEC_TRY(conn.exec("PRAGMA foreign_keys = ON"));
+  return TuningDatabase(std::move(conn));
+}
+
+Expected<int64_t> TuningDatabase::insert(const std::vector<Record>& records) {
+  TUNEC_ASSIGN_OR_RETURN(Transaction tx, Transaction::begin(conn_));
+  TUNEC_ASSIGN_OR_RETURN(
+      Statement addTarget,
+      conn_.prepare("INSERT OR IGNORE INTO targets(key, isa_key, json) VALUES (?1, ?2, ?3)"));
+  TUNEC_ASSIGN_OR_RETURN(Statement getTarget,
+                         conn_.prepare("SELECT id FROM targets WHERE key = ?1"));
+  TUNEC_ASSIGN_OR_RETURN(
+      Statement addWorkload,
+      conn_.prepare("INSERT OR IGNORE INTO workloads(key, template, json) VALUES (?1, ?2, ?3)"));
+  TUNEC_ASSIGN_OR_RETURN(Statement getWorkload,
+                         conn_.prepare("SELECT id FROM workloads WHERE key = ?1"));
+  TUNEC_ASSIGN_OR_RETURN(
+      Statement addRecord,
+      conn_.prepare("INSERT OR IGNORE INTO records(workload_id, target_id, template_version, "
+                    "config, status, error, median_us, min_us, "
+                    "gflops, repeats, tunec_version, host, created_at) VALUES (?1, ?2, ?3, ?4, ?5, "
+                    "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"));
+  std::map<std::string, int64_t> targetIds, workloadIds;
+  auto idOf = [&](std::map<std::string, int64_t>& cache, Statement& add, Statement& get,
+                  const std::string& key, const std::string& second,
+                  const std::string& json) -> Expected<int64_t> {
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    add.bind(1, key).bind(2, second).bind(3, json);
+    TUNEC_TRY(add.run());
+    get.bind(1, key);
+    TUNEC_ASSIGN_OR_RETURN(bool row, get.step());
+    TUNEC_ASSERT(row, "row inserted above is missing");
+    int64_t id = get.columnInt(0);
+    get.reset();
+    cache[key] = id;
+    return id;
+  };
+  int64_t added = 0;
+  for (const Record& r : records) {
+    if (Status s = r.check(); !s)
+      return s.error().withContext("record of workload " + r.workloadKey());
+    TUNEC_ASSIGN_OR_RETURN(int64_t target,
+                           idOf(targetIds, addTarget, getTarget, r.target.key(), r.target.isaKey(),
+                                canonicalJson(r.target.toJson())));
+    TUNEC_ASSIGN_OR_RETURN(int64_t workload,
+                           idOf(workloadIds, addWorkload, getWorkload, r.workloadKey(),
+                                r.templateName(), canonicalJson(r.workload)));
+    addRecord.bind(1, workload)
+        .bind(2, target)
+        .bind(3, static_cast<int64_t>(r.templateVersion))
+        .bind(4, canonicalJson(r.config))
+        .bind(5, r.status)
+        .bind(6, r.error)
+        .bind(7, r.medianUs)
+        .bind(8, r.minUs)
+        .bind(9, r.gflops)
+        .bind(10, r.repeats)
+        .bind(11, r.tunecVersion)
+        .bind(12, r.host)
+        .bind(13, r.createdAt);
+    TUNEC_TRY(addRecord.run());
+    added += conn_.changes();
+  }
+  TUNEC_TRY(tx.commit());
+  return added;
+}
+
+Expected<std::vector<Record>> TuningDatabase::query(Statement& stmt) {
+  std::vector<Record> out;
+  while (true) {
+    TUNEC_ASSIGN_OR_RETURN(bool row, stmt.step());
+    if (!row) break;
+    Record r;
+    r.workload = nlohmann::json::parse(stmt.columnText(0), nullptr, false);
+    r.config = nlohmann::json::parse(stmt.columnText(1), nullptr, false);
+    std::string error;
+    TargetInfo::fromJson(nlohmann::json::parse(stmt.columnText(2), nullptr, false), r.target,
+                         error);
+    r.templateVersion = static_cast<int>(stmt.columnInt(3));
+    r.status = stmt.columnText(4);
+    r.error = stmt.columnText(5);
+    r.medianUs = stmt.columnDouble(6);
+    r.minUs = stmt.columnDouble(7);
+    r.gflops = stmt.columnDouble(8);
+    r.repeats = stmt.columnInt(9);
+    r.tunecVersion = stmt.columnText(10);
+    r.host = stmt.columnText(11);
+    r.createdAt = stmt.columnText(12);
+    out.push_back(std::move(r));
+  }
+  stmt.reset();
+  return out;
+}
+
+Expected<std::optional<BestRecord>> TuningDatabase::best(const std::string& workloadKey,
+                                                         const TargetInfo& target,
+                                                         int templateVersion, TargetMatch match) {
+  for (bool exact : {true, false}) {
+    if (!exact && match == TargetMatch::Exact) break;
+    std::string sql =
+        std::string("SELECT ") + kRecordColumns + kRecordJoin + "WHERE w.key = ?1 AND " +
+        (exact ? "t.key" : "t.isa_key") +
+        " = ?2 AND r.template_version = ?3 AND r.status = 'ok' ORDER BY r.median_us LIMIT 1";
+    TUNEC_ASSIGN_OR_RETURN(Statement stmt, conn_.prepare(sql));
+    stmt.bind(1, workloadKey)
+        .bind(2, exact ? target.key() : target.isaKey())
+        .bind(3, static_cast<int64_t>(templateVersion));
+    TUNEC_ASSIGN_OR_RETURN(std::vector<Record> rows, query(stmt));
+    if (!rows.empty()) return std::optional<BestRecord>(BestRecord{std::move(rows[0]), exact});
+  }
+  return std::optional<BestRecord>();
+}
+
+Expected<std::vector<Record>> TuningDatabase::recordsOf(const std::string& workloadKey) {
+  TUNEC_ASSIGN_OR_RETURN(Statement stmt,
+                         conn_.prepare(std::string("SELECT ") + kRecordColumns + kRecordJoin +
+                                       "WHERE w.key = ?1 ORDER BY r.status != 'ok', r.median_us"));
+  stmt.bind(1, workloadKey);
+  return query(stmt);
+}
+
+Expected<std::vector<Record>> TuningDatabase::recordsForTemplate(const std::string& templateName,
+                                                                 const TargetInfo& target,
+                                                                 int templateVersion) {
+  TUNEC_ASSIGN_OR_RETURN(
+      Statement stmt,
+      conn_.prepare(std::string("SELECT ") + kRecordColumns + kRecordJoin +
+                    "WHERE w.template = ?1 AND t.key = ?2 AND r.template_version = ?3 "
+                    "AND r.status = 'ok'"));
+  stmt.bind(1, templateName).bind(2, target.key()).bind(3, static_cast<int64_t>(templateVersion));
+  return query(stmt);
+}
+
+Expected<bool> TuningDatabase::contains(const std::string& workloadKey, const TargetInfo& target,
+                                        int templateVersion, const nlohmann::json& config) {
+  TUNEC_ASSIGN_OR_RETURN(
+      Statement stmt,
+      conn_.prepare(
+          "SELECT 1" + std::string(kRecordJoin) +
+          "WHERE w.key = ?1 AND t.key = ?2 AND r.template_version = ?3 AND r.config = ?4"));
+  stmt.bind(1, workloadKey)
+      .bind(2, target.key())
+      .bind(3, static_cast<int64_t>(templateVersion))
+      .bind(4, canonicalJson(config));
+  return stmt.step();
+}
+
+Expected<DatabaseStats> TuningDatabase::stats() {
+  DatabaseStats s;
+  TUNEC_ASSIGN_OR_RETURN(Statement counts,
+                         conn_.prepare("SELECT (SELECT count(*) FROM workloads), (SELECT count(*) "
+                                       "FROM records), (SELECT count(*) FROM targets)"));
+  TUNEC_ASSIGN_OR_RETURN(bool row, counts.step());
+  if (row) {
+    s.workloads = counts.columnInt(0);
+    s.records = counts.columnInt(1);
+    s.targets = counts.columnInt(2);
+  }
+  TUNEC_ASSIGN_OR_RETURN(
+      Statement per,
+      conn_.prepare(
+          "SELECT w.key, w.template, count(r.id), max(CASE WHEN r.status = 'ok' THEN r.gflops END) "
+          "FROM workloads w LEFT JOIN records r ON r.workload_id = w.id GROUP BY w.id ORDER BY "
+          "w.template, w.key"));
+  while (true) {
+    TUNEC_ASSIGN_OR_RETURN(bool more, per.step());
+    if (!more) break;
+    s.perWorkload.push_back({per.columnText(0), per.columnText(1), per.columnInt(2),
+                             per.columnIsNull(3) ? 0.0 : per.columnDouble(3)});
+  }
+  return s;
+}
+
+Status TuningDatabase::exportJsonl(std::ostream& out, const std::string& targetKey, bool bestOnly) {
+  std::string sql =
+      std::string("SELECT ") + kRecordColumns + kRecordJoin + "WHERE (?1 = '' OR t.key = ?1)";
+  if (bestOnly)
+    sql += " AND r.status = 'ok' AND r.id = (SELECT r2.id FROM records r2 WHERE r2.workload_id = "
+           "r.workload_id AND "
+           "r2.target_id = r.target_id AND r2.template_version = r.template_version AND r2.status "
+           "= 'ok' "
+           "ORDER BY r2.median_us LIMIT 1)";
+  sql += " ORDER BY r.id";
+  TUNEC_ASSIGN_OR_RETURN(Statement stmt, conn_.prepare(sql));
+  stmt.bind(1, targetKey);
+  TUNEC_ASSIGN_OR_RETURN(std::vector<Record> rows, query(stmt));
+  for (const Record& r : rows) out << r.toJson().dump() << '\n';
+  if (!out) return makeError("export: write failed");
+  return {};
+}
+
+Expected<ImportReport> TuningDatabase::importJsonl(std::istream& in,
+                                                   const ConfigValidator& validator) {
+  ImportReport report;
+  std::vector<Record> valid;
+  std::string line;
+  while (std::getline(in, line)) {
+    ++report.lines;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto reject = [&](const std::string& why) {
+      report.rejected.push_back("line " + std::to_string(report.lines) + ": " + why);
+    };
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) {
+      reject(in.eof() ? "not valid JSON (truncated last line?)" : "not valid JSON");
+      continue;
+    }
+    auto record = Record::fromJson(j);
+    if (!record) {
+      reject(record.error().message());
+      continue;
+    }
+    if (validator) {
+      if (Status s = validator(*record); !s) {
+        reject(s.error().message());
+        continue;
+      }
+    }
+    valid.push_back(std::move(*record));
+  }
+  TUNEC_ASSIGN_OR_RETURN(int64_t added, insert(valid));
+  report.imported = added;
+  report.duplicates = static_cast<int64_t>(valid.size()) - added;
+  return report;
+}
+
+Status mergeDatabases(const std::string& a, const std::string& b, const std::string& out) {
+  struct stat st;
+  if (::stat(out.c_str(), &st) == 0)
+    return makeError(out, ": already exists; merge writes a new database");
+  std::stringstream records;
+  for (const std::string& path : {a, b}) {
+    TUNEC_ASSIGN_OR_RETURN(TuningDatabase db, TuningDatabase::open(path, false));
+    TUNEC_TRY(db.exportJsonl(records, "", false));
+  }
+  TUNEC_ASSIGN_OR_RETURN(TuningDatabase merged, TuningDatabase::open(out, true));
+  TUNEC_ASSIGN_OR_RETURN(ImportReport report, merged.importJsonl(records, nullptr));
+  if (!report.rejected.empty()) return makeError("merge: ", report.rejected.front());
+  return {};
+}
+
+} // namespace tunec::db

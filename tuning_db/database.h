@@ -1,0 +1,120 @@
+// The tuning database: the interface between tuning and compiling (DESIGN.md, decision 6).
+// Records are data: this layer knows no template, tuner or codegen.
+#pragma once
+
+#include "support/error.h"
+#include "tuning_db/keys.h"
+#include "tuning_db/sqlite.h"
+
+#include <functional>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tunec::db {
+
+/// Schema version written by this build (PRAGMA user_version).
+inline constexpr int kSchemaVersion = 1;
+/// PRAGMA application_id of tunec databases: "tunc".
+inline constexpr int32_t kApplicationId = 0x74756e63;
+
+/// One measurement of one config of one workload on one target.
+struct Record {
+  nlohmann::json workload; ///< canonical workload JSON (has "template")
+  nlohmann::json config;
+  TargetInfo target;
+  int templateVersion = 0;
+  std::string status = "ok"; ///< ok | error | timeout | wrong-result
+  std::string error;         ///< error text for non-ok records
+  double medianUs = 0, minUs = 0, gflops = 0;
+  int64_t repeats = 0;
+  std::string tunecVersion;
+  std::string host;
+  std::string createdAt; ///< ISO 8601 UTC
+
+  std::string templateName() const { return workload.value("template", std::string()); }
+  std::string workloadKey() const { return db::workloadKey(workload); }
+  /// One self-describing JSONL line (docs/tuning-records.md).
+  nlohmann::json toJson() const;
+  /// Parses and checks a record line's JSON; the error names the field.
+  static Expected<Record> fromJson(const nlohmann::json& j);
+  /// Checks the fields' values (status, finite non-negative numbers, sizes).
+  Status check() const;
+};
+
+/// How to match the target in a lookup.
+enum class TargetMatch {
+  Exact,       ///< same target key
+  IsaFeatures, ///< any target with the same ISA features (only when asked; said in the result)
+};
+
+struct BestRecord {
+  Record record;
+  bool exactTarget = true; ///< false when found through TargetMatch::IsaFeatures
+};
+
+struct WorkloadStats {
+  std::string key;
+  std::string templateName;
+  int64_t records = 0;
+  double bestGflops = 0;
+};
+
+struct DatabaseStats {
+  int64_t workloads = 0, records = 0, targets = 0;
+  std::vector<WorkloadStats> perWorkload;
+};
+
+/// Validates a record's config against its template's knob space (injected by the caller).
+using ConfigValidator = std::function<Status(const Record&)>;
+
+struct ImportReport {
+  int64_t lines = 0, imported = 0, duplicates = 0;
+  std::vector<std::string> rejected; ///< "line N: reason"
+};
+
+class TuningDatabase {
+public:
+  /// Opens or creates a database; checks application_id and schema version, migrating older
+  /// schemas forward. A non-SQLite, foreign or newer-version file is an error and is not changed.
+  static Expected<TuningDatabase> open(const std::string& path, bool create = true);
+
+  /// Inserts measurements in one transaction; a config already recorded for the same workload,
+  /// target and template version is skipped (returns how many were new).
+  Expected<int64_t> insert(const std::vector<Record>& records);
+  /// The fastest ok record of a workload for a target and template version.
+  Expected<std::optional<BestRecord>> best(const std::string& workloadKey, const TargetInfo& target,
+                                           int templateVersion,
+                                           TargetMatch match = TargetMatch::Exact);
+  /// Every record of a workload (all targets and versions), fastest first.
+  Expected<std::vector<Record>> recordsOf(const std::string& workloadKey);
+  /// Ok records of a template on a target and version (the cost model's training data).
+  Expected<std::vector<Record>> recordsForTemplate(const std::string& templateName,
+                                                   const TargetInfo& target, int templateVersion);
+  /// True when the config is already recorded for the workload/target/version.
+  Expected<bool> contains(const std::string& workloadKey, const TargetInfo& target,
+                          int templateVersion, const nlohmann::json& config);
+  Expected<DatabaseStats> stats();
+
+  /// Writes one JSON record per line; `targetKey` filters by target, `bestOnly` keeps each
+  /// workload's best ok record per target and template version.
+  Status exportJsonl(std::ostream& out, const std::string& targetKey, bool bestOnly);
+  /// Imports JSONL: every line validated (JSON, record schema, config via `validator`); bad lines
+  /// are reported with their numbers and reasons and the rest imported, in one transaction.
+  /// Idempotent: re-importing adds nothing.
+  Expected<ImportReport> importJsonl(std::istream& in, const ConfigValidator& validator);
+
+  const std::string& path() const { return conn_.path(); }
+
+private:
+  explicit TuningDatabase(Connection conn) : conn_(std::move(conn)) {}
+  Expected<std::vector<Record>> query(Statement& stmt);
+  Connection conn_;
+};
+
+/// Merges two databases into a new one (all records of both, deduplicated).
+Status mergeDatabases(const std::string& a, const std::string& b, const std::string& out);
+
+} // namespace tunec::db
