@@ -24,11 +24,12 @@ Expected<Arguments> Arguments::parse(const CommandSpec& spec,
       out.help_ = true;
       return out;
     }
-    if (arg.rfind("--", 0) != 0 || arg == "--") {
+    bool shortFlag = arg.size() == 2 && arg[0] == '-' && arg[1] != '-';
+    if ((arg.rfind("--", 0) != 0 || arg == "--") && !shortFlag) {
       out.positionals_.push_back(arg);
       continue;
     }
-    std::string name = arg.substr(2), value;
+    std::string name = arg.substr(shortFlag ? 1 : 2), value;
     bool inlineValue = false;
     if (auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
@@ -63,7 +64,8 @@ std::string helpText(const CommandSpec& spec) {
   os << "usage: " << spec.usage << "\n\n" << spec.summary << "\n";
   if (!spec.flags.empty()) os << "\nflags:\n";
   for (const auto& f : spec.flags) {
-    std::string left = "  --" + f.name + (f.value.empty() ? "" : " " + f.value);
+    std::string dashes = f.name.size() == 1 ? "-" : "--";
+    std::string left = "  " + dashes + f.name + (f.value.empty() ? "" : " " + f.value);
     if (left.size() < 30)
       left.append(30 - left.size(), ' ');
     else

@@ -6,9 +6,12 @@
 #include "codegen/conv2d_kernel.h"
 #include "codegen/matmul_kernel.h"
 #include "codegen/peak_probe.h"
+#include "tuning_db/database.h"
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -53,6 +56,8 @@ const CommandSpec kBenchOpSpec{
          "time N random valid configs from the knob space plus the default; report the best"},
         {"seconds", "S", "minimum timed duration per measurement (default 1.0)"},
         {"json", "", "print one JSON object instead of text"},
+        {"db", "FILE", "time the best config recorded for this workload and machine in FILE"},
+        {"record", "", "with --sweep and --db: record every measured config in the database"},
     },
     1,
     1};
@@ -74,6 +79,7 @@ Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_
 
 /// What bench-op needs of one template, independent of its workload and config types.
 struct OpBench {
+  int templateVersion = 0;
   nlohmann::json workload;
   double flops = 0;
   int threads = 1;
@@ -86,6 +92,13 @@ struct OpBench {
   /// Seconds the last `time` call spent generating and JIT-compiling the kernel.
   std::shared_ptr<double> compileSeconds = std::make_shared<double>(0);
 };
+
+std::string utcNow() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
 
 /// Runs `compile` and records how long it took.
 template <typename F> auto timedCompile(double& seconds, F&& compile) {
@@ -122,6 +135,7 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int thre
       randomData(static_cast<size_t>(w->k * w->n * (w->broadcastB ? 1 : w->batch)), rng));
   auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->batch * w->m * w->n));
   OpBench bench;
+  bench.templateVersion = kMatmulTemplateVersion;
   bench.workload = w->toJson();
   bench.flops = w->flops();
   bench.threads = threads;
@@ -173,6 +187,7 @@ Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int thre
   auto out =
       std::make_shared<std::vector<float>>(static_cast<size_t>(w->n * w->oh() * w->ow() * w->oc));
   OpBench bench;
+  bench.templateVersion = kConv2dTemplateVersion;
   bench.workload = w->toJson();
   bench.flops = w->flops();
   bench.threads = threads;
@@ -238,6 +253,25 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     if (config.is_discarded()) return fail("tunec bench-op: --config is not valid JSON");
     source = "given";
   }
+  std::optional<db::TuningDatabase> database;
+  db::TargetInfo target = db::TargetInfo::fromHost(hostInfo());
+  if (args->has("db")) {
+    auto opened = db::TuningDatabase::open(args->get("db"), args->has("record"));
+    if (!opened) return fail(opened.error().message());
+    database.emplace(std::move(*opened));
+    if (!args->has("sweep")) {
+      std::string key = db::workloadKey(bench->workload);
+      auto best = database->best(key, target, bench->templateVersion);
+      if (!best) return fail(best.error().message());
+      if (!best->has_value())
+        return fail("no record of workload " + key + " for this machine (target " + target.key() + ") in " +
+                    args->get("db") + "; record some with 'tunec bench-op ... --sweep N --db FILE --record'");
+      config = (*best)->record.config;
+      source = "best in " + args->get("db");
+    }
+  } else if (args->has("record")) {
+    return fail("tunec bench-op: --record needs --db FILE");
+  }
   if (Status s = bench->validate(config); !s) return fail(s.error().message());
 
   if (args->has("sweep")) {
@@ -271,6 +305,29 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     if (!json) std::fprintf(stderr, "\n");
     std::sort(ranked.begin(), ranked.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (database && args->has("record")) {
+      std::vector<db::Record> records;
+      for (const auto& [secondsTaken, c] : ranked) {
+        db::Record r;
+        r.workload = bench->workload;
+        r.config = c;
+        r.target = target;
+        r.templateVersion = bench->templateVersion;
+        r.medianUs = secondsTaken * 1e6;
+        r.minUs = r.medianUs;
+        r.gflops = bench->flops / secondsTaken / 1e9;
+        r.repeats = 1;
+        r.tunecVersion = "0.1.0";
+        r.host = hostInfo().modelName;
+        r.createdAt = utcNow();
+        records.push_back(std::move(r));
+      }
+      auto added = database->insert(records);
+      if (!added) return fail(added.error().message());
+      if (!json)
+        std::fprintf(stderr, "recorded %lld new configs in %s\n", static_cast<long long>(*added),
+                     args->get("db").c_str());
+    }
     nlohmann::json best = ranked.front().second;
     double bestSeconds = 1e30;
     for (size_t i = 0; i < ranked.size() && i < 3; ++i) {

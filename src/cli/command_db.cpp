@@ -20,7 +20,7 @@ Reads and shares the tuning records in a SQLite database (default: tuning.db in 
 directory, as 'tunec tune' and 'tunec compile' use).
 
 commands:
-  export [--target KEY] [--best-only] [-o FILE]   one JSON record per line (docs/tuning-records.md)
+  export [--target KEY] [--best-only] [--out F]   one JSON record per line (docs/tuning-records.md)
   import FILE|-                                   validate and add records; bad lines are reported
   merge A.db B.db -o C.db                         all records of both in a new database
   stats                                           workloads, records, targets, best GFLOP/s
@@ -128,7 +128,7 @@ int commandDb(const std::vector<std::string>& argv) {
 
   if (sub == "export") {
     auto s = spec(
-        "export", "tunec db export [--db FILE] [--target KEY] [--best-only] [-o FILE]",
+        "export", "tunec db export [--db FILE] [--target KEY] [--best-only] [--out FILE]",
         "Writes one self-describing JSON record per line (stdout unless --out).",
         {{"target", "KEY", "only records of this target key ('tunec target')"},
          {"best-only", "", "only the best ok record per workload, target and template version"},
