@@ -10,12 +10,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
-#include <optional>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -56,6 +56,8 @@ const CommandSpec kBenchOpSpec{
          "time N random valid configs from the knob space plus the default; report the best"},
         {"seconds", "S", "minimum timed duration per measurement (default 1.0)"},
         {"json", "", "print one JSON object instead of text"},
+        {"pipeline", "lean|o3",
+         "LLVM IR pipeline before codegen (default lean; o3: LLVM's full O3)"},
         {"db", "FILE", "time the best config recorded for this workload and machine in FILE"},
         {"record", "", "with --sweep and --db: record every measured config in the database"},
     },
@@ -238,7 +240,10 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   if (seconds <= 0) return fail("tunec bench-op: --seconds must be positive");
   bool json = args->has("json");
 
-  auto jit = Jit::create();
+  std::string pipeline = args->get("pipeline", "lean");
+  if (pipeline != "lean" && pipeline != "o3")
+    return fail("tunec bench-op: --pipeline must be lean or o3");
+  auto jit = Jit::create(pipeline == "o3" ? JitPipeline::O3 : JitPipeline::Lean);
   if (!jit) return fail(jit.error().message());
   auto bench = op == "matmul" ? matmulBench(*args, **jit, isa, static_cast<int>(*threads))
                               : conv2dBench(*args, **jit, isa, static_cast<int>(*threads));
@@ -264,8 +269,9 @@ int commandBenchOp(const std::vector<std::string>& argv) {
       auto best = database->best(key, target, bench->templateVersion);
       if (!best) return fail(best.error().message());
       if (!best->has_value())
-        return fail("no record of workload " + key + " for this machine (target " + target.key() + ") in " +
-                    args->get("db") + "; record some with 'tunec bench-op ... --sweep N --db FILE --record'");
+        return fail("no record of workload " + key + " for this machine (target " + target.key() +
+                    ") in " + args->get("db") +
+                    "; record some with 'tunec bench-op ... --sweep N --db FILE --record'");
       config = (*best)->record.config;
       source = "best in " + args->get("db");
     }

@@ -35,7 +35,8 @@ public:
         ocTail = static_cast<int>(w_.oc % c_.ocBlock);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.ocBlock, cols, false, true, epilogue_};
-      return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true);
+      return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
+                                      rows == c_.owBlock && cols == c_.ocBlock);
     };
     kernels_[0] = make(c_.owBlock, c_.ocBlock, "full");
     kernels_[1] = ocTail ? make(c_.owBlock, ocTail, "octail") : kernels_[0];

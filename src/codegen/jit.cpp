@@ -1,4 +1,4 @@
-// ORC LLJIT setup, the O3 pipeline for the host, object emission.
+// ORC LLJIT setup, the optimization pipelines (lean or O3) for the host, object emission.
 #include "codegen/jit.h"
 
 #include "codegen/module_builder.h"
@@ -19,6 +19,12 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/Transforms/InstCombine/InstCombine.h>
+#include <llvm/Transforms/Scalar/EarlyCSE.h>
+#include <llvm/Transforms/Scalar/LICM.h>
+#include <llvm/Transforms/Scalar/LoopPassManager.h>
+#include <llvm/Transforms/Scalar/SROA.h>
+#include <llvm/Transforms/Scalar/SimplifyCFG.h>
 #include <mutex>
 
 namespace tunec {
@@ -31,6 +37,7 @@ struct Jit::Impl {
   std::unique_ptr<llvm::TargetMachine> machine; ///< for the O3 pipeline and object emission
   std::mutex mutex;
   int counter = 0;
+  JitPipeline pipeline = JitPipeline::Lean;
 };
 
 namespace {
@@ -42,7 +49,7 @@ std::string llvmErrorText(llvm::Error error) {
   return os.str();
 }
 
-void optimize(llvm::Module& module, llvm::TargetMachine& machine) {
+void optimize(llvm::Module& module, llvm::TargetMachine& machine, JitPipeline pipeline) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -53,7 +60,22 @@ void optimize(llvm::Module& module, llvm::TargetMachine& machine) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  if (pipeline == JitPipeline::O3) {
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    mpm.run(module, mam);
+    return;
+  }
+  // The lean pipeline: the generated IR is already vectorized and register-tiled, so after
+  // inlining the full-tile kernel only scalar clean-up and loop-invariant hoisting remain.
+  llvm::ModulePassManager mpm =
+      pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0); // always-inline
+  llvm::FunctionPassManager fpm;
+  fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+  fpm.addPass(llvm::EarlyCSEPass());
+  fpm.addPass(llvm::InstCombinePass());
+  fpm.addPass(llvm::SimplifyCFGPass());
+  fpm.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::LICMPass(llvm::LICMOptions()), true));
+  mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
   mpm.run(module, mam);
 }
 
@@ -70,7 +92,7 @@ Status verify(llvm::Module& module) {
 Jit::Jit() : impl_(std::make_unique<Impl>()) {}
 Jit::~Jit() = default;
 
-Expected<std::unique_ptr<Jit>> Jit::create() {
+Expected<std::unique_ptr<Jit>> Jit::create(JitPipeline pipeline) {
   if (!hostSupports(Isa::Avx2))
     return makeError("this CPU lacks AVX2 and FMA, which tunec's kernels need");
   static std::once_flag once;
@@ -80,6 +102,7 @@ Expected<std::unique_ptr<Jit>> Jit::create() {
   });
   std::unique_ptr<Jit> jit(new Jit());
   Impl& impl = *jit->impl_;
+  impl.pipeline = pipeline;
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return makeError("cannot detect the host target: ", llvmErrorText(jtmb.takeError()));
   jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
@@ -139,7 +162,7 @@ Expected<void*> Jit::addAndLookup(std::unique_ptr<codegen::ModuleBuilder> module
                                   const std::string& symbol) {
   TUNEC_TRY(verify(module->module()));
   std::lock_guard lock(impl_->mutex);
-  optimize(module->module(), *impl_->machine);
+  optimize(module->module(), *impl_->machine, impl_->pipeline);
   llvm::orc::ThreadSafeModule tsm(module->takeModule(), module->takeContext());
   if (auto err = impl_->jit->addIRModule(std::move(tsm)))
     return makeError("JIT: ", llvmErrorText(std::move(err)));
@@ -151,7 +174,7 @@ Expected<void*> Jit::addAndLookup(std::unique_ptr<codegen::ModuleBuilder> module
 Status Jit::emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std::string& path) {
   TUNEC_TRY(verify(module->module()));
   std::lock_guard lock(impl_->mutex);
-  optimize(module->module(), *impl_->machine);
+  optimize(module->module(), *impl_->machine, impl_->pipeline);
   std::error_code ec;
   llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
   if (ec) return makeError(path, ": cannot open for writing: ", ec.message());

@@ -49,7 +49,8 @@ private:
     int mTail = static_cast<int>(w_.m % c_.mr), nTail = static_cast<int>(w_.n % c_.nr);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
-      return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true);
+      return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
+                                      rows == c_.mr && cols == c_.nr);
     };
     kernels_[0] = make(c_.mr, c_.nr, "full");
     kernels_[1] = nTail ? make(c_.mr, nTail, "ntail") : kernels_[0];

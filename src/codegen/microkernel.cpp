@@ -48,7 +48,7 @@ std::string microkernelName(const MicrokernelSpec& spec) {
 namespace codegen {
 
 llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
-                                const std::string& name, bool internal) {
+                                const std::string& name, bool internal, bool inlined) {
   llvm::LLVMContext& ctx = mb.context();
   llvm::Type* f32 = mb.f32();
   llvm::Type* i64 = mb.i64();
@@ -62,7 +62,7 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
       llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64},
       false);
   llvm::Function* fn = mb.createFunction(name, fnTy, internal);
-  if (internal) fn->addFnAttr(llvm::Attribute::AlwaysInline);
+  if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
   auto args = fn->arg_begin();
   llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
               *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
