@@ -49,6 +49,7 @@ const CommandSpec kBenchOpSpec{
         {"stride", "S", "conv2d: stride (default 1)"},
         {"pad", "P", "conv2d: padding on every side (default 0)"},
         {"dilation", "D", "conv2d: dilation (default 1)"},
+        {"groups", "G", "conv2d: groups (default 1)"},
         {"threads", "T", "threads (default 1)"},
         {"isa", "avx512|avx2", "instruction set (default: the widest the CPU has)"},
         {"config", "JSON", "config to time instead of the default"},
@@ -176,6 +177,7 @@ Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int thre
   TUNEC_ASSIGN_OR_RETURN(int64_t stride, intFlag(args, "stride", 1, false));
   TUNEC_ASSIGN_OR_RETURN(int64_t pad, intFlag(args, "pad", 0, false, 0));
   TUNEC_ASSIGN_OR_RETURN(int64_t dilation, intFlag(args, "dilation", 1, false));
+  TUNEC_ASSIGN_OR_RETURN(w->groups, intFlag(args, "groups", 1, false));
   w->strideH = w->strideW = stride;
   w->padTop = w->padLeft = w->padBottom = w->padRight = pad;
   w->dilationH = w->dilationW = dilation;
@@ -185,7 +187,7 @@ Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int thre
   auto in = std::make_shared<std::vector<float>>(
       randomData(static_cast<size_t>(w->n * w->h * w->w * w->ic), rng));
   auto weights = std::make_shared<std::vector<float>>(
-      randomData(static_cast<size_t>(w->oc * w->ic * w->kh * w->kw), rng));
+      randomData(static_cast<size_t>(w->oc * w->icPerGroup() * w->kh * w->kw), rng));
   auto out =
       std::make_shared<std::vector<float>>(static_cast<size_t>(w->n * w->oh() * w->ow() * w->oc));
   OpBench bench;

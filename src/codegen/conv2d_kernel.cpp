@@ -24,15 +24,16 @@ public:
       : mb_(mb), w_(w), c_(c), epilogue_(e), b_(mb.context()) {
     hp_ = w.h + w.padTop + w.padBottom;
     wp_ = w.w + w.padLeft + w.padRight;
-    panels_ = (w.oc + c.ocBlock - 1) / c.ocBlock;
-    icBlocks_ = w.ic / c.icBlock;
+    panelsPerGroup_ = (w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock;
+    panels_ = w.groups * panelsPerGroup_;
+    icBlocks_ = w.icPerGroup() / c.icBlock;
     batch_ = w.kh * w.kw * icBlocks_;
     ohBlocks_ = (w.oh() + c.ohBlock - 1) / c.ohBlock;
   }
 
   void emit(const std::string& entryName) {
     int owTail = static_cast<int>(w_.ow() % c_.owBlock),
-        ocTail = static_cast<int>(w_.oc % c_.ocBlock);
+        ocTail = static_cast<int>(w_.ocPerGroup() % c_.ocBlock);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.ocBlock, cols, false, true, epilogue_};
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
@@ -93,10 +94,14 @@ private:
   }
 
   void emitRow(llvm::Value* n, llvm::Value* panel, llvm::Value* oh) {
-    const int64_t ic = w_.ic, nr = c_.ocBlock;
-    llvm::Value* panelWeights = gep(weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * ic * nr)));
-    llvm::Value* oc0 = b_.CreateMul(panel, i64(nr));
-    llvm::Value* ocTail = b_.CreateICmpSGT(b_.CreateAdd(oc0, i64(nr)), i64(w_.oc));
+    const int64_t ic = w_.ic, icg = w_.icPerGroup(), nr = c_.ocBlock;
+    llvm::Value* panelWeights = gep(weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * icg * nr)));
+    // Panel p covers output channels [g*OCg + lp*nr, +nr) of group g = p / panelsPerGroup.
+    llvm::Value* group = b_.CreateSDiv(panel, i64(panelsPerGroup_));
+    llvm::Value* localOc = b_.CreateMul(b_.CreateSRem(panel, i64(panelsPerGroup_)), i64(nr));
+    llvm::Value* oc0 = b_.CreateAdd(b_.CreateMul(group, i64(w_.ocPerGroup())), localOc);
+    llvm::Value* ocTail = b_.CreateICmpSGT(b_.CreateAdd(localOc, i64(nr)), i64(w_.ocPerGroup()));
+    llvm::Value* icBase = b_.CreateMul(group, i64(icg));
     // B pointers depend only on the panel; A row bases on (n, oh): fill both once per row.
     llvm::Value* rowBase = b_.CreateMul(
         b_.CreateAdd(b_.CreateMul(n, i64(hp_)), b_.CreateMul(oh, i64(w_.strideH))), i64(wp_));
@@ -106,10 +111,10 @@ private:
           int64_t idx = (kh * w_.kw + kw) * icBlocks_ + cb;
           llvm::Value* pixel =
               b_.CreateAdd(rowBase, i64(kh * w_.dilationH * wp_ + kw * w_.dilationW));
-          llvm::Value* a =
-              gep(in_, b_.CreateAdd(b_.CreateMul(pixel, i64(ic)), i64(cb * c_.icBlock)));
+          llvm::Value* a = gep(in_, b_.CreateAdd(b_.CreateMul(pixel, i64(ic)),
+                                                 b_.CreateAdd(icBase, i64(cb * c_.icBlock))));
           b_.CreateStore(a, b_.CreateGEP(mb_.ptr(), rowArr(), i64(idx)));
-          b_.CreateStore(gep(panelWeights, i64(((kh * w_.kw + kw) * ic + cb * c_.icBlock) * nr)),
+          b_.CreateStore(gep(panelWeights, i64(((kh * w_.kw + kw) * icg + cb * c_.icBlock) * nr)),
                          b_.CreateGEP(mb_.ptr(), bArr_, i64(idx)));
         }
     llvm::Value* outRow =
@@ -213,30 +218,33 @@ private:
   const Conv2dConfig& c_;
   const Epilogue& epilogue_;
   llvm::IRBuilder<> b_;
-  int64_t hp_, wp_, panels_, icBlocks_, batch_, ohBlocks_;
+  int64_t hp_, wp_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
   llvm::Function* kernels_[4] = {};
   llvm::Value *in_ = nullptr, *weights_ = nullptr, *out_ = nullptr, *bias_ = nullptr,
               *addend_ = nullptr;
   llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *rowArr_ = nullptr;
 };
 
-// ONNX weights OC x IC x KH x KW into panels [panel][kh][kw][ic][ocBlock], zero past OC.
+// ONNX weights OC x IC/g x KH x KW into panels [g][panel][kh][kw][ic/g][ocBlock], zero past
+// each group's output channels.
 std::shared_ptr<float> packWeights(const Conv2dWorkload& w, const Conv2dConfig& c,
                                    const float* src) {
-  int64_t panels = (w.oc + c.ocBlock - 1) / c.ocBlock;
-  int64_t count = panels * w.kh * w.kw * w.ic * c.ocBlock;
+  int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
+  int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
+  int64_t count = w.groups * perGroup * w.kh * w.kw * icg * c.ocBlock;
   size_t bytes = static_cast<size_t>((count * 4 + 63) / 64 * 64);
   std::shared_ptr<float> packed(static_cast<float*>(std::aligned_alloc(64, bytes)),
                                 [](float* p) { std::free(p); });
   float* dst = packed.get();
-  for (int64_t p = 0; p < panels; ++p)
-    for (int64_t kh = 0; kh < w.kh; ++kh)
-      for (int64_t kw = 0; kw < w.kw; ++kw)
-        for (int64_t ic = 0; ic < w.ic; ++ic)
-          for (int64_t j = 0; j < c.ocBlock; ++j) {
-            int64_t oc = p * c.ocBlock + j;
-            *dst++ = oc < w.oc ? src[((oc * w.ic + ic) * w.kh + kh) * w.kw + kw] : 0.f;
-          }
+  for (int64_t g = 0; g < w.groups; ++g)
+    for (int64_t p = 0; p < perGroup; ++p)
+      for (int64_t kh = 0; kh < w.kh; ++kh)
+        for (int64_t kw = 0; kw < w.kw; ++kw)
+          for (int64_t ic = 0; ic < icg; ++ic)
+            for (int64_t j = 0; j < c.ocBlock; ++j) {
+              int64_t local = p * c.ocBlock + j, oc = g * ocg + local;
+              *dst++ = local < ocg ? src[((oc * icg + ic) * w.kh + kh) * w.kw + kw] : 0.f;
+            }
   return packed;
 }
 

@@ -23,6 +23,8 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   if (spec.nr < lanes || spec.nr % lanes != 0)
     return makeError("microkernel nr=", spec.nr, " must be a positive multiple of ", lanes, " for ",
                      info.name);
+  if (spec.kUnroll < 1 || spec.kUnroll > 8)
+    return makeError("microkernel k-unroll ", spec.kUnroll, " must be in 1..8");
   if (spec.nValid < 1 || spec.nValid > spec.nr)
     return makeError("microkernel nValid=", spec.nValid, " must be in 1..nr=", spec.nr);
   int regs = microkernelRegisters(spec);
@@ -37,6 +39,7 @@ std::string microkernelName(const MicrokernelSpec& spec) {
   std::string name = "tunec_f32_brgemm_" + std::to_string(spec.mr) + "x" + std::to_string(spec.nr);
   if (spec.nValid != spec.nr) name += "_n" + std::to_string(spec.nValid);
   if (spec.aTransposed) name += "_at";
+  if (spec.kUnroll > 1) name += "_u" + std::to_string(spec.kUnroll);
   name += "_" + std::string(isaInfo(spec.isa).name);
   std::string epi = epilogueName(spec.epilogue);
   for (char& c : epi)
@@ -104,44 +107,101 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   }
   llvm::Value* aBase = b.CreateLoad(ptr, b.CreateGEP(ptr, aPtrs, bi), "a");
   llvm::Value* bBase = b.CreateLoad(ptr, b.CreateGEP(ptr, bPtrs, bi), "bp");
-  b.CreateBr(kLoop);
 
-  // k loop: nv B vectors, mr broadcasts, mr*nv FMAs per iteration.
-  b.SetInsertPoint(kLoop);
-  llvm::PHINode* kk = b.CreatePHI(i64, 2, "kk");
-  kk->addIncoming(zero64, batchHead);
-  std::vector<llvm::PHINode*> acc(accBatch.size());
-  for (size_t i = 0; i < acc.size(); ++i) {
-    acc[i] = b.CreatePHI(vecTy, 2, "acc");
-    acc[i]->addIncoming(accBatch[i], batchHead);
-  }
+  // One k step: nv B vectors, mr broadcasts, mr*nv FMAs.
   llvm::Function* fma =
       llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::fma, {vecTy});
-  std::vector<llvm::Value*> bv(static_cast<size_t>(nv));
-  llvm::Value* bRow = b.CreateGEP(f32, bBase, b.CreateMul(kk, ldb));
-  for (int j = 0; j < nv; ++j)
-    bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
-        vecTy, b.CreateGEP(f32, bRow, b.getInt64(j * lanes)), llvm::Align(4), "bv");
-  std::vector<llvm::Value*> next(acc.size());
-  for (int i = 0; i < mr; ++i) {
-    llvm::Value* index = spec.aTransposed ? b.CreateAdd(b.CreateMul(kk, lda), b.getInt64(i))
-                                          : b.CreateAdd(b.CreateMul(b.getInt64(i), lda), kk);
-    llvm::Value* scalar = b.CreateLoad(f32, b.CreateGEP(f32, aBase, index), "aik");
-    llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes), scalar);
-    for (int j = 0; j < nv; ++j) {
-      size_t idx = static_cast<size_t>(i * nv + j);
-      next[idx] = b.CreateCall(fma, {splat, bv[static_cast<size_t>(j)], acc[idx]});
+  auto step = [&](llvm::Value* kk, const std::vector<llvm::Value*>& in) {
+    std::vector<llvm::Value*> bv(static_cast<size_t>(nv));
+    llvm::Value* bRow = b.CreateGEP(f32, bBase, b.CreateMul(kk, ldb));
+    for (int j = 0; j < nv; ++j)
+      bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
+          vecTy, b.CreateGEP(f32, bRow, b.getInt64(j * lanes)), llvm::Align(4), "bv");
+    std::vector<llvm::Value*> out(in.size());
+    for (int i = 0; i < mr; ++i) {
+      llvm::Value* index = spec.aTransposed ? b.CreateAdd(b.CreateMul(kk, lda), b.getInt64(i))
+                                            : b.CreateAdd(b.CreateMul(b.getInt64(i), lda), kk);
+      llvm::Value* scalar = b.CreateLoad(f32, b.CreateGEP(f32, aBase, index), "aik");
+      llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes), scalar);
+      for (int j = 0; j < nv; ++j) {
+        size_t idx = static_cast<size_t>(i * nv + j);
+        out[idx] = b.CreateCall(fma, {splat, bv[static_cast<size_t>(j)], in[idx]});
+      }
     }
+    return out;
+  };
+  // A k loop from `start` (phis) while kk < limit, `unroll` steps per trip; returns the block
+  // it exits from, the final k and accumulators.
+  auto kLoopFrom = [&](llvm::BasicBlock* pred, llvm::Value* start,
+                       const std::vector<llvm::Value*>& accIn, llvm::Value* limit, int unroll,
+                       llvm::BasicBlock* body, llvm::BasicBlock* exit,
+                       std::vector<llvm::Value*>& accOut) {
+    b.SetInsertPoint(body);
+    llvm::PHINode* kk = b.CreatePHI(i64, 2, "kk");
+    kk->addIncoming(start, pred);
+    std::vector<llvm::PHINode*> phis(accIn.size());
+    std::vector<llvm::Value*> cur(accIn.size());
+    for (size_t i = 0; i < accIn.size(); ++i) {
+      phis[i] = b.CreatePHI(vecTy, 2, "acc");
+      phis[i]->addIncoming(accIn[i], pred);
+      cur[i] = phis[i];
+    }
+    for (int u = 0; u < unroll; ++u) cur = step(u ? b.CreateAdd(kk, b.getInt64(u)) : kk, cur);
+    llvm::Value* kNext = b.CreateAdd(kk, b.getInt64(unroll));
+    kk->addIncoming(kNext, body);
+    for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(cur[i], body);
+    b.CreateCondBr(b.CreateICmpSLT(kNext, limit), body, exit);
+    accOut = cur;
+    return kNext;
+  };
+  std::vector<llvm::Value*> batchAcc(accBatch.begin(), accBatch.end());
+  std::vector<llvm::Value*> next;
+  std::vector<std::pair<llvm::BasicBlock*, std::vector<llvm::Value*>>> latchIncoming;
+  if (spec.kUnroll <= 1) {
+    b.CreateBr(kLoop);
+    kLoopFrom(batchHead, zero64, batchAcc, k, 1, kLoop, batchLatch, next);
+    latchIncoming.push_back({kLoop, next});
+  } else {
+    // Unrolled trips while a whole group of kUnroll steps remains, then single steps.
+    auto* remCheck = llvm::BasicBlock::Create(ctx, "k.rem.check", fn);
+    auto* remLoop = llvm::BasicBlock::Create(ctx, "k.rem", fn);
+    llvm::Value* kMain = b.CreateSub(k, b.CreateSRem(k, b.getInt64(spec.kUnroll)));
+    b.CreateCondBr(b.CreateICmpSGT(kMain, zero64), kLoop, remCheck);
+    std::vector<llvm::Value*> mainAcc;
+    llvm::Value* kAfter =
+        kLoopFrom(batchHead, zero64, batchAcc, kMain, spec.kUnroll, kLoop, remCheck, mainAcc);
+    b.SetInsertPoint(remCheck);
+    llvm::PHINode* kRem = b.CreatePHI(i64, 2, "kr");
+    kRem->addIncoming(zero64, batchHead);
+    kRem->addIncoming(kAfter, kLoop);
+    std::vector<llvm::Value*> remAcc(batchAcc.size());
+    for (size_t i = 0; i < remAcc.size(); ++i) {
+      llvm::PHINode* phi = b.CreatePHI(vecTy, 2, "accr");
+      phi->addIncoming(batchAcc[i], batchHead);
+      phi->addIncoming(mainAcc[i], kLoop);
+      remAcc[i] = phi;
+    }
+    b.CreateCondBr(b.CreateICmpSLT(kRem, k), remLoop, batchLatch);
+    latchIncoming.push_back({remCheck, remAcc});
+    kLoopFrom(remCheck, kRem, remAcc, k, 1, remLoop, batchLatch, next);
+    latchIncoming.push_back({remLoop, next});
   }
-  llvm::Value* kNext = b.CreateAdd(kk, one64);
-  kk->addIncoming(kNext, kLoop);
-  for (size_t i = 0; i < acc.size(); ++i) acc[i]->addIncoming(next[i], kLoop);
-  b.CreateCondBr(b.CreateICmpSLT(kNext, k), kLoop, batchLatch);
 
   b.SetInsertPoint(batchLatch);
+  std::vector<llvm::Value*> latchAcc(batchAcc.size());
+  if (latchIncoming.size() == 1) {
+    latchAcc = latchIncoming[0].second;
+  } else {
+    for (size_t i = 0; i < latchAcc.size(); ++i) {
+      llvm::PHINode* phi = b.CreatePHI(vecTy, 2, "accl");
+      for (const auto& [block, values] : latchIncoming) phi->addIncoming(values[i], block);
+      latchAcc[i] = phi;
+    }
+  }
+  next = latchAcc;
   llvm::Value* bNext = b.CreateAdd(bi, one64);
   bi->addIncoming(bNext, batchLatch);
-  for (size_t i = 0; i < acc.size(); ++i) accBatch[i]->addIncoming(next[i], batchLatch);
+  for (size_t i = 0; i < accBatch.size(); ++i) accBatch[i]->addIncoming(next[i], batchLatch);
   b.CreateCondBr(b.CreateICmpSLT(bNext, batch), batchHead, epilogue);
 
   // Epilogue: + C (when accumulating), post-ops (last K block), store; the last vector of a row

@@ -22,6 +22,7 @@ struct MicrokernelSpec {
       false; ///< A element (i, k) at A[k*lda + i] (packed panels, transA) instead of A[i*lda + k]
   bool prefetchC = true; ///< prefetch the C tile for writing at kernel start
   Epilogue epilogue;
+  int kUnroll = 1; ///< k steps per loop trip (a remainder loop handles k % kUnroll)
 };
 
 /// Runtime flags of a call.

@@ -13,6 +13,8 @@ Status Conv2dWorkload::check() const {
   if (padTop < 0 || padLeft < 0 || padBottom < 0 || padRight < 0)
     return makeError("conv2d workload needs non-negative pads");
   if (oh() < 1 || ow() < 1) return makeError("conv2d workload has an empty output");
+  if (groups < 1 || ic % groups || oc % groups)
+    return makeError("conv2d workload: groups=", groups, " must divide ic=", ic, " and oc=", oc);
   if (threads < 1) return makeError("conv2d workload needs threads >= 1");
   return {};
 }
@@ -31,6 +33,7 @@ nlohmann::json Conv2dWorkload::toJson() const {
           {"stride", {strideH, strideW}},
           {"pads", {padTop, padLeft, padBottom, padRight}},
           {"dilation", {dilationH, dilationW}},
+          {"groups", groups},
           {"threads", threads}};
 }
 
@@ -45,7 +48,7 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
       !readField(j, "oc", w.oc, error) || !readField(j, "kh", w.kh, error) ||
       !readField(j, "kw", w.kw, error) || !readField(j, "stride", stride, error) ||
       !readField(j, "pads", pads, error) || !readField(j, "dilation", dilation, error) ||
-      !readField(j, "threads", w.threads, error))
+      !readField(j, "groups", w.groups, error) || !readField(j, "threads", w.threads, error))
     return makeError("conv2d workload: ", error);
   if (stride.size() != 2 || pads.size() != 4 || dilation.size() != 2)
     return makeError("conv2d workload: stride, pads or dilation has the wrong length");
@@ -88,14 +91,16 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (regs > info.vectorRegisters)
     return makeError("conv2d config: tile ", c.owBlock, "x", c.ocBlock, " needs ", regs,
                      " vector registers, ", info.name, " has ", info.vectorRegisters);
-  if (c.icBlock < 1 || w.ic % c.icBlock)
-    return makeError("conv2d config: ic_block=", c.icBlock, " must divide ic=", w.ic);
+  if (c.icBlock < 1 || w.icPerGroup() % c.icBlock)
+    return makeError("conv2d config: ic_block=", c.icBlock, " must divide ic=", w.icPerGroup(),
+                     w.groups > 1 ? " (per group)" : "");
   if (c.ohBlock < 1 || c.ohBlock > w.oh())
     return makeError("conv2d config: oh_block=", c.ohBlock, " must be in 1..", w.oh());
   if (c.owBlock > w.ow())
     return makeError("conv2d config: ow_block=", c.owBlock, " exceeds ow=", w.ow());
-  if (c.ocBlock > (w.oc + lanes - 1) / lanes * lanes)
-    return makeError("conv2d config: oc_block=", c.ocBlock, " exceeds oc=", w.oc);
+  if (c.ocBlock > (w.ocPerGroup() + lanes - 1) / lanes * lanes)
+    return makeError("conv2d config: oc_block=", c.ocBlock, " exceeds oc=", w.ocPerGroup(),
+                     w.groups > 1 ? " (per group)" : "");
   if (c.loopOrder != "oc_oh" && c.loopOrder != "oh_oc")
     return makeError("conv2d config: loop_order '", c.loopOrder, "' is not oc_oh or oh_oc");
   if (c.parallel != "none" && c.parallel != "n" && c.parallel != "oh" && c.parallel != "oc")
@@ -110,7 +115,7 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInf
   Conv2dConfig c;
   c.isa = isa;
   int lanes = isaInfo(isa).f32Lanes();
-  int64_t ocVectors = (w.oc + lanes - 1) / lanes;
+  int64_t ocVectors = (w.ocPerGroup() + lanes - 1) / lanes;
   c.ocBlock = static_cast<int>(std::min<int64_t>(2, ocVectors)) * lanes;
   int nv = c.ocBlock / lanes;
   int maxRows = (isaInfo(isa).vectorRegisters - 1 - nv) / nv;
@@ -124,7 +129,7 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInf
     }
   c.owBlock = best;
   // The weights of one panel for one ic block (kh*kw*icb*ocBlock floats) should stay in L1/L2.
-  c.icBlock = w.ic;
+  c.icBlock = w.icPerGroup();
   while (c.icBlock % 2 == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * 4 > host.l2 / 2 &&
          c.icBlock > 16)
     c.icBlock /= 2;
@@ -140,14 +145,14 @@ KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa) {
   KnobSpace space;
   Knob oc{"oc_block", {}}, owb{"ow_block", {}}, icb{"ic_block", {}}, ohb{"oh_block", {}};
   for (int v = lanes; v <= 4 * lanes; v += lanes)
-    if (v <= (w.oc + lanes - 1) / lanes * lanes) oc.values.emplace_back(v);
+    if (v <= (w.ocPerGroup() + lanes - 1) / lanes * lanes) oc.values.emplace_back(v);
   for (int v = 1; v <= 28; ++v)
     if (v <= w.ow()) owb.values.emplace_back(v);
-  for (int64_t v = w.ic; v >= 8; v /= 2) {
-    if (w.ic % v == 0) icb.values.emplace_back(v);
+  for (int64_t v = w.icPerGroup(); v >= 8; v /= 2) {
+    if (w.icPerGroup() % v == 0) icb.values.emplace_back(v);
     if (v % 2) break;
   }
-  if (icb.values.empty()) icb.values.emplace_back(w.ic);
+  if (icb.values.empty()) icb.values.emplace_back(w.icPerGroup());
   for (int64_t v : {1, 2, 4, 7, 8, 14})
     if (v <= w.oh()) ohb.values.emplace_back(v);
   space = {oc, owb, icb, ohb, {"loop_order", {"oc_oh", "oh_oc"}}};

@@ -14,17 +14,23 @@ namespace tunec {
 
 inline constexpr int kConv2dTemplateVersion = 1;
 
-/// A 2-d convolution, groups = 1, f32; input N x H x W x IC, weights OC x IC x KH x KW (ONNX
-/// order, packed at compile time), output N x OH x OW x OC.
+/// A 2-d convolution, f32; input N x H x W x IC, weights OC x IC/groups x KH x KW (ONNX order,
+/// packed at compile time), output N x OH x OW x OC. Groups split both channel dimensions
+/// (depthwise convolution has its own template, which is faster for it).
 struct Conv2dWorkload {
   int64_t n = 1, ic = 0, h = 0, w = 0, oc = 0, kh = 1, kw = 1;
   int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
   int64_t dilationH = 1, dilationW = 1;
+  int64_t groups = 1;
   int threads = 1;
 
   int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
   int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }
-  double flops() const { return 2.0 * static_cast<double>(n * oc * oh() * ow() * ic * kh * kw); }
+  int64_t icPerGroup() const { return ic / groups; }
+  int64_t ocPerGroup() const { return oc / groups; }
+  double flops() const {
+    return 2.0 * static_cast<double>(n * oc * oh() * ow() * icPerGroup() * kh * kw);
+  }
   bool padded() const { return padTop || padLeft || padBottom || padRight; }
   Status check() const;
   nlohmann::json toJson() const;

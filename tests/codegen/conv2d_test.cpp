@@ -45,7 +45,7 @@ Tensor referenceConv(const Conv2dWorkload& w, const Epilogue& epi, const Tensor&
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
-                  1};
+                  w.groups};
   bool hasBias = epilogueNeedsBias(epi);
   ValueId y = node(OpKind::Conv, attrs,
                    hasBias ? std::vector<ValueId>{nchw, vw, vb} : std::vector<ValueId>{nchw, vw});
@@ -64,7 +64,7 @@ Tensor referenceConv(const Conv2dWorkload& w, const Epilogue& epi, const Tensor&
 void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& epi, uint32_t seed) {
   std::mt19937 rng(seed);
   Tensor x = randomTensor(Shape{w.n, w.h, w.w, w.ic}, rng);
-  Tensor weights = randomTensor(Shape{w.oc, w.ic, w.kh, w.kw}, rng);
+  Tensor weights = randomTensor(Shape{w.oc, w.icPerGroup(), w.kh, w.kw}, rng);
   Tensor bias = randomTensor(Shape{w.oc}, rng);
   Tensor addend = randomTensor(Shape{w.n, w.oh(), w.ow(), w.oc}, rng);
   auto kernel = compileConv2d(jit(), w, c, epi, weights.dataAs<float>());
@@ -72,7 +72,7 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
   Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), w.oc}, rng);
   kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>());
   Tensor want = referenceConv(w, epi, x, weights, bias, addend);
-  double tol = 4.0 * static_cast<double>(w.ic * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
+  double tol = 4.0 * static_cast<double>(w.icPerGroup() * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i)
     ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
         << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump();
@@ -102,6 +102,10 @@ TEST(Conv2dTemplate, DefaultConfigsOnEdgeShapes) {
                                         conv(1, 4, 9, 40, 3, 1, 2, 2), conv(1, 3, 15, 8, 7, 2, 3),
                                         conv(1, 64, 5, 64, 3, 1, 1),   conv(1, 1, 4, 1, 1, 1, 0)};
   shapes[2].padBottom = 0; // asymmetric padding
+  shapes.push_back(conv(1, 12, 7, 18, 3, 1, 1));
+  shapes.back().groups = 3; // grouped, 4 -> 6 channels per group (an oc tail in every group)
+  shapes.push_back(conv(1, 64, 6, 64, 3, 2, 1));
+  shapes.back().groups = 2;
   uint32_t seed = 1;
   for (Isa isa : isas())
     for (const Conv2dWorkload& w : shapes) {

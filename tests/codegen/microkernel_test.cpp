@@ -2,9 +2,11 @@
 // k around the k-block, batch 1 and 3, accumulate on and off, masked column tails, transposed
 // A, and the epilogue (bias, clip, residual add). Tolerance: 4 * k * eps * max|a| * max|b|.
 #include "codegen/microkernel.h"
+#include "codegen/microkernel_emitter.h"
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <random>
 
@@ -109,6 +111,8 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
       for (Case cs : {Case{1, 1, false}, Case{17, 3, true}, Case{130, 1, true}})
         checkKernel(spec, *plain, cs, seed++);
       // Masked tail, transposed A and a three-op epilogue in one variant.
+      // Masked tail, transposed A, k unrolled by 3 (so k % 3 exercises the remainder loop) and
+      // a three-op epilogue in one variant.
       MicrokernelSpec tail{
           isa,
           mr,
@@ -117,15 +121,34 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
           true,
           true,
           {{PostOpKind::BiasPerColumn}, {PostOpKind::Clip, -0.5f, 2.f}, {PostOpKind::AddTensor}}};
+      tail.kUnroll = 3;
       auto masked = compileMicrokernel(jit(), tail);
       ASSERT_TRUE(masked.isOk()) << masked.error().message();
-      for (Case cs : {Case{1, 2, false}, Case{33, 1, true}}) checkKernel(tail, *masked, cs, seed++);
+      for (Case cs : {Case{1, 2, false}, Case{33, 1, true}, Case{7, 2, true}})
+        checkKernel(tail, *masked, cs, seed++);
     }
   EXPECT_GE(tiles, isa == Isa::Avx512 ? 50 : 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, MicrokernelTiles, ::testing::Values(Isa::Avx2, Isa::Avx512),
                          [](const auto& info) { return std::string(isaInfo(info.param).name); });
+
+TEST(Microkernel, EmitsAnObjectFileForAheadOfTimeLinking) {
+  MicrokernelSpec spec{
+      hostIsa(), 4, 2 * isaInfo(hostIsa()).f32Lanes(), 2 * isaInfo(hostIsa()).f32Lanes(), false,
+      true,      {}};
+  std::string path = ::testing::TempDir() + "/ukr.o";
+  auto module = jit().newModule(spec.isa, "aot");
+  codegen::emitMicrokernel(*module, spec, "tunec_aot_kernel", false);
+  Status s = jit().emitObject(std::move(module), path);
+  ASSERT_TRUE(s.isOk()) << s.error().message();
+  std::ifstream f(path, std::ios::binary);
+  std::string bytes(std::istreambuf_iterator<char>(f), {});
+  ASSERT_GT(bytes.size(), 64u);
+  EXPECT_EQ(bytes.substr(0, 4), "\x7f"
+                                "ELF");
+  EXPECT_NE(bytes.find("tunec_aot_kernel"), std::string::npos);
+}
 
 TEST(Microkernel, ImpossibleTileIsRejectedWithRegisterCount) {
   MicrokernelSpec spec{Isa::Avx2, 8, 16, 16, false, true, {}};
