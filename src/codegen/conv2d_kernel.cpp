@@ -32,15 +32,21 @@ public:
   }
 
   void emit(const std::string& entryName) {
-    int owTail = static_cast<int>(w_.ow() % c_.owBlock),
-        ocTail = static_cast<int>(w_.ocPerGroup() % c_.ocBlock);
+    // With rows_per_tile > 1 a tile is rowsPerTile whole rows (row groups of OW pixels) and the
+    // only row tail is at the last row block; otherwise a tile is owBlock pixels of one row.
+    int group = c_.rowsPerTile > 1 ? static_cast<int>(w_.ow()) : 0;
+    int tileRows = static_cast<int>(c_.owBlock * c_.rowsPerTile);
+    int owTail = c_.rowsPerTile > 1 ? static_cast<int>((w_.oh() % c_.rowsPerTile) * w_.ow())
+                                    : static_cast<int>(w_.ow() % c_.owBlock);
+    int ocTail = static_cast<int>(w_.ocPerGroup() % c_.ocBlock);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.ocBlock, cols, false, true, epilogue_};
+      spec.aRowGroup = group;
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
-                                      rows == c_.owBlock && cols == c_.ocBlock);
+                                      rows == tileRows && cols == c_.ocBlock);
     };
-    kernels_[0] = make(c_.owBlock, c_.ocBlock, "full");
-    kernels_[1] = ocTail ? make(c_.owBlock, ocTail, "octail") : kernels_[0];
+    kernels_[0] = make(tileRows, c_.ocBlock, "full");
+    kernels_[1] = ocTail ? make(tileRows, ocTail, "octail") : kernels_[0];
     kernels_[2] = owTail ? make(owTail, c_.ocBlock, "owtail") : kernels_[0];
     kernels_[3] = owTail ? (ocTail ? make(owTail, ocTail, "bothtail") : kernels_[2]) : kernels_[1];
     emitEntry(entryName, emitTask(entryName + "_task"));
@@ -85,7 +91,8 @@ private:
           llvm::Value* ohBlock = outer == "oh" ? o : i;
           llvm::Value* ohLo = b_.CreateMul(ohBlock, i64(c_.ohBlock));
           llvm::Value* ohHi = min(b_.CreateAdd(ohLo, i64(c_.ohBlock)), i64(w_.oh()));
-          mb_.forLoop(b_, ohLo, ohHi, 1, "oh.row", [&](llvm::Value* oh) { emitRow(n, panel, oh); });
+          mb_.forLoop(b_, ohLo, ohHi, c_.rowsPerTile, "oh.row",
+                      [&](llvm::Value* oh) { emitRow(n, panel, oh, ohHi); });
         });
       });
     });
@@ -93,7 +100,7 @@ private:
     return fn;
   }
 
-  void emitRow(llvm::Value* n, llvm::Value* panel, llvm::Value* oh) {
+  void emitRow(llvm::Value* n, llvm::Value* panel, llvm::Value* oh, llvm::Value* ohHi) {
     const int64_t ic = w_.ic, icg = w_.icPerGroup(), nr = c_.ocBlock;
     llvm::Value* panelWeights = gep(weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * icg * nr)));
     // Panel p covers output channels [g*OCg + lp*nr, +nr) of group g = p / panelsPerGroup.
@@ -119,14 +126,17 @@ private:
         }
     llvm::Value* outRow =
         b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, i64(w_.oh())), oh), i64(w_.ow()));
-    mb_.forLoop(b_, i64(0), i64(w_.ow()), c_.owBlock, "ow", [&](llvm::Value* ow0) {
+    int64_t owStep = c_.rowsPerTile > 1 ? w_.ow() : c_.owBlock;
+    mb_.forLoop(b_, i64(0), i64(w_.ow()), owStep, "ow", [&](llvm::Value* ow0) {
       llvm::Value* shift = b_.CreateMul(ow0, i64(w_.strideW * ic));
       mb_.forLoop(b_, i64(0), i64(batch_), 1, "fill", [&](llvm::Value* idx) {
         llvm::Value* base = b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), rowArr(), idx));
         b_.CreateStore(gep(base, shift), b_.CreateGEP(mb_.ptr(), aArr_, idx));
       });
       llvm::Value* cOff = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(outRow, ow0), i64(w_.oc)), oc0);
-      llvm::Value* owTail = b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
+      llvm::Value* owTail =
+          c_.rowsPerTile > 1 ? b_.CreateICmpSGT(b_.CreateAdd(oh, i64(c_.rowsPerTile)), ohHi)
+                             : b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
       llvm::Value* which = b_.CreateOr(b_.CreateShl(b_.CreateZExt(owTail, mb_.i32()), 1),
                                        b_.CreateZExt(ocTail, mb_.i32()));
       std::vector<llvm::Value*> args = {aArr_,
@@ -140,7 +150,8 @@ private:
                                         b_.getInt32(kUkrApplyEpilogue),
                                         gep(bias_, oc0),
                                         gep(addend_, cOff),
-                                        i64(w_.oc)};
+                                        i64(w_.oc),
+                                        i64(w_.strideH * wp_ * ic)};
       emitDispatch(which, args);
     });
   }

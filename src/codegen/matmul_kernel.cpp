@@ -198,8 +198,9 @@ private:
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));
         llvm::Value* which = b_.CreateOr(b_.CreateShl(b_.CreateZExt(mTail, mb_.i32()), 1),
                                          b_.CreateZExt(nTail, mb_.i32()));
-        std::vector<llvm::Value*> args = {aArr_,     bArr_,  cPtr,  kcur,    ldaV,   i64(c_.nr),
-                                          i64(w_.n), i64(1), flags, biasPtr, addPtr, i64(w_.n)};
+        std::vector<llvm::Value*> args = {aArr_,      bArr_,     cPtr,   kcur,  ldaV,
+                                          i64(c_.nr), i64(w_.n), i64(1), flags, biasPtr,
+                                          addPtr,     i64(w_.n), i64(0)};
         emitDispatch(which, args);
       });
     });

@@ -23,6 +23,8 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   if (spec.nr < lanes || spec.nr % lanes != 0)
     return makeError("microkernel nr=", spec.nr, " must be a positive multiple of ", lanes, " for ",
                      info.name);
+  if (spec.aRowGroup < 0 || (spec.aRowGroup > 0 && spec.aTransposed))
+    return makeError("microkernel row groups need a non-transposed A and a positive size");
   if (spec.kUnroll < 1 || spec.kUnroll > 8)
     return makeError("microkernel k-unroll ", spec.kUnroll, " must be in 1..8");
   if (spec.nValid < 1 || spec.nValid > spec.nr)
@@ -40,6 +42,7 @@ std::string microkernelName(const MicrokernelSpec& spec) {
   if (spec.nValid != spec.nr) name += "_n" + std::to_string(spec.nValid);
   if (spec.aTransposed) name += "_at";
   if (spec.kUnroll > 1) name += "_u" + std::to_string(spec.kUnroll);
+  if (spec.aRowGroup > 0) name += "_g" + std::to_string(spec.aRowGroup);
   name += "_" + std::string(isaInfo(spec.isa).name);
   std::string epi = epilogueName(spec.epilogue);
   for (char& c : epi)
@@ -62,14 +65,14 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   const int mr = spec.mr;
 
   auto* fnTy = llvm::FunctionType::get(
-      llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64},
-      false);
+      llvm::Type::getVoidTy(ctx),
+      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64}, false);
   llvm::Function* fn = mb.createFunction(name, fnTy, internal);
   if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
   auto args = fn->arg_begin();
   llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
               *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
-              *bias = &args[9], *addend = &args[10], *ldAdd = &args[11];
+              *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *ldaGroup = &args[12];
   fn->addParamAttr(2, llvm::Attribute::NoAlias);
 
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
@@ -119,8 +122,17 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
           vecTy, b.CreateGEP(f32, bRow, b.getInt64(j * lanes)), llvm::Align(4), "bv");
     std::vector<llvm::Value*> out(in.size());
     for (int i = 0; i < mr; ++i) {
-      llvm::Value* index = spec.aTransposed ? b.CreateAdd(b.CreateMul(kk, lda), b.getInt64(i))
-                                            : b.CreateAdd(b.CreateMul(b.getInt64(i), lda), kk);
+      llvm::Value* index;
+      if (spec.aTransposed) {
+        index = b.CreateAdd(b.CreateMul(kk, lda), b.getInt64(i));
+      } else if (spec.aRowGroup > 0) {
+        // Rows come in groups of aRowGroup: row i at (i / g) * ldaGroup + (i % g) * lda.
+        llvm::Value* row = b.CreateAdd(b.CreateMul(b.getInt64(i / spec.aRowGroup), ldaGroup),
+                                       b.CreateMul(b.getInt64(i % spec.aRowGroup), lda));
+        index = b.CreateAdd(row, kk);
+      } else {
+        index = b.CreateAdd(b.CreateMul(b.getInt64(i), lda), kk);
+      }
       llvm::Value* scalar = b.CreateLoad(f32, b.CreateGEP(f32, aBase, index), "aik");
       llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes), scalar);
       for (int j = 0; j < nv; ++j) {

@@ -23,6 +23,9 @@ struct MicrokernelSpec {
   bool prefetchC = true; ///< prefetch the C tile for writing at kernel start
   Epilogue epilogue;
   int kUnroll = 1; ///< k steps per loop trip (a remainder loop handles k % kUnroll)
+  /// > 0: A rows come in groups of this many (row i at (i / g) * ldaGroup + (i % g) * lda),
+  /// e.g. a conv tile spanning several output rows of g pixels each.
+  int aRowGroup = 0;
 };
 
 /// Runtime flags of a call.
@@ -33,10 +36,11 @@ enum MicrokernelFlags : int32_t {
 
 /// Signature of a generated microkernel. B_b element (k, j) is at B_b[k*ldb + j] and must be
 /// readable for all nr columns (packed panels are zero-padded); C and the addend use row strides
-/// ldc and ldAdd; bias is indexed by column.
+/// ldc and ldAdd; bias is indexed by column; ldaGroup is read only by row-grouped kernels.
 using MicrokernelFn = void (*)(const float* const* a, const float* const* b, float* c, int64_t k,
                                int64_t lda, int64_t ldb, int64_t ldc, int64_t batch, int32_t flags,
-                               const float* bias, const float* addend, int64_t ldAdd);
+                               const float* bias, const float* addend, int64_t ldAdd,
+                               int64_t ldaGroup);
 
 /// Checks the generator's contract; the error says which limit a tile breaks.
 Status checkMicrokernelSpec(const MicrokernelSpec& spec);

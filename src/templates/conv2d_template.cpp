@@ -61,8 +61,8 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
 
 nlohmann::json Conv2dConfig::toJson() const {
   return {{"isa", isaInfo(isa).name}, {"oc_block", ocBlock}, {"ow_block", owBlock},
-          {"ic_block", icBlock},      {"oh_block", ohBlock}, {"loop_order", loopOrder},
-          {"parallel", parallel}};
+          {"ic_block", icBlock},      {"oh_block", ohBlock}, {"rows_per_tile", rowsPerTile},
+          {"loop_order", loopOrder},  {"parallel", parallel}};
 }
 
 Expected<Conv2dConfig> Conv2dConfig::fromJson(const nlohmann::json& j) {
@@ -71,6 +71,7 @@ Expected<Conv2dConfig> Conv2dConfig::fromJson(const nlohmann::json& j) {
   if (!readField(j, "isa", isa, error) || !readField(j, "oc_block", c.ocBlock, error) ||
       !readField(j, "ow_block", c.owBlock, error) || !readField(j, "ic_block", c.icBlock, error) ||
       !readField(j, "oh_block", c.ohBlock, error) ||
+      !readField(j, "rows_per_tile", c.rowsPerTile, error) ||
       !readField(j, "loop_order", c.loopOrder, error) ||
       !readField(j, "parallel", c.parallel, error))
     return makeError("conv2d config: ", error);
@@ -87,10 +88,14 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (c.ocBlock < lanes || c.ocBlock % lanes)
     return makeError("conv2d config: oc_block=", c.ocBlock, " must be a multiple of ", lanes);
   if (c.owBlock < 1) return makeError("conv2d config: ow_block must be positive");
-  int regs = c.owBlock * (c.ocBlock / lanes) + c.ocBlock / lanes + 1;
+  if (c.rowsPerTile < 1) return makeError("conv2d config: rows_per_tile must be positive");
+  if (c.rowsPerTile > 1 && (c.owBlock != w.ow() || c.ohBlock % c.rowsPerTile))
+    return makeError("conv2d config: rows_per_tile=", c.rowsPerTile, " needs ow_block=ow (", w.ow(),
+                     ") and an oh_block that it divides");
+  int regs = c.owBlock * c.rowsPerTile * (c.ocBlock / lanes) + c.ocBlock / lanes + 1;
   if (regs > info.vectorRegisters)
-    return makeError("conv2d config: tile ", c.owBlock, "x", c.ocBlock, " needs ", regs,
-                     " vector registers, ", info.name, " has ", info.vectorRegisters);
+    return makeError("conv2d config: tile ", c.owBlock * c.rowsPerTile, "x", c.ocBlock, " needs ",
+                     regs, " vector registers, ", info.name, " has ", info.vectorRegisters);
   if (c.icBlock < 1 || w.icPerGroup() % c.icBlock)
     return makeError("conv2d config: ic_block=", c.icBlock, " must divide ic=", w.icPerGroup(),
                      w.groups > 1 ? " (per group)" : "");
@@ -128,12 +133,18 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInf
       break;
     }
   c.owBlock = best;
+  // Narrow outputs (the 7x7 and 14x14 layers): let a tile span whole rows, so that the register
+  // tile is not limited to one short row.
+  if (ow * 2 <= maxRows) {
+    c.owBlock = static_cast<int>(ow);
+    c.rowsPerTile = std::min<int64_t>(maxRows / ow, w.oh());
+    c.ohBlock = c.rowsPerTile;
+  }
   // The weights of one panel for one ic block (kh*kw*icb*ocBlock floats) should stay in L1/L2.
   c.icBlock = w.icPerGroup();
   while (c.icBlock % 2 == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * 4 > host.l2 / 2 &&
          c.icBlock > 16)
     c.icBlock /= 2;
-  c.ohBlock = 1;
   c.loopOrder = "oc_oh";
   c.parallel = "none";
   if (w.threads > 1 && w.flops() >= 4e6) c.parallel = w.n >= w.threads ? "n" : "oh";
@@ -163,13 +174,16 @@ KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa) {
     parallel.values.emplace_back("oc");
   }
   space.push_back(parallel);
+  Knob rows{"rows_per_tile", {1}};
+  for (int64_t r = 2; r <= 4 && r <= w.oh() && r * w.ow() <= 28; ++r) rows.values.emplace_back(r);
+  space.push_back(rows);
   return space;
 }
 
 Expected<Conv2dConfig> conv2dConfigFromKnobs(const Conv2dWorkload& w, Isa isa,
                                              const std::vector<nlohmann::json>& values) {
-  if (values.size() != 6)
-    return makeError("conv2d config needs 6 knob values, got ", values.size());
+  if (values.size() != 7)
+    return makeError("conv2d config needs 7 knob values, got ", values.size());
   Conv2dConfig c;
   c.isa = isa;
   c.ocBlock = values[0].get<int>();
@@ -178,7 +192,11 @@ Expected<Conv2dConfig> conv2dConfigFromKnobs(const Conv2dWorkload& w, Isa isa,
   c.ohBlock = values[3].get<int64_t>();
   c.loopOrder = values[4].get<std::string>();
   c.parallel = values[5].get<std::string>();
-  (void)w;
+  c.rowsPerTile = values[6].get<int64_t>();
+  if (c.rowsPerTile > 1) { // whole rows per tile; row blocks a multiple of the tile
+    c.owBlock = static_cast<int>(w.ow());
+    c.ohBlock = std::max<int64_t>(1, c.ohBlock / c.rowsPerTile) * c.rowsPerTile;
+  }
   return c;
 }
 

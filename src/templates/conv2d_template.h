@@ -39,10 +39,11 @@ struct Conv2dWorkload {
 
 struct Conv2dConfig {
   Isa isa = Isa::Avx512;
-  int ocBlock = 32;     ///< output channels per tile (microkernel nr)
-  int owBlock = 8;      ///< output pixels of a row per tile (microkernel mr)
-  int64_t icBlock = 64; ///< input channels per brgemm batch element (divides IC)
-  int64_t ohBlock = 1;  ///< output rows per block-loop iteration
+  int ocBlock = 32;        ///< output channels per tile (microkernel nr)
+  int owBlock = 8;         ///< output pixels of a row per tile (microkernel mr)
+  int64_t icBlock = 64;    ///< input channels per brgemm batch element (divides IC)
+  int64_t ohBlock = 1;     ///< output rows per block-loop iteration
+  int64_t rowsPerTile = 1; ///< > 1: a tile spans this many whole output rows (ow_block = OW)
   std::string loopOrder =
       "oc_oh"; ///< oc_oh: output-channel panels outside row blocks; oh_oc: reverse
   std::string parallel = "none"; ///< none|n|oh|oc

@@ -41,10 +41,16 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
   std::mt19937 rng(seed);
   const int64_t mr = spec.mr, nr = spec.nr, k = cs.k, lda = spec.aTransposed ? mr + 3 : k + 5;
   const int64_t ldb = nr, ldc = nr + 7, ldAdd = nr + 2;
+  const int64_t group = spec.aRowGroup, ldaGroup = group * lda + 11;
+  // Offset of A row i (non-transposed): affine, or in groups with a gap between groups.
+  auto rowOffset = [&](int64_t i) {
+    return group ? (i / group) * ldaGroup + (i % group) * lda : i * lda;
+  };
   std::vector<std::vector<float>> as, bs;
   std::vector<const float*> aPtrs, bPtrs;
   for (int64_t b = 0; b < cs.batch; ++b) {
-    as.push_back(randomVector(static_cast<size_t>(spec.aTransposed ? k * lda : mr * lda), rng));
+    as.push_back(randomVector(
+        static_cast<size_t>(spec.aTransposed ? k * lda : rowOffset(mr - 1) + lda), rng));
     bs.push_back(randomVector(static_cast<size_t>(k * ldb), rng));
   }
   for (int64_t b = 0; b < cs.batch; ++b) {
@@ -57,7 +63,7 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
   std::vector<float> original = c;
   int32_t flags = (cs.accumulate ? kUkrAccumulate : 0) | kUkrApplyEpilogue;
   fn(aPtrs.data(), bPtrs.data(), c.data(), k, lda, ldb, ldc, cs.batch, flags, bias.data(),
-     addend.data(), ldAdd);
+     addend.data(), ldAdd, ldaGroup);
 
   double tol = 4.0 * static_cast<double>(k * cs.batch + 2) * 1.1920929e-7 + 1e-6;
   for (int64_t i = 0; i < mr; ++i)
@@ -73,7 +79,7 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
         for (int64_t kk = 0; kk < k; ++kk) {
           double av = spec.aTransposed
                           ? as[static_cast<size_t>(b)][static_cast<size_t>(kk * lda + i)]
-                          : as[static_cast<size_t>(b)][static_cast<size_t>(i * lda + kk)];
+                          : as[static_cast<size_t>(b)][static_cast<size_t>(rowOffset(i) + kk)];
           want += av * bs[static_cast<size_t>(b)][static_cast<size_t>(kk * ldb + j)];
         }
       for (const PostOp& op : spec.epilogue) {
@@ -126,6 +132,14 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
       ASSERT_TRUE(masked.isOk()) << masked.error().message();
       for (Case cs : {Case{1, 2, false}, Case{33, 1, true}, Case{7, 2, true}})
         checkKernel(tail, *masked, cs, seed++);
+      // Rows in groups (a conv tile spanning output rows), when the tile has two groups or more.
+      if (mr >= 2) {
+        MicrokernelSpec grouped{isa, mr, nr, nr, false, true, {{PostOpKind::Relu}}};
+        grouped.aRowGroup = (mr + 1) / 2;
+        auto g = compileMicrokernel(jit(), grouped);
+        ASSERT_TRUE(g.isOk()) << g.error().message();
+        checkKernel(grouped, *g, Case{19, 2, true}, seed++);
+      }
     }
   EXPECT_GE(tiles, isa == Isa::Avx512 ? 50 : 20);
 }
