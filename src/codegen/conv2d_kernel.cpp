@@ -62,19 +62,14 @@ private:
   }
 
   llvm::Function* emitTask(const std::string& name) {
-    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {mb_.ptr(), mb_.i64()}, false);
-    llvm::Function* fn = mb_.createFunction(name, fnTy, true);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
-    llvm::Value* ctx = fn->getArg(0);
+    std::vector<llvm::Value*> fields;
+    llvm::Function* fn = mb_.beginTask(b_, name, 5, fields);
     llvm::Value* t = fn->getArg(1);
-    auto field = [&](int i) {
-      return b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), ctx, i64(i)));
-    };
-    in_ = field(0);
-    weights_ = field(1);
-    out_ = field(2);
-    bias_ = field(3);
-    addend_ = field(4);
+    in_ = fields[0];
+    weights_ = fields[1];
+    out_ = fields[2];
+    bias_ = fields[3];
+    addend_ = fields[4];
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
     std::map<std::string, std::pair<llvm::Value*, llvm::Value*>> ranges = {
@@ -137,8 +132,7 @@ private:
       llvm::Value* owTail =
           c_.rowsPerTile > 1 ? b_.CreateICmpSGT(b_.CreateAdd(oh, i64(c_.rowsPerTile)), ohHi)
                              : b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
-      llvm::Value* which = b_.CreateOr(b_.CreateShl(b_.CreateZExt(owTail, mb_.i32()), 1),
-                                       b_.CreateZExt(ocTail, mb_.i32()));
+      llvm::Value* which = mb_.tileVariant(b_, owTail, ocTail);
       std::vector<llvm::Value*> args = {aArr_,
                                         bArr_,
                                         gep(out_, cOff),
@@ -152,7 +146,7 @@ private:
                                         gep(addend_, cOff),
                                         i64(w_.oc),
                                         i64(w_.strideH * wp_ * ic)};
-      emitDispatch(which, args);
+      mb_.emitVariantCall(b_, which, kernels_, args);
     });
   }
 
@@ -166,61 +160,20 @@ private:
     return rowArr_;
   }
 
-  void emitDispatch(llvm::Value* which, const std::vector<llvm::Value*>& args) {
-    llvm::Function* fn = b_.GetInsertBlock()->getParent();
-    auto* done = llvm::BasicBlock::Create(mb_.context(), "ukr.done", fn);
-    auto* full = llvm::BasicBlock::Create(mb_.context(), "ukr.full", fn);
-    llvm::SwitchInst* sw = b_.CreateSwitch(which, full, 3);
-    b_.SetInsertPoint(full);
-    b_.CreateCall(kernels_[0], args);
-    b_.CreateBr(done);
-    for (int v = 1; v < 4; ++v) {
-      if (kernels_[v] == kernels_[0]) continue;
-      auto* block = llvm::BasicBlock::Create(mb_.context(), "ukr.tail", fn);
-      sw->addCase(b_.getInt32(v), block);
-      b_.SetInsertPoint(block);
-      b_.CreateCall(kernels_[v], args);
-      b_.CreateBr(done);
-    }
-    b_.SetInsertPoint(done);
-  }
-
   void emitEntry(const std::string& name, llvm::Function* task) {
     llvm::Type* ptr = mb_.ptr();
     auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
     llvm::Function* fn = mb_.createFunction(name, fnTy);
     b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
     llvm::Value* in = fn->getArg(0);
-    if (w_.padded()) {
-      llvm::FunctionCallee scratch =
-          mb_.declare("tunec_scratch", llvm::FunctionType::get(ptr, {mb_.i32(), mb_.i64()}, false));
-      llvm::Value* padded =
-          b_.CreateCall(scratch, {b_.getInt32(2), i64(w_.n * hp_ * wp_ * w_.ic * 4)});
-      llvm::FunctionCallee pad =
-          mb_.declare("tunec_pad_nhwc_f32",
-                      llvm::FunctionType::get(b_.getVoidTy(),
-                                              {ptr, mb_.i64(), mb_.i64(), mb_.i64(), mb_.i64(),
-                                               mb_.i64(), mb_.i64(), mb_.i64(), mb_.i64(), ptr},
-                                              false));
-      b_.CreateCall(pad, {in, i64(w_.n), i64(w_.h), i64(w_.w), i64(w_.ic), i64(w_.padTop),
-                          i64(w_.padLeft), i64(hp_), i64(wp_), padded});
-      in = padded;
-    }
-    llvm::Value* ctx = b_.CreateAlloca(ptr, i64(5));
-    llvm::Value* fields[5] = {in, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)};
-    for (int i = 0; i < 5; ++i) b_.CreateStore(fields[i], b_.CreateGEP(ptr, ctx, i64(i)));
+    if (w_.padded())
+      in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_);
     int64_t tasks = c_.parallel == "n"    ? w_.n
                     : c_.parallel == "oh" ? ohBlocks_
                     : c_.parallel == "oc" ? panels_
                                           : 1;
-    if (tasks > 1) {
-      llvm::FunctionCallee pfor = mb_.declare(
-          "tunec_parallel_for",
-          llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, mb_.i64(), mb_.i32()}, false));
-      b_.CreateCall(pfor, {task, ctx, i64(tasks), b_.getInt32(w_.threads)});
-    } else {
-      b_.CreateCall(task, {ctx, i64(0)});
-    }
+    mb_.emitRunTasks(b_, task, {in, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
+                     tasks, w_.threads);
     b_.CreateRetVoid();
   }
 

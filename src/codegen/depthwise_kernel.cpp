@@ -111,14 +111,10 @@ private:
   }
 
   llvm::Function* emitTask(const std::string& name) {
-    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {mb_.ptr(), mb_.i64()}, false);
-    llvm::Function* fn = mb_.createFunction(name, fnTy, true);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
-    llvm::Value* ctx = fn->getArg(0);
-    auto field = [&](int i) {
-      return b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), ctx, i64(i)));
-    };
-    llvm::Value *in = field(0), *wt = field(1), *out = field(2), *bias = field(3), *add = field(4);
+    std::vector<llvm::Value*> fields;
+    llvm::Function* fn = mb_.beginTask(b_, name, 5, fields);
+    llvm::Value *in = fields[0], *wt = fields[1], *out = fields[2], *bias = fields[3],
+                *add = fields[4];
     llvm::Value* ohLo = i64(0);
     llvm::Value* ohHi = i64(w_.oh());
     if (c_.parallel == "oh") {
@@ -140,26 +136,10 @@ private:
             llvm::Value* outOff =
                 b_.CreateAdd(b_.CreateMul(b_.CreateAdd(outRow, ow0), i64(w_.c)), c0);
             llvm::Value* pTail = b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
-            llvm::Value* which = b_.CreateOr(b_.CreateShl(b_.CreateZExt(pTail, mb_.i32()), 1),
-                                             b_.CreateZExt(cTail, mb_.i32()));
+            llvm::Value* which = mb_.tileVariant(b_, pTail, cTail);
             std::vector<llvm::Value*> args = {gep(in, inOff), gep(wt, c0), gep(out, outOff),
                                               gep(bias, c0), gep(add, outOff)};
-            llvm::Function* f = b_.GetInsertBlock()->getParent();
-            auto* done = llvm::BasicBlock::Create(mb_.context(), "tile.done", f);
-            auto* full = llvm::BasicBlock::Create(mb_.context(), "tile.full", f);
-            llvm::SwitchInst* sw = b_.CreateSwitch(which, full, 3);
-            b_.SetInsertPoint(full);
-            b_.CreateCall(tiles_[0], args);
-            b_.CreateBr(done);
-            for (int v = 1; v < 4; ++v) {
-              if (tiles_[v] == tiles_[0]) continue;
-              auto* block = llvm::BasicBlock::Create(mb_.context(), "tile.tail", f);
-              sw->addCase(b_.getInt32(v), block);
-              b_.SetInsertPoint(block);
-              b_.CreateCall(tiles_[v], args);
-              b_.CreateBr(done);
-            }
-            b_.SetInsertPoint(done);
+            mb_.emitVariantCall(b_, which, tiles_, args);
           });
         });
       });
@@ -173,31 +153,13 @@ private:
     auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
     llvm::Function* fn = mb_.createFunction(name, fnTy);
     b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
-    llvm::Value* in = fn->getArg(0);
-    // The window is read from a zero-padded copy, so every load is in bounds.
-    llvm::FunctionCallee scratch =
-        mb_.declare("tunec_scratch", llvm::FunctionType::get(ptr, {mb_.i32(), mb_.i64()}, false));
-    llvm::Value* padded =
-        b_.CreateCall(scratch, {b_.getInt32(2), i64((w_.n * hp_ * wp_ * w_.c + lanes_) * 4)});
-    llvm::FunctionCallee pad =
-        mb_.declare("tunec_pad_nhwc_f32",
-                    llvm::FunctionType::get(b_.getVoidTy(),
-                                            {ptr, mb_.i64(), mb_.i64(), mb_.i64(), mb_.i64(),
-                                             mb_.i64(), mb_.i64(), mb_.i64(), mb_.i64(), ptr},
-                                            false));
-    b_.CreateCall(pad, {in, i64(w_.n), i64(w_.h), i64(w_.w), i64(w_.c), i64(w_.padTop),
-                        i64(w_.padLeft), i64(hp_), i64(wp_), padded});
-    llvm::Value* ctx = b_.CreateAlloca(ptr, i64(5));
-    llvm::Value* fields[5] = {padded, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)};
-    for (int i = 0; i < 5; ++i) b_.CreateStore(fields[i], b_.CreateGEP(ptr, ctx, i64(i)));
-    if (c_.parallel == "oh" && w_.oh() > 1) {
-      llvm::FunctionCallee pfor = mb_.declare(
-          "tunec_parallel_for",
-          llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, mb_.i64(), mb_.i32()}, false));
-      b_.CreateCall(pfor, {task, ctx, i64(w_.oh()), b_.getInt32(w_.threads)});
-    } else {
-      b_.CreateCall(task, {ctx, i64(0)});
-    }
+    // The window is read from a zero-padded copy, so every load is in bounds; one vector of
+    // slack covers the masked channel-tail loads of the last pixel.
+    llvm::Value* padded = mb_.emitPaddedNhwc(b_, fn->getArg(0), w_.n, w_.h, w_.w, w_.c, w_.padTop,
+                                             w_.padLeft, hp_, wp_, lanes_);
+    int64_t tasks = c_.parallel == "oh" ? w_.oh() : 1;
+    mb_.emitRunTasks(b_, task, {padded, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
+                     tasks, w_.threads);
     b_.CreateRetVoid();
   }
 

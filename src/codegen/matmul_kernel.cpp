@@ -67,32 +67,18 @@ private:
   }
 
   llvm::Function* emitTask(const std::string& name) {
-    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {mb_.ptr(), mb_.i64()}, false);
-    llvm::Function* fn = mb_.createFunction(name, fnTy, true);
-    auto* entry = llvm::BasicBlock::Create(mb_.context(), "entry", fn);
-    b_.SetInsertPoint(entry);
-    llvm::Value* ctx = fn->getArg(0);
+    std::vector<llvm::Value*> fields;
+    llvm::Function* fn = mb_.beginTask(b_, name, 5, fields);
     llvm::Value* t = fn->getArg(1);
-    auto field = [&](int i) {
-      return b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), ctx, i64(i)));
-    };
-    a_ = field(0);
-    bArg_ = field(1);
-    cArg_ = field(2);
-    bias_ = field(3);
-    addend_ = field(4);
+    a_ = fields[0];
+    bArg_ = fields[1];
+    cArg_ = fields[2];
+    bias_ = fields[3];
+    addend_ = fields[4];
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
-    if (c_.packA) {
-      llvm::FunctionCallee scratch = mb_.declare(
-          "tunec_scratch", llvm::FunctionType::get(mb_.ptr(), {mb_.i32(), mb_.i64()}, false));
-      aPack_ = b_.CreateCall(scratch, {b_.getInt32(0), i64(c_.mc * c_.kc * 4)});
-    }
-    if (!w_.constantB) {
-      llvm::FunctionCallee scratch = mb_.declare(
-          "tunec_scratch", llvm::FunctionType::get(mb_.ptr(), {mb_.i32(), mb_.i64()}, false));
-      bPack_ = b_.CreateCall(scratch, {b_.getInt32(1), i64(packedBSize(w_, c_) * 4)});
-    }
+    if (c_.packA) aPack_ = mb_.emitScratch(b_, 0, c_.mc * c_.kc * 4);
+    if (!w_.constantB) bPack_ = mb_.emitScratch(b_, 1, packedBSize(w_, c_) * 4);
     // Ranges of the batch and block loops; the parallel one covers block t only.
     llvm::Value* bLo = i64(0);
     llvm::Value* bHi = i64(w_.batch);
@@ -196,33 +182,13 @@ private:
         llvm::Value* addPtr = gep(addBatch_, cOff);
         llvm::Value* biasPtr = gep(bias_, col);
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));
-        llvm::Value* which = b_.CreateOr(b_.CreateShl(b_.CreateZExt(mTail, mb_.i32()), 1),
-                                         b_.CreateZExt(nTail, mb_.i32()));
+        llvm::Value* which = mb_.tileVariant(b_, mTail, nTail);
         std::vector<llvm::Value*> args = {aArr_,      bArr_,     cPtr,   kcur,  ldaV,
                                           i64(c_.nr), i64(w_.n), i64(1), flags, biasPtr,
                                           addPtr,     i64(w_.n), i64(0)};
-        emitDispatch(which, args);
+        mb_.emitVariantCall(b_, which, kernels_, args);
       });
     });
-  }
-
-  void emitDispatch(llvm::Value* which, const std::vector<llvm::Value*>& args) {
-    llvm::Function* fn = b_.GetInsertBlock()->getParent();
-    auto* done = llvm::BasicBlock::Create(mb_.context(), "ukr.done", fn);
-    auto* full = llvm::BasicBlock::Create(mb_.context(), "ukr.full", fn);
-    llvm::SwitchInst* sw = b_.CreateSwitch(which, full, 3);
-    b_.SetInsertPoint(full);
-    b_.CreateCall(kernels_[0], args);
-    b_.CreateBr(done);
-    for (int v = 1; v < 4; ++v) {
-      if (kernels_[v] == kernels_[0]) continue;
-      auto* block = llvm::BasicBlock::Create(mb_.context(), "ukr.tail", fn);
-      sw->addCase(b_.getInt32(v), block);
-      b_.SetInsertPoint(block);
-      b_.CreateCall(kernels_[v], args);
-      b_.CreateBr(done);
-    }
-    b_.SetInsertPoint(done);
   }
 
   void emitEntry(const std::string& name, llvm::Function* task) {
@@ -230,21 +196,13 @@ private:
     auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
     llvm::Function* fn = mb_.createFunction(name, fnTy);
     b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
-    llvm::Value* ctx = b_.CreateAlloca(ptr, i64(5));
-    for (int i = 0; i < 5; ++i)
-      b_.CreateStore(fn->getArg(static_cast<unsigned>(i)), b_.CreateGEP(ptr, ctx, i64(i)));
     int64_t tasks = 1;
     if (c_.parallel == "batch") tasks = w_.batch;
     if (c_.parallel == "m") tasks = (w_.m + c_.mc - 1) / c_.mc;
     if (c_.parallel == "n") tasks = (w_.n + c_.nc - 1) / c_.nc;
-    if (tasks > 1) {
-      llvm::FunctionCallee pfor = mb_.declare(
-          "tunec_parallel_for",
-          llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, mb_.i64(), mb_.i32()}, false));
-      b_.CreateCall(pfor, {task, ctx, i64(tasks), b_.getInt32(w_.threads)});
-    } else {
-      b_.CreateCall(task, {ctx, i64(0)});
-    }
+    mb_.emitRunTasks(b_, task,
+                     {fn->getArg(0), fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
+                     tasks, w_.threads);
     b_.CreateRetVoid();
   }
 

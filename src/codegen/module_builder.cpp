@@ -50,4 +50,76 @@ void ModuleBuilder::forLoop(llvm::IRBuilder<>& b, llvm::Value* begin, llvm::Valu
   b.SetInsertPoint(exit);
 }
 
+void ModuleBuilder::emitVariantCall(llvm::IRBuilder<>& b, llvm::Value* which,
+                                    llvm::Function* const (&variants)[4],
+                                    llvm::ArrayRef<llvm::Value*> args) {
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  auto* done = llvm::BasicBlock::Create(*context_, "tile.done", fn);
+  auto* full = llvm::BasicBlock::Create(*context_, "tile.full", fn);
+  llvm::SwitchInst* sw = b.CreateSwitch(which, full, 3);
+  b.SetInsertPoint(full);
+  b.CreateCall(variants[0], args);
+  b.CreateBr(done);
+  for (int v = 1; v < 4; ++v) {
+    if (variants[v] == variants[0]) continue;
+    auto* block = llvm::BasicBlock::Create(*context_, "tile.tail", fn);
+    sw->addCase(b.getInt32(static_cast<uint32_t>(v)), block);
+    b.SetInsertPoint(block);
+    b.CreateCall(variants[v], args);
+    b.CreateBr(done);
+  }
+  b.SetInsertPoint(done);
+}
+
+llvm::Value* ModuleBuilder::tileVariant(llvm::IRBuilder<>& b, llvm::Value* rowTail,
+                                        llvm::Value* columnTail) {
+  return b.CreateOr(b.CreateShl(b.CreateZExt(rowTail, i32()), 1), b.CreateZExt(columnTail, i32()));
+}
+
+void ModuleBuilder::emitRunTasks(llvm::IRBuilder<>& b, llvm::Function* task,
+                                 llvm::ArrayRef<llvm::Value*> fields, int64_t tasks, int threads) {
+  llvm::Value* ctx = b.CreateAlloca(ptr(), b.getInt64(static_cast<int64_t>(fields.size())));
+  for (size_t i = 0; i < fields.size(); ++i)
+    b.CreateStore(fields[i], b.CreateGEP(ptr(), ctx, b.getInt64(static_cast<int64_t>(i))));
+  if (tasks > 1) {
+    llvm::FunctionCallee pfor =
+        declare("tunec_parallel_for",
+                llvm::FunctionType::get(b.getVoidTy(), {ptr(), ptr(), i64(), i32()}, false));
+    b.CreateCall(pfor, {task, ctx, b.getInt64(tasks), b.getInt32(threads)});
+  } else {
+    b.CreateCall(task, {ctx, b.getInt64(0)});
+  }
+}
+
+llvm::Function* ModuleBuilder::beginTask(llvm::IRBuilder<>& b, const std::string& name,
+                                         int numFields, std::vector<llvm::Value*>& fields) {
+  auto* fnTy = llvm::FunctionType::get(b.getVoidTy(), {ptr(), i64()}, false);
+  llvm::Function* fn = createFunction(name, fnTy, true);
+  b.SetInsertPoint(llvm::BasicBlock::Create(*context_, "entry", fn));
+  fields.clear();
+  for (int i = 0; i < numFields; ++i)
+    fields.push_back(b.CreateLoad(ptr(), b.CreateGEP(ptr(), fn->getArg(0), b.getInt64(i))));
+  return fn;
+}
+
+llvm::Value* ModuleBuilder::emitScratch(llvm::IRBuilder<>& b, int slot, int64_t bytes) {
+  llvm::FunctionCallee scratch =
+      declare("tunec_scratch", llvm::FunctionType::get(ptr(), {i32(), i64()}, false));
+  return b.CreateCall(scratch, {b.getInt32(slot), b.getInt64(bytes)});
+}
+
+llvm::Value* ModuleBuilder::emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n,
+                                           int64_t h, int64_t w, int64_t c, int64_t padTop,
+                                           int64_t padLeft, int64_t hp, int64_t wp, int64_t extra) {
+  llvm::Value* padded = emitScratch(b, 2, (n * hp * wp * c + extra) * 4);
+  llvm::Type* i = i64();
+  llvm::FunctionCallee pad = declare(
+      "tunec_pad_nhwc_f32",
+      llvm::FunctionType::get(b.getVoidTy(), {ptr(), i, i, i, i, i, i, i, i, ptr()}, false));
+  b.CreateCall(pad,
+               {in, b.getInt64(n), b.getInt64(h), b.getInt64(w), b.getInt64(c), b.getInt64(padTop),
+                b.getInt64(padLeft), b.getInt64(hp), b.getInt64(wp), padded});
+  return padded;
+}
+
 } // namespace tunec::codegen

@@ -42,6 +42,28 @@ public:
   void forLoop(llvm::IRBuilder<>& b, llvm::Value* begin, llvm::Value* end, int64_t step,
                const std::string& name, const std::function<void(llvm::Value*)>& body);
 
+  /// Calls variants[which], `which` = 2 * rowTail + columnTail (see tileVariant); variants equal
+  /// to variants[0] are not given a case of their own.
+  void emitVariantCall(llvm::IRBuilder<>& b, llvm::Value* which,
+                       llvm::Function* const (&variants)[4], llvm::ArrayRef<llvm::Value*> args);
+  /// The variant index of a tile: 2 * rowTail + columnTail (i1 values).
+  llvm::Value* tileVariant(llvm::IRBuilder<>& b, llvm::Value* rowTail, llvm::Value* columnTail);
+  /// Stores `fields` in a stack context and runs task(ctx, t) for t in [0, tasks): through the
+  /// runtime's tunec_parallel_for on `threads` threads when tasks > 1, else by a direct call.
+  void emitRunTasks(llvm::IRBuilder<>& b, llvm::Function* task, llvm::ArrayRef<llvm::Value*> fields,
+                    int64_t tasks, int threads);
+  /// Creates task(ptr ctx, i64 t) with its entry block as the insertion point; the context's
+  /// fields are loaded into `fields`.
+  llvm::Function* beginTask(llvm::IRBuilder<>& b, const std::string& name, int numFields,
+                            std::vector<llvm::Value*>& fields);
+  /// A call of the runtime's per-thread scratch buffer.
+  llvm::Value* emitScratch(llvm::IRBuilder<>& b, int slot, int64_t bytes);
+  /// Copies an N x H x W x C input into a zero-padded N x hp x wp x C scratch buffer (source at
+  /// (padTop, padLeft)) and returns it; `extra` floats of slack follow the buffer.
+  llvm::Value* emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n, int64_t h,
+                              int64_t w, int64_t c, int64_t padTop, int64_t padLeft, int64_t hp,
+                              int64_t wp, int64_t extra = 0);
+
   /// Moves the context and module out (for the JIT).
   std::unique_ptr<llvm::LLVMContext> takeContext() { return std::move(context_); }
   std::unique_ptr<llvm::Module> takeModule() { return std::move(module_); }

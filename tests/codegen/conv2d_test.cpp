@@ -4,6 +4,7 @@
 #include "codegen/conv2d_kernel.h"
 #include "ir/graph.h"
 #include "reference/reference.h"
+#include "test_support.h"
 
 #include <gtest/gtest.h>
 #include <random>
@@ -11,21 +12,9 @@
 namespace tunec {
 namespace {
 
-Jit& jit() {
-  static std::unique_ptr<Jit> instance = [] {
-    auto j = Jit::create();
-    if (!j) ADD_FAILURE() << j.error().message();
-    return std::move(*j);
-  }();
-  return *instance;
-}
-
-Tensor randomTensor(Shape shape, std::mt19937& rng) {
-  Tensor t(DType::F32, std::move(shape));
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.dataAs<float>()[i] = dist(rng);
-  return t;
-}
+using test::jit;
+using test::randomTensor;
+using test::randomVector;
 
 Tensor referenceConv(const Conv2dWorkload& w, const Epilogue& epi, const Tensor& x,
                      const Tensor& weights, const Tensor& bias, const Tensor& addend) {
@@ -78,13 +67,6 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
         << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump();
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::Avx2, Isa::Avx512})
-    if (hostSupports(isa)) out.push_back(isa);
-  return out;
-}
-
 Conv2dWorkload conv(int64_t n, int64_t ic, int64_t hw, int64_t oc, int64_t k, int64_t stride,
                     int64_t pad, int64_t dilation = 1) {
   Conv2dWorkload w;
@@ -107,7 +89,7 @@ TEST(Conv2dTemplate, DefaultConfigsOnEdgeShapes) {
   shapes.push_back(conv(1, 64, 6, 64, 3, 2, 1));
   shapes.back().groups = 2;
   uint32_t seed = 1;
-  for (Isa isa : isas())
+  for (Isa isa : test::hostIsas())
     for (const Conv2dWorkload& w : shapes) {
       Conv2dConfig c = defaultConv2dConfig(w, isa, hostInfo());
       ASSERT_TRUE(validateConv2dConfig(w, c).isOk())
@@ -119,7 +101,7 @@ TEST(Conv2dTemplate, DefaultConfigsOnEdgeShapes) {
 TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
   std::mt19937 rng(3);
   int checked = 0;
-  for (Isa isa : isas())
+  for (Isa isa : test::hostIsas())
     for (int trial = 0; trial < 30; ++trial) {
       std::uniform_int_distribution<int64_t> ch(1, 40), hw(3, 14), k(1, 3), s(1, 2), p(0, 2);
       Conv2dWorkload w =

@@ -4,6 +4,7 @@
 #include "codegen/depthwise_kernel.h"
 #include "ir/graph.h"
 #include "reference/reference.h"
+#include "test_support.h"
 
 #include <gtest/gtest.h>
 #include <random>
@@ -11,21 +12,9 @@
 namespace tunec {
 namespace {
 
-Jit& jit() {
-  static std::unique_ptr<Jit> instance = [] {
-    auto j = Jit::create();
-    if (!j) ADD_FAILURE() << j.error().message();
-    return std::move(*j);
-  }();
-  return *instance;
-}
-
-Tensor randomTensor(Shape shape, std::mt19937& rng) {
-  Tensor t(DType::F32, std::move(shape));
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.dataAs<float>()[i] = dist(rng);
-  return t;
-}
+using test::jit;
+using test::randomTensor;
+using test::randomVector;
 
 void checkDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c, const Epilogue& epi,
                     uint32_t seed) {

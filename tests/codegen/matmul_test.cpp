@@ -5,6 +5,7 @@
 #include "codegen/matmul_kernel.h"
 #include "ir/graph.h"
 #include "reference/reference.h"
+#include "test_support.h"
 
 #include <gtest/gtest.h>
 #include <random>
@@ -12,21 +13,9 @@
 namespace tunec {
 namespace {
 
-Jit& jit() {
-  static std::unique_ptr<Jit> instance = [] {
-    auto j = Jit::create();
-    if (!j) ADD_FAILURE() << j.error().message();
-    return std::move(*j);
-  }();
-  return *instance;
-}
-
-Tensor randomTensor(Shape shape, std::mt19937& rng) {
-  Tensor t(DType::F32, std::move(shape));
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.dataAs<float>()[i] = dist(rng);
-  return t;
-}
+using test::jit;
+using test::randomTensor;
+using test::randomVector;
 
 // The expected result from the reference executor: Transposes, MatMul, bias Add, post-ops.
 Tensor referenceResult(const MatmulWorkload& w, const Epilogue& epi, const Tensor& a,
@@ -84,19 +73,12 @@ void checkMatmul(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue&
         << " epilogue '" << epilogueName(epi) << "'";
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::Avx2, Isa::Avx512})
-    if (hostSupports(isa)) out.push_back(isa);
-  return out;
-}
-
 TEST(MatmulTemplate, DefaultConfigsOnEdgeShapes) {
   const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},      {1, 17, 5},   {5, 1, 9},
                                                       {7, 33, 1},     {64, 64, 64}, {37, 61, 129},
                                                       {130, 100, 70}, {3, 200, 300}};
   uint32_t seed = 1;
-  for (Isa isa : isas())
+  for (Isa isa : test::hostIsas())
     for (auto [m, n, k] : shapes)
       for (bool transA : {false, true})
         for (bool transB : {false, true}) {
@@ -112,7 +94,7 @@ TEST(MatmulTemplate, DefaultConfigsOnEdgeShapes) {
 TEST(MatmulTemplate, RandomValidConfigsMatchReference) {
   std::mt19937 rng(42);
   int checked = 0;
-  for (Isa isa : isas())
+  for (Isa isa : test::hostIsas())
     for (int trial = 0; trial < 40; ++trial) {
       MatmulWorkload w;
       std::uniform_int_distribution<int64_t> dim(1, 150);

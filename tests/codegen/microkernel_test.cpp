@@ -3,6 +3,7 @@
 // A, and the epilogue (bias, clip, residual add). Tolerance: 4 * k * eps * max|a| * max|b|.
 #include "codegen/microkernel.h"
 #include "codegen/microkernel_emitter.h"
+#include "test_support.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,21 +14,9 @@
 namespace tunec {
 namespace {
 
-Jit& jit() {
-  static std::unique_ptr<Jit> instance = [] {
-    auto j = Jit::create();
-    if (!j) ADD_FAILURE() << j.error().message();
-    return std::move(*j);
-  }();
-  return *instance;
-}
-
-std::vector<float> randomVector(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using test::jit;
+using test::randomTensor;
+using test::randomVector;
 
 struct Case {
   int64_t k;
