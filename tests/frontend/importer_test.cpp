@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstdio>
+#include <fstream>
+
 namespace tunec {
 namespace {
 
@@ -179,6 +182,57 @@ TEST(Importer, TruncatedAndNonOnnxBytesAreRejected) {
   auto f = importOnnxFile("/nonexistent/model.onnx");
   ASSERT_FALSE(f.isOk());
   EXPECT_EQ(f.error().message(), "/nonexistent/model.onnx: cannot open file");
+}
+
+TEST(Importer, ExternalDataNextToTheModelIsRead) {
+  std::string dir = ::testing::TempDir();
+  std::vector<float> values = {1.5f, -2.f, 3.25f, 4.f};
+  {
+    std::ofstream bin(dir + "/weights.bin", std::ios::binary);
+    bin.write("padding!", 8); // the tensor starts at offset 8
+    bin.write(reinterpret_cast<const char*>(values.data()), 16);
+  }
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  auto* g = model.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [key, value] : {std::pair{"location", "weights.bin"}, {"offset", "8"}, {"length", "16"}}) {
+    auto* kv = w->add_external_data();
+    kv->set_key(key);
+    kv->set_value(value);
+  }
+  auto* node = g->add_node();
+  node->set_op_type("Add");
+  node->add_input("x");
+  node->add_input("w");
+  node->add_output("y");
+  g->add_output()->set_name("y");
+  std::string path = dir + "/external.onnx";
+  {
+    std::ofstream f(path, std::ios::binary);
+    model.SerializeToOstream(&f);
+  }
+  auto graph = importOnnxFile(path);
+  ASSERT_TRUE(graph.isOk()) << graph.error().message();
+  auto id = graph->findValue("w");
+  ASSERT_TRUE(id.has_value());
+  const Tensor& t = *graph->value(*id).constant;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(t.dataAs<float>()[i], values[static_cast<size_t>(i)]);
+  // A missing external file names the tensor and the file.
+  std::remove((dir + "/weights.bin").c_str());
+  graph = importOnnxFile(path);
+  ASSERT_FALSE(graph.isOk());
+  EXPECT_NE(graph.error().message().find("initializer 'w': tensor 'w': cannot open external data file"), std::string::npos)
+      << graph.error().message();
 }
 
 TEST(Importer, AutoPadSameUpperResolvesPads) {
