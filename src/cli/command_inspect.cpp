@@ -2,6 +2,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/load_model.h"
+#include "cli/pipeline.h"
 #include "frontend/onnx_ops.h"
 #include "ir/op_registry.h"
 #include "ir/printer.h"
@@ -21,6 +22,8 @@ const CommandSpec kInspectSpec{
     {
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
         {"summary", "", "print only the summary, not the graph"},
+        {"print-after-all", "",
+         "run the graph passes and print the graph after each one that changes it"},
     },
     1,
     1};
@@ -48,6 +51,15 @@ int commandInspect(const std::vector<std::string>& argv) {
   if (Status s = verifyGraph(*graph); !s)
     return fail("internal: imported graph fails verification: " + s.error().message());
   if (!args->has("summary")) std::fputs(printGraph(*graph).c_str(), stdout);
+  if (args->has("print-after-all")) {
+    auto optimized = runGraphPipeline(
+        std::move(*graph), [](const std::string& pass, const Graph& g, bool changed) {
+          std::printf("// after %s%s\n", pass.c_str(), changed ? "" : " (unchanged)");
+          if (changed) std::fputs(printGraph(g).c_str(), stdout);
+        });
+    if (!optimized) return fail(optimized.error().message());
+    graph = std::move(optimized);
+  }
   std::map<std::string, int> counts;
   int64_t flops = 0;
   for (const Node& node : graph->nodes()) {

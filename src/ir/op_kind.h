@@ -21,7 +21,8 @@ namespace tunec {
   X(Ceil, NoAttrs)                                                                                 \
   X(Cos, NoAttrs)                                                                                  \
   X(Cosh, NoAttrs)                                                                                 \
-  X(Erf, NoAttrs) X(Exp, NoAttrs) X(Floor, NoAttrs) X(HardSwish, NoAttrs) X(Identity, NoAttrs) X(  \
+  X(Erf, NoAttrs)                                                                                  \
+  X(Exp, NoAttrs) X(Floor, NoAttrs) X(HardSwish, NoAttrs) X(Identity, NoAttrs) X(                  \
       IsInf, IsInfAttrs) X(IsNaN, NoAttrs) X(Log, NoAttrs) X(Mish, NoAttrs) X(Neg, NoAttrs)        \
       X(Not, NoAttrs) X(Reciprocal, NoAttrs) X(Relu, NoAttrs) X(Round, NoAttrs) X(                 \
           Sigmoid, NoAttrs) X(Sign, NoAttrs) X(Sin, NoAttrs) X(Sinh, NoAttrs) X(Softplus, NoAttrs) \

@@ -2,11 +2,10 @@
 #include "frontend/onnx_importer.h"
 #include "reference/reference.h"
 
-#include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
-
 #include <cstdio>
 #include <fstream>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 namespace tunec {
 namespace {
@@ -205,7 +204,8 @@ TEST(Importer, ExternalDataNextToTheModelIsRead) {
   w->set_data_type(onnx::TensorProto::FLOAT);
   w->add_dims(4);
   w->set_data_location(onnx::TensorProto::EXTERNAL);
-  for (auto [key, value] : {std::pair{"location", "weights.bin"}, {"offset", "8"}, {"length", "16"}}) {
+  for (auto [key, value] :
+       {std::pair{"location", "weights.bin"}, {"offset", "8"}, {"length", "16"}}) {
     auto* kv = w->add_external_data();
     kv->set_key(key);
     kv->set_value(value);
@@ -231,7 +231,9 @@ TEST(Importer, ExternalDataNextToTheModelIsRead) {
   std::remove((dir + "/weights.bin").c_str());
   graph = importOnnxFile(path);
   ASSERT_FALSE(graph.isOk());
-  EXPECT_NE(graph.error().message().find("initializer 'w': tensor 'w': cannot open external data file"), std::string::npos)
+  EXPECT_NE(
+      graph.error().message().find("initializer 'w': tensor 'w': cannot open external data file"),
+      std::string::npos)
       << graph.error().message();
 }
 

@@ -1,0 +1,37 @@
+// The graph pass pipeline.
+#include "cli/pipeline.h"
+
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/passes.h"
+
+namespace tunec::cli {
+
+const std::vector<PassEntry>& graphPipeline() {
+  static const std::vector<PassEntry> pipeline = {
+      // First: whatever is computed from constants only (e.g. batch-norm statistics written as
+      // arithmetic on initializers) becomes a constant that later rewrites can read.
+      {"fold-constants", passes::foldConstants},
+      // Needs constant Conv weights and BatchNormalization statistics (after fold-constants).
+      {"fold-batch-norm", passes::foldBatchNorm},
+  };
+  return pipeline;
+}
+
+Expected<Graph>
+runGraphPipeline(Graph graph,
+                 const std::function<void(const std::string&, const Graph&, bool)>& afterPass) {
+  for (const PassEntry& pass : graphPipeline()) {
+    std::string before = afterPass ? printGraph(graph) : std::string();
+    auto next = pass.run(graph);
+    if (!next) return next.error().withContext(std::string("pass ") + pass.name);
+    if (Status s = verifyGraph(*next); !s)
+      return s.error().withContext(std::string("internal: graph after pass ") + pass.name +
+                                   " fails verification");
+    graph = std::move(*next);
+    if (afterPass) afterPass(pass.name, graph, printGraph(graph) != before);
+  }
+  return graph;
+}
+
+} // namespace tunec::cli

@@ -1,0 +1,34 @@
+// Constant folding: nodes whose inputs are all constant become constants (reference ops).
+#include "passes/passes.h"
+#include "passes/rewriter.h"
+#include "reference/reference.h"
+
+namespace tunec::passes {
+
+Expected<Graph> foldConstants(const Graph& graph) {
+  GraphRewriter rw(graph);
+  for (const Node& node : graph.nodes()) {
+    std::vector<const Tensor*> inputs;
+    bool allConstant = true;
+    for (ValueId in : node.inputs) {
+      const Tensor* t = rw.constantOf(rw.map(in));
+      if (in != kNoValue && !t) allConstant = false;
+      inputs.push_back(t);
+    }
+    if (!allConstant) {
+      TUNEC_TRY(rw.copy(node));
+      continue;
+    }
+    std::vector<Tensor> outputs;
+    for (ValueId out : node.outputs)
+      outputs.emplace_back(graph.value(out).type.dtype, graph.value(out).type.shape);
+    Status s = runReferenceNode(node, inputs, outputs);
+    if (!s) return s.error().withContext("constant folding of node '" + node.name + "'");
+    for (size_t i = 0; i < outputs.size(); ++i)
+      rw.replace(node.outputs[i],
+                 rw.constant(graph.value(node.outputs[i]).name, std::move(outputs[i])));
+  }
+  return rw.finish();
+}
+
+} // namespace tunec::passes

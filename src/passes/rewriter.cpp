@@ -1,0 +1,64 @@
+// GraphRewriter: copy-based graph rewriting with value mapping.
+#include "passes/rewriter.h"
+
+namespace tunec::passes {
+
+GraphRewriter::GraphRewriter(const Graph& source) : source_(source) {
+  for (ValueId in : source.inputs())
+    mapping_[in] = graph_.addInput(source.value(in).name, source.value(in).type);
+  for (size_t v = 0; v < source.values().size(); ++v) {
+    const Value& value = source.values()[v];
+    if (value.constant)
+      mapping_[static_cast<ValueId>(v)] = graph_.addConstant(value.name, *value.constant);
+  }
+}
+
+ValueId GraphRewriter::map(ValueId source) const {
+  if (source == kNoValue) return kNoValue;
+  auto it = mapping_.find(source);
+  TUNEC_ASSERT(it != mapping_.end(),
+               "value '" << source_.value(source).name << "' used before it was rewritten");
+  return it->second;
+}
+
+Status GraphRewriter::copy(const Node& node) {
+  std::vector<ValueId> inputs;
+  for (ValueId in : node.inputs) inputs.push_back(map(in));
+  std::vector<std::string> names;
+  for (ValueId out : node.outputs) names.push_back(source_.value(out).name);
+  TUNEC_ASSIGN_OR_RETURN(std::vector<ValueId> outs,
+                         add(node.name, node.kind, node.attrs, inputs, names));
+  for (size_t i = 0; i < outs.size(); ++i) mapping_[node.outputs[i]] = outs[i];
+  return {};
+}
+
+Expected<std::vector<ValueId>> GraphRewriter::add(std::string name, OpKind kind, OpAttrs attrs,
+                                                  std::vector<ValueId> inputs,
+                                                  std::vector<std::string> outputNames) {
+  TUNEC_ASSIGN_OR_RETURN(NodeId id, graph_.addNode(std::move(name), kind, std::move(attrs),
+                                                   std::move(inputs), std::move(outputNames)));
+  return graph_.node(id).outputs;
+}
+
+const Tensor* GraphRewriter::constantOf(ValueId value) const {
+  if (value == kNoValue) return nullptr;
+  const Value& v = graph_.value(value);
+  return v.constant ? &*v.constant : nullptr;
+}
+
+Graph GraphRewriter::finish() {
+  for (ValueId out : source_.outputs()) graph_.addOutput(map(out));
+  graph_.removeDeadCode();
+  return std::move(graph_);
+}
+
+std::vector<int> useCounts(const Graph& graph) {
+  std::vector<int> uses(graph.values().size(), 0);
+  for (const Node& node : graph.nodes())
+    for (ValueId in : node.inputs)
+      if (in != kNoValue) ++uses[static_cast<size_t>(in)];
+  for (ValueId out : graph.outputs()) ++uses[static_cast<size_t>(out)];
+  return uses;
+}
+
+} // namespace tunec::passes
