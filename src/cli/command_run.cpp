@@ -2,6 +2,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/load_model.h"
+#include "cli/pipeline.h"
 #include "frontend/tensor_io.h"
 #include "reference/reference.h"
 
@@ -25,6 +26,7 @@ const CommandSpec kRunSpec{
         {"output", "DIR", "directory for the outputs (default: print a summary only)"},
         {"format", "npy|pb", "output file format (default npy)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"optimize", "", "run the graph passes (tunec inspect --print-after-all lists them) first"},
     },
     1,
     1};
@@ -58,6 +60,10 @@ int commandRun(const std::vector<std::string>& argv) {
 
   auto graph = loadModel(args->positionals()[0], *shapes);
   if (!graph) return fail(graph.error().message());
+  if (args->has("optimize")) {
+    graph = runGraphPipeline(std::move(*graph), nullptr);
+    if (!graph) return fail(graph.error().message());
+  }
 
   std::map<std::string, std::string> files;
   for (const auto& spec : args->getAll("input")) {

@@ -13,4 +13,12 @@ Expected<Graph> foldConstants(const Graph& graph);
 /// into the Conv's weights and bias (fold_batch_norm.cpp).
 Expected<Graph> foldBatchNorm(const Graph& graph);
 
+/// Replaces PyTorch's exported erf form of GELU, x * 0.5 * (1 + erf(x / sqrt 2)), by one Gelu
+/// op (recognize_gelu.cpp).
+Expected<Graph> recognizeGelu(const Graph& graph);
+
+/// Replaces PyTorch's opset-13 decomposition of layer_norm over the last axis by one
+/// LayerNormalization op (recognize_layer_norm.cpp).
+Expected<Graph> recognizeLayerNorm(const Graph& graph);
+
 } // namespace tunec::passes

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: exports ResNet-50, MobileNetV2 and a BERT-base encoder with PyTorch (random
-# weights, fixed seed), runs each through `tunec run` and checks relative L2 error < 1e-4.
+# weights, fixed seed), runs each through `tunec run` (with and without the graph passes) and
+# checks relative L2 error < 1e-4.
 set -euo pipefail
 tunec="$1" src="$2" work="$3"
 models=(tiny_cnn mobilenet_v2 resnet50 bert_base)
@@ -16,5 +17,8 @@ for m in "${models[@]}"; do
   name=$(basename "$input" .npy)
   "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m"
   /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m/y.npy" --max-rel-l2 1e-4 || status=1
+  # The same after the graph passes (folding, GELU and LayerNorm recognition).
+  "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m.optimized" --optimize
+  /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m.optimized/y.npy" --max-rel-l2 1e-4 || status=1
 done
 exit $status

@@ -101,3 +101,75 @@ TEST(Passes, FoldConstantsEvaluatesConstantSubgraphs) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+Tensor scalar(float v) {
+  Tensor t(DType::F32, Shape{});
+  t.setDouble(0, v);
+  return t;
+}
+
+TEST(Passes, RecognizeGeluFromTheErfForm) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{4, 8}, {}});
+  ValueId d =
+      add(g, OpKind::Div, NoAttrs{}, {x, g.addConstant("sqrt2", scalar(1.41421356f))}, "div");
+  ValueId e = add(g, OpKind::Erf, NoAttrs{}, {d}, "erf");
+  ValueId a = add(g, OpKind::Add, NoAttrs{}, {e, g.addConstant("one", scalar(1.f))}, "add");
+  ValueId m = add(g, OpKind::Mul, NoAttrs{}, {x, a}, "mul");
+  ValueId y = add(g, OpKind::Mul, NoAttrs{}, {m, g.addConstant("half", scalar(0.5f))}, "mul_half");
+  g.addOutput(y);
+  auto out = passes::recognizeGelu(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  ASSERT_EQ(out->nodes().size(), 1u);
+  EXPECT_EQ(out->nodes()[0].kind, OpKind::Gelu);
+  expectEquivalent(g, *out, 1e-6);
+}
+
+TEST(Passes, GeluWithAnotherUseOfAnInteriorValueStays) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{4}, {}});
+  ValueId d =
+      add(g, OpKind::Div, NoAttrs{}, {x, g.addConstant("sqrt2", scalar(1.41421356f))}, "div");
+  ValueId e = add(g, OpKind::Erf, NoAttrs{}, {d}, "erf");
+  ValueId a = add(g, OpKind::Add, NoAttrs{}, {e, g.addConstant("one", scalar(1.f))}, "add");
+  ValueId m = add(g, OpKind::Mul, NoAttrs{}, {x, a}, "mul");
+  ValueId y = add(g, OpKind::Mul, NoAttrs{}, {m, g.addConstant("half", scalar(0.5f))}, "mul_half");
+  g.addOutput(y);
+  g.addOutput(e); // erf is also a model output: the pattern must not swallow it
+  auto out = passes::recognizeGelu(g);
+  ASSERT_TRUE(out.isOk());
+  EXPECT_EQ(out->nodes().size(), 5u);
+  expectEquivalent(g, *out, 1e-6);
+}
+
+TEST(Passes, RecognizeLayerNormFromTheOpset13Export) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{2, 5, 16}, {}});
+  ReduceAttrs last{{2}, true};
+  ValueId mean = add(g, OpKind::ReduceMean, last, {x}, "mean");
+  ValueId sub = add(g, OpKind::Sub, NoAttrs{}, {x, mean}, "sub");
+  ValueId sq = add(g, OpKind::Pow, NoAttrs{}, {sub, g.addConstant("two", scalar(2.f))}, "pow");
+  ValueId var = add(g, OpKind::ReduceMean, last, {sq}, "var");
+  ValueId ve =
+      add(g, OpKind::Add, NoAttrs{}, {var, g.addConstant("eps", scalar(1e-5f))}, "add_eps");
+  ValueId sd = add(g, OpKind::Sqrt, NoAttrs{}, {ve}, "sqrt");
+  ValueId norm = add(g, OpKind::Div, NoAttrs{}, {sub, sd}, "div");
+  ValueId scaled =
+      add(g, OpKind::Mul, NoAttrs{},
+          {norm, g.addConstant("gamma", randomTensor(Shape{16}, 7, 0.5f, 1.5f))}, "mul");
+  ValueId y = add(g, OpKind::Add, NoAttrs{},
+                  {scaled, g.addConstant("beta", randomTensor(Shape{16}, 8))}, "add_beta");
+  g.addOutput(y);
+  auto out = passes::recognizeLayerNorm(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  ASSERT_EQ(out->nodes().size(), 1u);
+  EXPECT_EQ(out->nodes()[0].kind, OpKind::LayerNormalization);
+  EXPECT_FLOAT_EQ(std::get<NormAttrs>(out->nodes()[0].attrs).epsilon, 1e-5f);
+  expectEquivalent(g, *out, 1e-5);
+}
+
+} // namespace
+} // namespace tunec
