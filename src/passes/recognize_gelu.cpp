@@ -57,28 +57,14 @@ std::optional<Match> matchGelu(const Graph& g, const Node& root, const std::vect
 
 Expected<Graph> recognizeGelu(const Graph& graph) {
   std::vector<int> uses = useCounts(graph);
-  std::map<NodeId, ValueId> roots; // root node -> x
+  std::map<NodeId, Replacement> roots;
   std::set<NodeId> interior;
   for (size_t n = 0; n < graph.nodes().size(); ++n)
     if (auto m = matchGelu(graph, graph.nodes()[n], uses)) {
-      roots[static_cast<NodeId>(n)] = m->x;
+      roots.emplace(static_cast<NodeId>(n), Replacement{OpKind::Gelu, GeluAttrs{false}, {m->x}});
       interior.insert(m->interior.begin(), m->interior.end());
     }
-  GraphRewriter rw(graph);
-  for (size_t n = 0; n < graph.nodes().size(); ++n) {
-    const Node& node = graph.nodes()[n];
-    if (interior.count(static_cast<NodeId>(n))) continue; // only used inside its GELU
-    auto root = roots.find(static_cast<NodeId>(n));
-    if (root == roots.end()) {
-      TUNEC_TRY(rw.copy(node));
-      continue;
-    }
-    TUNEC_ASSIGN_OR_RETURN(std::vector<ValueId> outs,
-                           rw.add(node.name + ".gelu", OpKind::Gelu, GeluAttrs{false},
-                                  {rw.map(root->second)}, {graph.value(node.outputs[0]).name}));
-    rw.replace(node.outputs[0], outs[0]);
-  }
-  return rw.finish();
+  return replaceMatches(graph, roots, interior, ".gelu");
 }
 
 } // namespace tunec::passes

@@ -82,31 +82,16 @@ std::optional<Match> matchLayerNorm(const Graph& g, const Node& root,
 
 Expected<Graph> recognizeLayerNorm(const Graph& graph) {
   std::vector<int> uses = useCounts(graph);
-  std::map<NodeId, Match> roots;
+  std::map<NodeId, Replacement> roots;
   std::set<NodeId> interior;
   for (size_t n = 0; n < graph.nodes().size(); ++n)
     if (auto m = matchLayerNorm(graph, graph.nodes()[n], uses)) {
       interior.insert(m->interior.begin(), m->interior.end());
-      roots.emplace(static_cast<NodeId>(n), std::move(*m));
+      roots.emplace(static_cast<NodeId>(n), Replacement{OpKind::LayerNormalization,
+                                                        NormAttrs{m->axis, m->epsilon},
+                                                        {m->x, m->gamma, m->beta}});
     }
-  GraphRewriter rw(graph);
-  for (size_t n = 0; n < graph.nodes().size(); ++n) {
-    const Node& node = graph.nodes()[n];
-    if (interior.count(static_cast<NodeId>(n))) continue; // only used inside its LayerNorm
-    auto root = roots.find(static_cast<NodeId>(n));
-    if (root == roots.end()) {
-      TUNEC_TRY(rw.copy(node));
-      continue;
-    }
-    const Match& m = root->second;
-    TUNEC_ASSIGN_OR_RETURN(std::vector<ValueId> outs,
-                           rw.add(node.name + ".layer_norm", OpKind::LayerNormalization,
-                                  NormAttrs{m.axis, m.epsilon},
-                                  {rw.map(m.x), rw.map(m.gamma), rw.map(m.beta)},
-                                  {graph.value(node.outputs[0]).name}));
-    rw.replace(node.outputs[0], outs[0]);
-  }
-  return rw.finish();
+  return replaceMatches(graph, roots, interior, ".layer_norm");
 }
 
 } // namespace tunec::passes

@@ -52,6 +52,27 @@ Graph GraphRewriter::finish() {
   return std::move(graph_);
 }
 
+Expected<Graph> replaceMatches(const Graph& graph, const std::map<NodeId, Replacement>& roots,
+                               const std::set<NodeId>& interior, const std::string& suffix) {
+  GraphRewriter rw(graph);
+  for (size_t n = 0; n < graph.nodes().size(); ++n) {
+    const Node& node = graph.nodes()[n];
+    if (interior.count(static_cast<NodeId>(n))) continue;
+    auto root = roots.find(static_cast<NodeId>(n));
+    if (root == roots.end()) {
+      TUNEC_TRY(rw.copy(node));
+      continue;
+    }
+    std::vector<ValueId> inputs;
+    for (ValueId in : root->second.inputs) inputs.push_back(rw.map(in));
+    TUNEC_ASSIGN_OR_RETURN(std::vector<ValueId> outs,
+                           rw.add(node.name + suffix, root->second.kind, root->second.attrs, inputs,
+                                  {graph.value(node.outputs[0]).name}));
+    rw.replace(node.outputs[0], outs[0]);
+  }
+  return rw.finish();
+}
+
 std::vector<int> useCounts(const Graph& graph) {
   std::vector<int> uses(graph.values().size(), 0);
   for (const Node& node : graph.nodes())

@@ -5,6 +5,8 @@
 #include "ir/graph.h"
 
 #include <map>
+#include <set>
+#include <string>
 
 namespace tunec::passes {
 
@@ -39,6 +41,20 @@ private:
   Graph graph_;
   std::map<ValueId, ValueId> mapping_;
 };
+
+/// One node that takes the place of a matched subgraph: its op, attributes and inputs (source
+/// values).
+struct Replacement {
+  OpKind kind;
+  OpAttrs attrs;
+  std::vector<ValueId> inputs;
+};
+
+/// Rewrites a graph in which each root node (by index) is replaced by its Replacement (named
+/// after the root, producing the root's output) and the interior nodes of the matches, used
+/// only inside them, are dropped; all other nodes are copied.
+Expected<Graph> replaceMatches(const Graph& graph, const std::map<NodeId, Replacement>& roots,
+                               const std::set<NodeId>& interior, const std::string& suffix);
 
 /// How many source nodes use each value (model outputs count as a use).
 std::vector<int> useCounts(const Graph& graph);

@@ -111,16 +111,21 @@ Tensor scalar(float v) {
   return t;
 }
 
+// y = x * 0.5 * (1 + erf(x / sqrt 2)) as PyTorch exports it; returns erf's value too.
+ValueId buildGelu(Graph& g, ValueId x, ValueId& erf) {
+  ValueId d =
+      add(g, OpKind::Div, NoAttrs{}, {x, g.addConstant("sqrt2", scalar(1.41421356f))}, "div");
+  erf = add(g, OpKind::Erf, NoAttrs{}, {d}, "erf");
+  ValueId a = add(g, OpKind::Add, NoAttrs{}, {erf, g.addConstant("one", scalar(1.f))}, "add");
+  ValueId m = add(g, OpKind::Mul, NoAttrs{}, {x, a}, "mul");
+  return add(g, OpKind::Mul, NoAttrs{}, {m, g.addConstant("half", scalar(0.5f))}, "mul_half");
+}
+
 TEST(Passes, RecognizeGeluFromTheErfForm) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{4, 8}, {}});
-  ValueId d =
-      add(g, OpKind::Div, NoAttrs{}, {x, g.addConstant("sqrt2", scalar(1.41421356f))}, "div");
-  ValueId e = add(g, OpKind::Erf, NoAttrs{}, {d}, "erf");
-  ValueId a = add(g, OpKind::Add, NoAttrs{}, {e, g.addConstant("one", scalar(1.f))}, "add");
-  ValueId m = add(g, OpKind::Mul, NoAttrs{}, {x, a}, "mul");
-  ValueId y = add(g, OpKind::Mul, NoAttrs{}, {m, g.addConstant("half", scalar(0.5f))}, "mul_half");
-  g.addOutput(y);
+  ValueId erf;
+  g.addOutput(buildGelu(g, x, erf));
   auto out = passes::recognizeGelu(g);
   ASSERT_TRUE(out.isOk()) << out.error().message();
   ASSERT_EQ(out->nodes().size(), 1u);
@@ -131,14 +136,9 @@ TEST(Passes, RecognizeGeluFromTheErfForm) {
 TEST(Passes, GeluWithAnotherUseOfAnInteriorValueStays) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{4}, {}});
-  ValueId d =
-      add(g, OpKind::Div, NoAttrs{}, {x, g.addConstant("sqrt2", scalar(1.41421356f))}, "div");
-  ValueId e = add(g, OpKind::Erf, NoAttrs{}, {d}, "erf");
-  ValueId a = add(g, OpKind::Add, NoAttrs{}, {e, g.addConstant("one", scalar(1.f))}, "add");
-  ValueId m = add(g, OpKind::Mul, NoAttrs{}, {x, a}, "mul");
-  ValueId y = add(g, OpKind::Mul, NoAttrs{}, {m, g.addConstant("half", scalar(0.5f))}, "mul_half");
-  g.addOutput(y);
-  g.addOutput(e); // erf is also a model output: the pattern must not swallow it
+  ValueId erf;
+  g.addOutput(buildGelu(g, x, erf));
+  g.addOutput(erf); // erf is also a model output: the pattern must not swallow it
   auto out = passes::recognizeGelu(g);
   ASSERT_TRUE(out.isOk());
   EXPECT_EQ(out->nodes().size(), 5u);
