@@ -17,6 +17,8 @@ const std::vector<PassEntry>& graphPipeline() {
       // Pattern recognition reads scalar constants (0.5, sqrt 2, epsilon): after folding.
       {"recognize-gelu", passes::recognizeGelu},
       {"recognize-layer-norm", passes::recognizeLayerNorm},
+      // After recognition, so that the recognizers see the forms PyTorch exports.
+      {"simplify-algebra", passes::simplifyAlgebra},
   };
   return pipeline;
 }

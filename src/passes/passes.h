@@ -13,6 +13,10 @@ Expected<Graph> foldConstants(const Graph& graph);
 /// into the Conv's weights and bias (fold_batch_norm.cpp).
 Expected<Graph> foldBatchNorm(const Graph& graph);
 
+/// Simplifies by algebraic properties: identities, Sub/Div by constants to Add/Mul, constants
+/// gathered by associativity, transposes composed, reshape chains collapsed (simplify_algebra.cpp).
+Expected<Graph> simplifyAlgebra(const Graph& graph);
+
 /// Replaces PyTorch's exported erf form of GELU, x * 0.5 * (1 + erf(x / sqrt 2)), by one Gelu
 /// op (recognize_gelu.cpp).
 Expected<Graph> recognizeGelu(const Graph& graph);

@@ -173,3 +173,68 @@ TEST(Passes, RecognizeLayerNormFromTheOpset13Export) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+TEST(Passes, SimplifyAlgebraIdentitiesAndConstantsToCommutativeOps) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{3, 4}, {}});
+  Tensor ones(DType::F32, Shape{4});
+  for (int i = 0; i < 4; ++i) ones.setDouble(i, 1.0);
+  ValueId a = add(g, OpKind::Mul, NoAttrs{}, {x, g.addConstant("ones", ones)}, "times_one"); // -> x
+  ValueId b = add(g, OpKind::Add, NoAttrs{},
+                  {a, g.addConstant("zero", Tensor(DType::F32, Shape{}))}, "plus_zero");
+  ValueId c =
+      add(g, OpKind::Sub, NoAttrs{}, {b, g.addConstant("c", randomTensor(Shape{4}, 3))}, "minus_c");
+  ValueId d = add(g, OpKind::Div, NoAttrs{},
+                  {c, g.addConstant("d", randomTensor(Shape{3, 1}, 4, 0.5f, 2.f))}, "div_d");
+  ValueId e = add(g, OpKind::Identity, NoAttrs{}, {d}, "identity");
+  g.addOutput(e);
+  auto out = passes::simplifyAlgebra(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  ASSERT_EQ(out->nodes().size(), 2u);
+  EXPECT_EQ(out->nodes()[0].kind, OpKind::Add); // x + (-c)
+  EXPECT_EQ(out->nodes()[1].kind, OpKind::Mul); // * (1/d)
+  expectEquivalent(g, *out, 1e-5);
+}
+
+TEST(Passes, SimplifyAlgebraGathersConstantsByAssociativity) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{2, 5}, {}});
+  ValueId a =
+      add(g, OpKind::Add, NoAttrs{}, {x, g.addConstant("c1", randomTensor(Shape{5}, 1))}, "a");
+  ValueId b =
+      add(g, OpKind::Add, NoAttrs{}, {g.addConstant("c2", randomTensor(Shape{2, 1}, 2)), a}, "b");
+  ValueId m1 =
+      add(g, OpKind::Mul, NoAttrs{}, {b, g.addConstant("c3", randomTensor(Shape{}, 3))}, "m1");
+  ValueId m2 = add(g, OpKind::Div, NoAttrs{},
+                   {m1, g.addConstant("c4", randomTensor(Shape{5}, 4, 0.5f, 2.f))}, "m2");
+  g.addOutput(m2);
+  auto out = passes::simplifyAlgebra(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  ASSERT_EQ(out->nodes().size(), 2u); // x + (c1 + c2), then * (c3 / c4)
+  expectEquivalent(g, *out, 1e-5);
+}
+
+TEST(Passes, SimplifyAlgebraComposesTransposesAndReshapes) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{2, 3, 4}, {}});
+  ValueId t1 = add(g, OpKind::Transpose, TransposeAttrs{{1, 2, 0}}, {x}, "t1");
+  ValueId t2 = add(g, OpKind::Transpose, TransposeAttrs{{2, 0, 1}}, {t1}, "t2"); // identity overall
+  ValueId t3 = add(g, OpKind::Transpose, TransposeAttrs{{0, 2, 1}}, {t2}, "t3");
+  ValueId t4 = add(g, OpKind::Transpose, TransposeAttrs{{2, 1, 0}}, {t3}, "t4"); // composed with t3
+  ValueId r1 = add(g, OpKind::Reshape, ReshapeAttrs{{4, 6}}, {t4}, "r1");
+  ValueId r2 = add(g, OpKind::Flatten, AxisAttrs{0}, {r1}, "r2");
+  ValueId r3 = add(g, OpKind::Reshape, ReshapeAttrs{{1, 24}}, {r2}, "r3"); // same shape: gone
+  g.addOutput(r3);
+  auto out = passes::simplifyAlgebra(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  ASSERT_EQ(out->nodes().size(), 2u);
+  EXPECT_EQ(out->nodes()[0].kind, OpKind::Transpose);
+  EXPECT_EQ(out->nodes()[1].kind, OpKind::Reshape);
+  expectEquivalent(g, *out, 0);
+}
+
+} // namespace
+} // namespace tunec
