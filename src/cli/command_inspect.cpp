@@ -7,6 +7,7 @@
 #include "ir/op_registry.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/memory_plan.h"
 
 #include <cstdio>
 #include <map>
@@ -24,6 +25,7 @@ const CommandSpec kInspectSpec{
         {"summary", "", "print only the summary, not the graph"},
         {"print-after-all", "",
          "run the graph passes and print the graph after each one that changes it"},
+        {"memory", "", "print the arena plan: peak, sum of intermediates, live-set lower bound"},
     },
     1,
     1};
@@ -68,6 +70,18 @@ int commandInspect(const std::vector<std::string>& argv) {
   }
   std::printf("%zu nodes, %.3f GFLOP\n", graph->nodes().size(), static_cast<double>(flops) / 1e9);
   for (const auto& [op, n] : counts) std::printf("  %-24s %d\n", op.c_str(), n);
+  if (args->has("memory")) {
+    passes::MemoryPlan plan = passes::planMemory(*graph);
+    auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
+    std::printf(
+        "arena: %lld tensors, peak %.2f MiB, sum of intermediates %.2f MiB, lower bound %.2f MiB "
+        "(peak / bound %.3f)\n",
+        static_cast<long long>(plan.tensors), mib(plan.peakBytes), mib(plan.totalBytes),
+        mib(plan.lowerBoundBytes),
+        plan.lowerBoundBytes
+            ? static_cast<double>(plan.peakBytes) / static_cast<double>(plan.lowerBoundBytes)
+            : 1.0);
+  }
   return 0;
 }
 

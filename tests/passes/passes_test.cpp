@@ -1,6 +1,7 @@
 // Graph passes: each rewrite checked structurally and numerically against the unrewritten
 // graph on random inputs (reference executor).
 #include "ir/verifier.h"
+#include "passes/memory_plan.h"
 #include "passes/passes.h"
 #include "reference/reference.h"
 
@@ -234,6 +235,42 @@ TEST(Passes, SimplifyAlgebraComposesTransposesAndReshapes) {
   EXPECT_EQ(out->nodes()[0].kind, OpKind::Transpose);
   EXPECT_EQ(out->nodes()[1].kind, OpKind::Reshape);
   expectEquivalent(g, *out, 0);
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+TEST(Passes, MemoryPlanNeverOverlapsLiveTensorsAndMeetsTheBound) {
+  // A residual chain: x -> a -> b -> c = a + b -> d -> e = d + c.
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{64, 64}, {}});
+  ValueId a = add(g, OpKind::Relu, NoAttrs{}, {x}, "a");
+  ValueId b = add(g, OpKind::Exp, NoAttrs{}, {a}, "b");
+  ValueId c = add(g, OpKind::Add, NoAttrs{}, {a, b}, "c");
+  ValueId d = add(g, OpKind::Tanh, NoAttrs{}, {c}, "d");
+  ValueId e = add(g, OpKind::Add, NoAttrs{}, {d, c}, "e");
+  ValueId f = add(g, OpKind::ReduceSum, ReduceAttrs{{1}, true}, {e}, "f");
+  g.addOutput(f);
+  passes::MemoryPlan plan = passes::planMemory(g);
+  const int64_t tensor = 64 * 64 * 4;
+  EXPECT_EQ(plan.tensors, 5); // a b c d e (f is a model output)
+  EXPECT_EQ(plan.totalBytes, 5 * tensor);
+  EXPECT_EQ(plan.lowerBoundBytes, 3 * tensor); // e.g. a, b, c live while c is computed
+  EXPECT_EQ(plan.peakBytes, plan.lowerBoundBytes);
+  // Tensors whose lifetimes intersect never share bytes.
+  std::vector<ValueId> values = {a, b, c, d, e};
+  std::vector<std::pair<int, int>> life = {{0, 2}, {1, 2}, {2, 4}, {3, 4}, {4, 5}};
+  for (size_t i = 0; i < values.size(); ++i)
+    for (size_t j = i + 1; j < values.size(); ++j) {
+      bool together = life[i].first <= life[j].second && life[j].first <= life[i].second;
+      int64_t oi = plan.offsets[static_cast<size_t>(values[i])],
+              oj = plan.offsets[static_cast<size_t>(values[j])];
+      bool overlap = oi < oj + tensor && oj < oi + tensor;
+      EXPECT_FALSE(together && overlap) << "tensors " << i << " and " << j;
+    }
 }
 
 } // namespace

@@ -1,0 +1,26 @@
+// Memory planning: every intermediate tensor gets an offset in one arena, by liveness
+// (DESIGN.md, decision 9).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tunec::passes {
+
+struct MemoryPlan {
+  static constexpr int64_t kAlignment = 64;
+  std::vector<int64_t> offsets;  ///< per value id; -1 for inputs, constants and model outputs
+  int64_t peakBytes = 0;         ///< arena size
+  int64_t totalBytes = 0;        ///< sum of all intermediate tensors (no reuse)
+  int64_t lowerBoundBytes = 0;   ///< the largest set of tensors live at once
+  int64_t tensors = 0;
+};
+
+/// Plans the arena for a graph's intermediates (node outputs that are not model outputs).
+/// Greedy by size: tensors in decreasing size each take the lowest aligned offset that overlaps
+/// no placed tensor whose lifetime intersects its own (lifetime = producer to last consumer).
+MemoryPlan planMemory(const Graph& graph);
+
+} // namespace tunec::passes
