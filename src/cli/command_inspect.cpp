@@ -7,6 +7,7 @@
 #include "ir/op_registry.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/fusion_plan.h"
 #include "passes/memory_plan.h"
 
 #include <cstdio>
@@ -26,6 +27,9 @@ const CommandSpec kInspectSpec{
         {"print-after-all", "",
          "run the graph passes and print the graph after each one that changes it"},
         {"memory", "", "print the arena plan: peak, sum of intermediates, live-set lower bound"},
+        {"fusion", "",
+         "print the fusion plan: each kernel, its anchor and post-ops, and why boundaries were not "
+         "fused"},
     },
     1,
     1};
@@ -70,6 +74,31 @@ int commandInspect(const std::vector<std::string>& argv) {
   }
   std::printf("%zu nodes, %.3f GFLOP\n", graph->nodes().size(), static_cast<double>(flops) / 1e9);
   for (const auto& [op, n] : counts) std::printf("  %-24s %d\n", op.c_str(), n);
+  if (args->has("fusion")) {
+    passes::FusionPlan plan = passes::planFusion(*graph);
+    int anchored = 0;
+    for (const auto& k : plan.kernels) anchored += k.anchor >= 0;
+    std::printf(
+        "fusion: %zu nodes -> %zu kernels (%d anchored, %zu loop kernels), %.2f nodes per kernel\n",
+        graph->nodes().size(), plan.kernels.size(), anchored,
+        plan.kernels.size() - static_cast<size_t>(anchored),
+        static_cast<double>(graph->nodes().size()) /
+            static_cast<double>(std::max<size_t>(1, plan.kernels.size())));
+    if (!args->has("summary")) {
+      for (size_t k = 0; k < plan.kernels.size(); ++k) {
+        const auto& kernel = plan.kernels[k];
+        std::printf("  kernel %zu (%s):", k, kernel.anchor >= 0 ? "anchor" : "loop");
+        for (NodeId n : kernel.nodes)
+          std::printf(" %s", std::string(opName(graph->node(n).kind)).c_str());
+        std::printf("\n");
+      }
+      for (const auto& b : plan.boundaries)
+        std::printf("  not fused: %s (%s) -> %s (%s): %s\n", graph->node(b.producer).name.c_str(),
+                    std::string(opName(graph->node(b.producer).kind)).c_str(),
+                    graph->node(b.consumer).name.c_str(),
+                    std::string(opName(graph->node(b.consumer).kind)).c_str(), b.reason.c_str());
+    }
+  }
   if (args->has("memory")) {
     passes::MemoryPlan plan = passes::planMemory(*graph);
     auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };

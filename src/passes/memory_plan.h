@@ -2,19 +2,19 @@
 // (DESIGN.md, decision 9).
 #pragma once
 
+#include "ir/graph.h"
+
 #include <cstdint>
 #include <vector>
-
-#include "ir/graph.h"
 
 namespace tunec::passes {
 
 struct MemoryPlan {
   static constexpr int64_t kAlignment = 64;
-  std::vector<int64_t> offsets;  ///< per value id; -1 for inputs, constants and model outputs
-  int64_t peakBytes = 0;         ///< arena size
-  int64_t totalBytes = 0;        ///< sum of all intermediate tensors (no reuse)
-  int64_t lowerBoundBytes = 0;   ///< the largest set of tensors live at once
+  std::vector<int64_t> offsets; ///< per value id; -1 for inputs, constants and model outputs
+  int64_t peakBytes = 0;        ///< arena size
+  int64_t totalBytes = 0;       ///< sum of all intermediate tensors (no reuse)
+  int64_t lowerBoundBytes = 0;  ///< the largest set of tensors live at once
   int64_t tensors = 0;
 };
 

@@ -1,6 +1,7 @@
 // Graph passes: each rewrite checked structurally and numerically against the unrewritten
 // graph on random inputs (reference executor).
 #include "ir/verifier.h"
+#include "passes/fusion_plan.h"
 #include "passes/memory_plan.h"
 #include "passes/passes.h"
 #include "reference/reference.h"
@@ -271,6 +272,52 @@ TEST(Passes, MemoryPlanNeverOverlapsLiveTensorsAndMeetsTheBound) {
       bool overlap = oi < oj + tensor && oj < oi + tensor;
       EXPECT_FALSE(together && overlap) << "tensors " << i << " and " << j;
     }
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+TEST(Passes, FusionPlanFollowsMappingTypes) {
+  // conv1 -> relu -> conv2 -> add(conv2, relu) -> relu2 -> softmax ; exp -> softmax2 (light chain)
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 4, 6, 6}, {}});
+  ConvAttrs same{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  ValueId c1 = add(g, OpKind::Conv, same,
+                   {x, g.addConstant("w1", randomTensor(Shape{4, 4, 3, 3}, 1))}, "conv1");
+  ValueId r1 = add(g, OpKind::Relu, NoAttrs{}, {c1}, "relu1");
+  ValueId c2 = add(g, OpKind::Conv, same,
+                   {r1, g.addConstant("w2", randomTensor(Shape{4, 4, 3, 3}, 2))}, "conv2");
+  ValueId sum = add(g, OpKind::Add, NoAttrs{}, {c2, r1}, "residual");
+  ValueId r2 = add(g, OpKind::Relu, NoAttrs{}, {sum}, "relu2");
+  ValueId sm = add(g, OpKind::Softmax, SoftmaxAttrs{1, false}, {r2}, "softmax");
+  ValueId e = add(g, OpKind::Exp, NoAttrs{}, {x}, "exp");
+  ValueId sm2 = add(g, OpKind::Softmax, SoftmaxAttrs{1, false}, {e}, "softmax2");
+  g.addOutput(sm);
+  g.addOutput(sm2);
+  passes::FusionPlan plan = passes::planFusion(g);
+  auto kernelOf = [&](const std::string& name) {
+    for (size_t n = 0; n < g.nodes().size(); ++n)
+      if (g.nodes()[n].name == name) return plan.kernelOf[n];
+    return -1;
+  };
+  // relu1 has two uses (conv2 and the residual add): conv1's kernel stops after it.
+  EXPECT_EQ(kernelOf("conv1"), kernelOf("relu1"));
+  EXPECT_NE(kernelOf("relu1"), kernelOf("conv2"));
+  // conv2 absorbs the residual add and the relu (one-to-one epilogue of an anchor)...
+  EXPECT_EQ(kernelOf("conv2"), kernelOf("residual"));
+  EXPECT_EQ(kernelOf("conv2"), kernelOf("relu2"));
+  // ...but not the softmax (a reduction after an anchor), while a light chain does take it.
+  EXPECT_NE(kernelOf("relu2"), kernelOf("softmax"));
+  EXPECT_EQ(kernelOf("exp"), kernelOf("softmax2"));
+  EXPECT_EQ(plan.kernels.size(), 4u);
+  bool explained = false;
+  for (const auto& b : plan.boundaries)
+    if (g.node(b.consumer).name == "softmax")
+      explained = b.reason == "DNNFusion table: many-to-many then many-to-many is red";
+  EXPECT_TRUE(explained);
 }
 
 } // namespace
