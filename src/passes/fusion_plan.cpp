@@ -115,7 +115,10 @@ FusionPlan planFusion(const Graph& graph) {
       }
       if (plan.kernelOf[static_cast<size_t>(next)] >= 0) break;
       if (isAnchor(consumer.kind)) {
-        boundary("two anchors never fuse");
+        boundary(
+            kernel.anchor >= 0
+                ? "two anchors never fuse"
+                : "an anchor starts its own kernel (light producers are not fused as prologues)");
         break;
       }
       // Every other input of the consumer must be ready before this kernel starts.
