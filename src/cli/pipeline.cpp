@@ -19,6 +19,8 @@ const std::vector<PassEntry>& graphPipeline() {
       {"recognize-layer-norm", passes::recognizeLayerNorm},
       // After recognition, so that the recognizers see the forms PyTorch exports.
       {"simplify-algebra", passes::simplifyAlgebra},
+      // After simplify-algebra has turned Sub/Div by constants into Add/Mul.
+      {"fold-channel-affine", passes::foldChannelAffine},
   };
   return pipeline;
 }

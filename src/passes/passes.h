@@ -13,6 +13,10 @@ Expected<Graph> foldConstants(const Graph& graph);
 /// into the Conv's weights and bias (fold_batch_norm.cpp).
 Expected<Graph> foldBatchNorm(const Graph& graph);
 
+/// Folds a per-output-channel constant Mul or Add after a Conv (whose output has no other use)
+/// into the Conv's weights and bias (fold_channel_affine.cpp).
+Expected<Graph> foldChannelAffine(const Graph& graph);
+
 /// Simplifies by algebraic properties: identities, Sub/Div by constants to Add/Mul, constants
 /// gathered by associativity, transposes composed, reshape chains collapsed (simplify_algebra.cpp).
 Expected<Graph> simplifyAlgebra(const Graph& graph);

@@ -322,3 +322,30 @@ TEST(Passes, FusionPlanFollowsMappingTypes) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+TEST(Passes, FoldChannelAffineIntoConv) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 3, 6, 6}, {}});
+  ValueId w = g.addConstant("w", randomTensor(Shape{5, 3, 3, 3}, 1));
+  ValueId conv =
+      add(g, OpKind::Conv, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, {x, w}, "conv");
+  ValueId scaled = add(g, OpKind::Mul, NoAttrs{},
+                       {g.addConstant("s", randomTensor(Shape{5, 1, 1}, 2)), conv}, "scale");
+  ValueId shifted = add(g, OpKind::Add, NoAttrs{},
+                        {scaled, g.addConstant("b", randomTensor(Shape{1, 5, 1, 1}, 3))}, "shift");
+  ValueId spatial = add(g, OpKind::Add, NoAttrs{},
+                        {shifted, g.addConstant("p", randomTensor(Shape{6, 6}, 4))}, "spatial");
+  g.addOutput(spatial);
+  auto out = passes::foldChannelAffine(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  ASSERT_EQ(out->nodes().size(), 2u); // Conv (scale and shift folded), then the spatial Add stays
+  EXPECT_EQ(out->nodes()[0].kind, OpKind::Conv);
+  EXPECT_EQ(out->nodes()[1].kind, OpKind::Add);
+  expectEquivalent(g, *out, 1e-5);
+}
+
+} // namespace
+} // namespace tunec
