@@ -8,6 +8,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/fusion_plan.h"
+#include "passes/layout_plan.h"
 #include "passes/memory_plan.h"
 
 #include <cstdio>
@@ -27,6 +28,7 @@ const CommandSpec kInspectSpec{
         {"print-after-all", "",
          "run the graph passes and print the graph after each one that changes it"},
         {"memory", "", "print the arena plan: peak, sum of intermediates, live-set lower bound"},
+        {"layouts", "", "print the layout plan: NHWC activations and the reorders it needs"},
         {"fusion", "",
          "print the fusion plan: each kernel, its anchor and post-ops, and why boundaries were not "
          "fused"},
@@ -98,6 +100,17 @@ int commandInspect(const std::vector<std::string>& argv) {
                     graph->node(b.consumer).name.c_str(),
                     std::string(opName(graph->node(b.consumer).kind)).c_str(), b.reason.c_str());
     }
+  }
+  if (args->has("layouts")) {
+    passes::LayoutPlan plan = passes::planLayouts(*graph);
+    int nhwc = 0;
+    for (const Layout& l : plan.layouts) nhwc += !l.isPlain();
+    std::printf("layouts: %d NHWC tensors, %zu reorders\n", nhwc, plan.reorders.size());
+    for (const auto& r : plan.reorders)
+      std::printf("  reorder %s to %s for %s\n", graph->value(r.value).name.c_str(),
+                  r.to.toString(4).c_str(),
+                  r.consumer >= 0 ? ("'" + graph->node(r.consumer).name + "'").c_str()
+                                  : "the model output");
   }
   if (args->has("memory")) {
     passes::MemoryPlan plan = passes::planMemory(*graph);

@@ -21,4 +21,10 @@ for m in "${models[@]}"; do
   "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m.optimized" --optimize
   /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m.optimized/y.npy" --max-rel-l2 1e-4 || status=1
 done
+# Layouts: NHWC from the first convolution on; ResNet-50 and MobileNetV2 need one reorder only,
+# of the model input.
+for m in resnet50 mobilenet_v2; do
+  out=$("$tunec" inspect "$work/$m/model.onnx" --print-after-all --summary --layouts)
+  grep -q "layouts: .* NHWC tensors, 1 reorders" <<<"$out" || { echo "FAIL: $m reorders: $(grep layouts: <<<"$out")"; status=1; }
+done
 exit $status
