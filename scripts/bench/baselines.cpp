@@ -5,17 +5,16 @@
 // usage: baselines gemm M N K SECONDS
 //        baselines conv N IC H W OC KH KW STRIDE PAD SECONDS
 // Prints one JSON object. Threads come from OMP_NUM_THREADS / OPENBLAS_NUM_THREADS.
-#include <cblas.h>
+#include "dnnl.hpp"
 
 #include <algorithm>
+#include <cblas.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <random>
 #include <vector>
-
-#include "dnnl.hpp"
 
 namespace {
 
@@ -24,7 +23,8 @@ double medianSeconds(const std::function<void()>& fn, double minSeconds) {
   fn();
   std::vector<double> samples;
   auto start = Clock::now();
-  while (samples.size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < minSeconds) {
+  while (samples.size() < 5 ||
+         std::chrono::duration<double>(Clock::now() - start).count() < minSeconds) {
     auto t0 = Clock::now();
     fn();
     samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
@@ -45,27 +45,36 @@ int gemm(long m, long n, long k, double seconds) {
   auto a = randomVector(static_cast<size_t>(m * k)), b = randomVector(static_cast<size_t>(k * n));
   std::vector<float> c(static_cast<size_t>(m * n));
   double flops = 2.0 * m * n * k;
-  double blas = medianSeconds([&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n);
-  }, seconds);
-  double dnnl = medianSeconds([&] {
-    dnnl_sgemm('N', 'N', m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n);
-  }, seconds);
-  std::printf("{\"openblas_gflops\": %.2f, \"onednn_gflops\": %.2f}\n", flops / blas / 1e9, flops / dnnl / 1e9);
+  double blas = medianSeconds(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.f, a.data(), k, b.data(),
+                    n, 0.f, c.data(), n);
+      },
+      seconds);
+  double dnnl = medianSeconds(
+      [&] { dnnl_sgemm('N', 'N', m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n); },
+      seconds);
+  std::printf("{\"openblas_gflops\": %.2f, \"onednn_gflops\": %.2f}\n", flops / blas / 1e9,
+              flops / dnnl / 1e9);
   return 0;
 }
 
-int conv(long n, long ic, long h, long w, long oc, long kh, long kw, long stride, long pad, double seconds) {
+int conv(long n, long ic, long h, long w, long oc, long kh, long kw, long stride, long pad,
+         double seconds) {
   using namespace dnnl;
   engine eng(engine::kind::cpu, 0);
   stream s(eng);
   long oh = (h + 2 * pad - kh) / stride + 1, ow = (w + 2 * pad - kw) / stride + 1;
   memory::dims src{n, ic, h, w}, wei{oc, ic, kh, kw}, bia{oc}, dst{n, oc, oh, ow};
-  auto any = [](const memory::dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); };
-  auto desc = convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, any(src), any(wei),
-                                        any(bia), any(dst), {stride, stride}, {pad, pad}, {pad, pad});
+  auto any = [](const memory::dims& d) {
+    return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+  };
+  auto desc = convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                        any(src), any(wei), any(bia), any(dst), {stride, stride},
+                                        {pad, pad}, {pad, pad});
   auto pd = convolution_forward::primitive_desc(desc, eng);
-  auto srcData = randomVector(static_cast<size_t>(n * ic * h * w)), weiData = randomVector(static_cast<size_t>(oc * ic * kh * kw)),
+  auto srcData = randomVector(static_cast<size_t>(n * ic * h * w)),
+       weiData = randomVector(static_cast<size_t>(oc * ic * kh * kw)),
        biaData = randomVector(static_cast<size_t>(oc));
   memory srcPlain({src, memory::data_type::f32, memory::format_tag::nchw}, eng, srcData.data());
   memory weiPlain({wei, memory::data_type::f32, memory::format_tag::oihw}, eng, weiData.data());
@@ -74,12 +83,18 @@ int conv(long n, long ic, long h, long w, long oc, long kh, long kw, long stride
   reorder(srcPlain, srcMem).execute(s, srcPlain, srcMem);
   reorder(weiPlain, weiMem).execute(s, weiPlain, weiMem);
   convolution_forward prim(pd);
-  double t = medianSeconds([&] {
-    prim.execute(s, {{DNNL_ARG_SRC, srcMem}, {DNNL_ARG_WEIGHTS, weiMem}, {DNNL_ARG_BIAS, biaMem}, {DNNL_ARG_DST, dstMem}});
-    s.wait();
-  }, seconds);
+  double t = medianSeconds(
+      [&] {
+        prim.execute(s, {{DNNL_ARG_SRC, srcMem},
+                         {DNNL_ARG_WEIGHTS, weiMem},
+                         {DNNL_ARG_BIAS, biaMem},
+                         {DNNL_ARG_DST, dstMem}});
+        s.wait();
+      },
+      seconds);
   double flops = 2.0 * n * oc * oh * ow * ic * kh * kw;
-  std::printf("{\"onednn_gflops\": %.2f, \"onednn_impl\": \"%s\"}\n", flops / t / 1e9, pd.impl_info_str());
+  std::printf("{\"onednn_gflops\": %.2f, \"onednn_impl\": \"%s\"}\n", flops / t / 1e9,
+              pd.impl_info_str());
   return 0;
 }
 
@@ -87,9 +102,12 @@ int conv(long n, long ic, long h, long w, long oc, long kh, long kw, long stride
 
 int main(int argc, char** argv) {
   auto arg = [&](int i) { return std::atol(argv[i]); };
-  if (argc == 6 && std::string(argv[1]) == "gemm") return gemm(arg(2), arg(3), arg(4), std::atof(argv[5]));
+  if (argc == 6 && std::string(argv[1]) == "gemm")
+    return gemm(arg(2), arg(3), arg(4), std::atof(argv[5]));
   if (argc == 12 && std::string(argv[1]) == "conv")
-    return conv(arg(2), arg(3), arg(4), arg(5), arg(6), arg(7), arg(8), arg(9), arg(10), std::atof(argv[11]));
-  std::fprintf(stderr, "usage: baselines gemm M N K SECONDS | conv N IC H W OC KH KW STRIDE PAD SECONDS\n");
+    return conv(arg(2), arg(3), arg(4), arg(5), arg(6), arg(7), arg(8), arg(9), arg(10),
+                std::atof(argv[11]));
+  std::fprintf(stderr,
+               "usage: baselines gemm M N K SECONDS | conv N IC H W OC KH KW STRIDE PAD SECONDS\n");
   return 2;
 }

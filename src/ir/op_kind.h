@@ -9,55 +9,44 @@ namespace tunec {
 
 /// X(name, attribute struct): every op tunec knows. The attribute struct is the op's typed
 /// attributes (op_attrs.h); ONNX names equal the op names here.
+// One line per op family (kept by hand):
+// clang-format off
 #define TUNEC_OP_LIST(X)                                                                           \
   /* unary elementwise */                                                                          \
-  X(Abs, NoAttrs)                                                                                  \
-  X(Acos, NoAttrs)                                                                                 \
-  X(Acosh, NoAttrs)                                                                                \
-  X(Asin, NoAttrs)                                                                                 \
-  X(Asinh, NoAttrs)                                                                                \
-  X(Atan, NoAttrs)                                                                                 \
-  X(Atanh, NoAttrs)                                                                                \
-  X(Ceil, NoAttrs)                                                                                 \
-  X(Cos, NoAttrs)                                                                                  \
-  X(Cosh, NoAttrs)                                                                                 \
-  X(Erf, NoAttrs)                                                                                  \
-  X(Exp, NoAttrs)                                                                                  \
-  X(Floor, NoAttrs) X(HardSwish, NoAttrs) X(Identity, NoAttrs) X(IsInf, IsInfAttrs)                \
-      X(IsNaN, NoAttrs) X(Log, NoAttrs) X(Mish, NoAttrs) X(Neg, NoAttrs) X(Not, NoAttrs)           \
-          X(Reciprocal, NoAttrs) X(Relu, NoAttrs) X(Round, NoAttrs) X(Sigmoid, NoAttrs)            \
-              X(Sign, NoAttrs) X(Sin, NoAttrs) X(Sinh, NoAttrs) X(Softplus, NoAttrs)               \
-                  X(Softsign, NoAttrs) X(Sqrt, NoAttrs) X(Tan, NoAttrs) X(Tanh, NoAttrs)           \
-                      X(Gelu, GeluAttrs) X(Celu, AlphaBetaAttrs) X(Elu, AlphaBetaAttrs) X(         \
-                          HardSigmoid, AlphaBetaAttrs) X(LeakyRelu,                                \
-                                                         AlphaBetaAttrs) X(Selu, AlphaBetaAttrs)   \
-                          X(ThresholdedRelu, AlphaBetaAttrs) X(Clip, ClipAttrs) X(Cast, CastAttrs) \
-                              X(Dropout,                                                           \
-                                NoAttrs) /* binary and variadic elementwise, numpy broadcasting */ \
-      X(Add, NoAttrs) X(Sub, NoAttrs) X(Mul, NoAttrs) X(Div, NoAttrs) X(Pow, NoAttrs)              \
-          X(Mod, ModAttrs) X(PRelu, NoAttrs) X(Max, NoAttrs) X(Min, NoAttrs) X(Sum, NoAttrs)       \
-              X(Mean, NoAttrs) X(Equal, NoAttrs) X(Less, NoAttrs) X(LessOrEqual, NoAttrs)          \
-                  X(Greater, NoAttrs) X(GreaterOrEqual, NoAttrs) X(And, NoAttrs) X(Or, NoAttrs)    \
-                      X(Xor, NoAttrs) X(BitwiseAnd, NoAttrs) X(BitwiseOr, NoAttrs)                 \
-                          X(BitwiseXor, NoAttrs) X(Where, NoAttrs) /* heavy anchors */             \
-      X(Conv, ConvAttrs) X(Gemm, GemmAttrs) X(MatMul, NoAttrs) /* normalizations and reductions */ \
-      X(Softmax, SoftmaxAttrs) X(LogSoftmax, SoftmaxAttrs) X(Hardmax, SoftmaxAttrs)                \
-          X(LayerNormalization, NormAttrs) X(BatchNormalization, NormAttrs)                        \
-              X(InstanceNormalization, NormAttrs) X(MaxPool, PoolAttrs) X(AveragePool, PoolAttrs)  \
-                  X(LpPool, PoolAttrs) X(GlobalAveragePool, NoAttrs) X(GlobalMaxPool, NoAttrs)     \
-                      X(ReduceMean, ReduceAttrs) X(ReduceSum, ReduceAttrs)                         \
-                          X(ReduceMax, ReduceAttrs) X(ReduceMin, ReduceAttrs)                      \
-                              X(ReduceProd, ReduceAttrs) X(ReduceL1, ReduceAttrs)                  \
-                                  X(ReduceL2, ReduceAttrs) X(ReduceSumSquare, ReduceAttrs)         \
-                                      X(ReduceLogSum, ReduceAttrs) X(ReduceLogSumExp, ReduceAttrs) \
-                                          X(ArgMax, ArgReduceAttrs)                                \
-                                              X(ArgMin, ArgReduceAttrs) /* data movement */        \
-      X(Reshape, ReshapeAttrs) X(Flatten, AxisAttrs) X(Squeeze, AxesAttrs) X(Unsqueeze, AxesAttrs) \
-          X(Transpose, TransposeAttrs) X(Concat, AxisAttrs) X(Split, SplitAttrs)                   \
-              X(Slice, SliceAttrs) X(Gather, AxisAttrs) X(GatherElements, AxisAttrs)               \
-                  X(Expand, ReshapeAttrs) X(Tile, TileAttrs) X(Pad, PadAttrs)                      \
-                      X(ConstantOfShape, ConstantOfShapeAttrs) X(DepthToSpace, DepthToSpaceAttrs)  \
-                          X(SpaceToDepth, DepthToSpaceAttrs)
+  X(Abs, NoAttrs) X(Acos, NoAttrs) X(Acosh, NoAttrs) X(Asin, NoAttrs) X(Asinh, NoAttrs)            \
+  X(Atan, NoAttrs) X(Atanh, NoAttrs) X(Ceil, NoAttrs) X(Cos, NoAttrs) X(Cosh, NoAttrs)             \
+  X(Erf, NoAttrs) X(Exp, NoAttrs) X(Floor, NoAttrs) X(HardSwish, NoAttrs) X(Identity, NoAttrs)     \
+  X(IsInf, IsInfAttrs) X(IsNaN, NoAttrs) X(Log, NoAttrs) X(Mish, NoAttrs) X(Neg, NoAttrs)          \
+  X(Not, NoAttrs) X(Reciprocal, NoAttrs) X(Relu, NoAttrs) X(Round, NoAttrs) X(Sigmoid, NoAttrs)    \
+  X(Sign, NoAttrs) X(Sin, NoAttrs) X(Sinh, NoAttrs) X(Softplus, NoAttrs) X(Softsign, NoAttrs)      \
+  X(Sqrt, NoAttrs) X(Tan, NoAttrs) X(Tanh, NoAttrs) X(Gelu, GeluAttrs) X(Celu, AlphaBetaAttrs)     \
+  X(Elu, AlphaBetaAttrs) X(HardSigmoid, AlphaBetaAttrs) X(LeakyRelu, AlphaBetaAttrs)               \
+  X(Selu, AlphaBetaAttrs) X(ThresholdedRelu, AlphaBetaAttrs) X(Clip, ClipAttrs)                    \
+  X(Cast, CastAttrs) X(Dropout, NoAttrs)                                                           \
+  /* binary and variadic elementwise, numpy broadcasting */                                        \
+  X(Add, NoAttrs) X(Sub, NoAttrs) X(Mul, NoAttrs) X(Div, NoAttrs) X(Pow, NoAttrs)                  \
+  X(Mod, ModAttrs) X(PRelu, NoAttrs) X(Max, NoAttrs) X(Min, NoAttrs) X(Sum, NoAttrs)               \
+  X(Mean, NoAttrs) X(Equal, NoAttrs) X(Less, NoAttrs) X(LessOrEqual, NoAttrs)                      \
+  X(Greater, NoAttrs) X(GreaterOrEqual, NoAttrs) X(And, NoAttrs) X(Or, NoAttrs) X(Xor, NoAttrs)    \
+  X(BitwiseAnd, NoAttrs) X(BitwiseOr, NoAttrs) X(BitwiseXor, NoAttrs) X(Where, NoAttrs)            \
+  /* heavy anchors */                                                                              \
+  X(Conv, ConvAttrs) X(Gemm, GemmAttrs) X(MatMul, NoAttrs)                                         \
+  /* normalizations and reductions */                                                              \
+  X(Softmax, SoftmaxAttrs) X(LogSoftmax, SoftmaxAttrs) X(Hardmax, SoftmaxAttrs)                    \
+  X(LayerNormalization, NormAttrs) X(BatchNormalization, NormAttrs)                                \
+  X(InstanceNormalization, NormAttrs) X(MaxPool, PoolAttrs) X(AveragePool, PoolAttrs)              \
+  X(LpPool, PoolAttrs) X(GlobalAveragePool, NoAttrs) X(GlobalMaxPool, NoAttrs)                     \
+  X(ReduceMean, ReduceAttrs) X(ReduceSum, ReduceAttrs) X(ReduceMax, ReduceAttrs)                   \
+  X(ReduceMin, ReduceAttrs) X(ReduceProd, ReduceAttrs) X(ReduceL1, ReduceAttrs)                    \
+  X(ReduceL2, ReduceAttrs) X(ReduceSumSquare, ReduceAttrs) X(ReduceLogSum, ReduceAttrs)            \
+  X(ReduceLogSumExp, ReduceAttrs) X(ArgMax, ArgReduceAttrs) X(ArgMin, ArgReduceAttrs)              \
+  /* data movement */                                                                              \
+  X(Reshape, ReshapeAttrs) X(Flatten, AxisAttrs) X(Squeeze, AxesAttrs) X(Unsqueeze, AxesAttrs)     \
+  X(Transpose, TransposeAttrs) X(Concat, AxisAttrs) X(Split, SplitAttrs) X(Slice, SliceAttrs)      \
+  X(Gather, AxisAttrs) X(GatherElements, AxisAttrs) X(Expand, ReshapeAttrs) X(Tile, TileAttrs)     \
+  X(Pad, PadAttrs) X(ConstantOfShape, ConstantOfShapeAttrs) X(DepthToSpace, DepthToSpaceAttrs)     \
+  X(SpaceToDepth, DepthToSpaceAttrs)
+// clang-format on
 
 enum class OpKind : uint16_t {
 #define TUNEC_OP_ENUM(name, attrs) name,
