@@ -35,46 +35,44 @@ CommandSpec spec(const std::string& name, const std::string& usage, const std::s
   return CommandSpec{"db " + name, usage, summary, std::move(flags), minPos, maxPos};
 }
 
+/// Checks one template's record: workload and config parse, the version is not newer than
+/// this build's, and the config is a valid point of the knob space.
+template <typename Workload, typename Config, typename Validate>
+Status validateFor(const db::Record& r, int version, Validate validate) {
+  auto fail = [&](const Error& e) {
+    return Error("config does not fit template '" + r.templateName() + "': " + e.message());
+  };
+  auto w = Workload::fromJson(r.workload);
+  if (!w) return fail(w.error());
+  auto c = Config::fromJson(r.config);
+  if (!c) return fail(c.error());
+  if (r.templateVersion > version)
+    return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
+                     version);
+  if (Status s = validate(*w, *c); !s) return fail(s.error());
+  return {};
+}
+
+/// The current version of a template by name (0 for an unknown one).
+int templateVersion(const std::string& name) {
+  if (name == "matmul") return kMatmulTemplateVersion;
+  if (name == "conv2d") return kConv2dTemplateVersion;
+  if (name == "depthwise") return kDepthwiseTemplateVersion;
+  return 0;
+}
+
 /// Checks a record's config against its template's knob space.
 Status validateRecord(const db::Record& r) {
   std::string tmpl = r.templateName();
-  auto fail = [&](const Error& e) {
-    return Error("config does not fit template '" + tmpl + "': " + e.message());
-  };
-  if (tmpl == "matmul") {
-    int version = kMatmulTemplateVersion;
-    auto w = MatmulWorkload::fromJson(r.workload);
-    if (!w) return fail(w.error());
-    auto c = MatmulConfig::fromJson(r.config);
-    if (!c) return fail(c.error());
-    if (r.templateVersion > version)
-      return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
-                       version);
-    if (Status s = validateMatmulConfig(*w, *c); !s) return fail(s.error());
-    return {};
-  }
-  if (tmpl == "conv2d") {
-    auto w = Conv2dWorkload::fromJson(r.workload);
-    if (!w) return fail(w.error());
-    auto c = Conv2dConfig::fromJson(r.config);
-    if (!c) return fail(c.error());
-    if (r.templateVersion > kConv2dTemplateVersion)
-      return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
-                       kConv2dTemplateVersion);
-    if (Status s = validateConv2dConfig(*w, *c); !s) return fail(s.error());
-    return {};
-  }
-  if (tmpl == "depthwise") {
-    auto w = DepthwiseWorkload::fromJson(r.workload);
-    if (!w) return fail(w.error());
-    auto c = DepthwiseConfig::fromJson(r.config);
-    if (!c) return fail(c.error());
-    if (r.templateVersion > kDepthwiseTemplateVersion)
-      return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
-                       kDepthwiseTemplateVersion);
-    if (Status s = validateDepthwiseConfig(*w, *c); !s) return fail(s.error());
-    return {};
-  }
+  if (tmpl == "matmul")
+    return validateFor<MatmulWorkload, MatmulConfig>(r, templateVersion(tmpl),
+                                                     validateMatmulConfig);
+  if (tmpl == "conv2d")
+    return validateFor<Conv2dWorkload, Conv2dConfig>(r, templateVersion(tmpl),
+                                                     validateConv2dConfig);
+  if (tmpl == "depthwise")
+    return validateFor<DepthwiseWorkload, DepthwiseConfig>(r, templateVersion(tmpl),
+                                                           validateDepthwiseConfig);
   return makeError("unknown template '", tmpl.substr(0, 40), "' (matmul, conv2d, depthwise)");
 }
 
@@ -222,9 +220,7 @@ int commandDb(const std::vector<std::string>& argv) {
       if (!records) return fail(records.error().message());
       if (records->empty()) return fail("no records of workload " + key + " in " + db->path());
       std::string tmpl = records->front().templateName();
-      int version = tmpl == "matmul"   ? kMatmulTemplateVersion
-                    : tmpl == "conv2d" ? kConv2dTemplateVersion
-                                       : kDepthwiseTemplateVersion;
+      int version = templateVersion(tmpl);
       auto best =
           db->best(key, target, version,
                    args.has("compatible") ? db::TargetMatch::IsaFeatures : db::TargetMatch::Exact);

@@ -17,11 +17,11 @@ namespace {
 
 using codegen::ModuleBuilder;
 
-class Conv2dEmitter {
+class Conv2dEmitter : codegen::EmitterBase {
 public:
   Conv2dEmitter(ModuleBuilder& mb, const Conv2dWorkload& w, const Conv2dConfig& c,
                 const Epilogue& e)
-      : mb_(mb), w_(w), c_(c), epilogue_(e), b_(mb.context()) {
+      : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
     hp_ = w.h + w.padTop + w.padBottom;
     wp_ = w.w + w.padLeft + w.padRight;
     panelsPerGroup_ = (w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock;
@@ -53,14 +53,6 @@ public:
   }
 
 private:
-  llvm::Value* i64(int64_t v) { return b_.getInt64(v); }
-  llvm::Value* min(llvm::Value* a, llvm::Value* b) {
-    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
-  }
-  llvm::Value* gep(llvm::Value* base, llvm::Value* offset) {
-    return b_.CreateGEP(mb_.f32(), base, offset);
-  }
-
   llvm::Function* emitTask(const std::string& name) {
     std::vector<llvm::Value*> fields;
     llvm::Function* fn = mb_.beginTask(b_, name, 5, fields);
@@ -177,11 +169,9 @@ private:
     b_.CreateRetVoid();
   }
 
-  ModuleBuilder& mb_;
   const Conv2dWorkload& w_;
   const Conv2dConfig& c_;
   const Epilogue& epilogue_;
-  llvm::IRBuilder<> b_;
   int64_t hp_, wp_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
   llvm::Function* kernels_[4] = {};
   llvm::Value *in_ = nullptr, *weights_ = nullptr, *out_ = nullptr, *bias_ = nullptr,

@@ -15,11 +15,11 @@ namespace {
 
 using codegen::ModuleBuilder;
 
-class DepthwiseEmitter {
+class DepthwiseEmitter : codegen::EmitterBase {
 public:
   DepthwiseEmitter(ModuleBuilder& mb, const DepthwiseWorkload& w, const DepthwiseConfig& c,
                    const Epilogue& e)
-      : mb_(mb), w_(w), c_(c), epilogue_(e), b_(mb.context()) {
+      : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
     lanes_ = isaInfo(c.isa).f32Lanes();
     cBlock_ = c.channelVectors * lanes_;
     cPad_ = (w.c + cBlock_ - 1) / cBlock_ * cBlock_;
@@ -42,11 +42,6 @@ public:
   int64_t cPad() const { return cPad_; }
 
 private:
-  llvm::Value* i64(int64_t v) { return b_.getInt64(v); }
-  llvm::Value* gep(llvm::Value* base, llvm::Value* off) {
-    return b_.CreateGEP(mb_.f32(), base, off);
-  }
-
   // tile(in, weights, out, bias, addend): pointers already at the tile's first pixel/channel.
   llvm::Function* emitTile(int pixels, int channels, const std::string& name) {
     llvm::Type* ptr = mb_.ptr();
@@ -163,11 +158,9 @@ private:
     b_.CreateRetVoid();
   }
 
-  ModuleBuilder& mb_;
   const DepthwiseWorkload& w_;
   const DepthwiseConfig& c_;
   const Epilogue& epilogue_;
-  llvm::IRBuilder<> b_;
   int lanes_;
   int64_t cBlock_, cPad_, hp_, wp_;
   llvm::Function* tiles_[4] = {};

@@ -30,11 +30,11 @@ int64_t packedBSize(const MatmulWorkload& w, const MatmulConfig& c) {
   return (w.n + c.nr - 1) / c.nr * c.nr * w.k;
 }
 
-class MatmulEmitter {
+class MatmulEmitter : codegen::EmitterBase {
 public:
   MatmulEmitter(ModuleBuilder& mb, const MatmulWorkload& w, const MatmulConfig& c,
                 const Epilogue& e)
-      : mb_(mb), w_(w), c_(c), epilogue_(e), b_(mb.context()) {}
+      : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {}
 
   void emit(const std::string& entryName) {
     emitKernels();
@@ -56,14 +56,6 @@ private:
     kernels_[1] = nTail ? make(c_.mr, nTail, "ntail") : kernels_[0];
     kernels_[2] = mTail ? make(mTail, c_.nr, "mtail") : kernels_[0];
     kernels_[3] = mTail ? (nTail ? make(mTail, nTail, "mntail") : kernels_[2]) : kernels_[1];
-  }
-
-  llvm::Value* i64(int64_t v) { return b_.getInt64(v); }
-  llvm::Value* min(llvm::Value* a, llvm::Value* b) {
-    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
-  }
-  llvm::Value* gep(llvm::Value* base, llvm::Value* offset) {
-    return b_.CreateGEP(mb_.f32(), base, offset);
   }
 
   llvm::Function* emitTask(const std::string& name) {
@@ -206,11 +198,9 @@ private:
     b_.CreateRetVoid();
   }
 
-  ModuleBuilder& mb_;
   const MatmulWorkload& w_;
   const MatmulConfig& c_;
   const Epilogue& epilogue_;
-  llvm::IRBuilder<> b_;
   llvm::Function* kernels_[4] = {};
   std::map<char, std::pair<llvm::Value*, llvm::Value*>> ranges_;
   std::map<char, llvm::Value*> blockStart_;

@@ -76,4 +76,23 @@ private:
   std::unique_ptr<llvm::Module> module_;
 };
 
+/// Base of the template emitters: the module, an IRBuilder and the short helpers every loop
+/// nest uses.
+class EmitterBase {
+protected:
+  explicit EmitterBase(ModuleBuilder& mb) : mb_(mb), b_(mb.context()) {}
+  llvm::Value* i64(int64_t v) { return b_.getInt64(v); }
+  /// Signed minimum of two i64 values.
+  llvm::Value* min(llvm::Value* a, llvm::Value* b) {
+    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
+  }
+  /// Address of base[offset] for float elements.
+  llvm::Value* gep(llvm::Value* base, llvm::Value* offset) {
+    return b_.CreateGEP(mb_.f32(), base, offset);
+  }
+
+  ModuleBuilder& mb_;
+  llvm::IRBuilder<> b_;
+};
+
 } // namespace tunec::codegen

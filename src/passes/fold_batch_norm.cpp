@@ -35,10 +35,9 @@ Expected<Graph> foldBatchNorm(const Graph& graph) {
   for (size_t n = 0; n < graph.nodes().size(); ++n) {
     const Node& node = graph.nodes()[n];
     if (node.kind != OpKind::BatchNormalization) continue;
-    if (const Node* conv = absorbingConv(graph, node, uses)) {
+    if (absorbingConv(graph, node, uses)) {
       bnOfConv[graph.value(node.inputs[0]).producer] = static_cast<NodeId>(n);
       absorbed.insert(static_cast<NodeId>(n));
-      (void)conv;
     }
   }
   GraphRewriter rw(graph);

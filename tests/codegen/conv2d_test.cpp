@@ -18,36 +18,12 @@ using test::randomVector;
 
 Tensor referenceConv(const Conv2dWorkload& w, const Epilogue& epi, const Tensor& x,
                      const Tensor& weights, const Tensor& bias, const Tensor& addend) {
-  Graph g;
-  ValueId vx = g.addInput("x", {DType::F32, x.shape(), {}});
-  ValueId vw = g.addInput("w", {DType::F32, weights.shape(), {}});
-  ValueId vb = g.addInput("b", {DType::F32, bias.shape(), {}});
-  ValueId va = g.addInput("addend", {DType::F32, addend.shape(), {}});
-  auto node = [&](OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
-    auto n = g.addNode("n" + std::to_string(g.nodes().size()), kind, std::move(attrs),
-                       std::move(in), {"v" + std::to_string(g.nodes().size())});
-    EXPECT_TRUE(n.isOk()) << n.error().message();
-    return g.node(*n).outputs[0];
-  };
-  ValueId nchw = node(OpKind::Transpose, TransposeAttrs{{0, 3, 1, 2}}, {vx});
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
                   w.groups};
-  bool hasBias = epilogueNeedsBias(epi);
-  ValueId y = node(OpKind::Conv, attrs,
-                   hasBias ? std::vector<ValueId>{nchw, vw, vb} : std::vector<ValueId>{nchw, vw});
-  y = node(OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {y});
-  for (const PostOp& op : epi) {
-    if (op.kind == PostOpKind::Relu) y = node(OpKind::Relu, NoAttrs{}, {y});
-    if (op.kind == PostOpKind::Clip) y = node(OpKind::Clip, ClipAttrs{op.lo, op.hi}, {y});
-    if (op.kind == PostOpKind::AddTensor) y = node(OpKind::Add, NoAttrs{}, {y, va});
-  }
-  g.addOutput(y);
-  auto out = runReference(g, {x, weights, bias, addend});
-  EXPECT_TRUE(out.isOk()) << out.error().message();
-  return (*out)[0];
+  return test::referenceNhwcConv(attrs, epi, x, weights, bias, addend);
 }
 
 void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& epi, uint32_t seed) {

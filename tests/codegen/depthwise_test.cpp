@@ -28,37 +28,16 @@ void checkDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c, const 
   Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), w.c}, rng);
   kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>());
 
-  Graph g;
-  ValueId vx = g.addInput("x", {DType::F32, x.shape(), {}});
-  ValueId vw = g.addInput("w", {DType::F32, weights.shape(), {}});
-  ValueId vb = g.addInput("b", {DType::F32, bias.shape(), {}});
-  ValueId va = g.addInput("a", {DType::F32, addend.shape(), {}});
-  auto node = [&](OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
-    auto n = g.addNode("n" + std::to_string(g.nodes().size()), kind, std::move(attrs),
-                       std::move(in), {"v" + std::to_string(g.nodes().size())});
-    EXPECT_TRUE(n.isOk()) << n.error().message();
-    return g.node(*n).outputs[0];
-  };
-  ValueId y = node(OpKind::Transpose, TransposeAttrs{{0, 3, 1, 2}}, {vx});
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
                   w.c};
-  y = node(OpKind::Conv, attrs,
-           epilogueNeedsBias(epi) ? std::vector<ValueId>{y, vw, vb} : std::vector<ValueId>{y, vw});
-  y = node(OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {y});
-  for (const PostOp& op : epi) {
-    if (op.kind == PostOpKind::Relu) y = node(OpKind::Relu, NoAttrs{}, {y});
-    if (op.kind == PostOpKind::Clip) y = node(OpKind::Clip, ClipAttrs{op.lo, op.hi}, {y});
-    if (op.kind == PostOpKind::AddTensor) y = node(OpKind::Add, NoAttrs{}, {y, va});
-  }
-  g.addOutput(y);
-  auto want = runReference(g, {x, weights, bias, addend});
-  ASSERT_TRUE(want.isOk()) << want.error().message();
+  Tensor want = test::referenceNhwcConv(attrs, epi, x, weights, bias, addend);
+  ASSERT_FALSE(want.empty());
   double tol = 4.0 * static_cast<double>(w.kh * w.kw) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i)
-    ASSERT_NEAR(out.getDouble(i), (*want)[0].getDouble(i), tol)
+    ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
         << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump();
 }
 

@@ -25,27 +25,16 @@ Tensor referenceResult(const MatmulWorkload& w, const Epilogue& epi, const Tenso
   ValueId vb = g.addInput("b", {DType::F32, b.shape(), {}});
   ValueId vbias = g.addInput("bias", {DType::F32, bias.shape(), {}});
   ValueId vadd = g.addInput("addend", {DType::F32, addend.shape(), {}});
-  auto node = [&](OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
-    auto n = g.addNode("n" + std::to_string(g.nodes().size()), kind, std::move(attrs),
-                       std::move(in), {"v" + std::to_string(g.nodes().size())});
-    EXPECT_TRUE(n.isOk()) << n.error().message();
-    return g.node(*n).outputs[0];
-  };
   auto swapLast = [](int rank) {
     std::vector<int64_t> perm;
     for (int i = 0; i < rank; ++i) perm.push_back(i);
     std::swap(perm[static_cast<size_t>(rank - 1)], perm[static_cast<size_t>(rank - 2)]);
     return TransposeAttrs{perm};
   };
-  if (w.transA) va = node(OpKind::Transpose, swapLast(a.shape().rank()), {va});
-  if (w.transB) vb = node(OpKind::Transpose, swapLast(b.shape().rank()), {vb});
-  ValueId y = node(OpKind::MatMul, NoAttrs{}, {va, vb});
-  for (const PostOp& op : epi) {
-    if (op.kind == PostOpKind::BiasPerColumn) y = node(OpKind::Add, NoAttrs{}, {y, vbias});
-    if (op.kind == PostOpKind::Relu) y = node(OpKind::Relu, NoAttrs{}, {y});
-    if (op.kind == PostOpKind::Clip) y = node(OpKind::Clip, ClipAttrs{op.lo, op.hi}, {y});
-    if (op.kind == PostOpKind::AddTensor) y = node(OpKind::Add, NoAttrs{}, {y, vadd});
-  }
+  if (w.transA) va = test::addOp(g, OpKind::Transpose, swapLast(a.shape().rank()), {va});
+  if (w.transB) vb = test::addOp(g, OpKind::Transpose, swapLast(b.shape().rank()), {vb});
+  ValueId y = test::addOp(g, OpKind::MatMul, NoAttrs{}, {va, vb});
+  y = test::addPostOps(g, y, epi, vbias, vadd);
   g.addOutput(y);
   auto out = runReference(g, {a, b, bias, addend});
   EXPECT_TRUE(out.isOk()) << out.error().message();

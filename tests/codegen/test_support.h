@@ -2,7 +2,10 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "ir/graph.h"
 #include "ir/tensor.h"
+#include "reference/reference.h"
+#include "templates/post_ops.h"
 
 #include <gtest/gtest.h>
 #include <memory>
@@ -42,6 +45,48 @@ inline std::vector<Isa> hostIsas() {
   for (Isa isa : {Isa::Avx2, Isa::Avx512})
     if (hostSupports(isa)) out.push_back(isa);
   return out;
+}
+
+/// Adds a node with a generated name and one output to a reference graph.
+inline ValueId addOp(Graph& g, OpKind kind, OpAttrs attrs, std::vector<ValueId> inputs) {
+  std::string id = std::to_string(g.nodes().size());
+  auto n = g.addNode("n" + id, kind, std::move(attrs), std::move(inputs), {"v" + id});
+  EXPECT_TRUE(n.isOk()) << n.error().message();
+  return g.node(*n).outputs[0];
+}
+
+/// Applies an epilogue's post-ops to `y` with reference ops, in order; the bias is added only
+/// when `bias` is given (a reference Conv takes it as an input instead).
+inline ValueId addPostOps(Graph& g, ValueId y, const Epilogue& epi, ValueId bias, ValueId addend) {
+  for (const PostOp& op : epi) {
+    if (op.kind == PostOpKind::BiasPerColumn && bias != kNoValue)
+      y = addOp(g, OpKind::Add, NoAttrs{}, {y, bias});
+    if (op.kind == PostOpKind::Relu) y = addOp(g, OpKind::Relu, NoAttrs{}, {y});
+    if (op.kind == PostOpKind::Clip) y = addOp(g, OpKind::Clip, ClipAttrs{op.lo, op.hi}, {y});
+    if (op.kind == PostOpKind::AddTensor) y = addOp(g, OpKind::Add, NoAttrs{}, {y, addend});
+  }
+  return y;
+}
+
+/// The reference result of an NHWC convolution and its epilogue: the input is transposed to
+/// NCHW for the reference Conv (bias as its third input when the epilogue has one), the result
+/// back to NHWC, then the post-ops.
+inline Tensor referenceNhwcConv(const ConvAttrs& attrs, const Epilogue& epi, const Tensor& x,
+                                const Tensor& weights, const Tensor& bias, const Tensor& addend) {
+  Graph g;
+  ValueId vx = g.addInput("x", {DType::F32, x.shape(), {}});
+  ValueId vw = g.addInput("w", {DType::F32, weights.shape(), {}});
+  ValueId vb = g.addInput("b", {DType::F32, bias.shape(), {}});
+  ValueId va = g.addInput("addend", {DType::F32, addend.shape(), {}});
+  ValueId nchw = addOp(g, OpKind::Transpose, TransposeAttrs{{0, 3, 1, 2}}, {vx});
+  std::vector<ValueId> in = {nchw, vw};
+  if (epilogueNeedsBias(epi)) in.push_back(vb);
+  ValueId y = addOp(g, OpKind::Conv, attrs, in);
+  y = addOp(g, OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {y});
+  g.addOutput(addPostOps(g, y, epi, kNoValue, va));
+  auto out = runReference(g, {x, weights, bias, addend});
+  EXPECT_TRUE(out.isOk()) << out.error().message();
+  return out.isOk() ? (*out)[0] : Tensor();
 }
 
 } // namespace tunec::test
