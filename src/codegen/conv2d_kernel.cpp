@@ -5,6 +5,7 @@
 // buffer, so every window read is in bounds.
 #include "codegen/conv2d_kernel.h"
 
+#include "codegen/kernel_emitters.h"
 #include "codegen/microkernel_emitter.h"
 #include "runtime/packing.h"
 
@@ -181,15 +182,13 @@ private:
 
 // ONNX weights OC x IC/g x KH x KW into panels [g][panel][kh][kw][ic/g][ocBlock], zero past
 // each group's output channels.
-std::shared_ptr<float> packWeights(const Conv2dWorkload& w, const Conv2dConfig& c,
+codegen::PackedWeights packWeights(const Conv2dWorkload& w, const Conv2dConfig& c,
                                    const float* src) {
   int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
   int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
   int64_t count = w.groups * perGroup * w.kh * w.kw * icg * c.ocBlock;
-  size_t bytes = static_cast<size_t>((count * 4 + 63) / 64 * 64);
-  std::shared_ptr<float> packed(static_cast<float*>(std::aligned_alloc(64, bytes)),
-                                [](float* p) { std::free(p); });
-  float* dst = packed.get();
+  codegen::PackedWeights packed{codegen::allocateFloats(count), count};
+  float* dst = packed.data.get();
   for (int64_t g = 0; g < w.groups; ++g)
     for (int64_t p = 0; p < perGroup; ++p)
       for (int64_t kh = 0; kh < w.kh; ++kh)
@@ -204,19 +203,31 @@ std::shared_ptr<float> packWeights(const Conv2dWorkload& w, const Conv2dConfig& 
 
 } // namespace
 
+namespace codegen {
+
+Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& symbol,
+                                         const Conv2dWorkload& w, const Conv2dConfig& c,
+                                         const Epilogue& e, const float* weights) {
+  TUNEC_TRY(validateConv2dConfig(w, c));
+  if (!hostSupports(c.isa)) return makeError("this CPU cannot run ", isaInfo(c.isa).name, " code");
+  Conv2dEmitter(mb, w, c, e).emit(symbol);
+  return packWeights(w, c, weights);
+}
+
+} // namespace codegen
+
 Expected<Conv2dKernel> compileConv2d(Jit& jit, const Conv2dWorkload& workload,
                                      const Conv2dConfig& config, const Epilogue& epilogue,
                                      const float* weights) {
-  TUNEC_TRY(validateConv2dConfig(workload, config));
-  if (!hostSupports(config.isa))
-    return makeError("this CPU cannot run ", isaInfo(config.isa).name, " code");
+  auto module = jit.newModule(config.isa, "tunec_conv2d");
+  std::string name = module->module().getModuleIdentifier();
+  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights packed,
+                         codegen::emitConv2dKernel(*module, name, workload, config, epilogue,
+                                                   weights));
   Conv2dKernel kernel;
   kernel.workload_ = workload;
   kernel.config_ = config;
-  kernel.packedWeights_ = packWeights(workload, config, weights);
-  auto module = jit.newModule(config.isa, "tunec_conv2d");
-  std::string name = module->module().getModuleIdentifier();
-  Conv2dEmitter(*module, workload, config, epilogue).emit(name);
+  kernel.packedWeights_ = packed.data;
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   kernel.fn_ = reinterpret_cast<Conv2dKernel::EntryFn>(address);
   return kernel;

@@ -3,6 +3,7 @@
 // filter vector of its channels (no broadcast: channels are the vector lanes).
 #include "codegen/depthwise_kernel.h"
 
+#include "codegen/kernel_emitters.h"
 #include "codegen/microkernel.h"
 #include "codegen/module_builder.h"
 
@@ -168,24 +169,35 @@ private:
 
 } // namespace
 
+namespace codegen {
+
+Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string& symbol,
+                                            const DepthwiseWorkload& w, const DepthwiseConfig& c,
+                                            const Epilogue& e, const float* weights) {
+  TUNEC_TRY(validateDepthwiseConfig(w, c));
+  if (!hostSupports(c.isa)) return makeError("this CPU cannot run ", isaInfo(c.isa).name, " code");
+  DepthwiseEmitter emitter(mb, w, c, e);
+  emitter.emit(symbol);
+  int64_t cPad = emitter.cPad(), taps = w.kh * w.kw;
+  PackedWeights packed{allocateFloats(taps * cPad), taps * cPad};
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t ch = 0; ch < cPad; ++ch)
+      packed.data.get()[t * cPad + ch] = ch < w.c ? weights[ch * taps + t] : 0.f;
+  return packed;
+}
+
+} // namespace codegen
+
 Expected<DepthwiseKernel> compileDepthwise(Jit& jit, const DepthwiseWorkload& workload,
                                            const DepthwiseConfig& config, const Epilogue& epilogue,
                                            const float* weights) {
-  TUNEC_TRY(validateDepthwiseConfig(workload, config));
-  if (!hostSupports(config.isa))
-    return makeError("this CPU cannot run ", isaInfo(config.isa).name, " code");
   auto module = jit.newModule(config.isa, "tunec_depthwise");
   std::string name = module->module().getModuleIdentifier();
-  DepthwiseEmitter emitter(*module, workload, config, epilogue);
-  emitter.emit(name);
+  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights packed,
+                         codegen::emitDepthwiseKernel(*module, name, workload, config, epilogue,
+                                                      weights));
   DepthwiseKernel kernel;
-  int64_t cPad = emitter.cPad(), taps = workload.kh * workload.kw;
-  size_t bytes = static_cast<size_t>((taps * cPad * 4 + 63) / 64 * 64);
-  kernel.packedWeights_ = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)),
-                                                 [](float* p) { std::free(p); });
-  for (int64_t t = 0; t < taps; ++t)
-    for (int64_t ch = 0; ch < cPad; ++ch)
-      kernel.packedWeights_.get()[t * cPad + ch] = ch < workload.c ? weights[ch * taps + t] : 0.f;
+  kernel.packedWeights_ = packed.data;
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   kernel.fn_ = reinterpret_cast<DepthwiseKernel::EntryFn>(address);
   return kernel;

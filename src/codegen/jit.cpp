@@ -34,7 +34,8 @@ struct Jit::Impl {
   std::string cpu;
   std::string avx512Features; ///< host features
   std::string avx2Features;   ///< host features with every AVX-512 (and AMX) extension off
-  std::unique_ptr<llvm::TargetMachine> machine; ///< for the O3 pipeline and object emission
+  std::unique_ptr<llvm::TargetMachine> machine;       ///< for the pipelines
+  std::unique_ptr<llvm::TargetMachine> objectMachine; ///< PIC, for object emission
   std::mutex mutex;
   int counter = 0;
   JitPipeline pipeline = JitPipeline::Lean;
@@ -121,6 +122,13 @@ Expected<std::unique_ptr<Jit>> Jit::create(JitPipeline pipeline) {
   if (!machine)
     return makeError("cannot create the target machine: ", llvmErrorText(machine.takeError()));
   impl.machine = std::move(*machine);
+  llvm::orc::JITTargetMachineBuilder pic = *jtmb;
+  pic.setRelocationModel(llvm::Reloc::PIC_);
+  auto objectMachine = pic.createTargetMachine();
+  if (!objectMachine)
+    return makeError("cannot create the target machine: ",
+                     llvmErrorText(objectMachine.takeError()));
+  impl.objectMachine = std::move(*objectMachine);
   auto lljit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
   if (!lljit) return makeError("cannot create the JIT: ", llvmErrorText(lljit.takeError()));
   impl.jit = std::move(*lljit);
@@ -158,17 +166,27 @@ std::unique_ptr<codegen::ModuleBuilder> Jit::newModule(Isa isa, const std::strin
       impl_->jit->getDataLayout(), impl_->jit->getTargetTriple().str());
 }
 
-Expected<void*> Jit::addAndLookup(std::unique_ptr<codegen::ModuleBuilder> module,
-                                  const std::string& symbol) {
+Status Jit::addModule(std::unique_ptr<codegen::ModuleBuilder> module) {
   TUNEC_TRY(verify(module->module()));
   std::lock_guard lock(impl_->mutex);
   optimize(module->module(), *impl_->machine, impl_->pipeline);
   llvm::orc::ThreadSafeModule tsm(module->takeModule(), module->takeContext());
   if (auto err = impl_->jit->addIRModule(std::move(tsm)))
     return makeError("JIT: ", llvmErrorText(std::move(err)));
+  return {};
+}
+
+Expected<void*> Jit::lookup(const std::string& symbol) {
+  std::lock_guard lock(impl_->mutex);
   auto address = impl_->jit->lookup(symbol);
   if (!address) return makeError("JIT: symbol ", symbol, ": ", llvmErrorText(address.takeError()));
   return address->toPtr<void*>();
+}
+
+Expected<void*> Jit::addAndLookup(std::unique_ptr<codegen::ModuleBuilder> module,
+                                  const std::string& symbol) {
+  TUNEC_TRY(addModule(std::move(module)));
+  return lookup(symbol);
 }
 
 Status Jit::emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std::string& path) {
@@ -179,7 +197,7 @@ Status Jit::emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std
   llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
   if (ec) return makeError(path, ": cannot open for writing: ", ec.message());
   llvm::legacy::PassManager pm;
-  if (impl_->machine->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_ObjectFile))
+  if (impl_->objectMachine->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_ObjectFile))
     return makeError("internal: the target cannot emit object files");
   pm.run(module->module());
   out.flush();

@@ -30,7 +30,12 @@ public:
   /// Optimizes (with the pipeline) and adds a module, then returns the address of `symbol` in it.
   Expected<void*> addAndLookup(std::unique_ptr<codegen::ModuleBuilder> module,
                                const std::string& symbol);
-  /// Emits a module as a relocatable object file for the host (for model.so).
+  /// Optimizes and adds a module; its external functions are then found with lookup().
+  Status addModule(std::unique_ptr<codegen::ModuleBuilder> module);
+  /// The address of a symbol of an added module.
+  Expected<void*> lookup(const std::string& symbol);
+  /// Emits a module as a position-independent relocatable object file for the host (for
+  /// model.so).
   Status emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std::string& path);
   /// A fresh module whose functions target `isa` (AVX-512 features disabled for Avx2).
   std::unique_ptr<codegen::ModuleBuilder> newModule(Isa isa, const std::string& name);

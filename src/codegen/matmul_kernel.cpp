@@ -4,6 +4,7 @@
 // microkernel. Tiles at the M and N edges call tail variants whose sizes are static.
 #include "codegen/matmul_kernel.h"
 
+#include "codegen/kernel_emitters.h"
 #include "codegen/microkernel_emitter.h"
 #include "runtime/packing.h"
 
@@ -19,12 +20,6 @@ using codegen::ModuleBuilder;
 struct Dims {
   int64_t m, n, k;
 };
-
-std::shared_ptr<float> allocateFloats(int64_t count) {
-  size_t bytes = static_cast<size_t>((count * 4 + 63) / 64 * 64);
-  return std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)),
-                                [](float* p) { std::free(p); });
-}
 
 int64_t packedBSize(const MatmulWorkload& w, const MatmulConfig& c) {
   return (w.n + c.nr - 1) / c.nr * c.nr * w.k;
@@ -212,28 +207,48 @@ private:
 
 } // namespace
 
+namespace codegen {
+
+std::shared_ptr<float> allocateFloats(int64_t count) {
+  size_t bytes = static_cast<size_t>((std::max<int64_t>(count, 1) * 4 + 63) / 64 * 64);
+  return std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)),
+                                [](float* p) { std::free(p); });
+}
+
+Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& symbol,
+                                         const MatmulWorkload& w, const MatmulConfig& c,
+                                         const Epilogue& e, const float* constantB) {
+  TUNEC_TRY(validateMatmulConfig(w, c));
+  if (!hostSupports(c.isa)) return makeError("this CPU cannot run ", isaInfo(c.isa).name, " code");
+  if (w.constantB && !constantB) return makeError("internal: constant B data is required");
+  PackedWeights packed;
+  if (w.constantB) {
+    int64_t batches = w.broadcastB ? 1 : w.batch;
+    int64_t per = packedBSize(w, c);
+    packed.count = per * batches;
+    packed.data = allocateFloats(packed.count);
+    for (int64_t b = 0; b < batches; ++b)
+      tunec_pack_b_f32(constantB + b * w.k * w.n, w.transB ? w.k : w.n, w.transB, w.k, w.n, c.nr,
+                       packed.data.get() + b * per);
+  }
+  MatmulEmitter(mb, w, c, e).emit(symbol);
+  return packed;
+}
+
+} // namespace codegen
+
 Expected<MatmulKernel> compileMatmul(Jit& jit, const MatmulWorkload& workload,
                                      const MatmulConfig& config, const Epilogue& epilogue,
                                      const float* constantB) {
-  TUNEC_TRY(validateMatmulConfig(workload, config));
-  if (!hostSupports(config.isa))
-    return makeError("this CPU cannot run ", isaInfo(config.isa).name, " code");
-  if (workload.constantB && !constantB) return makeError("internal: constant B data is required");
+  auto module = jit.newModule(config.isa, "tunec_matmul");
+  std::string name = module->module().getModuleIdentifier(); // unique within the JIT
+  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights packed,
+                         codegen::emitMatmulKernel(*module, name, workload, config, epilogue,
+                                                   constantB));
   MatmulKernel kernel;
   kernel.workload_ = workload;
   kernel.config_ = config;
-  if (workload.constantB) {
-    int64_t batches = workload.broadcastB ? 1 : workload.batch;
-    int64_t per = packedBSize(workload, config);
-    kernel.packedB_ = allocateFloats(per * batches);
-    for (int64_t b = 0; b < batches; ++b)
-      tunec_pack_b_f32(constantB + b * workload.k * workload.n,
-                       workload.transB ? workload.k : workload.n, workload.transB, workload.k,
-                       workload.n, config.nr, kernel.packedB_.get() + b * per);
-  }
-  auto module = jit.newModule(config.isa, "tunec_matmul");
-  std::string name = module->module().getModuleIdentifier(); // unique within the JIT
-  MatmulEmitter(*module, workload, config, epilogue).emit(name);
+  kernel.packedB_ = packed.data;
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   kernel.fn_ = reinterpret_cast<MatmulKernel::EntryFn>(address);
   return kernel;

@@ -27,10 +27,15 @@ struct Scratch {
   ~Scratch() { std::free(data); }
 };
 
+thread_local int32_t threadLimit = 0;
+
 } // namespace
+
+extern "C" void tunec_set_thread_limit(int32_t threads) { threadLimit = threads; }
 
 extern "C" void tunec_parallel_for(void (*body)(void*, int64_t), void* ctx, int64_t tasks,
                                    int32_t threads) {
+  if (threadLimit > 0 && threads > threadLimit) threads = threadLimit;
   if (threads <= 1 || tasks <= 1) {
     for (int64_t t = 0; t < tasks; ++t) body(ctx, t);
     return;

@@ -1,0 +1,49 @@
+/* The C API of a compiled tunec model (model.so, made by `tunec compile`).
+ *
+ *   tunec_model* model;
+ *   if (tunec_model_load("model.so", 2, &model) != 0) { puts(tunec_last_error()); ... }
+ *   const void* in[] = {x};  void* out[] = {y};
+ *   tunec_model_run(model, in, out);
+ *   tunec_model_free(model);
+ *
+ * Link with -ltunec_runtime. A loaded model may be run from several threads at once: each run
+ * takes its own arena. Tensors are dense, row-major, in the dtype and shape the info reports.
+ */
+#ifndef TUNEC_RUNTIME_H
+#define TUNEC_RUNTIME_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tunec_model tunec_model;
+
+typedef struct tunec_tensor_info {
+  const char* name;
+  const char* dtype; /* "f32", "i64", "i32", ... */
+  int32_t rank;
+  const int64_t* dims;
+  int64_t bytes;
+} tunec_tensor_info;
+
+/* Loads a compiled model; `threads` (>= 1) is the most threads one run uses. Returns 0, or
+ * non-zero with the reason in tunec_last_error(). */
+int tunec_model_load(const char* path, int32_t threads, tunec_model** model);
+/* The message of the last failed call on this thread. */
+const char* tunec_last_error(void);
+int32_t tunec_model_num_inputs(const tunec_model* model);
+int32_t tunec_model_num_outputs(const tunec_model* model);
+/* Fills `info` (valid while the model is loaded); non-zero if the index is out of range. */
+int tunec_model_input_info(const tunec_model* model, int32_t index, tunec_tensor_info* info);
+int tunec_model_output_info(const tunec_model* model, int32_t index, tunec_tensor_info* info);
+/* Runs the model: inputs[i] and outputs[i] point to dense buffers of the reported sizes. */
+int tunec_model_run(tunec_model* model, const void* const* inputs, void* const* outputs);
+void tunec_model_free(tunec_model* model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

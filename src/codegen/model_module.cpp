@@ -1,0 +1,94 @@
+// ModelModule: many template kernels in one module; the kernel table and the model blob as
+// globals for the object form.
+#include "codegen/model_module.h"
+
+#include "codegen/kernel_emitters.h"
+#include "codegen/module_builder.h"
+
+#include <cstring>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
+
+namespace tunec {
+
+namespace {
+
+void copyPacked(const codegen::PackedWeights& from, std::vector<float>& to) {
+  to.assign(from.data.get(), from.data.get() + from.count);
+}
+
+} // namespace
+
+ModelModule::ModelModule(Jit& jit, Isa isa) : jit_(jit), module_(jit.newModule(isa, "tunec_model")) {}
+ModelModule::~ModelModule() = default;
+
+Expected<int> ModelModule::addMatmul(const MatmulWorkload& w, const MatmulConfig& c,
+                                     const Epilogue& e, const float* constantB,
+                                     std::vector<float>& packed) {
+  std::string symbol = "tunec_kernel_" + std::to_string(symbols_.size());
+  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p,
+                         codegen::emitMatmulKernel(*module_, symbol, w, c, e, constantB));
+  if (p.data) copyPacked(p, packed);
+  symbols_.push_back(symbol);
+  return kernelCount() - 1;
+}
+
+Expected<int> ModelModule::addConv2d(const Conv2dWorkload& w, const Conv2dConfig& c,
+                                     const Epilogue& e, const float* weights,
+                                     std::vector<float>& packed) {
+  std::string symbol = "tunec_kernel_" + std::to_string(symbols_.size());
+  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p,
+                         codegen::emitConv2dKernel(*module_, symbol, w, c, e, weights));
+  copyPacked(p, packed);
+  symbols_.push_back(symbol);
+  return kernelCount() - 1;
+}
+
+Expected<int> ModelModule::addDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c,
+                                        const Epilogue& e, const float* weights,
+                                        std::vector<float>& packed) {
+  std::string symbol = "tunec_kernel_" + std::to_string(symbols_.size());
+  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p,
+                         codegen::emitDepthwiseKernel(*module_, symbol, w, c, e, weights));
+  copyPacked(p, packed);
+  symbols_.push_back(symbol);
+  return kernelCount() - 1;
+}
+
+Expected<std::vector<void*>> ModelModule::compile() {
+  if (!module_) return makeError("internal: the model module was already consumed");
+  TUNEC_TRY(jit_.addModule(std::move(module_)));
+  std::vector<void*> entries;
+  for (const std::string& symbol : symbols_) {
+    TUNEC_ASSIGN_OR_RETURN(void* address, jit_.lookup(symbol));
+    entries.push_back(address);
+  }
+  return entries;
+}
+
+Status ModelModule::emitObject(const std::string& path, const std::vector<uint8_t>& blob) {
+  if (!module_) return makeError("internal: the model module was already consumed");
+  llvm::Module& m = module_->module();
+  llvm::LLVMContext& ctx = module_->context();
+  auto* blobInit = llvm::ConstantDataArray::getRaw(
+      llvm::StringRef(reinterpret_cast<const char*>(blob.data()), blob.size()), blob.size(),
+      llvm::Type::getInt8Ty(ctx));
+  auto* blobVar = new llvm::GlobalVariable(m, blobInit->getType(), true,
+                                           llvm::GlobalValue::ExternalLinkage, blobInit,
+                                           kModelBlobSymbol);
+  blobVar->setAlignment(llvm::Align(64));
+  new llvm::GlobalVariable(m, module_->i64(), true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(module_->i64(), blob.size()),
+                           kModelBlobSizeSymbol);
+  std::vector<llvm::Constant*> entries;
+  for (const std::string& symbol : symbols_) entries.push_back(m.getFunction(symbol));
+  auto* tableTy = llvm::ArrayType::get(module_->ptr(), entries.size());
+  new llvm::GlobalVariable(m, tableTy, true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantArray::get(tableTy, entries), kModelKernelsSymbol);
+  new llvm::GlobalVariable(m, module_->i64(), true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(module_->i64(), entries.size()),
+                           kModelKernelCountSymbol);
+  return jit_.emitObject(std::move(module_), path);
+}
+
+} // namespace tunec

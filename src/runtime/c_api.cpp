@@ -1,0 +1,108 @@
+// The C API of include/tunec/runtime.h: model.so is dlopen'ed, its blob parsed and checked, its
+// kernel table bound to a ModelExecutor.
+#include "tunec/runtime.h"
+
+#include "runtime/model_executor.h"
+
+#include <dlfcn.h>
+#include <memory>
+#include <string>
+
+struct tunec_model {
+  std::unique_ptr<tunec::rt::ModelExecutor> executor;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+int fail(const std::string& message) {
+  lastError = message;
+  return 1;
+}
+
+void fillInfo(const tunec::rt::IoSpec& io, tunec_tensor_info* info) {
+  info->name = io.name.c_str();
+  info->dtype = io.dtype.c_str();
+  info->rank = static_cast<int32_t>(io.shape.size());
+  info->dims = io.shape.data();
+  info->bytes = io.bytes;
+}
+
+bool hostHas(const std::string& isa) {
+  __builtin_cpu_init();
+  if (isa == "avx512")
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (isa == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return false;
+}
+
+} // namespace
+
+extern "C" {
+
+const char* tunec_last_error(void) { return lastError.c_str(); }
+
+int tunec_model_load(const char* path, int32_t threads, tunec_model** model) {
+  if (!path || !model) return fail("tunec_model_load: path and model must not be null");
+  *model = nullptr;
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return fail(std::string(path) + ": cannot load: " + dlerror());
+  std::shared_ptr<void> keep(handle, [](void* h) { dlclose(h); });
+  auto* blob = static_cast<const uint8_t*>(dlsym(handle, "tunec_model_blob"));
+  auto* size = static_cast<const int64_t*>(dlsym(handle, "tunec_model_blob_size"));
+  auto* table = static_cast<void* const*>(dlsym(handle, "tunec_model_kernels"));
+  auto* count = static_cast<const int64_t*>(dlsym(handle, "tunec_model_kernel_count"));
+  if (!blob || !size || !table || !count)
+    return fail(std::string(path) + ": not a tunec model (no model blob); compile one with " +
+                "`tunec compile MODEL.onnx -o model.so`");
+  auto parsed = tunec::rt::parseModel(blob, *size);
+  if (!parsed) return fail(std::string(path) + ": " + parsed.error().message());
+  if (!hostHas(parsed->plan.isa))
+    return fail(std::string(path) + ": compiled for " + parsed->plan.isa +
+                ", which this CPU lacks; compile the model on (or for) this machine");
+  std::vector<void*> kernels(table, table + *count);
+  auto executor =
+      tunec::rt::ModelExecutor::create(std::move(*parsed), std::move(kernels), threads, keep);
+  if (!executor) return fail(std::string(path) + ": " + executor.error().message());
+  *model = new tunec_model{std::move(*executor)};
+  return 0;
+}
+
+int32_t tunec_model_num_inputs(const tunec_model* model) {
+  return static_cast<int32_t>(model->executor->plan().inputs.size());
+}
+
+int32_t tunec_model_num_outputs(const tunec_model* model) {
+  return static_cast<int32_t>(model->executor->plan().outputs.size());
+}
+
+int tunec_model_input_info(const tunec_model* model, int32_t index, tunec_tensor_info* info) {
+  const auto& ios = model->executor->plan().inputs;
+  if (index < 0 || index >= static_cast<int32_t>(ios.size()))
+    return fail("input index " + std::to_string(index) + " is out of range (the model has " +
+                std::to_string(ios.size()) + ")");
+  fillInfo(ios[static_cast<size_t>(index)], info);
+  return 0;
+}
+
+int tunec_model_output_info(const tunec_model* model, int32_t index, tunec_tensor_info* info) {
+  const auto& ios = model->executor->plan().outputs;
+  if (index < 0 || index >= static_cast<int32_t>(ios.size()))
+    return fail("output index " + std::to_string(index) + " is out of range (the model has " +
+                std::to_string(ios.size()) + ")");
+  fillInfo(ios[static_cast<size_t>(index)], info);
+  return 0;
+}
+
+int tunec_model_run(tunec_model* model, const void* const* inputs, void* const* outputs) {
+  if (!model || !inputs || !outputs) return fail("tunec_model_run: null argument");
+  tunec::Status status = model->executor->run(inputs, outputs);
+  if (!status) return fail(status.error().message());
+  return 0;
+}
+
+void tunec_model_free(tunec_model* model) { delete model; }
+
+} // extern "C"

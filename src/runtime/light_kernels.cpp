@@ -1,0 +1,371 @@
+// Loop kernels. The inner loops are plain array code over one chunk, compiled once per ISA
+// (function multi-versioning) so that the compiler vectorizes them for AVX-512 or AVX2.
+#include "runtime/light_kernels.h"
+
+#include "runtime/parallel.h"
+#include "runtime/vector_math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#define TUNEC_MULTIVERSION                                                                         \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+namespace tunec::rt {
+
+namespace {
+
+constexpr int64_t kChunk = 512;
+
+TUNEC_MULTIVERSION
+void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b,
+                float* d, int64_t n) {
+  switch (op) {
+  case EwOp::Copy: for (int64_t i = 0; i < n; ++i) d[i] = a[i]; break;
+  case EwOp::Add: for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i]; break;
+  case EwOp::Sub: for (int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i]; break;
+  case EwOp::Mul: for (int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i]; break;
+  case EwOp::Div: for (int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i]; break;
+  case EwOp::Max: for (int64_t i = 0; i < n; ++i) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
+  case EwOp::Min: for (int64_t i = 0; i < n; ++i) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
+  case EwOp::Pow: for (int64_t i = 0; i < n; ++i) d[i] = std::pow(a[i], b[i]); break;
+  case EwOp::Relu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? a[i] : 0.f; break;
+  case EwOp::LeakyRelu:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] >= 0.f ? a[i] : a[i] * p0;
+    break;
+  case EwOp::Clip:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::min(std::max(a[i], p0), p1);
+    break;
+  case EwOp::Sigmoid: for (int64_t i = 0; i < n; ++i) d[i] = fast_sigmoid(a[i]); break;
+  case EwOp::Tanh: for (int64_t i = 0; i < n; ++i) d[i] = fast_tanh(a[i]); break;
+  case EwOp::Exp: for (int64_t i = 0; i < n; ++i) d[i] = fast_exp(a[i]); break;
+  case EwOp::Log: for (int64_t i = 0; i < n; ++i) d[i] = std::log(a[i]); break;
+  case EwOp::Sqrt: for (int64_t i = 0; i < n; ++i) d[i] = std::sqrt(a[i]); break;
+  case EwOp::Neg: for (int64_t i = 0; i < n; ++i) d[i] = -a[i]; break;
+  case EwOp::Abs: for (int64_t i = 0; i < n; ++i) d[i] = std::fabs(a[i]); break;
+  case EwOp::Erf: for (int64_t i = 0; i < n; ++i) d[i] = fast_erf(a[i]); break;
+  case EwOp::Gelu: for (int64_t i = 0; i < n; ++i) d[i] = fast_gelu(a[i]); break;
+  case EwOp::Reciprocal: for (int64_t i = 0; i < n; ++i) d[i] = 1.f / a[i]; break;
+  case EwOp::HardSigmoid:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::min(std::max(a[i] * p0 + p1, 0.f), 1.f);
+    break;
+  case EwOp::HardSwish:
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = a[i] * std::min(std::max(a[i] * (1.f / 6.f) + 0.5f, 0.f), 1.f);
+    break;
+  case EwOp::Softplus:
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = a[i] > 20.f ? a[i] : std::log1p(fast_exp(a[i]));
+    break;
+  case EwOp::Floor: for (int64_t i = 0; i < n; ++i) d[i] = std::floor(a[i]); break;
+  case EwOp::Ceil: for (int64_t i = 0; i < n; ++i) d[i] = std::ceil(a[i]); break;
+  case EwOp::Round: for (int64_t i = 0; i < n; ++i) d[i] = std::nearbyint(a[i]); break;
+  case EwOp::Sign:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? 1.f : (a[i] < 0.f ? -1.f : 0.f);
+    break;
+  case EwOp::Silu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] * fast_sigmoid(a[i]); break;
+  case EwOp::Elu:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? a[i] : p0 * (fast_exp(a[i]) - 1.f);
+    break;
+  }
+}
+
+struct EwTask {
+  const EwProgram* p;
+  float* out;
+  const float* const* inputs;
+  int64_t outer, chunks, perTask, total;
+};
+
+// One chunk of one row: gather strided inputs, run the program, store.
+void runEwRange(const EwTask& t, int64_t begin, int64_t end) {
+  const EwProgram& p = *t.p;
+  int rank = static_cast<int>(p.dims.size());
+  int64_t inner = p.dims.back();
+  size_t numInputs = p.inOffsets.size();
+  int registers = 0;
+  for (const EwInstr& in : p.code) registers = std::max(registers, in.dst + 1);
+  alignas(64) float inBuf[8][kChunk];
+  alignas(64) float reg[8][kChunk];
+  for (int64_t item = begin; item < end; ++item) {
+    int64_t row = item / t.chunks, j0 = (item % t.chunks) * kChunk;
+    int64_t len = std::min(kChunk, inner - j0);
+    // Offsets of this row (the outer multi-index) for every operand.
+    int64_t outOff = p.outOffset, rest = row;
+    int64_t inOff[8];
+    for (size_t i = 0; i < numInputs; ++i) inOff[i] = p.inOffsets[i];
+    for (int d = rank - 2; d >= 0; --d) {
+      int64_t idx = rest % p.dims[static_cast<size_t>(d)];
+      rest /= p.dims[static_cast<size_t>(d)];
+      outOff += idx * p.outStrides[static_cast<size_t>(d)];
+      for (size_t i = 0; i < numInputs; ++i) inOff[i] += idx * p.inStrides[i][static_cast<size_t>(d)];
+    }
+    const float* src[8];
+    for (size_t i = 0; i < numInputs; ++i) {
+      int64_t s = p.inStrides[i].back();
+      const float* base = t.inputs[i] + inOff[i] + j0 * s;
+      if (s == 1) {
+        src[i] = base;
+      } else if (s == 0) {
+        std::fill(inBuf[i], inBuf[i] + len, *base);
+        src[i] = inBuf[i];
+      } else {
+        for (int64_t j = 0; j < len; ++j) inBuf[i][j] = base[j * s];
+        src[i] = inBuf[i];
+      }
+    }
+    int64_t os = p.outStrides.back();
+    float* outPtr = t.out + outOff + j0 * os;
+    for (size_t k = 0; k < p.code.size(); ++k) {
+      const EwInstr& in = p.code[k];
+      const float* a = in.a >= 0 ? reg[in.a] : src[-1 - in.a];
+      const float* b = in.b >= 0 ? reg[in.b] : (in.b == -1000 ? a : src[-1 - in.b]);
+      bool last = k + 1 == p.code.size();
+      float* d = last && os == 1 ? outPtr : reg[in.dst];
+      applyChunk(in.op, in.p0, in.p1, a, b, d, len);
+      if (last && os != 1)
+        for (int64_t j = 0; j < len; ++j) outPtr[j * os] = d[j];
+    }
+  }
+  (void)registers;
+}
+
+template <typename F> void parallelRange(int64_t items, int threads, int64_t minPerTask, F&& f) {
+  int64_t tasks = std::min<int64_t>(threads, std::max<int64_t>(1, items / std::max<int64_t>(1, minPerTask)));
+  if (tasks <= 1) {
+    f(0, items);
+    return;
+  }
+  struct Ctx {
+    F* f;
+    int64_t items, tasks;
+  } ctx{&f, items, tasks};
+  tunec_parallel_for(
+      [](void* c, int64_t task) {
+        auto* x = static_cast<Ctx*>(c);
+        int64_t lo = x->items * task / x->tasks, hi = x->items * (task + 1) / x->tasks;
+        (*x->f)(lo, hi);
+      },
+      &ctx, tasks, threads);
+}
+
+} // namespace
+
+bool isBinary(EwOp op) { return static_cast<int>(op) <= static_cast<int>(EwOp::Pow); }
+
+void EwProgram::coalesce() {
+  std::vector<int64_t> d, os;
+  std::vector<std::vector<int64_t>> is(inStrides.size());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] == 1 && dims.size() > 1) continue;
+    bool merge = !d.empty() && os.back() == outStrides[k] * dims[k];
+    for (size_t i = 0; merge && i < inStrides.size(); ++i)
+      merge = is[i].back() == inStrides[i][k] * dims[k];
+    if (merge) {
+      d.back() *= dims[k];
+      os.back() = outStrides[k];
+      for (size_t i = 0; i < inStrides.size(); ++i) is[i].back() = inStrides[i][k];
+    } else {
+      d.push_back(dims[k]);
+      os.push_back(outStrides[k]);
+      for (size_t i = 0; i < inStrides.size(); ++i) is[i].push_back(inStrides[i][k]);
+    }
+  }
+  if (d.empty()) {
+    d.push_back(1);
+    os.push_back(1);
+    for (auto& s : is) s.push_back(0);
+  }
+  dims = d;
+  outStrides = os;
+  inStrides = is;
+}
+
+void EwProgram::encode(Step& step) const {
+  step.kind = StepKind::Elementwise;
+  auto& v = step.ints;
+  v = {static_cast<int64_t>(dims.size()), static_cast<int64_t>(inOffsets.size()),
+       static_cast<int64_t>(code.size())};
+  v.insert(v.end(), dims.begin(), dims.end());
+  v.push_back(outOffset);
+  v.insert(v.end(), outStrides.begin(), outStrides.end());
+  for (size_t i = 0; i < inOffsets.size(); ++i) {
+    v.push_back(inOffsets[i]);
+    v.insert(v.end(), inStrides[i].begin(), inStrides[i].end());
+  }
+  step.floats.clear();
+  for (const EwInstr& in : code) {
+    v.insert(v.end(), {static_cast<int64_t>(in.op), in.dst, in.a, in.b});
+    step.floats.push_back(in.p0);
+    step.floats.push_back(in.p1);
+  }
+}
+
+Expected<EwProgram> EwProgram::decode(const Step& step) {
+  const auto& v = step.ints;
+  auto bad = [&] { return makeError("corrupt elementwise step '", step.label, "'"); };
+  if (v.size() < 3) return bad();
+  int64_t rank = v[0], inputs = v[1], instrs = v[2];
+  if (rank < 1 || rank > kMaxRank || inputs < 0 || inputs > 8 || instrs < 1 || instrs > 64)
+    return bad();
+  size_t need = static_cast<size_t>(3 + rank + 1 + rank + inputs * (1 + rank) + 4 * instrs);
+  if (v.size() != need || step.floats.size() != static_cast<size_t>(2 * instrs) ||
+      step.tensors.size() != static_cast<size_t>(1 + inputs))
+    return bad();
+  EwProgram p;
+  size_t at = 3;
+  auto take = [&](int64_t n) {
+    std::vector<int64_t> out(v.begin() + static_cast<long>(at), v.begin() + static_cast<long>(at + static_cast<size_t>(n)));
+    at += static_cast<size_t>(n);
+    return out;
+  };
+  p.dims = take(rank);
+  p.outOffset = v[at++];
+  p.outStrides = take(rank);
+  for (int64_t i = 0; i < inputs; ++i) {
+    p.inOffsets.push_back(v[at++]);
+    p.inStrides.push_back(take(rank));
+  }
+  for (int64_t k = 0; k < instrs; ++k) {
+    EwInstr in{static_cast<EwOp>(v[at]), static_cast<int32_t>(v[at + 1]),
+               static_cast<int32_t>(v[at + 2]), static_cast<int32_t>(v[at + 3]),
+               step.floats[static_cast<size_t>(2 * k)], step.floats[static_cast<size_t>(2 * k + 1)]};
+    at += 4;
+    auto operandOk = [&](int32_t r, bool allowNone) {
+      return (r >= 0 && r < 8) || (r < 0 && -1 - r < inputs) || (allowNone && r == -1000);
+    };
+    if (static_cast<int>(in.op) < 0 || in.op > EwOp::Round || in.dst < 0 || in.dst >= 8 ||
+        !operandOk(in.a, false) || !operandOk(in.b, !isBinary(in.op)))
+      return bad();
+    p.code.push_back(in);
+  }
+  for (int64_t d : p.dims)
+    if (d < 1) return bad();
+  return p;
+}
+
+void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads) {
+  int64_t inner = p.dims.back();
+  int64_t outer = 1;
+  for (size_t d = 0; d + 1 < p.dims.size(); ++d) outer *= p.dims[d];
+  EwTask t{&p, out, inputs, outer, (inner + kChunk - 1) / kChunk, 0, 0};
+  t.total = outer * t.chunks;
+  int64_t perItem = std::min(inner, kChunk);
+  parallelRange(t.total, threads, std::max<int64_t>(1, 32768 / perItem),
+                [&](int64_t lo, int64_t hi) { runEwRange(t, lo, hi); });
+}
+
+TUNEC_MULTIVERSION
+static void softmaxRow(const float* in, float* out, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, in[i]);
+  float sum = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = fast_exp(in[i] - mx);
+    sum += out[i];
+  }
+  float inv = 1.f / sum;
+  for (int64_t i = 0; i < n; ++i) out[i] *= inv;
+}
+
+void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner,
+                int threads) {
+  parallelRange(outer * inner, threads, std::max<int64_t>(1, 16384 / axis), [&](int64_t lo, int64_t hi) {
+    std::vector<float> a(inner == 1 ? 0 : static_cast<size_t>(axis)), b(a.size());
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t o = r / inner, i = r % inner;
+      const float* src = in + o * axis * inner + i;
+      float* dst = out + o * axis * inner + i;
+      if (inner == 1) {
+        softmaxRow(src, dst, axis);
+        continue;
+      }
+      for (int64_t k = 0; k < axis; ++k) a[static_cast<size_t>(k)] = src[k * inner];
+      softmaxRow(a.data(), b.data(), axis);
+      for (int64_t k = 0; k < axis; ++k) dst[k * inner] = b[static_cast<size_t>(k)];
+    }
+  });
+}
+
+TUNEC_MULTIVERSION
+static void layerNormRow(const float* in, float* out, const float* scale, const float* bias,
+                         int64_t n, float epsilon) {
+  float sum = 0.f;
+  for (int64_t i = 0; i < n; ++i) sum += in[i];
+  float mean = sum / static_cast<float>(n);
+  float sq = 0.f;
+  for (int64_t i = 0; i < n; ++i) sq += (in[i] - mean) * (in[i] - mean);
+  float inv = 1.f / std::sqrt(sq / static_cast<float>(n) + epsilon);
+  if (bias)
+    for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i] + bias[i];
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i];
+}
+
+void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, int64_t rows,
+                  int64_t cols, float epsilon, int threads) {
+  parallelRange(rows, threads, std::max<int64_t>(1, 16384 / cols), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      layerNormRow(in + r * cols, out + r * cols, scale, bias, cols, epsilon);
+  });
+}
+
+TUNEC_MULTIVERSION
+static void poolPixel(const PoolParams& p, const float* in, float* out, int64_t n, int64_t oy,
+                      int64_t ox) {
+  for (int64_t c = 0; c < p.c; ++c) {
+    float acc = p.isMax ? -std::numeric_limits<float>::infinity() : 0.f;
+    int64_t count = 0;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      int64_t y = oy * p.sh - p.padTop + ky * p.dh;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        int64_t x = ox * p.sw - p.padLeft + kx * p.dw;
+        bool inside = y >= 0 && y < p.h && x >= 0 && x < p.w;
+        if (!inside) {
+          // Count padding cells that lie within the padded input only (ONNX semantics).
+          if (p.countIncludePad && y < p.h + p.padTop && x < p.w + p.padLeft) ++count;
+          continue;
+        }
+        float v = in[n * p.inStride[0] + c * p.inStride[1] + y * p.inStride[2] + x * p.inStride[3]];
+        acc = p.isMax ? std::max(acc, v) : acc + v;
+        ++count;
+      }
+    }
+    out[n * p.outStride[0] + c * p.outStride[1] + oy * p.outStride[2] + ox * p.outStride[3]] =
+        p.isMax ? acc : acc / static_cast<float>(std::max<int64_t>(count, 1));
+  }
+}
+
+void runPool(const PoolParams& p, const float* in, float* out, int threads) {
+  parallelRange(p.n * p.oh, threads, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      for (int64_t ox = 0; ox < p.ow; ++ox) poolPixel(p, in, out, r / p.oh, r % p.oh, ox);
+  });
+}
+
+Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int64_t outer,
+                 int64_t axis, int64_t inner, int64_t count, int64_t elemBytes,
+                 int64_t indexBytes) {
+  int64_t rowBytes = inner * elemBytes;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t idx = 0;
+    if (indexBytes == 8) {
+      std::memcpy(&idx, indices + i * 8, 8);
+    } else {
+      int32_t v;
+      std::memcpy(&v, indices + i * 4, 4);
+      idx = v;
+    }
+    if (idx < 0) idx += axis;
+    if (idx < 0 || idx >= axis)
+      return makeError("Gather: index ", idx, " is out of range for an axis of ", axis);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(out + (o * count + i) * rowBytes, data + (o * axis + idx) * rowBytes,
+                  static_cast<size_t>(rowBytes));
+  }
+  return {};
+}
+
+} // namespace tunec::rt

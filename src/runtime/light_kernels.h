@@ -1,0 +1,65 @@
+// The loop kernels of the runtime: the light ops that no anchor absorbed, each chain run as one
+// pass over memory. An elementwise chain is a small program over strided operands: the chain's
+// intermediate values live in L1-sized register buffers and never reach memory, and the same
+// strided form expresses broadcasts, transposes, layout reorders, slices and concatenation.
+#pragma once
+
+#include "runtime/model_plan.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tunec::rt {
+
+inline constexpr int kMaxRank = 8;
+
+enum class EwOp : int32_t {
+  Copy, Add, Sub, Mul, Div, Max, Min, Pow,                                 // a op b
+  Relu, LeakyRelu, Clip, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs, Erf,     // op a (p0, p1)
+  Gelu, Reciprocal, HardSigmoid, HardSwish, Softplus, Floor, Ceil, Sign, Silu, Elu, Round,
+};
+bool isBinary(EwOp op);
+
+/// One instruction: dst = op(a, b) with parameters p0, p1. Operands: r >= 0 is register r,
+/// r < 0 is input -1 - r.
+struct EwInstr {
+  EwOp op;
+  int32_t dst, a, b;
+  float p0 = 0.f, p1 = 0.f;
+};
+
+/// Every operand is addressed as base + offset + sum(index[d] * stride[d]) (elements) over the
+/// iteration space `dims`; the result of the last instruction is stored to the output.
+struct EwProgram {
+  std::vector<int64_t> dims;
+  int64_t outOffset = 0;
+  std::vector<int64_t> outStrides;
+  std::vector<int64_t> inOffsets;
+  std::vector<std::vector<int64_t>> inStrides;
+  std::vector<EwInstr> code;
+
+  /// Merges adjacent dimensions that every operand walks contiguously, drops size-1 ones.
+  void coalesce();
+  void encode(Step& step) const;
+  static Expected<EwProgram> decode(const Step& step);
+};
+
+/// Pool parameters (Step ints in this order).
+struct PoolParams {
+  int64_t isMax, countIncludePad, n, c, h, w, oh, ow;
+  int64_t inStride[4], outStride[4]; ///< n, c, h, w element strides
+  int64_t kh, kw, sh, sw, padTop, padLeft, dh, dw;
+};
+
+void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads);
+void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner,
+                int threads);
+void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, int64_t rows,
+                  int64_t cols, float epsilon, int threads);
+void runPool(const PoolParams& p, const float* in, float* out, int threads);
+/// Gather along one axis; indices are int64 or int32 (`indexBytes`), negative ones wrap.
+Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int64_t outer,
+                 int64_t axis, int64_t inner, int64_t count, int64_t elemBytes,
+                 int64_t indexBytes);
+
+} // namespace tunec::rt

@@ -1,0 +1,135 @@
+// The step loop of a compiled model.
+#include "runtime/model_executor.h"
+
+#include "runtime/parallel.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tunec::rt {
+
+namespace {
+
+struct ThreadLimit {
+  explicit ThreadLimit(int threads) { tunec_set_thread_limit(threads); }
+  ~ThreadLimit() { tunec_set_thread_limit(0); }
+};
+
+} // namespace
+
+Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model,
+                                                               std::vector<void*> kernels,
+                                                               int threads,
+                                                               std::shared_ptr<void> keepAlive) {
+  if (threads < 1) return makeError("the thread count must be at least 1, not ", threads);
+  if (static_cast<int64_t>(kernels.size()) != model.plan.kernelCount)
+    return makeError("the model has ", kernels.size(), " kernels, its plan names ",
+                     model.plan.kernelCount);
+  std::unique_ptr<ModelExecutor> ex(new ModelExecutor());
+  ex->threads_ = threads;
+  ex->keepAlive_ = std::move(keepAlive);
+  for (void* k : kernels) ex->kernels_.push_back(reinterpret_cast<KernelFn>(k));
+  for (const Step& s : model.plan.steps) {
+    if (s.kind == StepKind::Elementwise) {
+      TUNEC_ASSIGN_OR_RETURN(EwProgram p, EwProgram::decode(s));
+      ex->programs_.push_back(std::move(p));
+    } else {
+      ex->programs_.emplace_back();
+    }
+    size_t need = s.kind == StepKind::Kernel      ? 5
+                  : s.kind == StepKind::Softmax   ? 2
+                  : s.kind == StepKind::LayerNorm ? 4
+                  : s.kind == StepKind::Pool      ? 2
+                  : s.kind == StepKind::Gather    ? 3
+                                                  : s.tensors.size();
+    size_t ints = s.kind == StepKind::Softmax     ? 3
+                  : s.kind == StepKind::LayerNorm ? 2
+                  : s.kind == StepKind::Pool      ? sizeof(PoolParams) / sizeof(int64_t)
+                  : s.kind == StepKind::Gather    ? 6
+                                                  : s.ints.size();
+    if (s.tensors.size() != need || s.ints.size() != ints ||
+        (s.kind == StepKind::LayerNorm && s.floats.size() != 1) ||
+        static_cast<int>(s.kind) < 0 || s.kind > StepKind::Gather)
+      return makeError("corrupt model plan: step '", s.label, "' has the wrong operands");
+  }
+  ex->model_ = std::move(model);
+  return ex;
+}
+
+std::unique_ptr<uint8_t, void (*)(void*)> ModelExecutor::takeArena() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!arenas_.empty()) {
+      auto arena = std::move(arenas_.back());
+      arenas_.pop_back();
+      return arena;
+    }
+  }
+  size_t bytes = static_cast<size_t>((std::max<int64_t>(model_.plan.arenaBytes, 64) + 63) / 64 * 64);
+  return {static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), std::free};
+}
+
+void ModelExecutor::giveArena(std::unique_ptr<uint8_t, void (*)(void*)> arena) {
+  std::lock_guard lock(mutex_);
+  arenas_.push_back(std::move(arena));
+}
+
+Status ModelExecutor::run(const void* const* inputs, void* const* outputs) {
+  auto arena = takeArena();
+  if (!arena) return makeError("out of memory: the arena needs ", model_.plan.arenaBytes, " bytes");
+  std::vector<void*> pointers(model_.plan.tensors.size());
+  for (size_t t = 0; t < pointers.size(); ++t) {
+    const TensorRef& ref = model_.plan.tensors[t];
+    switch (ref.region) {
+    case Region::Arena: pointers[t] = arena.get() + ref.offset; break;
+    case Region::Constant: pointers[t] = const_cast<uint8_t*>(model_.constants) + ref.offset; break;
+    case Region::Input: pointers[t] = const_cast<void*>(inputs[ref.offset]); break;
+    case Region::Output: pointers[t] = outputs[ref.offset]; break;
+    }
+  }
+  ThreadLimit limit(threads_);
+  Status status;
+  for (size_t s = 0; s < model_.plan.steps.size() && status; ++s) status = runStep(s, pointers);
+  giveArena(std::move(arena));
+  return status;
+}
+
+Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
+  const Step& s = model_.plan.steps[index];
+  auto ptr = [&](size_t operand) -> void* {
+    int32_t t = s.tensors[operand];
+    return t < 0 ? nullptr : pointers[static_cast<size_t>(t)];
+  };
+  auto f = [&](size_t operand) { return static_cast<float*>(ptr(operand)); };
+  switch (s.kind) {
+  case StepKind::Kernel:
+    kernels_[static_cast<size_t>(s.kernel)](ptr(0), ptr(1), ptr(2), ptr(3), ptr(4));
+    return {};
+  case StepKind::Elementwise: {
+    const float* in[8];
+    for (size_t i = 1; i < s.tensors.size(); ++i) in[i - 1] = f(i);
+    runElementwise(programs_[index], f(0), in, threads_);
+    return {};
+  }
+  case StepKind::Softmax: runSoftmax(f(1), f(0), s.ints[0], s.ints[1], s.ints[2], threads_); return {};
+  case StepKind::LayerNorm:
+    runLayerNorm(f(1), f(0), f(2), f(3), s.ints[0], s.ints[1], s.floats[0], threads_);
+    return {};
+  case StepKind::Pool: {
+    PoolParams p;
+    std::memcpy(&p, s.ints.data(), sizeof(p));
+    runPool(p, f(1), f(0), threads_);
+    return {};
+  }
+  case StepKind::Gather: {
+    Status st = runGather(static_cast<const uint8_t*>(ptr(1)), static_cast<const uint8_t*>(ptr(2)),
+                          static_cast<uint8_t*>(ptr(0)), s.ints[0], s.ints[1], s.ints[2], s.ints[3],
+                          s.ints[4], s.ints[5]);
+    if (!st) return st.error().withContext(s.label);
+    return {};
+  }
+  }
+  return makeError("corrupt model plan: unknown step kind in '", s.label, "'");
+}
+
+} // namespace tunec::rt

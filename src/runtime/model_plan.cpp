@@ -1,0 +1,126 @@
+// The model blob: plan as JSON, then the constants.
+#include "runtime/model_plan.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace tunec::rt {
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'U', 'N', 'E', 'C', 'M', 'D', '1'};
+
+nlohmann::json stepToJson(const Step& s) {
+  return {{"kind", static_cast<int>(s.kind)}, {"label", s.label},   {"kernel", s.kernel},
+          {"tensors", s.tensors},             {"ints", s.ints},     {"floats", s.floats}};
+}
+
+nlohmann::json ioToJson(const IoSpec& io) {
+  return {{"name", io.name}, {"dtype", io.dtype}, {"shape", io.shape}, {"bytes", io.bytes}};
+}
+
+IoSpec ioFromJson(const nlohmann::json& j) {
+  IoSpec io;
+  io.name = j.at("name").get<std::string>();
+  io.dtype = j.at("dtype").get<std::string>();
+  io.shape = j.at("shape").get<std::vector<int64_t>>();
+  io.bytes = j.at("bytes").get<int64_t>();
+  return io;
+}
+
+} // namespace
+
+std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uint8_t>& constants) {
+  nlohmann::json j;
+  j["format"] = ModelPlan::kFormatVersion;
+  j["isa"] = plan.isa;
+  j["threads"] = plan.threads;
+  j["arena_bytes"] = plan.arenaBytes;
+  j["kernel_count"] = plan.kernelCount;
+  j["constant_bytes"] = constants.size();
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const TensorRef& t : plan.tensors)
+    tensors.push_back({static_cast<int>(t.region), t.offset});
+  j["tensors"] = std::move(tensors);
+  nlohmann::json steps = nlohmann::json::array();
+  for (const Step& s : plan.steps) steps.push_back(stepToJson(s));
+  j["steps"] = std::move(steps);
+  for (const IoSpec& io : plan.inputs) j["inputs"].push_back(ioToJson(io));
+  for (const IoSpec& io : plan.outputs) j["outputs"].push_back(ioToJson(io));
+  std::string text = j.dump();
+  uint64_t length = text.size();
+  size_t header = (sizeof(kMagic) + sizeof(length) + text.size() + 63) / 64 * 64;
+  std::vector<uint8_t> blob(header + constants.size(), 0);
+  std::memcpy(blob.data(), kMagic, sizeof(kMagic));
+  std::memcpy(blob.data() + sizeof(kMagic), &length, sizeof(length));
+  std::memcpy(blob.data() + sizeof(kMagic) + sizeof(length), text.data(), text.size());
+  if (!constants.empty()) std::memcpy(blob.data() + header, constants.data(), constants.size());
+  return blob;
+}
+
+Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
+  uint64_t length = 0;
+  if (size < 16 || std::memcmp(blob, kMagic, sizeof(kMagic)) != 0)
+    return makeError("not a tunec model (bad magic); compile one with `tunec compile`");
+  std::memcpy(&length, blob + sizeof(kMagic), sizeof(length));
+  if (length > static_cast<uint64_t>(size) - 16) return makeError("truncated model header");
+  ParsedModel parsed;
+  ModelPlan& plan = parsed.plan;
+  try {
+    auto j = nlohmann::json::parse(blob + 16, blob + 16 + length);
+    if (j.at("format").get<int>() != ModelPlan::kFormatVersion)
+      return makeError("model format ", j.at("format").get<int>(), " is not the format ",
+                       ModelPlan::kFormatVersion,
+                       " this runtime reads; recompile the model with this tunec");
+    plan.isa = j.at("isa").get<std::string>();
+    plan.threads = j.at("threads").get<int>();
+    plan.arenaBytes = j.at("arena_bytes").get<int64_t>();
+    plan.kernelCount = j.at("kernel_count").get<int64_t>();
+    parsed.constantBytes = j.at("constant_bytes").get<int64_t>();
+    for (const auto& t : j.at("tensors"))
+      plan.tensors.push_back({static_cast<Region>(t.at(0).get<int>()), t.at(1).get<int64_t>()});
+    for (const auto& s : j.at("steps")) {
+      Step step;
+      step.kind = static_cast<StepKind>(s.at("kind").get<int>());
+      step.label = s.at("label").get<std::string>();
+      step.kernel = s.at("kernel").get<int32_t>();
+      step.tensors = s.at("tensors").get<std::vector<int32_t>>();
+      step.ints = s.at("ints").get<std::vector<int64_t>>();
+      step.floats = s.at("floats").get<std::vector<float>>();
+      plan.steps.push_back(std::move(step));
+    }
+    if (j.contains("inputs"))
+      for (const auto& io : j.at("inputs")) plan.inputs.push_back(ioFromJson(io));
+    if (j.contains("outputs"))
+      for (const auto& io : j.at("outputs")) plan.outputs.push_back(ioFromJson(io));
+  } catch (const std::exception& e) {
+    return makeError("corrupt model plan: ", e.what());
+  }
+  int64_t header = static_cast<int64_t>((16 + length + 63) / 64 * 64);
+  if (header + parsed.constantBytes > size)
+    return makeError("truncated model: constants need ", parsed.constantBytes, " bytes, ",
+                     size - header, " present");
+  parsed.constants = blob + header;
+  // Every reference in range, so that a corrupt plan fails here and never in a kernel.
+  for (const TensorRef& t : plan.tensors) {
+    bool ok = true;
+    switch (t.region) {
+    case Region::Arena: ok = t.offset >= 0 && t.offset <= plan.arenaBytes; break;
+    case Region::Constant: ok = t.offset >= 0 && t.offset <= parsed.constantBytes; break;
+    case Region::Input: ok = t.offset >= 0 && t.offset < std::ssize(plan.inputs); break;
+    case Region::Output: ok = t.offset >= 0 && t.offset < std::ssize(plan.outputs); break;
+    default: ok = false;
+    }
+    if (!ok) return makeError("corrupt model plan: a tensor reference is out of range");
+  }
+  for (const Step& s : plan.steps) {
+    for (int32_t t : s.tensors)
+      if (t < -1 || t >= std::ssize(plan.tensors))
+        return makeError("corrupt model plan: step '", s.label, "' names tensor ", t);
+    if (s.kind == StepKind::Kernel && (s.kernel < 0 || s.kernel >= plan.kernelCount))
+      return makeError("corrupt model plan: step '", s.label, "' names kernel ", s.kernel);
+  }
+  return parsed;
+}
+
+} // namespace tunec::rt

@@ -1,0 +1,75 @@
+// The plan of a compiled model: its tensors (where each lives), its steps in order, its inputs
+// and outputs, and the layout of the blob that carries the plan and the packed constants in
+// model.so. Written by the compiler (src/driver), read by the runtime; no LLVM, no IR.
+#pragma once
+
+#include "support/error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tunec::rt {
+
+/// Where a tensor's bytes are.
+enum class Region : int32_t {
+  Arena = 0,    ///< offset in bytes into the per-run arena
+  Constant = 1, ///< offset in bytes into the constants of the blob
+  Input = 2,    ///< `offset` is the model input's index
+  Output = 3,   ///< `offset` is the model output's index
+};
+
+struct TensorRef {
+  Region region = Region::Arena;
+  int64_t offset = 0;
+};
+
+enum class StepKind : int32_t {
+  Kernel = 0,      ///< a generated kernel: tensors {in, weights, out, bias, addend}
+  Elementwise = 1, ///< a strided elementwise program (light_kernels.h)
+  Softmax = 2,     ///< tensors {out, in}; ints {outer, axis, inner}
+  LayerNorm = 3,   ///< tensors {out, in, scale, bias}; ints {rows, cols}; floats {epsilon}
+  Pool = 4,        ///< tensors {out, in}; ints: PoolParams
+  Gather = 5,      ///< tensors {out, data, indices}; ints {outer, axis, inner, count, elem, index}
+};
+
+struct Step {
+  StepKind kind = StepKind::Kernel;
+  std::string label; ///< what it computes, for errors and profiles
+  int32_t kernel = -1;
+  std::vector<int32_t> tensors; ///< tensor ids, -1 for none
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+};
+
+struct IoSpec {
+  std::string name;
+  std::string dtype; ///< "f32", "i64", ... (IR names)
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;
+};
+
+struct ModelPlan {
+  static constexpr int kFormatVersion = 1;
+  std::string isa;
+  int threads = 1; ///< the thread count the kernels were compiled for
+  std::vector<TensorRef> tensors;
+  std::vector<Step> steps;
+  std::vector<IoSpec> inputs, outputs;
+  int64_t arenaBytes = 0;
+  int64_t kernelCount = 0;
+};
+
+/// The blob: "TUNECMD1", the plan's JSON length (u64), the JSON, zero padding to 64 bytes, then
+/// the constants (each 64-byte aligned at its offset).
+std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uint8_t>& constants);
+
+struct ParsedModel {
+  ModelPlan plan;
+  const uint8_t* constants = nullptr; ///< points into the blob
+  int64_t constantBytes = 0;
+};
+/// Parses and checks a blob (every tensor reference and step operand in range).
+Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size);
+
+} // namespace tunec::rt
