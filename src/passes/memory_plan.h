@@ -18,6 +18,22 @@ struct MemoryPlan {
   int64_t tensors = 0;
 };
 
+/// One buffer to place: its size and the steps that define and last use it (inclusive).
+struct ArenaRequest {
+  int64_t bytes = 0;
+  int first = 0, last = 0;
+};
+
+struct ArenaLayout {
+  std::vector<int64_t> offsets; ///< per request
+  int64_t peakBytes = 0, totalBytes = 0, lowerBoundBytes = 0;
+};
+
+/// Places buffers in one arena, greedy by size: largest first, each at the lowest aligned
+/// offset that overlaps no placed buffer whose lifetime intersects its own; also the live-set
+/// lower bound. Sizes are rounded up to kAlignment.
+ArenaLayout planArena(const std::vector<ArenaRequest>& requests);
+
 /// Plans the arena for a graph's intermediates (node outputs that are not model outputs).
 /// Greedy by size: tensors in decreasing size each take the lowest aligned offset that overlaps
 /// no placed tensor whose lifetime intersects its own (lifetime = producer to last consumer).

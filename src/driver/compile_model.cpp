@@ -1,0 +1,314 @@
+// The lowering driver: tensors, steps, constants and the arena plan of a compiled model.
+#include "driver/lowering.h"
+
+#include "ir/op_registry.h"
+#include "passes/memory_plan.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace tunec::driver {
+
+namespace {
+
+bool sameBytes(const Shape& s) {
+  // A 4-d tensor with 1x1 spatial size is laid out the same in NCHW and NHWC.
+  return s.rank() != 4 || (s[2] == 1 && s[3] == 1) || s[1] == 1;
+}
+
+} // namespace
+
+Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module)
+    : graph_(graph), options_(options), module_(module), layouts_(passes::planLayouts(graph)),
+      fusion_(passes::planFusion(graph)) {}
+
+Phys Lowering::producedLayout(ValueId v) const {
+  const Layout& l = layouts_.layouts[static_cast<size_t>(v)];
+  return l == passes::nhwcLayout() && graph_.value(v).type.shape.rank() == 4 ? Phys::Nhwc
+                                                                              : Phys::Plain;
+}
+
+std::vector<int64_t> Lowering::logicalStrides(const Shape& shape, Phys phys) {
+  std::vector<int64_t> s = shape.strides();
+  if (phys == Phys::Nhwc && shape.rank() == 4) {
+    int64_t c = shape[1], h = shape[2], w = shape[3];
+    s = {h * w * c, 1, w * c, c};
+  }
+  return s;
+}
+
+std::vector<int64_t> Lowering::broadcastStrides(const Shape& shape,
+                                                const std::vector<int64_t>& strides,
+                                                const Shape& outShape) {
+  std::vector<int64_t> out(static_cast<size_t>(outShape.rank()), 0);
+  int shift = outShape.rank() - shape.rank();
+  for (int d = 0; d < shape.rank(); ++d)
+    out[static_cast<size_t>(d + shift)] = shape[d] == 1 ? 0 : strides[static_cast<size_t>(d)];
+  return out;
+}
+
+int Lowering::addConstant(const void* data, size_t bytes) {
+  size_t offset = (constants_.size() + 63) / 64 * 64;
+  constants_.resize(offset + bytes);
+  if (bytes) std::memcpy(constants_.data() + offset, data, bytes);
+  tensors_.push_back({{rt::Region::Constant, static_cast<int64_t>(offset)}, 0});
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
+int Lowering::tensorAny(ValueId v, Phys& phys) {
+  auto it = produced_.find(v);
+  if (it != produced_.end()) {
+    phys = it->second.second;
+    return it->second.first;
+  }
+  const Value& value = graph_.value(v);
+  phys = Phys::Plain;
+  int t;
+  if (value.constant) {
+    t = addConstant(value.constant->data(), value.constant->byteSize());
+  } else {
+    // A model input: the caller's buffer.
+    auto pos = std::find(graph_.inputs().begin(), graph_.inputs().end(), v);
+    TUNEC_ASSERT(pos != graph_.inputs().end(), "value '" << value.name << "' is not produced yet");
+    tensors_.push_back({{rt::Region::Input, pos - graph_.inputs().begin()}, 0});
+    t = static_cast<int>(tensors_.size()) - 1;
+  }
+  produced_[v] = {t, phys};
+  return t;
+}
+
+int Lowering::tensorIn(ValueId v, Phys want) {
+  Phys have;
+  int t = tensorAny(v, have);
+  const Shape& shape = graph_.value(v).type.shape;
+  if (have == want || sameBytes(shape)) return t;
+  auto key = std::make_pair(v, want);
+  if (auto it = reordered_.find(key); it != reordered_.end()) return it->second;
+  int64_t bytes = shape.numel() * static_cast<int64_t>(dtypeSize(graph_.value(v).type.dtype));
+  tensors_.push_back({{rt::Region::Arena, 0}, bytes});
+  int out = static_cast<int>(tensors_.size()) - 1;
+  addElementwise("reorder '" + graph_.value(v).name + "' to " +
+                     (want == Phys::Nhwc ? "NHWC" : "plain"),
+                 out, shape, want, 0, logicalStrides(shape, want),
+                 {{t, logicalStrides(shape, have), 0}}, {{rt::EwOp::Copy, 0, -1, -1000}});
+  ++stats_.reorders;
+  reordered_[key] = out;
+  return out;
+}
+
+int Lowering::defineOutput(ValueId v, Phys phys) {
+  const Value& value = graph_.value(v);
+  const auto& outs = graph_.outputs();
+  auto pos = std::find(outs.begin(), outs.end(), v);
+  if (pos != outs.end() && (phys == Phys::Plain || sameBytes(value.type.shape))) {
+    tensors_.push_back({{rt::Region::Output, pos - outs.begin()}, 0});
+    phys = Phys::Plain;
+  } else {
+    int64_t bytes = value.type.shape.numel() * static_cast<int64_t>(dtypeSize(value.type.dtype));
+    tensors_.push_back({{rt::Region::Arena, 0}, bytes});
+  }
+  int t = static_cast<int>(tensors_.size()) - 1;
+  produced_[v] = {t, phys};
+  return t;
+}
+
+void Lowering::defineAlias(ValueId v, int source, Phys phys) {
+  produced_[v] = {source, phys};
+  ++stats_.aliases;
+}
+
+void Lowering::addStep(rt::Step step, std::vector<int> reads, std::vector<int> writes) {
+  int index = static_cast<int>(steps_.size());
+  for (int t : reads)
+    if (t >= 0) tensors_[static_cast<size_t>(t)].last = index;
+  for (int t : writes) {
+    if (t < 0) continue;
+    TensorInfo& info = tensors_[static_cast<size_t>(t)];
+    if (info.first < 0) info.first = index;
+    info.last = std::max(info.last, index);
+  }
+  if (step.kind == rt::StepKind::Kernel)
+    ++stats_.generatedKernels;
+  else
+    ++stats_.loopKernels;
+  steps_.push_back(std::move(step));
+}
+
+void Lowering::addElementwise(const std::string& label, int out, const Shape& outShape,
+                              Phys outPhys, int64_t outOffset,
+                              const std::vector<int64_t>& outLogicalStrides,
+                              const std::vector<EwOperand>& inputs, std::vector<rt::EwInstr> code) {
+  // Iterate in the output's physical order: NHWC walks (n, h, w, c).
+  std::vector<int> order(static_cast<size_t>(outShape.rank()));
+  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int>(d);
+  if (outPhys == Phys::Nhwc && outShape.rank() == 4) order = {0, 2, 3, 1};
+  rt::EwProgram p;
+  for (int d : order) {
+    p.dims.push_back(outShape[d]);
+    p.outStrides.push_back(outLogicalStrides[static_cast<size_t>(d)]);
+  }
+  if (p.dims.empty()) {
+    p.dims = {1};
+    p.outStrides = {1};
+  }
+  p.outOffset = outOffset;
+  std::vector<int> reads;
+  for (const EwOperand& in : inputs) {
+    std::vector<int64_t> s;
+    for (int d : order) s.push_back(in.strides[static_cast<size_t>(d)]);
+    if (s.empty()) s = {0};
+    p.inStrides.push_back(s);
+    p.inOffsets.push_back(in.offset);
+    reads.push_back(in.tensor);
+  }
+  p.code = std::move(code);
+  p.coalesce();
+  rt::Step step;
+  step.label = label;
+  p.encode(step);
+  step.tensors.push_back(out);
+  for (const EwOperand& in : inputs) step.tensors.push_back(in.tensor);
+  addStep(std::move(step), reads, {out});
+}
+
+void Lowering::unsupported(const Node& node, const std::string& why) {
+  unsupported_.push_back("node '" + node.name + "' (" + std::string(opName(node.kind)) + "): " +
+                         why);
+}
+
+void Lowering::lowerKernel(const passes::FusedKernel& kernel) {
+  size_t at = 0;
+  if (kernel.anchor >= 0) {
+    at = lowerAnchor(*this, kernel.nodes);
+    if (at == 0) return;
+  }
+  while (at < kernel.nodes.size()) {
+    size_t next = lowerLight(*this, kernel.nodes, at);
+    if (next == at) return; // reported
+    at = next;
+  }
+}
+
+void Lowering::bindOutputs() {
+  const auto& outs = graph_.outputs();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    Phys phys;
+    int t = tensorAny(outs[i], phys);
+    const rt::TensorRef& ref = tensors_[static_cast<size_t>(t)].ref;
+    if (ref.region == rt::Region::Output && ref.offset == static_cast<int64_t>(i)) continue;
+    const Value& v = graph_.value(outs[i]);
+    if (v.type.dtype != DType::F32 && v.type.dtype != DType::I32) {
+      unsupported_.push_back("model output '" + v.name + "' of dtype " +
+                             std::string(dtypeName(v.type.dtype)) +
+                             " is not computed by a kernel");
+      continue;
+    }
+    tensors_.push_back({{rt::Region::Output, static_cast<int64_t>(i)}, 0});
+    int out = static_cast<int>(tensors_.size()) - 1;
+    const Shape& shape = v.type.shape;
+    addElementwise("output '" + v.name + "'", out, shape, Phys::Plain, 0, shape.strides(),
+                   {{t, logicalStrides(shape, phys), 0}}, {{rt::EwOp::Copy, 0, -1, -1000}});
+  }
+}
+
+Status Lowering::run() {
+  stats_.graphNodes = static_cast<int64_t>(graph_.nodes().size());
+  for (ValueId in : graph_.inputs()) {
+    Phys phys;
+    tensorAny(in, phys);
+  }
+  for (const passes::FusedKernel& kernel : fusion_.kernels) lowerKernel(kernel);
+  if (unsupported_.empty()) bindOutputs();
+  if (!unsupported_.empty()) {
+    std::ostringstream os;
+    os << "the compiled path does not support " << unsupported_.size() << " node"
+       << (unsupported_.size() > 1 ? "s" : "") << ":";
+    for (const std::string& u : unsupported_) os << "\n  " << u;
+    os << "\n(`tunec run --reference` runs any supported ONNX model on the reference executor)";
+    return Error(os.str());
+  }
+  return {};
+}
+
+CompiledModel Lowering::finish() {
+  CompiledModel m;
+  // Arena offsets by liveness over the steps.
+  std::vector<passes::ArenaRequest> requests;
+  std::vector<size_t> which;
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const TensorInfo& info = tensors_[t];
+    if (info.ref.region != rt::Region::Arena) continue;
+    int first = std::max(info.first, 0);
+    requests.push_back({info.bytes, first, std::max(info.last, first)});
+    which.push_back(t);
+  }
+  passes::ArenaLayout arena = passes::planArena(requests);
+  for (size_t i = 0; i < which.size(); ++i) tensors_[which[i]].ref.offset = arena.offsets[i];
+  stats_.arenaBytes = arena.peakBytes;
+  stats_.arenaLowerBound = arena.lowerBoundBytes;
+  stats_.intermediateBytes = arena.totalBytes;
+  stats_.constantBytes = static_cast<int64_t>(constants_.size());
+  stats_.steps = static_cast<int64_t>(steps_.size());
+
+  rt::ModelPlan& plan = m.plan;
+  plan.isa = std::string(isaInfo(options_.isa).name);
+  plan.threads = options_.threads;
+  plan.arenaBytes = arena.peakBytes;
+  plan.kernelCount = module_ ? module_->kernelCount() : 0;
+  for (const TensorInfo& info : tensors_) plan.tensors.push_back(info.ref);
+  plan.steps = std::move(steps_);
+  auto io = [&](ValueId v) {
+    const Value& value = graph_.value(v);
+    return rt::IoSpec{value.name, std::string(dtypeName(value.type.dtype)),
+                      value.type.shape.dims(),
+                      value.type.shape.numel() * static_cast<int64_t>(dtypeSize(value.type.dtype))};
+  };
+  for (ValueId v : graph_.inputs()) plan.inputs.push_back(io(v));
+  for (ValueId v : graph_.outputs()) plan.outputs.push_back(io(v));
+  m.constants = std::move(constants_);
+  m.kernels = std::move(kernels_);
+  m.stats = stats_;
+  return m;
+}
+
+Expected<CompiledModel> compileModel(const Graph& graph, Jit& jit, const CompileOptions& options) {
+  auto module = std::make_unique<ModelModule>(jit, options.isa);
+  Lowering lowering(graph, options, module.get());
+  TUNEC_TRY(lowering.run());
+  CompiledModel m = lowering.finish();
+  m.module = std::move(module);
+  return m;
+}
+
+Expected<std::vector<HeavyKernel>> extractHeavyKernels(const Graph& graph,
+                                                       const CompileOptions& options) {
+  Lowering lowering(graph, options, nullptr);
+  TUNEC_TRY(lowering.run());
+  return lowering.finish().kernels;
+}
+
+std::string compileReport(const CompiledModel& model) {
+  std::ostringstream os;
+  int tuned = 0;
+  for (const HeavyKernel& k : model.kernels) tuned += k.tuned;
+  os << model.kernels.size() << " heavy kernels: " << tuned << " tuned, "
+     << model.kernels.size() - static_cast<size_t>(tuned) << " with the analytical default\n";
+  for (const HeavyKernel& k : model.kernels)
+    os << "  " << (k.tuned ? "tuned  " : "default") << "  " << k.label << "\n";
+  const CompileStats& s = model.stats;
+  os << s.graphNodes << " graph nodes -> " << s.steps << " steps (" << s.generatedKernels
+     << " generated kernels, " << s.loopKernels << " loop kernels; " << s.reorders
+     << " reorders, " << s.aliases << " views)\n";
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "arena %.2f MB (live-set lower bound %.2f MB, %.3fx; %.2f MB without reuse); "
+                "constants %.2f MB\n",
+                static_cast<double>(s.arenaBytes) / 1e6, static_cast<double>(s.arenaLowerBound) / 1e6,
+                s.arenaLowerBound ? static_cast<double>(s.arenaBytes) / static_cast<double>(s.arenaLowerBound) : 1.0,
+                static_cast<double>(s.intermediateBytes) / 1e6,
+                static_cast<double>(s.constantBytes) / 1e6);
+  os << line;
+  return os.str();
+}
+
+} // namespace tunec::driver

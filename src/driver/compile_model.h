@@ -1,0 +1,70 @@
+// Compiling a whole model (DESIGN.md, the flow): the optimized graph is lowered, kernel by
+// kernel of the fusion plan, to a runtime plan (steps over tensors in one arena), packed
+// constants, and one LLVM module with every heavy kernel and its fused epilogue. The result runs
+// in this process through the JIT or is written as model.so.
+#pragma once
+
+#include "codegen/model_module.h"
+#include "ir/graph.h"
+#include "runtime/model_executor.h"
+#include "runtime/model_plan.h"
+#include "tuning_db/database.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tunec::driver {
+
+struct CompileOptions {
+  int threads = 1;                      ///< threads of every kernel (part of the workload key)
+  Isa isa = Isa::Avx512;                ///< set from the host by default (hostIsa())
+  db::TuningDatabase* database = nullptr; ///< tuned configs; defaults without one
+  db::TargetMatch targetMatch = db::TargetMatch::Exact;
+};
+
+/// One heavy kernel of the model, for the compile report and for task extraction.
+struct HeavyKernel {
+  std::string label;       ///< "Conv 'conv1' + bias+relu"
+  std::string templ;       ///< matmul | conv2d | depthwise
+  nlohmann::json workload; ///< canonical workload JSON (the tuning key)
+  nlohmann::json config;
+  double flops = 0;
+  bool tuned = false; ///< the config came from the database
+};
+
+struct CompileStats {
+  int64_t graphNodes = 0, steps = 0, generatedKernels = 0, loopKernels = 0, reorders = 0,
+          aliases = 0;
+  int64_t arenaBytes = 0, arenaLowerBound = 0, intermediateBytes = 0, constantBytes = 0;
+};
+
+struct CompiledModel {
+  rt::ModelPlan plan;
+  std::vector<uint8_t> constants;
+  std::unique_ptr<ModelModule> module;
+  std::vector<HeavyKernel> kernels;
+  CompileStats stats;
+};
+
+/// Lowers an optimized graph (after the pass pipeline). Unsupported ops are reported together,
+/// by node, in one error.
+Expected<CompiledModel> compileModel(const Graph& graph, Jit& jit, const CompileOptions& options);
+
+/// JIT-compiles the model's module and returns an executor for it (`jit` must outlive it).
+Expected<std::unique_ptr<rt::ModelExecutor>> loadInProcess(CompiledModel model,
+                                                            std::shared_ptr<Jit> jit, int threads);
+
+/// Emits the object and links model.so (with the system's C compiler driver, `cc`).
+Status writeSharedLibrary(CompiledModel model, const std::string& path);
+
+/// The workload of the heavy kernels a graph would compile to, without generating code (the
+/// tuner's task extraction).
+Expected<std::vector<HeavyKernel>> extractHeavyKernels(const Graph& graph,
+                                                       const CompileOptions& options);
+
+/// "12 heavy kernels: 9 tuned, 3 with defaults" plus one line per kernel.
+std::string compileReport(const CompiledModel& model);
+
+} // namespace tunec::driver

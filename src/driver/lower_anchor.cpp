@@ -1,0 +1,310 @@
+// Anchors: Conv (conv2d or depthwise template), Gemm and MatMul (matmul template), each with the
+// post-ops its epilogue absorbs (bias per output channel, ReLU, clip, residual add), the config
+// from the tuning database or the template's analytical default.
+#include "driver/lowering.h"
+
+#include "support/host.h"
+#include "tuning_db/keys.h"
+
+#include <cfloat>
+#include <cmath>
+
+namespace tunec::driver {
+
+namespace {
+
+// The config for a workload: the best record of the database, else the analytical default.
+template <typename Workload, typename Config, typename Default>
+Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDefault,
+                    Status (*validate)(const Workload&, const Config&), bool& tuned) {
+  tuned = false;
+  if (db::TuningDatabase* database = l.options().database) {
+    auto best = database->best(db::workloadKey(w.toJson()), db::TargetInfo::fromHost(hostInfo()),
+                               version, l.options().targetMatch);
+    if (best && best->has_value()) {
+      auto config = Config::fromJson((*best)->record.config);
+      if (config && config->isa == l.options().isa && validate(w, *config)) {
+        tuned = true;
+        return *config;
+      }
+    }
+  }
+  return makeDefault();
+}
+
+const float* floatData(const Value& v) { return v.constant->dataAs<float>(); }
+
+// Post-ops of the nodes after the anchor, as far as the epilogue can absorb them.
+struct EpilogueBuild {
+  Epilogue epilogue;
+  std::vector<float> bias; ///< per output channel, when the epilogue has a bias
+  int addend = -1;         ///< tensor
+  ValueId result;          ///< the value the kernel writes
+  size_t consumed = 1;
+  std::string names;
+};
+
+// True when a constant broadcasts along the channel dim `axis` of an output of `rank` dims only.
+bool perChannel(const Shape& c, int rank, int axis, int64_t channels) {
+  if (c.numel() != channels && c.numel() != 1) return false;
+  int shift = rank - c.rank();
+  if (shift < 0) return false;
+  for (int d = 0; d < c.rank(); ++d)
+    if (c[d] != 1 && d + shift != axis) return false;
+  return true;
+}
+
+void absorbPostOps(Lowering& l, const std::vector<NodeId>& nodes, int channelAxis,
+                   int64_t channels, Phys outPhys, EpilogueBuild& e) {
+  const Graph& g = l.graph();
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    const Node& n = g.node(nodes[i]);
+    if (n.outputs.size() != 1 || g.value(n.outputs[0]).type.dtype != DType::F32) break;
+    const Shape& outShape = g.value(e.result).type.shape;
+    if (n.kind == OpKind::Relu && n.inputs[0] == e.result) {
+      e.epilogue.push_back({PostOpKind::Relu});
+    } else if (n.kind == OpKind::Clip && n.inputs[0] == e.result) {
+      const auto& a = std::get<ClipAttrs>(n.attrs);
+      float lo = std::isinf(a.min) ? -FLT_MAX : static_cast<float>(a.min);
+      float hi = std::isinf(a.max) ? FLT_MAX : static_cast<float>(a.max);
+      e.epilogue.push_back({PostOpKind::Clip, lo, hi});
+    } else if (n.kind == OpKind::Add && n.inputs.size() == 2 &&
+               (n.inputs[0] == e.result) != (n.inputs[1] == e.result)) {
+      ValueId other = n.inputs[0] == e.result ? n.inputs[1] : n.inputs[0];
+      const Value& o = g.value(other);
+      if (o.type.dtype != DType::F32 || g.value(n.outputs[0]).type.shape != outShape) break;
+      if (o.constant && perChannel(o.type.shape, outShape.rank(), channelAxis, channels)) {
+        bool merge = !e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::BiasPerColumn;
+        if (!merge && !e.bias.empty()) break; // one bias vector per kernel
+        if (e.bias.empty()) e.bias.assign(static_cast<size_t>(channels), 0.f);
+        const float* c = floatData(o);
+        for (int64_t k = 0; k < channels; ++k)
+          e.bias[static_cast<size_t>(k)] += o.type.shape.numel() == 1 ? c[0] : c[k];
+        if (!merge) e.epilogue.push_back({PostOpKind::BiasPerColumn});
+      } else if (!o.constant && o.type.shape == outShape && e.addend < 0) {
+        e.addend = l.tensorIn(other, outPhys);
+        e.epilogue.push_back({PostOpKind::AddTensor});
+      } else {
+        break;
+      }
+    } else {
+      break;
+    }
+    e.result = n.outputs[0];
+    e.consumed = i + 1;
+  }
+}
+
+std::string shapeText(const Shape& s) { return s.toString(); }
+
+size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
+  const Graph& g = l.graph();
+  const Node& n = g.node(nodes[0]);
+  const auto& a = std::get<ConvAttrs>(n.attrs);
+  const Value& x = g.value(n.inputs[0]);
+  const Value& wv = g.value(n.inputs[1]);
+  if (a.kernel.size() != 2 || x.type.dtype != DType::F32) {
+    l.unsupported(n, "only 2-d f32 convolution is compiled");
+    return 0;
+  }
+  if (!wv.constant) {
+    l.unsupported(n, "the weights must be constant (initializers)");
+    return 0;
+  }
+  const Shape& xs = x.type.shape;
+  const Shape& ys = g.value(n.outputs[0]).type.shape;
+  int64_t oc = wv.type.shape[0];
+  EpilogueBuild e;
+  e.result = n.outputs[0];
+  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+    const Value& b = g.value(n.inputs[2]);
+    if (!b.constant) {
+      l.unsupported(n, "the bias must be constant");
+      return 0;
+    }
+    e.bias.assign(floatData(b), floatData(b) + oc);
+    e.epilogue.push_back({PostOpKind::BiasPerColumn});
+  }
+  absorbPostOps(l, nodes, 1, oc, Phys::Nhwc, e);
+  int in = l.tensorIn(n.inputs[0], Phys::Nhwc);
+  bool depthwise = a.group == xs[1] && a.group == oc && wv.type.shape[1] == 1;
+  HeavyKernel hk;
+  std::vector<float> packed;
+  Expected<int> kernel = -1;
+  if (depthwise) {
+    DepthwiseWorkload w;
+    w.n = xs[0], w.c = xs[1], w.h = xs[2], w.w = xs[3], w.kh = a.kernel[0], w.kw = a.kernel[1];
+    w.strideH = a.strides[0], w.strideW = a.strides[1];
+    w.padTop = a.pads[0], w.padLeft = a.pads[1], w.padBottom = a.pads[2], w.padRight = a.pads[3];
+    w.dilationH = a.dilations[0], w.dilationW = a.dilations[1];
+    w.threads = l.options().threads;
+    DepthwiseConfig c = chooseConfig<DepthwiseWorkload, DepthwiseConfig>(
+        l, w, kDepthwiseTemplateVersion,
+        [&] { return defaultDepthwiseConfig(w, l.options().isa); }, validateDepthwiseConfig,
+        hk.tuned);
+    hk.templ = "depthwise";
+    hk.workload = w.toJson();
+    hk.config = c.toJson();
+    hk.flops = w.flops();
+    if (l.module()) kernel = l.module()->addDepthwise(w, c, e.epilogue, floatData(wv), packed);
+  } else {
+    Conv2dWorkload w;
+    w.n = xs[0], w.ic = xs[1], w.h = xs[2], w.w = xs[3], w.oc = oc;
+    w.kh = a.kernel[0], w.kw = a.kernel[1], w.strideH = a.strides[0], w.strideW = a.strides[1];
+    w.padTop = a.pads[0], w.padLeft = a.pads[1], w.padBottom = a.pads[2], w.padRight = a.pads[3];
+    w.dilationH = a.dilations[0], w.dilationW = a.dilations[1], w.groups = a.group;
+    w.threads = l.options().threads;
+    Conv2dConfig c = chooseConfig<Conv2dWorkload, Conv2dConfig>(
+        l, w, kConv2dTemplateVersion,
+        [&] { return defaultConv2dConfig(w, l.options().isa, hostInfo()); },
+        validateConv2dConfig, hk.tuned);
+    hk.templ = "conv2d";
+    hk.workload = w.toJson();
+    hk.config = c.toJson();
+    hk.flops = w.flops();
+    if (l.module()) kernel = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
+  }
+  if (!kernel) {
+    l.unsupported(n, kernel.error().message());
+    return 0;
+  }
+  hk.label = "Conv '" + n.name + "' " + shapeText(xs) + " -> " + shapeText(ys) + " k" +
+             std::to_string(a.kernel[0]) + "x" + std::to_string(a.kernel[1]) + " s" +
+             std::to_string(a.strides[0]) + (e.epilogue.empty() ? "" : " + ") +
+             epilogueName(e.epilogue);
+  int weights = packed.empty() ? -1 : l.addConstant(packed.data(), packed.size() * 4);
+  int bias = e.bias.empty() ? -1 : l.addConstant(e.bias.data(), e.bias.size() * 4);
+  int out = l.defineOutput(e.result, Phys::Nhwc);
+  rt::Step step;
+  step.kind = rt::StepKind::Kernel;
+  step.label = hk.label;
+  step.kernel = *kernel;
+  step.tensors = {in, weights, out, bias, e.addend};
+  l.addStep(std::move(step), {in, weights, bias, e.addend}, {out});
+  l.noteHeavy(std::move(hk));
+  return e.consumed;
+}
+
+size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
+  const Graph& g = l.graph();
+  const Node& n = g.node(nodes[0]);
+  const Value& av = g.value(n.inputs[0]);
+  const Value& bv = g.value(n.inputs[1]);
+  const Shape& as = av.type.shape;
+  const Shape& bs = bv.type.shape;
+  const Shape& ys = g.value(n.outputs[0]).type.shape;
+  if (av.type.dtype != DType::F32 || bv.type.dtype != DType::F32 || as.rank() < 2 ||
+      bs.rank() < 2) {
+    l.unsupported(n, "only f32 matmul with operands of rank >= 2 is compiled");
+    return 0;
+  }
+  MatmulWorkload w;
+  w.threads = l.options().threads;
+  std::vector<float> scaledB;
+  const float* bData = bv.constant ? floatData(bv) : nullptr;
+  EpilogueBuild e;
+  e.result = n.outputs[0];
+  if (n.kind == OpKind::Gemm) {
+    const auto& a = std::get<GemmAttrs>(n.attrs);
+    w.transA = a.transA, w.transB = a.transB;
+    w.m = a.transA ? as[1] : as[0], w.k = a.transA ? as[0] : as[1];
+    w.n = a.transB ? bs[0] : bs[1];
+    if (a.alpha != 1.f) {
+      if (!bData) {
+        l.unsupported(n, "alpha != 1 needs a constant B");
+        return 0;
+      }
+      scaledB.assign(bData, bData + bs.numel());
+      for (float& v : scaledB) v *= a.alpha;
+      bData = scaledB.data();
+    }
+    if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+      const Value& c = g.value(n.inputs[2]);
+      if (c.constant && c.type.dtype == DType::F32 && perChannel(c.type.shape, 2, 1, w.n)) {
+        e.bias.assign(static_cast<size_t>(w.n), 0.f);
+        for (int64_t j = 0; j < w.n; ++j)
+          e.bias[static_cast<size_t>(j)] =
+              a.beta * floatData(c)[c.type.shape.numel() == 1 ? 0 : j];
+        e.epilogue.push_back({PostOpKind::BiasPerColumn});
+      } else if (c.constant && c.type.dtype == DType::F32) {
+        // Any other broadcast of C: expanded to M x N once, at compile time.
+        std::vector<float> full(static_cast<size_t>(w.m * w.n));
+        Shape cs = c.type.shape;
+        auto strides = Lowering::broadcastStrides(cs, cs.strides(), Shape({w.m, w.n}));
+        for (int64_t i = 0; i < w.m; ++i)
+          for (int64_t j = 0; j < w.n; ++j)
+            full[static_cast<size_t>(i * w.n + j)] =
+                a.beta * floatData(c)[i * strides[0] + j * strides[1]];
+        e.addend = l.addConstant(full.data(), full.size() * 4);
+        e.epilogue.push_back({PostOpKind::AddTensor});
+      } else if (a.beta == 1.f && c.type.shape == ys) {
+        e.addend = l.tensorIn(n.inputs[2], Phys::Plain);
+        e.epilogue.push_back({PostOpKind::AddTensor});
+      } else {
+        l.unsupported(n, "a non-constant C needs beta = 1 and the output's shape");
+        return 0;
+      }
+    }
+  } else {
+    w.k = as[as.rank() - 1];
+    w.n = bs[bs.rank() - 1];
+    int64_t bBatch = bs.numel() / (w.k * w.n);
+    int64_t aBatch = as.numel() / (as[as.rank() - 2] * w.k);
+    if (bBatch == 1) {
+      w.m = as.numel() / w.k; // batch folded into M
+    } else if (aBatch == bBatch && as.rank() == bs.rank() &&
+               std::equal(as.dims().begin(), as.dims().end() - 2, bs.dims().begin())) {
+      w.batch = aBatch;
+      w.m = as[as.rank() - 2];
+      w.broadcastB = false;
+    } else {
+      l.unsupported(n, "MatMul with broadcast batch dimensions is not compiled yet");
+      return 0;
+    }
+  }
+  w.constantB = bData != nullptr;
+  absorbPostOps(l, nodes, ys.rank() - 1, w.n, Phys::Plain, e);
+  HeavyKernel hk;
+  MatmulConfig c = chooseConfig<MatmulWorkload, MatmulConfig>(
+      l, w, kMatmulTemplateVersion,
+      [&] { return defaultMatmulConfig(w, l.options().isa, hostInfo()); }, validateMatmulConfig,
+      hk.tuned);
+  hk.templ = "matmul";
+  hk.workload = w.toJson();
+  hk.config = c.toJson();
+  hk.flops = w.flops();
+  std::vector<float> packed;
+  Expected<int> kernel = -1;
+  if (l.module()) kernel = l.module()->addMatmul(w, c, e.epilogue, bData, packed);
+  if (!kernel) {
+    l.unsupported(n, kernel.error().message());
+    return 0;
+  }
+  hk.label = std::string(opName(n.kind)) + " '" + n.name + "' " + std::to_string(w.batch) + "x" +
+             std::to_string(w.m) + "x" + std::to_string(w.n) + "x" + std::to_string(w.k) +
+             (w.constantB ? "" : " (B computed)") + (e.epilogue.empty() ? "" : " + ") +
+             epilogueName(e.epilogue);
+  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  int weights = w.constantB ? (packed.empty() ? -1 : l.addConstant(packed.data(), packed.size() * 4))
+                            : l.tensorIn(n.inputs[1], Phys::Plain);
+  int bias = e.bias.empty() ? -1 : l.addConstant(e.bias.data(), e.bias.size() * 4);
+  int out = l.defineOutput(e.result, Phys::Plain);
+  rt::Step step;
+  step.kind = rt::StepKind::Kernel;
+  step.label = hk.label;
+  step.kernel = *kernel;
+  step.tensors = {in, weights, out, bias, e.addend};
+  l.addStep(std::move(step), {in, weights, bias, e.addend}, {out});
+  l.noteHeavy(std::move(hk));
+  return e.consumed;
+}
+
+} // namespace
+
+size_t lowerAnchor(Lowering& l, const std::vector<NodeId>& nodes) {
+  const Node& n = l.graph().node(nodes[0]);
+  if (n.kind == OpKind::Conv) return lowerConv(l, nodes);
+  return lowerMatmul(l, nodes);
+}
+
+} // namespace tunec::driver

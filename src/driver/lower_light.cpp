@@ -1,0 +1,363 @@
+// Light ops: a run of elementwise ops becomes one strided program (lowering.h); layout-free
+// data movement (transpose, slice, concat, split, expand) becomes a copy program; reshapes are
+// views; softmax, layer norm, pooling and gather have loop kernels of their own.
+#include "driver/lowering.h"
+
+#include "ir/op_registry.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+namespace tunec::driver {
+
+using rt::EwInstr;
+using rt::EwOp;
+
+std::optional<EwOp> elementwiseOp(const Node& node, float& p0, float& p1) {
+  p0 = p1 = 0.f;
+  switch (node.kind) {
+  case OpKind::Add: return EwOp::Add;
+  case OpKind::Sub: return EwOp::Sub;
+  case OpKind::Mul: return EwOp::Mul;
+  case OpKind::Div: return EwOp::Div;
+  case OpKind::Pow: return EwOp::Pow;
+  case OpKind::Max: return EwOp::Max;
+  case OpKind::Min: return EwOp::Min;
+  case OpKind::Sum: return EwOp::Add;
+  case OpKind::Relu: return EwOp::Relu;
+  case OpKind::LeakyRelu: p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha; return EwOp::LeakyRelu;
+  case OpKind::Clip: {
+    const auto& a = std::get<ClipAttrs>(node.attrs);
+    p0 = std::isinf(a.min) ? -INFINITY : static_cast<float>(a.min);
+    p1 = std::isinf(a.max) ? INFINITY : static_cast<float>(a.max);
+    return EwOp::Clip;
+  }
+  case OpKind::Sigmoid: return EwOp::Sigmoid;
+  case OpKind::Tanh: return EwOp::Tanh;
+  case OpKind::Exp: return EwOp::Exp;
+  case OpKind::Log: return EwOp::Log;
+  case OpKind::Sqrt: return EwOp::Sqrt;
+  case OpKind::Neg: return EwOp::Neg;
+  case OpKind::Abs: return EwOp::Abs;
+  case OpKind::Erf: return EwOp::Erf;
+  case OpKind::Gelu:
+    if (std::get<GeluAttrs>(node.attrs).tanhApproximation) return std::nullopt;
+    return EwOp::Gelu;
+  case OpKind::Reciprocal: return EwOp::Reciprocal;
+  case OpKind::HardSigmoid: {
+    const auto& a = std::get<AlphaBetaAttrs>(node.attrs);
+    p0 = a.alpha, p1 = a.beta;
+    return EwOp::HardSigmoid;
+  }
+  case OpKind::HardSwish: return EwOp::HardSwish;
+  case OpKind::Softplus: return EwOp::Softplus;
+  case OpKind::Floor: return EwOp::Floor;
+  case OpKind::Ceil: return EwOp::Ceil;
+  case OpKind::Round: return EwOp::Round;
+  case OpKind::Sign: return EwOp::Sign;
+  case OpKind::Elu: p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha; return EwOp::Elu;
+  case OpKind::Identity: return EwOp::Copy;
+  case OpKind::Dropout: return node.outputs.size() == 1 ? std::optional(EwOp::Copy) : std::nullopt;
+  default: return std::nullopt;
+  }
+}
+
+namespace {
+
+bool allF32(const Graph& g, const Node& n) {
+  for (ValueId v : n.inputs)
+    if (v != kNoValue && g.value(v).type.dtype != DType::F32) return false;
+  for (ValueId v : n.outputs)
+    if (g.value(v).type.dtype != DType::F32) return false;
+  return true;
+}
+
+bool isElementwise(const Graph& g, const Node& n) {
+  float p0, p1;
+  if (!elementwiseOp(n, p0, p1) || !allF32(g, n) || n.outputs.size() != 1) return false;
+  bool binary = rt::isBinary(*elementwiseOp(n, p0, p1)) && n.kind != OpKind::Sum;
+  if (binary && n.inputs.size() != 2) return false;
+  return !n.inputs.empty() && n.inputs.size() <= 6;
+}
+
+// A run of elementwise nodes, each consuming the previous one's output, as one program.
+size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t begin) {
+  const Graph& g = l.graph();
+  size_t end = begin + 1;
+  while (end < nodes.size()) {
+    const Node& n = g.node(nodes[end]);
+    ValueId prev = g.node(nodes[end - 1]).outputs[0];
+    if (!isElementwise(g, n) ||
+        std::find(n.inputs.begin(), n.inputs.end(), prev) == n.inputs.end())
+      break;
+    ++end;
+  }
+  ValueId result = g.node(nodes[end - 1]).outputs[0];
+  const Shape& outShape = g.value(result).type.shape;
+  // External operands, and the output layout: NHWC when an activation operand is NHWC.
+  std::map<ValueId, int> inputIndex;
+  std::vector<Lowering::EwOperand> operands;
+  Phys outPhys = Phys::Plain;
+  std::map<ValueId, bool> inRun;
+  for (size_t i = begin; i < end; ++i) inRun[g.node(nodes[i]).outputs[0]] = true;
+  for (size_t i = begin; i < end; ++i)
+    for (ValueId v : g.node(nodes[i]).inputs) {
+      if (inRun.count(v) || inputIndex.count(v)) continue;
+      Phys phys;
+      int t = l.tensorAny(v, phys);
+      const Shape& s = g.value(v).type.shape;
+      if (phys == Phys::Nhwc && outShape.rank() == 4 && s == outShape) outPhys = Phys::Nhwc;
+      inputIndex[v] = static_cast<int>(operands.size());
+      operands.push_back(
+          {t, Lowering::broadcastStrides(s, Lowering::logicalStrides(s, phys), outShape), 0});
+    }
+  if (operands.size() > 8) {
+    l.unsupported(g.node(nodes[begin]), "an elementwise chain with more than 8 inputs");
+    return begin;
+  }
+  std::vector<EwInstr> code;
+  std::map<ValueId, int> reg;
+  std::string label;
+  for (size_t i = begin; i < end; ++i) {
+    const Node& n = g.node(nodes[i]);
+    float p0, p1;
+    EwOp op = *elementwiseOp(n, p0, p1);
+    auto operand = [&](ValueId v) { return reg.count(v) ? reg[v] : -1 - inputIndex[v]; };
+    int dst = static_cast<int>(i - begin) % 2;
+    if (n.kind == OpKind::Sum && n.inputs.size() == 1) {
+      code.push_back({EwOp::Copy, dst, operand(n.inputs[0]), -1000});
+    } else if (rt::isBinary(op)) {
+      code.push_back({op, dst, operand(n.inputs[0]), operand(n.inputs[1]), p0, p1});
+      for (size_t k = 2; k < n.inputs.size(); ++k)
+        code.push_back({op, dst, dst, operand(n.inputs[k]), p0, p1});
+    } else {
+      code.push_back({op, dst, operand(n.inputs[0]), -1000, p0, p1});
+    }
+    reg[n.outputs[0]] = dst;
+    label += (label.empty() ? "" : "+") + std::string(opName(n.kind));
+  }
+  label += " '" + g.node(nodes[begin]).name + "'";
+  int out = l.defineOutput(result, outPhys);
+  l.addElementwise(label, out, outShape, outPhys, 0, Lowering::logicalStrides(outShape, outPhys),
+                   operands, std::move(code));
+  return end;
+}
+
+// A plain copy program: `out` element idx = in[offset + sum(idx[d] * strides[d])].
+void copyProgram(Lowering& l, const std::string& label, int out, const Shape& outShape,
+                 int64_t outOffset, const std::vector<int64_t>& outStrides, int in,
+                 std::vector<int64_t> inStrides, int64_t inOffset) {
+  l.addElementwise(label, out, outShape, Phys::Plain, outOffset, outStrides,
+                   {{in, std::move(inStrides), inOffset}}, {{EwOp::Copy, 0, -1, -1000}});
+}
+
+int64_t normalizeAxis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+bool lowerSingle(Lowering& l, const Node& n) {
+  const Graph& g = l.graph();
+  const Value& x = g.value(n.inputs[0]);
+  const Shape& xs = x.type.shape;
+  const Shape& ys = g.value(n.outputs[0]).type.shape;
+  std::string label = std::string(opName(n.kind)) + " '" + n.name + "'";
+  switch (n.kind) {
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
+    l.defineAlias(n.outputs[0], l.tensorIn(n.inputs[0], Phys::Plain), Phys::Plain);
+    return true;
+  default: break;
+  }
+  if (!allF32(g, n) && n.kind != OpKind::Gather) {
+    l.unsupported(n, "only f32 tensors are compiled");
+    return false;
+  }
+  switch (n.kind) {
+  case OpKind::Transpose: {
+    const auto& perm = std::get<TransposeAttrs>(n.attrs).perm;
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    std::vector<int64_t> xstr = xs.strides(), s;
+    for (int64_t p : perm) s.push_back(xstr[static_cast<size_t>(p)]);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    copyProgram(l, label, out, ys, 0, ys.strides(), in, s, 0);
+    return true;
+  }
+  case OpKind::Expand: {
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    copyProgram(l, label, out, ys, 0, ys.strides(), in,
+                Lowering::broadcastStrides(xs, xs.strides(), ys), 0);
+    return true;
+  }
+  case OpKind::Slice: {
+    const auto& a = std::get<SliceAttrs>(n.attrs);
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    std::vector<int64_t> xstr = xs.strides(), s;
+    int64_t offset = 0;
+    for (size_t d = 0; d < xstr.size(); ++d) {
+      offset += a.starts[d] * xstr[d];
+      s.push_back(a.steps[d] * xstr[d]);
+    }
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    copyProgram(l, label, out, ys, 0, ys.strides(), in, s, offset);
+    return true;
+  }
+  case OpKind::Split: {
+    const auto& a = std::get<SplitAttrs>(n.attrs);
+    int axis = static_cast<int>(normalizeAxis(a.axis, xs.rank()));
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int64_t start = 0;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      const Shape& os = g.value(n.outputs[i]).type.shape;
+      int out = l.defineOutput(n.outputs[i], Phys::Plain);
+      copyProgram(l, label, out, os, 0, os.strides(), in, xs.strides(),
+                  start * xs.strides()[static_cast<size_t>(axis)]);
+      start += a.sizes[i];
+    }
+    return true;
+  }
+  case OpKind::Concat: {
+    int axis = static_cast<int>(normalizeAxis(std::get<AxisAttrs>(n.attrs).axis, ys.rank()));
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    int64_t start = 0;
+    for (ValueId v : n.inputs) {
+      const Shape& is = g.value(v).type.shape;
+      if (is.numel() > 0)
+        copyProgram(l, label, out, is, start * ys.strides()[static_cast<size_t>(axis)],
+                    ys.strides(), l.tensorIn(v, Phys::Plain), is.strides(), 0);
+      start += is[axis];
+    }
+    return true;
+  }
+  case OpKind::Softmax: {
+    const auto& a = std::get<SoftmaxAttrs>(n.attrs);
+    auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
+    const auto& d = xs.dims();
+    int64_t outer = product(d, 0, axis), len, inner;
+    if (a.coerce2d) {
+      len = product(d, axis, d.size());
+      inner = 1;
+    } else {
+      len = d[axis];
+      inner = product(d, axis + 1, d.size());
+    }
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    rt::Step step;
+    step.kind = rt::StepKind::Softmax;
+    step.label = label;
+    step.tensors = {out, in};
+    step.ints = {outer, len, inner};
+    l.addStep(std::move(step), {in}, {out});
+    return true;
+  }
+  case OpKind::LayerNormalization: {
+    const auto& a = std::get<NormAttrs>(n.attrs);
+    auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
+    int64_t rows = product(xs.dims(), 0, axis), cols = product(xs.dims(), axis, xs.dims().size());
+    bool hasBias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+    if (n.outputs.size() > 1 || g.value(n.inputs[1]).type.shape.numel() != cols ||
+        (hasBias && g.value(n.inputs[2]).type.shape.numel() != cols)) {
+      l.unsupported(n, "layer norm with extra outputs or broadcast scale is not compiled");
+      return false;
+    }
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int scale = l.tensorIn(n.inputs[1], Phys::Plain);
+    int bias = hasBias ? l.tensorIn(n.inputs[2], Phys::Plain) : -1;
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    rt::Step step;
+    step.kind = rt::StepKind::LayerNorm;
+    step.label = label;
+    step.tensors = {out, in, scale, bias};
+    step.ints = {rows, cols};
+    step.floats = {a.epsilon};
+    l.addStep(std::move(step), {in, scale, bias}, {out});
+    return true;
+  }
+  case OpKind::MaxPool:
+  case OpKind::AveragePool:
+  case OpKind::GlobalAveragePool:
+  case OpKind::GlobalMaxPool: {
+    if (xs.rank() != 4 || n.outputs.size() != 1) {
+      l.unsupported(n, "only 2-d pooling with one output is compiled");
+      return false;
+    }
+    // Pooling keeps its input's layout (as the layout plan does).
+    Phys phys;
+    int in = l.tensorAny(n.inputs[0], phys);
+    Phys outPhys = phys;
+    rt::PoolParams p{};
+    bool global = n.kind == OpKind::GlobalAveragePool || n.kind == OpKind::GlobalMaxPool;
+    p.isMax = n.kind == OpKind::MaxPool || n.kind == OpKind::GlobalMaxPool;
+    p.n = xs[0], p.c = xs[1], p.h = xs[2], p.w = xs[3], p.oh = ys[2], p.ow = ys[3];
+    p.kh = p.h, p.kw = p.w, p.sh = p.sw = p.dh = p.dw = 1;
+    if (!global) {
+      const auto& a = std::get<PoolAttrs>(n.attrs);
+      if (a.kernel.size() != 2) {
+        l.unsupported(n, "only 2-d pooling is compiled");
+        return false;
+      }
+      p.kh = a.kernel[0], p.kw = a.kernel[1], p.sh = a.strides[0], p.sw = a.strides[1];
+      p.padTop = a.pads[0], p.padLeft = a.pads[1], p.dh = a.dilations[0], p.dw = a.dilations[1];
+      p.countIncludePad = a.countIncludePad;
+    }
+    auto is = Lowering::logicalStrides(xs, phys), os = Lowering::logicalStrides(ys, outPhys);
+    for (int d = 0; d < 4; ++d) {
+      p.inStride[d] = is[static_cast<size_t>(d)];
+      p.outStride[d] = os[static_cast<size_t>(d)];
+    }
+    int out = l.defineOutput(n.outputs[0], outPhys);
+    rt::Step step;
+    step.kind = rt::StepKind::Pool;
+    step.label = label;
+    step.tensors = {out, in};
+    step.ints.resize(sizeof(p) / sizeof(int64_t));
+    std::memcpy(step.ints.data(), &p, sizeof(p));
+    l.addStep(std::move(step), {in}, {out});
+    return true;
+  }
+  case OpKind::Gather: {
+    const Value& idx = g.value(n.inputs[1]);
+    if (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32) {
+      l.unsupported(n, "Gather indices must be int64 or int32");
+      return false;
+    }
+    auto axis = static_cast<size_t>(normalizeAxis(std::get<AxisAttrs>(n.attrs).axis, xs.rank()));
+    int data = l.tensorIn(n.inputs[0], Phys::Plain);
+    int indices = l.tensorIn(n.inputs[1], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    rt::Step step;
+    step.kind = rt::StepKind::Gather;
+    step.label = label;
+    step.tensors = {out, data, indices};
+    step.ints = {product(xs.dims(), 0, axis), xs.dims()[axis],
+                 product(xs.dims(), axis + 1, xs.dims().size()), idx.type.shape.numel(),
+                 static_cast<int64_t>(dtypeSize(x.type.dtype)),
+                 static_cast<int64_t>(dtypeSize(idx.type.dtype))};
+    l.addStep(std::move(step), {data, indices}, {out});
+    return true;
+  }
+  default:
+    l.unsupported(n, "no loop kernel for this op yet");
+    return false;
+  }
+}
+
+} // namespace
+
+size_t lowerLight(Lowering& l, const std::vector<NodeId>& nodes, size_t begin) {
+  const Graph& g = l.graph();
+  const Node& n = g.node(nodes[begin]);
+  if (isElementwise(g, n)) return lowerElementwiseRun(l, nodes, begin);
+  return lowerSingle(l, n) ? begin + 1 : begin;
+}
+
+} // namespace tunec::driver

@@ -1,0 +1,98 @@
+// Internal to the driver: the state of lowering one graph to steps. lower_anchor.cpp turns an
+// anchor and the post-ops its epilogue absorbs into a generated kernel; lower_light.cpp turns
+// the other nodes into loop-kernel steps; compile_model.cpp drives both and plans the arena.
+#pragma once
+
+#include "driver/compile_model.h"
+#include "passes/fusion_plan.h"
+#include "passes/layout_plan.h"
+#include "runtime/light_kernels.h"
+
+#include <map>
+
+namespace tunec::driver {
+
+/// Physical layouts the lowering tracks: plain row-major or NHWC (4-d).
+enum class Phys { Plain, Nhwc };
+
+class Lowering {
+public:
+  Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module);
+  Status run();
+  CompiledModel finish();
+
+  // Used by the anchor and light lowerers.
+  const Graph& graph() const { return graph_; }
+  const CompileOptions& options() const { return options_; }
+  ModelModule* module() { return module_; }
+  /// The tensor holding `v` in layout `want` (reordering it once, on demand).
+  int tensorIn(ValueId v, Phys want);
+  /// The tensor holding `v` in whatever layout it was produced in.
+  int tensorAny(ValueId v, Phys& phys);
+  /// A new tensor for a node's output `v` in layout `phys` (the model output buffer when `v` is
+  /// a model output and the layout is plain).
+  int defineOutput(ValueId v, Phys phys);
+  /// `v` shares the bytes of `source` (reshape-like ops).
+  void defineAlias(ValueId v, int source, Phys phys);
+  /// A constant tensor from raw bytes (64-byte aligned in the blob).
+  int addConstant(const void* data, size_t bytes);
+  /// Appends a step; records the uses and definitions of its tensors for the arena plan.
+  void addStep(rt::Step step, std::vector<int> reads, std::vector<int> writes);
+  void noteHeavy(HeavyKernel k) { kernels_.push_back(std::move(k)); }
+  void unsupported(const Node& node, const std::string& why);
+  /// Logical row-major strides of a tensor of `shape` stored in layout `phys`.
+  static std::vector<int64_t> logicalStrides(const Shape& shape, Phys phys);
+  Phys producedLayout(ValueId v) const;
+  CompileStats& stats() { return stats_; }
+
+  /// Builds an elementwise step writing `out` (logical shape, layout) from the given operands.
+  /// `inputs` are (tensor, logical strides aligned to the output's logical dims, offset).
+  struct EwOperand {
+    int tensor;
+    std::vector<int64_t> strides;
+    int64_t offset = 0;
+  };
+  void addElementwise(const std::string& label, int out, const Shape& outShape, Phys outPhys,
+                      int64_t outOffset, const std::vector<int64_t>& outLogicalStrides,
+                      const std::vector<EwOperand>& inputs, std::vector<rt::EwInstr> code);
+  /// Broadcast strides of a tensor of `shape` (logical strides `strides`) against `outShape`.
+  static std::vector<int64_t> broadcastStrides(const Shape& shape,
+                                               const std::vector<int64_t>& strides,
+                                               const Shape& outShape);
+
+private:
+  void lowerKernel(const passes::FusedKernel& kernel);
+  void bindOutputs();
+
+  const Graph& graph_;
+  CompileOptions options_;
+  ModelModule* module_;
+  passes::LayoutPlan layouts_;
+  passes::FusionPlan fusion_;
+  struct TensorInfo {
+    rt::TensorRef ref;
+    int64_t bytes = 0;
+    int first = -1, last = -1; ///< steps that define and last use it (arena tensors)
+  };
+  std::vector<TensorInfo> tensors_;
+  std::map<ValueId, std::pair<int, Phys>> produced_;
+  std::map<std::pair<ValueId, Phys>, int> reordered_;
+  std::vector<rt::Step> steps_;
+  std::vector<uint8_t> constants_;
+  std::vector<HeavyKernel> kernels_;
+  std::vector<std::string> unsupported_;
+  CompileStats stats_;
+};
+
+/// Lowers the anchor at nodes[0] of a fused kernel and as many of the following nodes as its
+/// epilogue absorbs; returns how many nodes it consumed (0 when the anchor is not one the
+/// templates implement, after reporting why).
+size_t lowerAnchor(Lowering& l, const std::vector<NodeId>& nodes);
+/// Lowers nodes[begin..] (light ops): a run of elementwise ops becomes one step; returns the
+/// index after the nodes it consumed.
+size_t lowerLight(Lowering& l, const std::vector<NodeId>& nodes, size_t begin);
+
+/// The elementwise op of a node when it is one the loop kernels run (f32 only).
+std::optional<rt::EwOp> elementwiseOp(const Node& node, float& p0, float& p1);
+
+} // namespace tunec::driver
