@@ -2,6 +2,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/load_model.h"
+#include "cli/model_session.h"
 #include "cli/pipeline.h"
 #include "frontend/tensor_io.h"
 #include "reference/reference.h"
@@ -17,16 +18,21 @@ namespace {
 
 const CommandSpec kRunSpec{
     "run",
-    "tunec run MODEL.onnx --input NAME=FILE... [--output DIR] [flags]",
+    "tunec run MODEL.onnx|model.so --input NAME=FILE... [--output DIR] [flags]",
     "Runs the model on the given input tensors and writes one file per output to DIR.\n"
-    "Input files are NumPy .npy or serialized ONNX TensorProto (.pb). This build runs the\n"
-    "reference executor; compiled execution arrives with 'tunec compile'.",
+    "Input files are NumPy .npy or serialized ONNX TensorProto (.pb). A model.so (from\n"
+    "'tunec compile') is loaded; an ONNX model is compiled in memory with the JIT, or run\n"
+    "on the reference executor with --reference.",
     {
         {"input", "NAME=FILE", "tensor file for a model input", true},
+        {"threads", "N", "threads per run (default: the machine's cores)"},
+        {"db", "FILE", "ONNX models: use the tuned configs in this tuning database"},
+        {"reference", "", "ONNX models: run the reference executor (double precision) instead"},
+        {"report", "", "ONNX models: print the compile report (tuned and default kernels)"},
         {"output", "DIR", "directory for the outputs (default: print a summary only)"},
         {"format", "npy|pb", "output file format (default npy)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
-        {"optimize", "", "run the graph passes (tunec inspect --print-after-all lists them) first"},
+        {"optimize", "", "with --reference: run the graph passes first"},
     },
     1,
     1};
@@ -38,7 +44,94 @@ std::string fileNameFor(const std::string& valueName) {
   return s.empty() ? "output" : s;
 }
 
+int writeOutputs(const std::string& dir, const std::string& format,
+                 const std::vector<std::string>& names, const std::vector<Tensor>& outputs) {
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return fail("cannot create output directory " + dir + ": " + ec.message());
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    double sum = 0;
+    for (int64_t j = 0; j < t.numel(); ++j) sum += t.getDouble(j);
+    std::printf("output %s: %s mean %.6g", names[i].c_str(), t.typeString().c_str(),
+                t.numel() ? sum / static_cast<double>(t.numel()) : 0.0);
+    if (!dir.empty()) {
+      std::string path = dir + "/" + fileNameFor(names[i]) + "." + format;
+      Status s = format == "npy" ? writeNpy(path, t) : writeTensorProto(path, t, names[i]);
+      if (!s) return fail(s.error().message());
+      std::printf(" -> %s", path.c_str());
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shapes,
+                std::map<std::string, std::string> files, const std::string& format) {
+  SessionOptions options;
+  options.inputShapes = shapes;
+  options.dbPath = args.get("db");
+  auto threads = parseThreads(args.get("threads"));
+  if (!threads) return fail(threads.error().message());
+  options.threads = *threads;
+  const std::string& path = args.positionals()[0];
+  auto session = openModel(path, options);
+  if (!session) return fail(session.error().message());
+  if (args.has("report")) std::fputs(session->report.c_str(), stdout);
+  std::vector<Tensor> inputs;
+  std::vector<const void*> inPtrs;
+  for (const rt::IoSpec& io : session->inputs) {
+    std::string type = io.dtype + "[" + Shape(io.shape).toString() + "]";
+    auto it = files.find(io.name);
+    if (it == files.end()) return fail("missing --input for model input '" + io.name + "' (" + type + ")");
+    auto tensor = readTensorFile(it->second);
+    if (!tensor) return fail(tensor.error().message());
+    if (std::string(dtypeName(tensor->dtype())) != io.dtype || tensor->shape().dims() != io.shape)
+      return fail("input '" + io.name + "' from " + it->second + " is " + tensor->typeString() +
+                  ", but the model expects " + type);
+    inputs.push_back(*tensor);
+    inPtrs.push_back(inputs.back().data());
+    files.erase(it);
+  }
+  if (!files.empty())
+    return fail("--input names '" + files.begin()->first + "', which is not a model input");
+  std::vector<Tensor> outputs;
+  std::vector<void*> outPtrs;
+  std::vector<std::string> names;
+  for (const rt::IoSpec& io : session->outputs) {
+    auto dtype = parseDType(io.dtype);
+    if (!dtype) return fail("model output '" + io.name + "' has an unknown dtype " + io.dtype);
+    outputs.emplace_back(*dtype, Shape(io.shape));
+    names.push_back(io.name);
+  }
+  for (Tensor& t : outputs) outPtrs.push_back(t.data());
+  auto start = std::chrono::steady_clock::now();
+  Status status = session->run(inPtrs.data(), outPtrs.data());
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!status) return fail(status.error().message());
+  if (int rc = writeOutputs(args.get("output"), format, names, outputs)) return rc;
+  if (session->compileSeconds > 0)
+    std::printf("compiled in %.2f s; ", session->compileSeconds);
+  std::printf("ran in %.2f ms on %d thread%s (%s)\n", ms, options.threads,
+              options.threads > 1 ? "s" : "", path.size() > 3 && path.ends_with(".so") ? "model.so" : "JIT");
+  return 0;
+}
+
 } // namespace
+
+Expected<int> parseThreads(const std::string& text) {
+  if (text.empty()) return defaultThreads();
+  try {
+    size_t used = 0;
+    int n = std::stoi(text, &used);
+    if (used == text.size() && n >= 1 && n <= 1024) return n;
+  } catch (const std::exception&) {
+  }
+  return makeError("--threads must be a whole number from 1 to 1024, not '", text, "'");
+}
 
 int fail(const std::string& message) {
   std::fprintf(stderr, "tunec: %s\n", message.c_str());
@@ -58,13 +151,6 @@ int commandRun(const std::vector<std::string>& argv) {
   if (format != "npy" && format != "pb")
     return fail("--format must be npy or pb, not '" + format + "'");
 
-  auto graph = loadModel(args->positionals()[0], *shapes);
-  if (!graph) return fail(graph.error().message());
-  if (args->has("optimize")) {
-    graph = runGraphPipeline(std::move(*graph), nullptr);
-    if (!graph) return fail(graph.error().message());
-  }
-
   std::map<std::string, std::string> files;
   for (const auto& spec : args->getAll("input")) {
     auto eq = spec.find('=');
@@ -72,6 +158,14 @@ int commandRun(const std::vector<std::string>& argv) {
       return fail("--input '" + spec + "' is not of the form NAME=FILE");
     files[spec.substr(0, eq)] = spec.substr(eq + 1);
   }
+  if (!args->has("reference")) return runCompiled(*args, *shapes, files, format);
+  auto graph = loadModel(args->positionals()[0], *shapes);
+  if (!graph) return fail(graph.error().message());
+  if (args->has("optimize")) {
+    graph = runGraphPipeline(std::move(*graph), nullptr);
+    if (!graph) return fail(graph.error().message());
+  }
+
   std::vector<Tensor> inputs;
   for (ValueId id : graph->inputs()) {
     const Value& v = graph->value(id);
@@ -95,27 +189,9 @@ int commandRun(const std::vector<std::string>& argv) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!outputs) return fail(outputs.error().message());
 
-  std::string dir = args->get("output");
-  if (!dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return fail("cannot create output directory " + dir + ": " + ec.message());
-  }
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    const Value& v = graph->value(graph->outputs()[i]);
-    const Tensor& t = (*outputs)[i];
-    double sum = 0;
-    for (int64_t j = 0; j < t.numel(); ++j) sum += t.getDouble(j);
-    std::printf("output %s: %s mean %.6g", v.name.c_str(), t.typeString().c_str(),
-                t.numel() ? sum / static_cast<double>(t.numel()) : 0.0);
-    if (!dir.empty()) {
-      std::string path = dir + "/" + fileNameFor(v.name) + "." + format;
-      Status s = format == "npy" ? writeNpy(path, t) : writeTensorProto(path, t, v.name);
-      if (!s) return fail(s.error().message());
-      std::printf(" -> %s", path.c_str());
-    }
-    std::printf("\n");
-  }
+  std::vector<std::string> names;
+  for (ValueId id : graph->outputs()) names.push_back(graph->value(id).name);
+  if (int rc = writeOutputs(args->get("output"), format, names, *outputs)) return rc;
   std::printf("ran %zu nodes in %.1f ms (reference executor)\n", graph->nodes().size(), ms);
   return 0;
 }

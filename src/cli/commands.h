@@ -1,6 +1,8 @@
 // The tunec subcommands; each returns the process exit code.
 #pragma once
 
+#include "support/error.h"
+
 #include <string>
 #include <vector>
 
@@ -21,6 +23,12 @@ int commandDb(const std::vector<std::string>& args);
 /// `tunec target`: this machine's target description and key.
 int commandTarget(const std::vector<std::string>& args);
 
+/// `tunec compile`: compiles a model to model.so.
+int commandCompile(const std::vector<std::string>& args);
+/// `tunec bench`: latency statistics of a compiled model.
+int commandBench(const std::vector<std::string>& args);
+/// Parses --threads (empty: the machine's cores).
+Expected<int> parseThreads(const std::string& text);
 /// Prints "tunec: <message>" to stderr and returns exit code 1.
 int fail(const std::string& message);
 

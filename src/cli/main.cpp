@@ -13,7 +13,9 @@ const char* kUsage = R"(usage: tunec <command> [args] [--help]
 tunec compiles ONNX models for x86-64 CPUs.
 
 commands:
-  run       run a model on input tensors (.npy or ONNX .pb) and write its outputs
+  compile   compile an ONNX model into model.so (code and packed weights)
+  run       run a model (model.so or ONNX) on input tensors (.npy or .pb), write its outputs
+  bench     latency of a model: median, p90 and min over N runs
   inspect   print a model's graph, op counts and FLOPs
   ops       list the supported ONNX ops and their fusion mapping types
   bench-op  time one heavy kernel (matmul, conv2d) against the machine's measured FMA peak
@@ -38,6 +40,8 @@ int main(int argc, char** argv) {
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "run") return tunec::cli::commandRun(args);
+  if (command == "compile") return tunec::cli::commandCompile(args);
+  if (command == "bench") return tunec::cli::commandBench(args);
   if (command == "inspect") return tunec::cli::commandInspect(args);
   if (command == "ops") return tunec::cli::commandOps(args);
   if (command == "bench-op") return tunec::cli::commandBenchOp(args);

@@ -153,7 +153,7 @@ template <typename F> void parallelRange(int64_t items, int threads, int64_t min
 
 } // namespace
 
-bool isBinary(EwOp op) { return static_cast<int>(op) <= static_cast<int>(EwOp::Pow); }
+bool isBinary(EwOp op) { return op >= EwOp::Add && op <= EwOp::Pow; }
 
 void EwProgram::coalesce() {
   std::vector<int64_t> d, os;

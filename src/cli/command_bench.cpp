@@ -1,0 +1,110 @@
+// `tunec bench`: warm-up, then latency statistics over N runs on random inputs.
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "cli/model_session.h"
+#include "ir/tensor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+namespace tunec::cli {
+
+namespace {
+
+const CommandSpec kBenchSpec{
+    "bench",
+    "tunec bench model.so|MODEL.onnx [--runs N] [--warmup N] [--threads N]",
+    "Times whole-model runs on random inputs (floats uniform in [-1, 1], integers in [0, 10)):\n"
+    "warm-up runs, then the median, p90 and minimum latency of --runs runs. An ONNX model is\n"
+    "compiled in memory first.",
+    {
+        {"runs", "N", "timed runs (default 50)"},
+        {"warmup", "N", "untimed runs first (default 5)"},
+        {"threads", "N", "threads per run (default: the machine's cores)"},
+        {"db", "FILE", "ONNX models: use the tuned configs in this tuning database"},
+        {"json", "", "print the statistics as one JSON object"},
+        {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+    },
+    1,
+    1};
+
+Expected<int> positive(const std::string& flag, const std::string& text, int fallback) {
+  if (text.empty()) return fallback;
+  try {
+    size_t used = 0;
+    int n = std::stoi(text, &used);
+    if (used == text.size() && n >= 0) return n;
+  } catch (const std::exception&) {
+  }
+  return makeError("--", flag, " must be a whole number, not '", text, "'");
+}
+
+} // namespace
+
+int commandBench(const std::vector<std::string>& argv) {
+  auto args = Arguments::parse(kBenchSpec, argv);
+  if (!args) return fail(args.error().message());
+  if (args->helpRequested()) {
+    std::fputs(helpText(kBenchSpec).c_str(), stdout);
+    return 0;
+  }
+  auto runs = positive("runs", args->get("runs"), 50);
+  auto warmup = positive("warmup", args->get("warmup"), 5);
+  auto threads = parseThreads(args->get("threads"));
+  if (!runs) return fail(runs.error().message());
+  if (!warmup) return fail(warmup.error().message());
+  if (!threads) return fail(threads.error().message());
+  if (*runs < 1) return fail("--runs must be at least 1");
+  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  if (!shapes) return fail(shapes.error().message());
+  SessionOptions options;
+  options.threads = *threads;
+  options.dbPath = args->get("db");
+  options.inputShapes = *shapes;
+  auto session = openModel(args->positionals()[0], options);
+  if (!session) return fail(session.error().message());
+  std::mt19937 rng(7);
+  std::vector<Tensor> inputs, outputs;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (const rt::IoSpec& io : session->inputs) {
+    auto dtype = parseDType(io.dtype);
+    if (!dtype) return fail("model input '" + io.name + "' has an unknown dtype " + io.dtype);
+    Tensor t(*dtype, Shape(io.shape));
+    bool integer = *dtype != DType::F32 && *dtype != DType::F64;
+    std::uniform_real_distribution<double> real(-1.0, 1.0);
+    std::uniform_int_distribution<int> whole(0, 9);
+    for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, integer ? whole(rng) : real(rng));
+    inputs.push_back(t);
+    in.push_back(inputs.back().data());
+  }
+  for (const rt::IoSpec& io : session->outputs) {
+    outputs.emplace_back(*parseDType(io.dtype), Shape(io.shape));
+    out.push_back(outputs.back().data());
+  }
+  for (int i = 0; i < *warmup; ++i)
+    if (Status s = session->run(in.data(), out.data()); !s) return fail(s.error().message());
+  std::vector<double> ms;
+  for (int i = 0; i < *runs; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (Status s = session->run(in.data(), out.data()); !s) return fail(s.error().message());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  double median = ms[ms.size() / 2], p90 = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
+  if (args->has("json")) {
+    std::printf("{\"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"runs\": %d, "
+                "\"threads\": %d}\n",
+                median, p90, ms.front(), *runs, *threads);
+  } else {
+    std::printf("%s: %d runs on %d thread%s: median %.3f ms, p90 %.3f ms, min %.3f ms\n",
+                args->positionals()[0].c_str(), *runs, *threads, *threads > 1 ? "s" : "", median,
+                p90, ms.front());
+  }
+  return 0;
+}
+
+} // namespace tunec::cli

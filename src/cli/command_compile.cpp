@@ -1,0 +1,57 @@
+// `tunec compile`: an ONNX model to model.so, with the report of tuned and default kernels.
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "cli/model_session.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace tunec::cli {
+
+namespace {
+
+const CommandSpec kCompileSpec{
+    "compile",
+    "tunec compile MODEL.onnx -o model.so [--db tuning.db] [flags]",
+    "Compiles the model into one shared library that carries its code and packed weights.\n"
+    "Heavy kernels use the best config recorded for this machine in the tuning database (see\n"
+    "'tunec tune'), or the template's analytical default; the report says which. Load the\n"
+    "result with 'tunec run', 'tunec bench' or the C API in include/tunec/runtime.h.",
+    {
+        {"o", "FILE", "the shared library to write (required)"},
+        {"db", "FILE", "tuning database with the configs to use"},
+        {"threads", "N", "threads the kernels are built for (default: the machine's cores)"},
+        {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+    },
+    1,
+    1};
+
+} // namespace
+
+int commandCompile(const std::vector<std::string>& argv) {
+  auto args = Arguments::parse(kCompileSpec, argv);
+  if (!args) return fail(args.error().message());
+  if (args->helpRequested()) {
+    std::fputs(helpText(kCompileSpec).c_str(), stdout);
+    return 0;
+  }
+  if (!args->has("o")) return fail("tunec compile: say where to write the library with -o FILE");
+  SessionOptions options;
+  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  if (!shapes) return fail(shapes.error().message());
+  options.inputShapes = *shapes;
+  options.dbPath = args->get("db");
+  auto threads = parseThreads(args->get("threads"));
+  if (!threads) return fail(threads.error().message());
+  options.threads = *threads;
+  auto start = std::chrono::steady_clock::now();
+  auto report = compileToFile(args->positionals()[0], args->get("o"), options);
+  if (!report) return fail(report.error().message());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fputs(report->c_str(), stdout);
+  std::printf("wrote %s in %.1f s (kernels for %d thread%s)\n", args->get("o").c_str(), seconds,
+              options.threads, options.threads > 1 ? "s" : "");
+  return 0;
+}
+
+} // namespace tunec::cli

@@ -1,0 +1,103 @@
+// Opening a model for running: model.so via the C API, ONNX via passes + driver + JIT.
+#include "cli/model_session.h"
+
+#include "cli/load_model.h"
+#include "cli/pipeline.h"
+#include "driver/compile_model.h"
+#include "support/host.h"
+#include "tunec/runtime.h"
+
+#include <chrono>
+
+namespace tunec::cli {
+
+namespace {
+
+bool isSharedLibrary(const std::string& path) {
+  return path.size() > 3 && path.compare(path.size() - 3, 3, ".so") == 0;
+}
+
+Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
+  tunec_model* raw = nullptr;
+  if (tunec_model_load(path.c_str(), threads, &raw) != 0) return Error(tunec_last_error());
+  std::shared_ptr<tunec_model> model(raw, tunec_model_free);
+  ModelSession s;
+  auto info = [](const tunec_tensor_info& t) {
+    return rt::IoSpec{t.name, t.dtype, std::vector<int64_t>(t.dims, t.dims + t.rank), t.bytes};
+  };
+  for (int32_t i = 0; i < tunec_model_num_inputs(raw); ++i) {
+    tunec_tensor_info t;
+    if (tunec_model_input_info(raw, i, &t) != 0) return Error(tunec_last_error());
+    s.inputs.push_back(info(t));
+  }
+  for (int32_t i = 0; i < tunec_model_num_outputs(raw); ++i) {
+    tunec_tensor_info t;
+    if (tunec_model_output_info(raw, i, &t) != 0) return Error(tunec_last_error());
+    s.outputs.push_back(info(t));
+  }
+  s.run = [raw](const void* const* in, void* const* out) -> Status {
+    if (tunec_model_run(raw, in, out) != 0) return Error(tunec_last_error());
+    return {};
+  };
+  s.owner = model;
+  return s;
+}
+
+struct Compiled {
+  std::shared_ptr<Jit> jit;
+  std::optional<db::TuningDatabase> database;
+  driver::CompiledModel model;
+};
+
+Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& options) {
+  TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, options.inputShapes));
+  TUNEC_ASSIGN_OR_RETURN(graph, runGraphPipeline(std::move(graph), nullptr));
+  Compiled c;
+  TUNEC_ASSIGN_OR_RETURN(std::unique_ptr<Jit> jit, Jit::create());
+  c.jit = std::move(jit);
+  driver::CompileOptions co;
+  co.threads = options.threads;
+  co.isa = hostIsa();
+  if (!options.dbPath.empty()) {
+    auto opened = db::TuningDatabase::open(options.dbPath, false);
+    if (!opened) return opened.error().withContext("--db " + options.dbPath);
+    c.database.emplace(std::move(*opened));
+    co.database = &*c.database;
+  }
+  auto model = driver::compileModel(graph, *c.jit, co);
+  if (!model) return model.error().withContext(path);
+  c.model = std::move(*model);
+  return c;
+}
+
+} // namespace
+
+int defaultThreads() { return std::max(1, hostInfo().cores); }
+
+Expected<ModelSession> openModel(const std::string& path, const SessionOptions& options) {
+  if (isSharedLibrary(path)) return openSharedLibrary(path, options.threads);
+  auto start = std::chrono::steady_clock::now();
+  TUNEC_ASSIGN_OR_RETURN(Compiled c, compileGraph(path, options));
+  ModelSession s;
+  s.report = driver::compileReport(c.model);
+  s.inputs = c.model.plan.inputs;
+  s.outputs = c.model.plan.outputs;
+  TUNEC_ASSIGN_OR_RETURN(std::unique_ptr<rt::ModelExecutor> executor,
+                         driver::loadInProcess(std::move(c.model), c.jit, options.threads));
+  s.compileSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::shared_ptr<rt::ModelExecutor> shared(std::move(executor));
+  s.run = [shared](const void* const* in, void* const* out) { return shared->run(in, out); };
+  s.owner = shared;
+  return s;
+}
+
+Expected<std::string> compileToFile(const std::string& model, const std::string& out,
+                                    const SessionOptions& options) {
+  TUNEC_ASSIGN_OR_RETURN(Compiled c, compileGraph(model, options));
+  std::string report = driver::compileReport(c.model);
+  TUNEC_TRY(driver::writeSharedLibrary(std::move(c.model), out));
+  return report;
+}
+
+} // namespace tunec::cli

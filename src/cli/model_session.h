@@ -1,0 +1,40 @@
+// A model ready to run, for `tunec run` and `tunec bench`: model.so through the C API of
+// include/tunec/runtime.h, or an ONNX model compiled in this process with the JIT.
+#pragma once
+
+#include "cli/arguments.h"
+#include "ir/graph.h"
+#include "runtime/model_plan.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tunec::cli {
+
+struct ModelSession {
+  std::vector<rt::IoSpec> inputs, outputs;
+  std::function<Status(const void* const*, void* const*)> run;
+  std::shared_ptr<void> owner;
+  std::string report; ///< the compile report (JIT only)
+  double compileSeconds = 0;
+};
+
+struct SessionOptions {
+  int threads = 1;
+  std::string dbPath; ///< tuned configs for the JIT path ("" for defaults)
+  std::map<std::string, Shape> inputShapes;
+};
+
+/// Opens `path`: a .so file is loaded, anything else is imported, optimized and JIT-compiled.
+Expected<ModelSession> openModel(const std::string& path, const SessionOptions& options);
+
+/// The graph pipeline, then compile to `out` (.so); returns the compile report.
+Expected<std::string> compileToFile(const std::string& model, const std::string& out,
+                                    const SessionOptions& options);
+
+/// The host's core count (the default thread count).
+int defaultThreads();
+
+} // namespace tunec::cli
