@@ -42,6 +42,13 @@ int tunec_model_output_info(const tunec_model* model, int32_t index, tunec_tenso
 int tunec_model_run(tunec_model* model, const void* const* inputs, void* const* outputs);
 void tunec_model_free(tunec_model* model);
 
+/* Profiling: the model's steps (kernels and loop kernels, in run order), their labels, and a run
+ * that adds each step's wall time in seconds to step_seconds[i]. */
+int32_t tunec_model_num_steps(const tunec_model* model);
+const char* tunec_model_step_label(const tunec_model* model, int32_t step);
+int tunec_model_run_profiled(tunec_model* model, const void* const* inputs, void* const* outputs,
+                             double* step_seconds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,6 +25,7 @@ const CommandSpec kBenchSpec{
         {"threads", "N", "threads per run (default: the machine's cores)"},
         {"db", "FILE", "ONNX models: use the tuned configs in this tuning database"},
         {"json", "", "print the statistics as one JSON object"},
+        {"profile", "", "also time every step and print the slowest ones"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
     },
     1,
@@ -92,6 +93,24 @@ int commandBench(const std::vector<std::string>& argv) {
     if (Status s = session->run(in.data(), out.data()); !s) return fail(s.error().message());
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  if (args->has("profile")) {
+    std::vector<double> seconds(session->stepLabels.size(), 0.0);
+    for (int i = 0; i < *runs; ++i)
+      if (Status s = session->runProfiled(in.data(), out.data(), seconds); !s)
+        return fail(s.error().message());
+    std::vector<size_t> order(seconds.size());
+    double total = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      order[i] = i;
+      total += seconds[i];
+    }
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
+    std::printf("step profile (mean per run; %zu steps, %.3f ms in steps):\n", order.size(),
+                total * 1e3 / *runs);
+    for (size_t i = 0; i < std::min<size_t>(order.size(), 25); ++i)
+      std::printf("  %8.3f ms %5.1f%%  %s\n", seconds[order[i]] * 1e3 / *runs,
+                  100.0 * seconds[order[i]] / total, session->stepLabels[order[i]].c_str());
   }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2], p90 = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];

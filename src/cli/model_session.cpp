@@ -39,6 +39,14 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
     if (tunec_model_run(raw, in, out) != 0) return Error(tunec_last_error());
     return {};
   };
+  for (int32_t i = 0; i < tunec_model_num_steps(raw); ++i)
+    s.stepLabels.push_back(tunec_model_step_label(raw, i));
+  s.runProfiled = [raw](const void* const* in, void* const* out,
+                        std::vector<double>& seconds) -> Status {
+    if (tunec_model_run_profiled(raw, in, out, seconds.data()) != 0)
+      return Error(tunec_last_error());
+    return {};
+  };
   s.owner = model;
   return s;
 }
@@ -88,6 +96,13 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::shared_ptr<rt::ModelExecutor> shared(std::move(executor));
   s.run = [shared](const void* const* in, void* const* out) { return shared->run(in, out); };
+  for (const rt::Step& step : shared->plan().steps) s.stepLabels.push_back(step.label);
+  s.runProfiled = [shared](const void* const* in, void* const* out, std::vector<double>& seconds) {
+    std::vector<double> run;
+    Status st = shared->run(in, out, &run);
+    for (size_t i = 0; i < run.size(); ++i) seconds[i] += run[i];
+    return st;
+  };
   s.owner = shared;
   return s;
 }

@@ -16,6 +16,9 @@ namespace tunec::cli {
 struct ModelSession {
   std::vector<rt::IoSpec> inputs, outputs;
   std::function<Status(const void* const*, void* const*)> run;
+  /// A run that adds each step's seconds to `stepSeconds` (sized to stepLabels).
+  std::function<Status(const void* const*, void* const*, std::vector<double>&)> runProfiled;
+  std::vector<std::string> stepLabels;
   std::shared_ptr<void> owner;
   std::string report; ///< the compile report (JIT only)
   double compileSeconds = 0;

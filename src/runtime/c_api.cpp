@@ -105,4 +105,25 @@ int tunec_model_run(tunec_model* model, const void* const* inputs, void* const* 
 
 void tunec_model_free(tunec_model* model) { delete model; }
 
+int32_t tunec_model_num_steps(const tunec_model* model) {
+  return static_cast<int32_t>(model->executor->plan().steps.size());
+}
+
+const char* tunec_model_step_label(const tunec_model* model, int32_t step) {
+  const auto& steps = model->executor->plan().steps;
+  if (step < 0 || step >= static_cast<int32_t>(steps.size())) return "";
+  return steps[static_cast<size_t>(step)].label.c_str();
+}
+
+int tunec_model_run_profiled(tunec_model* model, const void* const* inputs, void* const* outputs,
+                             double* step_seconds) {
+  if (!model || !inputs || !outputs || !step_seconds)
+    return fail("tunec_model_run_profiled: null argument");
+  std::vector<double> seconds;
+  tunec::Status status = model->executor->run(inputs, outputs, &seconds);
+  if (!status) return fail(status.error().message());
+  for (size_t i = 0; i < seconds.size(); ++i) step_seconds[i] += seconds[i];
+  return 0;
+}
+
 } // extern "C"

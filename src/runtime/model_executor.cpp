@@ -3,6 +3,7 @@
 
 #include "runtime/parallel.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -74,7 +75,8 @@ void ModelExecutor::giveArena(std::unique_ptr<uint8_t, void (*)(void*)> arena) {
   arenas_.push_back(std::move(arena));
 }
 
-Status ModelExecutor::run(const void* const* inputs, void* const* outputs) {
+Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
+                          std::vector<double>* stepSeconds) {
   auto arena = takeArena();
   if (!arena) return makeError("out of memory: the arena needs ", model_.plan.arenaBytes, " bytes");
   std::vector<void*> pointers(model_.plan.tensors.size());
@@ -89,7 +91,17 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs) {
   }
   ThreadLimit limit(threads_);
   Status status;
-  for (size_t s = 0; s < model_.plan.steps.size() && status; ++s) status = runStep(s, pointers);
+  if (stepSeconds) stepSeconds->resize(model_.plan.steps.size(), 0.0);
+  for (size_t s = 0; s < model_.plan.steps.size() && status; ++s) {
+    if (!stepSeconds) {
+      status = runStep(s, pointers);
+      continue;
+    }
+    auto start = std::chrono::steady_clock::now();
+    status = runStep(s, pointers);
+    (*stepSeconds)[s] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   giveArena(std::move(arena));
   return status;
 }

@@ -22,8 +22,10 @@ public:
                                                          std::shared_ptr<void> keepAlive);
   const ModelPlan& plan() const { return model_.plan; }
   int threads() const { return threads_; }
-  /// Safe to call from several threads at once.
-  Status run(const void* const* inputs, void* const* outputs);
+  /// Safe to call from several threads at once. With `stepSeconds`, adds each step's wall time
+  /// to its entry (sized to the step count).
+  Status run(const void* const* inputs, void* const* outputs,
+             std::vector<double>* stepSeconds = nullptr);
 
 private:
   ModelExecutor() = default;
