@@ -2,7 +2,8 @@
 // GFLOP/s and the percentage of this machine's measured FMA peak.
 #include "cli/arguments.h"
 #include "cli/commands.h"
-#include "cli/timing.h"
+#include "cli/op_flags.h"
+#include "support/timing.h"
 #include "codegen/conv2d_kernel.h"
 #include "codegen/matmul_kernel.h"
 #include "codegen/peak_probe.h"
@@ -23,7 +24,8 @@ namespace tunec::cli {
 
 namespace {
 
-const CommandSpec kBenchOpSpec{
+CommandSpec makeBenchOpSpec() {
+  CommandSpec spec{
     "bench-op",
     "tunec bench-op matmul|conv2d [shape flags] [flags]",
     "Times one kernel with the template's analytical default config, a given config, or the best\n"
@@ -32,24 +34,6 @@ const CommandSpec kBenchOpSpec{
     "matmul shape: --m --n --k [--batch] [--trans-a] [--trans-b] [--runtime-b]\n"
     "conv2d shape (NHWC): --n --ic --h --w --oc --kh --kw [--stride] [--pad] [--dilation]",
     {
-        {"m", "M", "matmul: rows of A and C"},
-        {"n", "N", "matmul: columns of B and C; conv2d: batch"},
-        {"k", "K", "matmul: inner dimension"},
-        {"batch", "B", "matmul: batch count (default 1)"},
-        {"trans-a", "", "matmul: A is stored K x M"},
-        {"trans-b", "", "matmul: B is stored N x K"},
-        {"runtime-b", "",
-         "matmul: B is an activation packed at run time, not a pre-packed constant"},
-        {"ic", "C", "conv2d: input channels"},
-        {"h", "H", "conv2d: input height"},
-        {"w", "W", "conv2d: input width"},
-        {"oc", "C", "conv2d: output channels"},
-        {"kh", "K", "conv2d: kernel height"},
-        {"kw", "K", "conv2d: kernel width"},
-        {"stride", "S", "conv2d: stride (default 1)"},
-        {"pad", "P", "conv2d: padding on every side (default 0)"},
-        {"dilation", "D", "conv2d: dilation (default 1)"},
-        {"groups", "G", "conv2d: groups (default 1)"},
         {"threads", "T", "threads (default 1)"},
         {"isa", "avx512|avx2", "instruction set (default: the widest the CPU has)"},
         {"config", "JSON", "config to time instead of the default"},
@@ -64,21 +48,12 @@ const CommandSpec kBenchOpSpec{
     },
     1,
     1};
-
-Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback,
-                          bool required, int64_t minimum = 1) {
-  if (!args.has(name)) {
-    if (required) return makeError("tunec bench-op: --", name, " is required");
-    return fallback;
-  }
-  std::string v = args.get(name);
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || x < minimum)
-    return makeError("tunec bench-op: --", name, " must be an integer >= ", minimum, ", not '", v,
-                     "'");
-  return static_cast<int64_t>(x);
+  std::vector<FlagSpec> shape = opShapeFlags();
+  spec.flags.insert(spec.flags.begin(), shape.begin(), shape.end());
+  return spec;
 }
+
+const CommandSpec kBenchOpSpec = makeBenchOpSpec();
 
 /// What bench-op needs of one template, independent of its workload and config types.
 struct OpBench {
@@ -119,18 +94,8 @@ std::vector<float> randomData(size_t n, std::mt19937& rng) {
 }
 
 Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int threads) {
-  auto w = std::make_shared<MatmulWorkload>();
-  for (auto [flag, field, required] : {std::tuple{"m", &w->m, true},
-                                       {"n", &w->n, true},
-                                       {"k", &w->k, true},
-                                       {"batch", &w->batch, false}}) {
-    TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 1, required));
-  }
-  w->threads = threads;
-  w->transA = args.has("trans-a");
-  w->transB = args.has("trans-b");
-  w->constantB = !args.has("runtime-b");
-  TUNEC_TRY(w->check());
+  TUNEC_ASSIGN_OR_RETURN(MatmulWorkload parsed, matmulFromFlags(args, threads));
+  auto w = std::make_shared<MatmulWorkload>(parsed);
   std::mt19937 rng(7);
   auto a = std::make_shared<std::vector<float>>(
       randomData(static_cast<size_t>(w->batch * w->m * w->k), rng));
@@ -164,25 +129,8 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int thre
 }
 
 Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int threads) {
-  auto w = std::make_shared<Conv2dWorkload>();
-  for (auto [flag, field, required] : {std::tuple{"n", &w->n, false},
-                                       {"ic", &w->ic, true},
-                                       {"h", &w->h, true},
-                                       {"w", &w->w, true},
-                                       {"oc", &w->oc, true},
-                                       {"kh", &w->kh, true},
-                                       {"kw", &w->kw, true}}) {
-    TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 1, required));
-  }
-  TUNEC_ASSIGN_OR_RETURN(int64_t stride, intFlag(args, "stride", 1, false));
-  TUNEC_ASSIGN_OR_RETURN(int64_t pad, intFlag(args, "pad", 0, false, 0));
-  TUNEC_ASSIGN_OR_RETURN(int64_t dilation, intFlag(args, "dilation", 1, false));
-  TUNEC_ASSIGN_OR_RETURN(w->groups, intFlag(args, "groups", 1, false));
-  w->strideH = w->strideW = stride;
-  w->padTop = w->padLeft = w->padBottom = w->padRight = pad;
-  w->dilationH = w->dilationW = dilation;
-  w->threads = threads;
-  TUNEC_TRY(w->check());
+  TUNEC_ASSIGN_OR_RETURN(Conv2dWorkload parsed, conv2dFromFlags(args, threads));
+  auto w = std::make_shared<Conv2dWorkload>(parsed);
   std::mt19937 rng(7);
   auto in = std::make_shared<std::vector<float>>(
       randomData(static_cast<size_t>(w->n * w->h * w->w * w->ic), rng));

@@ -27,6 +27,10 @@ int commandTarget(const std::vector<std::string>& args);
 int commandCompile(const std::vector<std::string>& args);
 /// `tunec bench`: latency statistics of a compiled model.
 int commandBench(const std::vector<std::string>& args);
+/// `tunec tune`, `tunec tune-op` and the measurement worker `tunec tune-worker`.
+int commandTune(const std::vector<std::string>& args);
+int commandTuneOp(const std::vector<std::string>& args);
+int commandTuneWorker(const std::vector<std::string>& args);
 /// Parses --threads (empty: the machine's cores).
 Expected<int> parseThreads(const std::string& text);
 /// Prints "tunec: <message>" to stderr and returns exit code 1.

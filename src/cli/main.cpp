@@ -13,6 +13,8 @@ const char* kUsage = R"(usage: tunec <command> [args] [--help]
 tunec compiles ONNX models for x86-64 CPUs.
 
 commands:
+  tune      tune a model's heavy kernels on this machine; records go to a tuning database
+  tune-op   tune one matmul or conv2d workload
   compile   compile an ONNX model into model.so (code and packed weights)
   run       run a model (model.so or ONNX) on input tensors (.npy or .pb), write its outputs
   bench     latency of a model: median, p90 and min over N runs
@@ -40,6 +42,9 @@ int main(int argc, char** argv) {
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "run") return tunec::cli::commandRun(args);
+  if (command == "tune") return tunec::cli::commandTune(args);
+  if (command == "tune-op") return tunec::cli::commandTuneOp(args);
+  if (command == "tune-worker") return tunec::cli::commandTuneWorker(args);
   if (command == "compile") return tunec::cli::commandCompile(args);
   if (command == "bench") return tunec::cli::commandBench(args);
   if (command == "inspect") return tunec::cli::commandInspect(args);

@@ -22,10 +22,15 @@ void copyPacked(const codegen::PackedWeights& from, std::vector<float>& to) {
 ModelModule::ModelModule(Jit& jit, Isa isa) : jit_(jit), module_(jit.newModule(isa, "tunec_model")) {}
 ModelModule::~ModelModule() = default;
 
+std::string ModelModule::nextSymbol() const {
+  // Unique within the JIT (the module identifier is), and readable in the object's symbols.
+  return module_->module().getModuleIdentifier() + "_kernel" + std::to_string(symbols_.size());
+}
+
 Expected<int> ModelModule::addMatmul(const MatmulWorkload& w, const MatmulConfig& c,
                                      const Epilogue& e, const float* constantB,
                                      std::vector<float>& packed) {
-  std::string symbol = "tunec_kernel_" + std::to_string(symbols_.size());
+  std::string symbol = nextSymbol();
   TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p,
                          codegen::emitMatmulKernel(*module_, symbol, w, c, e, constantB));
   if (p.data) copyPacked(p, packed);
@@ -36,7 +41,7 @@ Expected<int> ModelModule::addMatmul(const MatmulWorkload& w, const MatmulConfig
 Expected<int> ModelModule::addConv2d(const Conv2dWorkload& w, const Conv2dConfig& c,
                                      const Epilogue& e, const float* weights,
                                      std::vector<float>& packed) {
-  std::string symbol = "tunec_kernel_" + std::to_string(symbols_.size());
+  std::string symbol = nextSymbol();
   TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p,
                          codegen::emitConv2dKernel(*module_, symbol, w, c, e, weights));
   copyPacked(p, packed);
@@ -47,7 +52,7 @@ Expected<int> ModelModule::addConv2d(const Conv2dWorkload& w, const Conv2dConfig
 Expected<int> ModelModule::addDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                         const Epilogue& e, const float* weights,
                                         std::vector<float>& packed) {
-  std::string symbol = "tunec_kernel_" + std::to_string(symbols_.size());
+  std::string symbol = nextSymbol();
   TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p,
                          codegen::emitDepthwiseKernel(*module_, symbol, w, c, e, weights));
   copyPacked(p, packed);

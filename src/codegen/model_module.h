@@ -50,6 +50,7 @@ public:
   Status emitObject(const std::string& path, const std::vector<uint8_t>& blob);
 
 private:
+  std::string nextSymbol() const;
   Jit& jit_;
   std::unique_ptr<codegen::ModuleBuilder> module_;
   std::vector<std::string> symbols_;

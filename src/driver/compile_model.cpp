@@ -177,14 +177,19 @@ void Lowering::unsupported(const Node& node, const std::string& why) {
 }
 
 void Lowering::lowerKernel(const passes::FusedKernel& kernel) {
+  // A node that cannot be lowered is reported; its outputs get placeholder buffers so that the
+  // rest of the graph is still lowered and every unsupported node is named in one error.
+  auto skip = [&](NodeId id) {
+    for (ValueId out : graph_.node(id).outputs) defineOutput(out, Phys::Plain);
+  };
   size_t at = 0;
   if (kernel.anchor >= 0) {
     at = lowerAnchor(*this, kernel.nodes);
-    if (at == 0) return;
+    if (at == 0) skip(kernel.nodes[at++]);
   }
   while (at < kernel.nodes.size()) {
     size_t next = lowerLight(*this, kernel.nodes, at);
-    if (next == at) return; // reported
+    if (next == at) skip(kernel.nodes[next++]);
     at = next;
   }
 }

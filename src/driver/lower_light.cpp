@@ -139,6 +139,9 @@ size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t
     label += (label.empty() ? "" : "+") + std::string(opName(n.kind));
   }
   label += " '" + g.node(nodes[begin]).name + "'";
+  // A model output is written in plain layout directly (the strides read NHWC operands).
+  const auto& outs = g.outputs();
+  if (std::find(outs.begin(), outs.end(), result) != outs.end()) outPhys = Phys::Plain;
   int out = l.defineOutput(result, outPhys);
   l.addElementwise(label, out, outShape, outPhys, 0, Lowering::logicalStrides(outShape, outPhys),
                    operands, std::move(code));

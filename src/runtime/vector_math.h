@@ -5,6 +5,7 @@
 //   fast_tanh     absolute error < 4e-7 (relative < 1e-6 for |x| > 1e-3)
 //   fast_sigmoid  relative error < 1e-6 for x > -87 (absolute < 1e-37 below)
 //   fast_erf      absolute error < 3e-7
+//   fast_gelu     relative error < 2e-6 where |result| >= 1e-3
 #pragma once
 
 #include <bit>
@@ -59,10 +60,24 @@ inline float fast_tanh(float x) {
 
 inline float fast_sigmoid(float x) { return 1.f / (1.f + fast_exp(-x)); }
 
-inline float fast_erf(float x) {
-  // |x| < 0.9: Taylor series of erf (x * P(x^2), 12 terms); else 1 - erfc(|x|) with Numerical
-  // Recipes' Chebyshev fit of erfc (fractional error < 1.2e-7).
-  float ax = x < 0 ? -x : x;
+/// erfc(a) for a >= 0: Numerical Recipes' Chebyshev fit (fractional error < 1.2e-7).
+inline float fast_erfc_nonnegative(float a) {
+  float t = 1.f / (1.f + 0.5f * a);
+  float e = 0.17087277f;
+  e = e * t - 0.82215223f;
+  e = e * t + 1.48851587f;
+  e = e * t - 1.13520398f;
+  e = e * t + 0.27886807f;
+  e = e * t - 0.18628806f;
+  e = e * t + 0.09678418f;
+  e = e * t + 0.37409196f;
+  e = e * t + 1.00002368f;
+  e = e * t - 1.26551223f;
+  return t * fast_exp(-a * a + e);
+}
+
+/// erf(x) for |x| < 0.9: the Taylor series x * P(x^2), 12 terms.
+inline float fast_erf_small(float x) {
   float x2 = x * x;
   float s = -1.f / (23.f * 39916800.f); // (-1)^11 / (11! * 23)
   s = s * x2 + 1.f / (21.f * 3628800.f);
@@ -76,24 +91,24 @@ inline float fast_erf(float x) {
   s = s * x2 + 1.f / (5.f * 2.f);
   s = s * x2 - 1.f / 3.f;
   s = s * x2 + 1.f;
-  float small = x * s * 1.12837916709551257f; // 2 / sqrt(pi)
-  float t = 1.f / (1.f + 0.5f * ax);
-  float e = 0.17087277f;
-  e = e * t - 0.82215223f;
-  e = e * t + 1.48851587f;
-  e = e * t - 1.13520398f;
-  e = e * t + 0.27886807f;
-  e = e * t - 0.18628806f;
-  e = e * t + 0.09678418f;
-  e = e * t + 0.37409196f;
-  e = e * t + 1.00002368f;
-  e = e * t - 1.26551223f;
-  float erfc = t * fast_exp(-ax * ax + e);
-  float large = 1.f - erfc;
-  large = x < 0 ? -large : large;
-  return ax < 0.9f ? small : large;
+  return x * s * 1.12837916709551257f; // 2 / sqrt(pi)
 }
 
-inline float fast_gelu(float x) { return 0.5f * x * (1.f + fast_erf(x * 0.70710678118654752f)); }
+inline float fast_erf(float x) {
+  float ax = x < 0 ? -x : x;
+  float large = 1.f - fast_erfc_nonnegative(ax);
+  large = x < 0 ? -large : large;
+  return ax < 0.9f ? fast_erf_small(x) : large;
+}
+
+/// 0.5 x (1 + erf(x / sqrt 2)); for x / sqrt 2 < -0.9 through erfc, so that the small results
+/// of large negative x keep their relative accuracy.
+inline float fast_gelu(float x) {
+  float z = x * 0.70710678118654752f;
+  float az = z < 0 ? -z : z;
+  float erfc = fast_erfc_nonnegative(az);
+  float onePlusErf = az < 0.9f ? 1.f + fast_erf_small(z) : (z < 0 ? erfc : 2.f - erfc);
+  return 0.5f * x * onePlusErf;
+}
 
 } // namespace tunec::rt

@@ -3,7 +3,7 @@
 
 #include <functional>
 
-namespace tunec::cli {
+namespace tunec {
 
 struct Timing {
   double medianSeconds = 0;
@@ -15,4 +15,4 @@ struct Timing {
 /// `minRuns` runs were made.
 Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns = 5);
 
-} // namespace tunec::cli
+} // namespace tunec

@@ -1,11 +1,11 @@
 // Repeated timing with a steady clock.
-#include "cli/timing.h"
+#include "support/timing.h"
 
 #include <algorithm>
 #include <chrono>
 #include <vector>
 
-namespace tunec::cli {
+namespace tunec {
 
 Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns) {
   using Clock = std::chrono::steady_clock;
@@ -23,4 +23,4 @@ Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minR
   return {samples[samples.size() / 2], samples.front(), static_cast<int>(samples.size())};
 }
 
-} // namespace tunec::cli
+} // namespace tunec

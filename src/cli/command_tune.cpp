@@ -1,0 +1,252 @@
+// `tunec tune` (a model's heavy kernels), `tunec tune-op` (one workload) and the hidden
+// `tunec tune-worker` (the measurement child process).
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "cli/load_model.h"
+#include "cli/op_flags.h"
+#include "cli/pipeline.h"
+#include "codegen/peak_probe.h"
+#include "driver/compile_model.h"
+#include "support/host.h"
+#include "tuner/candidate_runner.h"
+#include "tuner/tuning_job.h"
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <unistd.h>
+
+namespace tunec::cli {
+
+namespace {
+
+std::atomic<bool> interrupted{false};
+
+void onInterrupt(int) { interrupted.store(true); }
+
+std::vector<FlagSpec> tuneFlags() {
+  return {
+      {"db", "FILE", "tuning database to read and record into (created if missing; required)"},
+      {"trials", "N", "configs to measure in this run, over all tasks (default 1000)"},
+      {"time-budget", "T", "stop after this long: 90s, 30m, 2h (default: no limit)"},
+      {"threads", "N", "threads of the kernels (default: the machine's cores)"},
+      {"early-stopping", "N", "stop a task after N trials without improvement (default: off)"},
+      {"batch", "N", "candidates per measured batch (default 16)"},
+      {"min-seconds", "S", "minimum timed duration per candidate (default 0.1)"},
+      {"timeout", "S", "a candidate that takes longer is killed and recorded as timeout (default 30)"},
+      {"flush-cache", "", "flush the caches before every timed run"},
+      {"random", "", "random search without the cost model (for comparisons)"},
+      {"seed", "N", "random seed (default 1)"},
+      {"quiet", "", "no progress lines"},
+  };
+}
+
+const CommandSpec& tuneSpec() {
+  static CommandSpec spec = [] {
+    CommandSpec s{"tune",
+                  "tunec tune MODEL.onnx --db tuning.db [--trials N] [--time-budget 30m] [flags]",
+                  "Tunes the tile and blocking parameters of the model's heavy kernels on this\n"
+                  "machine and records every measurement in the tuning database. The trial budget\n"
+                  "goes to the kernels whose speed-up shortens the model most. Ctrl-C stops after\n"
+                  "the running candidate, with everything measured saved; the same command again\n"
+                  "resumes. Then: tunec compile MODEL.onnx --db tuning.db -o model.so",
+                  tuneFlags(),
+                  1,
+                  1};
+    s.flags.push_back(
+        {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true});
+    return s;
+  }();
+  return spec;
+}
+
+const CommandSpec& tuneOpSpec() {
+  static CommandSpec spec = [] {
+    CommandSpec s{"tune-op",
+                  "tunec tune-op matmul|conv2d [shape flags] --db tuning.db [--trials N] [flags]",
+                  "Tunes one workload (the shape flags of 'tunec bench-op') and records every\n"
+                  "measurement; 'tunec bench-op ... --db FILE' then times the best config.",
+                  tuneFlags(),
+                  1,
+                  1};
+    std::vector<FlagSpec> shape = opShapeFlags();
+    s.flags.insert(s.flags.end(), shape.begin(), shape.end());
+    s.flags.push_back({"json", "", "print the result as one JSON object"});
+    return s;
+  }();
+  return spec;
+}
+
+Expected<double> parseDuration(const std::string& text) {
+  if (text.empty()) return 0.0;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit = end ? end : "";
+  double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+  if (end == text.c_str() || scale < 0 || v <= 0)
+    return makeError("--time-budget must look like 90s, 30m or 2h, not '", text, "'");
+  return v * scale;
+}
+
+// XGBoost's OpenMP threads spin while waiting unless OMP_WAIT_POLICY=PASSIVE is in the
+// environment at start-up (setenv later is too late): run the command again with it set.
+void ensurePassiveOpenMp(const std::vector<std::string>& argv, const char* command) {
+  if (std::getenv("OMP_WAIT_POLICY")) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  std::vector<std::string> all = {"/proc/self/exe", command};
+  all.insert(all.end(), argv.begin(), argv.end());
+  std::vector<char*> args;
+  for (std::string& a : all) args.push_back(a.data());
+  args.push_back(nullptr);
+  execv("/proc/self/exe", args.data()); // on failure, go on as we are
+}
+
+std::vector<std::string> workerCommand() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return {ec ? std::string("tunec") : self.string(), "tune-worker"};
+}
+
+Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, int threads) {
+  tuner::TuneOptions o;
+  TUNEC_ASSIGN_OR_RETURN(int64_t trials, intFlag(args, "trials", 1000, false, 1, "tunec tune"));
+  TUNEC_ASSIGN_OR_RETURN(int64_t early, intFlag(args, "early-stopping", 0, false, 0, "tunec tune"));
+  TUNEC_ASSIGN_OR_RETURN(int64_t batch, intFlag(args, "batch", 16, false, 1, "tunec tune"));
+  TUNEC_ASSIGN_OR_RETURN(int64_t seed, intFlag(args, "seed", 1, false, 0, "tunec tune"));
+  TUNEC_ASSIGN_OR_RETURN(o.timeBudgetSeconds, parseDuration(args.get("time-budget")));
+  o.trials = static_cast<int>(trials);
+  o.earlyStopping = static_cast<int>(early);
+  o.search.batchSize = static_cast<int>(batch);
+  o.seed = static_cast<uint32_t>(seed);
+  o.minSeconds = std::atof(args.get("min-seconds", "0.1").c_str());
+  o.timeoutSeconds = std::atof(args.get("timeout", "30").c_str());
+  if (o.minSeconds <= 0 || o.timeoutSeconds <= 0)
+    return makeError("--min-seconds and --timeout must be positive");
+  o.flushCache = args.has("flush-cache");
+  o.randomSearch = args.has("random");
+  o.progress = !args.has("quiet");
+  o.workerArgv = workerCommand();
+  auto jit = Jit::create();
+  if (!jit) return jit.error();
+  auto peak = measureFmaPeak(**jit, hostIsa());
+  if (peak) o.peakGflops = *peak;
+  (void)threads;
+  return o;
+}
+
+int runJob(std::vector<tuner::Task> tasks, const Arguments& args, int threads,
+           const std::string& what) {
+  if (!args.has("db")) return fail("tunec " + what + ": say where to record with --db FILE");
+  auto database = db::TuningDatabase::open(args.get("db"), true);
+  if (!database) return fail(database.error().message());
+  auto options = tuneOptions(args, threads);
+  if (!options) return fail(options.error().message());
+  std::signal(SIGINT, onInterrupt);
+  auto summary = tuner::runTuningJob(std::move(tasks), *database, *options, interrupted);
+  std::signal(SIGINT, SIG_DFL);
+  if (!summary) return fail(summary.error().message());
+  if (args.has("json")) {
+    const auto& t = summary->tasks.front();
+    nlohmann::json j = {{"trials", summary->trials},        {"errors", summary->errors},
+                        {"seconds", summary->seconds},      {"best_gflops", t.bestGflops},
+                        {"default_gflops", t.defaultGflops}, {"best_config", t.bestConfig},
+                        {"best_after_trial", summary->bestAfterTrial}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("%s%d trials (%d errors) in %.1f s, %.2f trials/s; recorded in %s\n",
+              summary->interrupted ? "interrupted: " : "", summary->trials, summary->errors,
+              summary->seconds, summary->trials / std::max(summary->seconds, 1e-9),
+              args.get("db").c_str());
+  std::printf("%-48s %8s %10s %10s %8s\n", "task", "trials", "default", "best", "speedup");
+  for (const auto& t : summary->tasks)
+    std::printf("%-48s %8d %10.1f %10.1f %7.2fx\n", t.label.c_str(), t.trials, t.defaultGflops,
+                t.bestGflops, t.defaultGflops > 0 ? t.bestGflops / t.defaultGflops : 0.0);
+  std::printf("(GFLOP/s; default = the template's analytical config)\n");
+  return summary->interrupted ? 130 : 0;
+}
+
+} // namespace
+
+int commandTune(const std::vector<std::string>& argv) {
+  auto args = Arguments::parse(tuneSpec(), argv);
+  if (!args) return fail(args.error().message());
+  if (args->helpRequested()) {
+    std::fputs(helpText(tuneSpec()).c_str(), stdout);
+    return 0;
+  }
+  ensurePassiveOpenMp(argv, "tune");
+  auto threads = parseThreads(args->get("threads"));
+  if (!threads) return fail(threads.error().message());
+  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  if (!shapes) return fail(shapes.error().message());
+  auto graph = loadModel(args->positionals()[0], *shapes);
+  if (!graph) return fail(graph.error().message());
+  auto optimized = runGraphPipeline(std::move(*graph), nullptr);
+  if (!optimized) return fail(optimized.error().message());
+  driver::CompileOptions co;
+  co.threads = *threads;
+  co.isa = hostIsa();
+  auto kernels = driver::extractHeavyKernels(*optimized, co);
+  if (!kernels) return fail(kernels.error().message());
+  // Distinct workloads, weighted by how often the model runs them.
+  std::map<std::string, tuner::Task> byKey;
+  std::vector<std::string> order;
+  for (const driver::HeavyKernel& k : *kernels) {
+    auto task = tuner::makeTask(k.workload, co.isa);
+    if (!task) return fail(task.error().message());
+    auto [it, fresh] = byKey.emplace(task->key, *task);
+    if (fresh)
+      order.push_back(task->key);
+    else
+      it->second.weight += 1;
+  }
+  std::vector<tuner::Task> tasks;
+  for (const std::string& key : order) tasks.push_back(byKey.at(key));
+  std::fprintf(stderr, "%s: %zu heavy kernels, %zu distinct tasks\n",
+               args->positionals()[0].c_str(), kernels->size(), tasks.size());
+  return runJob(std::move(tasks), *args, *threads, "tune");
+}
+
+int commandTuneOp(const std::vector<std::string>& argv) {
+  auto args = Arguments::parse(tuneOpSpec(), argv);
+  if (!args) return fail(args.error().message());
+  if (args->helpRequested()) {
+    std::fputs(helpText(tuneOpSpec()).c_str(), stdout);
+    return 0;
+  }
+  ensurePassiveOpenMp(argv, "tune-op");
+  auto threads = intFlag(*args, "threads", 1, false, 1, "tunec tune-op");
+  if (!threads) return fail(threads.error().message());
+  std::string op = args->positionals()[0];
+  nlohmann::json workload;
+  if (op == "matmul") {
+    auto w = matmulFromFlags(*args, static_cast<int>(*threads));
+    if (!w) return fail(w.error().message());
+    workload = w->toJson();
+  } else if (op == "conv2d") {
+    auto w = conv2dFromFlags(*args, static_cast<int>(*threads));
+    if (!w) return fail(w.error().message());
+    workload = w->toJson();
+  } else {
+    return fail("tunec tune-op: unknown op '" + op + "' (matmul, conv2d)");
+  }
+  auto task = tuner::makeTask(workload, hostIsa());
+  if (!task) return fail(task.error().message());
+  return runJob({*task}, *args, static_cast<int>(*threads), "tune-op");
+}
+
+int commandTuneWorker(const std::vector<std::string>& argv) {
+  if (!argv.empty()) {
+    std::puts("usage: tunec tune-worker\n\nThe tuner's measurement process (internal): reads one "
+              "request per line on stdin,\nwrites one result per line on stdout.");
+    return argv[0] == "--help" ? 0 : 2;
+  }
+  return tuner::runMeasureWorker(std::cin, std::cout);
+}
+
+} // namespace tunec::cli

@@ -1,0 +1,84 @@
+// Shape flags of matmul and conv2d workloads.
+#include "cli/op_flags.h"
+
+#include <cstdlib>
+#include <tuple>
+
+namespace tunec::cli {
+
+std::vector<FlagSpec> opShapeFlags() {
+  return {
+      {"m", "M", "matmul: rows of A and C"},
+      {"n", "N", "matmul: columns of B and C; conv2d: batch"},
+      {"k", "K", "matmul: inner dimension"},
+      {"batch", "B", "matmul: batch count (default 1)"},
+      {"trans-a", "", "matmul: A is stored K x M"},
+      {"trans-b", "", "matmul: B is stored N x K"},
+      {"runtime-b", "", "matmul: B is an activation packed at run time, not a pre-packed constant"},
+      {"ic", "C", "conv2d: input channels"},
+      {"h", "H", "conv2d: input height"},
+      {"w", "W", "conv2d: input width"},
+      {"oc", "C", "conv2d: output channels"},
+      {"kh", "K", "conv2d: kernel height"},
+      {"kw", "K", "conv2d: kernel width"},
+      {"stride", "S", "conv2d: stride (default 1)"},
+      {"pad", "P", "conv2d: padding on every side (default 0)"},
+      {"dilation", "D", "conv2d: dilation (default 1)"},
+      {"groups", "G", "conv2d: groups (default 1)"},
+  };
+}
+
+Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback,
+                          bool required, int64_t minimum, const std::string& command) {
+  if (!args.has(name)) {
+    if (required) return makeError(command, ": --", name, " is required");
+    return fallback;
+  }
+  std::string v = args.get(name);
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || x < minimum)
+    return makeError(command, ": --", name, " must be an integer >= ", minimum, ", not '", v, "'");
+  return static_cast<int64_t>(x);
+}
+
+Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads) {
+  MatmulWorkload w;
+  for (auto [flag, field, required] : {std::tuple{"m", &w.m, true},
+                                       {"n", &w.n, true},
+                                       {"k", &w.k, true},
+                                       {"batch", &w.batch, false}}) {
+    TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 1, required));
+  }
+  w.threads = threads;
+  w.transA = args.has("trans-a");
+  w.transB = args.has("trans-b");
+  w.constantB = !args.has("runtime-b");
+  TUNEC_TRY(w.check());
+  return w;
+}
+
+Expected<Conv2dWorkload> conv2dFromFlags(const Arguments& args, int threads) {
+  Conv2dWorkload w;
+  for (auto [flag, field, required] : {std::tuple{"n", &w.n, false},
+                                       {"ic", &w.ic, true},
+                                       {"h", &w.h, true},
+                                       {"w", &w.w, true},
+                                       {"oc", &w.oc, true},
+                                       {"kh", &w.kh, true},
+                                       {"kw", &w.kw, true}}) {
+    TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 1, required));
+  }
+  TUNEC_ASSIGN_OR_RETURN(int64_t stride, intFlag(args, "stride", 1, false));
+  TUNEC_ASSIGN_OR_RETURN(int64_t pad, intFlag(args, "pad", 0, false, 0));
+  TUNEC_ASSIGN_OR_RETURN(int64_t dilation, intFlag(args, "dilation", 1, false));
+  TUNEC_ASSIGN_OR_RETURN(w.groups, intFlag(args, "groups", 1, false));
+  w.strideH = w.strideW = stride;
+  w.padTop = w.padLeft = w.padBottom = w.padRight = pad;
+  w.dilationH = w.dilationW = dilation;
+  w.threads = threads;
+  TUNEC_TRY(w.check());
+  return w;
+}
+
+} // namespace tunec::cli

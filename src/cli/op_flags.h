@@ -1,0 +1,22 @@
+// The shape flags of one heavy kernel, shared by `tunec bench-op` and `tunec tune-op`.
+#pragma once
+
+#include "cli/arguments.h"
+#include "templates/conv2d_template.h"
+#include "templates/matmul_template.h"
+
+#include <vector>
+
+namespace tunec::cli {
+
+/// --m --n --k --batch --trans-a --trans-b --runtime-b, --ic --h --w --oc --kh --kw --stride
+/// --pad --dilation --groups.
+std::vector<FlagSpec> opShapeFlags();
+/// An integer flag >= minimum; `command` names the command in errors.
+Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback,
+                          bool required, int64_t minimum = 1,
+                          const std::string& command = "tunec bench-op");
+Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads);
+Expected<Conv2dWorkload> conv2dFromFlags(const Arguments& args, int threads);
+
+} // namespace tunec::cli

@@ -1,0 +1,287 @@
+// Whole-graph compilation against the reference executor: each graph is compiled (generated
+// kernels with fused epilogues, loop kernels, layouts, arena) and run in process with the JIT,
+// on random data; the tolerance is a relative L2 error of 1e-5 (fp32 against the reference's
+// double precision).
+#include "driver/compile_model.h"
+#include "passes/fusion_plan.h"
+#include "reference/reference.h"
+#include "tunec/runtime.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <random>
+
+namespace tunec {
+namespace {
+
+std::shared_ptr<Jit> sharedJit() {
+  static std::shared_ptr<Jit> jit = [] {
+    auto j = Jit::create();
+    EXPECT_TRUE(j.isOk());
+    return std::shared_ptr<Jit>(std::move(*j));
+  }();
+  return jit;
+}
+
+Tensor randomTensor(DType dtype, const Shape& shape, std::mt19937& rng, int64_t intRange = 10) {
+  Tensor t(dtype, shape);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int64_t> whole(0, intRange - 1);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.setDouble(i, dtype == DType::F32 ? real(rng) : static_cast<double>(whole(rng)));
+  return t;
+}
+
+struct Builder {
+  Graph g;
+  std::mt19937 rng{42};
+  std::vector<Tensor> inputs;
+
+  ValueId input(const Shape& s, DType dtype = DType::F32) {
+    inputs.push_back(randomTensor(dtype, s, rng));
+    return g.addInput("in" + std::to_string(inputs.size()), {dtype, s, {}});
+  }
+  ValueId constant(const Shape& s) {
+    return g.addConstant("c" + std::to_string(g.values().size()), randomTensor(DType::F32, s, rng));
+  }
+  ValueId op(OpKind kind, OpAttrs attrs, std::vector<ValueId> in, int outputs = 1) {
+    std::vector<std::string> names;
+    for (int i = 0; i < outputs; ++i)
+      names.push_back("v" + std::to_string(g.values().size()) + "_" + std::to_string(i));
+    auto n = g.addNode("n" + std::to_string(g.nodes().size()), kind, std::move(attrs),
+                       std::move(in), names);
+    EXPECT_TRUE(n.isOk()) << n.error().message();
+    return g.node(*n).outputs[0];
+  }
+};
+
+double relativeL2(const Tensor& got, const Tensor& want) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double d = got.getDouble(i) - want.getDouble(i);
+    num += d * d;
+    den += want.getDouble(i) * want.getDouble(i);
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// Compiles and runs the graph with outputs `outs`; compares every output with the reference.
+driver::CompiledModel checkCompiled(Builder& b, std::vector<ValueId> outs, int threads = 1) {
+  for (ValueId o : outs) b.g.addOutput(o);
+  auto want = runReference(b.g, b.inputs);
+  EXPECT_TRUE(want.isOk()) << want.error().message();
+  driver::CompileOptions options;
+  options.threads = threads;
+  options.isa = hostIsa();
+  auto compiled = driver::compileModel(b.g, *sharedJit(), options);
+  EXPECT_TRUE(compiled.isOk()) << compiled.error().message();
+  if (!compiled || !want) return {};
+  driver::CompiledModel summary;
+  summary.kernels = compiled->kernels;
+  summary.stats = compiled->stats;
+  summary.plan = compiled->plan;
+  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), threads);
+  EXPECT_TRUE(executor.isOk()) << executor.error().message();
+  if (!executor) return summary;
+  std::vector<const void*> in;
+  for (const Tensor& t : b.inputs) in.push_back(t.data());
+  std::vector<Tensor> got;
+  std::vector<void*> out;
+  for (ValueId o : outs) got.emplace_back(b.g.value(o).type.dtype, b.g.value(o).type.shape);
+  for (Tensor& t : got) out.push_back(t.data());
+  Status s = (*executor)->run(in.data(), out.data());
+  EXPECT_TRUE(s.isOk()) << s.error().message();
+  for (size_t i = 0; i < outs.size(); ++i)
+    EXPECT_LT(relativeL2(got[i], (*want)[i]), 1e-5) << "output " << i;
+  return summary;
+}
+
+ConvAttrs conv(int64_t k, int64_t stride, int64_t pad, int64_t group = 1) {
+  return ConvAttrs{{k, k}, {stride, stride}, {pad, pad, pad, pad}, {1, 1}, group};
+}
+
+TEST(CompileModel, ConvBiasReluResidualFuseIntoOneKernel) {
+  Builder b;
+  ValueId x = b.input({1, 16, 12, 12});
+  ValueId y = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({16, 16, 3, 3}), b.constant({16})});
+  ValueId z = b.op(OpKind::Relu, NoAttrs{}, {b.op(OpKind::Add, NoAttrs{}, {y, x})});
+  auto m = checkCompiled(b, {z});
+  EXPECT_EQ(m.stats.generatedKernels, 1);
+  ASSERT_EQ(m.kernels.size(), 1u);
+  EXPECT_NE(m.kernels[0].label.find("bias+add+relu"), std::string::npos) << m.kernels[0].label;
+}
+
+TEST(CompileModel, StridedConvChannelBiasAndClipAsEpilogue) {
+  Builder b;
+  ValueId x = b.input({2, 8, 15, 13});
+  ValueId y = b.op(OpKind::Conv, conv(3, 2, 1), {x, b.constant({24, 8, 3, 3})});
+  y = b.op(OpKind::Add, NoAttrs{}, {y, b.constant({1, 24, 1, 1})});
+  y = b.op(OpKind::Clip, ClipAttrs{0.0, 0.5}, {y});
+  auto m = checkCompiled(b, {y}, 2);
+  EXPECT_EQ(m.stats.generatedKernels, 1);
+}
+
+TEST(CompileModel, DepthwiseThenPointwiseWithPooling) {
+  Builder b;
+  ValueId x = b.input({1, 32, 14, 14});
+  ValueId y = b.op(OpKind::Conv, conv(3, 1, 1, 32), {x, b.constant({32, 1, 3, 3}), b.constant({32})});
+  y = b.op(OpKind::Clip, ClipAttrs{0.0, 6.0}, {y});
+  y = b.op(OpKind::Conv, conv(1, 1, 0), {y, b.constant({16, 32, 1, 1})});
+  ValueId mp = b.op(OpKind::MaxPool, PoolAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false, 2}, {y});
+  ValueId ap = b.op(OpKind::AveragePool, PoolAttrs{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, true, 2}, {y});
+  ValueId gp = b.op(OpKind::GlobalAveragePool, NoAttrs{}, {y});
+  auto m = checkCompiled(b, {mp, ap, gp});
+  EXPECT_EQ(m.stats.generatedKernels, 2);
+}
+
+TEST(CompileModel, GemmVariants) {
+  for (bool transA : {false, true})
+    for (bool transB : {false, true}) {
+      Builder b;
+      ValueId a = b.input(transA ? Shape{37, 5} : Shape{5, 37});
+      ValueId w = b.constant(transB ? Shape{19, 37} : Shape{37, 19});
+      ValueId y = b.op(OpKind::Gemm, GemmAttrs{0.5f, 2.f, transA, transB}, {a, w, b.constant({19})});
+      ValueId y2 = b.op(OpKind::Gemm, GemmAttrs{1.f, 1.f, transA, transB}, {a, w, b.constant({5, 1})});
+      checkCompiled(b, {y, y2});
+    }
+}
+
+TEST(CompileModel, BatchedMatmulOfComputedOperandsAndFoldedBatch) {
+  Builder b;
+  ValueId q = b.input({2, 3, 17, 8});
+  ValueId k = b.input({2, 3, 8, 9});
+  ValueId s = b.op(OpKind::MatMul, NoAttrs{}, {q, k});
+  ValueId p = b.op(OpKind::Softmax, SoftmaxAttrs{-1, false}, {s});
+  ValueId x = b.input({2, 5, 24});
+  ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {x, b.constant({24, 40})});
+  y = b.op(OpKind::Add, NoAttrs{}, {b.constant({40}), y});
+  y = b.op(OpKind::Gelu, GeluAttrs{false}, {y});
+  checkCompiled(b, {p, y}, 2);
+}
+
+TEST(CompileModel, ElementwiseChainsWithBroadcastsOnNhwcActivations) {
+  Builder b;
+  ValueId x = b.input({1, 8, 6, 7});
+  ValueId y = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({8, 8, 1, 1})});
+  // A chain the epilogue does not take: Sigmoid, Mul by a per-channel constant, Tanh, Sub of a
+  // row broadcast, Exp and Erf.
+  ValueId z = b.op(OpKind::Sigmoid, NoAttrs{}, {y});
+  z = b.op(OpKind::Mul, NoAttrs{}, {z, b.constant({8, 1, 1})});
+  z = b.op(OpKind::Tanh, NoAttrs{}, {z});
+  z = b.op(OpKind::Sub, NoAttrs{}, {z, b.constant({7})});
+  z = b.op(OpKind::Exp, NoAttrs{}, {z});
+  z = b.op(OpKind::Erf, NoAttrs{}, {z});
+  auto m = checkCompiled(b, {z});
+  EXPECT_EQ(m.stats.loopKernels, 2) << "one reorder of the input and one fused chain";
+}
+
+TEST(CompileModel, DataMovement) {
+  Builder b;
+  ValueId x = b.input({2, 3, 4, 5});
+  ValueId t = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {x});
+  ValueId r = b.op(OpKind::Reshape, ReshapeAttrs{{2, 60}}, {t});
+  ValueId c = b.op(OpKind::Concat, AxisAttrs{1}, {r, b.input({2, 7})});
+  ValueId s = b.op(OpKind::Slice, SliceAttrs{{0, 1}, {1, 2}, {2, 30}}, {c});
+  ValueId e = b.op(OpKind::Expand, ReshapeAttrs{{3, 2, 30}}, {s});
+  ValueId table = b.constant({11, 6});
+  ValueId ids = b.input({2, 4}, DType::I64);
+  ValueId gathered = b.op(OpKind::Gather, AxisAttrs{0}, {table, ids});
+  ValueId ln = b.op(OpKind::LayerNormalization, NormAttrs{-1, 1e-5f},
+                    {gathered, b.constant({6}), b.constant({6})});
+  checkCompiled(b, {e, ln, r});
+}
+
+TEST(CompileModel, UnsupportedOpsAreListedByNode) {
+  Builder b;
+  ValueId x = b.input({4, 4});
+  ValueId y = b.op(OpKind::Cos, NoAttrs{}, {x});
+  ValueId z = b.op(OpKind::ReduceProd, ReduceAttrs{{1}, true}, {y});
+  b.g.addOutput(z);
+  driver::CompileOptions options;
+  options.isa = hostIsa();
+  auto compiled = driver::compileModel(b.g, *sharedJit(), options);
+  ASSERT_FALSE(compiled.isOk());
+  const std::string& msg = compiled.error().message();
+  EXPECT_NE(msg.find("2 nodes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(Cos)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(ReduceProd)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--reference"), std::string::npos) << msg;
+}
+
+TEST(CompileModel, SharedLibraryThroughTheCApi) {
+  Builder b;
+  ValueId x = b.input({1, 4, 8, 8});
+  ValueId y = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({8, 4, 3, 3}), b.constant({8})});
+  y = b.op(OpKind::Relu, NoAttrs{}, {y});
+  b.g.addOutput(y);
+  auto want = runReference(b.g, b.inputs);
+  ASSERT_TRUE(want.isOk());
+  driver::CompileOptions options;
+  options.threads = 2;
+  options.isa = hostIsa();
+  auto compiled = driver::compileModel(b.g, *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("tunec_capi_" + std::to_string(::getpid()) + ".so"))
+                         .string();
+  Status written = driver::writeSharedLibrary(std::move(*compiled), path);
+  ASSERT_TRUE(written.isOk()) << written.error().message();
+  tunec_model* model = nullptr;
+  ASSERT_EQ(tunec_model_load(path.c_str(), 2, &model), 0) << tunec_last_error();
+  ASSERT_EQ(tunec_model_num_inputs(model), 1);
+  ASSERT_EQ(tunec_model_num_outputs(model), 1);
+  tunec_tensor_info info;
+  ASSERT_EQ(tunec_model_output_info(model, 0, &info), 0);
+  EXPECT_EQ(info.rank, 4);
+  EXPECT_STREQ(info.dtype, "f32");
+  EXPECT_EQ(info.bytes, 8 * 8 * 8 * 4);
+  EXPECT_NE(tunec_model_input_info(model, 3, &info), 0);
+  EXPECT_NE(std::string(tunec_last_error()).find("out of range"), std::string::npos);
+  // Concurrent runs from several threads, each with its own output.
+  std::vector<Tensor> outs(4, Tensor(DType::F32, {1, 8, 8, 8}));
+  std::vector<std::thread> threads;
+  for (Tensor& o : outs)
+    threads.emplace_back([&, ptr = o.data()] {
+      const void* in[] = {b.inputs[0].data()};
+      void* out[] = {ptr};
+      for (int i = 0; i < 20; ++i) EXPECT_EQ(tunec_model_run(model, in, out), 0);
+    });
+  for (auto& t : threads) t.join();
+  for (const Tensor& o : outs) EXPECT_LT(relativeL2(o, (*want)[0]), 1e-5);
+  tunec_model_free(model);
+  std::filesystem::remove(path);
+  // Bad files: the message names the file and the problem.
+  EXPECT_NE(tunec_model_load("/nonexistent/model.so", 1, &model), 0);
+  EXPECT_NE(std::string(tunec_last_error()).find("/nonexistent/model.so"), std::string::npos);
+  std::string notModel = std::string(TUNEC_RUNTIME_LIBRARY);
+  EXPECT_NE(tunec_model_load(notModel.c_str(), 1, &model), 0);
+  EXPECT_NE(std::string(tunec_last_error()).find("not a tunec model"), std::string::npos)
+      << tunec_last_error();
+}
+
+TEST(CompileModel, CorruptPlansAreRejectedBeforeRunning) {
+  rt::ModelPlan plan;
+  plan.isa = "avx2";
+  plan.tensors = {{rt::Region::Arena, 0}};
+  rt::Step step;
+  step.kind = rt::StepKind::Softmax;
+  step.label = "softmax";
+  step.tensors = {0, 5}; // tensor 5 does not exist
+  step.ints = {1, 1, 1};
+  plan.steps.push_back(step);
+  std::vector<uint8_t> blob = rt::serializeModel(plan, {});
+  auto parsed = rt::parseModel(blob.data(), static_cast<int64_t>(blob.size()));
+  ASSERT_FALSE(parsed.isOk());
+  EXPECT_NE(parsed.error().message().find("names tensor 5"), std::string::npos);
+  blob[3] = 'X';
+  parsed = rt::parseModel(blob.data(), static_cast<int64_t>(blob.size()));
+  ASSERT_FALSE(parsed.isOk());
+  EXPECT_NE(parsed.error().message().find("bad magic"), std::string::npos);
+  parsed = rt::parseModel(blob.data(), 20);
+  EXPECT_FALSE(parsed.isOk());
+}
+
+} // namespace
+} // namespace tunec

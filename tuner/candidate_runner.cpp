@@ -1,0 +1,241 @@
+// The measurement worker: compile, check against the reference, time.
+#include "tuner/candidate_runner.h"
+
+#include "codegen/conv2d_kernel.h"
+#include "codegen/depthwise_kernel.h"
+#include "codegen/matmul_kernel.h"
+#include "reference/reference.h"
+#include "support/host.h"
+#include "support/timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+namespace tunec::tuner {
+
+namespace {
+
+std::vector<float> randomData(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+Tensor tensorOf(const std::vector<float>& data, const Shape& shape) {
+  Tensor t(DType::F32, shape);
+  std::copy(data.begin(), data.end(), t.dataAs<float>());
+  return t;
+}
+
+// NHWC <-> NCHW for the reference convolution.
+std::vector<float> permute4(const std::vector<float>& src, int64_t d0, int64_t d1, int64_t d2,
+                            int64_t d3, bool toNchw) {
+  std::vector<float> dst(src.size());
+  // toNchw: src is d0 x d2 x d3 x d1 (n, h, w, c) -> d0 x d1 x d2 x d3 (n, c, h, w).
+  for (int64_t n = 0; n < d0; ++n)
+    for (int64_t c = 0; c < d1; ++c)
+      for (int64_t h = 0; h < d2; ++h)
+        for (int64_t w = 0; w < d3; ++w) {
+          int64_t nchw = ((n * d1 + c) * d2 + h) * d3 + w, nhwc = ((n * d2 + h) * d3 + w) * d1 + c;
+          if (toNchw)
+            dst[static_cast<size_t>(nchw)] = src[static_cast<size_t>(nhwc)];
+          else
+            dst[static_cast<size_t>(nhwc)] = src[static_cast<size_t>(nchw)];
+        }
+  return dst;
+}
+
+Expected<std::vector<float>> referenceConv(const std::vector<float>& inNhwc,
+                                           const std::vector<float>& weights, Shape wShape,
+                                           int64_t n, int64_t c, int64_t h, int64_t w,
+                                           const ConvAttrs& attrs) {
+  Graph g;
+  Shape xs{n, c, h, w};
+  ValueId x = g.addInput("x", {DType::F32, xs, {}});
+  ValueId wt = g.addConstant("w", tensorOf(weights, wShape));
+  TUNEC_ASSIGN_OR_RETURN(NodeId id, g.addNode("conv", OpKind::Conv, attrs, {x, wt}, {"y"}));
+  g.addOutput(g.node(id).outputs[0]);
+  TUNEC_ASSIGN_OR_RETURN(auto outs, runReference(g, {tensorOf(permute4(inNhwc, n, c, h, w, true), xs)}));
+  const Shape& ys = outs[0].shape();
+  std::vector<float> y(outs[0].dataAs<float>(), outs[0].dataAs<float>() + outs[0].numel());
+  return permute4(y, ys[0], ys[1], ys[2], ys[3], false);
+}
+
+double relativeL2(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+} // namespace
+
+Expected<CandidateRunner::Problem*> CandidateRunner::problem(const nlohmann::json& workload) {
+  std::string key = workload.dump();
+  if (auto it = problems_.find(key); it != problems_.end()) return it->second.get();
+  auto p = std::make_unique<Problem>();
+  std::mt19937 rng(11);
+  std::string templ = workload.value("template", std::string());
+  if (templ == "matmul") {
+    TUNEC_ASSIGN_OR_RETURN(MatmulWorkload w, MatmulWorkload::fromJson(workload));
+    int64_t bBatches = w.broadcastB ? 1 : w.batch;
+    p->a = randomData(w.batch * w.m * w.k, rng);
+    p->b = randomData(bBatches * w.k * w.n, rng);
+    p->out.assign(static_cast<size_t>(w.batch * w.m * w.n), 0.f);
+    Graph g;
+    Shape as = w.transA ? Shape{w.batch, w.k, w.m} : Shape{w.batch, w.m, w.k};
+    Shape bs = w.transB ? Shape{bBatches, w.n, w.k} : Shape{bBatches, w.k, w.n};
+    ValueId a = g.addInput("a", {DType::F32, as, {}});
+    ValueId b = g.addInput("b", {DType::F32, bs, {}});
+    auto transpose = [&](ValueId v, const char* name) -> Expected<ValueId> {
+      TUNEC_ASSIGN_OR_RETURN(NodeId id, g.addNode(name, OpKind::Transpose,
+                                                  TransposeAttrs{{0, 2, 1}}, {v}, {name}));
+      return g.node(id).outputs[0];
+    };
+    if (w.transA) {
+      TUNEC_ASSIGN_OR_RETURN(a, transpose(a, "at"));
+    }
+    if (w.transB) {
+      TUNEC_ASSIGN_OR_RETURN(b, transpose(b, "bt"));
+    }
+    TUNEC_ASSIGN_OR_RETURN(NodeId mm, g.addNode("mm", OpKind::MatMul, NoAttrs{}, {a, b}, {"c"}));
+    g.addOutput(g.node(mm).outputs[0]);
+    TUNEC_ASSIGN_OR_RETURN(auto outs, runReference(g, {tensorOf(p->a, as), tensorOf(p->b, bs)}));
+    p->expected.assign(outs[0].dataAs<float>(), outs[0].dataAs<float>() + outs[0].numel());
+  } else if (templ == "conv2d") {
+    TUNEC_ASSIGN_OR_RETURN(Conv2dWorkload w, Conv2dWorkload::fromJson(workload));
+    p->a = randomData(w.n * w.h * w.w * w.ic, rng);
+    Shape ws{w.oc, w.icPerGroup(), w.kh, w.kw};
+    p->b = randomData(ws.numel(), rng);
+    p->out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.oc), 0.f);
+    ConvAttrs attrs{{w.kh, w.kw}, {w.strideH, w.strideW}, {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                    {w.dilationH, w.dilationW}, w.groups};
+    TUNEC_ASSIGN_OR_RETURN(p->expected, referenceConv(p->a, p->b, ws, w.n, w.ic, w.h, w.w, attrs));
+  } else if (templ == "depthwise") {
+    TUNEC_ASSIGN_OR_RETURN(DepthwiseWorkload w, DepthwiseWorkload::fromJson(workload));
+    p->a = randomData(w.n * w.h * w.w * w.c, rng);
+    Shape ws{w.c, 1, w.kh, w.kw};
+    p->b = randomData(ws.numel(), rng);
+    p->out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.c), 0.f);
+    ConvAttrs attrs{{w.kh, w.kw}, {w.strideH, w.strideW}, {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                    {w.dilationH, w.dilationW}, w.c};
+    TUNEC_ASSIGN_OR_RETURN(p->expected, referenceConv(p->a, p->b, ws, w.n, w.c, w.h, w.w, attrs));
+  } else {
+    return makeError("no template '", templ, "'");
+  }
+  Problem* raw = p.get();
+  problems_[key] = std::move(p);
+  return raw;
+}
+
+MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
+  MeasureResult result;
+  auto fail = [&](const std::string& status, const std::string& error) {
+    result.status = status;
+    result.error = error;
+    return result;
+  };
+  if (std::getenv("TUNEC_TUNER_INJECT") && request.config.contains("inject")) {
+    std::string what = request.config.value("inject", std::string());
+    if (what == "crash") std::raise(SIGSEGV);
+    if (what == "hang")
+      while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  auto prob = problem(request.workload);
+  if (!prob) return fail("error", prob.error().message());
+  Problem& p = **prob;
+  std::string templ = request.workload.value("template", std::string());
+  std::function<void()> run;
+  std::shared_ptr<void> keep;
+  auto start = std::chrono::steady_clock::now();
+  if (templ == "matmul") {
+    auto w = MatmulWorkload::fromJson(request.workload);
+    auto c = MatmulConfig::fromJson(request.config);
+    if (!w || !c) return fail("error", !w ? w.error().message() : c.error().message());
+    auto k = compileMatmul(jit_, *w, *c, {}, p.b.data());
+    if (!k) return fail("error", k.error().message());
+    auto kernel = std::make_shared<MatmulKernel>(std::move(*k));
+    run = [kernel, &p] { kernel->run(p.a.data(), p.b.data(), p.out.data()); };
+  } else if (templ == "conv2d") {
+    auto w = Conv2dWorkload::fromJson(request.workload);
+    auto c = Conv2dConfig::fromJson(request.config);
+    if (!w || !c) return fail("error", !w ? w.error().message() : c.error().message());
+    auto k = compileConv2d(jit_, *w, *c, {}, p.b.data());
+    if (!k) return fail("error", k.error().message());
+    auto kernel = std::make_shared<Conv2dKernel>(std::move(*k));
+    run = [kernel, &p] { kernel->run(p.a.data(), p.out.data()); };
+  } else {
+    auto w = DepthwiseWorkload::fromJson(request.workload);
+    auto c = DepthwiseConfig::fromJson(request.config);
+    if (!w || !c) return fail("error", !w ? w.error().message() : c.error().message());
+    auto k = compileDepthwise(jit_, *w, *c, {}, p.b.data());
+    if (!k) return fail("error", k.error().message());
+    auto kernel = std::make_shared<DepthwiseKernel>(std::move(*k));
+    run = [kernel, &p] { kernel->run(p.a.data(), p.out.data()); };
+  }
+  result.compileSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fill(p.out.begin(), p.out.end(), std::nanf(""));
+  run();
+  double error = relativeL2(p.out, p.expected);
+  if (!(error < 1e-4))
+    return fail("wrong-result", "relative L2 error " + std::to_string(error) +
+                                    " against the reference (bound 1e-4)");
+  if (request.flushCache) {
+    std::vector<char> flush(static_cast<size_t>(std::max<int64_t>(hostInfo().l3, 1 << 20) * 2));
+    std::vector<double> samples;
+    auto t0 = std::chrono::steady_clock::now();
+    while (static_cast<int>(samples.size()) < request.minRepeats ||
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() <
+               request.minSeconds) {
+      for (size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<char>(i);
+      auto s = std::chrono::steady_clock::now();
+      run();
+      samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
+    }
+    std::sort(samples.begin(), samples.end());
+    result.medianUs = samples[samples.size() / 2] * 1e6;
+    result.minUs = samples.front() * 1e6;
+    result.repeats = static_cast<int64_t>(samples.size());
+  } else {
+    Timing t = timeRepeated(run, request.minSeconds, request.minRepeats);
+    result.medianUs = t.medianSeconds * 1e6;
+    result.minUs = t.minSeconds * 1e6;
+    result.repeats = t.runs;
+  }
+  return result;
+}
+
+int runMeasureWorker(std::istream& in, std::ostream& out) {
+  // Ctrl-C in the terminal reaches the whole process group: the tuner decides when to stop.
+  std::signal(SIGINT, SIG_IGN);
+  auto jit = Jit::create();
+  if (!jit) {
+    out << MeasureResult{"error", jit.error().message()}.toJson().dump() << std::endl;
+    return 1;
+  }
+  CandidateRunner runner(**jit);
+  std::string line;
+  while (std::getline(in, line)) {
+    MeasureResult r;
+    try {
+      r = runner.measure(MeasureRequest::fromJson(nlohmann::json::parse(line)));
+    } catch (const std::exception& e) {
+      r.status = "error";
+      r.error = std::string("bad request: ") + e.what();
+    }
+    out << r.toJson().dump() << std::endl;
+  }
+  return 0;
+}
+
+} // namespace tunec::tuner

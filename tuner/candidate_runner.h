@@ -1,0 +1,38 @@
+// Inside the measurement worker: compiles a candidate config, checks its output against the
+// reference executor on random data (computed once per workload), then times it.
+#pragma once
+
+#include "codegen/jit.h"
+#include "tuner/measure_protocol.h"
+
+#include <functional>
+#include <istream>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+namespace tunec::tuner {
+
+class CandidateRunner {
+public:
+  explicit CandidateRunner(Jit& jit) : jit_(jit) {}
+  MeasureResult measure(const MeasureRequest& request);
+
+  /// Random operands and the reference output of one workload.
+  struct Problem {
+    std::vector<float> a, b, out, expected; ///< in/weights/out as the kernel reads them
+  };
+
+private:
+  Expected<Problem*> problem(const nlohmann::json& workload);
+  Jit& jit_;
+  std::map<std::string, std::unique_ptr<Problem>> problems_;
+};
+
+/// The worker loop: one MeasureRequest per input line, one MeasureResult per output line, until
+/// end of input. A config with "inject": "crash" or "hang" does that when TUNEC_TUNER_INJECT=1
+/// (for tests of the measurer's isolation).
+int runMeasureWorker(std::istream& in, std::ostream& out);
+
+} // namespace tunec::tuner

@@ -1,0 +1,198 @@
+// Feature extraction: the knobs (log2 for sizes) plus derived quantities that explain
+// performance: loop trip counts, bytes touched per tile against each cache level, arithmetic
+// intensity, lane utilization and remainder waste, registers, parallel tasks against threads.
+#include "tuner/features.h"
+
+#include "templates/conv2d_template.h"
+#include "templates/depthwise_template.h"
+#include "templates/matmul_template.h"
+
+#include <cmath>
+
+namespace tunec::tuner {
+
+namespace {
+
+float lg(double v) { return static_cast<float>(std::log2(std::max(v, 1.0))); }
+double ceilDiv(double a, double b) { return std::ceil(a / b); }
+float util(double n, double block) { return static_cast<float>(n / (ceilDiv(n, block) * block)); }
+double cacheOr(int64_t bytes, double fallback) { return bytes > 0 ? static_cast<double>(bytes) : fallback; }
+
+// Parallel balance: tasks per thread and the idle fraction of the last wave.
+std::pair<float, float> balance(double tasks, int threads) {
+  if (threads <= 1) return {1.f, 0.f};
+  double waves = ceilDiv(tasks, threads);
+  return {static_cast<float>(tasks / threads), static_cast<float>(1.0 - tasks / (waves * threads))};
+}
+
+Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const HostInfo& h) {
+  Features f{};
+  int lanes = isaInfo(c.isa).f32Lanes();
+  double l1 = cacheOr(h.l1d, 48e3), l2 = cacheOr(h.l2, 1e6), l3 = cacheOr(h.l3, 16e6);
+  f[0] = lg(c.mr);
+  f[1] = lg(c.nr);
+  f[2] = lg(static_cast<double>(c.mc));
+  f[3] = lg(static_cast<double>(c.nc));
+  f[4] = lg(static_cast<double>(c.kc));
+  static const char* orders[] = {"nkm", "nmk", "mkn", "mnk", "knm", "kmn"};
+  for (int i = 0; i < 6; ++i) f[static_cast<size_t>(5 + i)] = c.loopOrder == orders[i];
+  f[11] = c.parallel == "m";
+  f[12] = c.parallel == "n";
+  f[13] = c.parallel == "batch";
+  f[14] = c.packA;
+  // Trip counts of the block loops and the register-tile loops.
+  f[15] = lg(ceilDiv(static_cast<double>(w.m), static_cast<double>(c.mc)));
+  f[16] = lg(ceilDiv(static_cast<double>(w.n), static_cast<double>(c.nc)));
+  f[17] = lg(ceilDiv(static_cast<double>(w.k), static_cast<double>(c.kc)));
+  f[18] = lg(ceilDiv(static_cast<double>(c.mc), c.mr));
+  f[19] = lg(ceilDiv(static_cast<double>(c.nc), c.nr));
+  // Bytes per tile against each cache level: A rows + B panel (L1), A block (L2), B block (L3).
+  f[20] = static_cast<float>((c.mr + c.nr) * static_cast<double>(c.kc) * 4 / l1);
+  f[21] = static_cast<float>(static_cast<double>(c.mc * c.kc) * 4 / l2);
+  f[22] = static_cast<float>(static_cast<double>(c.kc * c.nc) * 4 / l3);
+  f[23] = static_cast<float>(2.0 * c.mr * c.nr / (c.mr + c.nr)); // flops per loaded element
+  f[24] = util(static_cast<double>(w.n), c.nr);                  // vector lanes used in N
+  f[25] = util(static_cast<double>(w.m), c.mr);                  // rows used in M
+  f[26] = static_cast<float>((c.mr * c.nr / lanes + c.nr / lanes + 1) /
+                             static_cast<double>(isaInfo(c.isa).vectorRegisters));
+  double tasks = c.parallel == "m"       ? ceilDiv(static_cast<double>(w.m), static_cast<double>(c.mc))
+                 : c.parallel == "n"     ? ceilDiv(static_cast<double>(w.n), static_cast<double>(c.nc))
+                 : c.parallel == "batch" ? static_cast<double>(w.batch)
+                                         : 1.0;
+  auto [perThread, idle] = balance(tasks, c.parallel == "none" ? 1 : w.threads);
+  f[27] = perThread;
+  f[28] = idle;
+  f[29] = lg(w.flops());
+  f[30] = static_cast<float>(w.threads);
+  f[31] = w.constantB ? 0.f : 1.f;
+  return f;
+}
+
+Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const HostInfo& h) {
+  Features f{};
+  int lanes = isaInfo(c.isa).f32Lanes();
+  double l1 = cacheOr(h.l1d, 48e3), l2 = cacheOr(h.l2, 1e6);
+  double ow = static_cast<double>(w.ow()), oh = static_cast<double>(w.oh());
+  double ocg = static_cast<double>(w.ocPerGroup()), icg = static_cast<double>(w.icPerGroup());
+  double taps = static_cast<double>(w.kh * w.kw);
+  int rowsTile = static_cast<int>(c.rowsPerTile);
+  double mr = rowsTile > 1 ? static_cast<double>(rowsTile) * ow : c.owBlock;
+  f[0] = lg(c.ocBlock);
+  f[1] = lg(c.owBlock);
+  f[2] = lg(static_cast<double>(c.icBlock));
+  f[3] = lg(static_cast<double>(c.ohBlock));
+  f[4] = static_cast<float>(c.rowsPerTile);
+  f[5] = c.loopOrder == "oc_oh";
+  f[6] = c.parallel == "oh";
+  f[7] = c.parallel == "oc";
+  f[8] = c.parallel == "n";
+  f[9] = lg(ceilDiv(ocg, c.ocBlock));                               // oc panels
+  f[10] = lg(ceilDiv(ow, c.owBlock));                               // tiles per row
+  f[11] = lg(ceilDiv(oh, static_cast<double>(c.ohBlock)));          // row blocks
+  f[12] = lg(ceilDiv(icg, static_cast<double>(c.icBlock)) * taps);  // brgemm batch length
+  // Bytes of one brgemm call: input rows + weight panel, against L1; a row block's input against L2.
+  f[13] = static_cast<float>((mr + c.ocBlock) * static_cast<double>(c.icBlock) * 4 / l1);
+  f[14] = static_cast<float>(static_cast<double>(c.ohBlock) * w.strideH * w.w * icg * 4 / l2);
+  f[15] = static_cast<float>(static_cast<double>(c.ocBlock) * icg * taps * 4 / l2);
+  f[16] = static_cast<float>(2.0 * mr * c.ocBlock / (mr + c.ocBlock));
+  f[17] = util(ocg, c.ocBlock);
+  f[18] = util(ow, c.owBlock);
+  f[19] = static_cast<float>((c.owBlock * c.ocBlock / lanes + c.ocBlock / lanes + 1) /
+                             static_cast<double>(isaInfo(c.isa).vectorRegisters));
+  double tasks = c.parallel == "oh"   ? oh
+                 : c.parallel == "oc" ? ceilDiv(ocg, c.ocBlock) * static_cast<double>(w.groups)
+                 : c.parallel == "n"  ? static_cast<double>(w.n)
+                                      : 1.0;
+  auto [perThread, idle] = balance(tasks, c.parallel == "none" ? 1 : w.threads);
+  f[20] = perThread;
+  f[21] = idle;
+  f[22] = lg(w.flops());
+  f[23] = static_cast<float>(w.threads);
+  f[24] = static_cast<float>(taps);
+  f[25] = static_cast<float>(w.strideH);
+  f[26] = lg(icg);
+  f[27] = lg(ocg);
+  f[28] = lg(ow);
+  f[29] = w.padded();
+  return f;
+}
+
+Features depthwiseFeatures(const DepthwiseWorkload& w, const DepthwiseConfig& c) {
+  Features f{};
+  int lanes = isaInfo(c.isa).f32Lanes();
+  double ow = static_cast<double>(w.ow());
+  f[0] = static_cast<float>(c.channelVectors);
+  f[1] = lg(c.owBlock);
+  f[2] = c.parallel == "oh";
+  f[3] = util(static_cast<double>(w.c), c.channelVectors * lanes);
+  f[4] = util(ow, c.owBlock);
+  f[5] = lg(ceilDiv(static_cast<double>(w.c), c.channelVectors * lanes));
+  f[6] = lg(ceilDiv(ow, c.owBlock));
+  f[7] = static_cast<float>((c.owBlock * c.channelVectors + c.channelVectors + 1) /
+                            static_cast<double>(isaInfo(c.isa).vectorRegisters));
+  f[8] = lg(w.flops());
+  f[9] = static_cast<float>(w.threads);
+  f[10] = static_cast<float>(w.kh * w.kw);
+  f[11] = static_cast<float>(w.strideH);
+  f[12] = lg(static_cast<double>(w.c));
+  f[13] = lg(ow);
+  auto [perThread, idle] =
+      balance(static_cast<double>(w.oh()), c.parallel == "oh" ? w.threads : 1);
+  f[14] = perThread;
+  f[15] = idle;
+  return f;
+}
+
+} // namespace
+
+Expected<Features> extractFeatures(const nlohmann::json& workload, const nlohmann::json& config,
+                                   const HostInfo& host) {
+  std::string templ = workload.value("template", std::string());
+  if (templ == "matmul") {
+    TUNEC_ASSIGN_OR_RETURN(MatmulWorkload w, MatmulWorkload::fromJson(workload));
+    TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, MatmulConfig::fromJson(config));
+    return matmulFeatures(w, c, host);
+  }
+  if (templ == "conv2d") {
+    TUNEC_ASSIGN_OR_RETURN(Conv2dWorkload w, Conv2dWorkload::fromJson(workload));
+    TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, Conv2dConfig::fromJson(config));
+    return conv2dFeatures(w, c, host);
+  }
+  if (templ == "depthwise") {
+    TUNEC_ASSIGN_OR_RETURN(DepthwiseWorkload w, DepthwiseWorkload::fromJson(workload));
+    TUNEC_ASSIGN_OR_RETURN(DepthwiseConfig c, DepthwiseConfig::fromJson(config));
+    return depthwiseFeatures(w, c);
+  }
+  return makeError("no features for template '", templ, "'");
+}
+
+const std::array<const char*, kFeatureLength>& featureNames(const std::string& templ) {
+  static const std::array<const char*, kFeatureLength> matmul = {
+      "log2 mr", "log2 nr", "log2 mc", "log2 nc", "log2 kc", "order nkm", "order nmk",
+      "order mkn", "order mnk", "order knm", "order kmn", "parallel m", "parallel n",
+      "parallel batch", "pack A", "log2 M blocks", "log2 N blocks", "log2 K blocks",
+      "log2 mr tiles per block", "log2 nr panels per block", "L1 bytes of a tile / L1",
+      "A block bytes / L2", "B block bytes / L3", "flops per loaded element", "N lane use",
+      "M row use", "vector registers used / available", "parallel tasks per thread",
+      "idle fraction of the last wave", "log2 flops", "threads", "B computed at run time"};
+  static const std::array<const char*, kFeatureLength> conv = {
+      "log2 oc_block", "log2 ow_block", "log2 ic_block", "log2 oh_block", "rows_per_tile",
+      "order oc_oh", "parallel oh", "parallel oc", "parallel n", "log2 oc panels",
+      "log2 tiles per row", "log2 row blocks", "log2 brgemm batch length",
+      "brgemm call bytes / L1", "row block input bytes / L2", "weight panel bytes / L2",
+      "flops per loaded element", "OC lane use", "OW use", "vector registers used / available",
+      "parallel tasks per thread", "idle fraction of the last wave", "log2 flops", "threads",
+      "kernel taps", "stride", "log2 IC per group", "log2 OC per group", "log2 OW", "padded",
+      "-", "-"};
+  static const std::array<const char*, kFeatureLength> depthwise = {
+      "channel vectors", "log2 ow_block", "parallel oh", "channel lane use", "OW use",
+      "log2 channel tiles", "log2 tiles per row", "vector registers used / available",
+      "log2 flops", "threads", "kernel taps", "stride", "log2 channels", "log2 OW",
+      "parallel tasks per thread", "idle fraction of the last wave", "-", "-", "-", "-", "-", "-",
+      "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"};
+  if (templ == "matmul") return matmul;
+  if (templ == "conv2d") return conv;
+  return depthwise;
+}
+
+} // namespace tunec::tuner

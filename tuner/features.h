@@ -1,0 +1,29 @@
+// Features of a (workload, config) pair for the cost model: a fixed-length vector per template
+// (kFeatureLength for every template, zero-padded), so that records of any shape and model share
+// one model (a variable-length encoding broke TVM's model when records of other shapes were
+// loaded). Each feature's meaning: docs/tuner.md. Bump kFeatureSchemaVersion when a feature's
+// meaning changes.
+#pragma once
+
+#include "support/error.h"
+#include "support/host.h"
+
+#include <array>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tunec::tuner {
+
+inline constexpr int kFeatureSchemaVersion = 1;
+inline constexpr int kFeatureLength = 32;
+
+using Features = std::array<float, kFeatureLength>;
+
+/// The features of a config of a workload (both canonical JSON) on a host with these caches.
+Expected<Features> extractFeatures(const nlohmann::json& workload, const nlohmann::json& config,
+                                   const HostInfo& host);
+
+/// Names of the features of a template, in order (for docs and debugging).
+const std::array<const char*, kFeatureLength>& featureNames(const std::string& templ);
+
+} // namespace tunec::tuner

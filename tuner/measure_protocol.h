@@ -1,0 +1,32 @@
+// What the tuner asks its measurement worker and what the worker answers: one JSON object per
+// line each way (the worker is `tunec tune-worker`, a child process, DESIGN.md decision 10).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tunec::tuner {
+
+struct MeasureRequest {
+  nlohmann::json workload;
+  nlohmann::json config;
+  double minSeconds = 0.1; ///< repeat until this much time has passed...
+  int minRepeats = 3;      ///< ...and at least this many runs
+  bool flushCache = false; ///< write a buffer larger than the L3 before every timed run
+
+  nlohmann::json toJson() const;
+  static MeasureRequest fromJson(const nlohmann::json& j);
+};
+
+struct MeasureResult {
+  std::string status = "ok"; ///< ok | error | timeout | wrong-result (as tuning records)
+  std::string error;
+  double medianUs = 0, minUs = 0;
+  int64_t repeats = 0;
+  double compileSeconds = 0;
+
+  nlohmann::json toJson() const;
+  static MeasureResult fromJson(const nlohmann::json& j);
+};
+
+} // namespace tunec::tuner

@@ -1,0 +1,217 @@
+// The tuning loop: pick a task, propose a batch, measure it in the worker, commit, retrain.
+#include "tuner/tuning_job.h"
+
+#include "support/host.h"
+#include "tuner/task_scheduler.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+
+namespace tunec::tuner {
+
+namespace {
+
+std::string utcNow() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+std::string duration(double seconds) {
+  char buf[32];
+  int s = static_cast<int>(seconds);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof(buf), "%dh%02dm", s / 3600, s / 60 % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%dm%02ds", s / 60, s % 60);
+  return buf;
+}
+
+struct TaskState {
+  Task task;
+  std::unique_ptr<SearchSpace> space;
+  std::set<std::string> measured;
+  std::vector<std::pair<double, Point>> ok; ///< (gflops, point), for SA seeds
+  double defaultGflops = 0;
+  int sinceImprovement = 0;
+  int runTrials = 0;
+};
+
+// Training rows of a template: ok records of this target and version, labels normalized per
+// workload.
+std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records, const HostInfo& host) {
+  std::map<std::string, double> best;
+  std::map<std::string, uint32_t> group;
+  for (const db::Record& r : records) {
+    std::string key = r.workloadKey();
+    best[key] = std::max(best[key], r.gflops);
+    group.emplace(key, static_cast<uint32_t>(group.size()));
+  }
+  std::vector<TrainingRow> rows;
+  for (const db::Record& r : records) {
+    auto f = extractFeatures(r.workload, r.config, host);
+    if (!f) continue;
+    std::string key = r.workloadKey();
+    rows.push_back({*f, static_cast<float>(best[key] > 0 ? r.gflops / best[key] : 0), group[key]});
+  }
+  return rows;
+}
+
+} // namespace
+
+Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& database,
+                                   const TuneOptions& options, const std::atomic<bool>& stop) {
+  const HostInfo& host = hostInfo();
+  db::TargetInfo target = db::TargetInfo::fromHost(host);
+  std::mt19937 rng(options.seed);
+  std::vector<TaskState> states;
+  std::vector<TaskProgress> progress;
+  for (Task& t : tasks) {
+    TaskState s;
+    s.task = std::move(t);
+    s.space = std::make_unique<SearchSpace>(s.task);
+    TaskProgress p;
+    p.weight = s.task.weight;
+    // Resume: what this target already measured for this workload and template version.
+    TUNEC_ASSIGN_OR_RETURN(std::vector<db::Record> records, database.recordsOf(s.task.key));
+    for (const db::Record& r : records) {
+      if (r.target.key() != target.key() || r.templateVersion != s.task.templateVersion) continue;
+      s.measured.insert(r.config.dump());
+      if (r.status != "ok") continue;
+      p.bestSeconds = std::min(p.bestSeconds, r.medianUs * 1e-6);
+      if (auto point = s.space->fromConfig(r.config)) s.ok.emplace_back(r.gflops, *point);
+      if (r.config == s.task.defaultConfig) s.defaultGflops = r.gflops;
+    }
+    std::sort(s.ok.begin(), s.ok.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    states.push_back(std::move(s));
+    progress.push_back(p);
+  }
+  std::map<std::string, std::unique_ptr<CostModel>> models;
+  auto retrain = [&](const std::string& templ, int version) -> Status {
+    if (options.randomSearch) return {};
+    auto& model = models[templ];
+    if (!model) model = std::make_unique<CostModel>();
+    TUNEC_ASSIGN_OR_RETURN(std::vector<db::Record> records,
+                           database.recordsForTemplate(templ, target, version));
+    return model->train(trainingRows(records, host));
+  };
+  for (const TaskState& s : states)
+    if (!models.count(s.task.templ)) TUNEC_TRY(retrain(s.task.templ, s.task.templateVersion));
+
+  Measurer measurer(options.workerArgv, options.timeoutSeconds);
+  TuneSummary summary;
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  while (summary.trials < options.trials && !stop.load()) {
+    if (options.timeBudgetSeconds > 0 && elapsed() >= options.timeBudgetSeconds) break;
+    int pick = pickNextTask(progress);
+    if (pick < 0) break;
+    TaskState& s = states[static_cast<size_t>(pick)];
+    TaskProgress& p = progress[static_cast<size_t>(pick)];
+    // The batch: the default config first (the baseline every report compares with).
+    std::vector<Point> batch;
+    if (!s.measured.count(s.task.defaultConfig.dump()))
+      batch.push_back({{}, s.task.defaultConfig, s.task.defaultConfig.dump()});
+    SearchOptions so = options.search;
+    so.batchSize = std::min(so.batchSize, options.trials - summary.trials) - static_cast<int>(batch.size());
+    std::vector<Point> seeds;
+    for (const auto& [g, point] : s.ok) seeds.push_back(point);
+    static const CostModel untrained;
+    const CostModel& model = models.count(s.task.templ) && models[s.task.templ] ? *models[s.task.templ] : untrained;
+    std::set<std::string> taken = s.measured;
+    if (!batch.empty()) taken.insert(batch[0].text);
+    if (so.batchSize > 0)
+      for (Point& point : proposeBatch(*s.space, model, host, seeds, taken, so, rng))
+        batch.push_back(std::move(point));
+    if (batch.empty()) {
+      p.finished = true; // every config of the space is measured
+      continue;
+    }
+    std::vector<db::Record> records;
+    double before = p.bestSeconds;
+    for (const Point& point : batch) {
+      if (stop.load()) break;
+      if (options.timeBudgetSeconds > 0 && elapsed() >= options.timeBudgetSeconds) break;
+      MeasureRequest request{s.task.workload, point.config, options.minSeconds, options.minRepeats,
+                             options.flushCache};
+      MeasureResult m = measurer.measure(request);
+      db::Record r;
+      r.workload = s.task.workload;
+      r.config = point.config;
+      r.target = target;
+      r.templateVersion = s.task.templateVersion;
+      r.status = m.status;
+      r.error = m.error;
+      r.medianUs = m.medianUs;
+      r.minUs = m.minUs;
+      r.repeats = m.repeats;
+      r.gflops = m.status == "ok" && m.medianUs > 0 ? s.task.flops / (m.medianUs * 1e-6) / 1e9 : 0;
+      r.tunecVersion = "0.1.0";
+      r.host = host.modelName;
+      r.createdAt = utcNow();
+      s.measured.insert(point.text);
+      ++summary.trials;
+      ++s.runTrials;
+      ++p.trials;
+      if (m.status == "ok") {
+        if (m.medianUs * 1e-6 < p.bestSeconds) {
+          p.bestSeconds = m.medianUs * 1e-6;
+          s.sinceImprovement = 0;
+        } else {
+          ++s.sinceImprovement;
+        }
+        if (point.config == s.task.defaultConfig) s.defaultGflops = r.gflops;
+        if (auto pt = s.space->fromConfig(point.config)) s.ok.emplace_back(r.gflops, *pt);
+      } else {
+        ++summary.errors;
+        ++s.sinceImprovement;
+      }
+      if (pick == 0) summary.bestAfterTrial.push_back(s.task.flops / p.bestSeconds / 1e9);
+      records.push_back(std::move(r));
+    }
+    // Commit the batch at once (also a partial one, when stopped).
+    if (!records.empty()) TUNEC_TRY(database.insert(records).status());
+    std::sort(s.ok.begin(), s.ok.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    p.bestHistory.push_back(p.bestSeconds);
+    if (options.earlyStopping > 0 && s.sinceImprovement >= options.earlyStopping) p.finished = true;
+    (void)before;
+    // Retrain between batches, never while a measurement runs.
+    TUNEC_TRY(retrain(s.task.templ, s.task.templateVersion));
+    if (options.progress) {
+      double best = std::isfinite(p.bestSeconds) ? s.task.flops / p.bestSeconds / 1e9 : 0;
+      double peak = options.peakGflops * s.task.threads;
+      double rate = summary.trials / std::max(elapsed(), 1e-9);
+      double left = options.timeBudgetSeconds > 0
+                        ? options.timeBudgetSeconds - elapsed()
+                        : (options.trials - summary.trials) / std::max(rate, 1e-9);
+      std::fprintf(stderr,
+                   "[%5d/%d] %s (x%g): %d trials, best %.1f GFLOP/s (%.0f%% of peak) | %.1f "
+                   "trials/s, kernels %.2f ms, %s left\n",
+                   summary.trials, options.trials, s.task.label.c_str(), s.task.weight, p.trials,
+                   best, peak > 0 ? 100 * best / peak : 0.0, rate,
+                   estimatedLatency(progress) * 1e3, duration(std::max(left, 0.0)).c_str());
+    }
+  }
+  summary.interrupted = stop.load();
+  summary.seconds = elapsed();
+  for (size_t i = 0; i < states.size(); ++i) {
+    TaskOutcome o;
+    o.label = states[i].task.label;
+    o.trials = states[i].runTrials;
+    o.defaultGflops = states[i].defaultGflops;
+    if (!states[i].ok.empty()) {
+      o.bestGflops = states[i].ok.front().first;
+      o.bestConfig = states[i].ok.front().second.config;
+    }
+    summary.tasks.push_back(o);
+  }
+  return summary;
+}
+
+} // namespace tunec::tuner
