@@ -47,6 +47,11 @@ std::vector<int64_t> Lowering::broadcastStrides(const Shape& shape,
   return out;
 }
 
+int Lowering::addArenaTensor(int64_t bytes) {
+  tensors_.push_back({{rt::Region::Arena, 0}, bytes});
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
 int Lowering::addConstant(const void* data, size_t bytes) {
   size_t offset = (constants_.size() + 63) / 64 * 64;
   constants_.resize(offset + bytes);

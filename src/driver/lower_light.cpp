@@ -58,6 +58,30 @@ std::optional<EwOp> elementwiseOp(const Node& node, float& p0, float& p1) {
   case OpKind::Round: return EwOp::Round;
   case OpKind::Sign: return EwOp::Sign;
   case OpKind::Elu: p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha; return EwOp::Elu;
+  case OpKind::Cos: return EwOp::Cos;
+  case OpKind::Sin: return EwOp::Sin;
+  case OpKind::Tan: return EwOp::Tan;
+  case OpKind::Acos: return EwOp::Acos;
+  case OpKind::Asin: return EwOp::Asin;
+  case OpKind::Atan: return EwOp::Atan;
+  case OpKind::Sinh: return EwOp::Sinh;
+  case OpKind::Cosh: return EwOp::Cosh;
+  case OpKind::Asinh: return EwOp::Asinh;
+  case OpKind::Acosh: return EwOp::Acosh;
+  case OpKind::Atanh: return EwOp::Atanh;
+  case OpKind::Softsign: return EwOp::Softsign;
+  case OpKind::Mish: return EwOp::Mish;
+  case OpKind::Selu: {
+    const auto& a = std::get<AlphaBetaAttrs>(node.attrs);
+    p0 = a.alpha, p1 = a.beta;
+    return EwOp::Selu;
+  }
+  case OpKind::Celu: p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha; return EwOp::Celu;
+  case OpKind::ThresholdedRelu:
+    p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha;
+    return EwOp::ThresholdedRelu;
+  case OpKind::PRelu: return EwOp::PRelu;
+  case OpKind::Mean: return EwOp::Add;
   case OpKind::Identity: return EwOp::Copy;
   case OpKind::Dropout: return node.outputs.size() == 1 ? std::optional(EwOp::Copy) : std::nullopt;
   default: return std::nullopt;
@@ -77,7 +101,9 @@ bool allF32(const Graph& g, const Node& n) {
 bool isElementwise(const Graph& g, const Node& n) {
   float p0, p1;
   if (!elementwiseOp(n, p0, p1) || !allF32(g, n) || n.outputs.size() != 1) return false;
-  bool binary = rt::isBinary(*elementwiseOp(n, p0, p1)) && n.kind != OpKind::Sum;
+  bool variadic = n.kind == OpKind::Sum || n.kind == OpKind::Mean || n.kind == OpKind::Max ||
+                  n.kind == OpKind::Min;
+  bool binary = rt::isBinary(*elementwiseOp(n, p0, p1)) && !variadic;
   if (binary && n.inputs.size() != 2) return false;
   return !n.inputs.empty() && n.inputs.size() <= 6;
 }
@@ -126,7 +152,7 @@ size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t
     EwOp op = *elementwiseOp(n, p0, p1);
     auto operand = [&](ValueId v) { return reg.count(v) ? reg[v] : -1 - inputIndex[v]; };
     int dst = static_cast<int>(i - begin) % 2;
-    if (n.kind == OpKind::Sum && n.inputs.size() == 1) {
+    if (rt::isBinary(op) && n.inputs.size() == 1) {
       code.push_back({EwOp::Copy, dst, operand(n.inputs[0]), -1000});
     } else if (rt::isBinary(op)) {
       code.push_back({op, dst, operand(n.inputs[0]), operand(n.inputs[1]), p0, p1});
@@ -135,6 +161,8 @@ size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t
     } else {
       code.push_back({op, dst, operand(n.inputs[0]), -1000, p0, p1});
     }
+    if (n.kind == OpKind::Mean)
+      code.push_back({EwOp::Scale, dst, dst, -1000, 1.f / static_cast<float>(n.inputs.size())});
     reg[n.outputs[0]] = dst;
     label += (label.empty() ? "" : "+") + std::string(opName(n.kind));
   }
@@ -162,6 +190,62 @@ int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
   int64_t p = 1;
   for (size_t i = from; i < to; ++i) p *= d[i];
   return p;
+}
+
+// Reductions: the reduced axes are moved last (a copy, unless they already are), then each row
+// is reduced.
+bool lowerReduce(Lowering& l, const Node& n) {
+  const Graph& g = l.graph();
+  const Shape& xs = g.value(n.inputs[0]).type.shape;
+  const auto& a = std::get<ReduceAttrs>(n.attrs);
+  std::vector<bool> reduced(static_cast<size_t>(xs.rank()), a.axes.empty());
+  for (int64_t axis : a.axes) reduced[static_cast<size_t>(normalizeAxis(axis, xs.rank()))] = true;
+  std::vector<int64_t> perm, kept;
+  int64_t rows = 1, len = 1;
+  for (int d = 0; d < xs.rank(); ++d)
+    if (!reduced[static_cast<size_t>(d)]) {
+      perm.push_back(d);
+      rows *= xs[d];
+    }
+  for (int d = 0; d < xs.rank(); ++d)
+    if (reduced[static_cast<size_t>(d)]) {
+      perm.push_back(d);
+      len *= xs[d];
+    }
+  if (len == 0 || rows == 0) {
+    l.unsupported(n, "reductions over empty tensors are not compiled");
+    return false;
+  }
+  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  bool moved = false;
+  for (size_t i = 0; i < perm.size(); ++i) moved |= perm[i] != static_cast<int64_t>(i);
+  if (moved) {
+    std::vector<int64_t> dims, strides, xstr = xs.strides();
+    for (int64_t p : perm) {
+      dims.push_back(xs[static_cast<int>(p)]);
+      strides.push_back(xstr[static_cast<size_t>(p)]);
+    }
+    Shape ts(dims);
+    int t = l.addArenaTensor(ts.numel() * 4);
+    copyProgram(l, std::string(opName(n.kind)) + " '" + n.name + "' (axes moved last)", t, ts, 0,
+                ts.strides(), in, strides, 0);
+    in = t;
+  }
+  static const std::map<OpKind, rt::ReduceKind> kinds = {
+      {OpKind::ReduceSum, rt::ReduceKind::Sum},       {OpKind::ReduceMean, rt::ReduceKind::Mean},
+      {OpKind::ReduceMax, rt::ReduceKind::Max},       {OpKind::ReduceMin, rt::ReduceKind::Min},
+      {OpKind::ReduceProd, rt::ReduceKind::Prod},     {OpKind::ReduceL1, rt::ReduceKind::L1},
+      {OpKind::ReduceL2, rt::ReduceKind::L2},         {OpKind::ReduceLogSum, rt::ReduceKind::LogSum},
+      {OpKind::ReduceLogSumExp, rt::ReduceKind::LogSumExp},
+      {OpKind::ReduceSumSquare, rt::ReduceKind::SumSquare}};
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  rt::Step step;
+  step.kind = rt::StepKind::Reduce;
+  step.label = std::string(opName(n.kind)) + " '" + n.name + "'";
+  step.tensors = {out, in};
+  step.ints = {rows, len, static_cast<int64_t>(kinds.at(n.kind))};
+  l.addStep(std::move(step), {in}, {out});
+  return true;
 }
 
 bool lowerSingle(Lowering& l, const Node& n) {
@@ -240,7 +324,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
     }
     return true;
   }
-  case OpKind::Softmax: {
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax: {
     const auto& a = std::get<SoftmaxAttrs>(n.attrs);
     auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
     const auto& d = xs.dims();
@@ -258,7 +343,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
     step.kind = rt::StepKind::Softmax;
     step.label = label;
     step.tensors = {out, in};
-    step.ints = {outer, len, inner};
+    step.ints = {outer, len, inner, n.kind == OpKind::LogSoftmax};
     l.addStep(std::move(step), {in}, {out});
     return true;
   }
@@ -348,6 +433,17 @@ bool lowerSingle(Lowering& l, const Node& n) {
     l.addStep(std::move(step), {data, indices}, {out});
     return true;
   }
+  case OpKind::ReduceSum:
+  case OpKind::ReduceMean:
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+  case OpKind::ReduceProd:
+  case OpKind::ReduceL1:
+  case OpKind::ReduceL2:
+  case OpKind::ReduceLogSum:
+  case OpKind::ReduceLogSumExp:
+  case OpKind::ReduceSumSquare:
+    return lowerReduce(l, n);
   default:
     l.unsupported(n, "no loop kernel for this op yet");
     return false;

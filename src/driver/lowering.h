@@ -34,6 +34,8 @@ public:
   int defineOutput(ValueId v, Phys phys);
   /// `v` shares the bytes of `source` (reshape-like ops).
   void defineAlias(ValueId v, int source, Phys phys);
+  /// A new arena tensor (a temporary between steps).
+  int addArenaTensor(int64_t bytes);
   /// A constant tensor from raw bytes (64-byte aligned in the blob).
   int addConstant(const void* data, size_t bytes);
   /// Appends a step; records the uses and definitions of its tensors for the arena plan.

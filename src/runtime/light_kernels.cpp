@@ -69,6 +69,32 @@ void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b,
   case EwOp::Elu:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? a[i] : p0 * (fast_exp(a[i]) - 1.f);
     break;
+  case EwOp::Cos: for (int64_t i = 0; i < n; ++i) d[i] = std::cos(a[i]); break;
+  case EwOp::Sin: for (int64_t i = 0; i < n; ++i) d[i] = std::sin(a[i]); break;
+  case EwOp::Tan: for (int64_t i = 0; i < n; ++i) d[i] = std::tan(a[i]); break;
+  case EwOp::Acos: for (int64_t i = 0; i < n; ++i) d[i] = std::acos(a[i]); break;
+  case EwOp::Asin: for (int64_t i = 0; i < n; ++i) d[i] = std::asin(a[i]); break;
+  case EwOp::Atan: for (int64_t i = 0; i < n; ++i) d[i] = std::atan(a[i]); break;
+  case EwOp::Sinh: for (int64_t i = 0; i < n; ++i) d[i] = std::sinh(a[i]); break;
+  case EwOp::Cosh: for (int64_t i = 0; i < n; ++i) d[i] = std::cosh(a[i]); break;
+  case EwOp::Asinh: for (int64_t i = 0; i < n; ++i) d[i] = std::asinh(a[i]); break;
+  case EwOp::Acosh: for (int64_t i = 0; i < n; ++i) d[i] = std::acosh(a[i]); break;
+  case EwOp::Atanh: for (int64_t i = 0; i < n; ++i) d[i] = std::atanh(a[i]); break;
+  case EwOp::Softsign: for (int64_t i = 0; i < n; ++i) d[i] = a[i] / (1.f + std::fabs(a[i])); break;
+  case EwOp::Selu:
+    for (int64_t i = 0; i < n; ++i) d[i] = p1 * (a[i] > 0.f ? a[i] : p0 * (fast_exp(a[i]) - 1.f));
+    break;
+  case EwOp::Celu:
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = std::max(0.f, a[i]) + std::min(0.f, p0 * (fast_exp(a[i] / p0) - 1.f));
+    break;
+  case EwOp::ThresholdedRelu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] > p0 ? a[i] : 0.f; break;
+  case EwOp::Mish:
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = a[i] * fast_tanh(a[i] > 20.f ? a[i] : std::log1p(fast_exp(a[i])));
+    break;
+  case EwOp::Scale: for (int64_t i = 0; i < n; ++i) d[i] = a[i] * p0; break;
+  case EwOp::PRelu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] >= 0.f ? a[i] : a[i] * b[i]; break;
   }
 }
 
@@ -153,7 +179,7 @@ template <typename F> void parallelRange(int64_t items, int threads, int64_t min
 
 } // namespace
 
-bool isBinary(EwOp op) { return op >= EwOp::Add && op <= EwOp::Pow; }
+bool isBinary(EwOp op) { return (op >= EwOp::Add && op <= EwOp::Pow) || op == EwOp::PRelu; }
 
 void EwProgram::coalesce() {
   std::vector<int64_t> d, os;
@@ -236,17 +262,19 @@ Expected<EwProgram> EwProgram::decode(const Step& step) {
     auto operandOk = [&](int32_t r, bool allowNone) {
       return (r >= 0 && r < 8) || (r < 0 && -1 - r < inputs) || (allowNone && r == -1000);
     };
-    if (static_cast<int>(in.op) < 0 || in.op > EwOp::Round || in.dst < 0 || in.dst >= 8 ||
+    if (static_cast<int>(in.op) < 0 || in.op > EwOp::kLast || in.dst < 0 || in.dst >= 8 ||
         !operandOk(in.a, false) || !operandOk(in.b, !isBinary(in.op)))
       return bad();
     p.code.push_back(in);
   }
   for (int64_t d : p.dims)
-    if (d < 1) return bad();
+    if (d < 0) return bad();
   return p;
 }
 
 void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads) {
+  for (int64_t d : p.dims)
+    if (d == 0) return; // an empty tensor
   int64_t inner = p.dims.back();
   int64_t outer = 1;
   for (size_t d = 0; d + 1 < p.dims.size(); ++d) outer *= p.dims[d];
@@ -258,7 +286,7 @@ void runElementwise(const EwProgram& p, float* out, const float* const* inputs, 
 }
 
 TUNEC_MULTIVERSION
-static void softmaxRow(const float* in, float* out, int64_t n) {
+static void softmaxRow(const float* in, float* out, int64_t n, bool log) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, in[i]);
   float sum = 0.f;
@@ -266,12 +294,18 @@ static void softmaxRow(const float* in, float* out, int64_t n) {
     out[i] = fast_exp(in[i] - mx);
     sum += out[i];
   }
+  if (log) {
+    float shift = mx + std::log(sum);
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] - shift;
+    return;
+  }
   float inv = 1.f / sum;
   for (int64_t i = 0; i < n; ++i) out[i] *= inv;
 }
 
-void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner,
+void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner, bool log,
                 int threads) {
+  if (outer * axis * inner == 0) return;
   parallelRange(outer * inner, threads, std::max<int64_t>(1, 16384 / axis), [&](int64_t lo, int64_t hi) {
     std::vector<float> a(inner == 1 ? 0 : static_cast<size_t>(axis)), b(a.size());
     for (int64_t r = lo; r < hi; ++r) {
@@ -279,14 +313,60 @@ void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_
       const float* src = in + o * axis * inner + i;
       float* dst = out + o * axis * inner + i;
       if (inner == 1) {
-        softmaxRow(src, dst, axis);
+        softmaxRow(src, dst, axis, log);
         continue;
       }
       for (int64_t k = 0; k < axis; ++k) a[static_cast<size_t>(k)] = src[k * inner];
-      softmaxRow(a.data(), b.data(), axis);
+      softmaxRow(a.data(), b.data(), axis, log);
       for (int64_t k = 0; k < axis; ++k) dst[k * inner] = b[static_cast<size_t>(k)];
     }
   });
+}
+
+TUNEC_MULTIVERSION
+static float reduceRow(const float* in, int64_t n, ReduceKind kind) {
+  float acc = 0.f;
+  switch (kind) {
+  case ReduceKind::Max:
+    acc = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) acc = std::max(acc, in[i]);
+    return acc;
+  case ReduceKind::Min:
+    acc = std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) acc = std::min(acc, in[i]);
+    return acc;
+  case ReduceKind::Prod:
+    acc = 1.f;
+    for (int64_t i = 0; i < n; ++i) acc *= in[i];
+    return acc;
+  case ReduceKind::L1:
+    for (int64_t i = 0; i < n; ++i) acc += std::fabs(in[i]);
+    return acc;
+  case ReduceKind::L2:
+  case ReduceKind::SumSquare:
+    for (int64_t i = 0; i < n; ++i) acc += in[i] * in[i];
+    return kind == ReduceKind::L2 ? std::sqrt(acc) : acc;
+  case ReduceKind::LogSumExp: {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, in[i]);
+    if (!std::isfinite(mx)) return mx;
+    for (int64_t i = 0; i < n; ++i) acc += fast_exp(in[i] - mx);
+    return mx + std::log(acc);
+  }
+  default:
+    for (int64_t i = 0; i < n; ++i) acc += in[i];
+    if (kind == ReduceKind::Mean) return acc / static_cast<float>(n);
+    if (kind == ReduceKind::LogSum) return std::log(acc);
+    return acc;
+  }
+}
+
+void runReduce(const float* in, float* out, int64_t outer, int64_t len, ReduceKind kind,
+               int threads) {
+  parallelRange(outer, threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r) out[r] = reduceRow(in + r * len, len, kind);
+                });
 }
 
 TUNEC_MULTIVERSION

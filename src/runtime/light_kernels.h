@@ -17,6 +17,10 @@ enum class EwOp : int32_t {
   Copy, Add, Sub, Mul, Div, Max, Min, Pow,                                 // a op b
   Relu, LeakyRelu, Clip, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs, Erf,     // op a (p0, p1)
   Gelu, Reciprocal, HardSigmoid, HardSwish, Softplus, Floor, Ceil, Sign, Silu, Elu, Round,
+  Cos, Sin, Tan, Acos, Asin, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Softsign, Selu, Celu,
+  ThresholdedRelu, Mish, Scale, // Scale: a * p0
+  PRelu, // binary, after the unary ops: a >= 0 ? a : a * b
+  kLast = PRelu,
 };
 bool isBinary(EwOp op);
 
@@ -52,8 +56,14 @@ struct PoolParams {
 };
 
 void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads);
-void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner,
+/// Softmax (or log-softmax) over `axis` elements with stride `inner`.
+void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner, bool log,
                 int threads);
+
+enum class ReduceKind : int64_t { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
+/// Reduces each of `outer` contiguous rows of `len` elements to one value.
+void runReduce(const float* in, float* out, int64_t outer, int64_t len, ReduceKind kind,
+               int threads);
 void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, int64_t rows,
                   int64_t cols, float epsilon, int threads);
 void runPool(const PoolParams& p, const float* in, float* out, int threads);

@@ -42,15 +42,18 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::LayerNorm ? 4
                   : s.kind == StepKind::Pool      ? 2
                   : s.kind == StepKind::Gather    ? 3
+                  : s.kind == StepKind::Reduce    ? 2
                                                   : s.tensors.size();
-    size_t ints = s.kind == StepKind::Softmax     ? 3
+    size_t ints = s.kind == StepKind::Softmax     ? 4
+                  : s.kind == StepKind::Reduce    ? 3
                   : s.kind == StepKind::LayerNorm ? 2
                   : s.kind == StepKind::Pool      ? sizeof(PoolParams) / sizeof(int64_t)
                   : s.kind == StepKind::Gather    ? 6
                                                   : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) ||
-        static_cast<int>(s.kind) < 0 || s.kind > StepKind::Gather)
+        static_cast<int>(s.kind) < 0 || s.kind > StepKind::Reduce ||
+        (s.kind == StepKind::Reduce && (s.ints[2] < 0 || s.ints[2] > 9)))
       return makeError("corrupt model plan: step '", s.label, "' has the wrong operands");
   }
   ex->model_ = std::move(model);
@@ -123,7 +126,12 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
     runElementwise(programs_[index], f(0), in, threads_);
     return {};
   }
-  case StepKind::Softmax: runSoftmax(f(1), f(0), s.ints[0], s.ints[1], s.ints[2], threads_); return {};
+  case StepKind::Softmax:
+    runSoftmax(f(1), f(0), s.ints[0], s.ints[1], s.ints[2], s.ints[3] != 0, threads_);
+    return {};
+  case StepKind::Reduce:
+    runReduce(f(1), f(0), s.ints[0], s.ints[1], static_cast<ReduceKind>(s.ints[2]), threads_);
+    return {};
   case StepKind::LayerNorm:
     runLayerNorm(f(1), f(0), f(2), f(3), s.ints[0], s.ints[1], s.floats[0], threads_);
     return {};

@@ -1,7 +1,9 @@
 // The model blob: plan as JSON, then the constants.
 #include "runtime/model_plan.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace tunec::rt {
@@ -10,9 +12,36 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'U', 'N', 'E', 'C', 'M', 'D', '1'};
 
+// JSON has no infinities or NaN: those floats are written as strings.
+nlohmann::json floatsToJson(const std::vector<float>& v) {
+  nlohmann::json out = nlohmann::json::array();
+  for (float f : v) {
+    if (std::isfinite(f))
+      out.push_back(f);
+    else
+      out.push_back(std::isnan(f) ? "nan" : (f > 0 ? "inf" : "-inf"));
+  }
+  return out;
+}
+
+std::vector<float> floatsFromJson(const nlohmann::json& j) {
+  std::vector<float> out;
+  for (const auto& f : j) {
+    if (f.is_string()) {
+      std::string t = f.get<std::string>();
+      out.push_back(t == "inf"    ? std::numeric_limits<float>::infinity()
+                    : t == "-inf" ? -std::numeric_limits<float>::infinity()
+                                  : std::numeric_limits<float>::quiet_NaN());
+    } else {
+      out.push_back(f.get<float>());
+    }
+  }
+  return out;
+}
+
 nlohmann::json stepToJson(const Step& s) {
   return {{"kind", static_cast<int>(s.kind)}, {"label", s.label},   {"kernel", s.kernel},
-          {"tensors", s.tensors},             {"ints", s.ints},     {"floats", s.floats}};
+          {"tensors", s.tensors},             {"ints", s.ints},     {"floats", floatsToJson(s.floats)}};
 }
 
 nlohmann::json ioToJson(const IoSpec& io) {
@@ -86,7 +115,7 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       step.kernel = s.at("kernel").get<int32_t>();
       step.tensors = s.at("tensors").get<std::vector<int32_t>>();
       step.ints = s.at("ints").get<std::vector<int64_t>>();
-      step.floats = s.at("floats").get<std::vector<float>>();
+      step.floats = floatsFromJson(s.at("floats"));
       plan.steps.push_back(std::move(step));
     }
     if (j.contains("inputs"))

@@ -193,11 +193,22 @@ TEST(CompileModel, DataMovement) {
   checkCompiled(b, {e, ln, r});
 }
 
+TEST(CompileModel, ReductionsLogSoftmaxAndVariadicOps) {
+  Builder b;
+  ValueId x = b.input({3, 4, 5});
+  ValueId r1 = b.op(OpKind::ReduceMean, ReduceAttrs{{0, 2}, true}, {x});
+  ValueId r2 = b.op(OpKind::ReduceLogSumExp, ReduceAttrs{{-1}, false}, {x});
+  ValueId ls = b.op(OpKind::LogSoftmax, SoftmaxAttrs{1, false}, {x});
+  ValueId m = b.op(OpKind::Mean, NoAttrs{}, {x, b.constant({5}), b.input({4, 1})});
+  ValueId p = b.op(OpKind::PRelu, NoAttrs{}, {m, b.constant({1, 5})});
+  checkCompiled(b, {r1, r2, ls, p});
+}
+
 TEST(CompileModel, UnsupportedOpsAreListedByNode) {
   Builder b;
   ValueId x = b.input({4, 4});
-  ValueId y = b.op(OpKind::Cos, NoAttrs{}, {x});
-  ValueId z = b.op(OpKind::ReduceProd, ReduceAttrs{{1}, true}, {y});
+  ValueId y = b.op(OpKind::Hardmax, SoftmaxAttrs{-1, false}, {x});
+  ValueId z = b.op(OpKind::Mod, ModAttrs{true}, {y, x});
   b.g.addOutput(z);
   driver::CompileOptions options;
   options.isa = hostIsa();
@@ -205,8 +216,8 @@ TEST(CompileModel, UnsupportedOpsAreListedByNode) {
   ASSERT_FALSE(compiled.isOk());
   const std::string& msg = compiled.error().message();
   EXPECT_NE(msg.find("2 nodes"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(Cos)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(ReduceProd)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(Hardmax)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(Mod)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--reference"), std::string::npos) << msg;
 }
 
