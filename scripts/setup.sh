@@ -8,7 +8,8 @@ usage() {
 usage: scripts/setup.sh [--example] [--test] [--sanitize] [--build-dir DIR]
 
   (no flag)     install the build dependencies and build tunec in build/
-  --example     then run the main job on the bundled example (examples/tiny_cnn)
+  --example     then run the main job on the bundled example (examples/tiny_cnn): tune it
+                (records in ./tuning.db), compile it to build/tiny_cnn.so, run it
   --test        then install the test-only packages (PyTorch for the model exporter) and run
                 every test with ctest
   --sanitize    build with AddressSanitizer and UndefinedBehaviorSanitizer
@@ -61,8 +62,14 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTUNEC_WERROR=$w
 cmake --build "$build_dir"
 
 if [ $example -eq 1 ]; then
-  echo "setup: running the bundled example (examples/tiny_cnn)"
-  "$build_dir/src/tunec" run examples/tiny_cnn/model.onnx --input x=examples/tiny_cnn/x.npy \
+  # The main job: tune on this machine (records in the default database, ./tuning.db), compile
+  # with the tuned records into a shared library, run it.
+  echo "setup: tuning the bundled example (examples/tiny_cnn) into ./tuning.db"
+  "$build_dir/src/tunec" tune examples/tiny_cnn/model.onnx --trials 48
+  echo "setup: compiling it with the tuned records"
+  "$build_dir/src/tunec" compile examples/tiny_cnn/model.onnx -o "$build_dir/tiny_cnn.so"
+  echo "setup: running the compiled model"
+  "$build_dir/src/tunec" run "$build_dir/tiny_cnn.so" --input x=examples/tiny_cnn/x.npy \
     --output "$build_dir/example_out"
   if command -v /usr/bin/python3 >/dev/null && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
     /usr/bin/python3 scripts/compare_outputs.py examples/tiny_cnn/expected_y.npy \

@@ -68,10 +68,12 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
   const HostInfo& host = hostInfo();
   db::TargetInfo target = db::TargetInfo::fromHost(host);
   std::mt19937 rng(options.seed);
-  std::vector<TaskState> states;
+  // States live at stable addresses: each search space refers to its task.
+  std::vector<std::unique_ptr<TaskState>> states;
   std::vector<TaskProgress> progress;
   for (Task& t : tasks) {
-    TaskState s;
+    auto owned = std::make_unique<TaskState>();
+    TaskState& s = *owned;
     s.task = std::move(t);
     s.space = std::make_unique<SearchSpace>(s.task);
     TaskProgress p;
@@ -87,7 +89,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       if (r.config == s.task.defaultConfig) s.defaultGflops = r.gflops;
     }
     std::sort(s.ok.begin(), s.ok.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    states.push_back(std::move(s));
+    states.push_back(std::move(owned));
     progress.push_back(p);
   }
   std::map<std::string, std::unique_ptr<CostModel>> models;
@@ -99,8 +101,8 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
                            database.recordsForTemplate(templ, target, version));
     return model->train(trainingRows(records, host));
   };
-  for (const TaskState& s : states)
-    if (!models.count(s.task.templ)) TUNEC_TRY(retrain(s.task.templ, s.task.templateVersion));
+  for (const auto& s : states)
+    if (!models.count(s->task.templ)) TUNEC_TRY(retrain(s->task.templ, s->task.templateVersion));
 
   Measurer measurer(options.workerArgv, options.timeoutSeconds);
   TuneSummary summary;
@@ -112,7 +114,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     if (options.timeBudgetSeconds > 0 && elapsed() >= options.timeBudgetSeconds) break;
     int pick = pickNextTask(progress);
     if (pick < 0) break;
-    TaskState& s = states[static_cast<size_t>(pick)];
+    TaskState& s = *states[static_cast<size_t>(pick)];
     TaskProgress& p = progress[static_cast<size_t>(pick)];
     // The batch: the default config first (the baseline every report compares with).
     std::vector<Point> batch;
@@ -200,14 +202,14 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
   }
   summary.interrupted = stop.load();
   summary.seconds = elapsed();
-  for (size_t i = 0; i < states.size(); ++i) {
+  for (const auto& state : states) {
     TaskOutcome o;
-    o.label = states[i].task.label;
-    o.trials = states[i].runTrials;
-    o.defaultGflops = states[i].defaultGflops;
-    if (!states[i].ok.empty()) {
-      o.bestGflops = states[i].ok.front().first;
-      o.bestConfig = states[i].ok.front().second.config;
+    o.label = state->task.label;
+    o.trials = state->runTrials;
+    o.defaultGflops = state->defaultGflops;
+    if (!state->ok.empty()) {
+      o.bestGflops = state->ok.front().first;
+      o.bestConfig = state->ok.front().second.config;
     }
     summary.tasks.push_back(o);
   }

@@ -23,7 +23,7 @@ const CommandSpec kBenchSpec{
         {"runs", "N", "timed runs (default 50)"},
         {"warmup", "N", "untimed runs first (default 5)"},
         {"threads", "N", "threads per run (default: the machine's cores)"},
-        {"db", "FILE", "ONNX models: use the tuned configs in this tuning database"},
+        {"db", "FILE", "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
         {"json", "", "print the statistics as one JSON object"},
         {"profile", "", "also time every step and print the slowest ones"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
@@ -62,7 +62,7 @@ int commandBench(const std::vector<std::string>& argv) {
   if (!shapes) return fail(shapes.error().message());
   SessionOptions options;
   options.threads = *threads;
-  options.dbPath = args->get("db");
+  options.dbPath = databaseForCompile(*args);
   options.inputShapes = *shapes;
   auto session = openModel(args->positionals()[0], options);
   if (!session) return fail(session.error().message());

@@ -19,7 +19,7 @@ const CommandSpec kCompileSpec{
     "result with 'tunec run', 'tunec bench' or the C API in include/tunec/runtime.h.",
     {
         {"o", "FILE", "the shared library to write (required)"},
-        {"db", "FILE", "tuning database with the configs to use"},
+        {"db", "FILE", "tuning database with the configs to use (default: $TUNEC_DB or ./tuning.db if it exists)"},
         {"threads", "N", "threads the kernels are built for (default: the machine's cores)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
     },
@@ -40,7 +40,7 @@ int commandCompile(const std::vector<std::string>& argv) {
   auto shapes = parseInputShapes(args->getAll("input-shape"));
   if (!shapes) return fail(shapes.error().message());
   options.inputShapes = *shapes;
-  options.dbPath = args->get("db");
+  options.dbPath = databaseForCompile(*args);
   auto threads = parseThreads(args->get("threads"));
   if (!threads) return fail(threads.error().message());
   options.threads = *threads;

@@ -26,7 +26,7 @@ const CommandSpec kRunSpec{
     {
         {"input", "NAME=FILE", "tensor file for a model input", true},
         {"threads", "N", "threads per run (default: the machine's cores)"},
-        {"db", "FILE", "ONNX models: use the tuned configs in this tuning database"},
+        {"db", "FILE", "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
         {"reference", "", "ONNX models: run the reference executor (double precision) instead"},
         {"report", "", "ONNX models: print the compile report (tuned and default kernels)"},
         {"output", "DIR", "directory for the outputs (default: print a summary only)"},
@@ -72,7 +72,7 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
                 std::map<std::string, std::string> files, const std::string& format) {
   SessionOptions options;
   options.inputShapes = shapes;
-  options.dbPath = args.get("db");
+  options.dbPath = databaseForCompile(args);
   auto threads = parseThreads(args.get("threads"));
   if (!threads) return fail(threads.error().message());
   options.threads = *threads;

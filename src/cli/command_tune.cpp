@@ -3,6 +3,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/load_model.h"
+#include "cli/model_session.h"
 #include "cli/op_flags.h"
 #include "cli/pipeline.h"
 #include "codegen/peak_probe.h"
@@ -30,7 +31,8 @@ void onInterrupt(int) { interrupted.store(true); }
 
 std::vector<FlagSpec> tuneFlags() {
   return {
-      {"db", "FILE", "tuning database to read and record into (created if missing; required)"},
+      {"db", "FILE", "tuning database to read and record into (created if missing; default: "
+                     "$TUNEC_DB or ./tuning.db)"},
       {"trials", "N", "configs to measure in this run, over all tasks (default 1000)"},
       {"time-budget", "T", "stop after this long: 90s, 30m, 2h (default: no limit)"},
       {"threads", "N", "threads of the kernels (default: the machine's cores)"},
@@ -48,7 +50,7 @@ std::vector<FlagSpec> tuneFlags() {
 const CommandSpec& tuneSpec() {
   static CommandSpec spec = [] {
     CommandSpec s{"tune",
-                  "tunec tune MODEL.onnx --db tuning.db [--trials N] [--time-budget 30m] [flags]",
+                  "tunec tune MODEL.onnx [--db tuning.db] [--trials N] [--time-budget 30m] [flags]",
                   "Tunes the tile and blocking parameters of the model's heavy kernels on this\n"
                   "machine and records every measurement in the tuning database. The trial budget\n"
                   "goes to the kernels whose speed-up shortens the model most. Ctrl-C stops after\n"
@@ -67,7 +69,7 @@ const CommandSpec& tuneSpec() {
 const CommandSpec& tuneOpSpec() {
   static CommandSpec spec = [] {
     CommandSpec s{"tune-op",
-                  "tunec tune-op matmul|conv2d [shape flags] --db tuning.db [--trials N] [flags]",
+                  "tunec tune-op matmul|conv2d [shape flags] [--db tuning.db] [--trials N] [flags]",
                   "Tunes one workload (the shape flags of 'tunec bench-op') and records every\n"
                   "measurement; 'tunec bench-op ... --db FILE' then times the best config.",
                   tuneFlags(),
@@ -140,8 +142,8 @@ Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, int threads) {
 
 int runJob(std::vector<tuner::Task> tasks, const Arguments& args, int threads,
            const std::string& what) {
-  if (!args.has("db")) return fail("tunec " + what + ": say where to record with --db FILE");
-  auto database = db::TuningDatabase::open(args.get("db"), true);
+  std::string dbPath = args.get("db", defaultDatabasePath());
+  auto database = db::TuningDatabase::open(dbPath, true);
   if (!database) return fail(database.error().message());
   auto options = tuneOptions(args, threads);
   if (!options) return fail(options.error().message());
@@ -161,11 +163,19 @@ int runJob(std::vector<tuner::Task> tasks, const Arguments& args, int threads,
   std::printf("%s%d trials (%d errors) in %.1f s, %.2f trials/s; recorded in %s\n",
               summary->interrupted ? "interrupted: " : "", summary->trials, summary->errors,
               summary->seconds, summary->trials / std::max(summary->seconds, 1e-9),
-              args.get("db").c_str());
+              dbPath.c_str());
   std::printf("%-48s %8s %10s %10s %8s\n", "task", "trials", "default", "best", "speedup");
+  auto gflops = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), v > 0 ? "%.1f" : "-", v);
+    return std::string(buf);
+  };
   for (const auto& t : summary->tasks)
-    std::printf("%-48s %8d %10.1f %10.1f %7.2fx\n", t.label.c_str(), t.trials, t.defaultGflops,
-                t.bestGflops, t.defaultGflops > 0 ? t.bestGflops / t.defaultGflops : 0.0);
+    std::printf("%-48s %8d %10s %10s %8s\n", t.label.c_str(), t.trials,
+                gflops(t.defaultGflops).c_str(), gflops(t.bestGflops).c_str(),
+                t.defaultGflops > 0 && t.bestGflops > 0
+                    ? (gflops(t.bestGflops / t.defaultGflops) + "x").c_str()
+                    : "-");
   std::printf("(GFLOP/s; default = the template's analytical config)\n");
   return summary->interrupted ? 130 : 0;
 }

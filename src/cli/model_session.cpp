@@ -8,6 +8,8 @@
 #include "tunec/runtime.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 
 namespace tunec::cli {
 
@@ -79,6 +81,17 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
 }
 
 } // namespace
+
+std::string defaultDatabasePath() {
+  const char* env = std::getenv("TUNEC_DB");
+  return env && *env ? env : "tuning.db";
+}
+
+std::string databaseForCompile(const Arguments& args) {
+  if (args.has("db")) return args.get("db");
+  std::string path = defaultDatabasePath();
+  return std::filesystem::exists(path) ? path : std::string();
+}
 
 int defaultThreads() { return std::max(1, hostInfo().cores); }
 

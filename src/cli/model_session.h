@@ -37,6 +37,11 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
 Expected<std::string> compileToFile(const std::string& model, const std::string& out,
                                     const SessionOptions& options);
 
+/// The default tuning database: $TUNEC_DB, else tuning.db in the working directory.
+std::string defaultDatabasePath();
+/// --db when given, else the default database when that file exists, else "" (defaults).
+std::string databaseForCompile(const Arguments& args);
+
 /// The host's core count (the default thread count).
 int defaultThreads();
 
