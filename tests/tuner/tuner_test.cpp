@@ -1,0 +1,271 @@
+// The tuner's parts: search space, features, cost model, scheduler, the measurer's isolation
+// (a crashing and a hanging candidate, injected), and a resumable job against a real database.
+#include "tuner/cost_model.h"
+#include "tuner/features.h"
+#include "tuner/measurer.h"
+#include "tuner/search.h"
+#include "tuner/search_space.h"
+#include "tuner/task_scheduler.h"
+#include "tuner/tuning_job.h"
+
+#include "templates/conv2d_template.h"
+#include "templates/depthwise_template.h"
+#include "templates/matmul_template.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+namespace tunec::tuner {
+namespace {
+
+Task matmulTask(int64_t m, int64_t n, int64_t k, int threads = 1) {
+  MatmulWorkload w;
+  w.m = m, w.n = n, w.k = k, w.threads = threads;
+  auto t = makeTask(w.toJson(), hostIsa());
+  EXPECT_TRUE(t.isOk()) << t.error().message();
+  return *t;
+}
+
+Task convTask() {
+  Conv2dWorkload w;
+  w.ic = 16, w.h = 14, w.w = 14, w.oc = 32, w.kh = 3, w.kw = 3, w.padTop = w.padLeft = 1;
+  w.padBottom = w.padRight = 1;
+  auto t = makeTask(w.toJson(), hostIsa());
+  EXPECT_TRUE(t.isOk()) << t.error().message();
+  return *t;
+}
+
+TEST(SearchSpace, SamplesAndNeighboursAreValidConfigs) {
+  for (const Task& task : {matmulTask(100, 70, 50, 2), convTask()}) {
+    SearchSpace space(task);
+    std::mt19937 rng(3);
+    std::set<std::string> seen;
+    for (int i = 0; i < 50; ++i) {
+      auto p = space.sample(rng);
+      ASSERT_TRUE(p.has_value()) << task.label;
+      EXPECT_TRUE(task.validate(p->config).isOk()) << p->text;
+      seen.insert(p->text);
+      auto q = space.mutate(*p, rng);
+      if (!q) continue;
+      EXPECT_TRUE(task.validate(q->config).isOk()) << q->text;
+      int changed = 0;
+      for (size_t k = 0; k < p->indices.size(); ++k) changed += p->indices[k] != q->indices[k];
+      EXPECT_EQ(changed, 1) << "a neighbour differs in one knob";
+    }
+    EXPECT_GT(seen.size(), 20u) << "samples are spread over the space";
+    // A recorded config maps back to a point near it (blocks are clamped to the problem, so
+    // several knob values can give one config).
+    auto p = space.sample(rng);
+    auto back = space.fromConfig(p->config);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->text, p->text);
+    EXPECT_TRUE(space.at(back->indices).has_value());
+  }
+}
+
+TEST(SearchSpace, EnumeratesSmallSpacesCompletely) {
+  DepthwiseWorkload w;
+  w.c = 32, w.h = 8, w.w = 8;
+  w.padTop = w.padLeft = w.padBottom = w.padRight = 1;
+  auto task = makeTask(w.toJson(), hostIsa());
+  ASSERT_TRUE(task.isOk());
+  SearchSpace space(*task);
+  auto all = space.enumerate(1e4);
+  ASSERT_TRUE(all.has_value());
+  EXPECT_GT(all->size(), 4u);
+  std::set<std::string> texts;
+  for (const Point& p : *all) texts.insert(p.text);
+  EXPECT_EQ(texts.size(), all->size()) << "no duplicates";
+  EXPECT_FALSE(SearchSpace(matmulTask(512, 512, 512)).enumerate(100).has_value());
+}
+
+TEST(Features, FixedLengthDeterministicAndInformative) {
+  Task task = matmulTask(256, 256, 256);
+  SearchSpace space(task);
+  std::mt19937 rng(5);
+  auto p = space.sample(rng), q = space.sample(rng);
+  auto f1 = extractFeatures(task.workload, p->config, hostInfo());
+  auto f2 = extractFeatures(task.workload, p->config, hostInfo());
+  auto f3 = extractFeatures(task.workload, q->config, hostInfo());
+  ASSERT_TRUE(f1 && f2 && f3);
+  EXPECT_EQ(*f1, *f2);
+  if (p->text != q->text) EXPECT_NE(*f1, *f3);
+  for (float v : *f1) EXPECT_TRUE(std::isfinite(v));
+  auto bad = extractFeatures({{"template", "nope"}}, p->config, hostInfo());
+  EXPECT_FALSE(bad.isOk());
+}
+
+// Spearman rank correlation.
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  auto ranks = [](const std::vector<double>& v) {
+    std::vector<size_t> idx(v.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return v[x] < v[y]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < idx.size(); ++i) r[idx[i]] = static_cast<double>(i);
+    return r;
+  };
+  auto ra = ranks(a), rb = ranks(b);
+  double n = static_cast<double>(a.size()), d2 = 0;
+  for (size_t i = 0; i < a.size(); ++i) d2 += (ra[i] - rb[i]) * (ra[i] - rb[i]);
+  return 1 - 6 * d2 / (n * (n * n - 1));
+}
+
+TEST(CostModel, LearnsARankingAndTransfersAcrossGroups) {
+  // Synthetic throughput: a smooth function of three features, as groups of 40 configs each.
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(0, 4);
+  auto truth = [](const Features& f) {
+    return std::exp(-(f[0] - 2) * (f[0] - 2)) + 0.5 * f[1] - 0.2 * f[2] * f[2];
+  };
+  std::vector<TrainingRow> rows;
+  for (uint32_t g = 0; g < 6; ++g) {
+    std::vector<Features> fs(40);
+    double best = -1e9;
+    for (Features& f : fs) {
+      f = Features{};
+      f[0] = u(rng), f[1] = u(rng), f[2] = u(rng);
+      best = std::max(best, truth(f));
+    }
+    for (const Features& f : fs) rows.push_back({f, static_cast<float>(truth(f) - best + 10), g});
+  }
+  CostModel model;
+  ASSERT_TRUE(model.train(rows).isOk());
+  ASSERT_TRUE(model.trained());
+  std::vector<Features> heldOut(200);
+  std::vector<double> want;
+  for (Features& f : heldOut) {
+    f = Features{};
+    f[0] = u(rng), f[1] = u(rng), f[2] = u(rng);
+    want.push_back(truth(f));
+  }
+  auto scores = model.predict(heldOut);
+  ASSERT_TRUE(scores.isOk());
+  std::vector<double> got(scores->begin(), scores->end());
+  EXPECT_GT(spearman(got, want), 0.8);
+  std::string path = std::filesystem::temp_directory_path() / ("tunec_model_" + std::to_string(getpid()) + ".json");
+  ASSERT_TRUE(model.save(path).isOk());
+  CostModel loaded;
+  ASSERT_TRUE(loaded.load(path).isOk());
+  auto again = loaded.predict(heldOut);
+  ASSERT_TRUE(again.isOk());
+  EXPECT_EQ(*again, *scores);
+  std::filesystem::remove(path);
+}
+
+TEST(Search, ProposesUnmeasuredDistinctValidConfigs) {
+  Task task = matmulTask(128, 128, 128);
+  SearchSpace space(task);
+  std::mt19937 rng(1);
+  std::set<std::string> measured;
+  std::vector<TrainingRow> rows;
+  for (int i = 0; i < 30; ++i) {
+    auto p = space.sample(rng);
+    measured.insert(p->text);
+    auto f = extractFeatures(task.workload, p->config, hostInfo());
+    rows.push_back({*f, static_cast<float>(p->indices[0]) / 16.f, 0});
+  }
+  CostModel model;
+  ASSERT_TRUE(model.train(rows).isOk());
+  SearchOptions options;
+  options.batchSize = 12;
+  auto batch = proposeBatch(space, model, hostInfo(), {}, measured, options, rng);
+  EXPECT_EQ(batch.size(), 12u);
+  std::set<std::string> texts;
+  for (const Point& p : batch) {
+    EXPECT_FALSE(measured.count(p.text)) << "never re-measures";
+    EXPECT_TRUE(task.validate(p.config).isOk());
+    texts.insert(p.text);
+  }
+  EXPECT_EQ(texts.size(), batch.size());
+}
+
+TEST(TaskScheduler, WarmsUpHeaviestFirstThenFollowsTheGain) {
+  std::vector<TaskProgress> t(3);
+  t[0].weight = 1, t[0].bestSeconds = 1e-3;
+  t[1].weight = 5, t[1].bestSeconds = 1e-3;
+  t[2].weight = 1, t[2].bestSeconds = 1e-4;
+  EXPECT_EQ(pickNextTask(t), 1);
+  for (auto& x : t) {
+    x.bestHistory = {x.bestSeconds};
+    x.trials = 16;
+  }
+  // Task 0 keeps improving fast; the others do not.
+  t[0].bestHistory = {2e-3, 1.5e-3, 1e-3};
+  t[0].trials = 48;
+  EXPECT_EQ(pickNextTask(t), 0);
+  t[0].finished = t[1].finished = t[2].finished = true;
+  EXPECT_EQ(pickNextTask(t), -1);
+  EXPECT_NEAR(estimatedLatency(t), 1e-3 + 5e-3 + 1e-4, 1e-12);
+}
+
+std::vector<std::string> worker() { return {TUNEC_BINARY, "tune-worker"}; }
+
+TEST(Measurer, CrashAndHangAreRecordedAndTheWorkerRestarts) {
+  setenv("TUNEC_TUNER_INJECT", "1", 1);
+  Task task = matmulTask(64, 64, 64);
+  Measurer m(worker(), 3.0);
+  MeasureRequest ok{task.workload, task.defaultConfig, 0.01, 2, false};
+  MeasureResult r = m.measure(ok);
+  EXPECT_EQ(r.status, "ok") << r.error;
+  EXPECT_GT(r.medianUs, 0);
+  nlohmann::json crash = task.defaultConfig;
+  crash["inject"] = "crash";
+  r = m.measure({task.workload, crash, 0.01, 2, false});
+  EXPECT_EQ(r.status, "error");
+  EXPECT_NE(r.error.find("crashed"), std::string::npos) << r.error;
+  nlohmann::json hang = task.defaultConfig;
+  hang["inject"] = "hang";
+  r = m.measure({task.workload, hang, 0.01, 2, false});
+  EXPECT_EQ(r.status, "timeout") << r.error;
+  r = m.measure(ok);
+  EXPECT_EQ(r.status, "ok") << "the worker was restarted: " << r.error;
+  // An invalid config is an error result, not a crash.
+  nlohmann::json bad = task.defaultConfig;
+  bad["mr"] = 999;
+  r = m.measure({task.workload, bad, 0.01, 2, false});
+  EXPECT_EQ(r.status, "error");
+  unsetenv("TUNEC_TUNER_INJECT");
+}
+
+TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
+  std::string path = std::filesystem::temp_directory_path() /
+                     ("tunec_job_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  auto database = db::TuningDatabase::open(path, true);
+  ASSERT_TRUE(database.isOk()) << database.error().message();
+  TuneOptions options;
+  options.trials = 10;
+  options.search.batchSize = 5;
+  options.minSeconds = 0.005;
+  options.workerArgv = worker();
+  options.progress = false;
+  std::atomic<bool> stop{false};
+  std::vector<Task> tasks = {matmulTask(48, 64, 32), convTask()};
+  auto first = runTuningJob(tasks, *database, options, stop);
+  ASSERT_TRUE(first.isOk()) << first.error().message();
+  EXPECT_EQ(first->trials, 10);
+  EXPECT_EQ(first->errors, 0);
+  for (const TaskOutcome& t : first->tasks) EXPECT_GT(t.bestGflops, 0) << t.label;
+  auto second = runTuningJob(tasks, *database, options, stop);
+  ASSERT_TRUE(second.isOk()) << second.error().message();
+  // Every record is distinct: the resumed job measured only new configs.
+  for (const Task& t : tasks) {
+    auto records = database->recordsOf(t.key);
+    ASSERT_TRUE(records.isOk());
+    std::set<std::string> configs;
+    for (const auto& r : *records) configs.insert(r.config.dump());
+    EXPECT_EQ(configs.size(), records->size()) << t.label;
+  }
+  auto stats = database->stats();
+  ASSERT_TRUE(stats.isOk());
+  EXPECT_EQ(stats->records, 20);
+  std::filesystem::remove(path);
+}
+
+} // namespace
+} // namespace tunec::tuner
