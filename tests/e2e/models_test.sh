@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: exports ResNet-50, MobileNetV2 and a BERT-base encoder with PyTorch (random
-# weights, fixed seed), runs each through `tunec run` (with and without the graph passes) and
-# checks relative L2 error < 1e-4.
+# weights, fixed seed); compiles each to model.so and runs it, runs it compiled in memory (JIT)
+# and on the reference executor after the graph passes; checks relative L2 error < 1e-4 against
+# PyTorch each time, and that ResNet-50 compiles in under 20 s.
 set -euo pipefail
 tunec="$1" src="$2" work="$3"
 models=(tiny_cnn mobilenet_v2 resnet50 bert_base)
@@ -15,10 +16,21 @@ for m in "${models[@]}"; do
   d="$work/$m"
   input=$(ls "$d"/*.npy | grep -v expected_ | head -1)
   name=$(basename "$input" .npy)
-  "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m"
-  /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m/y.npy" --max-rel-l2 1e-4 || status=1
-  # The same after the graph passes (folding, GELU and LayerNorm recognition).
-  "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m.optimized" --optimize
+  # model.so through the C API.
+  start=$(date +%s%N)
+  "$tunec" compile "$d/model.onnx" -o "$work/$m.so" > "$work/out.$m.compile.txt"
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  echo "$m: compiled in $ms ms: $(tail -2 "$work/out.$m.compile.txt" | head -1)"
+  if [ "$m" = resnet50 ] && [ "$ms" -gt 20000 ]; then
+    echo "FAIL: ResNet-50 took $ms ms to compile (bound 20 s)"; status=1
+  fi
+  "$tunec" run "$work/$m.so" --input "$name=$input" --output "$work/out/$m.so"
+  /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m.so/y.npy" --max-rel-l2 1e-4 || status=1
+  # Compiled in memory (JIT), one thread.
+  "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m.jit" --threads 1
+  /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m.jit/y.npy" --max-rel-l2 1e-4 || status=1
+  # The reference executor after the graph passes (folding, GELU and LayerNorm recognition).
+  "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m.optimized" --reference --optimize
   /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m.optimized/y.npy" --max-rel-l2 1e-4 || status=1
 done
 # Layouts: NHWC from the first convolution on; ResNet-50 and MobileNetV2 need one reorder only,
