@@ -6,6 +6,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model="$src/examples/tiny_cnn/model.onnx"
 failures=0 checks=0
+# Compiles must not pick up a ./tuning.db of the working directory.
+export TUNEC_DB="$tmp/default.db"
 
 # expect EXIT_CODE PATTERN -- ARGS...: runs tunec, checks the exit code and that the output matches.
 expect() {
@@ -23,7 +25,7 @@ expect() {
   fi
 }
 
-for cmd in run inspect ops bench-op target; do expect 0 "^usage: tunec $cmd" -- "$cmd" --help; done
+for cmd in run inspect ops bench-op target compile bench tune tune-op; do expect 0 "^usage: tunec $cmd" -- "$cmd" --help; done
 expect 1 "tunec bench-op: --m is required" -- bench-op matmul --n 4 --k 4
 expect 1 "conv2d config: ic_block=5 must divide ic=8" -- bench-op conv2d --ic 8 --h 4 --w 4 --oc 16 --kh 1 --kw 1 --config '{"isa":"avx2","oc_block":16,"ow_block":4,"ic_block":5,"oh_block":1,"rows_per_tile":1,"loop_order":"oc_oh","parallel":"none"}'
 expect 1 "tunec bench-op: unknown op .gemm." -- bench-op gemm --m 1
@@ -51,7 +53,45 @@ expect 0 "fusion: 11 nodes -> 6 kernels \(4 anchored, 2 loop kernels\)" -- inspe
 expect 0 "kernel 2 \(anchor\): Conv Add Relu" -- inspect "$model" --fusion
 expect 0 "arena: 10 tensors, .* \(peak / bound 1.000\)" -- inspect "$model" --summary --memory
 expect 0 "// after fold-constants \(unchanged\)" -- inspect "$model" --summary --print-after-all
-expect 0 "ran 11 nodes" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --optimize
+expect 0 "ran 11 nodes" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --reference --optimize
+
+# Compiling, running and benchmarking compiled models.
+expect 1 "say where to write the library with -o FILE" -- compile "$model"
+hardmax=/usr/share/libonnx-testdata/data/node/test_hardmax_example/model.onnx
+expect 1 "the compiled path does not support 1 node:.*|node '.*' \(Hardmax\)" -- compile "$hardmax" -o "$tmp/h.so"
+test ! -e "$tmp/h.so" || { echo "FAIL: a failed compile left $tmp/h.so"; failures=$((failures + 1)); }
+expect 0 "4 heavy kernels: 0 tuned, 4 with the analytical default" -- compile "$model" -o "$tmp/m.so"
+expect 0 "ran in .* ms on 1 thread \(model.so\)" -- run "$tmp/m.so" --input x="$src/examples/tiny_cnn/x.npy" --threads 1
+expect 1 "missing --input for model input 'x' \(f32\[1x3x32x32\]\)" -- run "$tmp/m.so"
+echo "not a library" >"$tmp/fake.so"
+expect 1 "fake.so: cannot load" -- run "$tmp/fake.so" --input x="$src/examples/tiny_cnn/x.npy"
+cp /lib/x86_64-linux-gnu/libm.so.6 "$tmp/libm.so"
+expect 1 "not a tunec model \(no model blob\)" -- bench "$tmp/libm.so"
+expect 0 "median .* ms, p90 .* ms, min .* ms" -- bench "$tmp/m.so" --runs 5 --warmup 1
+expect 0 "step profile .* 7 steps" -- bench "$tmp/m.so" --runs 3 --profile
+expect 1 "--runs must be at least 1" -- bench "$tmp/m.so" --runs 0
+expect 1 "--threads must be a whole number from 1 to 1024, not 'two'" -- bench "$tmp/m.so" --threads two
+
+# Tuning.
+expect 1 "--time-budget must look like 90s, 30m or 2h, not '5x'" -- tune "$model" --db "$tmp/t.db" --time-budget 5x
+expect 1 "tunec bench-op: --m is required" -- tune-op matmul --n 8 --k 8 --db "$tmp/t.db"
+expect 0 "4 trials \(0 errors\)" -- tune-op matmul --m 64 --n 64 --k 64 --trials 4 --db "$tmp/t.db" --min-seconds 0.01
+expect 0 "config_source.:.best in" -- bench-op matmul --m 64 --n 64 --k 64 --db "$tmp/t.db" --seconds 0.05 --json
+expect 0 "tuned +Gemm|4 heavy kernels: [0-4] tuned" -- compile "$model" -o "$tmp/m2.so" --db "$tmp/t.db"
+# Ctrl-C: the job stops after the running candidate, with every measured config saved.
+"$tunec" tune-op matmul --m 128 --n 128 --k 128 --trials 100000 --db "$tmp/int.db" --min-seconds 0.01 --quiet >"$tmp/int.out" 2>&1 &
+pid=$!
+sleep 4
+kill -INT $pid
+wait $pid
+rc=$?
+checks=$((checks + 1))
+if [ $rc -ne 130 ] || ! grep -q "^interrupted: [1-9][0-9]* trials" "$tmp/int.out"; then
+  echo "FAIL: interrupted tune-op -> exit $rc (want 130), output:"; sed 's/^/    /' "$tmp/int.out"
+  failures=$((failures + 1))
+fi
+saved=$(grep -o "^interrupted: [0-9]*" "$tmp/int.out" | grep -o "[0-9]*$")
+expect 0 "1 workloads, ${saved:-x} records" -- db stats --db "$tmp/int.db"
 
 echo "cli errors: $((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
