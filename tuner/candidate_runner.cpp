@@ -61,7 +61,8 @@ Expected<std::vector<float>> referenceConv(const std::vector<float>& inNhwc,
   ValueId wt = g.addConstant("w", tensorOf(weights, wShape));
   TUNEC_ASSIGN_OR_RETURN(NodeId id, g.addNode("conv", OpKind::Conv, attrs, {x, wt}, {"y"}));
   g.addOutput(g.node(id).outputs[0]);
-  TUNEC_ASSIGN_OR_RETURN(auto outs, runReference(g, {tensorOf(permute4(inNhwc, n, c, h, w, true), xs)}));
+  TUNEC_ASSIGN_OR_RETURN(auto outs,
+                         runReference(g, {tensorOf(permute4(inNhwc, n, c, h, w, true), xs)}));
   const Shape& ys = outs[0].shape();
   std::vector<float> y(outs[0].dataAs<float>(), outs[0].dataAs<float>() + outs[0].numel());
   return permute4(y, ys[0], ys[1], ys[2], ys[3], false);
@@ -97,8 +98,8 @@ Expected<CandidateRunner::Problem*> CandidateRunner::problem(const nlohmann::jso
     ValueId a = g.addInput("a", {DType::F32, as, {}});
     ValueId b = g.addInput("b", {DType::F32, bs, {}});
     auto transpose = [&](ValueId v, const char* name) -> Expected<ValueId> {
-      TUNEC_ASSIGN_OR_RETURN(NodeId id, g.addNode(name, OpKind::Transpose,
-                                                  TransposeAttrs{{0, 2, 1}}, {v}, {name}));
+      TUNEC_ASSIGN_OR_RETURN(
+          NodeId id, g.addNode(name, OpKind::Transpose, TransposeAttrs{{0, 2, 1}}, {v}, {name}));
       return g.node(id).outputs[0];
     };
     if (w.transA) {
@@ -117,8 +118,11 @@ Expected<CandidateRunner::Problem*> CandidateRunner::problem(const nlohmann::jso
     Shape ws{w.oc, w.icPerGroup(), w.kh, w.kw};
     p->b = randomData(ws.numel(), rng);
     p->out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.oc), 0.f);
-    ConvAttrs attrs{{w.kh, w.kw}, {w.strideH, w.strideW}, {w.padTop, w.padLeft, w.padBottom, w.padRight},
-                    {w.dilationH, w.dilationW}, w.groups};
+    ConvAttrs attrs{{w.kh, w.kw},
+                    {w.strideH, w.strideW},
+                    {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                    {w.dilationH, w.dilationW},
+                    w.groups};
     TUNEC_ASSIGN_OR_RETURN(p->expected, referenceConv(p->a, p->b, ws, w.n, w.ic, w.h, w.w, attrs));
   } else if (templ == "depthwise") {
     TUNEC_ASSIGN_OR_RETURN(DepthwiseWorkload w, DepthwiseWorkload::fromJson(workload));
@@ -126,8 +130,11 @@ Expected<CandidateRunner::Problem*> CandidateRunner::problem(const nlohmann::jso
     Shape ws{w.c, 1, w.kh, w.kw};
     p->b = randomData(ws.numel(), rng);
     p->out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.c), 0.f);
-    ConvAttrs attrs{{w.kh, w.kw}, {w.strideH, w.strideW}, {w.padTop, w.padLeft, w.padBottom, w.padRight},
-                    {w.dilationH, w.dilationW}, w.c};
+    ConvAttrs attrs{{w.kh, w.kw},
+                    {w.strideH, w.strideW},
+                    {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                    {w.dilationH, w.dilationW},
+                    w.c};
     TUNEC_ASSIGN_OR_RETURN(p->expected, referenceConv(p->a, p->b, ws, w.n, w.c, w.h, w.w, attrs));
   } else {
     return makeError("no template '", templ, "'");
@@ -200,7 +207,8 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
       for (size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<char>(i);
       auto s = std::chrono::steady_clock::now();
       run();
-      samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
+      samples.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
     }
     std::sort(samples.begin(), samples.end());
     result.medianUs = samples[samples.size() / 2] * 1e6;

@@ -9,7 +9,9 @@ namespace tunec::tuner {
 
 namespace {
 
-Error xgbError(const char* what) { return makeError("XGBoost ", what, ": ", XGBGetLastError()); }
+Error xgbError(const char* what) {
+  return makeError("XGBoost ", what, ": ", XGBGetLastError());
+}
 
 struct Matrix {
   DMatrixHandle handle = nullptr;
@@ -54,10 +56,15 @@ Status CostModel::train(std::vector<TrainingRow> rows, int rounds) {
     return xgbError("groups");
   BoosterHandle booster;
   if (XGBoosterCreate(&m.handle, 1, &booster)) return xgbError("create");
-  const std::pair<const char*, const char*> params[] = {
-      {"objective", "rank:pairwise"}, {"eta", "0.2"},        {"max_depth", "6"},
-      {"min_child_weight", "1"},      {"subsample", "0.9"},  {"lambda", "1"},
-      {"nthread", "2"},               {"verbosity", "0"},    {"seed", "7"}};
+  const std::pair<const char*, const char*> params[] = {{"objective", "rank:pairwise"},
+                                                        {"eta", "0.2"},
+                                                        {"max_depth", "6"},
+                                                        {"min_child_weight", "1"},
+                                                        {"subsample", "0.9"},
+                                                        {"lambda", "1"},
+                                                        {"nthread", "2"},
+                                                        {"verbosity", "0"},
+                                                        {"seed", "7"}};
   for (auto [k, v] : params)
     if (XGBoosterSetParam(booster, k, v)) {
       XGBoosterFree(booster);
@@ -83,7 +90,8 @@ Expected<std::vector<float>> CostModel::predict(const std::vector<Features>& row
   bst_ulong length = 0;
   const float* result = nullptr;
   if (XGBoosterPredict(booster_, m.handle, 0, 0, 0, &length, &result)) return xgbError("predict");
-  if (length != rows.size()) return makeError("XGBoost predicted ", length, " rows of ", rows.size());
+  if (length != rows.size())
+    return makeError("XGBoost predicted ", length, " rows of ", rows.size());
   std::copy(result, result + length, out.begin());
   return out;
 }

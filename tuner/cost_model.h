@@ -13,7 +13,7 @@ namespace tunec::tuner {
 
 struct TrainingRow {
   Features features;
-  float label = 0;   ///< throughput / the best throughput of the same workload, in [0, 1]
+  float label = 0;    ///< throughput / the best throughput of the same workload, in [0, 1]
   uint32_t group = 0; ///< rows of one workload share a group
 };
 

@@ -13,10 +13,18 @@ namespace tunec::tuner {
 
 namespace {
 
-float lg(double v) { return static_cast<float>(std::log2(std::max(v, 1.0))); }
-double ceilDiv(double a, double b) { return std::ceil(a / b); }
-float util(double n, double block) { return static_cast<float>(n / (ceilDiv(n, block) * block)); }
-double cacheOr(int64_t bytes, double fallback) { return bytes > 0 ? static_cast<double>(bytes) : fallback; }
+float lg(double v) {
+  return static_cast<float>(std::log2(std::max(v, 1.0)));
+}
+double ceilDiv(double a, double b) {
+  return std::ceil(a / b);
+}
+float util(double n, double block) {
+  return static_cast<float>(n / (ceilDiv(n, block) * block));
+}
+double cacheOr(int64_t bytes, double fallback) {
+  return bytes > 0 ? static_cast<double>(bytes) : fallback;
+}
 
 // Parallel balance: tasks per thread and the idle fraction of the last wave.
 std::pair<float, float> balance(double tasks, int threads) {
@@ -55,8 +63,8 @@ Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Ho
   f[25] = util(static_cast<double>(w.m), c.mr);                  // rows used in M
   f[26] = static_cast<float>((c.mr * c.nr / lanes + c.nr / lanes + 1) /
                              static_cast<double>(isaInfo(c.isa).vectorRegisters));
-  double tasks = c.parallel == "m"       ? ceilDiv(static_cast<double>(w.m), static_cast<double>(c.mc))
-                 : c.parallel == "n"     ? ceilDiv(static_cast<double>(w.n), static_cast<double>(c.nc))
+  double tasks = c.parallel == "m"   ? ceilDiv(static_cast<double>(w.m), static_cast<double>(c.mc))
+                 : c.parallel == "n" ? ceilDiv(static_cast<double>(w.n), static_cast<double>(c.nc))
                  : c.parallel == "batch" ? static_cast<double>(w.batch)
                                          : 1.0;
   auto [perThread, idle] = balance(tasks, c.parallel == "none" ? 1 : w.threads);
@@ -86,11 +94,12 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ho
   f[6] = c.parallel == "oh";
   f[7] = c.parallel == "oc";
   f[8] = c.parallel == "n";
-  f[9] = lg(ceilDiv(ocg, c.ocBlock));                               // oc panels
-  f[10] = lg(ceilDiv(ow, c.owBlock));                               // tiles per row
-  f[11] = lg(ceilDiv(oh, static_cast<double>(c.ohBlock)));          // row blocks
-  f[12] = lg(ceilDiv(icg, static_cast<double>(c.icBlock)) * taps);  // brgemm batch length
-  // Bytes of one brgemm call: input rows + weight panel, against L1; a row block's input against L2.
+  f[9] = lg(ceilDiv(ocg, c.ocBlock));                              // oc panels
+  f[10] = lg(ceilDiv(ow, c.owBlock));                              // tiles per row
+  f[11] = lg(ceilDiv(oh, static_cast<double>(c.ohBlock)));         // row blocks
+  f[12] = lg(ceilDiv(icg, static_cast<double>(c.icBlock)) * taps); // brgemm batch length
+  // Bytes of one brgemm call: input rows + weight panel, against L1; a row block's input against
+  // L2.
   f[13] = static_cast<float>((mr + c.ocBlock) * static_cast<double>(c.icBlock) * 4 / l1);
   f[14] = static_cast<float>(static_cast<double>(c.ohBlock) * w.strideH * w.w * icg * 4 / l2);
   f[15] = static_cast<float>(static_cast<double>(c.ocBlock) * icg * taps * 4 / l2);
@@ -136,8 +145,7 @@ Features depthwiseFeatures(const DepthwiseWorkload& w, const DepthwiseConfig& c)
   f[11] = static_cast<float>(w.strideH);
   f[12] = lg(static_cast<double>(w.c));
   f[13] = lg(ow);
-  auto [perThread, idle] =
-      balance(static_cast<double>(w.oh()), c.parallel == "oh" ? w.threads : 1);
+  auto [perThread, idle] = balance(static_cast<double>(w.oh()), c.parallel == "oh" ? w.threads : 1);
   f[14] = perThread;
   f[15] = idle;
   return f;
@@ -168,28 +176,103 @@ Expected<Features> extractFeatures(const nlohmann::json& workload, const nlohman
 
 const std::array<const char*, kFeatureLength>& featureNames(const std::string& templ) {
   static const std::array<const char*, kFeatureLength> matmul = {
-      "log2 mr", "log2 nr", "log2 mc", "log2 nc", "log2 kc", "order nkm", "order nmk",
-      "order mkn", "order mnk", "order knm", "order kmn", "parallel m", "parallel n",
-      "parallel batch", "pack A", "log2 M blocks", "log2 N blocks", "log2 K blocks",
-      "log2 mr tiles per block", "log2 nr panels per block", "L1 bytes of a tile / L1",
-      "A block bytes / L2", "B block bytes / L3", "flops per loaded element", "N lane use",
-      "M row use", "vector registers used / available", "parallel tasks per thread",
-      "idle fraction of the last wave", "log2 flops", "threads", "B computed at run time"};
-  static const std::array<const char*, kFeatureLength> conv = {
-      "log2 oc_block", "log2 ow_block", "log2 ic_block", "log2 oh_block", "rows_per_tile",
-      "order oc_oh", "parallel oh", "parallel oc", "parallel n", "log2 oc panels",
-      "log2 tiles per row", "log2 row blocks", "log2 brgemm batch length",
-      "brgemm call bytes / L1", "row block input bytes / L2", "weight panel bytes / L2",
-      "flops per loaded element", "OC lane use", "OW use", "vector registers used / available",
-      "parallel tasks per thread", "idle fraction of the last wave", "log2 flops", "threads",
-      "kernel taps", "stride", "log2 IC per group", "log2 OC per group", "log2 OW", "padded",
-      "-", "-"};
+      "log2 mr",
+      "log2 nr",
+      "log2 mc",
+      "log2 nc",
+      "log2 kc",
+      "order nkm",
+      "order nmk",
+      "order mkn",
+      "order mnk",
+      "order knm",
+      "order kmn",
+      "parallel m",
+      "parallel n",
+      "parallel batch",
+      "pack A",
+      "log2 M blocks",
+      "log2 N blocks",
+      "log2 K blocks",
+      "log2 mr tiles per block",
+      "log2 nr panels per block",
+      "L1 bytes of a tile / L1",
+      "A block bytes / L2",
+      "B block bytes / L3",
+      "flops per loaded element",
+      "N lane use",
+      "M row use",
+      "vector registers used / available",
+      "parallel tasks per thread",
+      "idle fraction of the last wave",
+      "log2 flops",
+      "threads",
+      "B computed at run time"};
+  static const std::array<const char*, kFeatureLength> conv = {"log2 oc_block",
+                                                               "log2 ow_block",
+                                                               "log2 ic_block",
+                                                               "log2 oh_block",
+                                                               "rows_per_tile",
+                                                               "order oc_oh",
+                                                               "parallel oh",
+                                                               "parallel oc",
+                                                               "parallel n",
+                                                               "log2 oc panels",
+                                                               "log2 tiles per row",
+                                                               "log2 row blocks",
+                                                               "log2 brgemm batch length",
+                                                               "brgemm call bytes / L1",
+                                                               "row block input bytes / L2",
+                                                               "weight panel bytes / L2",
+                                                               "flops per loaded element",
+                                                               "OC lane use",
+                                                               "OW use",
+                                                               "vector registers used / available",
+                                                               "parallel tasks per thread",
+                                                               "idle fraction of the last wave",
+                                                               "log2 flops",
+                                                               "threads",
+                                                               "kernel taps",
+                                                               "stride",
+                                                               "log2 IC per group",
+                                                               "log2 OC per group",
+                                                               "log2 OW",
+                                                               "padded",
+                                                               "-",
+                                                               "-"};
   static const std::array<const char*, kFeatureLength> depthwise = {
-      "channel vectors", "log2 ow_block", "parallel oh", "channel lane use", "OW use",
-      "log2 channel tiles", "log2 tiles per row", "vector registers used / available",
-      "log2 flops", "threads", "kernel taps", "stride", "log2 channels", "log2 OW",
-      "parallel tasks per thread", "idle fraction of the last wave", "-", "-", "-", "-", "-", "-",
-      "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"};
+      "channel vectors",
+      "log2 ow_block",
+      "parallel oh",
+      "channel lane use",
+      "OW use",
+      "log2 channel tiles",
+      "log2 tiles per row",
+      "vector registers used / available",
+      "log2 flops",
+      "threads",
+      "kernel taps",
+      "stride",
+      "log2 channels",
+      "log2 OW",
+      "parallel tasks per thread",
+      "idle fraction of the last wave",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-",
+      "-"};
   if (templ == "matmul") return matmul;
   if (templ == "conv2d") return conv;
   return depthwise;

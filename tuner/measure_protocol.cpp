@@ -4,8 +4,11 @@
 namespace tunec::tuner {
 
 nlohmann::json MeasureRequest::toJson() const {
-  return {{"workload", workload}, {"config", config}, {"min_seconds", minSeconds},
-          {"min_repeats", minRepeats}, {"flush_cache", flushCache}};
+  return {{"workload", workload},
+          {"config", config},
+          {"min_seconds", minSeconds},
+          {"min_repeats", minRepeats},
+          {"flush_cache", flushCache}};
 }
 
 MeasureRequest MeasureRequest::fromJson(const nlohmann::json& j) {
@@ -19,8 +22,8 @@ MeasureRequest MeasureRequest::fromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json MeasureResult::toJson() const {
-  return {{"status", status},   {"error", error},     {"median_us", medianUs},
-          {"min_us", minUs},    {"repeats", repeats}, {"compile_seconds", compileSeconds}};
+  return {{"status", status}, {"error", error},     {"median_us", medianUs},
+          {"min_us", minUs},  {"repeats", repeats}, {"compile_seconds", compileSeconds}};
 }
 
 MeasureResult MeasureResult::fromJson(const nlohmann::json& j) {

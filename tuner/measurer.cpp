@@ -17,7 +17,9 @@ Measurer::Measurer(std::vector<std::string> workerArgv, double timeoutSeconds)
   std::signal(SIGPIPE, SIG_IGN); // a dead worker must not kill the tuner
 }
 
-Measurer::~Measurer() { stop(); }
+Measurer::~Measurer() {
+  stop();
+}
 
 Status Measurer::start() {
   int in[2], out[2];

@@ -25,8 +25,8 @@ std::vector<float> score(const CostModel& model, const SearchSpace& space, const
 
 std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model,
                                 const HostInfo& host, const std::vector<Point>& seeds,
-                                const std::set<std::string>& measured,
-                                const SearchOptions& options, std::mt19937& rng) {
+                                const std::set<std::string>& measured, const SearchOptions& options,
+                                std::mt19937& rng) {
   std::vector<Point> batch;
   std::set<std::string> taken = measured;
   auto take = [&](const Point& p) {
@@ -47,12 +47,15 @@ std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model
         current.push_back(s);
       }
       while (static_cast<int>(current.size()) < options.chains)
-        if (auto p = space.sample(rng)) current.push_back(*p);
-        else break;
+        if (auto p = space.sample(rng))
+          current.push_back(*p);
+        else
+          break;
       std::vector<float> cur = score(model, space, host, current);
       pool = current;
       // Temperature relative to the spread of the scores, cooling geometrically.
-      float lo = *std::min_element(cur.begin(), cur.end()), hi = *std::max_element(cur.begin(), cur.end());
+      float lo = *std::min_element(cur.begin(), cur.end()),
+            hi = *std::max_element(cur.begin(), cur.end());
       double t0 = std::max(1e-3, static_cast<double>(hi - lo));
       for (int step = 0; step < options.steps; ++step) {
         double temperature = t0 * std::pow(0.05, static_cast<double>(step) / options.steps);
@@ -67,7 +70,8 @@ std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model
         for (size_t i = 0; i < next.size(); ++i) {
           size_t c = which[i];
           double delta = ns[i] - cur[c];
-          if (delta >= 0 || std::uniform_real_distribution<double>(0, 1)(rng) < std::exp(delta / temperature)) {
+          if (delta >= 0 ||
+              std::uniform_real_distribution<double>(0, 1)(rng) < std::exp(delta / temperature)) {
             current[c] = next[i];
             cur[c] = ns[i];
           }
@@ -94,7 +98,9 @@ std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model
     }
   }
   // Exploration (and everything while the model is untrained): uniform random valid points.
-  for (int tries = 0; static_cast<int>(batch.size()) < options.batchSize && tries < 50 * options.batchSize; ++tries)
+  for (int tries = 0;
+       static_cast<int>(batch.size()) < options.batchSize && tries < 50 * options.batchSize;
+       ++tries)
     if (auto p = space.sample(rng)) take(*p);
   return batch;
 }

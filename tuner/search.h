@@ -23,7 +23,7 @@ struct SearchOptions {
 /// of every config measured (any status). An untrained model gives random candidates.
 std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model,
                                 const HostInfo& host, const std::vector<Point>& seeds,
-                                const std::set<std::string>& measured,
-                                const SearchOptions& options, std::mt19937& rng);
+                                const std::set<std::string>& measured, const SearchOptions& options,
+                                std::mt19937& rng);
 
 } // namespace tunec::tuner

@@ -5,7 +5,9 @@
 
 namespace tunec::tuner {
 
-double SearchSpace::size() const { return knobSpaceSize(task_.space); }
+double SearchSpace::size() const {
+  return knobSpaceSize(task_.space);
+}
 
 std::optional<Point> SearchSpace::at(const std::vector<int>& indices) const {
   std::vector<nlohmann::json> values;
@@ -20,7 +22,8 @@ std::optional<Point> SearchSpace::sample(std::mt19937& rng, int tries) const {
   for (int t = 0; t < tries; ++t) {
     std::vector<int> indices;
     for (const Knob& k : task_.space)
-      indices.push_back(std::uniform_int_distribution<int>(0, static_cast<int>(k.values.size()) - 1)(rng));
+      indices.push_back(
+          std::uniform_int_distribution<int>(0, static_cast<int>(k.values.size()) - 1)(rng));
     if (auto p = at(indices)) return p;
   }
   return std::nullopt;
@@ -54,8 +57,7 @@ std::optional<std::vector<Point>> SearchSpace::enumerate(double limit) const {
   while (true) {
     if (auto p = at(indices)) out.push_back(std::move(*p));
     size_t k = 0;
-    while (k < indices.size() &&
-           ++indices[k] == static_cast<int>(task_.space[k].values.size())) {
+    while (k < indices.size() && ++indices[k] == static_cast<int>(task_.space[k].values.size())) {
       indices[k] = 0;
       ++k;
     }

@@ -78,8 +78,8 @@ Expected<Task> makeTask(const nlohmann::json& workload, Isa isa) {
       return c.toJson();
     };
     bindConfig<DepthwiseWorkload, DepthwiseConfig>(t, pw, validateDepthwiseConfig);
-    label << "depthwise " << w.h << "x" << w.w << "x" << w.c << " k" << w.kh << "x" << w.kw
-          << " s" << w.strideH;
+    label << "depthwise " << w.h << "x" << w.w << "x" << w.c << " k" << w.kh << "x" << w.kw << " s"
+          << w.strideH;
   } else {
     return makeError("no tuning task for template '", t.templ, "'");
   }

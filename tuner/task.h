@@ -21,8 +21,8 @@ struct Task {
   double flops = 0;
   int threads = 1;
   Isa isa = Isa::Avx512;
-  double weight = 1;  ///< occurrences in the model
-  std::string label;  ///< for progress lines
+  double weight = 1; ///< occurrences in the model
+  std::string label; ///< for progress lines
   KnobSpace space;
   nlohmann::json defaultConfig;
   /// One value per knob (space order) to a config JSON, or an error when no legal config maps

@@ -12,7 +12,8 @@ int pickNextTask(const std::vector<TaskProgress>& tasks) {
   double heaviest = -1;
   for (size_t i = 0; i < tasks.size(); ++i)
     if (!tasks[i].finished && tasks[i].bestHistory.empty()) {
-      double load = tasks[i].weight * (std::isfinite(tasks[i].bestSeconds) ? tasks[i].bestSeconds : 1.0);
+      double load =
+          tasks[i].weight * (std::isfinite(tasks[i].bestSeconds) ? tasks[i].bestSeconds : 1.0);
       if (load > heaviest) {
         heaviest = load;
         pick = static_cast<int>(i);

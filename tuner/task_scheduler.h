@@ -9,7 +9,7 @@
 namespace tunec::tuner {
 
 struct TaskProgress {
-  double weight = 1;  ///< occurrences in the model
+  double weight = 1; ///< occurrences in the model
   double bestSeconds = std::numeric_limits<double>::infinity();
   int trials = 0;
   std::vector<double> bestHistory; ///< best seconds after each of its batches

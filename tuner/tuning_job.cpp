@@ -43,7 +43,8 @@ struct TaskState {
 
 // Training rows of a template: ok records of this target and version, labels normalized per
 // workload.
-std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records, const HostInfo& host) {
+std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records,
+                                      const HostInfo& host) {
   std::map<std::string, double> best;
   std::map<std::string, uint32_t> group;
   for (const db::Record& r : records) {
@@ -88,7 +89,8 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       if (auto point = s.space->fromConfig(r.config)) s.ok.emplace_back(r.gflops, *point);
       if (r.config == s.task.defaultConfig) s.defaultGflops = r.gflops;
     }
-    std::sort(s.ok.begin(), s.ok.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::sort(s.ok.begin(), s.ok.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
     states.push_back(std::move(owned));
     progress.push_back(p);
   }
@@ -118,14 +120,16 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     TaskProgress& p = progress[static_cast<size_t>(pick)];
     // The batch: the default config first (the baseline every report compares with).
     std::vector<Point> batch;
-    if (!s.measured.count(s.task.defaultConfig.dump()))
+    if (options.measureDefault && !s.measured.count(s.task.defaultConfig.dump()))
       batch.push_back({{}, s.task.defaultConfig, s.task.defaultConfig.dump()});
     SearchOptions so = options.search;
-    so.batchSize = std::min(so.batchSize, options.trials - summary.trials) - static_cast<int>(batch.size());
+    so.batchSize =
+        std::min(so.batchSize, options.trials - summary.trials) - static_cast<int>(batch.size());
     std::vector<Point> seeds;
     for (const auto& [g, point] : s.ok) seeds.push_back(point);
     static const CostModel untrained;
-    const CostModel& model = models.count(s.task.templ) && models[s.task.templ] ? *models[s.task.templ] : untrained;
+    const CostModel& model =
+        models.count(s.task.templ) && models[s.task.templ] ? *models[s.task.templ] : untrained;
     std::set<std::string> taken = s.measured;
     if (!batch.empty()) taken.insert(batch[0].text);
     if (so.batchSize > 0)
@@ -179,7 +183,8 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     }
     // Commit the batch at once (also a partial one, when stopped).
     if (!records.empty()) TUNEC_TRY(database.insert(records).status());
-    std::sort(s.ok.begin(), s.ok.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::sort(s.ok.begin(), s.ok.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
     p.bestHistory.push_back(p.bestSeconds);
     if (options.earlyStopping > 0 && s.sinceImprovement >= options.earlyStopping) p.finished = true;
     (void)before;
@@ -196,8 +201,8 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
                    "[%5d/%d] %s (x%g): %d trials, best %.1f GFLOP/s (%.0f%% of peak) | %.1f "
                    "trials/s, kernels %.2f ms, %s left\n",
                    summary.trials, options.trials, s.task.label.c_str(), s.task.weight, p.trials,
-                   best, peak > 0 ? 100 * best / peak : 0.0, rate,
-                   estimatedLatency(progress) * 1e3, duration(std::max(left, 0.0)).c_str());
+                   best, peak > 0 ? 100 * best / peak : 0.0, rate, estimatedLatency(progress) * 1e3,
+                   duration(std::max(left, 0.0)).c_str());
     }
   }
   summary.interrupted = stop.load();

@@ -18,17 +18,18 @@
 namespace tunec::tuner {
 
 struct TuneOptions {
-  int trials = 1000;              ///< measured configs in this run (all tasks)
-  double timeBudgetSeconds = 0;   ///< 0: no limit
-  int earlyStopping = 0;          ///< a task stops after this many trials without gain (0: off)
+  int trials = 1000;            ///< measured configs in this run (all tasks)
+  double timeBudgetSeconds = 0; ///< 0: no limit
+  int earlyStopping = 0;        ///< a task stops after this many trials without gain (0: off)
   SearchOptions search;
-  double minSeconds = 0.1;        ///< per measurement
+  double minSeconds = 0.1; ///< per measurement
   int minRepeats = 3;
-  double timeoutSeconds = 30;     ///< per candidate
+  double timeoutSeconds = 30; ///< per candidate
   bool flushCache = false;
-  bool randomSearch = false;      ///< no cost model (for search-quality comparisons)
+  bool randomSearch = false;  ///< no cost model (for search-quality comparisons)
+  bool measureDefault = true; ///< measure the analytical default config first
   uint32_t seed = 1;
-  double peakGflops = 0;          ///< one thread's measured FMA peak, for "% of peak"
+  double peakGflops = 0; ///< one thread's measured FMA peak, for "% of peak"
   std::vector<std::string> workerArgv;
   bool progress = true;
 };

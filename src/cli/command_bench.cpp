@@ -23,7 +23,8 @@ const CommandSpec kBenchSpec{
         {"runs", "N", "timed runs (default 50)"},
         {"warmup", "N", "untimed runs first (default 5)"},
         {"threads", "N", "threads per run (default: the machine's cores)"},
-        {"db", "FILE", "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
+        {"db", "FILE",
+         "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
         {"json", "", "print the statistics as one JSON object"},
         {"profile", "", "also time every step and print the slowest ones"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
@@ -91,8 +92,8 @@ int commandBench(const std::vector<std::string>& argv) {
   for (int i = 0; i < *runs; ++i) {
     auto start = std::chrono::steady_clock::now();
     if (Status s = session->run(in.data(), out.data()); !s) return fail(s.error().message());
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   if (args->has("profile")) {
     std::vector<double> seconds(session->stepLabels.size(), 0.0);
@@ -105,7 +106,8 @@ int commandBench(const std::vector<std::string>& argv) {
       order[i] = i;
       total += seconds[i];
     }
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
     std::printf("step profile (mean per run; %zu steps, %.3f ms in steps):\n", order.size(),
                 total * 1e3 / *runs);
     for (size_t i = 0; i < std::min<size_t>(order.size(), 25); ++i)

@@ -3,10 +3,10 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/op_flags.h"
-#include "support/timing.h"
 #include "codegen/conv2d_kernel.h"
 #include "codegen/matmul_kernel.h"
 #include "codegen/peak_probe.h"
+#include "support/timing.h"
 #include "tuning_db/database.h"
 
 #include <algorithm>
@@ -26,28 +26,29 @@ namespace {
 
 CommandSpec makeBenchOpSpec() {
   CommandSpec spec{
-    "bench-op",
-    "tunec bench-op matmul|conv2d [shape flags] [flags]",
-    "Times one kernel with the template's analytical default config, a given config, or the best\n"
-    "of a sweep over the knob space, and prints the median time, GFLOP/s and the percentage of\n"
-    "this machine's measured fp32 FMA peak (probed at start, times the thread count).\n"
-    "matmul shape: --m --n --k [--batch] [--trans-a] [--trans-b] [--runtime-b]\n"
-    "conv2d shape (NHWC): --n --ic --h --w --oc --kh --kw [--stride] [--pad] [--dilation]",
-    {
-        {"threads", "T", "threads (default 1)"},
-        {"isa", "avx512|avx2", "instruction set (default: the widest the CPU has)"},
-        {"config", "JSON", "config to time instead of the default"},
-        {"sweep", "N",
-         "time N random valid configs from the knob space plus the default; report the best"},
-        {"seconds", "S", "minimum timed duration per measurement (default 1.0)"},
-        {"json", "", "print one JSON object instead of text"},
-        {"pipeline", "lean|o3",
-         "LLVM IR pipeline before codegen (default lean; o3: LLVM's full O3)"},
-        {"db", "FILE", "time the best config recorded for this workload and machine in FILE"},
-        {"record", "", "with --sweep and --db: record every measured config in the database"},
-    },
-    1,
-    1};
+      "bench-op",
+      "tunec bench-op matmul|conv2d [shape flags] [flags]",
+      "Times one kernel with the template's analytical default config, a given config, or the "
+      "best\n"
+      "of a sweep over the knob space, and prints the median time, GFLOP/s and the percentage of\n"
+      "this machine's measured fp32 FMA peak (probed at start, times the thread count).\n"
+      "matmul shape: --m --n --k [--batch] [--trans-a] [--trans-b] [--runtime-b]\n"
+      "conv2d shape (NHWC): --n --ic --h --w --oc --kh --kw [--stride] [--pad] [--dilation]",
+      {
+          {"threads", "T", "threads (default 1)"},
+          {"isa", "avx512|avx2", "instruction set (default: the widest the CPU has)"},
+          {"config", "JSON", "config to time instead of the default"},
+          {"sweep", "N",
+           "time N random valid configs from the knob space plus the default; report the best"},
+          {"seconds", "S", "minimum timed duration per measurement (default 1.0)"},
+          {"json", "", "print one JSON object instead of text"},
+          {"pipeline", "lean|o3",
+           "LLVM IR pipeline before codegen (default lean; o3: LLVM's full O3)"},
+          {"db", "FILE", "time the best config recorded for this workload and machine in FILE"},
+          {"record", "", "with --sweep and --db: record every measured config in the database"},
+      },
+      1,
+      1};
   std::vector<FlagSpec> shape = opShapeFlags();
   spec.flags.insert(spec.flags.begin(), shape.begin(), shape.end());
   return spec;

@@ -19,7 +19,9 @@ const CommandSpec kCompileSpec{
     "result with 'tunec run', 'tunec bench' or the C API in include/tunec/runtime.h.",
     {
         {"o", "FILE", "the shared library to write (required)"},
-        {"db", "FILE", "tuning database with the configs to use (default: $TUNEC_DB or ./tuning.db if it exists)"},
+        {"db", "FILE",
+         "tuning database with the configs to use (default: $TUNEC_DB or ./tuning.db if it "
+         "exists)"},
         {"threads", "N", "threads the kernels are built for (default: the machine's cores)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
     },

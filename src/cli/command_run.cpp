@@ -26,7 +26,8 @@ const CommandSpec kRunSpec{
     {
         {"input", "NAME=FILE", "tensor file for a model input", true},
         {"threads", "N", "threads per run (default: the machine's cores)"},
-        {"db", "FILE", "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
+        {"db", "FILE",
+         "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
         {"reference", "", "ONNX models: run the reference executor (double precision) instead"},
         {"report", "", "ONNX models: print the compile report (tuned and default kernels)"},
         {"output", "DIR", "directory for the outputs (default: print a summary only)"},
@@ -85,7 +86,8 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
   for (const rt::IoSpec& io : session->inputs) {
     std::string type = io.dtype + "[" + Shape(io.shape).toString() + "]";
     auto it = files.find(io.name);
-    if (it == files.end()) return fail("missing --input for model input '" + io.name + "' (" + type + ")");
+    if (it == files.end())
+      return fail("missing --input for model input '" + io.name + "' (" + type + ")");
     auto tensor = readTensorFile(it->second);
     if (!tensor) return fail(tensor.error().message());
     if (std::string(dtypeName(tensor->dtype())) != io.dtype || tensor->shape().dims() != io.shape)
@@ -113,10 +115,10 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!status) return fail(status.error().message());
   if (int rc = writeOutputs(args.get("output"), format, names, outputs)) return rc;
-  if (session->compileSeconds > 0)
-    std::printf("compiled in %.2f s; ", session->compileSeconds);
+  if (session->compileSeconds > 0) std::printf("compiled in %.2f s; ", session->compileSeconds);
   std::printf("ran in %.2f ms on %d thread%s (%s)\n", ms, options.threads,
-              options.threads > 1 ? "s" : "", path.size() > 3 && path.ends_with(".so") ? "model.so" : "JIT");
+              options.threads > 1 ? "s" : "",
+              path.size() > 3 && path.ends_with(".so") ? "model.so" : "JIT");
   return 0;
 }
 

@@ -27,21 +27,26 @@ namespace {
 
 std::atomic<bool> interrupted{false};
 
-void onInterrupt(int) { interrupted.store(true); }
+void onInterrupt(int) {
+  interrupted.store(true);
+}
 
 std::vector<FlagSpec> tuneFlags() {
   return {
-      {"db", "FILE", "tuning database to read and record into (created if missing; default: "
-                     "$TUNEC_DB or ./tuning.db)"},
+      {"db", "FILE",
+       "tuning database to read and record into (created if missing; default: "
+       "$TUNEC_DB or ./tuning.db)"},
       {"trials", "N", "configs to measure in this run, over all tasks (default 1000)"},
       {"time-budget", "T", "stop after this long: 90s, 30m, 2h (default: no limit)"},
       {"threads", "N", "threads of the kernels (default: the machine's cores)"},
       {"early-stopping", "N", "stop a task after N trials without improvement (default: off)"},
       {"batch", "N", "candidates per measured batch (default 16)"},
       {"min-seconds", "S", "minimum timed duration per candidate (default 0.1)"},
-      {"timeout", "S", "a candidate that takes longer is killed and recorded as timeout (default 30)"},
+      {"timeout", "S",
+       "a candidate that takes longer is killed and recorded as timeout (default 30)"},
       {"flush-cache", "", "flush the caches before every timed run"},
       {"random", "", "random search without the cost model (for comparisons)"},
+      {"no-default", "", "do not measure the analytical default config first (for comparisons)"},
       {"seed", "N", "random seed (default 1)"},
       {"quiet", "", "no progress lines"},
   };
@@ -59,8 +64,8 @@ const CommandSpec& tuneSpec() {
                   tuneFlags(),
                   1,
                   1};
-    s.flags.push_back(
-        {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true});
+    s.flags.push_back({"input-shape", "NAME=SHAPE",
+                       "static shape for a dynamic input, e.g. x=1x3x224x224", true});
     return s;
   }();
   return spec;
@@ -130,6 +135,7 @@ Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, int threads) {
     return makeError("--min-seconds and --timeout must be positive");
   o.flushCache = args.has("flush-cache");
   o.randomSearch = args.has("random");
+  o.measureDefault = !args.has("no-default");
   o.progress = !args.has("quiet");
   o.workerArgv = workerCommand();
   auto jit = Jit::create();
@@ -153,17 +159,19 @@ int runJob(std::vector<tuner::Task> tasks, const Arguments& args, int threads,
   if (!summary) return fail(summary.error().message());
   if (args.has("json")) {
     const auto& t = summary->tasks.front();
-    nlohmann::json j = {{"trials", summary->trials},        {"errors", summary->errors},
-                        {"seconds", summary->seconds},      {"best_gflops", t.bestGflops},
-                        {"default_gflops", t.defaultGflops}, {"best_config", t.bestConfig},
+    nlohmann::json j = {{"trials", summary->trials},
+                        {"errors", summary->errors},
+                        {"seconds", summary->seconds},
+                        {"best_gflops", t.bestGflops},
+                        {"default_gflops", t.defaultGflops},
+                        {"best_config", t.bestConfig},
                         {"best_after_trial", summary->bestAfterTrial}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("%s%d trials (%d errors) in %.1f s, %.2f trials/s; recorded in %s\n",
               summary->interrupted ? "interrupted: " : "", summary->trials, summary->errors,
-              summary->seconds, summary->trials / std::max(summary->seconds, 1e-9),
-              dbPath.c_str());
+              summary->seconds, summary->trials / std::max(summary->seconds, 1e-9), dbPath.c_str());
   std::printf("%-48s %8s %10s %10s %8s\n", "task", "trials", "default", "best", "speedup");
   auto gflops = [](double v) {
     char buf[32];

@@ -93,7 +93,9 @@ std::string databaseForCompile(const Arguments& args) {
   return std::filesystem::exists(path) ? path : std::string();
 }
 
-int defaultThreads() { return std::max(1, hostInfo().cores); }
+int defaultThreads() {
+  return std::max(1, hostInfo().cores);
+}
 
 Expected<ModelSession> openModel(const std::string& path, const SessionOptions& options) {
   if (isSharedLibrary(path)) return openSharedLibrary(path, options.threads);

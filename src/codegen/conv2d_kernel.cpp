@@ -221,9 +221,9 @@ Expected<Conv2dKernel> compileConv2d(Jit& jit, const Conv2dWorkload& workload,
                                      const float* weights) {
   auto module = jit.newModule(config.isa, "tunec_conv2d");
   std::string name = module->module().getModuleIdentifier();
-  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights packed,
-                         codegen::emitConv2dKernel(*module, name, workload, config, epilogue,
-                                                   weights));
+  TUNEC_ASSIGN_OR_RETURN(
+      codegen::PackedWeights packed,
+      codegen::emitConv2dKernel(*module, name, workload, config, epilogue, weights));
   Conv2dKernel kernel;
   kernel.workload_ = workload;
   kernel.config_ = config;

@@ -193,9 +193,9 @@ Expected<DepthwiseKernel> compileDepthwise(Jit& jit, const DepthwiseWorkload& wo
                                            const float* weights) {
   auto module = jit.newModule(config.isa, "tunec_depthwise");
   std::string name = module->module().getModuleIdentifier();
-  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights packed,
-                         codegen::emitDepthwiseKernel(*module, name, workload, config, epilogue,
-                                                      weights));
+  TUNEC_ASSIGN_OR_RETURN(
+      codegen::PackedWeights packed,
+      codegen::emitDepthwiseKernel(*module, name, workload, config, epilogue, weights));
   DepthwiseKernel kernel;
   kernel.packedWeights_ = packed.data;
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));

@@ -242,9 +242,9 @@ Expected<MatmulKernel> compileMatmul(Jit& jit, const MatmulWorkload& workload,
                                      const float* constantB) {
   auto module = jit.newModule(config.isa, "tunec_matmul");
   std::string name = module->module().getModuleIdentifier(); // unique within the JIT
-  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights packed,
-                         codegen::emitMatmulKernel(*module, name, workload, config, epilogue,
-                                                   constantB));
+  TUNEC_ASSIGN_OR_RETURN(
+      codegen::PackedWeights packed,
+      codegen::emitMatmulKernel(*module, name, workload, config, epilogue, constantB));
   MatmulKernel kernel;
   kernel.workload_ = workload;
   kernel.config_ = config;

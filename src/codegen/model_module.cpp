@@ -19,7 +19,8 @@ void copyPacked(const codegen::PackedWeights& from, std::vector<float>& to) {
 
 } // namespace
 
-ModelModule::ModelModule(Jit& jit, Isa isa) : jit_(jit), module_(jit.newModule(isa, "tunec_model")) {}
+ModelModule::ModelModule(Jit& jit, Isa isa)
+    : jit_(jit), module_(jit.newModule(isa, "tunec_model")) {}
 ModelModule::~ModelModule() = default;
 
 std::string ModelModule::nextSymbol() const {
@@ -78,9 +79,8 @@ Status ModelModule::emitObject(const std::string& path, const std::vector<uint8_
   auto* blobInit = llvm::ConstantDataArray::getRaw(
       llvm::StringRef(reinterpret_cast<const char*>(blob.data()), blob.size()), blob.size(),
       llvm::Type::getInt8Ty(ctx));
-  auto* blobVar = new llvm::GlobalVariable(m, blobInit->getType(), true,
-                                           llvm::GlobalValue::ExternalLinkage, blobInit,
-                                           kModelBlobSymbol);
+  auto* blobVar = new llvm::GlobalVariable(
+      m, blobInit->getType(), true, llvm::GlobalValue::ExternalLinkage, blobInit, kModelBlobSymbol);
   blobVar->setAlignment(llvm::Align(64));
   new llvm::GlobalVariable(m, module_->i64(), true, llvm::GlobalValue::ExternalLinkage,
                            llvm::ConstantInt::get(module_->i64(), blob.size()),

@@ -41,15 +41,15 @@ Status runProgram(const std::vector<std::string>& argv) {
 } // namespace
 
 Expected<std::unique_ptr<rt::ModelExecutor>> loadInProcess(CompiledModel model,
-                                                            std::shared_ptr<Jit> jit,
-                                                            int threads) {
+                                                           std::shared_ptr<Jit> jit, int threads) {
   TUNEC_ASSIGN_OR_RETURN(std::vector<void*> kernels, model.module->compile());
   auto owner = std::make_shared<InProcess>();
   owner->jit = std::move(jit);
   owner->blob = rt::serializeModel(model.plan, model.constants);
   std::vector<uint8_t>().swap(model.constants);
-  TUNEC_ASSIGN_OR_RETURN(rt::ParsedModel parsed,
-                         rt::parseModel(owner->blob.data(), static_cast<int64_t>(owner->blob.size())));
+  TUNEC_ASSIGN_OR_RETURN(
+      rt::ParsedModel parsed,
+      rt::parseModel(owner->blob.data(), static_cast<int64_t>(owner->blob.size())));
   return rt::ModelExecutor::create(std::move(parsed), std::move(kernels), threads, owner);
 }
 

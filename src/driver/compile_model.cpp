@@ -1,6 +1,5 @@
 // The lowering driver: tensors, steps, constants and the arena plan of a compiled model.
 #include "driver/lowering.h"
-
 #include "ir/op_registry.h"
 #include "passes/memory_plan.h"
 
@@ -25,7 +24,7 @@ Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModul
 Phys Lowering::producedLayout(ValueId v) const {
   const Layout& l = layouts_.layouts[static_cast<size_t>(v)];
   return l == passes::nhwcLayout() && graph_.value(v).type.shape.rank() == 4 ? Phys::Nhwc
-                                                                              : Phys::Plain;
+                                                                             : Phys::Plain;
 }
 
 std::vector<int64_t> Lowering::logicalStrides(const Shape& shape, Phys phys) {
@@ -177,8 +176,8 @@ void Lowering::addElementwise(const std::string& label, int out, const Shape& ou
 }
 
 void Lowering::unsupported(const Node& node, const std::string& why) {
-  unsupported_.push_back("node '" + node.name + "' (" + std::string(opName(node.kind)) + "): " +
-                         why);
+  unsupported_.push_back("node '" + node.name + "' (" + std::string(opName(node.kind)) +
+                         "): " + why);
 }
 
 void Lowering::lowerKernel(const passes::FusedKernel& kernel) {
@@ -209,8 +208,7 @@ void Lowering::bindOutputs() {
     const Value& v = graph_.value(outs[i]);
     if (v.type.dtype != DType::F32 && v.type.dtype != DType::I32) {
       unsupported_.push_back("model output '" + v.name + "' of dtype " +
-                             std::string(dtypeName(v.type.dtype)) +
-                             " is not computed by a kernel");
+                             std::string(dtypeName(v.type.dtype)) + " is not computed by a kernel");
       continue;
     }
     tensors_.push_back({{rt::Region::Output, static_cast<int64_t>(i)}, 0});
@@ -269,8 +267,7 @@ CompiledModel Lowering::finish() {
   plan.steps = std::move(steps_);
   auto io = [&](ValueId v) {
     const Value& value = graph_.value(v);
-    return rt::IoSpec{value.name, std::string(dtypeName(value.type.dtype)),
-                      value.type.shape.dims(),
+    return rt::IoSpec{value.name, std::string(dtypeName(value.type.dtype)), value.type.shape.dims(),
                       value.type.shape.numel() * static_cast<int64_t>(dtypeSize(value.type.dtype))};
   };
   for (ValueId v : graph_.inputs()) plan.inputs.push_back(io(v));
@@ -307,16 +304,17 @@ std::string compileReport(const CompiledModel& model) {
     os << "  " << (k.tuned ? "tuned  " : "default") << "  " << k.label << "\n";
   const CompileStats& s = model.stats;
   os << s.graphNodes << " graph nodes -> " << s.steps << " steps (" << s.generatedKernels
-     << " generated kernels, " << s.loopKernels << " loop kernels; " << s.reorders
-     << " reorders, " << s.aliases << " views)\n";
+     << " generated kernels, " << s.loopKernels << " loop kernels; " << s.reorders << " reorders, "
+     << s.aliases << " views)\n";
   char line[200];
-  std::snprintf(line, sizeof(line),
-                "arena %.2f MB (live-set lower bound %.2f MB, %.3fx; %.2f MB without reuse); "
-                "constants %.2f MB\n",
-                static_cast<double>(s.arenaBytes) / 1e6, static_cast<double>(s.arenaLowerBound) / 1e6,
-                s.arenaLowerBound ? static_cast<double>(s.arenaBytes) / static_cast<double>(s.arenaLowerBound) : 1.0,
-                static_cast<double>(s.intermediateBytes) / 1e6,
-                static_cast<double>(s.constantBytes) / 1e6);
+  std::snprintf(
+      line, sizeof(line),
+      "arena %.2f MB (live-set lower bound %.2f MB, %.3fx; %.2f MB without reuse); "
+      "constants %.2f MB\n",
+      static_cast<double>(s.arenaBytes) / 1e6, static_cast<double>(s.arenaLowerBound) / 1e6,
+      s.arenaLowerBound ? static_cast<double>(s.arenaBytes) / static_cast<double>(s.arenaLowerBound)
+                        : 1.0,
+      static_cast<double>(s.intermediateBytes) / 1e6, static_cast<double>(s.constantBytes) / 1e6);
   os << line;
   return os.str();
 }

@@ -18,8 +18,8 @@
 namespace tunec::driver {
 
 struct CompileOptions {
-  int threads = 1;                      ///< threads of every kernel (part of the workload key)
-  Isa isa = Isa::Avx512;                ///< set from the host by default (hostIsa())
+  int threads = 1;                        ///< threads of every kernel (part of the workload key)
+  Isa isa = Isa::Avx512;                  ///< set from the host by default (hostIsa())
   db::TuningDatabase* database = nullptr; ///< tuned configs; defaults without one
   db::TargetMatch targetMatch = db::TargetMatch::Exact;
 };
@@ -54,7 +54,7 @@ Expected<CompiledModel> compileModel(const Graph& graph, Jit& jit, const Compile
 
 /// JIT-compiles the model's module and returns an executor for it (`jit` must outlive it).
 Expected<std::unique_ptr<rt::ModelExecutor>> loadInProcess(CompiledModel model,
-                                                            std::shared_ptr<Jit> jit, int threads);
+                                                           std::shared_ptr<Jit> jit, int threads);
 
 /// Emits the object and links model.so (with the system's C compiler driver, `cc`).
 Status writeSharedLibrary(CompiledModel model, const std::string& path);

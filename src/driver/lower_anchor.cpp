@@ -2,7 +2,6 @@
 // post-ops its epilogue absorbs (bias per output channel, ReLU, clip, residual add), the config
 // from the tuning database or the template's analytical default.
 #include "driver/lowering.h"
-
 #include "support/host.h"
 #include "tuning_db/keys.h"
 
@@ -32,7 +31,9 @@ Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDef
   return makeDefault();
 }
 
-const float* floatData(const Value& v) { return v.constant->dataAs<float>(); }
+const float* floatData(const Value& v) {
+  return v.constant->dataAs<float>();
+}
 
 // Post-ops of the nodes after the anchor, as far as the epilogue can absorb them.
 struct EpilogueBuild {
@@ -54,8 +55,8 @@ bool perChannel(const Shape& c, int rank, int axis, int64_t channels) {
   return true;
 }
 
-void absorbPostOps(Lowering& l, const std::vector<NodeId>& nodes, int channelAxis,
-                   int64_t channels, Phys outPhys, EpilogueBuild& e) {
+void absorbPostOps(Lowering& l, const std::vector<NodeId>& nodes, int channelAxis, int64_t channels,
+                   Phys outPhys, EpilogueBuild& e) {
   const Graph& g = l.graph();
   for (size_t i = 1; i < nodes.size(); ++i) {
     const Node& n = g.node(nodes[i]);
@@ -95,7 +96,9 @@ void absorbPostOps(Lowering& l, const std::vector<NodeId>& nodes, int channelAxi
   }
 }
 
-std::string shapeText(const Shape& s) { return s.toString(); }
+std::string shapeText(const Shape& s) {
+  return s.toString();
+}
 
 size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
   const Graph& g = l.graph();
@@ -139,9 +142,8 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     w.dilationH = a.dilations[0], w.dilationW = a.dilations[1];
     w.threads = l.options().threads;
     DepthwiseConfig c = chooseConfig<DepthwiseWorkload, DepthwiseConfig>(
-        l, w, kDepthwiseTemplateVersion,
-        [&] { return defaultDepthwiseConfig(w, l.options().isa); }, validateDepthwiseConfig,
-        hk.tuned);
+        l, w, kDepthwiseTemplateVersion, [&] { return defaultDepthwiseConfig(w, l.options().isa); },
+        validateDepthwiseConfig, hk.tuned);
     hk.templ = "depthwise";
     hk.workload = w.toJson();
     hk.config = c.toJson();
@@ -156,8 +158,8 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     w.threads = l.options().threads;
     Conv2dConfig c = chooseConfig<Conv2dWorkload, Conv2dConfig>(
         l, w, kConv2dTemplateVersion,
-        [&] { return defaultConv2dConfig(w, l.options().isa, hostInfo()); },
-        validateConv2dConfig, hk.tuned);
+        [&] { return defaultConv2dConfig(w, l.options().isa, hostInfo()); }, validateConv2dConfig,
+        hk.tuned);
     hk.templ = "conv2d";
     hk.workload = w.toJson();
     hk.config = c.toJson();
@@ -223,8 +225,7 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
       if (c.constant && c.type.dtype == DType::F32 && perChannel(c.type.shape, 2, 1, w.n)) {
         e.bias.assign(static_cast<size_t>(w.n), 0.f);
         for (int64_t j = 0; j < w.n; ++j)
-          e.bias[static_cast<size_t>(j)] =
-              a.beta * floatData(c)[c.type.shape.numel() == 1 ? 0 : j];
+          e.bias[static_cast<size_t>(j)] = a.beta * floatData(c)[c.type.shape.numel() == 1 ? 0 : j];
         e.epilogue.push_back({PostOpKind::BiasPerColumn});
       } else if (c.constant && c.type.dtype == DType::F32) {
         // Any other broadcast of C: expanded to M x N once, at compile time.
@@ -285,8 +286,9 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
              (w.constantB ? "" : " (B computed)") + (e.epilogue.empty() ? "" : " + ") +
              epilogueName(e.epilogue);
   int in = l.tensorIn(n.inputs[0], Phys::Plain);
-  int weights = w.constantB ? (packed.empty() ? -1 : l.addConstant(packed.data(), packed.size() * 4))
-                            : l.tensorIn(n.inputs[1], Phys::Plain);
+  int weights = w.constantB
+                    ? (packed.empty() ? -1 : l.addConstant(packed.data(), packed.size() * 4))
+                    : l.tensorIn(n.inputs[1], Phys::Plain);
   int bias = e.bias.empty() ? -1 : l.addConstant(e.bias.data(), e.bias.size() * 4);
   int out = l.defineOutput(e.result, Phys::Plain);
   rt::Step step;

@@ -2,7 +2,6 @@
 // data movement (transpose, slice, concat, split, expand) becomes a copy program; reshapes are
 // views; softmax, layer norm, pooling and gather have loop kernels of their own.
 #include "driver/lowering.h"
-
 #include "ir/op_registry.h"
 
 #include <cfloat>
@@ -18,73 +17,121 @@ using rt::EwOp;
 std::optional<EwOp> elementwiseOp(const Node& node, float& p0, float& p1) {
   p0 = p1 = 0.f;
   switch (node.kind) {
-  case OpKind::Add: return EwOp::Add;
-  case OpKind::Sub: return EwOp::Sub;
-  case OpKind::Mul: return EwOp::Mul;
-  case OpKind::Div: return EwOp::Div;
-  case OpKind::Pow: return EwOp::Pow;
-  case OpKind::Max: return EwOp::Max;
-  case OpKind::Min: return EwOp::Min;
-  case OpKind::Sum: return EwOp::Add;
-  case OpKind::Relu: return EwOp::Relu;
-  case OpKind::LeakyRelu: p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha; return EwOp::LeakyRelu;
+  case OpKind::Add:
+    return EwOp::Add;
+  case OpKind::Sub:
+    return EwOp::Sub;
+  case OpKind::Mul:
+    return EwOp::Mul;
+  case OpKind::Div:
+    return EwOp::Div;
+  case OpKind::Pow:
+    return EwOp::Pow;
+  case OpKind::Max:
+    return EwOp::Max;
+  case OpKind::Min:
+    return EwOp::Min;
+  case OpKind::Sum:
+    return EwOp::Add;
+  case OpKind::Relu:
+    return EwOp::Relu;
+  case OpKind::LeakyRelu:
+    p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha;
+    return EwOp::LeakyRelu;
   case OpKind::Clip: {
     const auto& a = std::get<ClipAttrs>(node.attrs);
     p0 = std::isinf(a.min) ? -INFINITY : static_cast<float>(a.min);
     p1 = std::isinf(a.max) ? INFINITY : static_cast<float>(a.max);
     return EwOp::Clip;
   }
-  case OpKind::Sigmoid: return EwOp::Sigmoid;
-  case OpKind::Tanh: return EwOp::Tanh;
-  case OpKind::Exp: return EwOp::Exp;
-  case OpKind::Log: return EwOp::Log;
-  case OpKind::Sqrt: return EwOp::Sqrt;
-  case OpKind::Neg: return EwOp::Neg;
-  case OpKind::Abs: return EwOp::Abs;
-  case OpKind::Erf: return EwOp::Erf;
+  case OpKind::Sigmoid:
+    return EwOp::Sigmoid;
+  case OpKind::Tanh:
+    return EwOp::Tanh;
+  case OpKind::Exp:
+    return EwOp::Exp;
+  case OpKind::Log:
+    return EwOp::Log;
+  case OpKind::Sqrt:
+    return EwOp::Sqrt;
+  case OpKind::Neg:
+    return EwOp::Neg;
+  case OpKind::Abs:
+    return EwOp::Abs;
+  case OpKind::Erf:
+    return EwOp::Erf;
   case OpKind::Gelu:
     if (std::get<GeluAttrs>(node.attrs).tanhApproximation) return std::nullopt;
     return EwOp::Gelu;
-  case OpKind::Reciprocal: return EwOp::Reciprocal;
+  case OpKind::Reciprocal:
+    return EwOp::Reciprocal;
   case OpKind::HardSigmoid: {
     const auto& a = std::get<AlphaBetaAttrs>(node.attrs);
     p0 = a.alpha, p1 = a.beta;
     return EwOp::HardSigmoid;
   }
-  case OpKind::HardSwish: return EwOp::HardSwish;
-  case OpKind::Softplus: return EwOp::Softplus;
-  case OpKind::Floor: return EwOp::Floor;
-  case OpKind::Ceil: return EwOp::Ceil;
-  case OpKind::Round: return EwOp::Round;
-  case OpKind::Sign: return EwOp::Sign;
-  case OpKind::Elu: p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha; return EwOp::Elu;
-  case OpKind::Cos: return EwOp::Cos;
-  case OpKind::Sin: return EwOp::Sin;
-  case OpKind::Tan: return EwOp::Tan;
-  case OpKind::Acos: return EwOp::Acos;
-  case OpKind::Asin: return EwOp::Asin;
-  case OpKind::Atan: return EwOp::Atan;
-  case OpKind::Sinh: return EwOp::Sinh;
-  case OpKind::Cosh: return EwOp::Cosh;
-  case OpKind::Asinh: return EwOp::Asinh;
-  case OpKind::Acosh: return EwOp::Acosh;
-  case OpKind::Atanh: return EwOp::Atanh;
-  case OpKind::Softsign: return EwOp::Softsign;
-  case OpKind::Mish: return EwOp::Mish;
+  case OpKind::HardSwish:
+    return EwOp::HardSwish;
+  case OpKind::Softplus:
+    return EwOp::Softplus;
+  case OpKind::Floor:
+    return EwOp::Floor;
+  case OpKind::Ceil:
+    return EwOp::Ceil;
+  case OpKind::Round:
+    return EwOp::Round;
+  case OpKind::Sign:
+    return EwOp::Sign;
+  case OpKind::Elu:
+    p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha;
+    return EwOp::Elu;
+  case OpKind::Cos:
+    return EwOp::Cos;
+  case OpKind::Sin:
+    return EwOp::Sin;
+  case OpKind::Tan:
+    return EwOp::Tan;
+  case OpKind::Acos:
+    return EwOp::Acos;
+  case OpKind::Asin:
+    return EwOp::Asin;
+  case OpKind::Atan:
+    return EwOp::Atan;
+  case OpKind::Sinh:
+    return EwOp::Sinh;
+  case OpKind::Cosh:
+    return EwOp::Cosh;
+  case OpKind::Asinh:
+    return EwOp::Asinh;
+  case OpKind::Acosh:
+    return EwOp::Acosh;
+  case OpKind::Atanh:
+    return EwOp::Atanh;
+  case OpKind::Softsign:
+    return EwOp::Softsign;
+  case OpKind::Mish:
+    return EwOp::Mish;
   case OpKind::Selu: {
     const auto& a = std::get<AlphaBetaAttrs>(node.attrs);
     p0 = a.alpha, p1 = a.beta;
     return EwOp::Selu;
   }
-  case OpKind::Celu: p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha; return EwOp::Celu;
+  case OpKind::Celu:
+    p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha;
+    return EwOp::Celu;
   case OpKind::ThresholdedRelu:
     p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha;
     return EwOp::ThresholdedRelu;
-  case OpKind::PRelu: return EwOp::PRelu;
-  case OpKind::Mean: return EwOp::Add;
-  case OpKind::Identity: return EwOp::Copy;
-  case OpKind::Dropout: return node.outputs.size() == 1 ? std::optional(EwOp::Copy) : std::nullopt;
-  default: return std::nullopt;
+  case OpKind::PRelu:
+    return EwOp::PRelu;
+  case OpKind::Mean:
+    return EwOp::Add;
+  case OpKind::Identity:
+    return EwOp::Copy;
+  case OpKind::Dropout:
+    return node.outputs.size() == 1 ? std::optional(EwOp::Copy) : std::nullopt;
+  default:
+    return std::nullopt;
   }
 }
 
@@ -115,8 +162,7 @@ size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t
   while (end < nodes.size()) {
     const Node& n = g.node(nodes[end]);
     ValueId prev = g.node(nodes[end - 1]).outputs[0];
-    if (!isElementwise(g, n) ||
-        std::find(n.inputs.begin(), n.inputs.end(), prev) == n.inputs.end())
+    if (!isElementwise(g, n) || std::find(n.inputs.begin(), n.inputs.end(), prev) == n.inputs.end())
       break;
     ++end;
   }
@@ -184,7 +230,9 @@ void copyProgram(Lowering& l, const std::string& label, int out, const Shape& ou
                    {{in, std::move(inStrides), inOffset}}, {{EwOp::Copy, 0, -1, -1000}});
 }
 
-int64_t normalizeAxis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+int64_t normalizeAxis(int64_t axis, int rank) {
+  return axis < 0 ? axis + rank : axis;
+}
 
 int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
   int64_t p = 1;
@@ -232,10 +280,14 @@ bool lowerReduce(Lowering& l, const Node& n) {
     in = t;
   }
   static const std::map<OpKind, rt::ReduceKind> kinds = {
-      {OpKind::ReduceSum, rt::ReduceKind::Sum},       {OpKind::ReduceMean, rt::ReduceKind::Mean},
-      {OpKind::ReduceMax, rt::ReduceKind::Max},       {OpKind::ReduceMin, rt::ReduceKind::Min},
-      {OpKind::ReduceProd, rt::ReduceKind::Prod},     {OpKind::ReduceL1, rt::ReduceKind::L1},
-      {OpKind::ReduceL2, rt::ReduceKind::L2},         {OpKind::ReduceLogSum, rt::ReduceKind::LogSum},
+      {OpKind::ReduceSum, rt::ReduceKind::Sum},
+      {OpKind::ReduceMean, rt::ReduceKind::Mean},
+      {OpKind::ReduceMax, rt::ReduceKind::Max},
+      {OpKind::ReduceMin, rt::ReduceKind::Min},
+      {OpKind::ReduceProd, rt::ReduceKind::Prod},
+      {OpKind::ReduceL1, rt::ReduceKind::L1},
+      {OpKind::ReduceL2, rt::ReduceKind::L2},
+      {OpKind::ReduceLogSum, rt::ReduceKind::LogSum},
       {OpKind::ReduceLogSumExp, rt::ReduceKind::LogSumExp},
       {OpKind::ReduceSumSquare, rt::ReduceKind::SumSquare}};
   int out = l.defineOutput(n.outputs[0], Phys::Plain);
@@ -261,7 +313,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
   case OpKind::Unsqueeze:
     l.defineAlias(n.outputs[0], l.tensorIn(n.inputs[0], Phys::Plain), Phys::Plain);
     return true;
-  default: break;
+  default:
+    break;
   }
   if (!allF32(g, n) && n.kind != OpKind::Gather) {
     l.unsupported(n, "only f32 tensors are compiled");
@@ -426,8 +479,10 @@ bool lowerSingle(Lowering& l, const Node& n) {
     step.kind = rt::StepKind::Gather;
     step.label = label;
     step.tensors = {out, data, indices};
-    step.ints = {product(xs.dims(), 0, axis), xs.dims()[axis],
-                 product(xs.dims(), axis + 1, xs.dims().size()), idx.type.shape.numel(),
+    step.ints = {product(xs.dims(), 0, axis),
+                 xs.dims()[axis],
+                 product(xs.dims(), axis + 1, xs.dims().size()),
+                 idx.type.shape.numel(),
                  static_cast<int64_t>(dtypeSize(x.type.dtype)),
                  static_cast<int64_t>(dtypeSize(idx.type.dtype))};
     l.addStep(std::move(step), {data, indices}, {out});

@@ -58,9 +58,8 @@ public:
                       int64_t outOffset, const std::vector<int64_t>& outLogicalStrides,
                       const std::vector<EwOperand>& inputs, std::vector<rt::EwInstr> code);
   /// Broadcast strides of a tensor of `shape` (logical strides `strides`) against `outShape`.
-  static std::vector<int64_t> broadcastStrides(const Shape& shape,
-                                               const std::vector<int64_t>& strides,
-                                               const Shape& outShape);
+  static std::vector<int64_t>
+  broadcastStrides(const Shape& shape, const std::vector<int64_t>& strides, const Shape& outShape);
 
 private:
   void lowerKernel(const passes::FusedKernel& kernel);

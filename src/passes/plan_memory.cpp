@@ -70,8 +70,7 @@ MemoryPlan planMemory(const Graph& graph) {
     for (ValueId out : graph.nodes()[n].outputs) {
       const Value& v = graph.value(out);
       if (isOutput[static_cast<size_t>(out)] || v.constant) continue;
-      int64_t bytes =
-          v.type.shape.numel() * static_cast<int64_t>(dtypeSize(v.type.dtype));
+      int64_t bytes = v.type.shape.numel() * static_cast<int64_t>(dtypeSize(v.type.dtype));
       // An output nothing reads still needs its buffer while its producer runs.
       int last = std::max(lastUse[static_cast<size_t>(out)], static_cast<int>(n));
       values.push_back(out);

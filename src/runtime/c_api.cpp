@@ -1,8 +1,7 @@
 // The C API of include/tunec/runtime.h: model.so is dlopen'ed, its blob parsed and checked, its
 // kernel table bound to a ModelExecutor.
-#include "tunec/runtime.h"
-
 #include "runtime/model_executor.h"
+#include "tunec/runtime.h"
 
 #include <dlfcn.h>
 #include <memory>
@@ -42,7 +41,9 @@ bool hostHas(const std::string& isa) {
 
 extern "C" {
 
-const char* tunec_last_error(void) { return lastError.c_str(); }
+const char* tunec_last_error(void) {
+  return lastError.c_str();
+}
 
 int tunec_model_load(const char* path, int32_t threads, tunec_model** model) {
   if (!path || !model) return fail("tunec_model_load: path and model must not be null");
@@ -103,7 +104,9 @@ int tunec_model_run(tunec_model* model, const void* const* inputs, void* const* 
   return 0;
 }
 
-void tunec_model_free(tunec_model* model) { delete model; }
+void tunec_model_free(tunec_model* model) {
+  delete model;
+}
 
 int32_t tunec_model_num_steps(const tunec_model* model) {
   return static_cast<int32_t>(model->executor->plan().steps.size());

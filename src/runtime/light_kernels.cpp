@@ -20,34 +20,71 @@ namespace {
 constexpr int64_t kChunk = 512;
 
 TUNEC_MULTIVERSION
-void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b,
-                float* d, int64_t n) {
+void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b, float* d, int64_t n) {
   switch (op) {
-  case EwOp::Copy: for (int64_t i = 0; i < n; ++i) d[i] = a[i]; break;
-  case EwOp::Add: for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i]; break;
-  case EwOp::Sub: for (int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i]; break;
-  case EwOp::Mul: for (int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i]; break;
-  case EwOp::Div: for (int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i]; break;
-  case EwOp::Max: for (int64_t i = 0; i < n; ++i) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
-  case EwOp::Min: for (int64_t i = 0; i < n; ++i) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
-  case EwOp::Pow: for (int64_t i = 0; i < n; ++i) d[i] = std::pow(a[i], b[i]); break;
-  case EwOp::Relu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? a[i] : 0.f; break;
+  case EwOp::Copy:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i];
+    break;
+  case EwOp::Add:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i];
+    break;
+  case EwOp::Sub:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i];
+    break;
+  case EwOp::Mul:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i];
+    break;
+  case EwOp::Div:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i];
+    break;
+  case EwOp::Max:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > b[i] ? a[i] : b[i];
+    break;
+  case EwOp::Min:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] < b[i] ? a[i] : b[i];
+    break;
+  case EwOp::Pow:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::pow(a[i], b[i]);
+    break;
+  case EwOp::Relu:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? a[i] : 0.f;
+    break;
   case EwOp::LeakyRelu:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] >= 0.f ? a[i] : a[i] * p0;
     break;
   case EwOp::Clip:
     for (int64_t i = 0; i < n; ++i) d[i] = std::min(std::max(a[i], p0), p1);
     break;
-  case EwOp::Sigmoid: for (int64_t i = 0; i < n; ++i) d[i] = fast_sigmoid(a[i]); break;
-  case EwOp::Tanh: for (int64_t i = 0; i < n; ++i) d[i] = fast_tanh(a[i]); break;
-  case EwOp::Exp: for (int64_t i = 0; i < n; ++i) d[i] = fast_exp(a[i]); break;
-  case EwOp::Log: for (int64_t i = 0; i < n; ++i) d[i] = std::log(a[i]); break;
-  case EwOp::Sqrt: for (int64_t i = 0; i < n; ++i) d[i] = std::sqrt(a[i]); break;
-  case EwOp::Neg: for (int64_t i = 0; i < n; ++i) d[i] = -a[i]; break;
-  case EwOp::Abs: for (int64_t i = 0; i < n; ++i) d[i] = std::fabs(a[i]); break;
-  case EwOp::Erf: for (int64_t i = 0; i < n; ++i) d[i] = fast_erf(a[i]); break;
-  case EwOp::Gelu: for (int64_t i = 0; i < n; ++i) d[i] = fast_gelu(a[i]); break;
-  case EwOp::Reciprocal: for (int64_t i = 0; i < n; ++i) d[i] = 1.f / a[i]; break;
+  case EwOp::Sigmoid:
+    for (int64_t i = 0; i < n; ++i) d[i] = fast_sigmoid(a[i]);
+    break;
+  case EwOp::Tanh:
+    for (int64_t i = 0; i < n; ++i) d[i] = fast_tanh(a[i]);
+    break;
+  case EwOp::Exp:
+    for (int64_t i = 0; i < n; ++i) d[i] = fast_exp(a[i]);
+    break;
+  case EwOp::Log:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::log(a[i]);
+    break;
+  case EwOp::Sqrt:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::sqrt(a[i]);
+    break;
+  case EwOp::Neg:
+    for (int64_t i = 0; i < n; ++i) d[i] = -a[i];
+    break;
+  case EwOp::Abs:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::fabs(a[i]);
+    break;
+  case EwOp::Erf:
+    for (int64_t i = 0; i < n; ++i) d[i] = fast_erf(a[i]);
+    break;
+  case EwOp::Gelu:
+    for (int64_t i = 0; i < n; ++i) d[i] = fast_gelu(a[i]);
+    break;
+  case EwOp::Reciprocal:
+    for (int64_t i = 0; i < n; ++i) d[i] = 1.f / a[i];
+    break;
   case EwOp::HardSigmoid:
     for (int64_t i = 0; i < n; ++i) d[i] = std::min(std::max(a[i] * p0 + p1, 0.f), 1.f);
     break;
@@ -56,31 +93,62 @@ void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b,
       d[i] = a[i] * std::min(std::max(a[i] * (1.f / 6.f) + 0.5f, 0.f), 1.f);
     break;
   case EwOp::Softplus:
-    for (int64_t i = 0; i < n; ++i)
-      d[i] = a[i] > 20.f ? a[i] : std::log1p(fast_exp(a[i]));
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 20.f ? a[i] : std::log1p(fast_exp(a[i]));
     break;
-  case EwOp::Floor: for (int64_t i = 0; i < n; ++i) d[i] = std::floor(a[i]); break;
-  case EwOp::Ceil: for (int64_t i = 0; i < n; ++i) d[i] = std::ceil(a[i]); break;
-  case EwOp::Round: for (int64_t i = 0; i < n; ++i) d[i] = std::nearbyint(a[i]); break;
+  case EwOp::Floor:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::floor(a[i]);
+    break;
+  case EwOp::Ceil:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::ceil(a[i]);
+    break;
+  case EwOp::Round:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::nearbyint(a[i]);
+    break;
   case EwOp::Sign:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? 1.f : (a[i] < 0.f ? -1.f : 0.f);
     break;
-  case EwOp::Silu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] * fast_sigmoid(a[i]); break;
+  case EwOp::Silu:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] * fast_sigmoid(a[i]);
+    break;
   case EwOp::Elu:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? a[i] : p0 * (fast_exp(a[i]) - 1.f);
     break;
-  case EwOp::Cos: for (int64_t i = 0; i < n; ++i) d[i] = std::cos(a[i]); break;
-  case EwOp::Sin: for (int64_t i = 0; i < n; ++i) d[i] = std::sin(a[i]); break;
-  case EwOp::Tan: for (int64_t i = 0; i < n; ++i) d[i] = std::tan(a[i]); break;
-  case EwOp::Acos: for (int64_t i = 0; i < n; ++i) d[i] = std::acos(a[i]); break;
-  case EwOp::Asin: for (int64_t i = 0; i < n; ++i) d[i] = std::asin(a[i]); break;
-  case EwOp::Atan: for (int64_t i = 0; i < n; ++i) d[i] = std::atan(a[i]); break;
-  case EwOp::Sinh: for (int64_t i = 0; i < n; ++i) d[i] = std::sinh(a[i]); break;
-  case EwOp::Cosh: for (int64_t i = 0; i < n; ++i) d[i] = std::cosh(a[i]); break;
-  case EwOp::Asinh: for (int64_t i = 0; i < n; ++i) d[i] = std::asinh(a[i]); break;
-  case EwOp::Acosh: for (int64_t i = 0; i < n; ++i) d[i] = std::acosh(a[i]); break;
-  case EwOp::Atanh: for (int64_t i = 0; i < n; ++i) d[i] = std::atanh(a[i]); break;
-  case EwOp::Softsign: for (int64_t i = 0; i < n; ++i) d[i] = a[i] / (1.f + std::fabs(a[i])); break;
+  case EwOp::Cos:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::cos(a[i]);
+    break;
+  case EwOp::Sin:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::sin(a[i]);
+    break;
+  case EwOp::Tan:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::tan(a[i]);
+    break;
+  case EwOp::Acos:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::acos(a[i]);
+    break;
+  case EwOp::Asin:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::asin(a[i]);
+    break;
+  case EwOp::Atan:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::atan(a[i]);
+    break;
+  case EwOp::Sinh:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::sinh(a[i]);
+    break;
+  case EwOp::Cosh:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::cosh(a[i]);
+    break;
+  case EwOp::Asinh:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::asinh(a[i]);
+    break;
+  case EwOp::Acosh:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::acosh(a[i]);
+    break;
+  case EwOp::Atanh:
+    for (int64_t i = 0; i < n; ++i) d[i] = std::atanh(a[i]);
+    break;
+  case EwOp::Softsign:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] / (1.f + std::fabs(a[i]));
+    break;
   case EwOp::Selu:
     for (int64_t i = 0; i < n; ++i) d[i] = p1 * (a[i] > 0.f ? a[i] : p0 * (fast_exp(a[i]) - 1.f));
     break;
@@ -88,13 +156,19 @@ void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b,
     for (int64_t i = 0; i < n; ++i)
       d[i] = std::max(0.f, a[i]) + std::min(0.f, p0 * (fast_exp(a[i] / p0) - 1.f));
     break;
-  case EwOp::ThresholdedRelu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] > p0 ? a[i] : 0.f; break;
+  case EwOp::ThresholdedRelu:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > p0 ? a[i] : 0.f;
+    break;
   case EwOp::Mish:
     for (int64_t i = 0; i < n; ++i)
       d[i] = a[i] * fast_tanh(a[i] > 20.f ? a[i] : std::log1p(fast_exp(a[i])));
     break;
-  case EwOp::Scale: for (int64_t i = 0; i < n; ++i) d[i] = a[i] * p0; break;
-  case EwOp::PRelu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] >= 0.f ? a[i] : a[i] * b[i]; break;
+  case EwOp::Scale:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] * p0;
+    break;
+  case EwOp::PRelu:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] >= 0.f ? a[i] : a[i] * b[i];
+    break;
   }
 }
 
@@ -126,7 +200,8 @@ void runEwRange(const EwTask& t, int64_t begin, int64_t end) {
       int64_t idx = rest % p.dims[static_cast<size_t>(d)];
       rest /= p.dims[static_cast<size_t>(d)];
       outOff += idx * p.outStrides[static_cast<size_t>(d)];
-      for (size_t i = 0; i < numInputs; ++i) inOff[i] += idx * p.inStrides[i][static_cast<size_t>(d)];
+      for (size_t i = 0; i < numInputs; ++i)
+        inOff[i] += idx * p.inStrides[i][static_cast<size_t>(d)];
     }
     const float* src[8];
     for (size_t i = 0; i < numInputs; ++i) {
@@ -159,7 +234,8 @@ void runEwRange(const EwTask& t, int64_t begin, int64_t end) {
 }
 
 template <typename F> void parallelRange(int64_t items, int threads, int64_t minPerTask, F&& f) {
-  int64_t tasks = std::min<int64_t>(threads, std::max<int64_t>(1, items / std::max<int64_t>(1, minPerTask)));
+  int64_t tasks =
+      std::min<int64_t>(threads, std::max<int64_t>(1, items / std::max<int64_t>(1, minPerTask)));
   if (tasks <= 1) {
     f(0, items);
     return;
@@ -179,7 +255,9 @@ template <typename F> void parallelRange(int64_t items, int threads, int64_t min
 
 } // namespace
 
-bool isBinary(EwOp op) { return (op >= EwOp::Add && op <= EwOp::Pow) || op == EwOp::PRelu; }
+bool isBinary(EwOp op) {
+  return (op >= EwOp::Add && op <= EwOp::Pow) || op == EwOp::PRelu;
+}
 
 void EwProgram::coalesce() {
   std::vector<int64_t> d, os;
@@ -243,7 +321,8 @@ Expected<EwProgram> EwProgram::decode(const Step& step) {
   EwProgram p;
   size_t at = 3;
   auto take = [&](int64_t n) {
-    std::vector<int64_t> out(v.begin() + static_cast<long>(at), v.begin() + static_cast<long>(at + static_cast<size_t>(n)));
+    std::vector<int64_t> out(v.begin() + static_cast<long>(at),
+                             v.begin() + static_cast<long>(at + static_cast<size_t>(n)));
     at += static_cast<size_t>(n);
     return out;
   };
@@ -255,9 +334,12 @@ Expected<EwProgram> EwProgram::decode(const Step& step) {
     p.inStrides.push_back(take(rank));
   }
   for (int64_t k = 0; k < instrs; ++k) {
-    EwInstr in{static_cast<EwOp>(v[at]), static_cast<int32_t>(v[at + 1]),
-               static_cast<int32_t>(v[at + 2]), static_cast<int32_t>(v[at + 3]),
-               step.floats[static_cast<size_t>(2 * k)], step.floats[static_cast<size_t>(2 * k + 1)]};
+    EwInstr in{static_cast<EwOp>(v[at]),
+               static_cast<int32_t>(v[at + 1]),
+               static_cast<int32_t>(v[at + 2]),
+               static_cast<int32_t>(v[at + 3]),
+               step.floats[static_cast<size_t>(2 * k)],
+               step.floats[static_cast<size_t>(2 * k + 1)]};
     at += 4;
     auto operandOk = [&](int32_t r, bool allowNone) {
       return (r >= 0 && r < 8) || (r < 0 && -1 - r < inputs) || (allowNone && r == -1000);
@@ -306,21 +388,22 @@ static void softmaxRow(const float* in, float* out, int64_t n, bool log) {
 void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner, bool log,
                 int threads) {
   if (outer * axis * inner == 0) return;
-  parallelRange(outer * inner, threads, std::max<int64_t>(1, 16384 / axis), [&](int64_t lo, int64_t hi) {
-    std::vector<float> a(inner == 1 ? 0 : static_cast<size_t>(axis)), b(a.size());
-    for (int64_t r = lo; r < hi; ++r) {
-      int64_t o = r / inner, i = r % inner;
-      const float* src = in + o * axis * inner + i;
-      float* dst = out + o * axis * inner + i;
-      if (inner == 1) {
-        softmaxRow(src, dst, axis, log);
-        continue;
-      }
-      for (int64_t k = 0; k < axis; ++k) a[static_cast<size_t>(k)] = src[k * inner];
-      softmaxRow(a.data(), b.data(), axis, log);
-      for (int64_t k = 0; k < axis; ++k) dst[k * inner] = b[static_cast<size_t>(k)];
-    }
-  });
+  parallelRange(outer * inner, threads, std::max<int64_t>(1, 16384 / axis),
+                [&](int64_t lo, int64_t hi) {
+                  std::vector<float> a(inner == 1 ? 0 : static_cast<size_t>(axis)), b(a.size());
+                  for (int64_t r = lo; r < hi; ++r) {
+                    int64_t o = r / inner, i = r % inner;
+                    const float* src = in + o * axis * inner + i;
+                    float* dst = out + o * axis * inner + i;
+                    if (inner == 1) {
+                      softmaxRow(src, dst, axis, log);
+                      continue;
+                    }
+                    for (int64_t k = 0; k < axis; ++k) a[static_cast<size_t>(k)] = src[k * inner];
+                    softmaxRow(a.data(), b.data(), axis, log);
+                    for (int64_t k = 0; k < axis; ++k) dst[k * inner] = b[static_cast<size_t>(k)];
+                  }
+                });
 }
 
 TUNEC_MULTIVERSION

@@ -14,11 +14,53 @@ namespace tunec::rt {
 inline constexpr int kMaxRank = 8;
 
 enum class EwOp : int32_t {
-  Copy, Add, Sub, Mul, Div, Max, Min, Pow,                                 // a op b
-  Relu, LeakyRelu, Clip, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs, Erf,     // op a (p0, p1)
-  Gelu, Reciprocal, HardSigmoid, HardSwish, Softplus, Floor, Ceil, Sign, Silu, Elu, Round,
-  Cos, Sin, Tan, Acos, Asin, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Softsign, Selu, Celu,
-  ThresholdedRelu, Mish, Scale, // Scale: a * p0
+  Copy,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Max,
+  Min,
+  Pow, // a op b
+  Relu,
+  LeakyRelu,
+  Clip,
+  Sigmoid,
+  Tanh,
+  Exp,
+  Log,
+  Sqrt,
+  Neg,
+  Abs,
+  Erf, // op a (p0, p1)
+  Gelu,
+  Reciprocal,
+  HardSigmoid,
+  HardSwish,
+  Softplus,
+  Floor,
+  Ceil,
+  Sign,
+  Silu,
+  Elu,
+  Round,
+  Cos,
+  Sin,
+  Tan,
+  Acos,
+  Asin,
+  Atan,
+  Sinh,
+  Cosh,
+  Asinh,
+  Acosh,
+  Atanh,
+  Softsign,
+  Selu,
+  Celu,
+  ThresholdedRelu,
+  Mish,
+  Scale, // Scale: a * p0
   PRelu, // binary, after the unary ops: a >= 0 ? a : a * b
   kLast = PRelu,
 };
@@ -69,7 +111,6 @@ void runLayerNorm(const float* in, float* out, const float* scale, const float* 
 void runPool(const PoolParams& p, const float* in, float* out, int threads);
 /// Gather along one axis; indices are int64 or int32 (`indexBytes`), negative ones wrap.
 Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int64_t outer,
-                 int64_t axis, int64_t inner, int64_t count, int64_t elemBytes,
-                 int64_t indexBytes);
+                 int64_t axis, int64_t inner, int64_t count, int64_t elemBytes, int64_t indexBytes);
 
 } // namespace tunec::rt

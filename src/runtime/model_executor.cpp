@@ -51,8 +51,8 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::Gather    ? 6
                                                   : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
-        (s.kind == StepKind::LayerNorm && s.floats.size() != 1) ||
-        static_cast<int>(s.kind) < 0 || s.kind > StepKind::Reduce ||
+        (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
+        s.kind > StepKind::Reduce ||
         (s.kind == StepKind::Reduce && (s.ints[2] < 0 || s.ints[2] > 9)))
       return makeError("corrupt model plan: step '", s.label, "' has the wrong operands");
   }
@@ -69,7 +69,8 @@ std::unique_ptr<uint8_t, void (*)(void*)> ModelExecutor::takeArena() {
       return arena;
     }
   }
-  size_t bytes = static_cast<size_t>((std::max<int64_t>(model_.plan.arenaBytes, 64) + 63) / 64 * 64);
+  size_t bytes =
+      static_cast<size_t>((std::max<int64_t>(model_.plan.arenaBytes, 64) + 63) / 64 * 64);
   return {static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), std::free};
 }
 
@@ -86,10 +87,18 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
   for (size_t t = 0; t < pointers.size(); ++t) {
     const TensorRef& ref = model_.plan.tensors[t];
     switch (ref.region) {
-    case Region::Arena: pointers[t] = arena.get() + ref.offset; break;
-    case Region::Constant: pointers[t] = const_cast<uint8_t*>(model_.constants) + ref.offset; break;
-    case Region::Input: pointers[t] = const_cast<void*>(inputs[ref.offset]); break;
-    case Region::Output: pointers[t] = outputs[ref.offset]; break;
+    case Region::Arena:
+      pointers[t] = arena.get() + ref.offset;
+      break;
+    case Region::Constant:
+      pointers[t] = const_cast<uint8_t*>(model_.constants) + ref.offset;
+      break;
+    case Region::Input:
+      pointers[t] = const_cast<void*>(inputs[ref.offset]);
+      break;
+    case Region::Output:
+      pointers[t] = outputs[ref.offset];
+      break;
     }
   }
   ThreadLimit limit(threads_);

@@ -40,8 +40,12 @@ std::vector<float> floatsFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json stepToJson(const Step& s) {
-  return {{"kind", static_cast<int>(s.kind)}, {"label", s.label},   {"kernel", s.kernel},
-          {"tensors", s.tensors},             {"ints", s.ints},     {"floats", floatsToJson(s.floats)}};
+  return {{"kind", static_cast<int>(s.kind)},
+          {"label", s.label},
+          {"kernel", s.kernel},
+          {"tensors", s.tensors},
+          {"ints", s.ints},
+          {"floats", floatsToJson(s.floats)}};
 }
 
 nlohmann::json ioToJson(const IoSpec& io) {
@@ -68,8 +72,7 @@ std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uin
   j["kernel_count"] = plan.kernelCount;
   j["constant_bytes"] = constants.size();
   nlohmann::json tensors = nlohmann::json::array();
-  for (const TensorRef& t : plan.tensors)
-    tensors.push_back({static_cast<int>(t.region), t.offset});
+  for (const TensorRef& t : plan.tensors) tensors.push_back({static_cast<int>(t.region), t.offset});
   j["tensors"] = std::move(tensors);
   nlohmann::json steps = nlohmann::json::array();
   for (const Step& s : plan.steps) steps.push_back(stepToJson(s));
@@ -134,11 +137,20 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
   for (const TensorRef& t : plan.tensors) {
     bool ok = true;
     switch (t.region) {
-    case Region::Arena: ok = t.offset >= 0 && t.offset <= plan.arenaBytes; break;
-    case Region::Constant: ok = t.offset >= 0 && t.offset <= parsed.constantBytes; break;
-    case Region::Input: ok = t.offset >= 0 && t.offset < std::ssize(plan.inputs); break;
-    case Region::Output: ok = t.offset >= 0 && t.offset < std::ssize(plan.outputs); break;
-    default: ok = false;
+    case Region::Arena:
+      ok = t.offset >= 0 && t.offset <= plan.arenaBytes;
+      break;
+    case Region::Constant:
+      ok = t.offset >= 0 && t.offset <= parsed.constantBytes;
+      break;
+    case Region::Input:
+      ok = t.offset >= 0 && t.offset < std::ssize(plan.inputs);
+      break;
+    case Region::Output:
+      ok = t.offset >= 0 && t.offset < std::ssize(plan.outputs);
+      break;
+    default:
+      ok = false;
     }
     if (!ok) return makeError("corrupt model plan: a tensor reference is out of range");
   }

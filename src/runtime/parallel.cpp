@@ -31,7 +31,9 @@ thread_local int32_t threadLimit = 0;
 
 } // namespace
 
-extern "C" void tunec_set_thread_limit(int32_t threads) { threadLimit = threads; }
+extern "C" void tunec_set_thread_limit(int32_t threads) {
+  threadLimit = threads;
+}
 
 extern "C" void tunec_parallel_for(void (*body)(void*, int64_t), void* ctx, int64_t tasks,
                                    int32_t threads) {

@@ -58,7 +58,9 @@ inline float fast_tanh(float x) {
   return ax < 4e-4f ? x : y;
 }
 
-inline float fast_sigmoid(float x) { return 1.f / (1.f + fast_exp(-x)); }
+inline float fast_sigmoid(float x) {
+  return 1.f / (1.f + fast_exp(-x));
+}
 
 /// erfc(a) for a >= 0: Numerical Recipes' Chebyshev fit (fractional error < 1.2e-7).
 inline float fast_erfc_nonnegative(float a) {

@@ -131,7 +131,8 @@ Expected<std::vector<Tensor>> runCompiled(const Graph& graph, const std::vector<
   }();
   driver::CompileOptions options;
   options.isa = hostIsa();
-  TUNEC_ASSIGN_OR_RETURN(driver::CompiledModel compiled, driver::compileModel(graph, *jit, options));
+  TUNEC_ASSIGN_OR_RETURN(driver::CompiledModel compiled,
+                         driver::compileModel(graph, *jit, options));
   TUNEC_ASSIGN_OR_RETURN(auto executor, driver::loadInProcess(std::move(compiled), jit, 1));
   std::vector<const void*> in;
   for (const Tensor& t : inputs) in.push_back(t.data());
@@ -227,10 +228,11 @@ CaseResult runCase(const fs::path& dir) {
 }
 
 int usage() {
-  std::puts("usage: tunec_conformance [--data DIR] [--exclude FILE] [--filter SUBSTRING] "
-            "[--min-passed N] [--compiled] [--verbose]\n\nRuns the ONNX backend node tests through the "
-            "importer and the reference executor, or with --compiled through the compiler (JIT) "
-            "and the runtime.");
+  std::puts(
+      "usage: tunec_conformance [--data DIR] [--exclude FILE] [--filter SUBSTRING] "
+      "[--min-passed N] [--compiled] [--verbose]\n\nRuns the ONNX backend node tests through the "
+      "importer and the reference executor, or with --compiled through the compiler (JIT) "
+      "and the runtime.");
   return 2;
 }
 

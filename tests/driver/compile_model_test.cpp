@@ -126,11 +126,14 @@ TEST(CompileModel, StridedConvChannelBiasAndClipAsEpilogue) {
 TEST(CompileModel, DepthwiseThenPointwiseWithPooling) {
   Builder b;
   ValueId x = b.input({1, 32, 14, 14});
-  ValueId y = b.op(OpKind::Conv, conv(3, 1, 1, 32), {x, b.constant({32, 1, 3, 3}), b.constant({32})});
+  ValueId y =
+      b.op(OpKind::Conv, conv(3, 1, 1, 32), {x, b.constant({32, 1, 3, 3}), b.constant({32})});
   y = b.op(OpKind::Clip, ClipAttrs{0.0, 6.0}, {y});
   y = b.op(OpKind::Conv, conv(1, 1, 0), {y, b.constant({16, 32, 1, 1})});
-  ValueId mp = b.op(OpKind::MaxPool, PoolAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false, 2}, {y});
-  ValueId ap = b.op(OpKind::AveragePool, PoolAttrs{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, true, 2}, {y});
+  ValueId mp =
+      b.op(OpKind::MaxPool, PoolAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false, 2}, {y});
+  ValueId ap = b.op(OpKind::AveragePool,
+                    PoolAttrs{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, true, 2}, {y});
   ValueId gp = b.op(OpKind::GlobalAveragePool, NoAttrs{}, {y});
   auto m = checkCompiled(b, {mp, ap, gp});
   EXPECT_EQ(m.stats.generatedKernels, 2);
@@ -142,8 +145,10 @@ TEST(CompileModel, GemmVariants) {
       Builder b;
       ValueId a = b.input(transA ? Shape{37, 5} : Shape{5, 37});
       ValueId w = b.constant(transB ? Shape{19, 37} : Shape{37, 19});
-      ValueId y = b.op(OpKind::Gemm, GemmAttrs{0.5f, 2.f, transA, transB}, {a, w, b.constant({19})});
-      ValueId y2 = b.op(OpKind::Gemm, GemmAttrs{1.f, 1.f, transA, transB}, {a, w, b.constant({5, 1})});
+      ValueId y =
+          b.op(OpKind::Gemm, GemmAttrs{0.5f, 2.f, transA, transB}, {a, w, b.constant({19})});
+      ValueId y2 =
+          b.op(OpKind::Gemm, GemmAttrs{1.f, 1.f, transA, transB}, {a, w, b.constant({5, 1})});
       checkCompiled(b, {y, y2});
     }
 }

@@ -62,7 +62,8 @@ TEST(VectorMath, ExpRelativeErrorWhereResultIsNormal) {
 }
 
 TEST(VectorMath, TanhAbsoluteAndRelativeError) {
-  Worst w = measure(fast_tanh, [](double x) { return std::tanh(x); }, 1e-3);
+  Worst w = measure(
+      fast_tanh, [](double x) { return std::tanh(x); }, 1e-3);
   EXPECT_LT(w.absolute, 4e-7) << "at x = " << w.atAbsolute;
   EXPECT_LT(w.relative, 1e-6) << "at x = " << w.atRelative;
   EXPECT_EQ(fast_tanh(30.f), 1.f);
@@ -70,22 +71,23 @@ TEST(VectorMath, TanhAbsoluteAndRelativeError) {
 }
 
 TEST(VectorMath, SigmoidRelativeError) {
-  Worst w = measure(fast_sigmoid, [](double x) { return x < -87 ? 0.0 : 1 / (1 + std::exp(-x)); },
-                    1e-37);
+  Worst w = measure(
+      fast_sigmoid, [](double x) { return x < -87 ? 0.0 : 1 / (1 + std::exp(-x)); }, 1e-37);
   EXPECT_LT(w.relative, 1e-6) << "at x = " << w.atRelative;
   EXPECT_LT(w.absolute, 1e-6) << "at x = " << w.atAbsolute;
 }
 
 TEST(VectorMath, ErfAbsoluteError) {
-  Worst w = measure(fast_erf, [](double x) { return std::erf(x); }, 1e300);
+  Worst w = measure(
+      fast_erf, [](double x) { return std::erf(x); }, 1e300);
   EXPECT_LT(w.absolute, 3e-7) << "at x = " << w.atAbsolute;
   EXPECT_EQ(fast_erf(10.f), 1.f);
   EXPECT_EQ(fast_erf(-10.f), -1.f);
 }
 
 TEST(VectorMath, GeluMatchesTheErfDefinition) {
-  Worst w = measure(fast_gelu,
-                    [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, 1e-3);
+  Worst w = measure(
+      fast_gelu, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, 1e-3);
   EXPECT_LT(w.relative, 2e-6) << "at x = " << w.atRelative;
 }
 

@@ -1,5 +1,8 @@
 // The tuner's parts: search space, features, cost model, scheduler, the measurer's isolation
 // (a crashing and a hanging candidate, injected), and a resumable job against a real database.
+#include "templates/conv2d_template.h"
+#include "templates/depthwise_template.h"
+#include "templates/matmul_template.h"
 #include "tuner/cost_model.h"
 #include "tuner/features.h"
 #include "tuner/measurer.h"
@@ -7,10 +10,6 @@
 #include "tuner/search_space.h"
 #include "tuner/task_scheduler.h"
 #include "tuner/tuning_job.h"
-
-#include "templates/conv2d_template.h"
-#include "templates/depthwise_template.h"
-#include "templates/matmul_template.h"
 
 #include <algorithm>
 #include <cmath>
@@ -147,7 +146,8 @@ TEST(CostModel, LearnsARankingAndTransfersAcrossGroups) {
   ASSERT_TRUE(scores.isOk());
   std::vector<double> got(scores->begin(), scores->end());
   EXPECT_GT(spearman(got, want), 0.8);
-  std::string path = std::filesystem::temp_directory_path() / ("tunec_model_" + std::to_string(getpid()) + ".json");
+  std::string path = std::filesystem::temp_directory_path() /
+                     ("tunec_model_" + std::to_string(getpid()) + ".json");
   ASSERT_TRUE(model.save(path).isOk());
   CostModel loaded;
   ASSERT_TRUE(loaded.load(path).isOk());
@@ -203,7 +203,9 @@ TEST(TaskScheduler, WarmsUpHeaviestFirstThenFollowsTheGain) {
   EXPECT_NEAR(estimatedLatency(t), 1e-3 + 5e-3 + 1e-4, 1e-12);
 }
 
-std::vector<std::string> worker() { return {TUNEC_BINARY, "tune-worker"}; }
+std::vector<std::string> worker() {
+  return {TUNEC_BINARY, "tune-worker"};
+}
 
 TEST(Measurer, CrashAndHangAreRecordedAndTheWorkerRestarts) {
   setenv("TUNEC_TUNER_INJECT", "1", 1);
@@ -233,8 +235,8 @@ TEST(Measurer, CrashAndHangAreRecordedAndTheWorkerRestarts) {
 }
 
 TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
-  std::string path = std::filesystem::temp_directory_path() /
-                     ("tunec_job_" + std::to_string(getpid()) + ".db");
+  std::string path =
+      std::filesystem::temp_directory_path() / ("tunec_job_" + std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
   auto database = db::TuningDatabase::open(path, true);
   ASSERT_TRUE(database.isOk()) << database.error().message();

@@ -1,0 +1,104 @@
+// Cost-model quality (scripts/bench_tuner.py runs it; not a test): trains the XGBoost model on
+// the ok records of TRAIN.db, predicts the records of TEST.db that TRAIN.db does not hold, and
+// prints the Spearman rank correlation between predicted scores and measured GFLOP/s for each
+// workload of TEST.db, as one JSON object.
+#include "tuner/cost_model.h"
+#include "tuning_db/database.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+using namespace tunec;
+
+namespace {
+
+std::vector<double> ranks(const std::vector<double>& v) {
+  std::vector<size_t> idx(v.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < idx.size(); ++i) r[idx[i]] = static_cast<double>(i);
+  return r;
+}
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  auto ra = ranks(a), rb = ranks(b);
+  double n = static_cast<double>(a.size()), d2 = 0;
+  for (size_t i = 0; i < a.size(); ++i) d2 += (ra[i] - rb[i]) * (ra[i] - rb[i]);
+  return 1 - 6 * d2 / (n * (n * n - 1));
+}
+
+std::vector<db::Record> okRecords(db::TuningDatabase& d) {
+  std::vector<db::Record> out;
+  auto stats = d.stats();
+  if (!stats) return out;
+  for (const auto& w : stats->perWorkload) {
+    auto records = d.recordsOf(w.key);
+    if (!records) continue;
+    for (const auto& r : *records)
+      if (r.status == "ok") out.push_back(r);
+  }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: tunec_cost_model_eval TRAIN.db TEST.db\n");
+    return 2;
+  }
+  auto train = db::TuningDatabase::open(argv[1], false);
+  auto test = db::TuningDatabase::open(argv[2], false);
+  if (!train || !test) {
+    std::fprintf(stderr, "cannot open the databases\n");
+    return 1;
+  }
+  const HostInfo& host = hostInfo();
+  std::vector<db::Record> trainRecords = okRecords(*train);
+  std::map<std::string, double> best;
+  std::map<std::string, uint32_t> group;
+  std::set<std::string> seen;
+  for (const auto& r : trainRecords) {
+    best[r.workloadKey()] = std::max(best[r.workloadKey()], r.gflops);
+    group.emplace(r.workloadKey(), static_cast<uint32_t>(group.size()));
+    seen.insert(r.workloadKey() + r.config.dump());
+  }
+  std::map<std::string, std::vector<tuner::TrainingRow>> rowsByTemplate;
+  for (const auto& r : trainRecords) {
+    auto f = tuner::extractFeatures(r.workload, r.config, host);
+    if (f)
+      rowsByTemplate[r.templateName()].push_back(
+          {*f, static_cast<float>(r.gflops / best[r.workloadKey()]), group[r.workloadKey()]});
+  }
+  std::map<std::string, std::unique_ptr<tuner::CostModel>> models;
+  for (auto& [templ, rows] : rowsByTemplate) {
+    models[templ] = std::make_unique<tuner::CostModel>();
+    if (auto s = models[templ]->train(rows); !s) {
+      std::fprintf(stderr, "%s\n", s.error().message().c_str());
+      return 1;
+    }
+  }
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> byWorkload;
+  for (const auto& r : okRecords(*test)) {
+    if (seen.count(r.workloadKey() + r.config.dump()) || !models.count(r.templateName())) continue;
+    auto f = tuner::extractFeatures(r.workload, r.config, host);
+    if (!f) continue;
+    auto s = models[r.templateName()]->predict({*f});
+    if (!s) continue;
+    byWorkload[r.workloadKey()].first.push_back((*s)[0]);
+    byWorkload[r.workloadKey()].second.push_back(r.gflops);
+  }
+  std::printf("{");
+  bool first = true;
+  for (const auto& [key, v] : byWorkload) {
+    if (v.first.size() < 5) continue;
+    std::printf("%s\"%s\": {\"spearman\": %.4f, \"configs\": %zu}", first ? "" : ", ",
+                key.c_str(), spearman(v.first, v.second), v.first.size());
+    first = false;
+  }
+  std::printf("}\n");
+  return 0;
+}
