@@ -92,7 +92,9 @@ TEST(Features, FixedLengthDeterministicAndInformative) {
   auto f3 = extractFeatures(task.workload, q->config, hostInfo());
   ASSERT_TRUE(f1 && f2 && f3);
   EXPECT_EQ(*f1, *f2);
-  if (p->text != q->text) EXPECT_NE(*f1, *f3);
+  if (p->text != q->text) {
+    EXPECT_NE(*f1, *f3);
+  }
   for (float v : *f1) EXPECT_TRUE(std::isfinite(v));
   auto bad = extractFeatures({{"template", "nope"}}, p->config, hostInfo());
   EXPECT_FALSE(bad.isOk());
