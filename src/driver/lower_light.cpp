@@ -404,23 +404,44 @@ bool lowerSingle(Lowering& l, const Node& n) {
     const auto& a = std::get<NormAttrs>(n.attrs);
     auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
     int64_t rows = product(xs.dims(), 0, axis), cols = product(xs.dims(), axis, xs.dims().size());
+    Shape normShape(std::vector<int64_t>(xs.dims().begin() + static_cast<long>(axis), xs.dims().end()));
+    // Scale and bias over the normalized dims: as they are, or broadcast once at compile time.
+    auto param = [&](ValueId v) -> int {
+      const Value& pv = g.value(v);
+      if (pv.type.shape.numel() == cols) return l.tensorIn(v, Phys::Plain);
+      if (!pv.constant) return -2;
+      std::vector<int64_t> strides =
+          Lowering::broadcastStrides(pv.type.shape, pv.type.shape.strides(), normShape);
+      std::vector<float> full(static_cast<size_t>(cols));
+      std::vector<int64_t> nd = normShape.dims();
+      for (int64_t i = 0; i < cols; ++i) {
+        int64_t rest = i, off = 0;
+        for (size_t d = nd.size(); d-- > 0;) {
+          off += rest % nd[d] * strides[d];
+          rest /= nd[d];
+        }
+        full[static_cast<size_t>(i)] = pv.constant->dataAs<float>()[off];
+      }
+      return l.addConstant(full.data(), full.size() * 4);
+    };
     bool hasBias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
-    if (n.outputs.size() > 1 || g.value(n.inputs[1]).type.shape.numel() != cols ||
-        (hasBias && g.value(n.inputs[2]).type.shape.numel() != cols)) {
-      l.unsupported(n, "layer norm with extra outputs or broadcast scale is not compiled");
+    int scale = param(n.inputs[1]);
+    int bias = hasBias ? param(n.inputs[2]) : -1;
+    if (scale == -2 || bias == -2) {
+      l.unsupported(n, "a computed scale or bias that broadcasts is not compiled");
       return false;
     }
     int in = l.tensorIn(n.inputs[0], Phys::Plain);
-    int scale = l.tensorIn(n.inputs[1], Phys::Plain);
-    int bias = hasBias ? l.tensorIn(n.inputs[2], Phys::Plain) : -1;
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    int mean = n.outputs.size() > 1 ? l.defineOutput(n.outputs[1], Phys::Plain) : -1;
+    int invStd = n.outputs.size() > 2 ? l.defineOutput(n.outputs[2], Phys::Plain) : -1;
     rt::Step step;
     step.kind = rt::StepKind::LayerNorm;
     step.label = label;
-    step.tensors = {out, in, scale, bias};
+    step.tensors = {out, in, scale, bias, mean, invStd};
     step.ints = {rows, cols};
     step.floats = {a.epsilon};
-    l.addStep(std::move(step), {in, scale, bias}, {out});
+    l.addStep(std::move(step), {in, scale, bias}, {out, mean, invStd});
     return true;
   }
   case OpKind::MaxPool:

@@ -454,7 +454,7 @@ void runReduce(const float* in, float* out, int64_t outer, int64_t len, ReduceKi
 
 TUNEC_MULTIVERSION
 static void layerNormRow(const float* in, float* out, const float* scale, const float* bias,
-                         int64_t n, float epsilon) {
+                         int64_t n, float epsilon, float& meanOut, float& invOut) {
   float sum = 0.f;
   for (int64_t i = 0; i < n; ++i) sum += in[i];
   float mean = sum / static_cast<float>(n);
@@ -465,13 +465,19 @@ static void layerNormRow(const float* in, float* out, const float* scale, const 
     for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i] + bias[i];
   else
     for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i];
+  meanOut = mean;
+  invOut = inv;
 }
 
-void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, int64_t rows,
-                  int64_t cols, float epsilon, int threads) {
+void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, float* mean,
+                  float* invStd, int64_t rows, int64_t cols, float epsilon, int threads) {
   parallelRange(rows, threads, std::max<int64_t>(1, 16384 / cols), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r)
-      layerNormRow(in + r * cols, out + r * cols, scale, bias, cols, epsilon);
+    for (int64_t r = lo; r < hi; ++r) {
+      float m, inv;
+      layerNormRow(in + r * cols, out + r * cols, scale, bias, cols, epsilon, m, inv);
+      if (mean) mean[r] = m;
+      if (invStd) invStd[r] = inv;
+    }
   });
 }
 

@@ -106,8 +106,9 @@ enum class ReduceKind : int64_t { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, Log
 /// Reduces each of `outer` contiguous rows of `len` elements to one value.
 void runReduce(const float* in, float* out, int64_t outer, int64_t len, ReduceKind kind,
                int threads);
-void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, int64_t rows,
-                  int64_t cols, float epsilon, int threads);
+/// Layer norm of each row; `bias`, `mean` and `invStd` (per-row outputs) may be null.
+void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, float* mean,
+                  float* invStd, int64_t rows, int64_t cols, float epsilon, int threads);
 void runPool(const PoolParams& p, const float* in, float* out, int threads);
 /// Gather along one axis; indices are int64 or int32 (`indexBytes`), negative ones wrap.
 Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int64_t outer,

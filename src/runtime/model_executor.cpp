@@ -39,7 +39,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
     }
     size_t need = s.kind == StepKind::Kernel      ? 5
                   : s.kind == StepKind::Softmax   ? 2
-                  : s.kind == StepKind::LayerNorm ? 4
+                  : s.kind == StepKind::LayerNorm ? 6
                   : s.kind == StepKind::Pool      ? 2
                   : s.kind == StepKind::Gather    ? 3
                   : s.kind == StepKind::Reduce    ? 2
@@ -142,7 +142,7 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
     runReduce(f(1), f(0), s.ints[0], s.ints[1], static_cast<ReduceKind>(s.ints[2]), threads_);
     return {};
   case StepKind::LayerNorm:
-    runLayerNorm(f(1), f(0), f(2), f(3), s.ints[0], s.ints[1], s.floats[0], threads_);
+    runLayerNorm(f(1), f(0), f(2), f(3), f(4), f(5), s.ints[0], s.ints[1], s.floats[0], threads_);
     return {};
   case StepKind::Pool: {
     PoolParams p;
