@@ -3,7 +3,7 @@
 
 PyTorch: torch.jit.trace, torch.jit.freeze and torch.jit.optimize_for_inference (Debian's
 python3-torch), torch.set_num_threads(T). tunec: `tunec compile --threads T` with the analytical
-defaults (or --db FILE), then `tunec bench --threads T`. Rounds alternate between the two so that
+defaults, and with --db FILE also with the tuned records of FILE, then `tunec bench --threads T`. Rounds alternate between the two so that
 machine noise hits both; each round is a median over --runs runs, and the table reports the median
 of the rounds. Prints a markdown table (docs/benchmarks.md).
 
@@ -71,27 +71,41 @@ def main():
             export_models.export(name, args.work)
         model, inputs = torch_model(name)
         for threads in [int(t) for t in args.threads.split(",")]:
+            # The defaults (no database: TUNEC_DB points nowhere), and the tuned records.
+            env = dict(os.environ, TUNEC_DB=os.path.join(args.work, "no-such.db"))
             so = os.path.join(args.work, name, f"model_t{threads}.so")
-            cmd = [args.tunec, "compile", onnx, "-o", so, "--threads", str(threads)]
-            if args.db:
-                cmd += ["--db", args.db]
             start = time.perf_counter()
-            subprocess.run(cmd, check=True, capture_output=True)
+            subprocess.run([args.tunec, "compile", onnx, "-o", so, "--threads", str(threads)],
+                           check=True, capture_output=True, env=env)
             compile_s = time.perf_counter() - start
+            tuned_so = None
+            if args.db:
+                tuned_so = os.path.join(args.work, name, f"model_t{threads}_tuned.so")
+                out = subprocess.run([args.tunec, "compile", onnx, "-o", tuned_so, "--threads",
+                                      str(threads), "--db", args.db], check=True,
+                                     capture_output=True, text=True).stdout
+                print(out.splitlines()[0], file=sys.stderr)
             torch.set_num_threads(threads)
-            pt, tc = [], []
+            pt, tc, tt = [], [], []
             for r in range(args.rounds):
                 pt.append(time_torch(model, inputs, args.runs))
                 tc.append(time_tunec(args.tunec, so, threads, args.runs))
+                if tuned_so:
+                    tt.append(time_tunec(args.tunec, tuned_so, threads, args.runs))
                 print(f"{name} t={threads} round {r + 1}: pytorch {pt[-1]:.2f} ms, "
-                      f"tunec {tc[-1]:.2f} ms", file=sys.stderr)
+                      f"tunec {tc[-1]:.2f} ms" + (f", tuned {tt[-1]:.2f} ms" if tt else ""),
+                      file=sys.stderr)
             p, t = statistics.median(pt), statistics.median(tc)
-            rows.append((name, threads, p, t, p / t, compile_s))
-    print("| model | threads | PyTorch (jit freeze + optimize_for_inference) ms | tunec ms "
-          "| speedup (PyTorch / tunec) | tunec compile s |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, threads, p, t, ratio, compile_s in rows:
-        print(f"| {name} | {threads} | {p:.2f} | {t:.2f} | {ratio:.2f}x | {compile_s:.1f} |")
+            tuned = statistics.median(tt) if tt else None
+            rows.append((name, threads, p, t, tuned, compile_s))
+    tuned_cols = args.db != ""
+    print("| model | threads | PyTorch (jit freeze + optimize_for_inference) ms | tunec defaults ms "
+          "| PyTorch / tunec defaults |" + (" tunec tuned ms | PyTorch / tuned | defaults / tuned |"
+                                          if tuned_cols else "") + " tunec compile s |")
+    print("| --- | --- | --- | --- | --- |" + (" --- | --- | --- |" if tuned_cols else "") + " --- |")
+    for name, threads, p, t, tuned, compile_s in rows:
+        extra = f" {tuned:.2f} | {p / tuned:.2f}x | {t / tuned:.2f}x |" if tuned_cols else ""
+        print(f"| {name} | {threads} | {p:.2f} | {t:.2f} | {p / t:.2f}x |{extra} {compile_s:.1f} |")
 
 
 if __name__ == "__main__":

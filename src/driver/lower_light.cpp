@@ -3,6 +3,7 @@
 // views; softmax, layer norm, pooling and gather have loop kernels of their own.
 #include "driver/lowering.h"
 #include "ir/op_registry.h"
+#include "runtime/typed_kernels.h"
 
 #include <cfloat>
 #include <cmath>
@@ -230,6 +231,133 @@ void copyProgram(Lowering& l, const std::string& label, int out, const Shape& ou
                    {{in, std::move(inStrides), inOffset}}, {{EwOp::Copy, 0, -1, -1000}});
 }
 
+std::optional<rt::ElemType> elemTypeOf(DType d) {
+  switch (d) {
+  case DType::F32: return rt::ElemType::F32;
+  case DType::F64: return rt::ElemType::F64;
+  case DType::I8: return rt::ElemType::I8;
+  case DType::U8: return rt::ElemType::U8;
+  case DType::I16: return rt::ElemType::I16;
+  case DType::U16: return rt::ElemType::U16;
+  case DType::I32: return rt::ElemType::I32;
+  case DType::U32: return rt::ElemType::U32;
+  case DType::I64: return rt::ElemType::I64;
+  case DType::U64: return rt::ElemType::U64;
+  case DType::Bool: return rt::ElemType::Bool;
+  default: return std::nullopt;
+  }
+}
+
+// A strided copy of any element type: the vectorized program for f32, a typed one otherwise.
+bool copyAny(Lowering& l, const std::string& label, int out, const Shape& outShape,
+             int64_t outOffset, const std::vector<int64_t>& outStrides, int in,
+             std::vector<int64_t> inStrides, int64_t inOffset, DType dtype) {
+  if (dtype == DType::F32) {
+    copyProgram(l, label, out, outShape, outOffset, outStrides, in, std::move(inStrides), inOffset);
+    return true;
+  }
+  auto t = elemTypeOf(dtype);
+  if (!t) return false;
+  rt::TypedProgram p;
+  p.op = rt::TypedOp::Cast;
+  p.out = *t;
+  p.in = {*t};
+  p.dims = outShape.dims();
+  p.outStrides = outStrides;
+  p.outOffset = outOffset;
+  p.inStrides = {std::move(inStrides)};
+  p.inOffsets = {inOffset};
+  rt::Step step;
+  step.label = label;
+  p.encode(step);
+  step.tensors = {out, in};
+  l.addStep(std::move(step), {in}, {out});
+  return true;
+}
+
+std::optional<rt::TypedOp> typedOpOf(const Node& n) {
+  using T = rt::TypedOp;
+  switch (n.kind) {
+  case OpKind::Cast:
+  case OpKind::Identity: return T::Cast;
+  case OpKind::Dropout: return n.outputs.size() == 1 ? std::optional(T::Cast) : std::nullopt;
+  case OpKind::Add: return T::Add;
+  case OpKind::Sub: return T::Sub;
+  case OpKind::Mul: return T::Mul;
+  case OpKind::Div: return T::Div;
+  case OpKind::Mod: return std::get<ModAttrs>(n.attrs).fmod ? T::FMod : T::Mod;
+  case OpKind::Pow: return T::Pow;
+  case OpKind::Max: return T::Max;
+  case OpKind::Min: return T::Min;
+  case OpKind::Equal: return T::Equal;
+  case OpKind::Less: return T::Less;
+  case OpKind::LessOrEqual: return T::LessOrEqual;
+  case OpKind::Greater: return T::Greater;
+  case OpKind::GreaterOrEqual: return T::GreaterOrEqual;
+  case OpKind::And: return T::And;
+  case OpKind::Or: return T::Or;
+  case OpKind::Xor: return T::Xor;
+  case OpKind::Not: return T::Not;
+  case OpKind::Neg: return T::Neg;
+  case OpKind::Abs: return T::Abs;
+  case OpKind::Sign: return T::Sign;
+  case OpKind::Where: return T::Where;
+  case OpKind::IsNaN: return T::IsNaN;
+  case OpKind::IsInf: {
+    const auto& a = std::get<IsInfAttrs>(n.attrs);
+    if (a.detectPositive && a.detectNegative) return T::IsInf;
+    if (a.detectPositive) return T::IsInfPositive;
+    if (a.detectNegative) return T::IsInfNegative;
+    return std::nullopt;
+  }
+  case OpKind::BitwiseAnd: return T::BitAnd;
+  case OpKind::BitwiseOr: return T::BitOr;
+  case OpKind::BitwiseXor: return T::BitXor;
+  case OpKind::Relu: return T::Relu;
+  default: return std::nullopt;
+  }
+}
+
+// One typed elementwise step (any element type, broadcasting); false when not applicable.
+bool lowerTyped(Lowering& l, const Node& n) {
+  const Graph& g = l.graph();
+  auto op = typedOpOf(n);
+  if (!op || n.outputs.size() != 1) return false;
+  bool binary = (*op >= rt::TypedOp::Add && *op <= rt::TypedOp::Xor) ||
+                *op == rt::TypedOp::BitAnd || *op == rt::TypedOp::BitOr ||
+                *op == rt::TypedOp::BitXor;
+  size_t arity = *op == rt::TypedOp::Where ? 3 : binary ? 2 : 1;
+  if (n.inputs.size() != arity) return false;
+  const Value& y = g.value(n.outputs[0]);
+  auto outType = elemTypeOf(y.type.dtype);
+  if (!outType) return false;
+  rt::TypedProgram p;
+  p.op = *op;
+  p.out = *outType;
+  p.dims = y.type.shape.dims();
+  p.outStrides = y.type.shape.strides();
+  for (ValueId v : n.inputs) {
+    if (v == kNoValue) return false;
+    const Value& x = g.value(v);
+    auto t = elemTypeOf(x.type.dtype);
+    if (!t) return false;
+    p.in.push_back(*t);
+    p.inStrides.push_back(
+        Lowering::broadcastStrides(x.type.shape, x.type.shape.strides(), y.type.shape));
+    p.inOffsets.push_back(0);
+  }
+  std::vector<int> ins;
+  for (ValueId v : n.inputs) ins.push_back(l.tensorIn(v, Phys::Plain));
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  rt::Step step;
+  step.label = std::string(opName(n.kind)) + " '" + n.name + "'";
+  p.encode(step);
+  step.tensors = {out};
+  step.tensors.insert(step.tensors.end(), ins.begin(), ins.end());
+  l.addStep(std::move(step), ins, {out});
+  return true;
+}
+
 int64_t normalizeAxis(int64_t axis, int rank) {
   return axis < 0 ? axis + rank : axis;
 }
@@ -316,10 +444,14 @@ bool lowerSingle(Lowering& l, const Node& n) {
   default:
     break;
   }
-  if (!allF32(g, n) && n.kind != OpKind::Gather) {
-    l.unsupported(n, "only f32 tensors are compiled");
+  bool movesData = n.kind == OpKind::Transpose || n.kind == OpKind::Expand ||
+                   n.kind == OpKind::Slice || n.kind == OpKind::Split ||
+                   n.kind == OpKind::Concat || n.kind == OpKind::Gather;
+  if (!allF32(g, n) && !(movesData && elemTypeOf(x.type.dtype))) {
+    l.unsupported(n, "only f32 tensors are compiled for this op");
     return false;
   }
+  DType dt = x.type.dtype;
   switch (n.kind) {
   case OpKind::Transpose: {
     const auto& perm = std::get<TransposeAttrs>(n.attrs).perm;
@@ -327,15 +459,13 @@ bool lowerSingle(Lowering& l, const Node& n) {
     std::vector<int64_t> xstr = xs.strides(), s;
     for (int64_t p : perm) s.push_back(xstr[static_cast<size_t>(p)]);
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
-    copyProgram(l, label, out, ys, 0, ys.strides(), in, s, 0);
-    return true;
+    return copyAny(l, label, out, ys, 0, ys.strides(), in, s, 0, dt);
   }
   case OpKind::Expand: {
     int in = l.tensorIn(n.inputs[0], Phys::Plain);
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
-    copyProgram(l, label, out, ys, 0, ys.strides(), in,
-                Lowering::broadcastStrides(xs, xs.strides(), ys), 0);
-    return true;
+    return copyAny(l, label, out, ys, 0, ys.strides(), in,
+                   Lowering::broadcastStrides(xs, xs.strides(), ys), 0, dt);
   }
   case OpKind::Slice: {
     const auto& a = std::get<SliceAttrs>(n.attrs);
@@ -347,8 +477,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
       s.push_back(a.steps[d] * xstr[d]);
     }
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
-    copyProgram(l, label, out, ys, 0, ys.strides(), in, s, offset);
-    return true;
+    return copyAny(l, label, out, ys, 0, ys.strides(), in, s, offset, dt);
   }
   case OpKind::Split: {
     const auto& a = std::get<SplitAttrs>(n.attrs);
@@ -358,8 +487,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       const Shape& os = g.value(n.outputs[i]).type.shape;
       int out = l.defineOutput(n.outputs[i], Phys::Plain);
-      copyProgram(l, label, out, os, 0, os.strides(), in, xs.strides(),
-                  start * xs.strides()[static_cast<size_t>(axis)]);
+      copyAny(l, label, out, os, 0, os.strides(), in, xs.strides(),
+              start * xs.strides()[static_cast<size_t>(axis)], dt);
       start += a.sizes[i];
     }
     return true;
@@ -371,8 +500,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
     for (ValueId v : n.inputs) {
       const Shape& is = g.value(v).type.shape;
       if (is.numel() > 0)
-        copyProgram(l, label, out, is, start * ys.strides()[static_cast<size_t>(axis)],
-                    ys.strides(), l.tensorIn(v, Phys::Plain), is.strides(), 0);
+        copyAny(l, label, out, is, start * ys.strides()[static_cast<size_t>(axis)], ys.strides(),
+                l.tensorIn(v, Phys::Plain), is.strides(), 0, dt);
       start += is[axis];
     }
     return true;
@@ -528,10 +657,17 @@ bool lowerSingle(Lowering& l, const Node& n) {
 
 } // namespace
 
+bool copyTensor(Lowering& l, const std::string& label, int out, const Shape& shape,
+                const std::vector<int64_t>& outStrides, int in,
+                const std::vector<int64_t>& inStrides, DType dtype) {
+  return copyAny(l, label, out, shape, 0, outStrides, in, inStrides, 0, dtype);
+}
+
 size_t lowerLight(Lowering& l, const std::vector<NodeId>& nodes, size_t begin) {
   const Graph& g = l.graph();
   const Node& n = g.node(nodes[begin]);
   if (isElementwise(g, n)) return lowerElementwiseRun(l, nodes, begin);
+  if (lowerTyped(l, n)) return begin + 1;
   return lowerSingle(l, n) ? begin + 1 : begin;
 }
 

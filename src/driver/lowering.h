@@ -93,6 +93,11 @@ size_t lowerAnchor(Lowering& l, const std::vector<NodeId>& nodes);
 /// index after the nodes it consumed.
 size_t lowerLight(Lowering& l, const std::vector<NodeId>& nodes, size_t begin);
 
+/// A strided copy of a tensor of any supported dtype into `out`; false for unsupported dtypes.
+bool copyTensor(Lowering& l, const std::string& label, int out, const Shape& shape,
+                const std::vector<int64_t>& outStrides, int in,
+                const std::vector<int64_t>& inStrides, DType dtype);
+
 /// The elementwise op of a node when it is one the loop kernels run (f32 only).
 std::optional<rt::EwOp> elementwiseOp(const Node& node, float& p0, float& p1);
 

@@ -37,6 +37,12 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
     } else {
       ex->programs_.emplace_back();
     }
+    if (s.kind == StepKind::Typed) {
+      TUNEC_ASSIGN_OR_RETURN(TypedProgram p, TypedProgram::decode(s));
+      ex->typed_.push_back(std::move(p));
+    } else {
+      ex->typed_.emplace_back();
+    }
     size_t need = s.kind == StepKind::Kernel      ? 5
                   : s.kind == StepKind::Softmax   ? 2
                   : s.kind == StepKind::LayerNorm ? 6
@@ -52,7 +58,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                                                   : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
-        s.kind > StepKind::Reduce ||
+        s.kind > StepKind::Typed ||
         (s.kind == StepKind::Reduce && (s.ints[2] < 0 || s.ints[2] > 9)))
       return makeError("corrupt model plan: step '", s.label, "' has the wrong operands");
   }
@@ -138,6 +144,11 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
   case StepKind::Softmax:
     runSoftmax(f(1), f(0), s.ints[0], s.ints[1], s.ints[2], s.ints[3] != 0, threads_);
     return {};
+  case StepKind::Typed: {
+    const void* in[3] = {};
+    for (size_t i = 1; i < s.tensors.size() && i <= 3; ++i) in[i - 1] = ptr(i);
+    return runTyped(typed_[index], ptr(0), in, s.label);
+  }
   case StepKind::Reduce:
     runReduce(f(1), f(0), s.ints[0], s.ints[1], static_cast<ReduceKind>(s.ints[2]), threads_);
     return {};

@@ -5,6 +5,7 @@
 
 #include "runtime/light_kernels.h"
 #include "runtime/model_plan.h"
+#include "runtime/typed_kernels.h"
 
 #include <memory>
 #include <mutex>
@@ -35,7 +36,8 @@ private:
 
   ParsedModel model_;
   std::vector<KernelFn> kernels_;
-  std::vector<EwProgram> programs_; ///< per step (empty unless elementwise)
+  std::vector<EwProgram> programs_;    ///< per step (empty unless elementwise)
+  std::vector<TypedProgram> typed_;    ///< per step (empty unless typed)
   int threads_ = 1;
   std::shared_ptr<void> keepAlive_;
   std::mutex mutex_;

@@ -32,6 +32,7 @@ enum class StepKind : int32_t {
   Pool = 4,        ///< tensors {out, in}; ints: PoolParams
   Gather = 5,      ///< tensors {out, data, indices}; ints {outer, axis, inner, count, elem, index}
   Reduce = 6,      ///< tensors {out, in}; ints {rows, length, ReduceKind}
+  Typed = 7,       ///< tensors {out, inputs...}; a typed elementwise op (typed_kernels.h)
 };
 
 struct Step {

@@ -209,11 +209,29 @@ TEST(CompileModel, ReductionsLogSoftmaxAndVariadicOps) {
   checkCompiled(b, {r1, r2, ls, p});
 }
 
+TEST(CompileModel, TypedOpsOnIntegersAndMasks) {
+  Builder b;
+  ValueId ids = b.input({2, 5}, DType::I64);
+  ValueId three = b.g.addConstant("three", [] {
+    Tensor t(DType::I64, {1});
+    t.setInt(0, 3);
+    return t;
+  }());
+  ValueId m = b.op(OpKind::Mod, ModAttrs{false}, {ids, three});
+  ValueId mask = b.op(OpKind::Less, NoAttrs{}, {m, three});
+  ValueId x = b.input({2, 5});
+  ValueId w = b.op(OpKind::Where, NoAttrs{}, {b.op(OpKind::Not, NoAttrs{}, {mask}), x,
+                                              b.constant({5})});
+  ValueId c = b.op(OpKind::Cast, CastAttrs{DType::F32}, {m});
+  ValueId t = b.op(OpKind::Transpose, TransposeAttrs{{1, 0}}, {ids});
+  checkCompiled(b, {w, c, t, mask});
+}
+
 TEST(CompileModel, UnsupportedOpsAreListedByNode) {
   Builder b;
   ValueId x = b.input({4, 4});
   ValueId y = b.op(OpKind::Hardmax, SoftmaxAttrs{-1, false}, {x});
-  ValueId z = b.op(OpKind::Mod, ModAttrs{true}, {y, x});
+  ValueId z = b.op(OpKind::Tile, TileAttrs{{2, 2}}, {y});
   b.g.addOutput(z);
   driver::CompileOptions options;
   options.isa = hostIsa();
@@ -222,7 +240,7 @@ TEST(CompileModel, UnsupportedOpsAreListedByNode) {
   const std::string& msg = compiled.error().message();
   EXPECT_NE(msg.find("2 nodes"), std::string::npos) << msg;
   EXPECT_NE(msg.find("(Hardmax)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(Mod)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(Tile)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--reference"), std::string::npos) << msg;
 }
 

@@ -1,0 +1,243 @@
+// Per-element typed ops.
+#include "runtime/typed_kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace tunec::rt {
+
+namespace {
+
+struct Scalar {
+  double f = 0;
+  int64_t i = 0;
+};
+
+Scalar load(const void* base, int64_t index, ElemType t) {
+  const auto* p = static_cast<const uint8_t*>(base) + index * static_cast<int64_t>(elemSize(t));
+  Scalar s;
+  auto get = [&](auto v) {
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  switch (t) {
+  case ElemType::F32: s.f = get(float{}); s.i = static_cast<int64_t>(s.f); return s;
+  case ElemType::F64: s.f = get(double{}); s.i = static_cast<int64_t>(s.f); return s;
+  case ElemType::I8: s.i = get(int8_t{}); break;
+  case ElemType::U8: s.i = get(uint8_t{}); break;
+  case ElemType::I16: s.i = get(int16_t{}); break;
+  case ElemType::U16: s.i = get(uint16_t{}); break;
+  case ElemType::I32: s.i = get(int32_t{}); break;
+  case ElemType::U32: s.i = get(uint32_t{}); break;
+  case ElemType::I64: s.i = get(int64_t{}); break;
+  case ElemType::U64: s.i = static_cast<int64_t>(get(uint64_t{})); break;
+  case ElemType::Bool: s.i = get(uint8_t{}) != 0; break;
+  }
+  s.f = static_cast<double>(s.i);
+  return s;
+}
+
+void store(void* base, int64_t index, ElemType t, double f, int64_t i, bool fromFloat) {
+  auto* p = static_cast<uint8_t*>(base) + index * static_cast<int64_t>(elemSize(t));
+  auto put = [&](auto v) { std::memcpy(p, &v, sizeof(v)); };
+  // Floats convert to integers truncating toward zero (C++ rules, as the reference).
+  int64_t asInt = fromFloat ? (std::isfinite(f) ? static_cast<int64_t>(f) : 0) : i;
+  switch (t) {
+  case ElemType::F32: put(static_cast<float>(fromFloat ? f : static_cast<double>(i))); return;
+  case ElemType::F64: put(fromFloat ? f : static_cast<double>(i)); return;
+  case ElemType::I8: put(static_cast<int8_t>(asInt)); return;
+  case ElemType::U8: put(static_cast<uint8_t>(asInt)); return;
+  case ElemType::I16: put(static_cast<int16_t>(asInt)); return;
+  case ElemType::U16: put(static_cast<uint16_t>(asInt)); return;
+  case ElemType::I32: put(static_cast<int32_t>(asInt)); return;
+  case ElemType::U32: put(static_cast<uint32_t>(asInt)); return;
+  case ElemType::I64: put(asInt); return;
+  case ElemType::U64: put(static_cast<uint64_t>(asInt)); return;
+  case ElemType::Bool: put(static_cast<uint8_t>(fromFloat ? f != 0 : i != 0)); return;
+  }
+}
+
+bool isBool(TypedOp op) {
+  switch (op) {
+  case TypedOp::Equal:
+  case TypedOp::Less:
+  case TypedOp::LessOrEqual:
+  case TypedOp::Greater:
+  case TypedOp::GreaterOrEqual:
+  case TypedOp::And:
+  case TypedOp::Or:
+  case TypedOp::Xor:
+  case TypedOp::Not:
+  case TypedOp::IsNaN:
+  case TypedOp::IsInfPositive:
+  case TypedOp::IsInfNegative:
+  case TypedOp::IsInf: return true;
+  default: return false;
+  }
+}
+
+} // namespace
+
+size_t elemSize(ElemType t) {
+  switch (t) {
+  case ElemType::F64:
+  case ElemType::I64:
+  case ElemType::U64: return 8;
+  case ElemType::F32:
+  case ElemType::I32:
+  case ElemType::U32: return 4;
+  case ElemType::I16:
+  case ElemType::U16: return 2;
+  default: return 1;
+  }
+}
+
+bool isFloatType(ElemType t) { return t == ElemType::F32 || t == ElemType::F64; }
+
+void TypedProgram::encode(Step& step) const {
+  step.kind = StepKind::Typed;
+  auto& v = step.ints;
+  v = {static_cast<int64_t>(op), static_cast<int64_t>(out), static_cast<int64_t>(in.size()),
+       static_cast<int64_t>(dims.size()), outOffset};
+  for (ElemType t : in) v.push_back(static_cast<int64_t>(t));
+  v.insert(v.end(), dims.begin(), dims.end());
+  v.insert(v.end(), outStrides.begin(), outStrides.end());
+  for (size_t i = 0; i < in.size(); ++i) {
+    v.push_back(inOffsets[i]);
+    v.insert(v.end(), inStrides[i].begin(), inStrides[i].end());
+  }
+}
+
+Expected<TypedProgram> TypedProgram::decode(const Step& step) {
+  const auto& v = step.ints;
+  auto bad = [&] { return makeError("corrupt typed step '", step.label, "'"); };
+  if (v.size() < 5) return bad();
+  TypedProgram p;
+  int64_t n = v[2], rank = v[3];
+  if (v[0] < 0 || v[0] > static_cast<int64_t>(TypedOp::kLast) || v[1] < 0 ||
+      v[1] > static_cast<int64_t>(ElemType::Bool) || n < 1 || n > 3 || rank < 0 || rank > 8 ||
+      v.size() != static_cast<size_t>(5 + n + 2 * rank + n * (1 + rank)) ||
+      step.tensors.size() != static_cast<size_t>(1 + n))
+    return bad();
+  p.op = static_cast<TypedOp>(v[0]);
+  p.out = static_cast<ElemType>(v[1]);
+  p.outOffset = v[4];
+  size_t at = 5;
+  for (int64_t i = 0; i < n; ++i) {
+    if (v[at] < 0 || v[at] > static_cast<int64_t>(ElemType::Bool)) return bad();
+    p.in.push_back(static_cast<ElemType>(v[at++]));
+  }
+  auto take = [&](int64_t k) {
+    std::vector<int64_t> out(v.begin() + static_cast<long>(at), v.begin() + static_cast<long>(at + static_cast<size_t>(k)));
+    at += static_cast<size_t>(k);
+    return out;
+  };
+  p.dims = take(rank);
+  p.outStrides = take(rank);
+  for (int64_t i = 0; i < n; ++i) {
+    p.inOffsets.push_back(v[at++]);
+    p.inStrides.push_back(take(rank));
+  }
+  for (int64_t d : p.dims)
+    if (d < 0) return bad();
+  return p;
+}
+
+Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
+                const std::string& label) {
+  int64_t total = 1;
+  for (int64_t d : p.dims) total *= d;
+  if (total == 0) return {};
+  size_t rank = p.dims.size(), n = p.in.size();
+  // Integer math when every value operand is an integer or bool (Where's condition aside).
+  bool intMath = true;
+  for (size_t k = p.op == TypedOp::Where ? 1 : 0; k < n; ++k) intMath &= !isFloatType(p.in[k]);
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t o = p.outOffset;
+    Scalar s[3];
+    for (size_t d = 0; d < rank; ++d) o += idx[d] * p.outStrides[d];
+    for (size_t k = 0; k < n; ++k) {
+      int64_t off = p.inOffsets[k];
+      for (size_t d = 0; d < rank; ++d) off += idx[d] * p.inStrides[k][d];
+      s[k] = load(inputs[k], off, p.in[k]);
+    }
+    const Scalar &a = s[0], &b = s[1];
+    double f = 0;
+    int64_t i = 0;
+    bool fromFloat = !intMath;
+    switch (p.op) {
+    case TypedOp::Cast:
+      fromFloat = isFloatType(p.in[0]);
+      f = a.f, i = a.i;
+      break;
+    case TypedOp::Add: f = a.f + b.f, i = a.i + b.i; break;
+    case TypedOp::Sub: f = a.f - b.f, i = a.i - b.i; break;
+    case TypedOp::Mul: f = a.f * b.f, i = a.i * b.i; break;
+    case TypedOp::Div:
+      if (intMath && b.i == 0) return makeError(label, ": integer division by zero");
+      f = a.f / b.f, i = intMath ? a.i / b.i : 0;
+      break;
+    case TypedOp::Mod:
+    case TypedOp::FMod: {
+      bool floored = p.op == TypedOp::Mod;
+      if (intMath) {
+        if (b.i == 0) return makeError(label, ": integer modulo by zero");
+        i = a.i % b.i;
+        if (floored && i != 0 && ((i < 0) != (b.i < 0))) i += b.i;
+      } else {
+        f = std::fmod(a.f, b.f);
+        if (floored && f != 0 && ((f < 0) != (b.f < 0))) f += b.f;
+      }
+      break;
+    }
+    case TypedOp::Pow:
+      f = std::pow(a.f, b.f);
+      if (intMath) {
+        i = 1;
+        if (b.i < 0) i = a.i == 1 ? 1 : 0;
+        for (int64_t k = 0; k < b.i; ++k) i *= a.i;
+      }
+      break;
+    case TypedOp::Max: f = std::isnan(a.f) || std::isnan(b.f) ? NAN : std::max(a.f, b.f), i = std::max(a.i, b.i); break;
+    case TypedOp::Min: f = std::isnan(a.f) || std::isnan(b.f) ? NAN : std::min(a.f, b.f), i = std::min(a.i, b.i); break;
+    case TypedOp::Equal: i = intMath ? a.i == b.i : a.f == b.f; break;
+    case TypedOp::Less: i = intMath ? a.i < b.i : a.f < b.f; break;
+    case TypedOp::LessOrEqual: i = intMath ? a.i <= b.i : a.f <= b.f; break;
+    case TypedOp::Greater: i = intMath ? a.i > b.i : a.f > b.f; break;
+    case TypedOp::GreaterOrEqual: i = intMath ? a.i >= b.i : a.f >= b.f; break;
+    case TypedOp::And: i = (a.i != 0) && (b.i != 0); break;
+    case TypedOp::Or: i = (a.i != 0) || (b.i != 0); break;
+    case TypedOp::Xor: i = (a.i != 0) != (b.i != 0); break;
+    case TypedOp::Not: i = a.i == 0; break;
+    case TypedOp::Neg: f = -a.f, i = -a.i; break;
+    case TypedOp::Abs: f = std::fabs(a.f), i = a.i < 0 ? -a.i : a.i; break;
+    case TypedOp::Sign:
+      f = a.f > 0 ? 1 : (a.f < 0 ? -1 : 0);
+      i = a.i > 0 ? 1 : (a.i < 0 ? -1 : 0);
+      break;
+    case TypedOp::Where: {
+      const Scalar& pick = a.i != 0 ? s[1] : s[2];
+      f = pick.f, i = pick.i;
+      break;
+    }
+    case TypedOp::IsNaN: i = std::isnan(a.f); break;
+    case TypedOp::IsInfPositive: i = std::isinf(a.f) && a.f > 0; break;
+    case TypedOp::IsInfNegative: i = std::isinf(a.f) && a.f < 0; break;
+    case TypedOp::IsInf: i = std::isinf(a.f); break;
+    case TypedOp::BitAnd: i = a.i & b.i; break;
+    case TypedOp::BitOr: i = a.i | b.i; break;
+    case TypedOp::BitXor: i = a.i ^ b.i; break;
+    case TypedOp::Relu: f = a.f > 0 ? a.f : 0, i = a.i > 0 ? a.i : 0; break;
+    }
+    if (isBool(p.op)) fromFloat = false;
+    store(out, o, p.out, f, i, fromFloat);
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < p.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return {};
+}
+
+} // namespace tunec::rt

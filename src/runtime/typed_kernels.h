@@ -1,0 +1,44 @@
+// Elementwise ops on any element type (integers, bool, f64, and casts between them), one op per
+// step, computed per element in int64 or double as the reference does. The light ops that are
+// not f32 (index arithmetic, masks, comparisons, casts, integer data movement) are rare and
+// small in inference graphs, so this path is written for coverage, not speed; f32 chains use the
+// vectorized programs of light_kernels.h.
+#pragma once
+
+#include "runtime/model_plan.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tunec::rt {
+
+enum class ElemType : int64_t { F32, F64, I8, U8, I16, U16, I32, U32, I64, U64, Bool };
+size_t elemSize(ElemType t);
+bool isFloatType(ElemType t);
+
+enum class TypedOp : int64_t {
+  Cast, Add, Sub, Mul, Div, Mod, FMod, Pow, Max, Min, Equal, Less, LessOrEqual, Greater,
+  GreaterOrEqual, And, Or, Xor, Not, Neg, Abs, Sign, Where, IsNaN, IsInfPositive, IsInfNegative,
+  IsInf, BitAnd, BitOr, BitXor, Relu,
+  kLast = Relu,
+};
+
+/// One op over strided operands (element strides, broadcast = 0), like EwProgram.
+struct TypedProgram {
+  TypedOp op = TypedOp::Cast;
+  ElemType out = ElemType::F32;
+  std::vector<ElemType> in;
+  std::vector<int64_t> dims, outStrides;
+  int64_t outOffset = 0;
+  std::vector<std::vector<int64_t>> inStrides;
+  std::vector<int64_t> inOffsets;
+
+  void encode(Step& step) const;
+  static Expected<TypedProgram> decode(const Step& step);
+};
+
+/// Runs the program; integer division or modulo by zero is an error naming the step.
+Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
+                const std::string& label);
+
+} // namespace tunec::rt
