@@ -233,18 +233,30 @@ void copyProgram(Lowering& l, const std::string& label, int out, const Shape& ou
 
 std::optional<rt::ElemType> elemTypeOf(DType d) {
   switch (d) {
-  case DType::F32: return rt::ElemType::F32;
-  case DType::F64: return rt::ElemType::F64;
-  case DType::I8: return rt::ElemType::I8;
-  case DType::U8: return rt::ElemType::U8;
-  case DType::I16: return rt::ElemType::I16;
-  case DType::U16: return rt::ElemType::U16;
-  case DType::I32: return rt::ElemType::I32;
-  case DType::U32: return rt::ElemType::U32;
-  case DType::I64: return rt::ElemType::I64;
-  case DType::U64: return rt::ElemType::U64;
-  case DType::Bool: return rt::ElemType::Bool;
-  default: return std::nullopt;
+  case DType::F32:
+    return rt::ElemType::F32;
+  case DType::F64:
+    return rt::ElemType::F64;
+  case DType::I8:
+    return rt::ElemType::I8;
+  case DType::U8:
+    return rt::ElemType::U8;
+  case DType::I16:
+    return rt::ElemType::I16;
+  case DType::U16:
+    return rt::ElemType::U16;
+  case DType::I32:
+    return rt::ElemType::I32;
+  case DType::U32:
+    return rt::ElemType::U32;
+  case DType::I64:
+    return rt::ElemType::I64;
+  case DType::U64:
+    return rt::ElemType::U64;
+  case DType::Bool:
+    return rt::ElemType::Bool;
+  default:
+    return std::nullopt;
   }
 }
 
@@ -279,30 +291,54 @@ std::optional<rt::TypedOp> typedOpOf(const Node& n) {
   using T = rt::TypedOp;
   switch (n.kind) {
   case OpKind::Cast:
-  case OpKind::Identity: return T::Cast;
-  case OpKind::Dropout: return n.outputs.size() == 1 ? std::optional(T::Cast) : std::nullopt;
-  case OpKind::Add: return T::Add;
-  case OpKind::Sub: return T::Sub;
-  case OpKind::Mul: return T::Mul;
-  case OpKind::Div: return T::Div;
-  case OpKind::Mod: return std::get<ModAttrs>(n.attrs).fmod ? T::FMod : T::Mod;
-  case OpKind::Pow: return T::Pow;
-  case OpKind::Max: return T::Max;
-  case OpKind::Min: return T::Min;
-  case OpKind::Equal: return T::Equal;
-  case OpKind::Less: return T::Less;
-  case OpKind::LessOrEqual: return T::LessOrEqual;
-  case OpKind::Greater: return T::Greater;
-  case OpKind::GreaterOrEqual: return T::GreaterOrEqual;
-  case OpKind::And: return T::And;
-  case OpKind::Or: return T::Or;
-  case OpKind::Xor: return T::Xor;
-  case OpKind::Not: return T::Not;
-  case OpKind::Neg: return T::Neg;
-  case OpKind::Abs: return T::Abs;
-  case OpKind::Sign: return T::Sign;
-  case OpKind::Where: return T::Where;
-  case OpKind::IsNaN: return T::IsNaN;
+  case OpKind::Identity:
+    return T::Cast;
+  case OpKind::Dropout:
+    return n.outputs.size() == 1 ? std::optional(T::Cast) : std::nullopt;
+  case OpKind::Add:
+    return T::Add;
+  case OpKind::Sub:
+    return T::Sub;
+  case OpKind::Mul:
+    return T::Mul;
+  case OpKind::Div:
+    return T::Div;
+  case OpKind::Mod:
+    return std::get<ModAttrs>(n.attrs).fmod ? T::FMod : T::Mod;
+  case OpKind::Pow:
+    return T::Pow;
+  case OpKind::Max:
+    return T::Max;
+  case OpKind::Min:
+    return T::Min;
+  case OpKind::Equal:
+    return T::Equal;
+  case OpKind::Less:
+    return T::Less;
+  case OpKind::LessOrEqual:
+    return T::LessOrEqual;
+  case OpKind::Greater:
+    return T::Greater;
+  case OpKind::GreaterOrEqual:
+    return T::GreaterOrEqual;
+  case OpKind::And:
+    return T::And;
+  case OpKind::Or:
+    return T::Or;
+  case OpKind::Xor:
+    return T::Xor;
+  case OpKind::Not:
+    return T::Not;
+  case OpKind::Neg:
+    return T::Neg;
+  case OpKind::Abs:
+    return T::Abs;
+  case OpKind::Sign:
+    return T::Sign;
+  case OpKind::Where:
+    return T::Where;
+  case OpKind::IsNaN:
+    return T::IsNaN;
   case OpKind::IsInf: {
     const auto& a = std::get<IsInfAttrs>(n.attrs);
     if (a.detectPositive && a.detectNegative) return T::IsInf;
@@ -310,11 +346,16 @@ std::optional<rt::TypedOp> typedOpOf(const Node& n) {
     if (a.detectNegative) return T::IsInfNegative;
     return std::nullopt;
   }
-  case OpKind::BitwiseAnd: return T::BitAnd;
-  case OpKind::BitwiseOr: return T::BitOr;
-  case OpKind::BitwiseXor: return T::BitXor;
-  case OpKind::Relu: return T::Relu;
-  default: return std::nullopt;
+  case OpKind::BitwiseAnd:
+    return T::BitAnd;
+  case OpKind::BitwiseOr:
+    return T::BitOr;
+  case OpKind::BitwiseXor:
+    return T::BitXor;
+  case OpKind::Relu:
+    return T::Relu;
+  default:
+    return std::nullopt;
   }
 }
 
@@ -445,8 +486,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
     break;
   }
   bool movesData = n.kind == OpKind::Transpose || n.kind == OpKind::Expand ||
-                   n.kind == OpKind::Slice || n.kind == OpKind::Split ||
-                   n.kind == OpKind::Concat || n.kind == OpKind::Gather;
+                   n.kind == OpKind::Slice || n.kind == OpKind::Split || n.kind == OpKind::Concat ||
+                   n.kind == OpKind::Gather;
   if (!allF32(g, n) && !(movesData && elemTypeOf(x.type.dtype))) {
     l.unsupported(n, "only f32 tensors are compiled for this op");
     return false;
@@ -533,7 +574,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
     const auto& a = std::get<NormAttrs>(n.attrs);
     auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
     int64_t rows = product(xs.dims(), 0, axis), cols = product(xs.dims(), axis, xs.dims().size());
-    Shape normShape(std::vector<int64_t>(xs.dims().begin() + static_cast<long>(axis), xs.dims().end()));
+    Shape normShape(
+        std::vector<int64_t>(xs.dims().begin() + static_cast<long>(axis), xs.dims().end()));
     // Scale and bias over the normalized dims: as they are, or broadcast once at compile time.
     auto param = [&](ValueId v) -> int {
       const Value& pv = g.value(v);

@@ -36,8 +36,8 @@ private:
 
   ParsedModel model_;
   std::vector<KernelFn> kernels_;
-  std::vector<EwProgram> programs_;    ///< per step (empty unless elementwise)
-  std::vector<TypedProgram> typed_;    ///< per step (empty unless typed)
+  std::vector<EwProgram> programs_; ///< per step (empty unless elementwise)
+  std::vector<TypedProgram> typed_; ///< per step (empty unless typed)
   int threads_ = 1;
   std::shared_ptr<void> keepAlive_;
   std::mutex mutex_;

@@ -28,11 +28,11 @@ enum class StepKind : int32_t {
   Kernel = 0,      ///< a generated kernel: tensors {in, weights, out, bias, addend}
   Elementwise = 1, ///< a strided elementwise program (light_kernels.h)
   Softmax = 2,     ///< tensors {out, in}; ints {outer, axis, inner, log}
-  LayerNorm = 3,   ///< tensors {out, in, scale, bias, mean, inv_std}; ints {rows, cols}; floats {eps}
-  Pool = 4,        ///< tensors {out, in}; ints: PoolParams
-  Gather = 5,      ///< tensors {out, data, indices}; ints {outer, axis, inner, count, elem, index}
-  Reduce = 6,      ///< tensors {out, in}; ints {rows, length, ReduceKind}
-  Typed = 7,       ///< tensors {out, inputs...}; a typed elementwise op (typed_kernels.h)
+  LayerNorm = 3, ///< tensors {out, in, scale, bias, mean, inv_std}; ints {rows, cols}; floats {eps}
+  Pool = 4,      ///< tensors {out, in}; ints: PoolParams
+  Gather = 5,    ///< tensors {out, data, indices}; ints {outer, axis, inner, count, elem, index}
+  Reduce = 6,    ///< tensors {out, in}; ints {rows, length, ReduceKind}
+  Typed = 7,     ///< tensors {out, inputs...}; a typed elementwise op (typed_kernels.h)
 };
 
 struct Step {

@@ -21,17 +21,41 @@ Scalar load(const void* base, int64_t index, ElemType t) {
     return v;
   };
   switch (t) {
-  case ElemType::F32: s.f = get(float{}); s.i = static_cast<int64_t>(s.f); return s;
-  case ElemType::F64: s.f = get(double{}); s.i = static_cast<int64_t>(s.f); return s;
-  case ElemType::I8: s.i = get(int8_t{}); break;
-  case ElemType::U8: s.i = get(uint8_t{}); break;
-  case ElemType::I16: s.i = get(int16_t{}); break;
-  case ElemType::U16: s.i = get(uint16_t{}); break;
-  case ElemType::I32: s.i = get(int32_t{}); break;
-  case ElemType::U32: s.i = get(uint32_t{}); break;
-  case ElemType::I64: s.i = get(int64_t{}); break;
-  case ElemType::U64: s.i = static_cast<int64_t>(get(uint64_t{})); break;
-  case ElemType::Bool: s.i = get(uint8_t{}) != 0; break;
+  case ElemType::F32:
+    s.f = get(float{});
+    s.i = static_cast<int64_t>(s.f);
+    return s;
+  case ElemType::F64:
+    s.f = get(double{});
+    s.i = static_cast<int64_t>(s.f);
+    return s;
+  case ElemType::I8:
+    s.i = get(int8_t{});
+    break;
+  case ElemType::U8:
+    s.i = get(uint8_t{});
+    break;
+  case ElemType::I16:
+    s.i = get(int16_t{});
+    break;
+  case ElemType::U16:
+    s.i = get(uint16_t{});
+    break;
+  case ElemType::I32:
+    s.i = get(int32_t{});
+    break;
+  case ElemType::U32:
+    s.i = get(uint32_t{});
+    break;
+  case ElemType::I64:
+    s.i = get(int64_t{});
+    break;
+  case ElemType::U64:
+    s.i = static_cast<int64_t>(get(uint64_t{}));
+    break;
+  case ElemType::Bool:
+    s.i = get(uint8_t{}) != 0;
+    break;
   }
   s.f = static_cast<double>(s.i);
   return s;
@@ -43,17 +67,39 @@ void store(void* base, int64_t index, ElemType t, double f, int64_t i, bool from
   // Floats convert to integers truncating toward zero (C++ rules, as the reference).
   int64_t asInt = fromFloat ? (std::isfinite(f) ? static_cast<int64_t>(f) : 0) : i;
   switch (t) {
-  case ElemType::F32: put(static_cast<float>(fromFloat ? f : static_cast<double>(i))); return;
-  case ElemType::F64: put(fromFloat ? f : static_cast<double>(i)); return;
-  case ElemType::I8: put(static_cast<int8_t>(asInt)); return;
-  case ElemType::U8: put(static_cast<uint8_t>(asInt)); return;
-  case ElemType::I16: put(static_cast<int16_t>(asInt)); return;
-  case ElemType::U16: put(static_cast<uint16_t>(asInt)); return;
-  case ElemType::I32: put(static_cast<int32_t>(asInt)); return;
-  case ElemType::U32: put(static_cast<uint32_t>(asInt)); return;
-  case ElemType::I64: put(asInt); return;
-  case ElemType::U64: put(static_cast<uint64_t>(asInt)); return;
-  case ElemType::Bool: put(static_cast<uint8_t>(fromFloat ? f != 0 : i != 0)); return;
+  case ElemType::F32:
+    put(static_cast<float>(fromFloat ? f : static_cast<double>(i)));
+    return;
+  case ElemType::F64:
+    put(fromFloat ? f : static_cast<double>(i));
+    return;
+  case ElemType::I8:
+    put(static_cast<int8_t>(asInt));
+    return;
+  case ElemType::U8:
+    put(static_cast<uint8_t>(asInt));
+    return;
+  case ElemType::I16:
+    put(static_cast<int16_t>(asInt));
+    return;
+  case ElemType::U16:
+    put(static_cast<uint16_t>(asInt));
+    return;
+  case ElemType::I32:
+    put(static_cast<int32_t>(asInt));
+    return;
+  case ElemType::U32:
+    put(static_cast<uint32_t>(asInt));
+    return;
+  case ElemType::I64:
+    put(asInt);
+    return;
+  case ElemType::U64:
+    put(static_cast<uint64_t>(asInt));
+    return;
+  case ElemType::Bool:
+    put(static_cast<uint8_t>(fromFloat ? f != 0 : i != 0));
+    return;
   }
 }
 
@@ -71,8 +117,10 @@ bool isBool(TypedOp op) {
   case TypedOp::IsNaN:
   case TypedOp::IsInfPositive:
   case TypedOp::IsInfNegative:
-  case TypedOp::IsInf: return true;
-  default: return false;
+  case TypedOp::IsInf:
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -82,17 +130,23 @@ size_t elemSize(ElemType t) {
   switch (t) {
   case ElemType::F64:
   case ElemType::I64:
-  case ElemType::U64: return 8;
+  case ElemType::U64:
+    return 8;
   case ElemType::F32:
   case ElemType::I32:
-  case ElemType::U32: return 4;
+  case ElemType::U32:
+    return 4;
   case ElemType::I16:
-  case ElemType::U16: return 2;
-  default: return 1;
+  case ElemType::U16:
+    return 2;
+  default:
+    return 1;
   }
 }
 
-bool isFloatType(ElemType t) { return t == ElemType::F32 || t == ElemType::F64; }
+bool isFloatType(ElemType t) {
+  return t == ElemType::F32 || t == ElemType::F64;
+}
 
 void TypedProgram::encode(Step& step) const {
   step.kind = StepKind::Typed;
@@ -128,7 +182,8 @@ Expected<TypedProgram> TypedProgram::decode(const Step& step) {
     p.in.push_back(static_cast<ElemType>(v[at++]));
   }
   auto take = [&](int64_t k) {
-    std::vector<int64_t> out(v.begin() + static_cast<long>(at), v.begin() + static_cast<long>(at + static_cast<size_t>(k)));
+    std::vector<int64_t> out(v.begin() + static_cast<long>(at),
+                             v.begin() + static_cast<long>(at + static_cast<size_t>(k)));
     at += static_cast<size_t>(k);
     return out;
   };
@@ -171,9 +226,15 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
       fromFloat = isFloatType(p.in[0]);
       f = a.f, i = a.i;
       break;
-    case TypedOp::Add: f = a.f + b.f, i = a.i + b.i; break;
-    case TypedOp::Sub: f = a.f - b.f, i = a.i - b.i; break;
-    case TypedOp::Mul: f = a.f * b.f, i = a.i * b.i; break;
+    case TypedOp::Add:
+      f = a.f + b.f, i = a.i + b.i;
+      break;
+    case TypedOp::Sub:
+      f = a.f - b.f, i = a.i - b.i;
+      break;
+    case TypedOp::Mul:
+      f = a.f * b.f, i = a.i * b.i;
+      break;
     case TypedOp::Div:
       if (intMath && b.i == 0) return makeError(label, ": integer division by zero");
       f = a.f / b.f, i = intMath ? a.i / b.i : 0;
@@ -199,19 +260,45 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
         for (int64_t k = 0; k < b.i; ++k) i *= a.i;
       }
       break;
-    case TypedOp::Max: f = std::isnan(a.f) || std::isnan(b.f) ? NAN : std::max(a.f, b.f), i = std::max(a.i, b.i); break;
-    case TypedOp::Min: f = std::isnan(a.f) || std::isnan(b.f) ? NAN : std::min(a.f, b.f), i = std::min(a.i, b.i); break;
-    case TypedOp::Equal: i = intMath ? a.i == b.i : a.f == b.f; break;
-    case TypedOp::Less: i = intMath ? a.i < b.i : a.f < b.f; break;
-    case TypedOp::LessOrEqual: i = intMath ? a.i <= b.i : a.f <= b.f; break;
-    case TypedOp::Greater: i = intMath ? a.i > b.i : a.f > b.f; break;
-    case TypedOp::GreaterOrEqual: i = intMath ? a.i >= b.i : a.f >= b.f; break;
-    case TypedOp::And: i = (a.i != 0) && (b.i != 0); break;
-    case TypedOp::Or: i = (a.i != 0) || (b.i != 0); break;
-    case TypedOp::Xor: i = (a.i != 0) != (b.i != 0); break;
-    case TypedOp::Not: i = a.i == 0; break;
-    case TypedOp::Neg: f = -a.f, i = -a.i; break;
-    case TypedOp::Abs: f = std::fabs(a.f), i = a.i < 0 ? -a.i : a.i; break;
+    case TypedOp::Max:
+      f = std::isnan(a.f) || std::isnan(b.f) ? NAN : std::max(a.f, b.f), i = std::max(a.i, b.i);
+      break;
+    case TypedOp::Min:
+      f = std::isnan(a.f) || std::isnan(b.f) ? NAN : std::min(a.f, b.f), i = std::min(a.i, b.i);
+      break;
+    case TypedOp::Equal:
+      i = intMath ? a.i == b.i : a.f == b.f;
+      break;
+    case TypedOp::Less:
+      i = intMath ? a.i < b.i : a.f < b.f;
+      break;
+    case TypedOp::LessOrEqual:
+      i = intMath ? a.i <= b.i : a.f <= b.f;
+      break;
+    case TypedOp::Greater:
+      i = intMath ? a.i > b.i : a.f > b.f;
+      break;
+    case TypedOp::GreaterOrEqual:
+      i = intMath ? a.i >= b.i : a.f >= b.f;
+      break;
+    case TypedOp::And:
+      i = (a.i != 0) && (b.i != 0);
+      break;
+    case TypedOp::Or:
+      i = (a.i != 0) || (b.i != 0);
+      break;
+    case TypedOp::Xor:
+      i = (a.i != 0) != (b.i != 0);
+      break;
+    case TypedOp::Not:
+      i = a.i == 0;
+      break;
+    case TypedOp::Neg:
+      f = -a.f, i = -a.i;
+      break;
+    case TypedOp::Abs:
+      f = std::fabs(a.f), i = a.i < 0 ? -a.i : a.i;
+      break;
     case TypedOp::Sign:
       f = a.f > 0 ? 1 : (a.f < 0 ? -1 : 0);
       i = a.i > 0 ? 1 : (a.i < 0 ? -1 : 0);
@@ -221,14 +308,30 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
       f = pick.f, i = pick.i;
       break;
     }
-    case TypedOp::IsNaN: i = std::isnan(a.f); break;
-    case TypedOp::IsInfPositive: i = std::isinf(a.f) && a.f > 0; break;
-    case TypedOp::IsInfNegative: i = std::isinf(a.f) && a.f < 0; break;
-    case TypedOp::IsInf: i = std::isinf(a.f); break;
-    case TypedOp::BitAnd: i = a.i & b.i; break;
-    case TypedOp::BitOr: i = a.i | b.i; break;
-    case TypedOp::BitXor: i = a.i ^ b.i; break;
-    case TypedOp::Relu: f = a.f > 0 ? a.f : 0, i = a.i > 0 ? a.i : 0; break;
+    case TypedOp::IsNaN:
+      i = std::isnan(a.f);
+      break;
+    case TypedOp::IsInfPositive:
+      i = std::isinf(a.f) && a.f > 0;
+      break;
+    case TypedOp::IsInfNegative:
+      i = std::isinf(a.f) && a.f < 0;
+      break;
+    case TypedOp::IsInf:
+      i = std::isinf(a.f);
+      break;
+    case TypedOp::BitAnd:
+      i = a.i & b.i;
+      break;
+    case TypedOp::BitOr:
+      i = a.i | b.i;
+      break;
+    case TypedOp::BitXor:
+      i = a.i ^ b.i;
+      break;
+    case TypedOp::Relu:
+      f = a.f > 0 ? a.f : 0, i = a.i > 0 ? a.i : 0;
+      break;
     }
     if (isBool(p.op)) fromFloat = false;
     store(out, o, p.out, f, i, fromFloat);

@@ -220,8 +220,8 @@ TEST(CompileModel, TypedOpsOnIntegersAndMasks) {
   ValueId m = b.op(OpKind::Mod, ModAttrs{false}, {ids, three});
   ValueId mask = b.op(OpKind::Less, NoAttrs{}, {m, three});
   ValueId x = b.input({2, 5});
-  ValueId w = b.op(OpKind::Where, NoAttrs{}, {b.op(OpKind::Not, NoAttrs{}, {mask}), x,
-                                              b.constant({5})});
+  ValueId w =
+      b.op(OpKind::Where, NoAttrs{}, {b.op(OpKind::Not, NoAttrs{}, {mask}), x, b.constant({5})});
   ValueId c = b.op(OpKind::Cast, CastAttrs{DType::F32}, {m});
   ValueId t = b.op(OpKind::Transpose, TransposeAttrs{{1, 0}}, {ids});
   checkCompiled(b, {w, c, t, mask});

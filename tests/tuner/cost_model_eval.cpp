@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
   bool first = true;
   for (const auto& [key, v] : byWorkload) {
     if (v.first.size() < 5) continue;
-    std::printf("%s\"%s\": {\"spearman\": %.4f, \"configs\": %zu}", first ? "" : ", ",
-                key.c_str(), spearman(v.first, v.second), v.first.size());
+    std::printf("%s\"%s\": {\"spearman\": %.4f, \"configs\": %zu}", first ? "" : ", ", key.c_str(),
+                spearman(v.first, v.second), v.first.size());
     first = false;
   }
   std::printf("}\n");
