@@ -123,7 +123,7 @@ nlohmann::json Record::toJson() const {
 
 Expected<Record> Record::fromJson(const nlohmann::json& j) {
   if (!j.is_object()) return makeError("a record must be a JSON object");
-  if (j.value("format", "") != "tunec-record")
+  if (!j.contains("format") || !j["format"].is_string() || j["format"] != "tunec-record")
     return makeError("field 'format' must be \"tunec-record\"");
   if (!j.contains("version") || !j["version"].is_number_integer() ||
       j["version"].get<int64_t>() != 1)

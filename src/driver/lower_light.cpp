@@ -485,7 +485,29 @@ bool lowerSingle(Lowering& l, const Node& n) {
   default:
     break;
   }
-  bool movesData = n.kind == OpKind::Transpose || n.kind == OpKind::Expand ||
+  if (n.kind == OpKind::ArgMax || n.kind == OpKind::ArgMin) {
+    const auto& a = std::get<ArgReduceAttrs>(n.attrs);
+    auto type = elemTypeOf(x.type.dtype);
+    if (!type || xs.rank() == 0) {
+      l.unsupported(n, "this input dtype is not compiled");
+      return false;
+    }
+    auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
+    const auto& d = xs.dims();
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    rt::Step step;
+    step.kind = rt::StepKind::ArgReduce;
+    step.label = label;
+    step.tensors = {out, in};
+    step.ints = {product(d, 0, axis),      d[axis],           product(d, axis + 1, d.size()),
+                 n.kind == OpKind::ArgMax, a.selectLastIndex, static_cast<int64_t>(*type)};
+    l.addStep(std::move(step), {in}, {out});
+    return true;
+  }
+  bool movesData = n.kind == OpKind::Tile || n.kind == OpKind::DepthToSpace ||
+                   n.kind == OpKind::SpaceToDepth || n.kind == OpKind::Pad ||
+                   n.kind == OpKind::Transpose || n.kind == OpKind::Expand ||
                    n.kind == OpKind::Slice || n.kind == OpKind::Split || n.kind == OpKind::Concat ||
                    n.kind == OpKind::Gather;
   if (!allF32(g, n) && !(movesData && elemTypeOf(x.type.dtype))) {
@@ -501,6 +523,75 @@ bool lowerSingle(Lowering& l, const Node& n) {
     for (int64_t p : perm) s.push_back(xstr[static_cast<size_t>(p)]);
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
     return copyAny(l, label, out, ys, 0, ys.strides(), in, s, 0, dt);
+  }
+  case OpKind::Tile: {
+    // y viewed as [r0, d0, r1, d1, ...]: the repeat dims read with stride 0.
+    const auto& reps = std::get<TileAttrs>(n.attrs).repeats;
+    std::vector<int64_t> dims, inStrides, xstr = xs.strides();
+    for (int k = 0; k < xs.rank(); ++k) {
+      dims.push_back(reps[static_cast<size_t>(k)]);
+      dims.push_back(xs[k]);
+      inStrides.push_back(0);
+      inStrides.push_back(xstr[static_cast<size_t>(k)]);
+    }
+    Shape vs(dims);
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    return copyAny(l, label, out, vs, 0, vs.strides(), in, inStrides, 0, dt);
+  }
+  case OpKind::DepthToSpace:
+  case OpKind::SpaceToDepth: {
+    const auto& a = std::get<DepthToSpaceAttrs>(n.attrs);
+    int64_t b = a.blockSize;
+    std::vector<int64_t> sx = xs.strides(), dims, inStrides;
+    if (n.kind == OpKind::DepthToSpace) {
+      // y[n, c, h*b+bh, w*b+bw] over [N, C, H, b, W, b].
+      int64_t c = ys[1];
+      dims = {ys[0], c, xs[2], b, xs[3], b};
+      int64_t cs = sx[1];
+      if (a.columnRowDepth)
+        inStrides = {sx[0], b * b * cs, sx[2], b * cs, sx[3], cs};
+      else
+        inStrides = {sx[0], cs, sx[2], b * c * cs, sx[3], c * cs};
+    } else {
+      // y[n, (bh*b+bw)*C + c, h, w] over [N, b, b, C, H, W].
+      dims = {xs[0], b, b, xs[1], ys[2], ys[3]};
+      inStrides = {sx[0], sx[2], sx[3], sx[1], b * sx[2], b * sx[3]};
+    }
+    Shape vs(dims);
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    return copyAny(l, label, out, vs, 0, vs.strides(), in, inStrides, 0, dt);
+  }
+  case OpKind::Pad: {
+    const auto& a = std::get<PadAttrs>(n.attrs);
+    if (a.mode != PadMode::Constant) {
+      l.unsupported(n, "only constant padding is compiled");
+      return false;
+    }
+    // Fill with the value, then copy the (possibly cropped) input into the interior.
+    Tensor value(dt, {1});
+    value.setDouble(0, a.value);
+    int fill = l.addConstant(value.data(), value.byteSize());
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    if (!copyAny(l, label + " (fill)", out, ys, 0, ys.strides(), fill,
+                 std::vector<int64_t>(static_cast<size_t>(ys.rank()), 0), 0, dt))
+      return false;
+    std::vector<int64_t> len, sy = ys.strides(), sx = xs.strides();
+    int64_t outOffset = 0, inOffset = 0;
+    auto r = static_cast<size_t>(xs.rank());
+    for (size_t k = 0; k < r; ++k) {
+      int64_t begin = a.pads[k];
+      int64_t ob = std::max<int64_t>(begin, 0), ib = std::max<int64_t>(-begin, 0);
+      len.push_back(std::max<int64_t>(
+          0, std::min(xs[static_cast<int>(k)] - ib, ys[static_cast<int>(k)] - ob)));
+      outOffset += ob * sy[k];
+      inOffset += ib * sx[k];
+    }
+    Shape region(len);
+    if (region.numel() == 0) return true;
+    return copyAny(l, label, out, region, outOffset, sy, in, sx, inOffset, dt);
   }
   case OpKind::Expand: {
     int in = l.tensorIn(n.inputs[0], Phys::Plain);

@@ -49,16 +49,20 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::Pool      ? 2
                   : s.kind == StepKind::Gather    ? 3
                   : s.kind == StepKind::Reduce    ? 2
+                  : s.kind == StepKind::ArgReduce ? 2
                                                   : s.tensors.size();
     size_t ints = s.kind == StepKind::Softmax     ? 4
                   : s.kind == StepKind::Reduce    ? 3
+                  : s.kind == StepKind::ArgReduce ? 6
                   : s.kind == StepKind::LayerNorm ? 2
                   : s.kind == StepKind::Pool      ? sizeof(PoolParams) / sizeof(int64_t)
                   : s.kind == StepKind::Gather    ? 6
                                                   : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
-        s.kind > StepKind::Typed ||
+        s.kind > StepKind::ArgReduce ||
+        (s.kind == StepKind::ArgReduce &&
+         (s.ints[5] < 0 || s.ints[5] > static_cast<int64_t>(ElemType::Bool))) ||
         (s.kind == StepKind::Reduce && (s.ints[2] < 0 || s.ints[2] > 9)))
       return makeError("corrupt model plan: step '", s.label, "' has the wrong operands");
   }
@@ -149,6 +153,10 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
     for (size_t i = 1; i < s.tensors.size() && i <= 3; ++i) in[i - 1] = ptr(i);
     return runTyped(typed_[index], ptr(0), in, s.label);
   }
+  case StepKind::ArgReduce:
+    runArgReduce(ptr(1), static_cast<int64_t*>(ptr(0)), s.ints[0], s.ints[1], s.ints[2],
+                 s.ints[3] != 0, s.ints[4] != 0, static_cast<ElemType>(s.ints[5]));
+    return {};
   case StepKind::Reduce:
     runReduce(f(1), f(0), s.ints[0], s.ints[1], static_cast<ReduceKind>(s.ints[2]), threads_);
     return {};

@@ -33,6 +33,7 @@ enum class StepKind : int32_t {
   Gather = 5,    ///< tensors {out, data, indices}; ints {outer, axis, inner, count, elem, index}
   Reduce = 6,    ///< tensors {out, in}; ints {rows, length, ReduceKind}
   Typed = 7,     ///< tensors {out, inputs...}; a typed elementwise op (typed_kernels.h)
+  ArgReduce = 8, ///< tensors {out, in}; ints {outer, len, inner, is_max, select_last, ElemType}
 };
 
 struct Step {

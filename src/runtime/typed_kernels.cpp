@@ -198,6 +198,28 @@ Expected<TypedProgram> TypedProgram::decode(const Step& step) {
   return p;
 }
 
+void runArgReduce(const void* in, int64_t* out, int64_t outer, int64_t len, int64_t inner,
+                  bool isMax, bool selectLast, ElemType type) {
+  bool integer = !isFloatType(type);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t best = 0;
+      Scalar bv = load(in, o * len * inner + i, type);
+      for (int64_t j = 1; j < len; ++j) {
+        Scalar v = load(in, (o * len + j) * inner + i, type);
+        bool greater = integer ? v.i > bv.i : v.f > bv.f;
+        bool less = integer ? v.i < bv.i : v.f < bv.f;
+        bool equal = integer ? v.i == bv.i : v.f == bv.f;
+        bool better = (isMax ? greater : less) || (selectLast && equal);
+        if (better) {
+          best = j;
+          bv = v;
+        }
+      }
+      out[o * inner + i] = best;
+    }
+}
+
 Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
                 const std::string& label) {
   int64_t total = 1;

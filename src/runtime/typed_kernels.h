@@ -65,6 +65,11 @@ struct TypedProgram {
   static Expected<TypedProgram> decode(const Step& step);
 };
 
+/// ArgMax/ArgMin along an axis: `in` is outer x len x inner of type `type`, `out` int64
+/// outer x inner; ties go to the first index, or the last with `selectLast`.
+void runArgReduce(const void* in, int64_t* out, int64_t outer, int64_t len, int64_t inner,
+                  bool isMax, bool selectLast, ElemType type);
+
 /// Runs the program; integer division or modulo by zero is an error naming the step.
 Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
                 const std::string& label);
