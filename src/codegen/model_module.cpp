@@ -28,37 +28,42 @@ std::string ModelModule::nextSymbol() const {
   return module_->module().getModuleIdentifier() + "_kernel" + std::to_string(symbols_.size());
 }
 
-Expected<int> ModelModule::addMatmul(const MatmulWorkload& w, const MatmulConfig& c,
-                                     const Epilogue& e, const float* constantB,
-                                     std::vector<float>& packed) {
+template <typename Emit> Expected<int> ModelModule::add(Emit emit, std::vector<float>& packed) {
   std::string symbol = nextSymbol();
-  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p,
-                         codegen::emitMatmulKernel(*module_, symbol, w, c, e, constantB));
+  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p, emit(*module_, symbol));
   if (p.data) copyPacked(p, packed);
   symbols_.push_back(symbol);
   return kernelCount() - 1;
 }
 
+Expected<int> ModelModule::addMatmul(const MatmulWorkload& w, const MatmulConfig& c,
+                                     const Epilogue& e, const float* constantB,
+                                     std::vector<float>& packed) {
+  return add(
+      [&](codegen::ModuleBuilder& mb, const std::string& symbol) {
+        return codegen::emitMatmulKernel(mb, symbol, w, c, e, constantB);
+      },
+      packed);
+}
+
 Expected<int> ModelModule::addConv2d(const Conv2dWorkload& w, const Conv2dConfig& c,
                                      const Epilogue& e, const float* weights,
                                      std::vector<float>& packed) {
-  std::string symbol = nextSymbol();
-  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p,
-                         codegen::emitConv2dKernel(*module_, symbol, w, c, e, weights));
-  copyPacked(p, packed);
-  symbols_.push_back(symbol);
-  return kernelCount() - 1;
+  return add(
+      [&](codegen::ModuleBuilder& mb, const std::string& symbol) {
+        return codegen::emitConv2dKernel(mb, symbol, w, c, e, weights);
+      },
+      packed);
 }
 
 Expected<int> ModelModule::addDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                         const Epilogue& e, const float* weights,
                                         std::vector<float>& packed) {
-  std::string symbol = nextSymbol();
-  TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p,
-                         codegen::emitDepthwiseKernel(*module_, symbol, w, c, e, weights));
-  copyPacked(p, packed);
-  symbols_.push_back(symbol);
-  return kernelCount() - 1;
+  return add(
+      [&](codegen::ModuleBuilder& mb, const std::string& symbol) {
+        return codegen::emitDepthwiseKernel(mb, symbol, w, c, e, weights);
+      },
+      packed);
 }
 
 Expected<std::vector<void*>> ModelModule::compile() {

@@ -51,6 +51,8 @@ public:
 
 private:
   std::string nextSymbol() const;
+  /// Emits one kernel through `emit(module, symbol)` and records it.
+  template <typename Emit> Expected<int> add(Emit emit, std::vector<float>& packed);
   Jit& jit_;
   std::unique_ptr<codegen::ModuleBuilder> module_;
   std::vector<std::string> symbols_;

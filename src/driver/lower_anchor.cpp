@@ -100,6 +100,34 @@ std::string shapeText(const Shape& s) {
   return s.toString();
 }
 
+template <typename W, typename C>
+void describe(HeavyKernel& hk, const char* templ, const W& w, const C& c) {
+  hk.templ = templ;
+  hk.workload = w.toJson();
+  hk.config = c.toJson();
+  hk.flops = w.flops();
+}
+
+// The kernel's step: its bias into the constants, its output defined in `phys`; returns the
+// nodes it consumed.
+size_t addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weights,
+                     const EpilogueBuild& e, Phys phys) {
+  int bias = e.bias.empty() ? -1 : l.addConstant(e.bias.data(), e.bias.size() * 4);
+  int out = l.defineOutput(e.result, phys);
+  rt::Step step;
+  step.kind = rt::StepKind::Kernel;
+  step.label = hk.label;
+  step.kernel = kernel;
+  step.tensors = {in, weights, out, bias, e.addend};
+  l.addStep(std::move(step), {in, weights, bias, e.addend}, {out});
+  l.noteHeavy(std::move(hk));
+  return e.consumed;
+}
+
+int packedConstant(Lowering& l, const std::vector<float>& packed) {
+  return packed.empty() ? -1 : l.addConstant(packed.data(), packed.size() * 4);
+}
+
 size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
   const Graph& g = l.graph();
   const Node& n = g.node(nodes[0]);
@@ -144,10 +172,7 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     DepthwiseConfig c = chooseConfig<DepthwiseWorkload, DepthwiseConfig>(
         l, w, kDepthwiseTemplateVersion, [&] { return defaultDepthwiseConfig(w, l.options().isa); },
         validateDepthwiseConfig, hk.tuned);
-    hk.templ = "depthwise";
-    hk.workload = w.toJson();
-    hk.config = c.toJson();
-    hk.flops = w.flops();
+    describe(hk, "depthwise", w, c);
     if (l.module()) kernel = l.module()->addDepthwise(w, c, e.epilogue, floatData(wv), packed);
   } else {
     Conv2dWorkload w;
@@ -160,10 +185,7 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
         l, w, kConv2dTemplateVersion,
         [&] { return defaultConv2dConfig(w, l.options().isa, hostInfo()); }, validateConv2dConfig,
         hk.tuned);
-    hk.templ = "conv2d";
-    hk.workload = w.toJson();
-    hk.config = c.toJson();
-    hk.flops = w.flops();
+    describe(hk, "conv2d", w, c);
     if (l.module()) kernel = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
   }
   if (!kernel) {
@@ -174,17 +196,7 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
              std::to_string(a.kernel[0]) + "x" + std::to_string(a.kernel[1]) + " s" +
              std::to_string(a.strides[0]) + (e.epilogue.empty() ? "" : " + ") +
              epilogueName(e.epilogue);
-  int weights = packed.empty() ? -1 : l.addConstant(packed.data(), packed.size() * 4);
-  int bias = e.bias.empty() ? -1 : l.addConstant(e.bias.data(), e.bias.size() * 4);
-  int out = l.defineOutput(e.result, Phys::Nhwc);
-  rt::Step step;
-  step.kind = rt::StepKind::Kernel;
-  step.label = hk.label;
-  step.kernel = *kernel;
-  step.tensors = {in, weights, out, bias, e.addend};
-  l.addStep(std::move(step), {in, weights, bias, e.addend}, {out});
-  l.noteHeavy(std::move(hk));
-  return e.consumed;
+  return addKernelStep(l, std::move(hk), *kernel, in, packedConstant(l, packed), e, Phys::Nhwc);
 }
 
 size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
@@ -270,10 +282,7 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
       l, w, kMatmulTemplateVersion,
       [&] { return defaultMatmulConfig(w, l.options().isa, hostInfo()); }, validateMatmulConfig,
       hk.tuned);
-  hk.templ = "matmul";
-  hk.workload = w.toJson();
-  hk.config = c.toJson();
-  hk.flops = w.flops();
+  describe(hk, "matmul", w, c);
   std::vector<float> packed;
   Expected<int> kernel = -1;
   if (l.module()) kernel = l.module()->addMatmul(w, c, e.epilogue, bData, packed);
@@ -286,19 +295,8 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
              (w.constantB ? "" : " (B computed)") + (e.epilogue.empty() ? "" : " + ") +
              epilogueName(e.epilogue);
   int in = l.tensorIn(n.inputs[0], Phys::Plain);
-  int weights = w.constantB
-                    ? (packed.empty() ? -1 : l.addConstant(packed.data(), packed.size() * 4))
-                    : l.tensorIn(n.inputs[1], Phys::Plain);
-  int bias = e.bias.empty() ? -1 : l.addConstant(e.bias.data(), e.bias.size() * 4);
-  int out = l.defineOutput(e.result, Phys::Plain);
-  rt::Step step;
-  step.kind = rt::StepKind::Kernel;
-  step.label = hk.label;
-  step.kernel = *kernel;
-  step.tensors = {in, weights, out, bias, e.addend};
-  l.addStep(std::move(step), {in, weights, bias, e.addend}, {out});
-  l.noteHeavy(std::move(hk));
-  return e.consumed;
+  int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(n.inputs[1], Phys::Plain);
+  return addKernelStep(l, std::move(hk), *kernel, in, weights, e, Phys::Plain);
 }
 
 } // namespace
