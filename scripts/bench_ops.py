@@ -54,6 +54,8 @@ def main():
     parser.add_argument("--tunec", default="build/src/tunec")
     parser.add_argument("--baselines", default="build/bench_baselines")
     parser.add_argument("--sweep", type=int, default=40, help="configs per sweep (default 40)")
+    parser.add_argument("--db", default="", help="take the best config of each shape from this tuning "
+                        "database (e.g. after `tunec tune`) instead of a sweep, where it has a record")
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds per shape; medians are reported")
     parser.add_argument("--seconds", type=float, default=0.5)
     parser.add_argument("--out", default="docs/benchmarks.md")
@@ -100,7 +102,14 @@ def main():
                 candidates.append(("matmul", ["--m", str(hw * hw), "--n", str(oc), "--k", str(ic)]))
             results = []
             for op, args_ in candidates:
-                best = run_json([args.tunec, "bench-op", op, *args_, "--sweep", str(args.sweep), "--seconds", s, "--json"])
+                best = None
+                if args.db:
+                    try:
+                        best = run_json([args.tunec, "bench-op", op, *args_, "--db", args.db, "--seconds", s, "--json"])
+                    except subprocess.CalledProcessError:
+                        best = None  # no record of this shape: sweep it
+                if best is None:
+                    best = run_json([args.tunec, "bench-op", op, *args_, "--sweep", str(args.sweep), "--seconds", s, "--json"])
                 results.append((op, args_, best))
             d, b, base = {}, {}, []
             for _ in range(args.repeats):
@@ -161,7 +170,10 @@ def main():
     text = [f"## Kernel benchmarks ({now})", "",
             f"Command: `{cmd}`. Machine: {platform.node()}, {os.cpu_count()} vCPUs. Every number is a median of "
             f"{args.repeats} alternating rounds (tunec default, tunec best config, baselines) of repeated timing "
-            f"for at least {args.seconds} s each; the best config comes from a sweep of {args.sweep} random valid "
+            f"for at least {args.seconds} s each; the best config comes from "
+            + (f"the tuning database {args.db} (`tunec bench-op ... --db`), or where it has no record of a shape "
+               "from " if args.db else "")
+            + f"a sweep of {args.sweep} random valid "
             "configs plus the default (`tunec bench-op ... --sweep`). % of peak is against the FMA-throughput probe "
             "that `tunec bench-op` runs at start (times the thread count).", ""]
     for title, rows in sections:

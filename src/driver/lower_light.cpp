@@ -485,6 +485,29 @@ bool lowerSingle(Lowering& l, const Node& n) {
   default:
     break;
   }
+  if (n.kind == OpKind::GatherElements) {
+    const Value& idx = g.value(n.inputs[1]);
+    if (!elemTypeOf(x.type.dtype) ||
+        (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32)) {
+      l.unsupported(n, "these dtypes are not compiled");
+      return false;
+    }
+    int64_t axis = normalizeAxis(std::get<AxisAttrs>(n.attrs).axis, xs.rank());
+    int data = l.tensorIn(n.inputs[0], Phys::Plain);
+    int indices = l.tensorIn(n.inputs[1], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    rt::Step step;
+    step.kind = rt::StepKind::GatherElements;
+    step.label = label;
+    step.tensors = {out, data, indices};
+    step.ints = {xs.rank(), axis, static_cast<int64_t>(dtypeSize(x.type.dtype)),
+                 static_cast<int64_t>(dtypeSize(idx.type.dtype))};
+    step.ints.insert(step.ints.end(), xs.dims().begin(), xs.dims().end());
+    const auto& idims = idx.type.shape.dims();
+    step.ints.insert(step.ints.end(), idims.begin(), idims.end());
+    l.addStep(std::move(step), {data, indices}, {out});
+    return true;
+  }
   if (n.kind == OpKind::ArgMax || n.kind == OpKind::ArgMin) {
     const auto& a = std::get<ArgReduceAttrs>(n.attrs);
     auto type = elemTypeOf(x.type.dtype);
@@ -639,7 +662,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
     return true;
   }
   case OpKind::Softmax:
-  case OpKind::LogSoftmax: {
+  case OpKind::LogSoftmax:
+  case OpKind::Hardmax: {
     const auto& a = std::get<SoftmaxAttrs>(n.attrs);
     auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
     const auto& d = xs.dims();
@@ -657,7 +681,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
     step.kind = rt::StepKind::Softmax;
     step.label = label;
     step.tensors = {out, in};
-    step.ints = {outer, len, inner, n.kind == OpKind::LogSoftmax};
+    step.ints = {outer, len, inner,
+                 n.kind == OpKind::LogSoftmax ? 1 : (n.kind == OpKind::Hardmax ? 2 : 0)};
     l.addStep(std::move(step), {in}, {out});
     return true;
   }

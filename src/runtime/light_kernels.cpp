@@ -368,9 +368,19 @@ void runElementwise(const EwProgram& p, float* out, const float* const* inputs, 
 }
 
 TUNEC_MULTIVERSION
-static void softmaxRow(const float* in, float* out, int64_t n, bool log) {
+static void softmaxRow(const float* in, float* out, int64_t n, int mode) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, in[i]);
+  if (mode == 2) { // hardmax: 1 at the first maximum
+    bool found = false;
+    for (int64_t i = 0; i < n; ++i) {
+      bool hit = !found && in[i] == mx;
+      out[i] = hit ? 1.f : 0.f;
+      found |= hit;
+    }
+    return;
+  }
+  bool log = mode == 1;
   float sum = 0.f;
   for (int64_t i = 0; i < n; ++i) {
     out[i] = fast_exp(in[i] - mx);
@@ -385,7 +395,7 @@ static void softmaxRow(const float* in, float* out, int64_t n, bool log) {
   for (int64_t i = 0; i < n; ++i) out[i] *= inv;
 }
 
-void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner, bool log,
+void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner, int mode,
                 int threads) {
   if (outer * axis * inner == 0) return;
   parallelRange(outer * inner, threads, std::max<int64_t>(1, 16384 / axis),
@@ -396,11 +406,11 @@ void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_
                     const float* src = in + o * axis * inner + i;
                     float* dst = out + o * axis * inner + i;
                     if (inner == 1) {
-                      softmaxRow(src, dst, axis, log);
+                      softmaxRow(src, dst, axis, mode);
                       continue;
                     }
                     for (int64_t k = 0; k < axis; ++k) a[static_cast<size_t>(k)] = src[k * inner];
-                    softmaxRow(a.data(), b.data(), axis, log);
+                    softmaxRow(a.data(), b.data(), axis, mode);
                     for (int64_t k = 0; k < axis; ++k) dst[k * inner] = b[static_cast<size_t>(k)];
                   }
                 });

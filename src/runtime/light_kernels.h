@@ -98,8 +98,8 @@ struct PoolParams {
 };
 
 void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads);
-/// Softmax (or log-softmax) over `axis` elements with stride `inner`.
-void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner, bool log,
+/// Softmax (mode 0), log-softmax (1) or hardmax (2) over `axis` elements with stride `inner`.
+void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner, int mode,
                 int threads);
 
 enum class ReduceKind : int64_t { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };

@@ -43,14 +43,15 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
     } else {
       ex->typed_.emplace_back();
     }
-    size_t need = s.kind == StepKind::Kernel      ? 5
-                  : s.kind == StepKind::Softmax   ? 2
-                  : s.kind == StepKind::LayerNorm ? 6
-                  : s.kind == StepKind::Pool      ? 2
-                  : s.kind == StepKind::Gather    ? 3
-                  : s.kind == StepKind::Reduce    ? 2
-                  : s.kind == StepKind::ArgReduce ? 2
-                                                  : s.tensors.size();
+    size_t need = s.kind == StepKind::Kernel           ? 5
+                  : s.kind == StepKind::Softmax        ? 2
+                  : s.kind == StepKind::LayerNorm      ? 6
+                  : s.kind == StepKind::Pool           ? 2
+                  : s.kind == StepKind::Gather         ? 3
+                  : s.kind == StepKind::Reduce         ? 2
+                  : s.kind == StepKind::ArgReduce      ? 2
+                  : s.kind == StepKind::GatherElements ? 3
+                                                       : s.tensors.size();
     size_t ints = s.kind == StepKind::Softmax     ? 4
                   : s.kind == StepKind::Reduce    ? 3
                   : s.kind == StepKind::ArgReduce ? 6
@@ -60,7 +61,12 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                                                   : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
-        s.kind > StepKind::ArgReduce ||
+        s.kind > StepKind::GatherElements ||
+        (s.kind == StepKind::GatherElements &&
+         (s.ints.size() < 4 || s.ints[0] < 1 ||
+          s.ints.size() != static_cast<size_t>(4 + 2 * s.ints[0]) || s.ints[1] < 0 ||
+          s.ints[1] >= s.ints[0])) ||
+        (s.kind == StepKind::Softmax && (s.ints[3] < 0 || s.ints[3] > 2)) ||
         (s.kind == StepKind::ArgReduce &&
          (s.ints[5] < 0 || s.ints[5] > static_cast<int64_t>(ElemType::Bool))) ||
         (s.kind == StepKind::Reduce && (s.ints[2] < 0 || s.ints[2] > 9)))
@@ -146,12 +152,19 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
     return {};
   }
   case StepKind::Softmax:
-    runSoftmax(f(1), f(0), s.ints[0], s.ints[1], s.ints[2], s.ints[3] != 0, threads_);
+    runSoftmax(f(1), f(0), s.ints[0], s.ints[1], s.ints[2], static_cast<int>(s.ints[3]), threads_);
     return {};
   case StepKind::Typed: {
     const void* in[3] = {};
     for (size_t i = 1; i < s.tensors.size() && i <= 3; ++i) in[i - 1] = ptr(i);
     return runTyped(typed_[index], ptr(0), in, s.label);
+  }
+  case StepKind::GatherElements: {
+    auto rank = static_cast<size_t>(s.ints[0]);
+    std::vector<int64_t> dataDims(s.ints.begin() + 4, s.ints.begin() + 4 + static_cast<long>(rank));
+    std::vector<int64_t> indexDims(s.ints.begin() + 4 + static_cast<long>(rank), s.ints.end());
+    return runGatherElements(ptr(1), ptr(2), ptr(0), dataDims, indexDims, s.ints[1], s.ints[2],
+                             s.ints[3], s.label);
   }
   case StepKind::ArgReduce:
     runArgReduce(ptr(1), static_cast<int64_t*>(ptr(0)), s.ints[0], s.ints[1], s.ints[2],

@@ -34,6 +34,7 @@ enum class StepKind : int32_t {
   Reduce = 6,    ///< tensors {out, in}; ints {rows, length, ReduceKind}
   Typed = 7,     ///< tensors {out, inputs...}; a typed elementwise op (typed_kernels.h)
   ArgReduce = 8, ///< tensors {out, in}; ints {outer, len, inner, is_max, select_last, ElemType}
+  GatherElements = 9, ///< tensors {out, data, indices}; ints {rank, axis, elem, index, dims, idims}
 };
 
 struct Step {

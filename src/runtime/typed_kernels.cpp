@@ -198,6 +198,43 @@ Expected<TypedProgram> TypedProgram::decode(const Step& step) {
   return p;
 }
 
+Status runGatherElements(const void* data, const void* indices, void* out,
+                         const std::vector<int64_t>& dataDims,
+                         const std::vector<int64_t>& indexDims, int64_t axis, int64_t elemBytes,
+                         int64_t indexBytes, const std::string& label) {
+  size_t rank = indexDims.size();
+  std::vector<int64_t> strides(rank, 1);
+  for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * dataDims[d];
+  int64_t total = 1;
+  for (int64_t d : indexDims) total *= d;
+  std::vector<int64_t> idx(rank, 0);
+  int64_t axisLen = dataDims[static_cast<size_t>(axis)];
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t j;
+    if (indexBytes == 8) {
+      std::memcpy(&j, static_cast<const uint8_t*>(indices) + e * 8, 8);
+    } else {
+      int32_t v;
+      std::memcpy(&v, static_cast<const uint8_t*>(indices) + e * 4, 4);
+      j = v;
+    }
+    if (j < -axisLen || j >= axisLen)
+      return makeError(label, ": index ", j, " is out of range for an axis of ", axisLen);
+    if (j < 0) j += axisLen;
+    int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d)
+      src += (d == static_cast<size_t>(axis) ? j : idx[d]) * strides[d];
+    std::memcpy(static_cast<uint8_t*>(out) + e * elemBytes,
+                static_cast<const uint8_t*>(data) + src * elemBytes,
+                static_cast<size_t>(elemBytes));
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < indexDims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return {};
+}
+
 void runArgReduce(const void* in, int64_t* out, int64_t outer, int64_t len, int64_t inner,
                   bool isMax, bool selectLast, ElemType type) {
   bool integer = !isFloatType(type);

@@ -70,6 +70,13 @@ struct TypedProgram {
 void runArgReduce(const void* in, int64_t* out, int64_t outer, int64_t len, int64_t inner,
                   bool isMax, bool selectLast, ElemType type);
 
+/// GatherElements: out (shape of indices) takes data at each index with the axis coordinate
+/// replaced by the index (int64 or int32, negative wraps); an index out of range is an error.
+Status runGatherElements(const void* data, const void* indices, void* out,
+                         const std::vector<int64_t>& dataDims,
+                         const std::vector<int64_t>& indexDims, int64_t axis, int64_t elemBytes,
+                         int64_t indexBytes, const std::string& label);
+
 /// Runs the program; integer division or modulo by zero is an error naming the step.
 Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
                 const std::string& label);
