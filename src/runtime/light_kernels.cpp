@@ -491,36 +491,43 @@ void runLayerNorm(const float* in, float* out, const float* scale, const float* 
   });
 }
 
+// One output pixel for every channel: the window loops outside, the channel loop inside (unit
+// stride in NHWC, so it vectorizes); `acc` holds one accumulator per channel.
 TUNEC_MULTIVERSION
-static void poolPixel(const PoolParams& p, const float* in, float* out, int64_t n, int64_t oy,
-                      int64_t ox) {
-  for (int64_t c = 0; c < p.c; ++c) {
-    float acc = p.isMax ? -std::numeric_limits<float>::infinity() : 0.f;
-    int64_t count = 0;
-    for (int64_t ky = 0; ky < p.kh; ++ky) {
-      int64_t y = oy * p.sh - p.padTop + ky * p.dh;
-      for (int64_t kx = 0; kx < p.kw; ++kx) {
-        int64_t x = ox * p.sw - p.padLeft + kx * p.dw;
-        bool inside = y >= 0 && y < p.h && x >= 0 && x < p.w;
-        if (!inside) {
-          // Count padding cells that lie within the padded input only (ONNX semantics).
-          if (p.countIncludePad && y < p.h + p.padTop && x < p.w + p.padLeft) ++count;
-          continue;
-        }
-        float v = in[n * p.inStride[0] + c * p.inStride[1] + y * p.inStride[2] + x * p.inStride[3]];
-        acc = p.isMax ? std::max(acc, v) : acc + v;
-        ++count;
+static void poolPixel(const PoolParams& p, const float* in, float* out, float* acc, int64_t n,
+                      int64_t oy, int64_t ox) {
+  float init = p.isMax ? -std::numeric_limits<float>::infinity() : 0.f;
+  for (int64_t c = 0; c < p.c; ++c) acc[c] = init;
+  int64_t count = 0;
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    int64_t y = oy * p.sh - p.padTop + ky * p.dh;
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      int64_t x = ox * p.sw - p.padLeft + kx * p.dw;
+      if (y < 0 || y >= p.h || x < 0 || x >= p.w) {
+        // Count padding cells that lie within the padded input only (ONNX semantics).
+        if (p.countIncludePad && y < p.h + p.padTop && x < p.w + p.padLeft) ++count;
+        continue;
       }
+      ++count;
+      const float* src = in + n * p.inStride[0] + y * p.inStride[2] + x * p.inStride[3];
+      int64_t cs = p.inStride[1];
+      if (p.isMax)
+        for (int64_t c = 0; c < p.c; ++c) acc[c] = std::max(acc[c], src[c * cs]);
+      else
+        for (int64_t c = 0; c < p.c; ++c) acc[c] += src[c * cs];
     }
-    out[n * p.outStride[0] + c * p.outStride[1] + oy * p.outStride[2] + ox * p.outStride[3]] =
-        p.isMax ? acc : acc / static_cast<float>(std::max<int64_t>(count, 1));
   }
+  float scale = p.isMax ? 1.f : 1.f / static_cast<float>(std::max<int64_t>(count, 1));
+  float* dst = out + n * p.outStride[0] + oy * p.outStride[2] + ox * p.outStride[3];
+  for (int64_t c = 0; c < p.c; ++c) dst[c * p.outStride[1]] = acc[c] * scale;
 }
 
 void runPool(const PoolParams& p, const float* in, float* out, int threads) {
   parallelRange(p.n * p.oh, threads, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> acc(static_cast<size_t>(p.c));
     for (int64_t r = lo; r < hi; ++r)
-      for (int64_t ox = 0; ox < p.ow; ++ox) poolPixel(p, in, out, r / p.oh, r % p.oh, ox);
+      for (int64_t ox = 0; ox < p.ow; ++ox)
+        poolPixel(p, in, out, acc.data(), r / p.oh, r % p.oh, ox);
   });
 }
 
