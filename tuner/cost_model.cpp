@@ -22,6 +22,42 @@ struct Matrix {
 
 } // namespace
 
+std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records,
+                                      const HostInfo& host) {
+  std::map<std::string, double> best;
+  std::map<std::string, uint32_t> group;
+  for (const db::Record& r : records) {
+    if (r.status != "ok") continue;
+    std::string key = r.workloadKey();
+    best[key] = std::max(best[key], r.gflops);
+    group.emplace(key, static_cast<uint32_t>(group.size()));
+  }
+  std::vector<TrainingRow> rows;
+  for (const db::Record& r : records) {
+    if (r.status != "ok") continue;
+    auto f = extractFeatures(r.workload, r.config, host);
+    if (!f) continue;
+    std::string key = r.workloadKey();
+    rows.push_back({*f, static_cast<float>(best[key] > 0 ? r.gflops / best[key] : 0), group[key]});
+  }
+  return rows;
+}
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  auto ranks = [](const std::vector<double>& v) {
+    std::vector<size_t> idx(v.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return v[x] < v[y]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < idx.size(); ++i) r[idx[i]] = static_cast<double>(i);
+    return r;
+  };
+  auto ra = ranks(a), rb = ranks(b);
+  double n = static_cast<double>(a.size()), d2 = 0;
+  for (size_t i = 0; i < a.size(); ++i) d2 += (ra[i] - rb[i]) * (ra[i] - rb[i]);
+  return 1 - 6 * d2 / (n * (n * n - 1));
+}
+
 CostModel::CostModel() = default;
 
 CostModel::~CostModel() {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "tuner/features.h"
+#include "tuning_db/database.h"
 
 #include <memory>
 #include <vector>
@@ -16,6 +17,13 @@ struct TrainingRow {
   float label = 0;    ///< throughput / the best throughput of the same workload, in [0, 1]
   uint32_t group = 0; ///< rows of one workload share a group
 };
+
+/// Training rows from records of one template: ok records only, labels normalized by the best
+/// throughput of their workload, one group per workload.
+std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records, const HostInfo& host);
+
+/// Spearman rank correlation of two equally long series (no tie correction).
+double spearman(const std::vector<double>& a, const std::vector<double>& b);
 
 class CostModel {
 public:

@@ -2,6 +2,7 @@
 #include "tuner/tuning_job.h"
 
 #include "support/host.h"
+#include "support/timing.h"
 #include "tuner/task_scheduler.h"
 
 #include <chrono>
@@ -13,13 +14,6 @@
 namespace tunec::tuner {
 
 namespace {
-
-std::string utcNow() {
-  std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buf;
-}
 
 std::string duration(double seconds) {
   char buf[32];
@@ -40,27 +34,6 @@ struct TaskState {
   int sinceImprovement = 0;
   int runTrials = 0;
 };
-
-// Training rows of a template: ok records of this target and version, labels normalized per
-// workload.
-std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records,
-                                      const HostInfo& host) {
-  std::map<std::string, double> best;
-  std::map<std::string, uint32_t> group;
-  for (const db::Record& r : records) {
-    std::string key = r.workloadKey();
-    best[key] = std::max(best[key], r.gflops);
-    group.emplace(key, static_cast<uint32_t>(group.size()));
-  }
-  std::vector<TrainingRow> rows;
-  for (const db::Record& r : records) {
-    auto f = extractFeatures(r.workload, r.config, host);
-    if (!f) continue;
-    std::string key = r.workloadKey();
-    rows.push_back({*f, static_cast<float>(best[key] > 0 ? r.gflops / best[key] : 0), group[key]});
-  }
-  return rows;
-}
 
 } // namespace
 
@@ -140,7 +113,6 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       continue;
     }
     std::vector<db::Record> records;
-    double before = p.bestSeconds;
     for (const Point& point : batch) {
       if (stop.load()) break;
       if (options.timeBudgetSeconds > 0 && elapsed() >= options.timeBudgetSeconds) break;
@@ -160,7 +132,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       r.gflops = m.status == "ok" && m.medianUs > 0 ? s.task.flops / (m.medianUs * 1e-6) / 1e9 : 0;
       r.tunecVersion = "0.1.0";
       r.host = host.modelName;
-      r.createdAt = utcNow();
+      r.createdAt = utcTimestamp();
       s.measured.insert(point.text);
       ++summary.trials;
       ++s.runTrials;
@@ -187,7 +159,6 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
               [](const auto& a, const auto& b) { return a.first > b.first; });
     p.bestHistory.push_back(p.bestSeconds);
     if (options.earlyStopping > 0 && s.sinceImprovement >= options.earlyStopping) p.finished = true;
-    (void)before;
     // Retrain between batches, never while a measurement runs.
     TUNEC_TRY(retrain(s.task.templ, s.task.templateVersion));
     if (options.progress) {

@@ -72,13 +72,6 @@ struct OpBench {
   std::shared_ptr<double> compileSeconds = std::make_shared<double>(0);
 };
 
-std::string utcNow() {
-  std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buf;
-}
-
 /// Runs `compile` and records how long it took.
 template <typename F> auto timedCompile(double& seconds, F&& compile) {
   auto t0 = std::chrono::steady_clock::now();
@@ -276,7 +269,7 @@ int commandBenchOp(const std::vector<std::string>& argv) {
         r.repeats = 1;
         r.tunecVersion = "0.1.0";
         r.host = hostInfo().modelName;
-        r.createdAt = utcNow();
+        r.createdAt = utcTimestamp();
         records.push_back(std::move(r));
       }
       auto added = database->insert(records);

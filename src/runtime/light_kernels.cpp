@@ -185,8 +185,6 @@ void runEwRange(const EwTask& t, int64_t begin, int64_t end) {
   int rank = static_cast<int>(p.dims.size());
   int64_t inner = p.dims.back();
   size_t numInputs = p.inOffsets.size();
-  int registers = 0;
-  for (const EwInstr& in : p.code) registers = std::max(registers, in.dst + 1);
   alignas(64) float inBuf[8][kChunk];
   alignas(64) float reg[8][kChunk];
   for (int64_t item = begin; item < end; ++item) {
@@ -230,7 +228,6 @@ void runEwRange(const EwTask& t, int64_t begin, int64_t end) {
         for (int64_t j = 0; j < len; ++j) outPtr[j * os] = d[j];
     }
   }
-  (void)registers;
 }
 
 template <typename F> void parallelRange(int64_t items, int threads, int64_t minPerTask, F&& f) {

@@ -3,9 +3,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <vector>
 
 namespace tunec {
+
+std::string utcTimestamp() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
 
 Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns) {
   using Clock = std::chrono::steady_clock;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 namespace tunec {
 
@@ -13,6 +14,9 @@ struct Timing {
 
 /// Runs `fn` once to warm up, then repeatedly until `minSeconds` have passed and at least
 /// `minRuns` runs were made.
+/// The current time in ISO 8601 UTC ("2026-11-30T18:05:00Z"), for records.
+std::string utcTimestamp();
+
 Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns = 5);
 
 } // namespace tunec

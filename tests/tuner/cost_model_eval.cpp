@@ -14,22 +14,6 @@ using namespace tunec;
 
 namespace {
 
-std::vector<double> ranks(const std::vector<double>& v) {
-  std::vector<size_t> idx(v.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < idx.size(); ++i) r[idx[i]] = static_cast<double>(i);
-  return r;
-}
-
-double spearman(const std::vector<double>& a, const std::vector<double>& b) {
-  auto ra = ranks(a), rb = ranks(b);
-  double n = static_cast<double>(a.size()), d2 = 0;
-  for (size_t i = 0; i < a.size(); ++i) d2 += (ra[i] - rb[i]) * (ra[i] - rb[i]);
-  return 1 - 6 * d2 / (n * (n * n - 1));
-}
-
 std::vector<db::Record> okRecords(db::TuningDatabase& d) {
   std::vector<db::Record> out;
   auto stats = d.stats();
@@ -58,21 +42,15 @@ int main(int argc, char** argv) {
   }
   const HostInfo& host = hostInfo();
   std::vector<db::Record> trainRecords = okRecords(*train);
-  std::map<std::string, double> best;
-  std::map<std::string, uint32_t> group;
   std::set<std::string> seen;
+  std::map<std::string, std::vector<db::Record>> byTemplate;
   for (const auto& r : trainRecords) {
-    best[r.workloadKey()] = std::max(best[r.workloadKey()], r.gflops);
-    group.emplace(r.workloadKey(), static_cast<uint32_t>(group.size()));
     seen.insert(r.workloadKey() + r.config.dump());
+    byTemplate[r.templateName()].push_back(r);
   }
   std::map<std::string, std::vector<tuner::TrainingRow>> rowsByTemplate;
-  for (const auto& r : trainRecords) {
-    auto f = tuner::extractFeatures(r.workload, r.config, host);
-    if (f)
-      rowsByTemplate[r.templateName()].push_back(
-          {*f, static_cast<float>(r.gflops / best[r.workloadKey()]), group[r.workloadKey()]});
-  }
+  for (const auto& [templ, records] : byTemplate)
+    rowsByTemplate[templ] = tuner::trainingRows(records, host);
   std::map<std::string, std::unique_ptr<tuner::CostModel>> models;
   for (auto& [templ, rows] : rowsByTemplate) {
     models[templ] = std::make_unique<tuner::CostModel>();
@@ -96,7 +74,7 @@ int main(int argc, char** argv) {
   for (const auto& [key, v] : byWorkload) {
     if (v.first.size() < 5) continue;
     std::printf("%s\"%s\": {\"spearman\": %.4f, \"configs\": %zu}", first ? "" : ", ", key.c_str(),
-                spearman(v.first, v.second), v.first.size());
+                tuner::spearman(v.first, v.second), v.first.size());
     first = false;
   }
   std::printf("}\n");

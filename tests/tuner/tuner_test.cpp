@@ -100,22 +100,6 @@ TEST(Features, FixedLengthDeterministicAndInformative) {
   EXPECT_FALSE(bad.isOk());
 }
 
-// Spearman rank correlation.
-double spearman(const std::vector<double>& a, const std::vector<double>& b) {
-  auto ranks = [](const std::vector<double>& v) {
-    std::vector<size_t> idx(v.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return v[x] < v[y]; });
-    std::vector<double> r(v.size());
-    for (size_t i = 0; i < idx.size(); ++i) r[idx[i]] = static_cast<double>(i);
-    return r;
-  };
-  auto ra = ranks(a), rb = ranks(b);
-  double n = static_cast<double>(a.size()), d2 = 0;
-  for (size_t i = 0; i < a.size(); ++i) d2 += (ra[i] - rb[i]) * (ra[i] - rb[i]);
-  return 1 - 6 * d2 / (n * (n * n - 1));
-}
-
 TEST(CostModel, LearnsARankingAndTransfersAcrossGroups) {
   // Synthetic throughput: a smooth function of three features, as groups of 40 configs each.
   std::mt19937 rng(9);
@@ -147,7 +131,7 @@ TEST(CostModel, LearnsARankingAndTransfersAcrossGroups) {
   auto scores = model.predict(heldOut);
   ASSERT_TRUE(scores.isOk());
   std::vector<double> got(scores->begin(), scores->end());
-  EXPECT_GT(spearman(got, want), 0.8);
+  EXPECT_GT(tuner::spearman(got, want), 0.8);
   std::string path = std::filesystem::temp_directory_path() /
                      ("tunec_model_" + std::to_string(getpid()) + ".json");
   ASSERT_TRUE(model.save(path).isOk());
