@@ -5,6 +5,7 @@
 #include "ir/tensor.h"
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -113,6 +114,26 @@ int commandBench(const std::vector<std::string>& argv) {
     for (size_t i = 0; i < std::min<size_t>(order.size(), 25); ++i)
       std::printf("  %8.3f ms %5.1f%%  %s\n", seconds[order[i]] * 1e3 / *runs,
                   100.0 * seconds[order[i]] / total, session->stepLabels[order[i]].c_str());
+    // The same steps grouped by what they compute (the label without the node name), so
+    // that twelve identical layers read as one line.
+    std::map<std::string, std::pair<double, int>> groups;
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      std::string key = session->stepLabels[i];
+      if (size_t open = key.find('\''); open != std::string::npos)
+        if (size_t close = key.find('\'', open + 1); close != std::string::npos)
+          key.erase(open, close - open + 2);
+      groups[key].first += seconds[i];
+      groups[key].second += 1;
+    }
+    std::vector<std::pair<std::string, std::pair<double, int>>> grouped(groups.begin(),
+                                                                        groups.end());
+    std::sort(grouped.begin(), grouped.end(),
+              [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    std::printf("grouped by computation (%zu groups):\n", grouped.size());
+    for (size_t i = 0; i < std::min<size_t>(grouped.size(), 15); ++i)
+      std::printf("  %8.3f ms %5.1f%%  %3dx %s\n", grouped[i].second.first * 1e3 / *runs,
+                  100.0 * grouped[i].second.first / total, grouped[i].second.second,
+                  grouped[i].first.c_str());
   }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2], p90 = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];

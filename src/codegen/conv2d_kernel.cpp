@@ -43,6 +43,7 @@ public:
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.ocBlock, cols, false, true, epilogue_};
       spec.aRowGroup = group;
+      spec.prefetchB = true;
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == tileRows && cols == c_.ocBlock);
     };
@@ -91,6 +92,10 @@ private:
   void emitRow(llvm::Value* n, llvm::Value* panel, llvm::Value* oh, llvm::Value* ohHi) {
     const int64_t ic = w_.ic, icg = w_.icPerGroup(), nr = c_.ocBlock;
     llvm::Value* panelWeights = gep(weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * icg * nr)));
+    // The next panel (this one at the last), prefetched one cache-line column per tile.
+    llvm::Value* nextWeights =
+        gep(weights_, b_.CreateMul(min(b_.CreateAdd(panel, i64(1)), i64(panels_ - 1)),
+                                   i64(w_.kh * w_.kw * icg * nr)));
     // Panel p covers output channels [g*OCg + lp*nr, +nr) of group g = p / panelsPerGroup.
     llvm::Value* group = b_.CreateSDiv(panel, i64(panelsPerGroup_));
     llvm::Value* localOc = b_.CreateMul(b_.CreateSRem(panel, i64(panelsPerGroup_)), i64(nr));
@@ -126,6 +131,9 @@ private:
           c_.rowsPerTile > 1 ? b_.CreateICmpSGT(b_.CreateAdd(oh, i64(c_.rowsPerTile)), ohHi)
                              : b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
       llvm::Value* which = mb_.tileVariant(b_, owTail, ocTail);
+      llvm::Value* tile =
+          b_.CreateAdd(b_.CreateSDiv(oh, i64(c_.rowsPerTile)), b_.CreateSDiv(ow0, i64(owStep)));
+      llvm::Value* line = b_.CreateSRem(tile, i64((nr + 15) / 16));
       std::vector<llvm::Value*> args = {aArr_,
                                         bArr_,
                                         gep(out_, cOff),
@@ -138,7 +146,8 @@ private:
                                         gep(bias_, oc0),
                                         gep(addend_, cOff),
                                         i64(w_.oc),
-                                        i64(w_.strideH * wp_ * ic)};
+                                        i64(w_.strideH * wp_ * ic),
+                                        gep(nextWeights, b_.CreateMul(line, i64(16)))};
       mb_.emitVariantCall(b_, which, kernels_, args);
     });
   }

@@ -44,6 +44,7 @@ private:
     int mTail = static_cast<int>(w_.m % c_.mr), nTail = static_cast<int>(w_.n % c_.nr);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
+      spec.prefetchB = w_.constantB;
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == c_.mr && cols == c_.nr);
     };
@@ -151,6 +152,12 @@ private:
       llvm::Value* bPtr = gep(bPanels_, b_.CreateAdd(b_.CreateMul(panel, i64(w_.k * c_.nr)),
                                                      b_.CreateMul(pc, i64(c_.nr))));
       b_.CreateStore(bPtr, bArr_);
+      // The next panel (this one at the last): each mr tile prefetches one of its cache-line
+      // columns, so the first ceil(nr/16) tiles of this panel bring all of it into L2.
+      int64_t panels = (w_.n + c_.nr - 1) / c_.nr;
+      llvm::Value* nextPanel = min(b_.CreateAdd(panel, i64(1)), i64(panels - 1));
+      llvm::Value* nextB = gep(bPanels_, b_.CreateAdd(b_.CreateMul(nextPanel, i64(w_.k * c_.nr)),
+                                                      b_.CreateMul(pc, i64(c_.nr))));
       llvm::Value* nTail = b_.CreateICmpSLT(b_.CreateSub(ncur, jr), i64(c_.nr));
       mb_.forLoop(b_, i64(0), mcur, c_.mr, "ir", [&](llvm::Value* ir) {
         llvm::Value* row = b_.CreateAdd(ic, ir);
@@ -170,9 +177,11 @@ private:
         llvm::Value* biasPtr = gep(bias_, col);
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));
         llvm::Value* which = mb_.tileVariant(b_, mTail, nTail);
+        llvm::Value* line = b_.CreateSRem(b_.CreateSDiv(ir, i64(c_.mr)), i64((c_.nr + 15) / 16));
+        llvm::Value* pf = gep(nextB, b_.CreateMul(line, i64(16)));
         std::vector<llvm::Value*> args = {aArr_,      bArr_,     cPtr,   kcur,  ldaV,
                                           i64(c_.nr), i64(w_.n), i64(1), flags, biasPtr,
-                                          addPtr,     i64(w_.n), i64(0)};
+                                          addPtr,     i64(w_.n), i64(0), pf};
         mb_.emitVariantCall(b_, which, kernels_, args);
       });
     });

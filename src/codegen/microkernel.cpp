@@ -43,6 +43,7 @@ std::string microkernelName(const MicrokernelSpec& spec) {
   if (spec.aTransposed) name += "_at";
   if (spec.kUnroll > 1) name += "_u" + std::to_string(spec.kUnroll);
   if (spec.aRowGroup > 0) name += "_g" + std::to_string(spec.aRowGroup);
+  if (spec.prefetchB) name += "_pfb";
   name += "_" + std::string(isaInfo(spec.isa).name);
   std::string epi = epilogueName(spec.epilogue);
   for (char& c : epi)
@@ -66,13 +67,14 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
 
   auto* fnTy = llvm::FunctionType::get(
       llvm::Type::getVoidTy(ctx),
-      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64}, false);
+      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr}, false);
   llvm::Function* fn = mb.createFunction(name, fnTy, internal);
   if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
   auto args = fn->arg_begin();
   llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
               *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
-              *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *ldaGroup = &args[12];
+              *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *ldaGroup = &args[12],
+              *prefetchB = &args[13];
   fn->addParamAttr(2, llvm::Attribute::NoAlias);
 
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
@@ -86,10 +88,10 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   llvm::Value* zero64 = b.getInt64(0);
   llvm::Value* one64 = b.getInt64(1);
 
+  llvm::Function* prefetch =
+      llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::prefetch, {ptr});
   // Prefetch the C tile for writing; it is read and written only after the k loop.
   if (spec.prefetchC) {
-    llvm::Function* prefetch =
-        llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::prefetch, {ptr});
     for (int i = 0; i < mr; ++i)
       for (int j = 0; j < spec.nValid; j += 16) {
         llvm::Value* p =
@@ -110,6 +112,8 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   }
   llvm::Value* aBase = b.CreateLoad(ptr, b.CreateGEP(ptr, aPtrs, bi), "a");
   llvm::Value* bBase = b.CreateLoad(ptr, b.CreateGEP(ptr, bPtrs, bi), "bp");
+  llvm::Value* pfBase =
+      spec.prefetchB ? b.CreateGEP(f32, prefetchB, b.CreateMul(b.CreateMul(bi, k), ldb)) : nullptr;
 
   // One k step: nv B vectors, mr broadcasts, mr*nv FMAs.
   llvm::Function* fma =
@@ -117,6 +121,9 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   auto step = [&](llvm::Value* kk, const std::vector<llvm::Value*>& in) {
     std::vector<llvm::Value*> bv(static_cast<size_t>(nv));
     llvm::Value* bRow = b.CreateGEP(f32, bBase, b.CreateMul(kk, ldb));
+    if (pfBase) // read prefetch into L2 (locality 2: prefetcht1)
+      b.CreateCall(prefetch, {b.CreateGEP(f32, pfBase, b.CreateMul(kk, ldb)), b.getInt32(0),
+                              b.getInt32(2), b.getInt32(1)});
     for (int j = 0; j < nv; ++j)
       bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
           vecTy, b.CreateGEP(f32, bRow, b.getInt64(j * lanes)), llvm::Align(4), "bv");

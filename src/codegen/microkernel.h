@@ -26,6 +26,11 @@ struct MicrokernelSpec {
   /// > 0: A rows come in groups of this many (row i at (i / g) * ldaGroup + (i % g) * lda),
   /// e.g. a conv tile spanning several output rows of g pixels each.
   int aRowGroup = 0;
+  /// Prefetch a stream of B into L2 while computing: at k step kk of batch element bi the kernel
+  /// prefetches the cache line at prefetchB + (bi*k + kk)*ldb. The loop nest points it at the
+  /// next B panel, so weights that come cold from memory (a model's layers each read their
+  /// weights once) arrive before the tiles that need them instead of stalling the first one.
+  bool prefetchB = false;
 };
 
 /// Runtime flags of a call.
@@ -36,11 +41,13 @@ enum MicrokernelFlags : int32_t {
 
 /// Signature of a generated microkernel. B_b element (k, j) is at B_b[k*ldb + j] and must be
 /// readable for all nr columns (packed panels are zero-padded); C and the addend use row strides
-/// ldc and ldAdd; bias is indexed by column; ldaGroup is read only by row-grouped kernels.
+/// ldc and ldAdd; bias is indexed by column; ldaGroup is read only by row-grouped kernels;
+/// prefetchB only by kernels generated with spec.prefetchB (a prefetch never faults, any address
+/// is valid).
 using MicrokernelFn = void (*)(const float* const* a, const float* const* b, float* c, int64_t k,
                                int64_t lda, int64_t ldb, int64_t ldc, int64_t batch, int32_t flags,
                                const float* bias, const float* addend, int64_t ldAdd,
-                               int64_t ldaGroup);
+                               int64_t ldaGroup, const float* prefetchB);
 
 /// Checks the generator's contract; the error says which limit a tile breaks.
 Status checkMicrokernelSpec(const MicrokernelSpec& spec);
