@@ -35,7 +35,6 @@ std::pair<float, float> balance(double tasks, int threads) {
 
 Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const HostInfo& h) {
   Features f{};
-  int lanes = isaInfo(c.isa).f32Lanes();
   double l1 = cacheOr(h.l1d, 48e3), l2 = cacheOr(h.l2, 1e6), l3 = cacheOr(h.l3, 16e6);
   f[0] = lg(c.mr);
   f[1] = lg(c.nr);
@@ -61,7 +60,7 @@ Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Ho
   f[23] = static_cast<float>(2.0 * c.mr * c.nr / (c.mr + c.nr)); // flops per loaded element
   f[24] = util(static_cast<double>(w.n), c.nr);                  // vector lanes used in N
   f[25] = util(static_cast<double>(w.m), c.mr);                  // rows used in M
-  f[26] = static_cast<float>((c.mr * c.nr / lanes + c.nr / lanes + 1) /
+  f[26] = static_cast<float>(tileRegisters(c.isa, c.mr, c.nr) /
                              static_cast<double>(isaInfo(c.isa).vectorRegisters));
   double tasks = c.parallel == "m"   ? ceilDiv(static_cast<double>(w.m), static_cast<double>(c.mc))
                  : c.parallel == "n" ? ceilDiv(static_cast<double>(w.n), static_cast<double>(c.nc))
@@ -78,7 +77,6 @@ Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Ho
 
 Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const HostInfo& h) {
   Features f{};
-  int lanes = isaInfo(c.isa).f32Lanes();
   double l1 = cacheOr(h.l1d, 48e3), l2 = cacheOr(h.l2, 1e6);
   double ow = static_cast<double>(w.ow()), oh = static_cast<double>(w.oh());
   double ocg = static_cast<double>(w.ocPerGroup()), icg = static_cast<double>(w.icPerGroup());
@@ -106,7 +104,8 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ho
   f[16] = static_cast<float>(2.0 * mr * c.ocBlock / (mr + c.ocBlock));
   f[17] = util(ocg, c.ocBlock);
   f[18] = util(ow, c.owBlock);
-  f[19] = static_cast<float>((c.owBlock * c.ocBlock / lanes + c.ocBlock / lanes + 1) /
+  f[19] = static_cast<float>(tileRegisters(c.isa, static_cast<int>(c.owBlock * c.rowsPerTile),
+                                           c.ocBlock) /
                              static_cast<double>(isaInfo(c.isa).vectorRegisters));
   double tasks = c.parallel == "oh"   ? oh
                  : c.parallel == "oc" ? ceilDiv(ocg, c.ocBlock) * static_cast<double>(w.groups)

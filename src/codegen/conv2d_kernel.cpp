@@ -2,7 +2,8 @@
 // output-channel panel and output-row block loops in the configured order, then per output
 // row the tiles of owBlock pixels; each tile is one brgemm call reducing over (kh, kw, input
 // channel block). Padding is applied once per call by copying the input into a zero-padded
-// buffer, so every window read is in bounds.
+// buffer, so every window read is in bounds; kernel rows that fall wholly into the top or
+// bottom padding for a tile are left out of its reduction.
 #include "codegen/conv2d_kernel.h"
 
 #include "codegen/kernel_emitters.h"
@@ -131,25 +132,54 @@ private:
           c_.rowsPerTile > 1 ? b_.CreateICmpSGT(b_.CreateAdd(oh, i64(c_.rowsPerTile)), ohHi)
                              : b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
       llvm::Value* which = mb_.tileVariant(b_, owTail, ocTail);
+      auto [firstTap, taps] = validTapRows(oh, ohHi);
       llvm::Value* tile =
           b_.CreateAdd(b_.CreateSDiv(oh, i64(c_.rowsPerTile)), b_.CreateSDiv(ow0, i64(owStep)));
       llvm::Value* line = b_.CreateSRem(tile, i64((nr + 15) / 16));
-      std::vector<llvm::Value*> args = {aArr_,
-                                        bArr_,
+      std::vector<llvm::Value*> args = {b_.CreateGEP(mb_.ptr(), aArr_, firstTap),
+                                        b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
                                         gep(out_, cOff),
                                         i64(c_.icBlock),
                                         i64(w_.strideW * ic),
                                         i64(nr),
                                         i64(w_.oc),
-                                        i64(batch_),
+                                        taps,
                                         b_.getInt32(kUkrApplyEpilogue),
                                         gep(bias_, oc0),
                                         gep(addend_, cOff),
                                         i64(w_.oc),
                                         i64(w_.strideH * wp_ * ic),
-                                        gep(nextWeights, b_.CreateMul(line, i64(16)))};
+                                        gep(nextWeights,
+                                            b_.CreateAdd(b_.CreateMul(firstTap, i64(c_.icBlock * nr)),
+                                                         b_.CreateMul(line, i64(16))))};
       mb_.emitVariantCall(b_, which, kernels_, args);
     });
+  }
+
+  // The batch entries (first, count) of the kernel rows kh that read real input for some
+  // output row of the tile starting at row oh; the others read only top or bottom padding and
+  // are skipped (at 14x14 a 3x3 pad-1 conv saves 5% of its FLOPs, at 7x7 10%). Entries are
+  // kh-major, so the rows kept are one contiguous range. A tile with no such row (a pad larger
+  // than the kernel) keeps every entry: the input buffer is padded, the result stays exact.
+  std::pair<llvm::Value*, llvm::Value*> validTapRows(llvm::Value* oh, llvm::Value* ohHi) {
+    int64_t perRow = w_.kw * icBlocks_;
+    if (w_.padTop == 0 && w_.padBottom == 0) return {i64(0), i64(batch_)};
+    llvm::Value* last =
+        b_.CreateSub(min(b_.CreateAdd(oh, i64(c_.rowsPerTile)), ohHi), i64(1));
+    // Row r reads input row r*sH - padTop + kh*dH: it is in [0, h) for kh in [lo(r), hi(r)).
+    // Both bounds fall as r grows, so the tile's union is [lo(last row), hi(first row)).
+    llvm::Value* lowNum = b_.CreateSub(i64(w_.padTop), b_.CreateMul(last, i64(w_.strideH)));
+    llvm::Value* lo = b_.CreateSDiv(b_.CreateAdd(lowNum, i64(w_.dilationH - 1)), i64(w_.dilationH));
+    lo = b_.CreateSelect(b_.CreateICmpSGT(lowNum, i64(0)), lo, i64(0));
+    llvm::Value* highNum =
+        b_.CreateSub(i64(w_.h - 1 + w_.padTop), b_.CreateMul(oh, i64(w_.strideH)));
+    llvm::Value* hi = b_.CreateAdd(b_.CreateSDiv(highNum, i64(w_.dilationH)), i64(1));
+    hi = b_.CreateSelect(b_.CreateICmpSLT(highNum, i64(0)), i64(0), min(hi, i64(w_.kh)));
+    llvm::Value* any = b_.CreateICmpSLT(lo, hi);
+    llvm::Value* first = b_.CreateSelect(any, b_.CreateMul(lo, i64(perRow)), i64(0));
+    llvm::Value* count =
+        b_.CreateSelect(any, b_.CreateMul(b_.CreateSub(hi, lo), i64(perRow)), i64(batch_));
+    return {first, count};
   }
 
   llvm::Value* rowArr() {

@@ -11,9 +11,7 @@
 namespace tunec {
 
 int microkernelRegisters(const MicrokernelSpec& spec) {
-  int lanes = isaInfo(spec.isa).f32Lanes();
-  int vectors = (spec.nr + lanes - 1) / lanes;
-  return spec.mr * vectors + vectors + 1;
+  return tileRegisters(spec.isa, spec.mr, spec.nr);
 }
 
 Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
@@ -33,7 +31,7 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   if (regs > info.vectorRegisters)
     return makeError("microkernel ", spec.mr, "x", spec.nr, " needs ", regs, " vector registers (",
                      spec.mr * (spec.nr / lanes), " accumulators, ", spec.nr / lanes,
-                     " B vectors, 1 broadcast) but ", info.name, " has ", info.vectorRegisters);
+                     " B vectors", info.embeddedBroadcast ? "" : ", 1 broadcast", ") but ", info.name, " has ", info.vectorRegisters);
   return {};
 }
 

@@ -92,7 +92,7 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (c.rowsPerTile > 1 && (c.owBlock != w.ow() || c.ohBlock % c.rowsPerTile))
     return makeError("conv2d config: rows_per_tile=", c.rowsPerTile, " needs ow_block=ow (", w.ow(),
                      ") and an oh_block that it divides");
-  int regs = c.owBlock * c.rowsPerTile * (c.ocBlock / lanes) + c.ocBlock / lanes + 1;
+  int regs = tileRegisters(c.isa, static_cast<int>(c.owBlock * c.rowsPerTile), c.ocBlock);
   if (regs > info.vectorRegisters)
     return makeError("conv2d config: tile ", c.owBlock * c.rowsPerTile, "x", c.ocBlock, " needs ",
                      regs, " vector registers, ", info.name, " has ", info.vectorRegisters);

@@ -15,8 +15,16 @@ struct IsaInfo {
   std::string_view name; ///< "avx2", "avx512"
   int vectorBytes;       ///< 32 (ymm) or 64 (zmm)
   int vectorRegisters;   ///< 16 ymm or 32 zmm
+  /// FMA can broadcast a scalar memory operand ({1toN}, AVX-512), so splatting an A element
+  /// needs no register of its own.
+  bool embeddedBroadcast;
   int f32Lanes() const { return vectorBytes / 4; }
 };
+
+/// Vector registers of a register tile of `rows` x `nr` floats: the accumulators, one row of B
+/// vectors and, without embedded broadcasts, the broadcast A element. The one register-budget
+/// rule of the microkernel and of every template's knob space.
+int tileRegisters(Isa isa, int rows, int nr);
 
 const IsaInfo& isaInfo(Isa isa);
 std::optional<Isa> parseIsa(std::string_view name);

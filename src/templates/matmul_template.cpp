@@ -11,11 +11,6 @@ int64_t roundUp(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
 }
 
-int tileRegisters(Isa isa, int mr, int nr) {
-  int lanes = isaInfo(isa).f32Lanes();
-  return mr * (nr / lanes) + nr / lanes + 1;
-}
-
 } // namespace
 
 double knobSpaceSize(const KnobSpace& space) {

@@ -60,6 +60,10 @@ TEST(Conv2dTemplate, DefaultConfigsOnEdgeShapes) {
                                         conv(1, 4, 9, 40, 3, 1, 2, 2), conv(1, 3, 15, 8, 7, 2, 3),
                                         conv(1, 64, 5, 64, 3, 1, 1),   conv(1, 1, 4, 1, 1, 1, 0)};
   shapes[2].padBottom = 0; // asymmetric padding
+  // Output rows that read only padding (a pad wider than the kernel) and dilated taps that
+  // skip padding rows from both ends.
+  shapes.push_back(conv(1, 8, 5, 16, 1, 1, 2));
+  shapes.push_back(conv(1, 6, 10, 12, 3, 2, 3, 2));
   shapes.push_back(conv(1, 12, 7, 18, 3, 1, 1));
   shapes.back().groups = 3; // grouped, 4 -> 6 channels per group (an oc tail in every group)
   shapes.push_back(conv(1, 64, 6, 64, 3, 2, 1));
