@@ -31,7 +31,7 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   if (regs > info.vectorRegisters)
     return makeError("microkernel ", spec.mr, "x", spec.nr, " needs ", regs, " vector registers (",
                      spec.mr * (spec.nr / lanes), " accumulators, ", spec.nr / lanes,
-                     " B vectors", info.embeddedBroadcast ? "" : ", 1 broadcast", ") but ", info.name, " has ", info.vectorRegisters);
+                     " B vectors, 1 broadcast) but ", info.name, " has ", info.vectorRegisters);
   return {};
 }
 

@@ -6,15 +6,15 @@
 namespace tunec {
 
 const IsaInfo& isaInfo(Isa isa) {
-  static const IsaInfo kAvx2{Isa::Avx2, "avx2", 32, 16, false};
-  static const IsaInfo kAvx512{Isa::Avx512, "avx512", 64, 32, true};
+  static const IsaInfo kAvx2{Isa::Avx2, "avx2", 32, 16};
+  static const IsaInfo kAvx512{Isa::Avx512, "avx512", 64, 32};
   return isa == Isa::Avx512 ? kAvx512 : kAvx2;
 }
 
 int tileRegisters(Isa isa, int rows, int nr) {
   const IsaInfo& info = isaInfo(isa);
   int vectors = (nr + info.f32Lanes() - 1) / info.f32Lanes();
-  return rows * vectors + vectors + (info.embeddedBroadcast ? 0 : 1);
+  return rows * vectors + vectors + 1;
 }
 
 std::optional<Isa> parseIsa(std::string_view name) {

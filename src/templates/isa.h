@@ -15,15 +15,13 @@ struct IsaInfo {
   std::string_view name; ///< "avx2", "avx512"
   int vectorBytes;       ///< 32 (ymm) or 64 (zmm)
   int vectorRegisters;   ///< 16 ymm or 32 zmm
-  /// FMA can broadcast a scalar memory operand ({1toN}, AVX-512), so splatting an A element
-  /// needs no register of its own.
-  bool embeddedBroadcast;
   int f32Lanes() const { return vectorBytes / 4; }
 };
 
 /// Vector registers of a register tile of `rows` x `nr` floats: the accumulators, one row of B
-/// vectors and, without embedded broadcasts, the broadcast A element. The one register-budget
-/// rule of the microkernel and of every template's knob space.
+/// vectors and the broadcast A element. The one register-budget rule of the microkernel and of
+/// every template's knob space. (AVX-512's FMA could take the broadcast as a {1to16} memory
+/// operand, but LLVM 16 materializes it with vbroadcastss: a 7x64 tile spilled 17 times.)
 int tileRegisters(Isa isa, int rows, int nr);
 
 const IsaInfo& isaInfo(Isa isa);
