@@ -7,6 +7,7 @@
 #include "codegen/kernel_emitters.h"
 #include "codegen/microkernel_emitter.h"
 #include "runtime/packing.h"
+#include "support/host.h"
 
 #include <cstdlib>
 #include <map>
@@ -44,7 +45,7 @@ private:
     int mTail = static_cast<int>(w_.m % c_.mr), nTail = static_cast<int>(w_.n % c_.nr);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
-      spec.prefetchB = w_.constantB;
+      spec.prefetchB = prefetchNextPanel();
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == c_.mr && cols == c_.nr);
     };
@@ -52,6 +53,15 @@ private:
     kernels_[1] = nTail ? make(c_.mr, nTail, "ntail") : kernels_[0];
     kernels_[2] = mTail ? make(mTail, c_.nr, "mtail") : kernels_[0];
     kernels_[3] = mTail ? (nTail ? make(mTail, nTail, "mntail") : kernels_[2]) : kernels_[1];
+  }
+
+  // Prefetching the next B panel pays when B comes cold from memory (constant weights in a
+  // model) and when the A block, this panel and the next fit in L2 together; otherwise the
+  // prefetch evicts what the next tiles read.
+  bool prefetchNextPanel() const {
+    if (!w_.constantB) return false;
+    int64_t kc = std::min(c_.kc, w_.k), mc = std::min(c_.mc, w_.m);
+    return (mc * kc + 2 * kc * c_.nr) * 4 <= hostInfo().l2;
   }
 
   llvm::Function* emitTask(const std::string& name) {
