@@ -104,9 +104,9 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ho
   f[16] = static_cast<float>(2.0 * mr * c.ocBlock / (mr + c.ocBlock));
   f[17] = util(ocg, c.ocBlock);
   f[18] = util(ow, c.owBlock);
-  f[19] = static_cast<float>(tileRegisters(c.isa, static_cast<int>(c.owBlock * c.rowsPerTile),
-                                           c.ocBlock) /
-                             static_cast<double>(isaInfo(c.isa).vectorRegisters));
+  f[19] = static_cast<float>(
+      tileRegisters(c.isa, static_cast<int>(c.owBlock * c.rowsPerTile), c.ocBlock) /
+      static_cast<double>(isaInfo(c.isa).vectorRegisters));
   double tasks = c.parallel == "oh"   ? oh
                  : c.parallel == "oc" ? ceilDiv(ocg, c.ocBlock) * static_cast<double>(w.groups)
                  : c.parallel == "n"  ? static_cast<double>(w.n)

@@ -5,9 +5,9 @@
 #include "ir/tensor.h"
 
 #include <algorithm>
-#include <map>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 
 namespace tunec::cli {

@@ -53,6 +53,7 @@ public:
       MicrokernelSpec spec{c_.isa, rows, c_.ocBlock, cols, false, true, epilogue_};
       spec.aRowGroup = group;
       spec.prefetchB = prefetchNextPanel();
+      spec.prefetchA = aRowsAliasInL1(rows, w_.strideW * w_.ic, group, w_.strideH * wp_ * w_.ic);
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == tileRows && cols == c_.ocBlock);
     };
@@ -144,22 +145,22 @@ private:
       llvm::Value* tile =
           b_.CreateAdd(b_.CreateSDiv(oh, i64(c_.rowsPerTile)), b_.CreateSDiv(ow0, i64(owStep)));
       llvm::Value* line = b_.CreateSRem(tile, i64((nr + 15) / 16));
-      std::vector<llvm::Value*> args = {b_.CreateGEP(mb_.ptr(), aArr_, firstTap),
-                                        b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
-                                        gep(out_, cOff),
-                                        i64(entryK_),
-                                        i64(w_.strideW * ic),
-                                        i64(nr),
-                                        i64(w_.oc),
-                                        taps,
-                                        b_.getInt32(kUkrApplyEpilogue),
-                                        gep(bias_, oc0),
-                                        gep(addend_, cOff),
-                                        i64(w_.oc),
-                                        i64(w_.strideH * wp_ * ic),
-                                        gep(nextWeights,
-                                            b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
-                                                         b_.CreateMul(line, i64(16))))};
+      std::vector<llvm::Value*> args = {
+          b_.CreateGEP(mb_.ptr(), aArr_, firstTap),
+          b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
+          gep(out_, cOff),
+          i64(entryK_),
+          i64(w_.strideW * ic),
+          i64(nr),
+          i64(w_.oc),
+          taps,
+          b_.getInt32(kUkrApplyEpilogue),
+          gep(bias_, oc0),
+          gep(addend_, cOff),
+          i64(w_.oc),
+          i64(w_.strideH * wp_ * ic),
+          gep(nextWeights, b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
+                                        b_.CreateMul(line, i64(16))))};
       mb_.emitVariantCall(b_, which, kernels_, args);
     });
   }
@@ -172,8 +173,7 @@ private:
   std::pair<llvm::Value*, llvm::Value*> validTapRows(llvm::Value* oh, llvm::Value* ohHi) {
     int64_t perRow = kwEntries_ * icBlocks_;
     if (w_.padTop == 0 && w_.padBottom == 0) return {i64(0), i64(batch_)};
-    llvm::Value* last =
-        b_.CreateSub(min(b_.CreateAdd(oh, i64(c_.rowsPerTile)), ohHi), i64(1));
+    llvm::Value* last = b_.CreateSub(min(b_.CreateAdd(oh, i64(c_.rowsPerTile)), ohHi), i64(1));
     // Row r reads input row r*sH - padTop + kh*dH: it is in [0, h) for kh in [lo(r), hi(r)).
     // Both bounds fall as r grows, so the tile's union is [lo(last row), hi(first row)).
     llvm::Value* lowNum = b_.CreateSub(i64(w_.padTop), b_.CreateMul(last, i64(w_.strideH)));

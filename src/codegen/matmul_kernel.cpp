@@ -46,6 +46,7 @@ private:
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
       spec.prefetchB = prefetchNextPanel();
+      spec.prefetchA = !aTransposed && aRowsAliasInL1(rows, w_.k, 0, 0);
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == c_.mr && cols == c_.nr);
     };

@@ -6,7 +6,9 @@
 
 #include "codegen/microkernel_emitter.h"
 
+#include <algorithm>
 #include <llvm/IR/Intrinsics.h>
+#include <vector>
 
 namespace tunec {
 
@@ -21,6 +23,8 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   if (spec.nr < lanes || spec.nr % lanes != 0)
     return makeError("microkernel nr=", spec.nr, " must be a positive multiple of ", lanes, " for ",
                      info.name);
+  if (spec.prefetchA && spec.aTransposed)
+    return makeError("microkernel A prefetch needs a non-transposed A");
   if (spec.aRowGroup < 0 || (spec.aRowGroup > 0 && spec.aTransposed))
     return makeError("microkernel row groups need a non-transposed A and a positive size");
   if (spec.kUnroll < 1 || spec.kUnroll > 8)
@@ -35,6 +39,19 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   return {};
 }
 
+bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup) {
+  // Sets of a 4 KiB-period L1 (64 sets of 64-byte lines, as on Zen and Intel cores alike).
+  constexpr int64_t kSets = 64;
+  std::vector<int> perSet(kSets, 0);
+  int worst = 0;
+  for (int i = 0; i < rows; ++i) {
+    int64_t offset = group > 0 ? (i / group) * ldaGroup + (i % group) * lda : i * lda;
+    int64_t set = (offset * 4 / 64) % kSets;
+    worst = std::max(worst, ++perSet[static_cast<size_t>(set)]);
+  }
+  return worst > 8;
+}
+
 std::string microkernelName(const MicrokernelSpec& spec) {
   std::string name = "tunec_f32_brgemm_" + std::to_string(spec.mr) + "x" + std::to_string(spec.nr);
   if (spec.nValid != spec.nr) name += "_n" + std::to_string(spec.nValid);
@@ -42,6 +59,7 @@ std::string microkernelName(const MicrokernelSpec& spec) {
   if (spec.kUnroll > 1) name += "_u" + std::to_string(spec.kUnroll);
   if (spec.aRowGroup > 0) name += "_g" + std::to_string(spec.aRowGroup);
   if (spec.prefetchB) name += "_pfb";
+  if (spec.prefetchA) name += "_pfa";
   name += "_" + std::string(isaInfo(spec.isa).name);
   std::string epi = epilogueName(spec.epilogue);
   for (char& c : epi)
@@ -122,6 +140,19 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
     if (pfBase) // read prefetch into L2 (locality 2: prefetcht1)
       b.CreateCall(prefetch, {b.CreateGEP(f32, pfBase, b.CreateMul(kk, ldb)), b.getInt32(0),
                               b.getInt32(2), b.getInt32(1)});
+    if (spec.prefetchA) {
+      // Row kk mod mr of A, four cache lines ahead, into L1: every row is touched at least once
+      // per 16 k steps (one line) while mr <= 16.
+      llvm::Value* r = b.CreateURem(kk, b.getInt64(mr));
+      llvm::Value* rowOff =
+          spec.aRowGroup > 0
+              ? b.CreateAdd(b.CreateMul(b.CreateUDiv(r, b.getInt64(spec.aRowGroup)), ldaGroup),
+                            b.CreateMul(b.CreateURem(r, b.getInt64(spec.aRowGroup)), lda))
+              : b.CreateMul(r, lda);
+      llvm::Value* at = b.CreateAdd(b.CreateAdd(rowOff, kk), b.getInt64(64));
+      b.CreateCall(prefetch,
+                   {b.CreateGEP(f32, aBase, at), b.getInt32(0), b.getInt32(3), b.getInt32(1)});
+    }
     for (int j = 0; j < nv; ++j)
       bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
           vecTy, b.CreateGEP(f32, bRow, b.getInt64(j * lanes)), llvm::Align(4), "bv");

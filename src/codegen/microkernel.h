@@ -31,7 +31,15 @@ struct MicrokernelSpec {
   /// next B panel, so weights that come cold from memory (a model's layers each read their
   /// weights once) arrive before the tiles that need them instead of stalling the first one.
   bool prefetchB = false;
+  /// Prefetch the A rows a few cache lines ahead into L1, one row per k step in turn. For tiles
+  /// whose rows alias in L1 (aRowsAliasInL1): more rows than ways in one set evict each other
+  /// before the next k steps read them (a stride-2 conv over 512 channels: 4 KiB apart).
+  bool prefetchA = false;
 };
+
+/// True when more than 8 rows of an A tile (row offsets as the spec describes them, in floats)
+/// fall into one set of a 4 KiB-period L1.
+bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup);
 
 /// Runtime flags of a call.
 enum MicrokernelFlags : int32_t {

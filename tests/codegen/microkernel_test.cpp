@@ -126,6 +126,7 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
       if (mr >= 2) {
         MicrokernelSpec grouped{isa, mr, nr, nr, false, true, {{PostOpKind::Relu}}};
         grouped.aRowGroup = (mr + 1) / 2;
+        grouped.prefetchA = true; // prefetches change no result
         auto g = compileMicrokernel(jit(), grouped);
         ASSERT_TRUE(g.isOk()) << g.error().message();
         checkKernel(grouped, *g, Case{19, 2, true}, seed++);
@@ -152,6 +153,17 @@ TEST(Microkernel, EmitsAnObjectFileForAheadOfTimeLinking) {
   EXPECT_EQ(bytes.substr(0, 4), "\x7f"
                                 "ELF");
   EXPECT_NE(bytes.find("tunec_aot_kernel"), std::string::npos);
+}
+
+TEST(Microkernel, RowsThatShareAnL1SetAreDetected) {
+  // A 512-channel stride-2 conv tile: 14 rows 4 KiB apart all land in one set.
+  EXPECT_TRUE(aRowsAliasInL1(14, 1024, 0, 0));
+  // Two row groups of 7, 16 KiB apart: still one set.
+  EXPECT_TRUE(aRowsAliasInL1(14, 1024, 7, 4096));
+  // 1 KiB apart: four sets of at most four rows.
+  EXPECT_FALSE(aRowsAliasInL1(14, 256, 0, 0));
+  // Six rows of a 2048-wide GEMM: 8 KiB apart, six in one set, within its ways.
+  EXPECT_FALSE(aRowsAliasInL1(6, 2048, 0, 0));
 }
 
 TEST(Microkernel, ImpossibleTileIsRejectedWithRegisterCount) {
