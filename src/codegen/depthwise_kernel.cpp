@@ -6,6 +6,7 @@
 #include "codegen/kernel_emitters.h"
 #include "codegen/microkernel.h"
 #include "codegen/module_builder.h"
+#include "codegen/post_op_emitter.h"
 
 #include <cstdlib>
 #include <llvm/IR/Intrinsics.h>
@@ -88,14 +89,10 @@ private:
       for (int v = 0; v < vectors; ++v) {
         llvm::Value* y = acc[static_cast<size_t>(p * vectors + v)];
         int64_t offset = p * w_.c + v * lanes_;
-        for (const PostOp& op : epilogue_) {
-          if (op.kind == PostOpKind::BiasPerColumn) y = b_.CreateFAdd(y, load(bias, v * lanes_, v));
-          if (op.kind == PostOpKind::Relu) y = b_.CreateMaxNum(y, zero);
-          if (op.kind == PostOpKind::Clip)
-            y = b_.CreateMinNum(b_.CreateMaxNum(y, llvm::ConstantFP::get(vec, op.lo)),
-                                llvm::ConstantFP::get(vec, op.hi));
-          if (op.kind == PostOpKind::AddTensor) y = b_.CreateFAdd(y, load(add, offset, v));
-        }
+        for (const PostOp& op : epilogue_)
+          y = codegen::emitPostOp(
+              b_, op, y, op.kind == PostOpKind::BiasPerColumn ? load(bias, v * lanes_, v) : nullptr,
+              op.kind == PostOpKind::AddTensor ? load(add, offset, v) : nullptr);
         llvm::Value* dst = gep(out, i64(offset));
         if (masks[static_cast<size_t>(v)])
           b_.CreateMaskedStore(y, dst, llvm::Align(4), masks[static_cast<size_t>(v)]);

@@ -5,6 +5,7 @@
 #include "codegen/microkernel.h"
 
 #include "codegen/microkernel_emitter.h"
+#include "codegen/post_op_emitter.h"
 
 #include <algorithm>
 #include <llvm/IR/Intrinsics.h>
@@ -286,23 +287,11 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
       v = b.CreateSelect(accumulate, b.CreateFAdd(v, old), v);
       llvm::Value* post = v;
       for (const PostOp& op : spec.epilogue) {
-        switch (op.kind) {
-        case PostOpKind::BiasPerColumn:
-          post = b.CreateFAdd(post, biasVec[static_cast<size_t>(j)]);
-          break;
-        case PostOpKind::Relu:
-          post = b.CreateMaxNum(post, zero);
-          break;
-        case PostOpKind::Clip:
-          post = b.CreateMinNum(b.CreateMaxNum(post, llvm::ConstantFP::get(vecTy, op.lo)),
-                                llvm::ConstantFP::get(vecTy, op.hi));
-          break;
-        case PostOpKind::AddTensor: {
-          llvm::Value* off = b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes));
-          post = b.CreateFAdd(post, loadVec(addend, off, j));
-          break;
-        }
-        }
+        llvm::Value* other = nullptr;
+        if (op.kind == PostOpKind::AddTensor)
+          other = loadVec(addend,
+                          b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes)), j);
+        post = emitPostOp(b, op, post, biasVec[static_cast<size_t>(j)], other);
       }
       if (!spec.epilogue.empty()) v = b.CreateSelect(applyEpilogue, post, v);
       llvm::Value* p = b.CreateGEP(f32, c, cOffset);

@@ -1,6 +1,6 @@
 // Anchors: Conv (conv2d or depthwise template), Gemm and MatMul (matmul template), each with the
-// post-ops its epilogue absorbs (bias per output channel, ReLU, clip, residual add), the config
-// from the tuning database or the template's analytical default.
+// post-ops its epilogue absorbs (bias per output channel, ReLU, clip, GELU, residual add), the
+// config from the tuning database or the template's analytical default.
 #include "driver/lowering.h"
 #include "support/host.h"
 #include "tuning_db/keys.h"
@@ -64,6 +64,9 @@ void absorbPostOps(Lowering& l, const std::vector<NodeId>& nodes, int channelAxi
     const Shape& outShape = g.value(e.result).type.shape;
     if (n.kind == OpKind::Relu && n.inputs[0] == e.result) {
       e.epilogue.push_back({PostOpKind::Relu});
+    } else if (n.kind == OpKind::Gelu && n.inputs[0] == e.result &&
+               !std::get<GeluAttrs>(n.attrs).tanhApproximation) {
+      e.epilogue.push_back({PostOpKind::Gelu});
     } else if (n.kind == OpKind::Clip && n.inputs[0] == e.result) {
       const auto& a = std::get<ClipAttrs>(n.attrs);
       float lo = std::isinf(a.min) ? -FLT_MAX : static_cast<float>(a.min);

@@ -20,6 +20,9 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::AddTensor:
       s += "add";
       break;
+    case PostOpKind::Gelu:
+      s += "gelu";
+      break;
     }
   }
   return s;

@@ -13,6 +13,7 @@ enum class PostOpKind {
   Relu,          ///< y = max(y, 0)
   Clip,          ///< y = min(max(y, lo), hi)
   AddTensor,     ///< y += addend[m][n] (a residual input with its own row stride)
+  Gelu,          ///< y = 0.5 y (1 + erf(y / sqrt 2)) (the exact, erf form)
 };
 
 struct PostOp {

@@ -77,6 +77,8 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
         if (op.kind == PostOpKind::Clip)
           want = std::min(std::max(want, double(op.lo)), double(op.hi));
         if (op.kind == PostOpKind::AddTensor) want += addend[static_cast<size_t>(i * ldAdd + j)];
+        if (op.kind == PostOpKind::Gelu)
+          want = 0.5 * want * (1.0 + std::erf(want / std::sqrt(2.0)));
       }
       ASSERT_NEAR(c[at], want, tol)
           << "tile " << microkernelName(spec) << " m=" << i << " n=" << j << " k=" << k
@@ -124,7 +126,8 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
         checkKernel(tail, *masked, cs, seed++);
       // Rows in groups (a conv tile spanning output rows), when the tile has two groups or more.
       if (mr >= 2) {
-        MicrokernelSpec grouped{isa, mr, nr, nr, false, true, {{PostOpKind::Relu}}};
+        MicrokernelSpec grouped{
+            isa, mr, nr, nr, false, true, {{PostOpKind::Gelu}, {PostOpKind::Relu}}};
         grouped.aRowGroup = (mr + 1) / 2;
         grouped.prefetchA = true; // prefetches change no result
         auto g = compileMicrokernel(jit(), grouped);

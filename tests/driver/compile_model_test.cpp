@@ -163,7 +163,25 @@ TEST(CompileModel, BatchedMatmulOfComputedOperandsAndFoldedBatch) {
   ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {x, b.constant({24, 40})});
   y = b.op(OpKind::Add, NoAttrs{}, {b.constant({40}), y});
   y = b.op(OpKind::Gelu, GeluAttrs{false}, {y});
-  checkCompiled(b, {p, y}, 2);
+  auto m = checkCompiled(b, {p, y}, 2);
+  bool fused = false;
+  for (const auto& k : m.kernels) fused |= k.label.find("bias+gelu") != std::string::npos;
+  EXPECT_TRUE(fused) << "the GELU after the bias joins the matmul's epilogue";
+}
+
+TEST(CompileModel, GeluJoinsTheEpilogueOfConvAndDepthwise) {
+  Builder b;
+  ValueId x = b.input({1, 16, 9, 9});
+  // 144 products per output: values of about +-4, across both of GELU's branches.
+  ValueId y = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({16, 16, 3, 3}), b.constant({16})});
+  y = b.op(OpKind::Gelu, GeluAttrs{false}, {y});
+  ValueId d = b.op(OpKind::Conv, conv(3, 1, 1, 16), {y, b.constant({16, 1, 3, 3})});
+  d = b.op(OpKind::Gelu, GeluAttrs{false}, {d});
+  auto m = checkCompiled(b, {d});
+  EXPECT_EQ(m.stats.generatedKernels, 2);
+  size_t gelus = 0;
+  for (const auto& k : m.kernels) gelus += k.label.find("gelu") != std::string::npos;
+  EXPECT_EQ(gelus, 2u);
 }
 
 TEST(CompileModel, ElementwiseChainsWithBroadcastsOnNhwcActivations) {

@@ -1,0 +1,87 @@
+// Post-ops in LLVM IR. exp follows src/runtime/vector_math.h constant for constant; GELU in an
+// epilogue uses PyTorch's formula with a rational erf, cheaper than the loop kernel's erfc tail.
+#include "codegen/post_op_emitter.h"
+
+#include <initializer_list>
+#include <limits>
+
+namespace tunec::codegen {
+
+namespace {
+
+llvm::Value* splat(llvm::IRBuilder<>& b, llvm::Value* like, float value) {
+  return llvm::ConstantFP::get(like->getType(), value);
+}
+
+// Horner's scheme: ((c0 * x + c1) * x + c2) ...
+llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* x, std::initializer_list<float> coeffs) {
+  llvm::Value* p = nullptr;
+  for (float c : coeffs) p = p ? b.CreateFAdd(b.CreateFMul(p, x), splat(b, x, c)) : splat(b, x, c);
+  return p;
+}
+
+} // namespace
+
+llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x) {
+  auto* vecTy = llvm::cast<llvm::FixedVectorType>(x->getType());
+  llvm::Type* intTy = llvm::FixedVectorType::get(b.getInt32Ty(), vecTy->getNumElements());
+  llvm::Value* lo = splat(b, x, -87.33654f);
+  llvm::Value* hi = splat(b, x, 88.72283f);
+  llvm::Value* xc = b.CreateMinNum(b.CreateMaxNum(x, lo), hi);
+  llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::round,
+                                          b.CreateFMul(xc, splat(b, x, 1.44269504088896341f)));
+  llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, splat(b, x, 0.693145751953125f)));
+  r = b.CreateFSub(r, b.CreateFMul(n, splat(b, x, 1.428606765330187e-06f)));
+  llvm::Value* p =
+      horner(b, r, {1.f / 5040.f, 1.f / 720.f, 1.f / 120.f, 1.f / 24.f, 1.f / 6.f, 0.5f, 1.f, 1.f});
+  // 2^n in two halves so that n = 128 does not overflow the exponent.
+  llvm::Value* ni = b.CreateFPToSI(n, intTy);
+  llvm::Value* half = b.CreateAShr(ni, 1);
+  llvm::Value* bias = llvm::ConstantInt::get(intTy, 127);
+  llvm::Value* s1 = b.CreateBitCast(b.CreateShl(b.CreateAdd(half, bias), 23), vecTy);
+  llvm::Value* s2 =
+      b.CreateBitCast(b.CreateShl(b.CreateAdd(b.CreateSub(ni, half), bias), 23), vecTy);
+  llvm::Value* y = b.CreateFMul(b.CreateFMul(p, s1), s2);
+  y = b.CreateSelect(b.CreateFCmpOLT(x, lo), splat(b, x, 0.f), y);
+  return b.CreateSelect(b.CreateFCmpOGT(x, hi), splat(b, x, std::numeric_limits<float>::infinity()),
+                        y);
+}
+
+llvm::Value* emitErf(llvm::IRBuilder<>& b, llvm::Value* x) {
+  // Eigen's rational minimax form on [-4, 4] (erf(+-4) is +-1 in float): x P(x^2) / Q(x^2).
+  llvm::Value* xc = b.CreateMinNum(b.CreateMaxNum(x, splat(b, x, -4.f)), splat(b, x, 4.f));
+  llvm::Value* x2 = b.CreateFMul(xc, xc);
+  llvm::Value* p = horner(b, x2,
+                          {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                           -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                           -1.60960333262415e-02f});
+  llvm::Value* q = horner(b, x2,
+                          {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                           -7.37332916720468e-03f, -1.42647390514189e-02f});
+  return b.CreateFDiv(b.CreateFMul(xc, p), q);
+}
+
+llvm::Value* emitGelu(llvm::IRBuilder<>& b, llvm::Value* x) {
+  llvm::Value* z = b.CreateFMul(x, splat(b, x, 0.70710678118654752f));
+  llvm::Value* onePlusErf = b.CreateFAdd(splat(b, x, 1.f), emitErf(b, z));
+  return b.CreateFMul(b.CreateFMul(splat(b, x, 0.5f), x), onePlusErf);
+}
+
+llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* bias,
+                        llvm::Value* addend) {
+  switch (op.kind) {
+  case PostOpKind::BiasPerColumn:
+    return b.CreateFAdd(v, bias);
+  case PostOpKind::Relu:
+    return b.CreateMaxNum(v, splat(b, v, 0.f));
+  case PostOpKind::Clip:
+    return b.CreateMinNum(b.CreateMaxNum(v, splat(b, v, op.lo)), splat(b, v, op.hi));
+  case PostOpKind::AddTensor:
+    return b.CreateFAdd(v, addend);
+  case PostOpKind::Gelu:
+    return emitGelu(b, v);
+  }
+  return v;
+}
+
+} // namespace tunec::codegen

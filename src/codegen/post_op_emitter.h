@@ -1,0 +1,26 @@
+// One post-op of an epilogue on a vector in registers, as LLVM IR: shared by the microkernel's
+// and the depthwise kernel's epilogues.
+#pragma once
+
+#include "templates/post_ops.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+namespace tunec::codegen {
+
+/// `op` applied to the float vector `v`. `bias` and `addend` are the vectors at this tile
+/// position, loaded by the caller when the op reads them (nullptr otherwise).
+llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* bias,
+                        llvm::Value* addend);
+
+/// exp(x) per lane: the formula of rt::fast_exp (relative error < 3e-7 for normal results).
+llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x);
+/// erf(x) per lane: Eigen's rational approximation on [-4, 4], absolute error < 4e-7.
+llvm::Value* emitErf(llvm::IRBuilder<>& b, llvm::Value* x);
+/// GELU per lane as PyTorch computes it in float, 0.5 x (1 + erf(x / sqrt 2)), with emitErf:
+/// absolute error < 3e-7 max(1, |x|). (The loop kernel's rt::fast_gelu keeps 2e-6 relative
+/// accuracy in the negative tail through erfc and exp, at two to three times the cost; in an
+/// epilogue the math is the whole cost of the fusion.)
+llvm::Value* emitGelu(llvm::IRBuilder<>& b, llvm::Value* x);
+
+} // namespace tunec::codegen
