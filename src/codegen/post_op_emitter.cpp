@@ -80,6 +80,8 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
     return b.CreateFAdd(v, addend);
   case PostOpKind::Gelu:
     return emitGelu(b, v);
+  case PostOpKind::Scale:
+    return b.CreateFMul(v, splat(b, v, op.lo));
   }
   return v;
 }

@@ -1,12 +1,13 @@
 // Anchors: Conv (conv2d or depthwise template), Gemm and MatMul (matmul template), each with the
-// post-ops its epilogue absorbs (bias per output channel, ReLU, clip, GELU, residual add), the
-// config from the tuning database or the template's analytical default.
+// post-ops its epilogue absorbs (bias per output channel, ReLU, clip, GELU, a scalar scale, a
+// residual add), the config from the tuning database or the template's analytical default.
 #include "driver/lowering.h"
 #include "support/host.h"
 #include "tuning_db/keys.h"
 
 #include <cfloat>
 #include <cmath>
+#include <optional>
 
 namespace tunec::driver {
 
@@ -55,6 +56,19 @@ bool perChannel(const Shape& c, int rank, int axis, int64_t channels) {
   return true;
 }
 
+// The factor of `x * c`, `c * x` or `x / c` with x = `result` and c a float scalar constant.
+std::optional<float> scalarFactor(const Graph& g, const Node& n, ValueId result) {
+  if ((n.kind != OpKind::Mul && n.kind != OpKind::Div) || n.inputs.size() != 2) return std::nullopt;
+  bool left = n.inputs[0] == result, right = n.inputs[1] == result;
+  if (left == right || (n.kind == OpKind::Div && !left)) return std::nullopt;
+  const Value& c = g.value(left ? n.inputs[1] : n.inputs[0]);
+  if (!c.constant || c.type.dtype != DType::F32 || c.type.shape.numel() != 1 ||
+      g.value(n.outputs[0]).type.shape != g.value(result).type.shape)
+    return std::nullopt;
+  float v = floatData(c)[0];
+  return n.kind == OpKind::Mul ? v : 1.f / v;
+}
+
 void absorbPostOps(Lowering& l, const std::vector<NodeId>& nodes, int channelAxis, int64_t channels,
                    Phys outPhys, EpilogueBuild& e) {
   const Graph& g = l.graph();
@@ -67,6 +81,8 @@ void absorbPostOps(Lowering& l, const std::vector<NodeId>& nodes, int channelAxi
     } else if (n.kind == OpKind::Gelu && n.inputs[0] == e.result &&
                !std::get<GeluAttrs>(n.attrs).tanhApproximation) {
       e.epilogue.push_back({PostOpKind::Gelu});
+    } else if (auto factor = scalarFactor(g, n, e.result)) {
+      e.epilogue.push_back({PostOpKind::Scale, *factor});
     } else if (n.kind == OpKind::Clip && n.inputs[0] == e.result) {
       const auto& a = std::get<ClipAttrs>(n.attrs);
       float lo = std::isinf(a.min) ? -FLT_MAX : static_cast<float>(a.min);

@@ -23,6 +23,9 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::Gelu:
       s += "gelu";
       break;
+    case PostOpKind::Scale:
+      s += "scale";
+      break;
     }
   }
   return s;

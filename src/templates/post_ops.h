@@ -14,6 +14,7 @@ enum class PostOpKind {
   Clip,          ///< y = min(max(y, lo), hi)
   AddTensor,     ///< y += addend[m][n] (a residual input with its own row stride)
   Gelu,          ///< y = 0.5 y (1 + erf(y / sqrt 2)) (the exact, erf form)
+  Scale,         ///< y *= lo (a scalar, e.g. attention's 1 / sqrt(d))
 };
 
 struct PostOp {

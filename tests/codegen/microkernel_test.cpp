@@ -77,6 +77,7 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
         if (op.kind == PostOpKind::Clip)
           want = std::min(std::max(want, double(op.lo)), double(op.hi));
         if (op.kind == PostOpKind::AddTensor) want += addend[static_cast<size_t>(i * ldAdd + j)];
+        if (op.kind == PostOpKind::Scale) want *= op.lo;
         if (op.kind == PostOpKind::Gelu)
           want = 0.5 * want * (1.0 + std::erf(want / std::sqrt(2.0)));
       }
@@ -109,15 +110,17 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
         checkKernel(spec, *plain, cs, seed++);
       // Masked tail, transposed A and a three-op epilogue in one variant.
       // Masked tail, transposed A, k unrolled by 3 (so k % 3 exercises the remainder loop) and
-      // a three-op epilogue in one variant.
-      MicrokernelSpec tail{
-          isa,
-          mr,
-          nr,
-          std::max(1, nr - 1 - mr % lanes),
-          true,
-          true,
-          {{PostOpKind::BiasPerColumn}, {PostOpKind::Clip, -0.5f, 2.f}, {PostOpKind::AddTensor}}};
+      // a four-op epilogue in one variant.
+      MicrokernelSpec tail{isa,
+                           mr,
+                           nr,
+                           std::max(1, nr - 1 - mr % lanes),
+                           true,
+                           true,
+                           {{PostOpKind::BiasPerColumn},
+                            {PostOpKind::Scale, -1.5f},
+                            {PostOpKind::Clip, -0.5f, 2.f},
+                            {PostOpKind::AddTensor}}};
       tail.kUnroll = 3;
       tail.prefetchB = true; // prefetches change no result
       auto masked = compileMicrokernel(jit(), tail);

@@ -158,15 +158,20 @@ TEST(CompileModel, BatchedMatmulOfComputedOperandsAndFoldedBatch) {
   ValueId q = b.input({2, 3, 17, 8});
   ValueId k = b.input({2, 3, 8, 9});
   ValueId s = b.op(OpKind::MatMul, NoAttrs{}, {q, k});
+  s = b.op(OpKind::Div, NoAttrs{}, {s, b.constant({1})}); // attention's 1 / sqrt(d)
   ValueId p = b.op(OpKind::Softmax, SoftmaxAttrs{-1, false}, {s});
   ValueId x = b.input({2, 5, 24});
   ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {x, b.constant({24, 40})});
   y = b.op(OpKind::Add, NoAttrs{}, {b.constant({40}), y});
   y = b.op(OpKind::Gelu, GeluAttrs{false}, {y});
   auto m = checkCompiled(b, {p, y}, 2);
-  bool fused = false;
-  for (const auto& k : m.kernels) fused |= k.label.find("bias+gelu") != std::string::npos;
-  EXPECT_TRUE(fused) << "the GELU after the bias joins the matmul's epilogue";
+  bool gelu = false, scale = false;
+  for (const auto& kernel : m.kernels) {
+    gelu |= kernel.label.find("bias+gelu") != std::string::npos;
+    scale |= kernel.label.find("scale") != std::string::npos;
+  }
+  EXPECT_TRUE(gelu) << "the GELU after the bias joins the matmul's epilogue";
+  EXPECT_TRUE(scale) << "the division by a scalar joins the batched matmul's epilogue";
 }
 
 TEST(CompileModel, GeluJoinsTheEpilogueOfConvAndDepthwise) {
