@@ -20,7 +20,11 @@ Expected<Arguments> Arguments::parse(const CommandSpec& spec,
   Arguments out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "--help" || arg == "-h") {
+    // "-h" asks for help unless the command has a flag -h and a value follows (bench-op's
+    // input height: "-h 56").
+    bool heightFlag = false;
+    for (const auto& f : spec.flags) heightFlag |= f.name == "h";
+    if (arg == "--help" || (arg == "-h" && !(heightFlag && i + 1 < args.size()))) {
       out.help_ = true;
       return out;
     }

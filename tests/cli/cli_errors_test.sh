@@ -29,6 +29,8 @@ for cmd in run inspect ops bench-op target compile bench tune tune-op; do expect
 expect 1 "tunec bench-op: --m is required" -- bench-op matmul --n 4 --k 4
 expect 1 "conv2d config: ic_block=5 must divide ic=8" -- bench-op conv2d --ic 8 --h 4 --w 4 --oc 16 --kh 1 --kw 1 --config '{"isa":"avx2","oc_block":16,"ow_block":4,"ic_block":5,"oh_block":1,"rows_per_tile":1,"loop_order":"oc_oh","parallel":"none"}'
 expect 1 "tunec bench-op: unknown op .gemm." -- bench-op gemm --m 1
+expect 0 "median .* GFLOP/s" -- bench-op conv2d --n 1 --ic 8 -h 4 -w 4 --oc 8 --kh 1 --kw 1 --seconds 0.05
+expect 0 "^usage: tunec bench-op" -- bench-op -h
 expect 0 "^usage: tunec <command>" -- --help
 expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 1 "unknown flag '--bogus'" -- run "$model" --bogus
@@ -69,6 +71,7 @@ cp /lib/x86_64-linux-gnu/libm.so.6 "$tmp/libm.so"
 expect 1 "not a tunec model \(no model blob\)" -- bench "$tmp/libm.so"
 expect 0 "median .* ms, p90 .* ms, min .* ms" -- bench "$tmp/m.so" --runs 5 --warmup 1
 expect 0 "step profile .* 7 steps" -- bench "$tmp/m.so" --runs 3 --profile
+expect 0 "grouped by computation \([0-9]+ groups\)" -- bench "$tmp/m.so" --runs 3 --profile
 expect 1 "--runs must be at least 1" -- bench "$tmp/m.so" --runs 0
 expect 1 "--threads must be a whole number from 1 to 1024, not 'two'" -- bench "$tmp/m.so" --threads two
 
