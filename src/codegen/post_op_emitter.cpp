@@ -9,14 +9,14 @@ namespace tunec::codegen {
 
 namespace {
 
-llvm::Value* splat(llvm::IRBuilder<>& b, llvm::Value* like, float value) {
+llvm::Value* splat(llvm::Value* like, float value) {
   return llvm::ConstantFP::get(like->getType(), value);
 }
 
 // Horner's scheme: ((c0 * x + c1) * x + c2) ...
 llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* x, std::initializer_list<float> coeffs) {
   llvm::Value* p = nullptr;
-  for (float c : coeffs) p = p ? b.CreateFAdd(b.CreateFMul(p, x), splat(b, x, c)) : splat(b, x, c);
+  for (float c : coeffs) p = p ? b.CreateFAdd(b.CreateFMul(p, x), splat(x, c)) : splat(x, c);
   return p;
 }
 
@@ -25,13 +25,13 @@ llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* x, std::initializer_list<
 llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x) {
   auto* vecTy = llvm::cast<llvm::FixedVectorType>(x->getType());
   llvm::Type* intTy = llvm::FixedVectorType::get(b.getInt32Ty(), vecTy->getNumElements());
-  llvm::Value* lo = splat(b, x, -87.33654f);
-  llvm::Value* hi = splat(b, x, 88.72283f);
+  llvm::Value* lo = splat(x, -87.33654f);
+  llvm::Value* hi = splat(x, 88.72283f);
   llvm::Value* xc = b.CreateMinNum(b.CreateMaxNum(x, lo), hi);
   llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::round,
-                                          b.CreateFMul(xc, splat(b, x, 1.44269504088896341f)));
-  llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, splat(b, x, 0.693145751953125f)));
-  r = b.CreateFSub(r, b.CreateFMul(n, splat(b, x, 1.428606765330187e-06f)));
+                                          b.CreateFMul(xc, splat(x, 1.44269504088896341f)));
+  llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, splat(x, 0.693145751953125f)));
+  r = b.CreateFSub(r, b.CreateFMul(n, splat(x, 1.428606765330187e-06f)));
   llvm::Value* p =
       horner(b, r, {1.f / 5040.f, 1.f / 720.f, 1.f / 120.f, 1.f / 24.f, 1.f / 6.f, 0.5f, 1.f, 1.f});
   // 2^n in two halves so that n = 128 does not overflow the exponent.
@@ -42,14 +42,14 @@ llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x) {
   llvm::Value* s2 =
       b.CreateBitCast(b.CreateShl(b.CreateAdd(b.CreateSub(ni, half), bias), 23), vecTy);
   llvm::Value* y = b.CreateFMul(b.CreateFMul(p, s1), s2);
-  y = b.CreateSelect(b.CreateFCmpOLT(x, lo), splat(b, x, 0.f), y);
-  return b.CreateSelect(b.CreateFCmpOGT(x, hi), splat(b, x, std::numeric_limits<float>::infinity()),
+  y = b.CreateSelect(b.CreateFCmpOLT(x, lo), splat(x, 0.f), y);
+  return b.CreateSelect(b.CreateFCmpOGT(x, hi), splat(x, std::numeric_limits<float>::infinity()),
                         y);
 }
 
 llvm::Value* emitErf(llvm::IRBuilder<>& b, llvm::Value* x) {
   // Eigen's rational minimax form on [-4, 4] (erf(+-4) is +-1 in float): x P(x^2) / Q(x^2).
-  llvm::Value* xc = b.CreateMinNum(b.CreateMaxNum(x, splat(b, x, -4.f)), splat(b, x, 4.f));
+  llvm::Value* xc = b.CreateMinNum(b.CreateMaxNum(x, splat(x, -4.f)), splat(x, 4.f));
   llvm::Value* x2 = b.CreateFMul(xc, xc);
   llvm::Value* p = horner(b, x2,
                           {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
@@ -62,9 +62,9 @@ llvm::Value* emitErf(llvm::IRBuilder<>& b, llvm::Value* x) {
 }
 
 llvm::Value* emitGelu(llvm::IRBuilder<>& b, llvm::Value* x) {
-  llvm::Value* z = b.CreateFMul(x, splat(b, x, 0.70710678118654752f));
-  llvm::Value* onePlusErf = b.CreateFAdd(splat(b, x, 1.f), emitErf(b, z));
-  return b.CreateFMul(b.CreateFMul(splat(b, x, 0.5f), x), onePlusErf);
+  llvm::Value* z = b.CreateFMul(x, splat(x, 0.70710678118654752f));
+  llvm::Value* onePlusErf = b.CreateFAdd(splat(x, 1.f), emitErf(b, z));
+  return b.CreateFMul(b.CreateFMul(splat(x, 0.5f), x), onePlusErf);
 }
 
 llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* bias,
@@ -73,15 +73,15 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
   case PostOpKind::BiasPerColumn:
     return b.CreateFAdd(v, bias);
   case PostOpKind::Relu:
-    return b.CreateMaxNum(v, splat(b, v, 0.f));
+    return b.CreateMaxNum(v, splat(v, 0.f));
   case PostOpKind::Clip:
-    return b.CreateMinNum(b.CreateMaxNum(v, splat(b, v, op.lo)), splat(b, v, op.hi));
+    return b.CreateMinNum(b.CreateMaxNum(v, splat(v, op.lo)), splat(v, op.hi));
   case PostOpKind::AddTensor:
     return b.CreateFAdd(v, addend);
   case PostOpKind::Gelu:
     return emitGelu(b, v);
   case PostOpKind::Scale:
-    return b.CreateFMul(v, splat(b, v, op.lo));
+    return b.CreateFMul(v, splat(v, op.lo));
   }
   return v;
 }

@@ -316,28 +316,22 @@ Expected<EwProgram> EwProgram::decode(const Step& step) {
       step.tensors.size() != static_cast<size_t>(1 + inputs))
     return bad();
   EwProgram p;
-  size_t at = 3;
-  auto take = [&](int64_t n) {
-    std::vector<int64_t> out(v.begin() + static_cast<long>(at),
-                             v.begin() + static_cast<long>(at + static_cast<size_t>(n)));
-    at += static_cast<size_t>(n);
-    return out;
-  };
-  p.dims = take(rank);
-  p.outOffset = v[at++];
-  p.outStrides = take(rank);
+  IntCursor at(v, 3);
+  p.dims = at.take(rank);
+  p.outOffset = at.next();
+  p.outStrides = at.take(rank);
   for (int64_t i = 0; i < inputs; ++i) {
-    p.inOffsets.push_back(v[at++]);
-    p.inStrides.push_back(take(rank));
+    p.inOffsets.push_back(at.next());
+    p.inStrides.push_back(at.take(rank));
   }
   for (int64_t k = 0; k < instrs; ++k) {
-    EwInstr in{static_cast<EwOp>(v[at]),
-               static_cast<int32_t>(v[at + 1]),
-               static_cast<int32_t>(v[at + 2]),
-               static_cast<int32_t>(v[at + 3]),
+    // Braced initializers are evaluated left to right: op, dst, a, b in stream order.
+    EwInstr in{static_cast<EwOp>(at.next()),
+               static_cast<int32_t>(at.next()),
+               static_cast<int32_t>(at.next()),
+               static_cast<int32_t>(at.next()),
                step.floats[static_cast<size_t>(2 * k)],
                step.floats[static_cast<size_t>(2 * k + 1)]};
-    at += 4;
     auto operandOk = [&](int32_t r, bool allowNone) {
       return (r >= 0 && r < 8) || (r < 0 && -1 - r < inputs) || (allowNone && r == -1000);
     };

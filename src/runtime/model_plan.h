@@ -5,6 +5,7 @@
 
 #include "support/error.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,23 @@ struct Step {
   std::vector<int32_t> tensors; ///< tensor ids, -1 for none
   std::vector<int64_t> ints;
   std::vector<float> floats;
+};
+
+/// Reads a step's ints in order; decoders check the total length first, so reads stay in
+/// bounds.
+class IntCursor {
+public:
+  IntCursor(const std::vector<int64_t>& ints, size_t at) : ints_(ints), at_(at) {}
+  int64_t next() { return ints_[at_++]; }
+  std::vector<int64_t> take(int64_t count) {
+    auto first = ints_.begin() + static_cast<std::ptrdiff_t>(at_);
+    at_ += static_cast<size_t>(count);
+    return {first, first + static_cast<std::ptrdiff_t>(count)};
+  }
+
+private:
+  const std::vector<int64_t>& ints_;
+  size_t at_;
 };
 
 struct IoSpec {

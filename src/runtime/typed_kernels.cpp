@@ -176,22 +176,17 @@ Expected<TypedProgram> TypedProgram::decode(const Step& step) {
   p.op = static_cast<TypedOp>(v[0]);
   p.out = static_cast<ElemType>(v[1]);
   p.outOffset = v[4];
-  size_t at = 5;
+  IntCursor at(v, 5);
   for (int64_t i = 0; i < n; ++i) {
-    if (v[at] < 0 || v[at] > static_cast<int64_t>(ElemType::Bool)) return bad();
-    p.in.push_back(static_cast<ElemType>(v[at++]));
+    int64_t type = at.next();
+    if (type < 0 || type > static_cast<int64_t>(ElemType::Bool)) return bad();
+    p.in.push_back(static_cast<ElemType>(type));
   }
-  auto take = [&](int64_t k) {
-    std::vector<int64_t> out(v.begin() + static_cast<long>(at),
-                             v.begin() + static_cast<long>(at + static_cast<size_t>(k)));
-    at += static_cast<size_t>(k);
-    return out;
-  };
-  p.dims = take(rank);
-  p.outStrides = take(rank);
+  p.dims = at.take(rank);
+  p.outStrides = at.take(rank);
   for (int64_t i = 0; i < n; ++i) {
-    p.inOffsets.push_back(v[at++]);
-    p.inStrides.push_back(take(rank));
+    p.inOffsets.push_back(at.next());
+    p.inStrides.push_back(at.take(rank));
   }
   for (int64_t d : p.dims)
     if (d < 0) return bad();

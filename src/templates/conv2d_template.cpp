@@ -122,8 +122,7 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInf
   int lanes = isaInfo(isa).f32Lanes();
   int64_t ocVectors = (w.ocPerGroup() + lanes - 1) / lanes;
   c.ocBlock = static_cast<int>(std::min<int64_t>(2, ocVectors)) * lanes;
-  int nv = c.ocBlock / lanes;
-  int maxRows = (isaInfo(isa).vectorRegisters - 1 - nv) / nv;
+  int maxRows = maxTileRows(isa, c.ocBlock);
   // Prefer a row block that divides the output width (no tail tiles), up to the register limit.
   int64_t ow = w.ow();
   int best = static_cast<int>(std::min<int64_t>(maxRows, ow));

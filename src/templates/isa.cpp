@@ -17,6 +17,12 @@ int tileRegisters(Isa isa, int rows, int nr) {
   return rows * vectors + vectors + 1;
 }
 
+int maxTileRows(Isa isa, int nr) {
+  const IsaInfo& info = isaInfo(isa);
+  int vectors = (nr + info.f32Lanes() - 1) / info.f32Lanes();
+  return (info.vectorRegisters - 1 - vectors) / vectors;
+}
+
 std::optional<Isa> parseIsa(std::string_view name) {
   if (name == "avx2") return Isa::Avx2;
   if (name == "avx512") return Isa::Avx512;

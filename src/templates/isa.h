@@ -23,6 +23,8 @@ struct IsaInfo {
 /// every template's knob space. (AVX-512's FMA could take the broadcast as a {1to16} memory
 /// operand, but LLVM 16 materializes it with vbroadcastss: a 7x64 tile spilled 17 times.)
 int tileRegisters(Isa isa, int rows, int nr);
+/// The most rows a tile `nr` floats wide can have within the register file (tileRegisters).
+int maxTileRows(Isa isa, int nr);
 
 const IsaInfo& isaInfo(Isa isa);
 std::optional<Isa> parseIsa(std::string_view name);

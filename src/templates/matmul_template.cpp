@@ -8,6 +8,10 @@ namespace tunec {
 
 namespace {
 
+// Bytes after which L2 set indices repeat: 1 MiB, 16 ways (Zen 4/5; Intel's 1.25-2 MiB L2s
+// repeat at 64-128 KiB as well).
+constexpr int64_t kL2SetPeriod = 64 * 1024;
+
 int64_t roundUp(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
 }
@@ -121,10 +125,6 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   return {};
 }
 
-// Bytes after which L2 set indices repeat: 1 MiB, 16 ways (Zen 4/5; Intel's 1.25-2 MiB L2s
-// repeat at 64-128 KiB as well).
-constexpr int64_t kL2SetPeriod = 64 * 1024;
-
 MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInfo& host) {
   MatmulConfig c;
   c.isa = isa;
@@ -134,7 +134,7 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInf
   int64_t nVectors = std::min<int64_t>(isa == Isa::Avx512 ? 4 : 2, (w.n + lanes - 1) / lanes);
   if (isa == Isa::Avx512 && nVectors == 3) nVectors = 2;
   c.nr = static_cast<int>(nVectors * lanes);
-  int maxRows = (isaInfo(isa).vectorRegisters - 1 - c.nr / lanes) / (c.nr / lanes);
+  int maxRows = maxTileRows(isa, c.nr);
   c.mr = static_cast<int>(std::min<int64_t>(std::min(maxRows, 8), w.m));
   // kc: the A micro-panel (mr x kc) fills up to L1 while the B micro-panel (kc x nr) streams
   // from L2; a kc covering all of K also spares re-reading C between K blocks (measured: kc = K
