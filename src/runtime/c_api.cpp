@@ -48,7 +48,11 @@ const char* tunec_last_error(void) {
 int tunec_model_load(const char* path, int32_t threads, tunec_model** model) {
   if (!path || !model) return fail("tunec_model_load: path and model must not be null");
   *model = nullptr;
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  // dlopen searches the library path for a name without a slash; a user who names a file in
+  // the current directory means that file.
+  std::string file = std::string(path).find('/') == std::string::npos ? "./" + std::string(path)
+                                                                      : std::string(path);
+  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) return fail(std::string(path) + ": cannot load: " + dlerror());
   std::shared_ptr<void> keep(handle, [](void* h) { dlclose(h); });
   auto* blob = static_cast<const uint8_t*>(dlsym(handle, "tunec_model_blob"));

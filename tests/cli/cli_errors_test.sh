@@ -73,6 +73,10 @@ expect 0 "median .* ms, p90 .* ms, min .* ms" -- bench "$tmp/m.so" --runs 5 --wa
 expect 0 "step profile .* 7 steps" -- bench "$tmp/m.so" --runs 3 --profile
 expect 0 "grouped by computation \([0-9]+ groups\)" -- bench "$tmp/m.so" --runs 3 --profile
 expect 1 "--runs must be at least 1" -- bench "$tmp/m.so" --runs 0
+# A bare file name is the file in the working directory (dlopen would search the library path).
+pushd "$tmp" >/dev/null
+expect 0 "median .* ms" -- bench m.so --runs 2 --warmup 0
+popd >/dev/null
 expect 1 "--threads must be a whole number from 1 to 1024, not 'two'" -- bench "$tmp/m.so" --threads two
 
 # Tuning.
