@@ -46,7 +46,7 @@ private:
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
       spec.prefetchB = prefetchNextPanel();
-      spec.prefetchA = !aTransposed && aRowsAliasInL1(rows, w_.k, 0, 0);
+      spec.prefetchA = !aTransposed && aRowsAliasInL1(rows, w_.aLd(), 0, 0);
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == c_.mr && cols == c_.nr);
     };
@@ -94,10 +94,11 @@ private:
       ranges_[d] = {lo, min(b_.CreateAdd(lo, i64(block)), i64(size))};
     }
     mb_.forLoop(b_, bLo, bHi, 1, "batch", [&](llvm::Value* batch) {
-      aBatch_ = gep(a_, b_.CreateMul(batch, i64(w_.m * w_.k)));
-      cBatch_ = gep(cArg_, b_.CreateMul(batch, i64(w_.m * w_.n)));
+      aBatch_ = gep(a_, b_.CreateMul(batch, i64(w_.aStride())));
+      cBatch_ = gep(cArg_, b_.CreateMul(batch, i64(w_.cStride())));
       addBatch_ = gep(addend_, b_.CreateMul(batch, i64(w_.m * w_.n)));
-      llvm::Value* bRaw = w_.broadcastB ? bArg_ : gep(bArg_, b_.CreateMul(batch, i64(w_.k * w_.n)));
+      llvm::Value* bRaw =
+          w_.broadcastB ? bArg_ : gep(bArg_, b_.CreateMul(batch, i64(w_.bStride())));
       if (w_.constantB) {
         bPanels_ =
             w_.broadcastB ? bArg_ : gep(bArg_, b_.CreateMul(batch, i64(packedBSize(w_, c_))));
@@ -107,8 +108,8 @@ private:
                                                         {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(),
                                                          mb_.i64(), mb_.i64(), mb_.ptr()},
                                                         false));
-        b_.CreateCall(pack, {bRaw, i64(w_.transB ? w_.k : w_.n), b_.getInt32(w_.transB), i64(w_.k),
-                             i64(w_.n), i64(c_.nr), bPack_});
+        b_.CreateCall(pack, {bRaw, i64(w_.bLd()), b_.getInt32(w_.transB), i64(w_.k), i64(w_.n),
+                             i64(c_.nr), bPack_});
         bPanels_ = bPack_;
       }
       emitBlockLoops(0);
@@ -145,9 +146,9 @@ private:
                                         b_.getInt32(kUkrApplyEpilogue), b_.getInt32(0));
     llvm::Value* flags = b_.CreateOr(accumulate, last);
     // A element (i, k) of the block.
-    llvm::Value* aBlock = w_.transA ? gep(aBatch_, b_.CreateAdd(b_.CreateMul(pc, i64(w_.m)), ic))
-                                    : gep(aBatch_, b_.CreateAdd(b_.CreateMul(ic, i64(w_.k)), pc));
-    int64_t lda = w_.transA ? w_.m : w_.k;
+    int64_t lda = w_.aLd();
+    llvm::Value* aBlock = w_.transA ? gep(aBatch_, b_.CreateAdd(b_.CreateMul(pc, i64(lda)), ic))
+                                    : gep(aBatch_, b_.CreateAdd(b_.CreateMul(ic, i64(lda)), pc));
     if (c_.packA) {
       llvm::FunctionCallee pack = mb_.declare(
           "tunec_pack_a_f32", llvm::FunctionType::get(b_.getVoidTy(),
@@ -178,21 +179,20 @@ private:
           aPtr = gep(aPack_, b_.CreateMul(ir, kcur));
           ldaV = i64(c_.mr);
         } else {
-          aPtr = w_.transA ? gep(aBlock, ir) : gep(aBlock, b_.CreateMul(ir, i64(w_.k)));
+          aPtr = w_.transA ? gep(aBlock, ir) : gep(aBlock, b_.CreateMul(ir, i64(lda)));
           ldaV = i64(lda);
         }
         b_.CreateStore(aPtr, aArr_);
-        llvm::Value* cOff = b_.CreateAdd(b_.CreateMul(row, i64(w_.n)), col);
-        llvm::Value* cPtr = gep(cBatch_, cOff);
-        llvm::Value* addPtr = gep(addBatch_, cOff);
+        llvm::Value* cPtr = gep(cBatch_, b_.CreateAdd(b_.CreateMul(row, i64(w_.cLd())), col));
+        llvm::Value* addPtr = gep(addBatch_, b_.CreateAdd(b_.CreateMul(row, i64(w_.n)), col));
         llvm::Value* biasPtr = gep(bias_, col);
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));
         llvm::Value* which = mb_.tileVariant(b_, mTail, nTail);
         llvm::Value* line = b_.CreateSRem(b_.CreateSDiv(ir, i64(c_.mr)), i64((c_.nr + 15) / 16));
         llvm::Value* pf = gep(nextB, b_.CreateMul(line, i64(16)));
-        std::vector<llvm::Value*> args = {aArr_,      bArr_,     cPtr,   kcur,  ldaV,
-                                          i64(c_.nr), i64(w_.n), i64(1), flags, biasPtr,
-                                          addPtr,     i64(w_.n), i64(0), pf};
+        std::vector<llvm::Value*> args = {aArr_,      bArr_,         cPtr,   kcur,  ldaV,
+                                          i64(c_.nr), i64(w_.cLd()), i64(1), flags, biasPtr,
+                                          addPtr,     i64(w_.n),     i64(0), pf};
         mb_.emitVariantCall(b_, which, kernels_, args);
       });
     });

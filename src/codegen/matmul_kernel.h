@@ -11,7 +11,7 @@
 namespace tunec {
 
 /// A compiled matmul: C = A * B, then the epilogue (bias per column of C, residual addend of
-/// C's shape).
+/// C's shape, dense even where C is strided).
 class MatmulKernel {
 public:
   using EntryFn = void (*)(const float* a, const float* b, float* c, const float* bias,

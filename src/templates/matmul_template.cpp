@@ -29,21 +29,60 @@ Status MatmulWorkload::check() const {
     return makeError("matmul workload needs positive batch, m, n, k (got ", batch, ", ", m, ", ", n,
                      ", ", k, ")");
   if (threads < 1) return makeError("matmul workload needs threads >= 1");
+  if (lda < 0 || ldb < 0 || ldc < 0 || strideA < 0 || strideB < 0 || strideC < 0)
+    return makeError("matmul workload: leading dimensions and batch strides must not be negative");
+  if (aLd() < (transA ? m : k) || bLd() < (transB ? k : n) || cLd() < n)
+    return makeError("matmul workload: a leading dimension is shorter than its row (lda=", aLd(),
+                     ", ldb=", bLd(), ", ldc=", cLd(), ")");
+  if (constantB && (ldb || strideB))
+    return makeError("matmul workload: a constant B is packed at compile time and must be dense");
+  if (broadcastB && strideB)
+    return makeError("matmul workload: a B broadcast to every batch has no batch stride");
+  // Batches of C must not overlap, one after the other or interleaved row by row (heads): the
+  // kernel writes them from different threads.
+  bool sequential = cStride() >= (m - 1) * cLd() + n;
+  bool interleaved = cStride() >= n && (batch - 1) * cStride() + n <= cLd();
+  if (batch > 1 && !sequential && !interleaved)
+    return makeError("matmul workload: C's batches overlap (ldc=", cLd(), ", stride_c=", cStride(),
+                     ")");
   return {};
 }
 
+int64_t MatmulWorkload::aExtent() const {
+  int64_t rows = transA ? k : m, cols = transA ? m : k;
+  return (batch - 1) * aStride() + (rows - 1) * aLd() + cols;
+}
+
+int64_t MatmulWorkload::bExtent() const {
+  int64_t rows = transB ? n : k, cols = transB ? k : n;
+  return (broadcastB ? 0 : (batch - 1) * bStride()) + (rows - 1) * bLd() + cols;
+}
+
+int64_t MatmulWorkload::cExtent() const {
+  return (batch - 1) * cStride() + (m - 1) * cLd() + n;
+}
+
 nlohmann::json MatmulWorkload::toJson() const {
-  return {{"template", "matmul"},
-          {"dtype", "f32"},
-          {"batch", batch},
-          {"m", m},
-          {"n", n},
-          {"k", k},
-          {"trans_a", transA},
-          {"trans_b", transB},
-          {"constant_b", constantB},
-          {"broadcast_b", broadcastB},
-          {"threads", threads}};
+  nlohmann::json j = {{"template", "matmul"},
+                      {"dtype", "f32"},
+                      {"batch", batch},
+                      {"m", m},
+                      {"n", n},
+                      {"k", k},
+                      {"trans_a", transA},
+                      {"trans_b", transB},
+                      {"constant_b", constantB},
+                      {"broadcast_b", broadcastB},
+                      {"threads", threads}};
+  // Strided operands only: dense workloads keep the keys they always had.
+  for (auto [name, v] : {std::pair{"lda", lda},
+                         {"ldb", ldb},
+                         {"ldc", ldc},
+                         {"stride_a", strideA},
+                         {"stride_b", strideB},
+                         {"stride_c", strideC}})
+    if (v) j[name] = v;
+  return j;
 }
 
 Expected<MatmulWorkload> MatmulWorkload::fromJson(const nlohmann::json& j) {
@@ -59,6 +98,14 @@ Expected<MatmulWorkload> MatmulWorkload::fromJson(const nlohmann::json& j) {
       !readField(j, "broadcast_b", w.broadcastB, error) ||
       !readField(j, "threads", w.threads, error))
     return makeError("matmul workload: ", error);
+  for (auto [name, v] : {std::pair{"lda", &w.lda},
+                         {"ldb", &w.ldb},
+                         {"ldc", &w.ldc},
+                         {"stride_a", &w.strideA},
+                         {"stride_b", &w.strideB},
+                         {"stride_c", &w.strideC}})
+    if (j.contains(name) && !readField(j, name, *v, error))
+      return makeError("matmul workload: ", error);
   TUNEC_TRY(w.check());
   return w;
 }

@@ -16,6 +16,10 @@ namespace tunec {
 inline constexpr int kMatmulTemplateVersion = 1;
 
 /// C[b] (M x N) = op(A[b]) (M x K) * op(B[b]) (K x N), f32, row-major.
+///
+/// Operands are dense by default. A computed operand may instead be a strided view of a larger
+/// tensor (the heads of attention, read in place of a Transpose): a leading dimension (the
+/// distance between rows as stored) and a batch stride, both in elements; 0 means dense.
 struct MatmulWorkload {
   int64_t batch = 1;
   int64_t m = 0, n = 0, k = 0;
@@ -24,6 +28,21 @@ struct MatmulWorkload {
   bool constantB = true;  ///< B is a constant, pre-packed at compile time
   bool broadcastB = true; ///< one B for every batch (weights); else one per batch
   int threads = 1;
+  int64_t lda = 0, ldb = 0, ldc = 0;             ///< 0: dense
+  int64_t strideA = 0, strideB = 0, strideC = 0; ///< between batches; 0: dense
+
+  /// The layout actually used: the given leading dimension and batch stride, or the dense one.
+  int64_t aLd() const { return lda ? lda : transA ? m : k; }
+  int64_t bLd() const { return ldb ? ldb : transB ? k : n; }
+  int64_t cLd() const { return ldc ? ldc : n; }
+  int64_t aStride() const { return strideA ? strideA : m * k; }
+  int64_t bStride() const { return strideB ? strideB : k * n; }
+  int64_t cStride() const { return strideC ? strideC : m * n; }
+  /// Elements spanned by each operand, from the first to one past the last it touches.
+  int64_t aExtent() const;
+  int64_t bExtent() const;
+  int64_t cExtent() const;
+  bool dense() const { return !lda && !ldb && !ldc && !strideA && !strideB && !strideC; }
 
   double flops() const { return 2.0 * static_cast<double>(batch * m * n * k); }
   Status check() const;

@@ -109,6 +109,117 @@ TEST(MatmulTemplate, RandomValidConfigsMatchReference) {
   EXPECT_GE(checked, 25);
 }
 
+// A strided layout for `batches` stored matrices of rows x cols: the heads of a wider tensor
+// (rows interleaved, batch stride = cols) or one after the other with gaps; ld and stride in
+// elements.
+struct Layout {
+  int64_t ld, stride;
+};
+
+Layout randomLayout(int64_t batches, int64_t rows, int64_t cols, std::mt19937& rng) {
+  int64_t pad = static_cast<int64_t>(rng() % 5);
+  if (rng() % 2) return {batches * cols + pad, cols};
+  int64_t ld = cols + pad;
+  return {ld, rows * ld + static_cast<int64_t>(rng() % 7)};
+}
+
+// Copies dense [batches, rows, cols] into a strided buffer.
+void scatter(const Tensor& dense, int64_t batches, int64_t rows, int64_t cols, Layout l,
+             std::vector<float>& buffer) {
+  const float* d = dense.dataAs<float>();
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        buffer[static_cast<size_t>(b * l.stride + r * l.ld + c)] = d[(b * rows + r) * cols + c];
+}
+
+TEST(MatmulTemplate, StridedOperandsMatchReferenceAndLeaveTheRestUntouched) {
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (Isa isa : test::hostIsas())
+    for (int trial = 0; trial < 30; ++trial) {
+      MatmulWorkload w;
+      std::uniform_int_distribution<int64_t> dim(1, 90);
+      w.m = dim(rng), w.n = dim(rng), w.k = dim(rng);
+      w.batch = std::array<int64_t, 3>{1, 3, 12}[static_cast<size_t>(trial % 3)];
+      w.transA = rng() % 2, w.transB = rng() % 2;
+      w.constantB = false, w.broadcastB = w.batch == 1;
+      w.threads = trial % 4 == 0 ? 2 : 1;
+      int64_t aRows = w.transA ? w.k : w.m, aCols = w.transA ? w.m : w.k;
+      int64_t bRows = w.transB ? w.n : w.k, bCols = w.transB ? w.k : w.n;
+      int64_t bBatches = w.broadcastB ? 1 : w.batch;
+      Layout la = randomLayout(w.batch, aRows, aCols, rng);
+      Layout lb = randomLayout(bBatches, bRows, bCols, rng);
+      Layout lc = randomLayout(w.batch, w.m, w.n, rng);
+      w.lda = la.ld, w.strideA = la.stride, w.ldb = lb.ld, w.ldc = lc.ld, w.strideC = lc.stride;
+      w.strideB = w.broadcastB ? 0 : lb.stride;
+      ASSERT_TRUE(w.check().isOk()) << w.check().error().message();
+      KnobSpace space = matmulKnobSpace(w, isa);
+      std::vector<nlohmann::json> values;
+      for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+      auto c = matmulConfigFromKnobs(w, isa, values);
+      ASSERT_TRUE(c.isOk());
+      if (trial % 5 == 0) *c = defaultMatmulConfig(w, isa, hostInfo());
+      if (!validateMatmulConfig(w, *c).isOk()) continue;
+      Epilogue epi;
+      if (trial % 2) epi.push_back({PostOpKind::BiasPerColumn});
+      if (trial % 3 == 1) epi.push_back({PostOpKind::AddTensor});
+      Tensor a = randomTensor(Shape{w.batch, aRows, aCols}, rng);
+      Tensor b =
+          randomTensor(w.broadcastB ? Shape{bRows, bCols} : Shape{w.batch, bRows, bCols}, rng);
+      Tensor bias = randomTensor(Shape{w.n}, rng);
+      Tensor addend = randomTensor(Shape{w.batch, w.m, w.n}, rng);
+      std::vector<float> aBuf = randomVector(static_cast<size_t>(w.aExtent()), rng);
+      std::vector<float> bBuf = randomVector(static_cast<size_t>(w.bExtent()), rng);
+      scatter(a, w.batch, aRows, aCols, la, aBuf);
+      scatter(b, bBatches, bRows, bCols, lb, bBuf);
+      std::vector<float> cBuf = randomVector(static_cast<size_t>(w.cExtent()), rng), before = cBuf;
+      auto kernel = compileMatmul(jit(), w, *c, epi, nullptr);
+      ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+      kernel->run(aBuf.data(), bBuf.data(), cBuf.data(), bias.dataAs<float>(),
+                  addend.dataAs<float>());
+      Tensor want = referenceResult(w, epi, a, b, bias, addend);
+      std::vector<bool> inView(cBuf.size(), false);
+      double tol = 4.0 * static_cast<double>(w.k) * 1.1920929e-7 + 1e-5;
+      for (int64_t bi = 0; bi < w.batch; ++bi)
+        for (int64_t i = 0; i < w.m; ++i)
+          for (int64_t j = 0; j < w.n; ++j) {
+            size_t at = static_cast<size_t>(bi * lc.stride + i * lc.ld + j);
+            inView[at] = true;
+            ASSERT_NEAR(cBuf[at], want.getDouble((bi * w.m + i) * w.n + j), tol)
+                << "C(" << bi << ", " << i << ", " << j << ") of " << w.toJson().dump()
+                << " with config " << c->toJson().dump();
+          }
+      for (size_t at = 0; at < cBuf.size(); ++at)
+        if (!inView[at]) ASSERT_EQ(cBuf[at], before[at]) << "wrote outside C's view at " << at;
+      ++checked;
+    }
+  EXPECT_GE(checked, 20);
+}
+
+TEST(MatmulTemplate, StridedWorkloadsAreCheckedAndKeepTheirKeys) {
+  MatmulWorkload w;
+  w.batch = 12, w.m = 128, w.n = 128, w.k = 64, w.transB = true, w.constantB = false;
+  w.broadcastB = false, w.lda = 768, w.strideA = 64, w.ldb = 768, w.strideB = 64;
+  ASSERT_TRUE(w.check().isOk()) << w.check().error().message();
+  auto back = MatmulWorkload::fromJson(w.toJson());
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->toJson(), w.toJson());
+  EXPECT_EQ(w.toJson().value("lda", 0), 768);
+  MatmulWorkload dense;
+  dense.m = dense.n = dense.k = 8;
+  EXPECT_FALSE(dense.toJson().contains("lda")); // keys of dense workloads are unchanged
+  MatmulWorkload bad = w;
+  bad.lda = 32;
+  EXPECT_NE(bad.check().error().message().find("shorter than its row"), std::string::npos);
+  bad = w;
+  bad.ldc = 1536, bad.strideC = 64; // heads 128 wide, 64 apart: written over each other
+  EXPECT_NE(bad.check().error().message().find("C's batches overlap"), std::string::npos);
+  bad = w;
+  bad.constantB = true, bad.broadcastB = true, bad.strideB = 0;
+  EXPECT_NE(bad.check().error().message().find("must be dense"), std::string::npos);
+}
+
 TEST(MatmulTemplate, InvalidConfigsAreRejectedWithReasons) {
   MatmulWorkload w;
   w.m = 64, w.n = 64, w.k = 64;

@@ -220,6 +220,21 @@ TEST(Measurer, CrashAndHangAreRecordedAndTheWorkerRestarts) {
   unsetenv("TUNEC_TUNER_INJECT");
 }
 
+TEST(Measurer, StridedAttentionWorkloadsAreCheckedAgainstTheReference) {
+  // Q K^T of 4 heads read in place from [tokens, heads*dim] tensors, as a compiled model
+  // extracts it: the worker gathers dense copies for the reference and checks the gaps.
+  MatmulWorkload w;
+  w.batch = 4, w.m = 24, w.n = 24, w.k = 16, w.transB = true, w.constantB = false;
+  w.broadcastB = false, w.lda = 64, w.strideA = 16, w.ldb = 64, w.strideB = 16;
+  w.ldc = 100, w.strideC = 24; // heads side by side in C, with a gap of 4 columns per row
+  auto task = makeTask(w.toJson(), hostIsa());
+  ASSERT_TRUE(task.isOk()) << task.error().message();
+  Measurer m(worker(), 10.0);
+  MeasureResult r = m.measure({task->workload, task->defaultConfig, 0.01, 2, false});
+  EXPECT_EQ(r.status, "ok") << r.error;
+  EXPECT_GT(r.medianUs, 0);
+}
+
 TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
   std::string path =
       std::filesystem::temp_directory_path() / ("tunec_job_" + std::to_string(getpid()) + ".db");
