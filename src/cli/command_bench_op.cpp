@@ -32,7 +32,7 @@ CommandSpec makeBenchOpSpec() {
       "best\n"
       "of a sweep over the knob space, and prints the median time, GFLOP/s and the percentage of\n"
       "this machine's measured fp32 FMA peak (probed at start, times the thread count).\n"
-      "matmul shape: --m --n --k [--batch] [--trans-a] [--trans-b] [--runtime-b]\n"
+      "matmul shape: --m --n --k [--batch] [--trans-a] [--trans-b] [--runtime-b] [--lda ...]\n"
       "conv2d shape (NHWC): --n --ic --h --w --oc --kh --kw [--stride] [--pad] [--dilation]",
       {
           {"threads", "T", "threads (default 1)"},
@@ -91,11 +91,9 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int thre
   TUNEC_ASSIGN_OR_RETURN(MatmulWorkload parsed, matmulFromFlags(args, threads));
   auto w = std::make_shared<MatmulWorkload>(parsed);
   std::mt19937 rng(7);
-  auto a = std::make_shared<std::vector<float>>(
-      randomData(static_cast<size_t>(w->batch * w->m * w->k), rng));
-  auto b = std::make_shared<std::vector<float>>(
-      randomData(static_cast<size_t>(w->k * w->n * (w->broadcastB ? 1 : w->batch)), rng));
-  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->batch * w->m * w->n));
+  auto a = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->aExtent()), rng));
+  auto b = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->bExtent()), rng));
+  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->cExtent()));
   OpBench bench;
   bench.templateVersion = kMatmulTemplateVersion;
   bench.workload = w->toJson();

@@ -15,6 +15,13 @@ std::vector<FlagSpec> opShapeFlags() {
       {"trans-a", "", "matmul: A is stored K x M"},
       {"trans-b", "", "matmul: B is stored N x K"},
       {"runtime-b", "", "matmul: B is an activation packed at run time, not a pre-packed constant"},
+      {"b-per-batch", "", "matmul: with --runtime-b, one B per batch (attention) instead of one"},
+      {"lda", "L", "matmul: distance between stored rows of A (default dense)"},
+      {"ldb", "L", "matmul: the same for a runtime B"},
+      {"ldc", "L", "matmul: the same for C"},
+      {"stride-a", "S", "matmul: distance between batches of A (default dense; heads: --k)"},
+      {"stride-b", "S", "matmul: the same for a runtime B"},
+      {"stride-c", "S", "matmul: the same for C"},
       {"ic", "C", "conv2d: input channels"},
       {"h", "H", "conv2d: input height"},
       {"w", "W", "conv2d: input width"},
@@ -50,10 +57,21 @@ Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads) {
                                        {"batch", &w.batch, false}}) {
     TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 1, required));
   }
+  for (auto [flag, field] : {std::pair{"lda", &w.lda},
+                             {"ldb", &w.ldb},
+                             {"ldc", &w.ldc},
+                             {"stride-a", &w.strideA},
+                             {"stride-b", &w.strideB},
+                             {"stride-c", &w.strideC}}) {
+    TUNEC_ASSIGN_OR_RETURN(*field, intFlag(args, flag, 0, false, 0));
+  }
   w.threads = threads;
   w.transA = args.has("trans-a");
   w.transB = args.has("trans-b");
   w.constantB = !args.has("runtime-b");
+  w.broadcastB = !args.has("b-per-batch");
+  if (!w.broadcastB && w.constantB)
+    return makeError("tunec bench-op: --b-per-batch needs --runtime-b");
   TUNEC_TRY(w.check());
   return w;
 }

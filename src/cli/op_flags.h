@@ -9,7 +9,8 @@
 
 namespace tunec::cli {
 
-/// --m --n --k --batch --trans-a --trans-b --runtime-b, --ic --h --w --oc --kh --kw --stride
+/// --m --n --k --batch --trans-a --trans-b --runtime-b --lda --ldb --ldc --stride-a --stride-b
+/// --stride-c, --ic --h --w --oc --kh --kw --stride
 /// --pad --dilation --groups.
 std::vector<FlagSpec> opShapeFlags();
 /// An integer flag >= minimum; `command` names the command in errors.

@@ -19,7 +19,7 @@ bool sameBytes(const Shape& s) {
 
 Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module)
     : graph_(graph), options_(options), module_(module), layouts_(passes::planLayouts(graph)),
-      fusion_(passes::planFusion(graph)) {}
+      fusion_(passes::planFusion(graph)), views_(passes::planOperandViews(graph, fusion_)) {}
 
 Phys Lowering::producedLayout(ValueId v) const {
   const Layout& l = layouts_.layouts[static_cast<size_t>(v)];
@@ -192,6 +192,11 @@ void Lowering::lowerKernel(const passes::FusedKernel& kernel) {
     if (at == 0) skip(kernel.nodes[at++]);
   }
   while (at < kernel.nodes.size()) {
+    if (views_.folded[static_cast<size_t>(kernel.nodes[at])]) { // a MatMul reads or writes it
+      ++stats_.foldedTransposes;
+      ++at;
+      continue;
+    }
     size_t next = lowerLight(*this, kernel.nodes, at);
     if (next == at) skip(kernel.nodes[next++]);
     at = next;
@@ -305,7 +310,7 @@ std::string compileReport(const CompiledModel& model) {
   const CompileStats& s = model.stats;
   os << s.graphNodes << " graph nodes -> " << s.steps << " steps (" << s.generatedKernels
      << " generated kernels, " << s.loopKernels << " loop kernels; " << s.reorders << " reorders, "
-     << s.aliases << " views)\n";
+     << s.aliases << " views, " << s.foldedTransposes << " transposes read in place by matmuls)\n";
   char line[200];
   std::snprintf(
       line, sizeof(line),

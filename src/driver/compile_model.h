@@ -37,6 +37,7 @@ struct HeavyKernel {
 struct CompileStats {
   int64_t graphNodes = 0, steps = 0, generatedKernels = 0, loopKernels = 0, reorders = 0,
           aliases = 0;
+  int64_t foldedTransposes = 0; ///< read or written in place by a matmul (strided operands)
   int64_t arenaBytes = 0, arenaLowerBound = 0, intermediateBytes = 0, constantBytes = 0;
 };
 

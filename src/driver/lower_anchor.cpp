@@ -218,6 +218,13 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
   return addKernelStep(l, std::move(hk), *kernel, in, packedConstant(l, packed), e, Phys::Nhwc);
 }
 
+// How a view of a rows x cols matrix is stored: its leading dimension (0, the dense default,
+// when there is a single stored row) and whether it is stored transposed (cols x rows).
+std::pair<int64_t, bool> storedAs(const passes::MatrixView& v, int64_t rows, int64_t cols) {
+  if (v.colStride == 1) return {rows > 1 ? v.rowStride : 0, false};
+  return {cols > 1 ? v.colStride : 0, true};
+}
+
 size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
   const Graph& g = l.graph();
   const Node& n = g.node(nodes[0]);
@@ -295,6 +302,28 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
     }
   }
   w.constantB = bData != nullptr;
+  // Operands read or written in place of a Transpose (passes/operand_views.h).
+  ValueId aSource = n.inputs[0], bSource = n.inputs[1];
+  const passes::OperandViews& views = l.operandViews();
+  if (auto it = views.a.find(nodes[0]); it != views.a.end()) {
+    auto [ld, trans] = storedAs(it->second, w.m, w.k);
+    w.transA = trans, w.lda = ld, w.strideA = w.batch > 1 ? it->second.batchStride : 0;
+    aSource = it->second.base;
+  }
+  if (auto it = views.b.find(nodes[0]); it != views.b.end()) {
+    auto [ld, trans] = storedAs(it->second, w.k, w.n);
+    w.transB = trans, w.ldb = ld, w.strideB = w.broadcastB ? 0 : it->second.batchStride;
+    bSource = it->second.base;
+  }
+  if (auto it = views.c.find(nodes[0]); it != views.c.end()) {
+    w.ldc = w.m > 1 ? it->second.rowStride : 0;
+    w.strideC = w.batch > 1 ? it->second.batchStride : 0;
+    e.result = it->second.base;
+  }
+  if (Status s = w.check(); !s) {
+    l.unsupported(n, "internal: " + s.error().message());
+    return 0;
+  }
   absorbPostOps(l, nodes, ys.rank() - 1, w.n, Phys::Plain, e);
   HeavyKernel hk;
   MatmulConfig c = chooseConfig<MatmulWorkload, MatmulConfig>(
@@ -311,10 +340,10 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
   }
   hk.label = std::string(opName(n.kind)) + " '" + n.name + "' " + std::to_string(w.batch) + "x" +
              std::to_string(w.m) + "x" + std::to_string(w.n) + "x" + std::to_string(w.k) +
-             (w.constantB ? "" : " (B computed)") + (e.epilogue.empty() ? "" : " + ") +
-             epilogueName(e.epilogue);
-  int in = l.tensorIn(n.inputs[0], Phys::Plain);
-  int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(n.inputs[1], Phys::Plain);
+             (w.constantB ? "" : " (B computed)") + (w.dense() ? "" : " strided") +
+             (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue);
+  int in = l.tensorIn(aSource, Phys::Plain);
+  int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(bSource, Phys::Plain);
   return addKernelStep(l, std::move(hk), *kernel, in, weights, e, Phys::Plain);
 }
 

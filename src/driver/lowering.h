@@ -6,6 +6,7 @@
 #include "driver/compile_model.h"
 #include "passes/fusion_plan.h"
 #include "passes/layout_plan.h"
+#include "passes/operand_views.h"
 #include "runtime/light_kernels.h"
 
 #include <map>
@@ -25,6 +26,8 @@ public:
   const Graph& graph() const { return graph_; }
   const CompileOptions& options() const { return options_; }
   ModelModule* module() { return module_; }
+  /// Transposes that MatMuls read or write in place (strided operands).
+  const passes::OperandViews& operandViews() const { return views_; }
   /// The tensor holding `v` in layout `want` (reordering it once, on demand).
   int tensorIn(ValueId v, Phys want);
   /// The tensor holding `v` in whatever layout it was produced in.
@@ -70,6 +73,7 @@ private:
   ModelModule* module_;
   passes::LayoutPlan layouts_;
   passes::FusionPlan fusion_;
+  passes::OperandViews views_;
   struct TensorInfo {
     rt::TensorRef ref;
     int64_t bytes = 0;

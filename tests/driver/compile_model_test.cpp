@@ -174,6 +174,70 @@ TEST(CompileModel, BatchedMatmulOfComputedOperandsAndFoldedBatch) {
   EXPECT_TRUE(scale) << "the division by a scalar joins the batched matmul's epilogue";
 }
 
+// Multi-head attention as exported from PyTorch: Q, K and V projections split into heads by
+// Reshape + Transpose, K transposed for Q K^T, the context merged back by Transpose + Reshape.
+// All four Transposes are read or written in place by the matmuls (strided operands).
+TEST(CompileModel, AttentionHeadTransposesAreReadInPlaceByTheMatmuls) {
+  for (int threads : {1, 2}) {
+    Builder b;
+    const int64_t tokens = 19, heads = 3, dim = 8, width = heads * dim;
+    ValueId x = b.input({1, tokens, width});
+    auto project = [&](std::vector<int64_t> perm) {
+      ValueId p = b.op(OpKind::MatMul, NoAttrs{}, {x, b.constant({width, width})});
+      p = b.op(OpKind::Add, NoAttrs{}, {p, b.constant({width})});
+      p = b.op(OpKind::Reshape, ReshapeAttrs{{1, tokens, heads, dim}}, {p});
+      return b.op(OpKind::Transpose, TransposeAttrs{std::move(perm)}, {p});
+    };
+    ValueId q = project({0, 2, 1, 3}), k = project({0, 2, 3, 1}), v = project({0, 2, 1, 3});
+    ValueId s = b.op(OpKind::MatMul, NoAttrs{}, {q, k});
+    s = b.op(OpKind::Mul, NoAttrs{}, {s, b.constant({1})});
+    ValueId p = b.op(OpKind::Softmax, SoftmaxAttrs{-1, false}, {s});
+    ValueId c = b.op(OpKind::MatMul, NoAttrs{}, {p, v});
+    c = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {c});
+    c = b.op(OpKind::Reshape, ReshapeAttrs{{1, tokens, width}}, {c});
+    ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {c, b.constant({width, width})});
+    auto m = checkCompiled(b, {y}, threads);
+    EXPECT_EQ(m.stats.foldedTransposes, 4) << threads << " threads";
+    EXPECT_EQ(m.stats.loopKernels, 1) << "only the softmax is left outside the matmuls";
+    int strided = 0;
+    for (const auto& kernel : m.kernels)
+      strided += kernel.label.find("strided") != std::string::npos;
+    EXPECT_EQ(strided, 2) << "Q K^T and P V read their operands in place";
+  }
+}
+
+// A Transpose whose output has another use, or whose permutation leaves no unit stride in a
+// matrix, is copied as before.
+TEST(CompileModel, TransposesAMatmulCannotReadInPlaceAreCopied) {
+  Builder b;
+  ValueId x = b.input({2, 5, 3, 4});
+  ValueId t = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {x}); // [2, 3, 5, 4]
+  ValueId s = b.op(OpKind::MatMul, NoAttrs{}, {t, b.input({2, 3, 4, 6})});
+  ValueId e = b.op(OpKind::Relu, NoAttrs{}, {t}); // a second use of t
+  ValueId u =
+      b.op(OpKind::Transpose, TransposeAttrs{{3, 1, 0, 2}}, {x}); // [4, 5, 2, 3]: no unit stride
+  ValueId z = b.op(OpKind::MatMul, NoAttrs{}, {u, b.input({4, 5, 3, 2})});
+  auto m = checkCompiled(b, {s, e, z});
+  EXPECT_EQ(m.stats.foldedTransposes, 0);
+}
+
+// A Transpose between two matmuls is folded once: the first writes through it, the second
+// reads what was written.
+TEST(CompileModel, ATransposeBetweenTwoMatmulsIsFoldedOnce) {
+  Builder b;
+  ValueId s = b.op(OpKind::MatMul, NoAttrs{}, {b.input({1, 3, 5, 4}), b.input({1, 3, 4, 4})});
+  ValueId t = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {s}); // [1, 5, 3, 4]
+  ValueId z = b.op(OpKind::MatMul, NoAttrs{}, {t, b.input({1, 5, 4, 6})});
+  auto m = checkCompiled(b, {z});
+  EXPECT_EQ(m.stats.foldedTransposes, 1);
+  // With two leading batches the heads of C are not one run of memory: copied.
+  Builder b2;
+  s = b2.op(OpKind::MatMul, NoAttrs{}, {b2.input({2, 3, 5, 4}), b2.input({2, 3, 4, 4})});
+  t = b2.op(OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {s});
+  z = b2.op(OpKind::MatMul, NoAttrs{}, {t, b2.input({2, 5, 4, 6})});
+  EXPECT_EQ(checkCompiled(b2, {z}).stats.foldedTransposes, 0);
+}
+
 TEST(CompileModel, GeluJoinsTheEpilogueOfConvAndDepthwise) {
   Builder b;
   ValueId x = b.input({1, 16, 9, 9});
