@@ -12,6 +12,8 @@
 
 #define TUNEC_MULTIVERSION                                                                         \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// Helpers inlined into the multiversioned loops, so that each clone compiles them for its ISA.
+#define TUNEC_INLINE inline __attribute__((always_inline))
 
 namespace tunec::rt {
 
@@ -358,10 +360,44 @@ void runElementwise(const EwProgram& p, float* out, const float* const* inputs, 
                 [&](int64_t lo, int64_t hi) { runEwRange(t, lo, hi); });
 }
 
+// Reductions over a row in kLanes independent partial results, which the compiler keeps in one
+// vector register (a single running float is a dependency chain it may not reorder without
+// -ffast-math). Sums differ from the sequential order only by rounding.
+constexpr int kLanes = 16;
+
+TUNEC_INLINE float rowMax(const float* x, int64_t n) {
+  float acc[kLanes];
+  for (float& a : acc) a = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] = acc[j] < x[i + j] ? x[i + j] : acc[j];
+  float m = -std::numeric_limits<float>::infinity();
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  for (float a : acc) m = std::max(m, a);
+  return m;
+}
+
+// Sum of (x[i] - shift)^power over a row, power 1 or 2.
+template <int power> TUNEC_INLINE float rowSum(const float* x, int64_t n, float shift = 0.f) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      float d = x[i + j] - shift;
+      acc[j] += power == 2 ? d * d : d;
+    }
+  float s = 0.f;
+  for (; i < n; ++i) {
+    float d = x[i] - shift;
+    s += power == 2 ? d * d : d;
+  }
+  for (float a : acc) s += a;
+  return s;
+}
+
 TUNEC_MULTIVERSION
 static void softmaxRow(const float* in, float* out, int64_t n, int mode) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, in[i]);
+  float mx = rowMax(in, n);
   if (mode == 2) { // hardmax: 1 at the first maximum
     bool found = false;
     for (int64_t i = 0; i < n; ++i) {
@@ -372,11 +408,8 @@ static void softmaxRow(const float* in, float* out, int64_t n, int mode) {
     return;
   }
   bool log = mode == 1;
-  float sum = 0.f;
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = fast_exp(in[i] - mx);
-    sum += out[i];
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = fast_exp(in[i] - mx);
+  float sum = rowSum<1>(out, n);
   if (log) {
     float shift = mx + std::log(sum);
     for (int64_t i = 0; i < n; ++i) out[i] = in[i] - shift;
@@ -456,11 +489,8 @@ void runReduce(const float* in, float* out, int64_t outer, int64_t len, ReduceKi
 TUNEC_MULTIVERSION
 static void layerNormRow(const float* in, float* out, const float* scale, const float* bias,
                          int64_t n, float epsilon, float& meanOut, float& invOut) {
-  float sum = 0.f;
-  for (int64_t i = 0; i < n; ++i) sum += in[i];
-  float mean = sum / static_cast<float>(n);
-  float sq = 0.f;
-  for (int64_t i = 0; i < n; ++i) sq += (in[i] - mean) * (in[i] - mean);
+  float mean = rowSum<1>(in, n) / static_cast<float>(n);
+  float sq = rowSum<2>(in, n, mean);
   float inv = 1.f / std::sqrt(sq / static_cast<float>(n) + epsilon);
   if (bias)
     for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i] + bias[i];
