@@ -287,6 +287,61 @@ bool copyAny(Lowering& l, const std::string& label, int out, const Shape& outSha
   return true;
 }
 
+// Pad in reflect or edge mode: the input into the interior, then axis by axis the borders,
+// copied within the output from what is already written (after axis d, every dim up to d is
+// complete): edge rows read the first or last interior row with stride 0 along d, reflected
+// rows read it backwards (stride -1 along d), starting one row inside the edge.
+bool lowerBorderPad(Lowering& l, const Node& n, const std::string& label, DType dt) {
+  const Graph& g = l.graph();
+  const auto& a = std::get<PadAttrs>(n.attrs);
+  const Shape& xs = g.value(n.inputs[0]).type.shape;
+  const Shape& ys = g.value(n.outputs[0]).type.shape;
+  auto r = static_cast<size_t>(xs.rank());
+  bool reflect = a.mode == PadMode::Reflect;
+  for (size_t k = 0; k < r; ++k) {
+    int64_t before = a.pads[k], after = a.pads[k + r], size = xs[static_cast<int>(k)];
+    if (before < 0 || after < 0) {
+      l.unsupported(n, "negative pads (cropping) are compiled only in constant mode");
+      return false;
+    }
+    if ((before > 0 || after > 0) && (reflect ? std::max(before, after) >= size : size == 0)) {
+      l.unsupported(n, reflect ? "reflect padding needs pads smaller than the padded dimension"
+                               : "edge padding of an empty dimension");
+      return false;
+    }
+  }
+  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  std::vector<int64_t> sy = ys.strides();
+  int64_t interior = 0;
+  for (size_t k = 0; k < r; ++k) interior += a.pads[k] * sy[k];
+  if (xs.numel() > 0 && !copyAny(l, label, out, xs, interior, sy, in, xs.strides(), 0, dt))
+    return false;
+  for (size_t d = 0; d < r; ++d)
+    for (bool front : {true, false}) {
+      int64_t width = front ? a.pads[d] : a.pads[d + r];
+      if (width == 0) continue;
+      std::vector<int64_t> dims;
+      int64_t base = 0; // the region's offset along every dim but d
+      for (size_t k = 0; k < r; ++k) {
+        dims.push_back(k < d ? ys[static_cast<int>(k)] : k == d ? width : xs[static_cast<int>(k)]);
+        if (k > d) base += a.pads[k] * sy[k];
+      }
+      if (Shape(dims).numel() == 0) continue;
+      int64_t first = a.pads[d], last = a.pads[d] + xs[static_cast<int>(d)] - 1;
+      int64_t to = front ? 0 : last + 1;
+      // The row the border's first row reads, and the step along d.
+      int64_t from = reflect ? (front ? 2 * first : last - 1) : (front ? first : last);
+      int64_t step = reflect ? -1 : 0;
+      std::vector<int64_t> src = sy;
+      src[d] = step * sy[d];
+      if (!copyAny(l, label + " (border)", out, Shape(dims), base + to * sy[d], sy, out, src,
+                   base + from * sy[d], dt))
+        return false;
+    }
+  return true;
+}
+
 std::optional<rt::TypedOp> typedOpOf(const Node& n) {
   using T = rt::TypedOp;
   switch (n.kind) {
@@ -588,10 +643,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
   }
   case OpKind::Pad: {
     const auto& a = std::get<PadAttrs>(n.attrs);
-    if (a.mode != PadMode::Constant) {
-      l.unsupported(n, "only constant padding is compiled");
-      return false;
-    }
+    if (a.mode != PadMode::Constant) return lowerBorderPad(l, n, label, dt);
     // Fill with the value, then copy the (possibly cropped) input into the interior.
     Tensor value(dt, {1});
     value.setDouble(0, a.value);
@@ -684,6 +736,34 @@ bool lowerSingle(Lowering& l, const Node& n) {
     step.ints = {outer, len, inner,
                  n.kind == OpKind::LogSoftmax ? 1 : (n.kind == OpKind::Hardmax ? 2 : 0)};
     l.addStep(std::move(step), {in}, {out});
+    return true;
+  }
+  case OpKind::InstanceNormalization: {
+    // Each (n, c) plane normalized as a LayerNorm row without affine, then scale and bias per
+    // channel in one elementwise pass over the output.
+    const auto& a = std::get<NormAttrs>(n.attrs);
+    if (xs.rank() < 2 || n.inputs.size() != 3) {
+      l.unsupported(n, "InstanceNormalization needs an input of rank >= 2, a scale and a bias");
+      return false;
+    }
+    int64_t rows = xs[0] * xs[1], cols = product(xs.dims(), 2, xs.dims().size());
+    std::vector<float> ones(static_cast<size_t>(std::max<int64_t>(cols, 1)), 1.f);
+    int unitScale = l.addConstant(ones.data(), ones.size() * 4);
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    rt::Step step;
+    step.kind = rt::StepKind::LayerNorm;
+    step.label = label;
+    step.tensors = {out, in, unitScale, -1, -1, -1};
+    step.ints = {rows, cols};
+    step.floats = {a.epsilon};
+    l.addStep(std::move(step), {in, unitScale}, {out});
+    std::vector<int64_t> perChannel(static_cast<size_t>(ys.rank()), 0);
+    perChannel[1] = 1;
+    int scale = l.tensorIn(n.inputs[1], Phys::Plain), bias = l.tensorIn(n.inputs[2], Phys::Plain);
+    l.addElementwise(label + " (scale, bias)", out, ys, Phys::Plain, 0, ys.strides(),
+                     {{out, ys.strides(), 0}, {scale, perChannel, 0}, {bias, perChannel, 0}},
+                     {{EwOp::Mul, 0, -1, -2}, {EwOp::Add, 0, 0, -3}});
     return true;
   }
   case OpKind::LayerNormalization: {

@@ -331,12 +331,28 @@ TEST(CompileModel, TilePadDepthToSpaceAndArgMax) {
   checkCompiled(b, {t, p, d, c, s, a, m, h, ge});
 }
 
+// Reflect and edge padding (borders copied within the output, axis by axis, backwards or with
+// stride 0) and InstanceNormalization (a normalization step, then scale and bias per channel).
+TEST(CompileModel, BorderPaddingAndInstanceNorm) {
+  Builder b;
+  ValueId x = b.input({2, 3, 5, 4});
+  ValueId r = b.op(OpKind::Pad, PadAttrs{PadMode::Reflect, {0, 1, 2, 3, 1, 0, 4, 1}, 0.0}, {x});
+  ValueId e = b.op(OpKind::Pad, PadAttrs{PadMode::Edge, {1, 0, 3, 0, 0, 2, 0, 5}, 0.0}, {x});
+  ValueId i = b.op(OpKind::InstanceNormalization, NormAttrs{1, 1e-3f},
+                   {x, b.constant({3}), b.constant({3})});
+  ValueId c = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({8, 3, 3, 3})}); // NHWC output
+  ValueId ic = b.op(OpKind::InstanceNormalization, NormAttrs{1, 1e-5f},
+                    {c, b.input({8}), b.constant({8})}); // a computed scale
+  ValueId ie = b.op(OpKind::Pad, PadAttrs{PadMode::Edge, {0, 0, 0, 1, 0, 0, 0, 0}, 0.0},
+                    {b.input({1, 1, 1, 1})});
+  checkCompiled(b, {r, e, i, ic, ie}, 2);
+}
+
 TEST(CompileModel, UnsupportedOpsAreListedByNode) {
   Builder b;
   ValueId x = b.input({1, 4, 2, 2});
-  ValueId y = b.op(OpKind::InstanceNormalization, NormAttrs{1, 1e-5f},
-                   {x, b.constant({4}), b.constant({4})});
-  ValueId z = b.op(OpKind::Pad, PadAttrs{PadMode::Reflect, {0, 0, 1, 1, 0, 0, 1, 1}, 0.0},
+  ValueId y = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.input({4, 4, 1, 1})}); // computed weights
+  ValueId z = b.op(OpKind::Pad, PadAttrs{PadMode::Reflect, {0, 0, -1, 1, 0, 0, 1, 1}, 0.0},
                    {b.op(OpKind::Sin, NoAttrs{}, {y})});
   b.g.addOutput(z);
   driver::CompileOptions options;
@@ -345,8 +361,10 @@ TEST(CompileModel, UnsupportedOpsAreListedByNode) {
   ASSERT_FALSE(compiled.isOk());
   const std::string& msg = compiled.error().message();
   EXPECT_NE(msg.find("2 nodes"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(InstanceNormalization)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(Pad): only constant padding is compiled"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(Conv): the weights must be constant"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(Pad): negative pads (cropping) are compiled only in constant mode"),
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("--reference"), std::string::npos) << msg;
 }
 
