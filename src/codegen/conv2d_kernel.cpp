@@ -11,7 +11,6 @@
 #include "runtime/packing.h"
 #include "support/host.h"
 
-#include <cstdlib>
 #include <map>
 
 namespace tunec {
@@ -53,6 +52,7 @@ public:
       MicrokernelSpec spec{c_.isa, rows, c_.ocBlock, cols, false, true, epilogue_};
       spec.aRowGroup = group;
       spec.prefetchB = prefetchNextPanel();
+      spec.prefetchBGroup = prefetchGroup();
       spec.prefetchA = aRowsAliasInL1(rows, w_.strideW * w_.ic, group, w_.strideH * wp_ * w_.ic);
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == tileRows && cols == c_.ocBlock);
@@ -142,9 +142,14 @@ private:
                              : b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
       llvm::Value* which = mb_.tileVariant(b_, owTail, ocTail);
       auto [firstTap, taps] = validTapRows(oh, ohHi);
-      llvm::Value* tile =
-          b_.CreateAdd(b_.CreateSDiv(oh, i64(c_.rowsPerTile)), b_.CreateSDiv(ow0, i64(owStep)));
-      llvm::Value* line = b_.CreateSRem(tile, i64((nr + 15) / 16));
+      // Tile t of the panel prefetches line column t % columns of the next panel, rows of phase
+      // (t / columns) % group (MicrokernelSpec::prefetchBGroup).
+      int64_t columns = (nr + 15) / 16, group = prefetchGroup();
+      llvm::Value* tile = b_.CreateAdd(b_.CreateMul(b_.CreateSDiv(oh, i64(c_.rowsPerTile)),
+                                                    i64((w_.ow() + owStep - 1) / owStep)),
+                                       b_.CreateSDiv(ow0, i64(owStep)));
+      llvm::Value* line = b_.CreateSRem(tile, i64(columns));
+      llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
       std::vector<llvm::Value*> args = {
           b_.CreateGEP(mb_.ptr(), aArr_, firstTap),
           b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
@@ -160,7 +165,8 @@ private:
           i64(w_.oc),
           i64(w_.strideH * wp_ * ic),
           gep(nextWeights, b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
-                                        b_.CreateMul(line, i64(16))))};
+                                        b_.CreateAdd(b_.CreateMul(line, i64(16)),
+                                                     b_.CreateMul(phase, i64(nr)))))};
       mb_.emitVariantCall(b_, which, kernels_, args);
     });
   }
@@ -196,6 +202,16 @@ private:
   bool prefetchNextPanel() const {
     int64_t panelBytes = w_.kh * w_.kw * w_.icPerGroup() * c_.ocBlock * 4;
     return 2 * panelBytes * 4 <= hostInfo().l2 * 3;
+  }
+
+  // How many more tiles than line columns one panel's prefetches are spread over: as many as
+  // the tiles of one visit of the panel (an oh block) allow, up to 4.
+  int prefetchGroup() const {
+    int64_t owStep = c_.rowsPerTile > 1 ? w_.ow() : c_.owBlock;
+    int64_t tiles =
+        (c_.ohBlock + c_.rowsPerTile - 1) / c_.rowsPerTile * ((w_.ow() + owStep - 1) / owStep);
+    int64_t columns = (c_.ocBlock + 15) / 16;
+    return tiles >= 4 * columns ? 4 : tiles >= 2 * columns ? 2 : 1;
   }
 
   llvm::Value* rowArr() {

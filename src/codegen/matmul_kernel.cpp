@@ -46,6 +46,7 @@ private:
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
       spec.prefetchB = prefetchNextPanel();
+      spec.prefetchBGroup = prefetchGroup();
       spec.prefetchA = !aTransposed && aRowsAliasInL1(rows, w_.aLd(), 0, 0);
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == c_.mr && cols == c_.nr);
@@ -63,6 +64,13 @@ private:
     if (!w_.constantB) return false;
     int64_t kc = std::min(c_.kc, w_.k), mc = std::min(c_.mc, w_.m);
     return (mc * kc + 2 * kc * c_.nr) * 4 <= hostInfo().l2;
+  }
+
+  // How many more tiles than the nr/16 line columns one panel's prefetches are spread over:
+  // as many as the mr tiles of an M block allow, up to 4 (see MicrokernelSpec::prefetchBGroup).
+  int prefetchGroup() const {
+    int64_t tiles = (std::min(c_.mc, w_.m) + c_.mr - 1) / c_.mr, columns = (c_.nr + 15) / 16;
+    return tiles >= 4 * columns ? 4 : tiles >= 2 * columns ? 2 : 1;
   }
 
   llvm::Function* emitTask(const std::string& name) {
@@ -188,8 +196,13 @@ private:
         llvm::Value* biasPtr = gep(bias_, col);
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));
         llvm::Value* which = mb_.tileVariant(b_, mTail, nTail);
-        llvm::Value* line = b_.CreateSRem(b_.CreateSDiv(ir, i64(c_.mr)), i64((c_.nr + 15) / 16));
-        llvm::Value* pf = gep(nextB, b_.CreateMul(line, i64(16)));
+        // Tile t prefetches line column t % columns, rows of phase (t / columns) % group.
+        int64_t columns = (c_.nr + 15) / 16, group = prefetchGroup();
+        llvm::Value* tile = b_.CreateSDiv(ir, i64(c_.mr));
+        llvm::Value* line = b_.CreateSRem(tile, i64(columns));
+        llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
+        llvm::Value* pf =
+            gep(nextB, b_.CreateAdd(b_.CreateMul(line, i64(16)), b_.CreateMul(phase, i64(c_.nr))));
         std::vector<llvm::Value*> args = {aArr_,      bArr_,         cPtr,   kcur,  ldaV,
                                           i64(c_.nr), i64(w_.cLd()), i64(1), flags, biasPtr,
                                           addPtr,     i64(w_.n),     i64(0), pf};

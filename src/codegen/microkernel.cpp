@@ -28,6 +28,8 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
     return makeError("microkernel A prefetch needs a non-transposed A");
   if (spec.aRowGroup < 0 || (spec.aRowGroup > 0 && spec.aTransposed))
     return makeError("microkernel row groups need a non-transposed A and a positive size");
+  if (spec.prefetchBGroup != 1 && spec.prefetchBGroup != 2 && spec.prefetchBGroup != 4)
+    return makeError("microkernel B prefetch group ", spec.prefetchBGroup, " is not 1, 2 or 4");
   if (spec.kUnroll < 1 || spec.kUnroll > 8)
     return makeError("microkernel k-unroll ", spec.kUnroll, " must be in 1..8");
   if (spec.nValid < 1 || spec.nValid > spec.nr)
@@ -59,7 +61,8 @@ std::string microkernelName(const MicrokernelSpec& spec) {
   if (spec.aTransposed) name += "_at";
   if (spec.kUnroll > 1) name += "_u" + std::to_string(spec.kUnroll);
   if (spec.aRowGroup > 0) name += "_g" + std::to_string(spec.aRowGroup);
-  if (spec.prefetchB) name += "_pfb";
+  if (spec.prefetchB)
+    name += "_pfb" + (spec.prefetchBGroup > 1 ? std::to_string(spec.prefetchBGroup) : "");
   if (spec.prefetchA) name += "_pfa";
   name += "_" + std::string(isaInfo(spec.isa).name);
   std::string epi = epilogueName(spec.epilogue);
@@ -138,9 +141,12 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   auto step = [&](llvm::Value* kk, const std::vector<llvm::Value*>& in) {
     std::vector<llvm::Value*> bv(static_cast<size_t>(nv));
     llvm::Value* bRow = b.CreateGEP(f32, bBase, b.CreateMul(kk, ldb));
-    if (pfBase) // read prefetch into L2 (locality 2: prefetcht1)
-      b.CreateCall(prefetch, {b.CreateGEP(f32, pfBase, b.CreateMul(kk, ldb)), b.getInt32(0),
+    if (pfBase) { // read prefetch into L2 (locality 2: prefetcht1)
+      llvm::Value* row =
+          spec.prefetchBGroup > 1 ? b.CreateAnd(kk, b.getInt64(-spec.prefetchBGroup)) : kk;
+      b.CreateCall(prefetch, {b.CreateGEP(f32, pfBase, b.CreateMul(row, ldb)), b.getInt32(0),
                               b.getInt32(2), b.getInt32(1)});
+    }
     if (spec.prefetchA) {
       // Row kk mod mr of A, four cache lines ahead, into L1: every row is touched at least once
       // per 16 k steps (one line) while mr <= 16.

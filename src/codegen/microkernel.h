@@ -31,6 +31,11 @@ struct MicrokernelSpec {
   /// next B panel, so weights that come cold from memory (a model's layers each read their
   /// weights once) arrive before the tiles that need them instead of stalling the first one.
   bool prefetchB = false;
+  /// With prefetchB: the B row a k step prefetches is kk rounded down to a multiple of this
+  /// (1, 2 or 4), so a call covers 1/group of the rows of its line column and the loop nest can
+  /// spread one panel's prefetches over group times more tiles (smoother DRAM traffic; the
+  /// repeated prefetches of a line are dropped by the cache).
+  int prefetchBGroup = 1;
   /// Prefetch the A rows a few cache lines ahead into L1, one row per k step in turn. For tiles
   /// whose rows alias in L1 (aRowsAliasInL1): more rows than ways in one set evict each other
   /// before the next k steps read them (a stride-2 conv over 512 channels: 4 KiB apart).

@@ -123,6 +123,7 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
                             {PostOpKind::AddTensor}}};
       tail.kUnroll = 3;
       tail.prefetchB = true; // prefetches change no result
+      tail.prefetchBGroup = mr % 2 ? 4 : 2;
       auto masked = compileMicrokernel(jit(), tail);
       ASSERT_TRUE(masked.isOk()) << masked.error().message();
       for (Case cs : {Case{1, 2, false}, Case{33, 1, true}, Case{7, 2, true}})
@@ -182,6 +183,11 @@ TEST(Microkernel, ImpossibleTileIsRejectedWithRegisterCount) {
   s = checkMicrokernelSpec(spec);
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(s.error().message(), "microkernel nr=24 must be a positive multiple of 16 for avx512");
+  spec = {Isa::Avx512, 4, 32, 32, false, true, {}};
+  spec.prefetchB = true, spec.prefetchBGroup = 3;
+  s = checkMicrokernelSpec(spec);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.error().message(), "microkernel B prefetch group 3 is not 1, 2 or 4");
 }
 
 } // namespace
