@@ -190,8 +190,11 @@ TEST(MatmulTemplate, StridedOperandsMatchReferenceAndLeaveTheRestUntouched) {
                 << "C(" << bi << ", " << i << ", " << j << ") of " << w.toJson().dump()
                 << " with config " << c->toJson().dump();
           }
-      for (size_t at = 0; at < cBuf.size(); ++at)
-        if (!inView[at]) ASSERT_EQ(cBuf[at], before[at]) << "wrote outside C's view at " << at;
+      for (size_t at = 0; at < cBuf.size(); ++at) {
+        if (!inView[at]) {
+          ASSERT_EQ(cBuf[at], before[at]) << "wrote outside C's view at " << at;
+        }
+      }
       ++checked;
     }
   EXPECT_GE(checked, 20);
