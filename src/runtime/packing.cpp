@@ -62,8 +62,8 @@ __attribute__((target("avx2"))) void transpose8x8(const float* src, int64_t lds,
 }
 
 // A transposed B (N x K as stored) into one panel: the 8 x 8 blocks with AVX2 where the CPU
-// has it (attention's K^T: 64 x 128 per head, 1.4x faster than element by element), the rest
-// element by element.
+// has it, the rest element by element. (Attention's K^T, 64 x 128 per head: the whole Q K^T
+// kernel of 12 heads went from 0.166 to 0.123 ms, as fast as with a dense B.)
 void packTransposedPanel(const float* b, int64_t ldb, int64_t k, int64_t c0, int64_t valid,
                          int64_t nr, float* panel) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
