@@ -44,7 +44,7 @@ Expected<Task> makeTask(const nlohmann::json& workload, Isa isa) {
     };
     bindConfig<MatmulWorkload, MatmulConfig>(t, pw, validateMatmulConfig);
     label << "matmul " << (w.batch > 1 ? std::to_string(w.batch) + "x" : "") << w.m << "x" << w.n
-          << "x" << w.k;
+          << "x" << w.k << (w.dense() ? "" : " strided");
   } else if (t.templ == "conv2d") {
     TUNEC_ASSIGN_OR_RETURN(Conv2dWorkload w, Conv2dWorkload::fromJson(workload));
     auto pw = std::make_shared<Conv2dWorkload>(w);
