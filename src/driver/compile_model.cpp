@@ -152,6 +152,13 @@ void Lowering::addElementwise(const std::string& label, int out, const Shape& ou
   for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int>(d);
   if (outPhys == Phys::Nhwc && outShape.rank() == 4 && outShape[1] >= kShortChannels)
     order = {0, 2, 3, 1};
+  // A plain 4-d output read from an NHWC operand (a reorder back, a model output): walk
+  // (n, h, c, w), so that the C passes over one input row of W x C stay in L1.
+  bool nhwcInput = false;
+  for (const EwOperand& in : inputs)
+    nhwcInput |= in.strides.size() == 4 && in.strides[1] == 1 && in.strides[3] == outShape[1] &&
+                 outShape[1] > 1;
+  if (outPhys == Phys::Plain && outShape.rank() == 4 && nhwcInput) order = {0, 2, 1, 3};
   rt::EwProgram p;
   for (int d : order) {
     p.dims.push_back(outShape[d]);
