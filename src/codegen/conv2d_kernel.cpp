@@ -208,10 +208,9 @@ private:
   // the tiles of one visit of the panel (an oh block) allow, up to 4.
   int prefetchGroup() const {
     int64_t owStep = c_.rowsPerTile > 1 ? w_.ow() : c_.owBlock;
-    int64_t tiles =
-        (c_.ohBlock + c_.rowsPerTile - 1) / c_.rowsPerTile * ((w_.ow() + owStep - 1) / owStep);
-    int64_t columns = (c_.ocBlock + 15) / 16;
-    return tiles >= 4 * columns ? 4 : tiles >= 2 * columns ? 2 : 1;
+    return prefetchGroupFor((c_.ohBlock + c_.rowsPerTile - 1) / c_.rowsPerTile *
+                                ((w_.ow() + owStep - 1) / owStep),
+                            c_.ocBlock);
   }
 
   llvm::Value* rowArr() {

@@ -69,8 +69,7 @@ private:
   // How many more tiles than the nr/16 line columns one panel's prefetches are spread over:
   // as many as the mr tiles of an M block allow, up to 4 (see MicrokernelSpec::prefetchBGroup).
   int prefetchGroup() const {
-    int64_t tiles = (std::min(c_.mc, w_.m) + c_.mr - 1) / c_.mr, columns = (c_.nr + 15) / 16;
-    return tiles >= 4 * columns ? 4 : tiles >= 2 * columns ? 2 : 1;
+    return prefetchGroupFor((std::min(c_.mc, w_.m) + c_.mr - 1) / c_.mr, c_.nr);
   }
 
   llvm::Function* emitTask(const std::string& name) {

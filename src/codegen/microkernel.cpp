@@ -42,6 +42,11 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   return {};
 }
 
+int prefetchGroupFor(int64_t tiles, int nr) {
+  int64_t columns = (nr + 15) / 16;
+  return tiles >= 4 * columns ? 4 : tiles >= 2 * columns ? 2 : 1;
+}
+
 bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup) {
   // Sets of a 4 KiB-period L1 (64 sets of 64-byte lines, as on Zen and Intel cores alike).
   constexpr int64_t kSets = 64;

@@ -42,6 +42,10 @@ struct MicrokernelSpec {
   bool prefetchA = false;
 };
 
+/// The prefetchBGroup for a panel that `tiles` tiles of width nr read in turn: as many times the
+/// nr/16 line columns as the tiles cover, up to 4.
+int prefetchGroupFor(int64_t tiles, int nr);
+
 /// True when more than 8 rows of an A tile (row offsets as the spec describes them, in floats)
 /// fall into one set of a 4 KiB-period L1.
 bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup);

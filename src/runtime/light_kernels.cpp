@@ -445,9 +445,7 @@ static float reduceRow(const float* in, int64_t n, ReduceKind kind) {
   float acc = 0.f;
   switch (kind) {
   case ReduceKind::Max:
-    acc = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) acc = std::max(acc, in[i]);
-    return acc;
+    return rowMax(in, n);
   case ReduceKind::Min:
     acc = std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < n; ++i) acc = std::min(acc, in[i]);
@@ -461,17 +459,16 @@ static float reduceRow(const float* in, int64_t n, ReduceKind kind) {
     return acc;
   case ReduceKind::L2:
   case ReduceKind::SumSquare:
-    for (int64_t i = 0; i < n; ++i) acc += in[i] * in[i];
+    acc = rowSum<2>(in, n);
     return kind == ReduceKind::L2 ? std::sqrt(acc) : acc;
   case ReduceKind::LogSumExp: {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, in[i]);
+    float mx = rowMax(in, n);
     if (!std::isfinite(mx)) return mx;
     for (int64_t i = 0; i < n; ++i) acc += fast_exp(in[i] - mx);
     return mx + std::log(acc);
   }
   default:
-    for (int64_t i = 0; i < n; ++i) acc += in[i];
+    acc = rowSum<1>(in, n);
     if (kind == ReduceKind::Mean) return acc / static_cast<float>(n);
     if (kind == ReduceKind::LogSum) return std::log(acc);
     return acc;
