@@ -96,8 +96,12 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     if (options.measureDefault && !s.measured.count(s.task.defaultConfig.dump()))
       batch.push_back({{}, s.task.defaultConfig, s.task.defaultConfig.dump()});
     SearchOptions so = options.search;
-    so.batchSize =
-        std::min(so.batchSize, options.trials - summary.trials) - static_cast<int>(batch.size());
+    // While tasks are still untried, a warm-up batch leaves each of them a share of the budget:
+    // a tight budget measures every kernel once rather than a few of them thoroughly.
+    int remaining = options.trials - summary.trials, untried = 0;
+    for (const TaskProgress& q : progress) untried += q.trials == 0 && !q.finished;
+    if (p.trials == 0 && untried > 1) remaining = std::max(1, remaining / untried);
+    so.batchSize = std::min(so.batchSize, remaining) - static_cast<int>(batch.size());
     std::vector<Point> seeds;
     for (const auto& [g, point] : s.ok) seeds.push_back(point);
     static const CostModel untrained;

@@ -270,5 +270,27 @@ TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
   std::filesystem::remove(path);
 }
 
+TEST(TuningJob, ATightBudgetMeasuresEveryTask) {
+  // 6 trials, batches of 5, three tasks: the warm-up batches leave each task its share.
+  std::string path =
+      std::filesystem::temp_directory_path() / ("tunec_tight_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  auto database = db::TuningDatabase::open(path, true);
+  ASSERT_TRUE(database.isOk()) << database.error().message();
+  TuneOptions options;
+  options.trials = 6;
+  options.search.batchSize = 5;
+  options.minSeconds = 0.005;
+  options.workerArgv = worker();
+  options.progress = false;
+  std::atomic<bool> stop{false};
+  std::vector<Task> tasks = {matmulTask(48, 64, 32), matmulTask(16, 32, 16), convTask()};
+  auto job = runTuningJob(tasks, *database, options, stop);
+  ASSERT_TRUE(job.isOk()) << job.error().message();
+  EXPECT_EQ(job->trials, 6);
+  for (const TaskOutcome& t : job->tasks) EXPECT_EQ(t.trials, 2) << t.label;
+  std::filesystem::remove(path);
+}
+
 } // namespace
 } // namespace tunec::tuner
