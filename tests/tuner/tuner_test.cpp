@@ -235,18 +235,29 @@ TEST(Measurer, StridedAttentionWorkloadsAreCheckedAgainstTheReference) {
   EXPECT_GT(r.medianUs, 0);
 }
 
-TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
-  std::string path =
-      std::filesystem::temp_directory_path() / ("tunec_job_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
-  auto database = db::TuningDatabase::open(path, true);
-  ASSERT_TRUE(database.isOk()) << database.error().message();
+// A short job's options: `trials` in batches of 5, short timings, no progress lines.
+TuneOptions shortJob(int trials) {
   TuneOptions options;
-  options.trials = 10;
+  options.trials = trials;
   options.search.batchSize = 5;
   options.minSeconds = 0.005;
   options.workerArgv = worker();
   options.progress = false;
+  return options;
+}
+
+std::string freshDatabasePath(const std::string& name) {
+  std::string path = std::filesystem::temp_directory_path() /
+                     ("tunec_" + name + "_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  return path;
+}
+
+TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
+  std::string path = freshDatabasePath("job");
+  auto database = db::TuningDatabase::open(path, true);
+  ASSERT_TRUE(database.isOk()) << database.error().message();
+  TuneOptions options = shortJob(10);
   std::atomic<bool> stop{false};
   std::vector<Task> tasks = {matmulTask(48, 64, 32), convTask()};
   auto first = runTuningJob(tasks, *database, options, stop);
@@ -272,17 +283,10 @@ TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
 
 TEST(TuningJob, ATightBudgetMeasuresEveryTask) {
   // 6 trials, batches of 5, three tasks: the warm-up batches leave each task its share.
-  std::string path =
-      std::filesystem::temp_directory_path() / ("tunec_tight_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
+  std::string path = freshDatabasePath("tight");
   auto database = db::TuningDatabase::open(path, true);
   ASSERT_TRUE(database.isOk()) << database.error().message();
-  TuneOptions options;
-  options.trials = 6;
-  options.search.batchSize = 5;
-  options.minSeconds = 0.005;
-  options.workerArgv = worker();
-  options.progress = false;
+  TuneOptions options = shortJob(6);
   std::atomic<bool> stop{false};
   std::vector<Task> tasks = {matmulTask(48, 64, 32), matmulTask(16, 32, 16), convTask()};
   auto job = runTuningJob(tasks, *database, options, stop);
