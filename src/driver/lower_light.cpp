@@ -287,6 +287,19 @@ bool copyAny(Lowering& l, const std::string& label, int out, const Shape& outSha
   return true;
 }
 
+// A LayerNorm step over rows x cols: tensors {out, in, scale, bias, mean, invStd} (-1: absent).
+void addLayerNormStep(Lowering& l, const std::string& label, std::vector<int> tensors, int64_t rows,
+                      int64_t cols, float epsilon) {
+  rt::Step step;
+  step.kind = rt::StepKind::LayerNorm;
+  step.label = label;
+  step.tensors = tensors;
+  step.ints = {rows, cols};
+  step.floats = {epsilon};
+  l.addStep(std::move(step), {tensors[1], tensors[2], tensors[3]},
+            {tensors[0], tensors[4], tensors[5]});
+}
+
 // Pad in reflect or edge mode: the input into the interior, then axis by axis the borders,
 // copied within the output from what is already written (after axis d, every dim up to d is
 // complete): edge rows read the first or last interior row with stride 0 along d, reflected
@@ -751,13 +764,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
     int unitScale = l.addConstant(ones.data(), ones.size() * 4);
     int in = l.tensorIn(n.inputs[0], Phys::Plain);
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
-    rt::Step step;
-    step.kind = rt::StepKind::LayerNorm;
-    step.label = label;
-    step.tensors = {out, in, unitScale, -1, -1, -1};
-    step.ints = {rows, cols};
-    step.floats = {a.epsilon};
-    l.addStep(std::move(step), {in, unitScale}, {out});
+    addLayerNormStep(l, label, {out, in, unitScale, -1, -1, -1}, rows, cols, a.epsilon);
     std::vector<int64_t> perChannel(static_cast<size_t>(ys.rank()), 0);
     perChannel[1] = 1;
     int scale = l.tensorIn(n.inputs[1], Phys::Plain), bias = l.tensorIn(n.inputs[2], Phys::Plain);
@@ -802,13 +809,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
     int mean = n.outputs.size() > 1 ? l.defineOutput(n.outputs[1], Phys::Plain) : -1;
     int invStd = n.outputs.size() > 2 ? l.defineOutput(n.outputs[2], Phys::Plain) : -1;
-    rt::Step step;
-    step.kind = rt::StepKind::LayerNorm;
-    step.label = label;
-    step.tensors = {out, in, scale, bias, mean, invStd};
-    step.ints = {rows, cols};
-    step.floats = {a.epsilon};
-    l.addStep(std::move(step), {in, scale, bias}, {out, mean, invStd});
+    addLayerNormStep(l, label, {out, in, scale, bias, mean, invStd}, rows, cols, a.epsilon);
     return true;
   }
   case OpKind::MaxPool:

@@ -58,16 +58,14 @@ bool matrixView(const Shape& shape, const std::vector<int64_t>& strides, MatrixV
 OperandViews planOperandViews(const Graph& graph, const FusionPlan& fusion) {
   OperandViews views;
   views.folded.assign(graph.nodes().size(), false);
-  std::vector<int> uses = useCounts(graph);
-  std::vector<bool> isOutput(graph.values().size(), false);
-  for (ValueId out : graph.outputs()) isOutput[static_cast<size_t>(out)] = true;
+  std::vector<int> uses = useCounts(graph); // a model output counts as a use
   std::vector<NodeId> consumer(graph.values().size(), -1);
   for (size_t n = 0; n < graph.nodes().size(); ++n)
     for (ValueId in : graph.nodes()[n].inputs)
       if (in != kNoValue) consumer[static_cast<size_t>(in)] = static_cast<NodeId>(n);
-  auto onlyUse = [&](ValueId v) {
-    return uses[static_cast<size_t>(v)] == 1 && !isOutput[static_cast<size_t>(v)];
-  };
+  // Every value asked about has a node reading it: one use means no other reader and no model
+  // output.
+  auto onlyUse = [&](ValueId v) { return uses[static_cast<size_t>(v)] == 1; };
   auto kernelOf = [&](NodeId n) -> const FusedKernel& {
     return fusion.kernels[static_cast<size_t>(fusion.kernelOf[static_cast<size_t>(n)])];
   };

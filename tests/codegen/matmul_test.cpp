@@ -41,6 +41,14 @@ Tensor referenceResult(const MatmulWorkload& w, const Epilogue& epi, const Tenso
   return (*out)[0];
 }
 
+// A config from uniformly drawn knob values (clamped by matmulConfigFromKnobs; may be invalid).
+Expected<MatmulConfig> randomConfig(const MatmulWorkload& w, Isa isa, std::mt19937& rng) {
+  std::vector<nlohmann::json> values;
+  for (const Knob& knob : matmulKnobSpace(w, isa))
+    values.push_back(knob.values[rng() % knob.values.size()]);
+  return matmulConfigFromKnobs(w, isa, values);
+}
+
 void checkMatmul(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& epi,
                  uint32_t seed) {
   std::mt19937 rng(seed);
@@ -93,10 +101,7 @@ TEST(MatmulTemplate, RandomValidConfigsMatchReference) {
       w.constantB = rng() % 2;
       w.broadcastB = w.constantB ? rng() % 2 : rng() % 2;
       w.threads = trial % 3 == 0 ? 2 : 1;
-      KnobSpace space = matmulKnobSpace(w, isa);
-      std::vector<nlohmann::json> values;
-      for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
-      auto c = matmulConfigFromKnobs(w, isa, values);
+      auto c = randomConfig(w, isa, rng);
       ASSERT_TRUE(c.isOk());
       if (!validateMatmulConfig(w, *c).isOk()) continue; // e.g. a register tile too large
       Epilogue epi;
@@ -154,10 +159,7 @@ TEST(MatmulTemplate, StridedOperandsMatchReferenceAndLeaveTheRestUntouched) {
       w.lda = la.ld, w.strideA = la.stride, w.ldb = lb.ld, w.ldc = lc.ld, w.strideC = lc.stride;
       w.strideB = w.broadcastB ? 0 : lb.stride;
       ASSERT_TRUE(w.check().isOk()) << w.check().error().message();
-      KnobSpace space = matmulKnobSpace(w, isa);
-      std::vector<nlohmann::json> values;
-      for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
-      auto c = matmulConfigFromKnobs(w, isa, values);
+      auto c = randomConfig(w, isa, rng);
       ASSERT_TRUE(c.isOk());
       if (trial % 5 == 0) *c = defaultMatmulConfig(w, isa, hostInfo());
       if (!validateMatmulConfig(w, *c).isOk()) continue;
