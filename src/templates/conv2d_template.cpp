@@ -116,6 +116,25 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   return {};
 }
 
+namespace {
+
+// Which loop the threads share. A batch of at least one image per thread splits the batch.
+// Otherwise splitting output rows makes every thread read all the weights, and splitting
+// output-channel panels makes every thread read the whole input: the split duplicates the
+// smaller of the two. In a model the weights come from memory (ResNet-50 holds 100 MB of them)
+// while the input is the previous layer's fresh output, so the panels are split only where the
+// weights clearly dominate (4x the input: the deep 14x14 and 7x7 layers, whose rows also split
+// unevenly: 7 rows over 2 threads) and there is a panel for every thread.
+std::string defaultParallelLoop(const Conv2dWorkload& w, const Conv2dConfig& c) {
+  if (w.n >= w.threads) return "n";
+  double weightBytes = 4.0 * static_cast<double>(w.kh * w.kw * w.icPerGroup() * w.oc);
+  double inputBytes = 4.0 * static_cast<double>(w.n * w.h * w.w * w.ic);
+  int64_t panels = w.groups * ((w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock);
+  return weightBytes >= 4 * inputBytes && panels >= w.threads ? "oc" : "oh";
+}
+
+} // namespace
+
 Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInfo& host) {
   Conv2dConfig c;
   c.isa = isa;
@@ -146,7 +165,7 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInf
     c.icBlock /= 2;
   c.loopOrder = "oc_oh";
   c.parallel = "none";
-  if (w.threads > 1 && w.flops() >= 4e6) c.parallel = w.n >= w.threads ? "n" : "oh";
+  if (w.threads > 1 && w.flops() >= 4e6) c.parallel = defaultParallelLoop(w, c);
   return c;
 }
 

@@ -78,6 +78,29 @@ TEST(Conv2dTemplate, DefaultConfigsOnEdgeShapes) {
     }
 }
 
+// At two threads and batch 1 the default splits the output-channel panels where the weights
+// are at least 4x the input (the deep layers) and the output rows elsewhere; batch 2 splits the
+// batch. Each choice computes the same result as the reference.
+TEST(Conv2dTemplate, TwoThreadDefaultsSplitTheLoopThatDuplicatesLess) {
+  struct Case {
+    Conv2dWorkload w;
+    const char* parallel;
+  };
+  std::vector<Case> cases = {{conv(1, 128, 4, 96, 3, 1, 1), "oc"}, // 432 KiB weights, 10 KiB input
+                             {conv(1, 16, 40, 32, 3, 1, 1), "oh"}, // 18 KiB weights, 102 KiB input
+                             {conv(2, 128, 4, 96, 3, 1, 1), "n"}};
+  uint32_t seed = 100;
+  Isa isa = test::hostIsas().back();
+  for (Case& k : cases) {
+    k.w.threads = 2;
+    Conv2dConfig c = defaultConv2dConfig(k.w, isa, hostInfo());
+    EXPECT_EQ(c.parallel, k.parallel) << k.w.toJson().dump();
+    ASSERT_TRUE(validateConv2dConfig(k.w, c).isOk())
+        << validateConv2dConfig(k.w, c).error().message();
+    checkConv(k.w, c, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}}, seed++);
+  }
+}
+
 TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
   std::mt19937 rng(3);
   int checked = 0;
