@@ -247,7 +247,7 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
     result.minUs = samples.front() * 1e6;
     result.repeats = static_cast<int64_t>(samples.size());
   } else {
-    Timing t = timeRepeated(run, request.minSeconds, request.minRepeats);
+    Timing t = timeSteady(run, request.minSeconds, request.minRepeats);
     result.medianUs = t.medianSeconds * 1e6;
     result.minUs = t.minSeconds * 1e6;
     result.repeats = t.runs;

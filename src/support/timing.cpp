@@ -31,4 +31,12 @@ Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minR
   return {samples[samples.size() / 2], samples.front(), static_cast<int>(samples.size())};
 }
 
+Timing timeSteady(const std::function<void()>& fn, double minSeconds, int minRuns,
+                  double maxSpread) {
+  Timing first = timeRepeated(fn, minSeconds, minRuns);
+  if (first.medianSeconds <= maxSpread * first.minSeconds) return first;
+  Timing second = timeRepeated(fn, minSeconds, minRuns);
+  return second.medianSeconds < first.medianSeconds ? second : first;
+}
+
 } // namespace tunec

@@ -19,4 +19,11 @@ std::string utcTimestamp();
 
 Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns = 5);
 
+/// timeRepeated, and once more when the runs were disturbed (a median above `maxSpread` times
+/// the minimum: another process's burst on a shared machine); returns the calmer of the two,
+/// the one with the lower median. The tuner times candidates with it, so that one burst does
+/// not rank a config far below what it runs at.
+Timing timeSteady(const std::function<void()>& fn, double minSeconds, int minRuns,
+                  double maxSpread = 1.25);
+
 } // namespace tunec
