@@ -229,29 +229,18 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
   if (!(error < 1e-4))
     return fail("wrong-result", "relative L2 error " + std::to_string(error) +
                                     " against the reference (bound 1e-4)");
-  if (request.flushCache) {
-    std::vector<char> flush(static_cast<size_t>(std::max<int64_t>(hostInfo().l3, 1 << 20) * 2));
-    std::vector<double> samples;
-    auto t0 = std::chrono::steady_clock::now();
-    while (static_cast<int>(samples.size()) < request.minRepeats ||
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() <
-               request.minSeconds) {
-      for (size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<char>(i);
-      auto s = std::chrono::steady_clock::now();
-      run();
-      samples.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
-    }
-    std::sort(samples.begin(), samples.end());
-    result.medianUs = samples[samples.size() / 2] * 1e6;
-    result.minUs = samples.front() * 1e6;
-    result.repeats = static_cast<int64_t>(samples.size());
-  } else {
-    Timing t = timeSteady(run, request.minSeconds, request.minRepeats);
-    result.medianUs = t.medianSeconds * 1e6;
-    result.minUs = t.minSeconds * 1e6;
-    result.repeats = t.runs;
-  }
+  // With --flush-cache, a buffer twice the L3 is written before every timed run.
+  std::vector<char> flush;
+  if (request.flushCache)
+    flush.resize(static_cast<size_t>(std::max<int64_t>(hostInfo().l3, 1 << 20) * 2));
+  auto flushCaches = [&] {
+    for (size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<char>(i);
+  };
+  Timing t = timeSteady(run, request.minSeconds, request.minRepeats,
+                        request.flushCache ? std::function<void()>(flushCaches) : nullptr);
+  result.medianUs = t.medianSeconds * 1e6;
+  result.minUs = t.minSeconds * 1e6;
+  result.repeats = t.runs;
   return result;
 }
 

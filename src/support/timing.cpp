@@ -15,13 +15,15 @@ std::string utcTimestamp() {
   return buf;
 }
 
-Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns) {
+Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns,
+                    const std::function<void()>& beforeEach) {
   using Clock = std::chrono::steady_clock;
   fn();
   std::vector<double> samples;
   auto start = Clock::now();
   while (static_cast<int>(samples.size()) < minRuns ||
          std::chrono::duration<double>(Clock::now() - start).count() < minSeconds) {
+    if (beforeEach) beforeEach();
     auto t0 = Clock::now();
     fn();
     samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
@@ -32,10 +34,10 @@ Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minR
 }
 
 Timing timeSteady(const std::function<void()>& fn, double minSeconds, int minRuns,
-                  double maxSpread) {
-  Timing first = timeRepeated(fn, minSeconds, minRuns);
+                  const std::function<void()>& beforeEach, double maxSpread) {
+  Timing first = timeRepeated(fn, minSeconds, minRuns, beforeEach);
   if (first.medianSeconds <= maxSpread * first.minSeconds) return first;
-  Timing second = timeRepeated(fn, minSeconds, minRuns);
+  Timing second = timeRepeated(fn, minSeconds, minRuns, beforeEach);
   return second.medianSeconds < first.medianSeconds ? second : first;
 }
 

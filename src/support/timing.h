@@ -12,18 +12,20 @@ struct Timing {
   int runs = 0;
 };
 
-/// Runs `fn` once to warm up, then repeatedly until `minSeconds` have passed and at least
-/// `minRuns` runs were made.
 /// The current time in ISO 8601 UTC ("2026-11-30T18:05:00Z"), for records.
 std::string utcTimestamp();
 
-Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns = 5);
+/// Runs `fn` once to warm up, then repeatedly until `minSeconds` have passed and at least
+/// `minRuns` runs were made. `beforeEach`, if given, runs untimed before every timed run (to
+/// flush the caches, say).
+Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns = 5,
+                    const std::function<void()>& beforeEach = {});
 
 /// timeRepeated, and once more when the runs were disturbed (a median above `maxSpread` times
 /// the minimum: another process's burst on a shared machine); returns the calmer of the two,
 /// the one with the lower median. The tuner times candidates with it, so that one burst does
 /// not rank a config far below what it runs at.
 Timing timeSteady(const std::function<void()>& fn, double minSeconds, int minRuns,
-                  double maxSpread = 1.25);
+                  const std::function<void()>& beforeEach = {}, double maxSpread = 1.25);
 
 } // namespace tunec
