@@ -83,7 +83,7 @@ Expected<Task> makeTask(const nlohmann::json& workload, Isa isa) {
   } else {
     return makeError("no tuning task for template '", t.templ, "'");
   }
-  label << " t" << t.threads;
+  label << " t" << t.threads << (workload.value("cold_weights", false) ? " cold" : "");
   t.label = label.str();
   return t;
 }

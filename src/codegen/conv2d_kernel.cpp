@@ -300,6 +300,7 @@ Expected<Conv2dKernel> compileConv2d(Jit& jit, const Conv2dWorkload& workload,
   kernel.workload_ = workload;
   kernel.config_ = config;
   kernel.packedWeights_ = packed.data;
+  kernel.packedCount_ = static_cast<size_t>(packed.count);
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   kernel.fn_ = reinterpret_cast<Conv2dKernel::EntryFn>(address);
   return kernel;

@@ -6,6 +6,7 @@
 #include "templates/post_ops.h"
 
 #include <memory>
+#include <span>
 
 namespace tunec {
 
@@ -21,12 +22,15 @@ public:
   }
   const Conv2dWorkload& workload() const { return workload_; }
   const Conv2dConfig& config() const { return config_; }
+  /// The packed weights the kernel reads (the tuner evicts them to time streamed weights).
+  std::span<const float> packedWeights() const { return {packedWeights_.get(), packedCount_}; }
 
 private:
   friend Expected<Conv2dKernel> compileConv2d(Jit&, const Conv2dWorkload&, const Conv2dConfig&,
                                               const Epilogue&, const float*);
   EntryFn fn_ = nullptr;
   std::shared_ptr<float> packedWeights_;
+  size_t packedCount_ = 0;
   Conv2dWorkload workload_;
   Conv2dConfig config_;
 };

@@ -281,6 +281,7 @@ Expected<MatmulKernel> compileMatmul(Jit& jit, const MatmulWorkload& workload,
   kernel.workload_ = workload;
   kernel.config_ = config;
   kernel.packedB_ = packed.data;
+  kernel.packedCount_ = packed.data ? static_cast<size_t>(packed.count) : 0;
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   kernel.fn_ = reinterpret_cast<MatmulKernel::EntryFn>(address);
   return kernel;

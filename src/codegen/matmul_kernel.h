@@ -7,6 +7,7 @@
 #include "templates/post_ops.h"
 
 #include <memory>
+#include <span>
 
 namespace tunec {
 
@@ -24,12 +25,15 @@ public:
   }
   const MatmulWorkload& workload() const { return workload_; }
   const MatmulConfig& config() const { return config_; }
+  /// The pre-packed constant B (empty when B is computed at run time).
+  std::span<const float> packedWeights() const { return {packedB_.get(), packedCount_}; }
 
 private:
   friend Expected<MatmulKernel> compileMatmul(Jit&, const MatmulWorkload&, const MatmulConfig&,
                                               const Epilogue&, const float*);
   EntryFn fn_ = nullptr;
   std::shared_ptr<float> packedB_;
+  size_t packedCount_ = 0;
   MatmulWorkload workload_;
   MatmulConfig config_;
 };

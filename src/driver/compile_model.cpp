@@ -22,7 +22,17 @@ constexpr int64_t kShortChannels = 8;
 
 Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module)
     : graph_(graph), options_(options), module_(module), layouts_(passes::planLayouts(graph)),
-      fusion_(passes::planFusion(graph)), views_(passes::planOperandViews(graph, fusion_)) {}
+      fusion_(passes::planFusion(graph)), views_(passes::planOperandViews(graph, fusion_)) {
+  std::vector<bool> counted(graph.values().size(), false);
+  size_t constantBytes = 0;
+  for (const Node& n : graph.nodes())
+    for (ValueId v : n.inputs)
+      if (v != kNoValue && graph.value(v).constant && !counted[static_cast<size_t>(v)]) {
+        counted[static_cast<size_t>(v)] = true;
+        constantBytes += graph.value(v).constant->byteSize();
+      }
+  weightsCold_ = static_cast<int64_t>(constantBytes) > hostInfo().l3;
+}
 
 Phys Lowering::producedLayout(ValueId v) const {
   const Layout& l = layouts_.layouts[static_cast<size_t>(v)];

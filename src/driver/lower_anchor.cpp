@@ -14,13 +14,23 @@ namespace tunec::driver {
 namespace {
 
 // The config for a workload: the best record of the database, else the analytical default.
+// A cold_weights workload without records of its own takes the best record measured with warm
+// weights (a database tuned before the condition was part of the key).
 template <typename Workload, typename Config, typename Default>
 Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDefault,
                     Status (*validate)(const Workload&, const Config&), bool& tuned) {
   tuned = false;
-  if (db::TuningDatabase* database = l.options().database) {
-    auto best = database->best(db::workloadKey(w.toJson()), db::TargetInfo::fromHost(hostInfo()),
-                               version, l.options().targetMatch);
+  db::TuningDatabase* database = l.options().database;
+  if (!database) return makeDefault();
+  nlohmann::json key = w.toJson();
+  std::vector<nlohmann::json> keys = {key};
+  if (key.contains("cold_weights")) {
+    key.erase("cold_weights");
+    keys.push_back(key);
+  }
+  for (const nlohmann::json& k : keys) {
+    auto best = database->best(db::workloadKey(k), db::TargetInfo::fromHost(hostInfo()), version,
+                               l.options().targetMatch);
     if (best && best->has_value()) {
       auto config = Config::fromJson((*best)->record.config);
       if (config && config->isa == l.options().isa && validate(w, *config)) {
@@ -200,6 +210,7 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     w.padTop = a.pads[0], w.padLeft = a.pads[1], w.padBottom = a.pads[2], w.padRight = a.pads[3];
     w.dilationH = a.dilations[0], w.dilationW = a.dilations[1], w.groups = a.group;
     w.threads = l.options().threads;
+    w.coldWeights = l.weightsCold();
     Conv2dConfig c = chooseConfig<Conv2dWorkload, Conv2dConfig>(
         l, w, kConv2dTemplateVersion,
         [&] { return defaultConv2dConfig(w, l.options().isa, hostInfo()); }, validateConv2dConfig,
@@ -302,6 +313,7 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
     }
   }
   w.constantB = bData != nullptr;
+  w.coldWeights = w.constantB && l.weightsCold();
   // Operands read or written in place of a Transpose (passes/operand_views.h).
   ValueId aSource = n.inputs[0], bSource = n.inputs[1];
   const passes::OperandViews& views = l.operandViews();

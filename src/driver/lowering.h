@@ -28,6 +28,9 @@ public:
   ModelModule* module() { return module_; }
   /// Transposes that MatMuls read or write in place (strided operands).
   const passes::OperandViews& operandViews() const { return views_; }
+  /// The constants the nodes read exceed this machine's L3, so every heavy kernel reads its
+  /// weights from memory: its workload is marked cold_weights (tuned and looked up as such).
+  bool weightsCold() const { return weightsCold_; }
   /// The tensor holding `v` in layout `want` (reordering it once, on demand).
   int tensorIn(ValueId v, Phys want);
   /// The tensor holding `v` in whatever layout it was produced in.
@@ -74,6 +77,7 @@ private:
   passes::LayoutPlan layouts_;
   passes::FusionPlan fusion_;
   passes::OperandViews views_;
+  bool weightsCold_ = false;
   struct TensorInfo {
     rt::TensorRef ref;
     int64_t bytes = 0;

@@ -20,21 +20,23 @@ Status Conv2dWorkload::check() const {
 }
 
 nlohmann::json Conv2dWorkload::toJson() const {
-  return {{"template", "conv2d"},
-          {"dtype", "f32"},
-          {"layout", "nhwc"},
-          {"n", n},
-          {"ic", ic},
-          {"h", h},
-          {"w", w},
-          {"oc", oc},
-          {"kh", kh},
-          {"kw", kw},
-          {"stride", {strideH, strideW}},
-          {"pads", {padTop, padLeft, padBottom, padRight}},
-          {"dilation", {dilationH, dilationW}},
-          {"groups", groups},
-          {"threads", threads}};
+  nlohmann::json j = {{"template", "conv2d"},
+                      {"dtype", "f32"},
+                      {"layout", "nhwc"},
+                      {"n", n},
+                      {"ic", ic},
+                      {"h", h},
+                      {"w", w},
+                      {"oc", oc},
+                      {"kh", kh},
+                      {"kw", kw},
+                      {"stride", {strideH, strideW}},
+                      {"pads", {padTop, padLeft, padBottom, padRight}},
+                      {"dilation", {dilationH, dilationW}},
+                      {"groups", groups},
+                      {"threads", threads}};
+  if (coldWeights) j["cold_weights"] = true;
+  return j;
 }
 
 Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
@@ -49,6 +51,8 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
       !readField(j, "kw", w.kw, error) || !readField(j, "stride", stride, error) ||
       !readField(j, "pads", pads, error) || !readField(j, "dilation", dilation, error) ||
       !readField(j, "groups", w.groups, error) || !readField(j, "threads", w.threads, error))
+    return makeError("conv2d workload: ", error);
+  if (j.contains("cold_weights") && !readField(j, "cold_weights", w.coldWeights, error))
     return makeError("conv2d workload: ", error);
   if (stride.size() != 2 || pads.size() != 4 || dilation.size() != 2)
     return makeError("conv2d workload: stride, pads or dilation has the wrong length");

@@ -29,6 +29,8 @@ Status MatmulWorkload::check() const {
     return makeError("matmul workload needs positive batch, m, n, k (got ", batch, ", ", m, ", ", n,
                      ", ", k, ")");
   if (threads < 1) return makeError("matmul workload needs threads >= 1");
+  if (coldWeights && !constantB)
+    return makeError("matmul workload: cold_weights needs a constant B (the weights it evicts)");
   if (lda < 0 || ldb < 0 || ldc < 0 || strideA < 0 || strideB < 0 || strideC < 0)
     return makeError("matmul workload: leading dimensions and batch strides must not be negative");
   if (aLd() < (transA ? m : k) || bLd() < (transB ? k : n) || cLd() < n)
@@ -82,6 +84,7 @@ nlohmann::json MatmulWorkload::toJson() const {
                          {"stride_b", strideB},
                          {"stride_c", strideC}})
     if (v) j[name] = v;
+  if (coldWeights) j["cold_weights"] = true;
   return j;
 }
 
@@ -106,6 +109,8 @@ Expected<MatmulWorkload> MatmulWorkload::fromJson(const nlohmann::json& j) {
                          {"stride_c", &w.strideC}})
     if (j.contains(name) && !readField(j, name, *v, error))
       return makeError("matmul workload: ", error);
+  if (j.contains("cold_weights") && !readField(j, "cold_weights", w.coldWeights, error))
+    return makeError("matmul workload: ", error);
   TUNEC_TRY(w.check());
   return w;
 }

@@ -28,6 +28,11 @@ struct MatmulWorkload {
   bool constantB = true;  ///< B is a constant, pre-packed at compile time
   bool broadcastB = true; ///< one B for every batch (weights); else one per batch
   int threads = 1;
+  /// The weights come from memory, as in a model whose constants exceed the L3: the tuner
+  /// times the kernel with its packed weights evicted. A measurement condition, not a code
+  /// change; part of the key ("cold_weights": true, absent when false) so that cold and warm
+  /// measurements never compete.
+  bool coldWeights = false;
   int64_t lda = 0, ldb = 0, ldc = 0;             ///< 0: dense
   int64_t strideA = 0, strideB = 0, strideC = 0; ///< between batches; 0: dense
 

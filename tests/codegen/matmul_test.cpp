@@ -5,6 +5,7 @@
 #include "codegen/matmul_kernel.h"
 #include "ir/graph.h"
 #include "reference/reference.h"
+#include "templates/conv2d_template.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -223,6 +224,30 @@ TEST(MatmulTemplate, StridedWorkloadsAreCheckedAndKeepTheirKeys) {
   bad = w;
   bad.constantB = true, bad.broadcastB = true, bad.strideB = 0;
   EXPECT_NE(bad.check().error().message().find("must be dense"), std::string::npos);
+}
+
+// cold_weights is a measurement condition in the key: absent when false (warm keys unchanged),
+// round-tripped when true, and only for a constant B.
+TEST(MatmulTemplate, ColdWeightsAreAKeyOfTheirOwn) {
+  MatmulWorkload w;
+  w.m = 128, w.n = 768, w.k = 768;
+  EXPECT_FALSE(w.toJson().contains("cold_weights"));
+  MatmulWorkload cold = w;
+  cold.coldWeights = true;
+  auto back = MatmulWorkload::fromJson(cold.toJson());
+  ASSERT_TRUE(back.isOk()) << back.error().message();
+  EXPECT_TRUE(back->coldWeights);
+  EXPECT_NE(cold.toJson(), w.toJson());
+  cold.constantB = false;
+  EXPECT_NE(cold.check().error().message().find("cold_weights needs a constant B"),
+            std::string::npos);
+  Conv2dWorkload conv;
+  conv.ic = 64, conv.h = conv.w = 7, conv.oc = 64, conv.kh = conv.kw = 3;
+  EXPECT_FALSE(conv.toJson().contains("cold_weights"));
+  conv.coldWeights = true;
+  auto convBack = Conv2dWorkload::fromJson(conv.toJson());
+  ASSERT_TRUE(convBack.isOk()) << convBack.error().message();
+  EXPECT_TRUE(convBack->coldWeights);
 }
 
 TEST(MatmulTemplate, InvalidConfigsAreRejectedWithReasons) {

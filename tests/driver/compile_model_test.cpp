@@ -5,7 +5,10 @@
 #include "driver/compile_model.h"
 #include "passes/fusion_plan.h"
 #include "reference/reference.h"
+#include "support/host.h"
+#include "templates/matmul_template.h"
 #include "tunec/runtime.h"
+#include "tuning_db/database.h"
 
 #include <cmath>
 #include <cstdio>
@@ -360,6 +363,52 @@ TEST(CompileModel, BorderPaddingAndInstanceNorm) {
   ValueId ie = b.op(OpKind::Pad, PadAttrs{PadMode::Edge, {0, 0, 0, 1, 0, 0, 0, 0}, 0.0},
                     {b.input({1, 1, 1, 1})});
   checkCompiled(b, {r, e, i, ic, ie}, 2);
+}
+
+// A model whose constants exceed the L3 reads every weight from memory: the workloads of its
+// kernels with constant weights are marked cold_weights (the tuner times them with their
+// weights evicted), a small model's are not, and a database tuned with warm keys still supplies
+// the config of a cold workload.
+TEST(CompileModel, WeightsBeyondTheL3MarkTheirWorkloadsCold) {
+  int64_t k = hostInfo().l3 / (4 * 1024) + 16; // a k x 1024 weight, just above the L3
+  Builder big;
+  ValueId y = big.op(OpKind::MatMul, NoAttrs{}, {big.input({3, k}), big.constant({k, 1024})});
+  driver::CompiledModel cold = checkCompiled(big, {y});
+  ASSERT_EQ(cold.kernels.size(), 1u);
+  EXPECT_EQ(cold.kernels[0].workload.value("cold_weights", false), true);
+
+  Builder small;
+  ValueId z = small.op(OpKind::MatMul, NoAttrs{}, {small.input({3, 64}), small.constant({64, 32})});
+  driver::CompiledModel warm = checkCompiled(small, {z});
+  ASSERT_EQ(warm.kernels.size(), 1u);
+  EXPECT_FALSE(warm.kernels[0].workload.contains("cold_weights"));
+
+  std::string path = testing::TempDir() + "tunec_cold_fallback.db";
+  std::filesystem::remove(path);
+  {
+    auto database = db::TuningDatabase::open(path);
+    ASSERT_TRUE(database.isOk()) << database.error().message();
+    db::Record r;
+    r.workload = cold.kernels[0].workload;
+    r.workload.erase("cold_weights");
+    r.config = cold.kernels[0].config;
+    r.target = db::TargetInfo::fromHost(hostInfo());
+    r.templateVersion = kMatmulTemplateVersion;
+    r.medianUs = r.minUs = 100;
+    r.gflops = 1;
+    r.repeats = 3;
+    r.tunecVersion = "0.1.0";
+    r.host = "test";
+    r.createdAt = "2026-12-01T00:00:00Z";
+    ASSERT_TRUE(database->insert({r}).isOk());
+    driver::CompileOptions options;
+    options.isa = hostIsa();
+    options.database = &*database;
+    auto tuned = driver::compileModel(big.g, *sharedJit(), options);
+    ASSERT_TRUE(tuned.isOk()) << tuned.error().message();
+    EXPECT_TRUE(tuned->kernels[0].tuned);
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(CompileModel, UnsupportedOpsAreListedByNode) {

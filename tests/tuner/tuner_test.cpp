@@ -266,6 +266,24 @@ TEST(Measurer, StridedAttentionWorkloadsAreCheckedAgainstTheReference) {
   EXPECT_GT(r.medianUs, 0);
 }
 
+// A cold_weights workload is timed with its packed weights evicted before every run: as a
+// model with more weights than the L3 runs it, slower than with the same weights warm.
+TEST(Measurer, ColdWeightsAreEvictedBeforeEveryTimedRun) {
+  MatmulWorkload w;
+  w.m = 4, w.n = 1024, w.k = 1024; // 4 MiB of weights read once per run: memory bound when cold
+  auto warmTask = makeTask(w.toJson(), hostIsa());
+  w.coldWeights = true;
+  auto coldTask = makeTask(w.toJson(), hostIsa());
+  ASSERT_TRUE(warmTask.isOk() && coldTask.isOk());
+  EXPECT_NE(coldTask->label.find(" cold"), std::string::npos) << coldTask->label;
+  Measurer m(worker(), 10.0);
+  MeasureResult warm = m.measure({warmTask->workload, warmTask->defaultConfig, 0.05, 5, false});
+  MeasureResult cold = m.measure({coldTask->workload, coldTask->defaultConfig, 0.05, 5, false});
+  ASSERT_EQ(warm.status, "ok") << warm.error;
+  ASSERT_EQ(cold.status, "ok") << cold.error;
+  EXPECT_GT(cold.minUs, warm.minUs);
+}
+
 // A short job's options: `trials` in batches of 5, short timings, no progress lines.
 TuneOptions shortJob(int trials) {
   TuneOptions options;
