@@ -13,7 +13,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
-#include <immintrin.h>
 #include <limits>
 #include <random>
 #include <thread>
@@ -68,13 +67,6 @@ Expected<std::vector<float>> referenceConv(const std::vector<float>& inNhwc,
   const Shape& ys = outs[0].shape();
   std::vector<float> y(outs[0].dataAs<float>(), outs[0].dataAs<float>() + outs[0].numel());
   return permute4(y, ys[0], ys[1], ys[2], ys[3], false);
-}
-
-// Writes back and invalidates every cache line of [p, p + bytes) in every cache level.
-void evictFromCaches(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t i = 0; i < bytes; i += 64) _mm_clflush(c + i);
-  _mm_mfence();
 }
 
 double relativeL2(const std::vector<float>& got, const std::vector<float>& want) {

@@ -32,6 +32,9 @@ std::vector<FlagSpec> opShapeFlags() {
       {"pad", "P", "conv2d: padding on every side (default 0)"},
       {"dilation", "D", "conv2d: dilation (default 1)"},
       {"groups", "G", "conv2d: groups (default 1)"},
+      {"cold-weights", "",
+       "constant weights come from memory, as in a model whose weights exceed the L3: evicted "
+       "before every timed run (part of the workload key)"},
   };
 }
 
@@ -70,6 +73,7 @@ Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads) {
   w.transB = args.has("trans-b");
   w.constantB = !args.has("runtime-b");
   w.broadcastB = !args.has("b-per-batch");
+  w.coldWeights = args.has("cold-weights");
   if (!w.broadcastB && w.constantB)
     return makeError("tunec bench-op: --b-per-batch needs --runtime-b");
   TUNEC_TRY(w.check());
@@ -95,6 +99,7 @@ Expected<Conv2dWorkload> conv2dFromFlags(const Arguments& args, int threads) {
   w.padTop = w.padLeft = w.padBottom = w.padRight = pad;
   w.dilationH = w.dilationW = dilation;
   w.threads = threads;
+  w.coldWeights = args.has("cold-weights");
   TUNEC_TRY(w.check());
   return w;
 }

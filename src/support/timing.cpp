@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <immintrin.h>
 #include <vector>
 
 namespace tunec {
@@ -13,6 +14,12 @@ std::string utcTimestamp() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   return buf;
+}
+
+void evictFromCaches(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t i = 0; i < bytes; i += 64) _mm_clflush(c + i);
+  _mm_mfence();
 }
 
 Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns,

@@ -21,6 +21,10 @@ std::string utcTimestamp();
 Timing timeRepeated(const std::function<void()>& fn, double minSeconds, int minRuns = 5,
                     const std::function<void()>& beforeEach = {});
 
+/// Writes back and evicts every cache line of [p, p + bytes) from every cache level (to time a
+/// kernel whose weights come from memory, as in a model whose constants exceed the L3).
+void evictFromCaches(const void* p, size_t bytes);
+
 /// timeRepeated, and once more when the runs were disturbed (a median above `maxSpread` times
 /// the minimum: another process's burst on a shared machine); returns the calmer of the two,
 /// the one with the lower median. The tuner times candidates with it, so that one burst does

@@ -28,6 +28,8 @@ expect() {
 for cmd in run inspect ops bench-op target compile bench tune tune-op; do expect 0 "^usage: tunec $cmd" -- "$cmd" --help; done
 expect 1 "tunec bench-op: --m is required" -- bench-op matmul --n 4 --k 4
 expect 1 "--b-per-batch needs --runtime-b" -- bench-op matmul --m 8 --n 8 --k 8 --b-per-batch
+expect 1 "cold_weights needs a constant B" -- bench-op matmul --m 8 --n 8 --k 8 --runtime-b --cold-weights
+expect 0 "median .* GFLOP/s" -- bench-op matmul --m 8 --n 64 --k 64 --cold-weights --seconds 0.05
 expect 1 "a leading dimension is shorter than its row \(lda=4" -- bench-op matmul --m 8 --n 8 --k 8 --lda 4
 expect 1 "conv2d config: ic_block=5 must divide ic=8" -- bench-op conv2d --ic 8 --h 4 --w 4 --oc 16 --kh 1 --kw 1 --config '{"isa":"avx2","oc_block":16,"ow_block":4,"ic_block":5,"oh_block":1,"rows_per_tile":1,"loop_order":"oc_oh","parallel":"none"}'
 expect 1 "tunec bench-op: unknown op .gemm." -- bench-op gemm --m 1
