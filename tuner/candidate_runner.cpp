@@ -194,7 +194,7 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
   Problem& p = **prob;
   std::string templ = request.workload.value("template", std::string());
   std::function<void()> run;
-  std::span<const float> weights; // the packed weights, evicted for cold_weights workloads
+  std::span<const float> evicted; // the packed weights of a cold_weights workload
   std::shared_ptr<void> keep;
   auto start = std::chrono::steady_clock::now();
   if (templ == "matmul") {
@@ -204,7 +204,7 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
     auto k = compileMatmul(jit_, *w, *c, {}, p.b.data());
     if (!k) return fail("error", k.error().message());
     auto kernel = std::make_shared<MatmulKernel>(std::move(*k));
-    weights = kernel->packedWeights();
+    if (w->coldWeights) evicted = kernel->packedWeights();
     run = [kernel, &p] { kernel->run(p.a.data(), p.b.data(), p.out.data()); };
   } else if (templ == "conv2d") {
     auto w = Conv2dWorkload::fromJson(request.workload);
@@ -213,7 +213,7 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
     auto k = compileConv2d(jit_, *w, *c, {}, p.b.data());
     if (!k) return fail("error", k.error().message());
     auto kernel = std::make_shared<Conv2dKernel>(std::move(*k));
-    weights = kernel->packedWeights();
+    if (w->coldWeights) evicted = kernel->packedWeights();
     run = [kernel, &p] { kernel->run(p.a.data(), p.out.data()); };
   } else {
     auto w = DepthwiseWorkload::fromJson(request.workload);
@@ -239,13 +239,13 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
   std::vector<char> flush;
   if (request.flushCache)
     flush.resize(static_cast<size_t>(std::max<int64_t>(hostInfo().l3, 1 << 20) * 2));
-  bool evict = request.workload.value("cold_weights", false) && !weights.empty();
   auto beforeEach = [&] {
     for (size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<char>(i);
-    if (evict) evictFromCaches(weights.data(), weights.size_bytes());
+    if (!evicted.empty()) evictFromCaches(evicted.data(), evicted.size_bytes());
   };
+  bool before = request.flushCache || !evicted.empty();
   Timing t = timeSteady(run, request.minSeconds, request.minRepeats,
-                        request.flushCache || evict ? std::function<void()>(beforeEach) : nullptr);
+                        before ? std::function<void()>(beforeEach) : nullptr);
   result.medianUs = t.medianSeconds * 1e6;
   result.minUs = t.minSeconds * 1e6;
   result.repeats = t.runs;

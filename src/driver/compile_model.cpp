@@ -15,6 +15,19 @@ bool sameBytes(const Shape& s) {
   return s.rank() != 4 || (s[2] == 1 && s[3] == 1) || s[1] == 1;
 }
 
+// Bytes of the constants the nodes read (each counted once).
+size_t constantBytesRead(const Graph& graph) {
+  std::vector<bool> counted(graph.values().size(), false);
+  size_t bytes = 0;
+  for (const Node& n : graph.nodes())
+    for (ValueId v : n.inputs)
+      if (v != kNoValue && graph.value(v).constant && !counted[static_cast<size_t>(v)]) {
+        counted[static_cast<size_t>(v)] = true;
+        bytes += graph.value(v).constant->byteSize();
+      }
+  return bytes;
+}
+
 } // namespace
 
 // Channels below which an NHWC elementwise step iterates along W innermost.
@@ -22,17 +35,8 @@ constexpr int64_t kShortChannels = 8;
 
 Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module)
     : graph_(graph), options_(options), module_(module), layouts_(passes::planLayouts(graph)),
-      fusion_(passes::planFusion(graph)), views_(passes::planOperandViews(graph, fusion_)) {
-  std::vector<bool> counted(graph.values().size(), false);
-  size_t constantBytes = 0;
-  for (const Node& n : graph.nodes())
-    for (ValueId v : n.inputs)
-      if (v != kNoValue && graph.value(v).constant && !counted[static_cast<size_t>(v)]) {
-        counted[static_cast<size_t>(v)] = true;
-        constantBytes += graph.value(v).constant->byteSize();
-      }
-  weightsCold_ = static_cast<int64_t>(constantBytes) > hostInfo().l3;
-}
+      fusion_(passes::planFusion(graph)), views_(passes::planOperandViews(graph, fusion_)),
+      weightsCold_(constantBytesRead(graph) > static_cast<size_t>(hostInfo().l3)) {}
 
 Phys Lowering::producedLayout(ValueId v) const {
   const Layout& l = layouts_.layouts[static_cast<size_t>(v)];

@@ -23,11 +23,7 @@ struct Conv2dWorkload {
   int64_t dilationH = 1, dilationW = 1;
   int64_t groups = 1;
   int threads = 1;
-  /// The weights come from memory, as in a model whose constants exceed the L3: the tuner
-  /// times the kernel with its packed weights evicted. A measurement condition, not a code
-  /// change; part of the key ("cold_weights": true, absent when false) so that cold and warm
-  /// measurements never compete.
-  bool coldWeights = false;
+  bool coldWeights = false; ///< weights streamed from memory, as MatmulWorkload::coldWeights
 
   int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
   int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }
