@@ -14,7 +14,7 @@ fi
 mkdir -p "$out/corpus"
 "$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I src -I . \
   tests/fuzz/import_fuzzer.cpp tuning_db/sqlite.cpp tuning_db/keys.cpp tuning_db/database.cpp \
-  src/support/error.cpp src/support/host.cpp -lsqlite3 -o "$out/import_fuzzer"
+  src/support/error.cpp src/support/target.cpp -lsqlite3 -o "$out/import_fuzzer"
 cat > "$out/corpus/valid.jsonl" <<'JSONL'
 {"config":{"mr":8,"nr":32},"created_at":"2026-11-30T00:00:00Z","format":"tunec-record","host":"h","result":{"error":"","gflops":100.0,"median_us":10.0,"min_us":9.0,"repeats":5,"status":"ok"},"target":{"cores":2,"isa":["avx2","fma"],"l1d":49152,"l2":1048576,"l3":33554432,"model":"cpu"},"template_version":1,"tunec_version":"0.1.0","version":1,"workload":{"k":64,"m":64,"n":64,"template":"matmul"}}
 JSONL

@@ -5,7 +5,6 @@
 #include "codegen/depthwise_kernel.h"
 #include "codegen/matmul_kernel.h"
 #include "reference/reference.h"
-#include "support/host.h"
 #include "support/timing.h"
 
 #include <algorithm>
@@ -238,7 +237,7 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
   // layer's fresh output.
   std::vector<char> flush;
   if (request.flushCache)
-    flush.resize(static_cast<size_t>(std::max<int64_t>(hostInfo().l3, 1 << 20) * 2));
+    flush.resize(static_cast<size_t>(std::max<int64_t>(jit_.target().l3, 1 << 20) * 2));
   auto beforeEach = [&] {
     for (size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<char>(i);
     if (!evicted.empty()) evictFromCaches(evicted.data(), evicted.size_bytes());
@@ -252,10 +251,10 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
   return result;
 }
 
-int runMeasureWorker(std::istream& in, std::ostream& out) {
+int runMeasureWorker(const Target& target, std::istream& in, std::ostream& out) {
   // Ctrl-C in the terminal reaches the whole process group: the tuner decides when to stop.
   std::signal(SIGINT, SIG_IGN);
-  auto jit = Jit::create();
+  auto jit = Jit::create(target);
   if (!jit) {
     out << MeasureResult{"error", jit.error().message()}.toJson().dump() << std::endl;
     return 1;

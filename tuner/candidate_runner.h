@@ -33,6 +33,6 @@ private:
 /// The worker loop: one MeasureRequest per input line, one MeasureResult per output line, until
 /// end of input. A config with "inject": "crash" or "hang" does that when TUNEC_TUNER_INJECT=1
 /// (for tests of the measurer's isolation).
-int runMeasureWorker(std::istream& in, std::ostream& out);
+int runMeasureWorker(const Target& target, std::istream& in, std::ostream& out);
 
 } // namespace tunec::tuner

@@ -23,7 +23,7 @@ struct Matrix {
 } // namespace
 
 std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records,
-                                      const HostInfo& host) {
+                                      const Target& target) {
   std::map<std::string, double> best;
   std::map<std::string, uint32_t> group;
   for (const db::Record& r : records) {
@@ -35,7 +35,7 @@ std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records,
   std::vector<TrainingRow> rows;
   for (const db::Record& r : records) {
     if (r.status != "ok") continue;
-    auto f = extractFeatures(r.workload, r.config, host);
+    auto f = extractFeatures(r.workload, r.config, target);
     if (!f) continue;
     std::string key = r.workloadKey();
     rows.push_back({*f, static_cast<float>(best[key] > 0 ? r.gflops / best[key] : 0), group[key]});

@@ -20,7 +20,7 @@ struct TrainingRow {
 
 /// Training rows from records of one template: ok records only, labels normalized by the best
 /// throughput of their workload, one group per workload.
-std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records, const HostInfo& host);
+std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records, const Target& target);
 
 /// Spearman rank correlation of two equally long series (no tie correction).
 double spearman(const std::vector<double>& a, const std::vector<double>& b);

@@ -33,7 +33,7 @@ std::pair<float, float> balance(double tasks, int threads) {
   return {static_cast<float>(tasks / threads), static_cast<float>(1.0 - tasks / (waves * threads))};
 }
 
-Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const HostInfo& h) {
+Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Target& h) {
   Features f{};
   double l1 = cacheOr(h.l1d, 48e3), l2 = cacheOr(h.l2, 1e6), l3 = cacheOr(h.l3, 16e6);
   f[0] = lg(c.mr);
@@ -75,7 +75,7 @@ Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Ho
   return f;
 }
 
-Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const HostInfo& h) {
+Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Target& h) {
   Features f{};
   double l1 = cacheOr(h.l1d, 48e3), l2 = cacheOr(h.l2, 1e6);
   double ow = static_cast<double>(w.ow()), oh = static_cast<double>(w.oh());
@@ -153,17 +153,17 @@ Features depthwiseFeatures(const DepthwiseWorkload& w, const DepthwiseConfig& c)
 } // namespace
 
 Expected<Features> extractFeatures(const nlohmann::json& workload, const nlohmann::json& config,
-                                   const HostInfo& host) {
+                                   const Target& target) {
   std::string templ = workload.value("template", std::string());
   if (templ == "matmul") {
     TUNEC_ASSIGN_OR_RETURN(MatmulWorkload w, MatmulWorkload::fromJson(workload));
     TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, MatmulConfig::fromJson(config));
-    return matmulFeatures(w, c, host);
+    return matmulFeatures(w, c, target);
   }
   if (templ == "conv2d") {
     TUNEC_ASSIGN_OR_RETURN(Conv2dWorkload w, Conv2dWorkload::fromJson(workload));
     TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, Conv2dConfig::fromJson(config));
-    return conv2dFeatures(w, c, host);
+    return conv2dFeatures(w, c, target);
   }
   if (templ == "depthwise") {
     TUNEC_ASSIGN_OR_RETURN(DepthwiseWorkload w, DepthwiseWorkload::fromJson(workload));

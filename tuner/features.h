@@ -6,7 +6,7 @@
 #pragma once
 
 #include "support/error.h"
-#include "support/host.h"
+#include "support/target.h"
 
 #include <array>
 #include <nlohmann/json.hpp>
@@ -21,7 +21,7 @@ using Features = std::array<float, kFeatureLength>;
 
 /// The features of a config of a workload (both canonical JSON) on a host with these caches.
 Expected<Features> extractFeatures(const nlohmann::json& workload, const nlohmann::json& config,
-                                   const HostInfo& host);
+                                   const Target& target);
 
 /// Names of the features of a template, in order (for docs and debugging).
 const std::array<const char*, kFeatureLength>& featureNames(const std::string& templ);

@@ -10,11 +10,11 @@ namespace tunec::tuner {
 namespace {
 
 // Scores of points by the model (0 for points whose features fail).
-std::vector<float> score(const CostModel& model, const SearchSpace& space, const HostInfo& host,
+std::vector<float> score(const CostModel& model, const SearchSpace& space, const Target& target,
                          const std::vector<Point>& points) {
   std::vector<Features> rows;
   for (const Point& p : points) {
-    auto f = extractFeatures(space.task().workload, p.config, host);
+    auto f = extractFeatures(space.task().workload, p.config, target);
     rows.push_back(f ? *f : Features{});
   }
   auto s = model.predict(rows);
@@ -24,7 +24,7 @@ std::vector<float> score(const CostModel& model, const SearchSpace& space, const
 } // namespace
 
 std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model,
-                                const HostInfo& host, const std::vector<Point>& seeds,
+                                const Target& target, const std::vector<Point>& seeds,
                                 const std::set<std::string>& measured, const SearchOptions& options,
                                 std::mt19937& rng) {
   std::vector<Point> batch;
@@ -51,7 +51,7 @@ std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model
           current.push_back(*p);
         else
           break;
-      std::vector<float> cur = score(model, space, host, current);
+      std::vector<float> cur = score(model, space, target, current);
       pool = current;
       // Temperature relative to the spread of the scores, cooling geometrically.
       float lo = *std::min_element(cur.begin(), cur.end()),
@@ -66,7 +66,7 @@ std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model
             next.push_back(*p);
             which.push_back(c);
           }
-        std::vector<float> ns = score(model, space, host, next);
+        std::vector<float> ns = score(model, space, target, next);
         for (size_t i = 0; i < next.size(); ++i) {
           size_t c = which[i];
           double delta = ns[i] - cur[c];
@@ -81,7 +81,7 @@ std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model
     }
     // Best predicted first, skipping measured configs; at most a quarter of the batch shares
     // one register tile (the first two knobs), for diversity.
-    std::vector<float> s = score(model, space, host, pool);
+    std::vector<float> s = score(model, space, target, pool);
     std::vector<size_t> order(pool.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });

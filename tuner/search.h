@@ -22,7 +22,7 @@ struct SearchOptions {
 /// `seeds`: measured points of this task, fastest first (chains start there). `measured`: texts
 /// of every config measured (any status). An untrained model gives random candidates.
 std::vector<Point> proposeBatch(const SearchSpace& space, const CostModel& model,
-                                const HostInfo& host, const std::vector<Point>& seeds,
+                                const Target& target, const std::vector<Point>& seeds,
                                 const std::set<std::string>& measured, const SearchOptions& options,
                                 std::mt19937& rng);
 

@@ -1,7 +1,6 @@
 // Tasks for the matmul, conv2d and depthwise templates.
 #include "tuner/task.h"
 
-#include "support/host.h"
 #include "templates/conv2d_template.h"
 #include "templates/depthwise_template.h"
 #include "templates/matmul_template.h"
@@ -23,7 +22,8 @@ void bindConfig(Task& t, std::shared_ptr<W> w, Status (*validate)(const W&, cons
 
 } // namespace
 
-Expected<Task> makeTask(const nlohmann::json& workload, Isa isa) {
+Expected<Task> makeTask(const nlohmann::json& workload, const Target& target) {
+  Isa isa = widestIsa(target);
   Task t;
   t.templ = workload.value("template", std::string());
   t.workload = workload;
@@ -37,7 +37,7 @@ Expected<Task> makeTask(const nlohmann::json& workload, Isa isa) {
     t.flops = w.flops();
     t.threads = w.threads;
     t.space = matmulKnobSpace(w, isa);
-    t.defaultConfig = defaultMatmulConfig(w, isa, hostInfo()).toJson();
+    t.defaultConfig = defaultMatmulConfig(w, isa, target).toJson();
     t.fromKnobs = [pw, isa](const std::vector<nlohmann::json>& v) -> Expected<nlohmann::json> {
       TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, matmulConfigFromKnobs(*pw, isa, v));
       return c.toJson();
@@ -52,7 +52,7 @@ Expected<Task> makeTask(const nlohmann::json& workload, Isa isa) {
     t.flops = w.flops();
     t.threads = w.threads;
     t.space = conv2dKnobSpace(w, isa);
-    t.defaultConfig = defaultConv2dConfig(w, isa, hostInfo()).toJson();
+    t.defaultConfig = defaultConv2dConfig(w, isa, target).toJson();
     t.fromKnobs = [pw, isa](const std::vector<nlohmann::json>& v) -> Expected<nlohmann::json> {
       TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, conv2dConfigFromKnobs(*pw, isa, v));
       return c.toJson();

@@ -20,7 +20,7 @@ struct Task {
   int templateVersion = 0;
   double flops = 0;
   int threads = 1;
-  Isa isa = Isa::Avx512;
+  Isa isa = Isa::Avx2;
   double weight = 1; ///< occurrences in the model
   std::string label; ///< for progress lines
   KnobSpace space;
@@ -32,7 +32,8 @@ struct Task {
   std::function<Status(const nlohmann::json&)> validate;
 };
 
-/// The task of a workload JSON (its "template" field picks the template).
-Expected<Task> makeTask(const nlohmann::json& workload, Isa isa);
+/// The task of a workload JSON (its "template" field picks the template) on `target`, whose
+/// widest ISA its configs use and whose caches its default config fits.
+Expected<Task> makeTask(const nlohmann::json& workload, const Target& target);
 
 } // namespace tunec::tuner

@@ -1,7 +1,6 @@
 // The tuning loop: pick a task, propose a batch, measure it in the worker, commit, retrain.
 #include "tuner/tuning_job.h"
 
-#include "support/host.h"
 #include "support/timing.h"
 #include "tuner/task_scheduler.h"
 
@@ -39,8 +38,8 @@ struct TaskState {
 
 Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& database,
                                    const TuneOptions& options, const std::atomic<bool>& stop) {
-  const HostInfo& host = hostInfo();
-  db::TargetInfo target = db::TargetInfo::fromHost(host);
+  const Target& host = options.target;
+  db::TargetInfo target = db::TargetInfo::fromTarget(host);
   std::mt19937 rng(options.seed);
   // States live at stable addresses: each search space refers to its task.
   std::vector<std::unique_ptr<TaskState>> states;
@@ -135,7 +134,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       r.repeats = m.repeats;
       r.gflops = m.status == "ok" && m.medianUs > 0 ? s.task.flops / (m.medianUs * 1e-6) / 1e9 : 0;
       r.tunecVersion = "0.1.0";
-      r.host = host.modelName;
+      r.host = host.model;
       r.createdAt = utcTimestamp();
       s.measured.insert(point.text);
       ++summary.trials;

@@ -18,7 +18,8 @@
 namespace tunec::tuner {
 
 struct TuneOptions {
-  int trials = 1000;            ///< measured configs in this run (all tasks)
+  Target target;     ///< this machine (a job measures where it runs): record keys, features
+  int trials = 1000; ///< measured configs in this run (all tasks)
   double timeBudgetSeconds = 0; ///< 0: no limit
   int earlyStopping = 0;        ///< a task stops after this many trials without gain (0: off)
   SearchOptions search;

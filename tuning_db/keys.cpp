@@ -25,15 +25,15 @@ std::string workloadKey(const nlohmann::json& workload) {
   return stableHash(canonicalJson(workload));
 }
 
-TargetInfo TargetInfo::fromHost(const HostInfo& host) {
+TargetInfo TargetInfo::fromTarget(const Target& target) {
   TargetInfo t;
-  t.isaFeatures = host.featureNames();
+  t.isaFeatures = target.featureNames();
   std::sort(t.isaFeatures.begin(), t.isaFeatures.end());
-  t.cores = host.cores;
-  t.l1d = host.l1d;
-  t.l2 = host.l2;
-  t.l3 = host.l3;
-  t.model = host.modelName;
+  t.cores = target.cores;
+  t.l1d = target.l1d;
+  t.l2 = target.l2;
+  t.l3 = target.l3;
+  t.model = target.model;
   return t;
 }
 

@@ -1,7 +1,7 @@
 // Workload and target keys (DESIGN.md, decisions 4 and 7).
 #pragma once
 
-#include "support/host.h"
+#include "support/target.h"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,7 +24,8 @@ struct TargetInfo {
   int64_t l1d = 0, l2 = 0, l3 = 0;
   std::string model;
 
-  static TargetInfo fromHost(const HostInfo& host);
+  /// The record view of a target: the fields of its key (llvmCpu is not one).
+  static TargetInfo fromTarget(const Target& target);
   nlohmann::json toJson() const;
   static bool fromJson(const nlohmann::json& j, TargetInfo& out, std::string& error);
   /// Hash of the canonical JSON: records apply to exactly this kind of machine.

@@ -3,6 +3,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/op_flags.h"
+#include "cli/target_flag.h"
 #include "codegen/conv2d_kernel.h"
 #include "codegen/matmul_kernel.h"
 #include "codegen/peak_probe.h"
@@ -51,6 +52,7 @@ CommandSpec makeBenchOpSpec() {
           {"json", "", "print one JSON object instead of text"},
           {"pipeline", "lean|o3",
            "LLVM IR pipeline before codegen (default lean; o3: LLVM's full O3)"},
+          targetFlag("refuse to run unless this machine is the one the file describes"),
           {"db", "FILE", "time the best config recorded for this workload and machine in FILE"},
           {"record", "", "with --sweep and --db: record every measured config in the database"},
       },
@@ -95,6 +97,7 @@ std::vector<float> randomData(size_t n, std::mt19937& rng) {
 }
 
 Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int threads) {
+  const Target& target = jit.target();
   TUNEC_ASSIGN_OR_RETURN(MatmulWorkload parsed, matmulFromFlags(args, threads));
   auto w = std::make_shared<MatmulWorkload>(parsed);
   std::mt19937 rng(7);
@@ -106,7 +109,7 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int thre
   bench.workload = w->toJson();
   bench.flops = w->flops();
   bench.threads = threads;
-  bench.defaultConfig = defaultMatmulConfig(*w, isa, hostInfo()).toJson();
+  bench.defaultConfig = defaultMatmulConfig(*w, isa, target).toJson();
   bench.space = matmulKnobSpace(*w, isa);
   bench.fromKnobs = [w, isa](const std::vector<nlohmann::json>& v) -> Expected<nlohmann::json> {
     TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, matmulConfigFromKnobs(*w, isa, v));
@@ -143,7 +146,7 @@ Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int thre
   bench.workload = w->toJson();
   bench.flops = w->flops();
   bench.threads = threads;
-  bench.defaultConfig = defaultConv2dConfig(*w, isa, hostInfo()).toJson();
+  bench.defaultConfig = defaultConv2dConfig(*w, isa, jit.target()).toJson();
   bench.space = conv2dKnobSpace(*w, isa);
   bench.fromKnobs = [w, isa](const std::vector<nlohmann::json>& v) -> Expected<nlohmann::json> {
     TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, conv2dConfigFromKnobs(*w, isa, v));
@@ -179,12 +182,14 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     return fail("tunec bench-op: unknown op '" + op + "' (matmul, conv2d)");
   auto threads = intFlag(*args, "threads", 1, false);
   if (!threads) return fail(threads.error().message());
-  Isa isa = hostIsa();
+  auto machine = measuringTarget(*args, "tunec bench-op");
+  if (!machine) return fail(machine.error().message());
+  Isa isa = widestIsa(*machine);
   if (args->has("isa")) {
     auto parsed = parseIsa(args->get("isa"));
     if (!parsed) return fail("tunec bench-op: --isa must be avx512 or avx2");
-    if (!hostSupports(*parsed))
-      return fail("tunec bench-op: this CPU cannot run " + args->get("isa") + " code");
+    if (Status s = checkTargetSupports(*machine, *parsed); !s)
+      return fail("tunec bench-op: --isa " + s.error().message());
     isa = *parsed;
   }
   double seconds = std::atof(args->get("seconds", "1.0").c_str());
@@ -194,7 +199,7 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   std::string pipeline = args->get("pipeline", "lean");
   if (pipeline != "lean" && pipeline != "o3")
     return fail("tunec bench-op: --pipeline must be lean or o3");
-  auto jit = Jit::create(pipeline == "o3" ? JitPipeline::O3 : JitPipeline::Lean);
+  auto jit = Jit::create(*machine, pipeline == "o3" ? JitPipeline::O3 : JitPipeline::Lean);
   if (!jit) return fail(jit.error().message());
   auto bench = op == "matmul" ? matmulBench(*args, **jit, isa, static_cast<int>(*threads))
                               : conv2dBench(*args, **jit, isa, static_cast<int>(*threads));
@@ -210,7 +215,7 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     source = "given";
   }
   std::optional<db::TuningDatabase> database;
-  db::TargetInfo target = db::TargetInfo::fromHost(hostInfo());
+  db::TargetInfo target = db::TargetInfo::fromTarget(*machine);
   if (args->has("db")) {
     auto opened = db::TuningDatabase::open(args->get("db"), args->has("record"));
     if (!opened) return fail(opened.error().message());
@@ -275,7 +280,7 @@ int commandBenchOp(const std::vector<std::string>& argv) {
         r.gflops = bench->flops / secondsTaken / 1e9;
         r.repeats = 1;
         r.tunecVersion = "0.1.0";
-        r.host = hostInfo().modelName;
+        r.host = machine->model;
         r.createdAt = utcTimestamp();
         records.push_back(std::move(r));
       }

@@ -2,6 +2,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/model_session.h"
+#include "cli/target_flag.h"
 
 #include <chrono>
 #include <cstdio>
@@ -22,7 +23,9 @@ const CommandSpec kCompileSpec{
         {"db", "FILE",
          "tuning database with the configs to use (default: $TUNEC_DB or ./tuning.db if it "
          "exists)"},
-        {"threads", "N", "threads the kernels are built for (default: the machine's cores)"},
+        {"threads", "N", "threads the kernels are built for (default: the target's cores)"},
+        targetFlag("build for the machine this file describes ('tunec target --json > FILE' "
+                   "there): its ISA, its caches and its tuning records (default: this machine)"),
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
     },
     1,
@@ -43,7 +46,12 @@ int commandCompile(const std::vector<std::string>& argv) {
   if (!shapes) return fail(shapes.error().message());
   options.inputShapes = *shapes;
   options.dbPath = databaseForCompile(*args);
-  auto threads = parseThreads(args->get("threads"));
+  auto target = targetFromArgs(*args);
+  if (!target) return fail(target.error().message());
+  options.target = *target;
+  // Kernels are built for the machine's cores, whatever this process may use (taskset):
+  // the thread count is part of every workload key.
+  auto threads = args->has("threads") ? parseThreads(args->get("threads")) : target->cores;
   if (!threads) return fail(threads.error().message());
   options.threads = *threads;
   auto start = std::chrono::steady_clock::now();

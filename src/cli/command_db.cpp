@@ -1,6 +1,7 @@
 // `tunec db` (export, import, merge, stats, best) and `tunec target`: sharing tuning records.
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/target_flag.h"
 #include "templates/conv2d_template.h"
 #include "templates/depthwise_template.h"
 #include "templates/matmul_template.h"
@@ -92,22 +93,27 @@ int runCommand(const CommandSpec& s, const std::vector<std::string>& argv,
 int commandTarget(const std::vector<std::string>& argv) {
   CommandSpec s{"target",
                 "tunec target [--json]",
-                "Prints this machine's target description and key, as tuning records store them.",
-                {{"json", "", "print JSON"}},
+                "Prints this machine's target description and key, as tuning records store them.\n"
+                "The key is what the machine is (ISA features, cores, caches, model), the same\n"
+                "under taskset, a cgroup cpuset or a container CPU limit. 'tunec target --json >\n"
+                "FILE' writes a target file: 'tunec compile MODEL --target FILE' on any machine\n"
+                "then builds for this one, with its records.",
+                {{"json", "", "print the target file's JSON (with its key)"}},
                 0,
                 0};
   return runCommand(s, argv, [](const Arguments& args) {
-    db::TargetInfo t = db::TargetInfo::fromHost(hostInfo());
+    const Target& machine = thisMachine();
+    db::TargetInfo t = db::TargetInfo::fromTarget(machine);
     if (args.has("json")) {
-      nlohmann::json j = t.toJson();
+      nlohmann::json j = machine.toJson();
       j["key"] = t.key();
       std::printf("%s\n", j.dump(2).c_str());
       return 0;
     }
-    std::printf("target key   %s\nmodel        %s\nisa features %s\ncores        %d\ncaches       "
-                "L1d %lld KiB, L2 %lld KiB, L3 %lld KiB\n",
-                t.key().c_str(), t.model.c_str(), t.isaKey().c_str(), t.cores,
-                static_cast<long long>(t.l1d / 1024), static_cast<long long>(t.l2 / 1024),
+    std::printf("target key   %s\nmodel        %s\nllvm cpu     %s\nisa features %s\ncores        "
+                "%d\ncaches       L1d %lld KiB, L2 %lld KiB, L3 %lld KiB\n",
+                t.key().c_str(), t.model.c_str(), machine.llvmCpu.c_str(), t.isaKey().c_str(),
+                t.cores, static_cast<long long>(t.l1d / 1024), static_cast<long long>(t.l2 / 1024),
                 static_cast<long long>(t.l3 / 1024));
     return 0;
   });
@@ -214,7 +220,7 @@ int commandDb(const std::vector<std::string>& argv) {
     return runCommand(s, rest, [&](const Arguments& args) {
       auto db = openDb(args, false);
       if (!db) return fail(db.error().message());
-      db::TargetInfo target = db::TargetInfo::fromHost(hostInfo());
+      db::TargetInfo target = db::TargetInfo::fromTarget(thisMachine());
       std::string key = args.positionals()[0];
       auto records = db->recordsOf(key);
       if (!records) return fail(records.error().message());

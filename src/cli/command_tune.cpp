@@ -6,9 +6,9 @@
 #include "cli/model_session.h"
 #include "cli/op_flags.h"
 #include "cli/pipeline.h"
+#include "cli/target_flag.h"
 #include "codegen/peak_probe.h"
 #include "driver/compile_model.h"
-#include "support/host.h"
 #include "tuner/candidate_runner.h"
 #include "tuner/tuning_job.h"
 
@@ -49,6 +49,7 @@ std::vector<FlagSpec> tuneFlags() {
       {"no-default", "", "do not measure the analytical default config first (for comparisons)"},
       {"seed", "N", "random seed (default 1)"},
       {"quiet", "", "no progress lines"},
+      targetFlag("refuse to run unless this machine is the one the file describes"),
   };
 }
 
@@ -118,8 +119,9 @@ std::vector<std::string> workerCommand() {
   return {ec ? std::string("tunec") : self.string(), "tune-worker"};
 }
 
-Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, int threads) {
+Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, const Target& target) {
   tuner::TuneOptions o;
+  o.target = target;
   TUNEC_ASSIGN_OR_RETURN(int64_t trials, intFlag(args, "trials", 1000, false, 1, "tunec tune"));
   TUNEC_ASSIGN_OR_RETURN(int64_t early, intFlag(args, "early-stopping", 0, false, 0, "tunec tune"));
   TUNEC_ASSIGN_OR_RETURN(int64_t batch, intFlag(args, "batch", 16, false, 1, "tunec tune"));
@@ -138,20 +140,18 @@ Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, int threads) {
   o.measureDefault = !args.has("no-default");
   o.progress = !args.has("quiet");
   o.workerArgv = workerCommand();
-  auto jit = Jit::create();
+  auto jit = Jit::create(target);
   if (!jit) return jit.error();
-  auto peak = measureFmaPeak(**jit, hostIsa());
+  auto peak = measureFmaPeak(**jit, widestIsa(target));
   if (peak) o.peakGflops = *peak;
-  (void)threads;
   return o;
 }
 
-int runJob(std::vector<tuner::Task> tasks, const Arguments& args, int threads,
-           const std::string& what) {
+int runJob(std::vector<tuner::Task> tasks, const Arguments& args, const Target& target) {
   std::string dbPath = args.get("db", defaultDatabasePath());
   auto database = db::TuningDatabase::open(dbPath, true);
   if (!database) return fail(database.error().message());
-  auto options = tuneOptions(args, threads);
+  auto options = tuneOptions(args, target);
   if (!options) return fail(options.error().message());
   std::signal(SIGINT, onInterrupt);
   auto summary = tuner::runTuningJob(std::move(tasks), *database, *options, interrupted);
@@ -198,7 +198,10 @@ int commandTune(const std::vector<std::string>& argv) {
     return 0;
   }
   ensurePassiveOpenMp(argv, "tune");
-  auto threads = parseThreads(args->get("threads"));
+  auto target = measuringTarget(*args, "tunec tune");
+  if (!target) return fail(target.error().message());
+  // The machine's cores, whatever this process may use: what `tunec compile` builds for.
+  auto threads = args->has("threads") ? parseThreads(args->get("threads")) : target->cores;
   if (!threads) return fail(threads.error().message());
   auto shapes = parseInputShapes(args->getAll("input-shape"));
   if (!shapes) return fail(shapes.error().message());
@@ -208,14 +211,15 @@ int commandTune(const std::vector<std::string>& argv) {
   if (!optimized) return fail(optimized.error().message());
   driver::CompileOptions co;
   co.threads = *threads;
-  co.isa = hostIsa();
+  co.target = *target;
+  co.isa = widestIsa(*target);
   auto kernels = driver::extractHeavyKernels(*optimized, co);
   if (!kernels) return fail(kernels.error().message());
   // Distinct workloads, weighted by how often the model runs them.
   std::map<std::string, tuner::Task> byKey;
   std::vector<std::string> order;
   for (const driver::HeavyKernel& k : *kernels) {
-    auto task = tuner::makeTask(k.workload, co.isa);
+    auto task = tuner::makeTask(k.workload, *target);
     if (!task) return fail(task.error().message());
     auto [it, fresh] = byKey.emplace(task->key, *task);
     if (fresh)
@@ -227,7 +231,7 @@ int commandTune(const std::vector<std::string>& argv) {
   for (const std::string& key : order) tasks.push_back(byKey.at(key));
   std::fprintf(stderr, "%s: %zu heavy kernels, %zu distinct tasks\n",
                args->positionals()[0].c_str(), kernels->size(), tasks.size());
-  return runJob(std::move(tasks), *args, *threads, "tune");
+  return runJob(std::move(tasks), *args, *target);
 }
 
 int commandTuneOp(const std::vector<std::string>& argv) {
@@ -238,6 +242,8 @@ int commandTuneOp(const std::vector<std::string>& argv) {
     return 0;
   }
   ensurePassiveOpenMp(argv, "tune-op");
+  auto target = measuringTarget(*args, "tunec tune-op");
+  if (!target) return fail(target.error().message());
   auto threads = intFlag(*args, "threads", 1, false, 1, "tunec tune-op");
   if (!threads) return fail(threads.error().message());
   std::string op = args->positionals()[0];
@@ -253,9 +259,9 @@ int commandTuneOp(const std::vector<std::string>& argv) {
   } else {
     return fail("tunec tune-op: unknown op '" + op + "' (matmul, conv2d)");
   }
-  auto task = tuner::makeTask(workload, hostIsa());
+  auto task = tuner::makeTask(workload, *target);
   if (!task) return fail(task.error().message());
-  return runJob({*task}, *args, static_cast<int>(*threads), "tune-op");
+  return runJob({*task}, *args, *target);
 }
 
 int commandTuneWorker(const std::vector<std::string>& argv) {
@@ -264,7 +270,7 @@ int commandTuneWorker(const std::vector<std::string>& argv) {
               "request per line on stdin,\nwrites one result per line on stdout.");
     return argv[0] == "--help" ? 0 : 2;
   }
-  return tuner::runMeasureWorker(std::cin, std::cout);
+  return tuner::runMeasureWorker(thisMachine(), std::cin, std::cout);
 }
 
 } // namespace tunec::cli

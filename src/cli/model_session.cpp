@@ -63,11 +63,12 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
   TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, options.inputShapes));
   TUNEC_ASSIGN_OR_RETURN(graph, runGraphPipeline(std::move(graph), nullptr));
   Compiled c;
-  TUNEC_ASSIGN_OR_RETURN(std::unique_ptr<Jit> jit, Jit::create());
+  TUNEC_ASSIGN_OR_RETURN(std::unique_ptr<Jit> jit, Jit::create(options.target));
   c.jit = std::move(jit);
   driver::CompileOptions co;
   co.threads = options.threads;
-  co.isa = hostIsa();
+  co.target = options.target;
+  co.isa = widestIsa(options.target);
   if (!options.dbPath.empty()) {
     auto opened = db::TuningDatabase::open(options.dbPath, false);
     if (!opened) return opened.error().withContext("--db " + options.dbPath);
@@ -94,7 +95,7 @@ std::string databaseForCompile(const Arguments& args) {
 }
 
 int defaultThreads() {
-  return std::max(1, hostInfo().cores);
+  return availableCpus();
 }
 
 Expected<ModelSession> openModel(const std::string& path, const SessionOptions& options) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cli/arguments.h"
+#include "cli/target_flag.h"
 #include "ir/graph.h"
 #include "runtime/model_plan.h"
 
@@ -25,6 +26,8 @@ struct ModelSession {
 };
 
 struct SessionOptions {
+  /// The machine the code is for (a foreign one can only be compiled to a file).
+  Target target = thisMachine();
   int threads = 1;
   std::string dbPath; ///< tuned configs for the JIT path ("" for defaults)
   std::map<std::string, Shape> inputShapes;
@@ -42,7 +45,7 @@ std::string defaultDatabasePath();
 /// --db when given, else the default database when that file exists, else "" (defaults).
 std::string databaseForCompile(const Arguments& args);
 
-/// The host's core count (the default thread count).
+/// The logical CPUs this process may use: the default thread count of running here.
 int defaultThreads();
 
 } // namespace tunec::cli

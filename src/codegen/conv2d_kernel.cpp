@@ -9,7 +9,6 @@
 #include "codegen/kernel_emitters.h"
 #include "codegen/microkernel_emitter.h"
 #include "runtime/packing.h"
-#include "support/host.h"
 
 #include <map>
 
@@ -201,7 +200,7 @@ private:
   // next tiles still read (measured: 512->512 3x3 at 14x14, 590 KB panels, 5-15% slower).
   bool prefetchNextPanel() const {
     int64_t panelBytes = w_.kh * w_.kw * w_.icPerGroup() * c_.ocBlock * 4;
-    return 2 * panelBytes * 4 <= hostInfo().l2 * 3;
+    return 2 * panelBytes * 4 <= mb_.target().l2 * 3;
   }
 
   // How many more tiles than line columns one panel's prefetches are spread over: as many as
@@ -281,7 +280,7 @@ Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& s
                                          const Conv2dWorkload& w, const Conv2dConfig& c,
                                          const Epilogue& e, const float* weights) {
   TUNEC_TRY(validateConv2dConfig(w, c));
-  if (!hostSupports(c.isa)) return makeError("this CPU cannot run ", isaInfo(c.isa).name, " code");
+  TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
   Conv2dEmitter(mb, w, c, e).emit(symbol);
   return packWeights(w, c, weights);
 }

@@ -172,7 +172,7 @@ Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string
                                             const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                             const Epilogue& e, const float* weights) {
   TUNEC_TRY(validateDepthwiseConfig(w, c));
-  if (!hostSupports(c.isa)) return makeError("this CPU cannot run ", isaInfo(c.isa).name, " code");
+  TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
   DepthwiseEmitter emitter(mb, w, c, e);
   emitter.emit(symbol);
   int64_t cPad = emitter.cPad(), taps = w.kh * w.kw;

@@ -1,4 +1,4 @@
-// ORC LLJIT setup, the optimization pipelines (lean or O3) for the host, object emission.
+// ORC LLJIT setup, the optimization pipelines (lean or O3), object emission for a Target.
 #include "codegen/jit.h"
 
 #include "codegen/module_builder.h"
@@ -12,6 +12,7 @@
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/MC/SubtargetFeature.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/FileSystem.h>
@@ -26,14 +27,18 @@
 #include <llvm/Transforms/Scalar/SROA.h>
 #include <llvm/Transforms/Scalar/SimplifyCFG.h>
 #include <mutex>
+#include <set>
+#include <sstream>
 
 namespace tunec {
 
 struct Jit::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
+  Target target;
+  std::vector<std::string> missingHere; ///< target features this CPU lacks (then: objects only)
   std::string cpu;
-  std::string avx512Features; ///< host features
-  std::string avx2Features;   ///< host features with every AVX-512 (and AMX) extension off
+  std::string avx512Features; ///< the target's features
+  std::string avx2Features;   ///< the target's features with every AVX-512 (and AMX) extension off
   std::unique_ptr<llvm::TargetMachine> machine;       ///< for the pipelines
   std::unique_ptr<llvm::TargetMachine> objectMachine; ///< PIC, for object emission
   std::mutex mutex;
@@ -42,6 +47,15 @@ struct Jit::Impl {
 };
 
 namespace {
+
+std::set<std::string> splitFeatures(const std::string& list) {
+  std::set<std::string> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.insert(item[0] == '+' ? item.substr(1) : item);
+  return out;
+}
 
 std::string llvmErrorText(llvm::Error error) {
   std::string s;
@@ -93,9 +107,10 @@ Status verify(llvm::Module& module) {
 Jit::Jit() : impl_(std::make_unique<Impl>()) {}
 Jit::~Jit() = default;
 
-Expected<std::unique_ptr<Jit>> Jit::create(JitPipeline pipeline) {
-  if (!hostSupports(Isa::Avx2))
-    return makeError("this CPU lacks AVX2 and FMA, which tunec's kernels need");
+Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pipeline) {
+  if (!targetSupports(target, Isa::Avx2))
+    return makeError("the target '", target.model,
+                     "' lacks AVX2 and FMA, which tunec's kernels need");
   static std::once_flag once;
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
@@ -104,12 +119,32 @@ Expected<std::unique_ptr<Jit>> Jit::create(JitPipeline pipeline) {
   std::unique_ptr<Jit> jit(new Jit());
   Impl& impl = *jit->impl_;
   impl.pipeline = pipeline;
+  impl.target = target;
+  // The JIT runs code in this process, so it is built for this CPU; functions carry the
+  // target's CPU and features as attributes, and object files are emitted for the target.
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return makeError("cannot detect the host target: ", llvmErrorText(jtmb.takeError()));
   jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
-  impl.cpu = jtmb->getCPU();
+  llvm::StringMap<bool> hostFeatures;
+  llvm::sys::getHostCPUFeatures(hostFeatures);
+  std::set<std::string> targetLlvm = splitFeatures(target.llvmFeatures());
+  for (const std::string& f : targetLlvm)
+    if (!hostFeatures.lookup(f)) impl.missingHere.push_back(f);
   llvm::StringMap<bool> features;
-  llvm::sys::getHostCPUFeatures(features);
+  if (impl.missingHere.empty()) {
+    // Runnable here: this CPU's features (so code for this machine is what LLVM makes for it),
+    // less those of tunec's table that the target lacks.
+    impl.cpu = target.llvmCpu.empty() ? jtmb->getCPU() : target.llvmCpu;
+    features = hostFeatures;
+    for (const std::string& f : splitFeatures(knownLlvmFeatures()))
+      if (!targetLlvm.count(f)) features[f] = false;
+  } else {
+    // Another machine's target: the x86-64 level of its ISA, plus its features.
+    impl.cpu = !target.llvmCpu.empty() ? target.llvmCpu
+               : target.avx512f        ? "x86-64-v4"
+                                       : "x86-64-v3";
+    for (const std::string& f : targetLlvm) features[f] = true;
+  }
   for (const auto& f : features) {
     std::string name = f.getKey().str();
     impl.avx512Features +=
@@ -124,6 +159,12 @@ Expected<std::unique_ptr<Jit>> Jit::create(JitPipeline pipeline) {
   impl.machine = std::move(*machine);
   llvm::orc::JITTargetMachineBuilder pic = *jtmb;
   pic.setRelocationModel(llvm::Reloc::PIC_);
+  if (!impl.missingHere.empty()) {
+    pic.setCPU(impl.cpu);
+    llvm::SubtargetFeatures objectFeatures;
+    for (const std::string& f : targetLlvm) objectFeatures.AddFeature(f, true);
+    pic.getFeatures() = objectFeatures;
+  }
   auto objectMachine = pic.createTargetMachine();
   if (!objectMachine)
     return makeError("cannot create the target machine: ",
@@ -162,11 +203,22 @@ std::unique_ptr<codegen::ModuleBuilder> Jit::newModule(Isa isa, const std::strin
   std::lock_guard lock(impl_->mutex);
   const std::string& features = isa == Isa::Avx512 ? impl_->avx512Features : impl_->avx2Features;
   return std::make_unique<codegen::ModuleBuilder>(
-      isa, name + "_m" + std::to_string(impl_->counter++), impl_->cpu, features,
+      isa, impl_->target, name + "_m" + std::to_string(impl_->counter++), impl_->cpu, features,
       impl_->jit->getDataLayout(), impl_->jit->getTargetTriple().str());
 }
 
+const Target& Jit::target() const {
+  return impl_->target;
+}
+
 Status Jit::addModule(std::unique_ptr<codegen::ModuleBuilder> module) {
+  if (!impl_->missingHere.empty()) {
+    std::string missing;
+    for (const std::string& f : impl_->missingHere) missing += (missing.empty() ? "" : ", ") + f;
+    return makeError("code for the target '", impl_->target.model,
+                     "' cannot run on this CPU (it lacks ", missing,
+                     "); compile it to model.so and run that on the target");
+  }
   TUNEC_TRY(verify(module->module()));
   std::lock_guard lock(impl_->mutex);
   optimize(module->module(), *impl_->machine, impl_->pipeline);
@@ -205,3 +257,11 @@ Status Jit::emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std
 }
 
 } // namespace tunec
+
+namespace tunec::codegen {
+
+std::string hostLlvmCpu() {
+  return llvm::sys::getHostCPUName().str();
+}
+
+} // namespace tunec::codegen

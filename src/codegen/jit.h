@@ -1,5 +1,5 @@
-// The JIT: LLVM 16 ORC LLJIT for the host CPU. This header keeps LLVM types out so that users
-// of codegen compile quickly (see STACK.md).
+// The code generator for a Target: LLVM 16 ORC LLJIT (running here) and object emission. This
+// header keeps LLVM types out so that users of codegen compile quickly (see STACK.md).
 #pragma once
 
 #include "support/error.h"
@@ -23,18 +23,24 @@ enum class JitPipeline { Lean, O3 };
 /// Owns the JIT session; every compiled kernel lives as long as the Jit.
 class Jit {
 public:
-  /// Creates a JIT for the host CPU. Fails with a message when the host lacks AVX2+FMA.
-  static Expected<std::unique_ptr<Jit>> create(JitPipeline pipeline = JitPipeline::Lean);
+  /// Creates a code generator for `target`. Its JIT runs code in this process, so for a target
+  /// with features this CPU lacks it only emits objects (addModule says which are missing).
+  /// Fails with a message when the target lacks AVX2+FMA.
+  static Expected<std::unique_ptr<Jit>> create(const Target& target,
+                                               JitPipeline pipeline = JitPipeline::Lean);
+  /// The machine the code is for: what codegen's choices (ISA, prefetch, cache fits) read.
+  const Target& target() const;
   ~Jit();
 
   /// Optimizes (with the pipeline) and adds a module, then returns the address of `symbol` in it.
   Expected<void*> addAndLookup(std::unique_ptr<codegen::ModuleBuilder> module,
                                const std::string& symbol);
-  /// Optimizes and adds a module; its external functions are then found with lookup().
+  /// Optimizes and adds a module; its external functions are then found with lookup(). Fails
+  /// when the target has features this CPU lacks.
   Status addModule(std::unique_ptr<codegen::ModuleBuilder> module);
   /// The address of a symbol of an added module.
   Expected<void*> lookup(const std::string& symbol);
-  /// Emits a module as a position-independent relocatable object file for the host (for
+  /// Emits a module as a position-independent relocatable object file for the target (for
   /// model.so).
   Status emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std::string& path);
   /// A fresh module whose functions target `isa` (AVX-512 features disabled for Avx2).
@@ -46,5 +52,10 @@ private:
   Jit();
   std::unique_ptr<Impl> impl_;
 };
+
+namespace codegen {
+/// LLVM's name of this CPU ("znver3"), for `tunec target`.
+std::string hostLlvmCpu();
+} // namespace codegen
 
 } // namespace tunec

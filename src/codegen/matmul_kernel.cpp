@@ -7,7 +7,6 @@
 #include "codegen/kernel_emitters.h"
 #include "codegen/microkernel_emitter.h"
 #include "runtime/packing.h"
-#include "support/host.h"
 
 #include <cstdlib>
 #include <map>
@@ -63,7 +62,7 @@ private:
   bool prefetchNextPanel() const {
     if (!w_.constantB) return false;
     int64_t kc = std::min(c_.kc, w_.k), mc = std::min(c_.mc, w_.m);
-    return (mc * kc + 2 * kc * c_.nr) * 4 <= hostInfo().l2;
+    return (mc * kc + 2 * kc * c_.nr) * 4 <= mb_.target().l2;
   }
 
   // How many more tiles than the nr/16 line columns one panel's prefetches are spread over:
@@ -251,7 +250,7 @@ Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& s
                                          const MatmulWorkload& w, const MatmulConfig& c,
                                          const Epilogue& e, const float* constantB) {
   TUNEC_TRY(validateMatmulConfig(w, c));
-  if (!hostSupports(c.isa)) return makeError("this CPU cannot run ", isaInfo(c.isa).name, " code");
+  TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
   if (w.constantB && !constantB) return makeError("internal: constant B data is required");
   PackedWeights packed;
   if (w.constantB) {

@@ -320,8 +320,7 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
 
 Expected<MicrokernelFn> compileMicrokernel(Jit& jit, const MicrokernelSpec& spec) {
   TUNEC_TRY(checkMicrokernelSpec(spec));
-  if (!hostSupports(spec.isa))
-    return makeError("this CPU cannot run ", isaInfo(spec.isa).name, " code");
+  TUNEC_TRY(checkTargetSupports(jit.target(), spec.isa));
   auto module = jit.newModule(spec.isa, microkernelName(spec));
   std::string name = module->module().getModuleIdentifier(); // unique within the JIT
   codegen::emitMicrokernel(*module, spec, name, false);

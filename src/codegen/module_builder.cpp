@@ -3,10 +3,10 @@
 
 namespace tunec::codegen {
 
-ModuleBuilder::ModuleBuilder(Isa isa, const std::string& name, std::string cpu,
-                             std::string features, const llvm::DataLayout& layout,
+ModuleBuilder::ModuleBuilder(Isa isa, const Target& target, const std::string& name,
+                             std::string cpu, std::string features, const llvm::DataLayout& layout,
                              const std::string& triple)
-    : isa_(isa), cpu_(std::move(cpu)), features_(std::move(features)),
+    : isa_(isa), target_(target), cpu_(std::move(cpu)), features_(std::move(features)),
       context_(std::make_unique<llvm::LLVMContext>()),
       module_(std::make_unique<llvm::Module>(name, *context_)) {
   module_->setDataLayout(layout);

@@ -15,10 +15,12 @@ namespace tunec::codegen {
 
 class ModuleBuilder {
 public:
-  ModuleBuilder(Isa isa, const std::string& name, std::string cpu, std::string features,
-                const llvm::DataLayout& layout, const std::string& triple);
+  ModuleBuilder(Isa isa, const Target& target, const std::string& name, std::string cpu,
+                std::string features, const llvm::DataLayout& layout, const std::string& triple);
 
   Isa isa() const { return isa_; }
+  /// The machine the code is for (its caches decide prefetching; it outlives the builder).
+  const Target& target() const { return target_; }
   llvm::LLVMContext& context() { return *context_; }
   llvm::Module& module() { return *module_; }
   /// Creates a function with external linkage and the ISA's target-cpu/target-features.
@@ -70,6 +72,7 @@ public:
 
 private:
   Isa isa_;
+  const Target& target_;
   std::string cpu_;
   std::string features_;
   std::unique_ptr<llvm::LLVMContext> context_;

@@ -36,7 +36,7 @@ constexpr int64_t kShortChannels = 8;
 Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module)
     : graph_(graph), options_(options), module_(module), layouts_(passes::planLayouts(graph)),
       fusion_(passes::planFusion(graph)), views_(passes::planOperandViews(graph, fusion_)),
-      weightsCold_(constantBytesRead(graph) > static_cast<size_t>(hostInfo().l3)) {}
+      weightsCold_(constantBytesRead(graph) > static_cast<size_t>(options.target.l3)) {}
 
 Phys Lowering::producedLayout(ValueId v) const {
   const Layout& l = layouts_.layouts[static_cast<size_t>(v)];
@@ -311,10 +311,14 @@ CompiledModel Lowering::finish() {
 }
 
 Expected<CompiledModel> compileModel(const Graph& graph, Jit& jit, const CompileOptions& options) {
+  TUNEC_ASSERT(jit.target().toJson() == options.target.toJson(),
+               "the Jit and the compile options name different targets");
+  TUNEC_TRY(checkTargetSupports(options.target, options.isa));
   auto module = std::make_unique<ModelModule>(jit, options.isa);
   Lowering lowering(graph, options, module.get());
   TUNEC_TRY(lowering.run());
   CompiledModel m = lowering.finish();
+  m.targetKey = db::TargetInfo::fromTarget(options.target).key();
   m.module = std::move(module);
   return m;
 }
@@ -334,6 +338,21 @@ std::string compileReport(const CompiledModel& model) {
      << model.kernels.size() - static_cast<size_t>(tuned) << " with the analytical default\n";
   for (const HeavyKernel& k : model.kernels)
     os << "  " << (k.tuned ? "tuned  " : "default") << "  " << k.label << "\n";
+  std::set<std::string> others;
+  int elsewhere = 0;
+  for (const HeavyKernel& k : model.kernels) {
+    others.insert(k.otherTargets.begin(), k.otherTargets.end());
+    elsewhere += !k.otherTargets.empty();
+  }
+  if (elsewhere) {
+    std::string keys;
+    for (const std::string& key : others) keys += (keys.empty() ? "" : ", ") + key;
+    os << "warning: " << elsewhere << " kernel" << (elsewhere > 1 ? "s" : "")
+       << " left at the default have records in the database for another target (" << keys
+       << ") but none for this one (" << model.targetKey
+       << "); records apply to the machine they were measured on: tune on this machine, or "
+          "compile with --target FILE for the machine they came from\n";
+  }
   const CompileStats& s = model.stats;
   os << s.graphNodes << " graph nodes -> " << s.steps << " steps (" << s.generatedKernels
      << " generated kernels, " << s.loopKernels << " loop kernels; " << s.reorders << " reorders, "

@@ -12,14 +12,16 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace tunec::driver {
 
 struct CompileOptions {
-  int threads = 1;                        ///< threads of every kernel (part of the workload key)
-  Isa isa = Isa::Avx512;                  ///< set from the host by default (hostIsa())
+  int threads = 1;     ///< threads of every kernel (part of the workload key)
+  Target target;       ///< the machine the model is for: caches, record lookup (the Jit's target)
+  Isa isa = Isa::Avx2; ///< the ISA of every kernel: widestIsa(target) unless restricted
   db::TuningDatabase* database = nullptr; ///< tuned configs; defaults without one
   db::TargetMatch targetMatch = db::TargetMatch::Exact;
 };
@@ -32,6 +34,8 @@ struct HeavyKernel {
   nlohmann::json config;
   double flops = 0;
   bool tuned = false; ///< the config came from the database
+  /// Untuned, while the database has records of this workload for these other target keys.
+  std::set<std::string> otherTargets;
 };
 
 struct CompileStats {
@@ -42,6 +46,7 @@ struct CompileStats {
 };
 
 struct CompiledModel {
+  std::string targetKey; ///< the key of the target it was compiled for
   rt::ModelPlan plan;
   std::vector<uint8_t> constants;
   std::unique_ptr<ModelModule> module;

@@ -2,7 +2,6 @@
 // post-ops its epilogue absorbs (bias per output channel, ReLU, clip, GELU, a scalar scale, a
 // residual add), the config from the tuning database or the template's analytical default.
 #include "driver/lowering.h"
-#include "support/host.h"
 #include "tuning_db/keys.h"
 
 #include <cfloat>
@@ -15,13 +14,15 @@ namespace {
 
 // The config for a workload: the best record of the database, else the analytical default.
 // A cold_weights workload without records of its own takes the best record measured with warm
-// weights (a database tuned before the condition was part of the key).
+// weights (a database tuned before the condition was part of the key). A kernel left at its
+// default while the database has records of its workload for other targets says so (hk).
 template <typename Workload, typename Config, typename Default>
 Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDefault,
-                    Status (*validate)(const Workload&, const Config&), bool& tuned) {
-  tuned = false;
+                    Status (*validate)(const Workload&, const Config&), HeavyKernel& hk) {
+  hk.tuned = false;
   db::TuningDatabase* database = l.options().database;
   if (!database) return makeDefault();
+  db::TargetInfo target = db::TargetInfo::fromTarget(l.options().target);
   nlohmann::json key = w.toJson();
   std::vector<nlohmann::json> keys = {key};
   if (key.contains("cold_weights")) {
@@ -29,15 +30,21 @@ Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDef
     keys.push_back(key);
   }
   for (const nlohmann::json& k : keys) {
-    auto best = database->best(db::workloadKey(k), db::TargetInfo::fromHost(hostInfo()), version,
-                               l.options().targetMatch);
+    auto best = database->best(db::workloadKey(k), target, version, l.options().targetMatch);
     if (best && best->has_value()) {
       auto config = Config::fromJson((*best)->record.config);
       if (config && config->isa == l.options().isa && validate(w, *config)) {
-        tuned = true;
+        hk.tuned = true;
         return *config;
       }
     }
+  }
+  for (const nlohmann::json& k : keys) {
+    auto records = database->recordsOf(db::workloadKey(k));
+    if (!records) continue;
+    for (const db::Record& r : *records)
+      if (r.status == "ok" && r.templateVersion == version && r.target.key() != target.key())
+        hk.otherTargets.insert(r.target.key());
   }
   return makeDefault();
 }
@@ -200,7 +207,7 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     w.threads = l.options().threads;
     DepthwiseConfig c = chooseConfig<DepthwiseWorkload, DepthwiseConfig>(
         l, w, kDepthwiseTemplateVersion, [&] { return defaultDepthwiseConfig(w, l.options().isa); },
-        validateDepthwiseConfig, hk.tuned);
+        validateDepthwiseConfig, hk);
     describe(hk, "depthwise", w, c);
     if (l.module()) kernel = l.module()->addDepthwise(w, c, e.epilogue, floatData(wv), packed);
   } else {
@@ -213,8 +220,8 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     w.coldWeights = l.weightsCold();
     Conv2dConfig c = chooseConfig<Conv2dWorkload, Conv2dConfig>(
         l, w, kConv2dTemplateVersion,
-        [&] { return defaultConv2dConfig(w, l.options().isa, hostInfo()); }, validateConv2dConfig,
-        hk.tuned);
+        [&] { return defaultConv2dConfig(w, l.options().isa, l.options().target); },
+        validateConv2dConfig, hk);
     describe(hk, "conv2d", w, c);
     if (l.module()) kernel = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
   }
@@ -340,8 +347,8 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
   HeavyKernel hk;
   MatmulConfig c = chooseConfig<MatmulWorkload, MatmulConfig>(
       l, w, kMatmulTemplateVersion,
-      [&] { return defaultMatmulConfig(w, l.options().isa, hostInfo()); }, validateMatmulConfig,
-      hk.tuned);
+      [&] { return defaultMatmulConfig(w, l.options().isa, l.options().target); },
+      validateMatmulConfig, hk);
   describe(hk, "matmul", w, c);
   std::vector<float> packed;
   Expected<int> kernel = -1;

@@ -1,10 +1,12 @@
-// Host detection with cpuid (features, brand) and sysfs (caches), and sched affinity (cores).
+// Host detection with cpuid (features, brand), sysfs (caches) and the online CPU count (cores).
 #include "support/host.h"
 
+#include <algorithm>
 #include <cpuid.h>
 #include <cstring>
 #include <fstream>
 #include <sched.h>
+#include <unistd.h>
 
 namespace tunec {
 
@@ -35,8 +37,8 @@ int readCacheLevel(int index) {
   return l;
 }
 
-HostInfo detect() {
-  HostInfo h;
+Target detect() {
+  Target h;
   unsigned a, b, c, d;
   if (__get_cpuid_count(1, 0, &a, &b, &c, &d)) {
     h.fma = c & (1u << 12);
@@ -64,10 +66,12 @@ HostInfo detect() {
       std::memcpy(brand + 16 * i + 8, &c, 4);
       std::memcpy(brand + 16 * i + 12, &d, 4);
     }
-  h.modelName = brand;
-  while (!h.modelName.empty() && h.modelName.back() == ' ') h.modelName.pop_back();
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) h.cores = CPU_COUNT(&set);
+  h.model = brand;
+  while (!h.model.empty() && h.model.back() == ' ') h.model.pop_back();
+  // The machine's CPUs, whatever this process may use: a target key must not change under
+  // taskset, a cgroup cpuset or a container CPU limit.
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online > 0) h.cores = static_cast<int>(online);
   for (int i = 0; i < 8; ++i) {
     int64_t size = readCacheSize(i);
     if (size <= 0) continue;
@@ -82,26 +86,15 @@ HostInfo detect() {
 
 } // namespace
 
-std::vector<std::string> HostInfo::featureNames() const {
-  std::vector<std::string> f;
-  auto add = [&](bool on, const char* name) {
-    if (on) f.push_back(name);
-  };
-  add(avx2, "avx2");
-  add(fma, "fma");
-  add(avx512f, "avx512f");
-  add(avx512bw, "avx512bw");
-  add(avx512vl, "avx512vl");
-  add(avx512dq, "avx512dq");
-  add(avx512bf16, "avx512_bf16");
-  add(avx512vnni, "avx512_vnni");
-  add(amx, "amx");
-  return f;
+const Target& hostTarget() {
+  static const Target target = detect();
+  return target;
 }
 
-const HostInfo& hostInfo() {
-  static const HostInfo info = detect();
-  return info;
+int availableCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, hostTarget().cores);
 }
 
 } // namespace tunec

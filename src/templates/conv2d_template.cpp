@@ -139,7 +139,7 @@ std::string defaultParallelLoop(const Conv2dWorkload& w, const Conv2dConfig& c) 
 
 } // namespace
 
-Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInfo& host) {
+Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target& target) {
   Conv2dConfig c;
   c.isa = isa;
   int lanes = isaInfo(isa).f32Lanes();
@@ -164,7 +164,7 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInf
   }
   // The weights of one panel for one ic block (kh*kw*icb*ocBlock floats) should stay in L1/L2.
   c.icBlock = w.icPerGroup();
-  while (c.icBlock % 2 == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * 4 > host.l2 / 2 &&
+  while (c.icBlock % 2 == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * 4 > target.l2 / 2 &&
          c.icBlock > 16)
     c.icBlock /= 2;
   c.loopOrder = "oc_oh";

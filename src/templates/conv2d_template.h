@@ -4,7 +4,7 @@
 #pragma once
 
 #include "support/error.h"
-#include "support/host.h"
+#include "support/target.h"
 #include "templates/isa.h"
 #include "templates/knobs.h"
 
@@ -55,7 +55,7 @@ struct Conv2dConfig {
 };
 
 Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c);
-Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const HostInfo& host);
+Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target& target);
 KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa);
 /// One value per knob (conv2dKnobSpace order) to a config.
 Expected<Conv2dConfig> conv2dConfigFromKnobs(const Conv2dWorkload& w, Isa isa,

@@ -102,7 +102,7 @@ DepthwiseConfig defaultDepthwiseConfig(const DepthwiseWorkload& w, Isa isa) {
   c.isa = isa;
   int lanes = isaInfo(isa).f32Lanes();
   c.channelVectors = static_cast<int>(std::min<int64_t>(2, (w.c + lanes - 1) / lanes));
-  c.owBlock = static_cast<int>(std::min<int64_t>(isa == Isa::Avx512 ? 7 : 4, w.ow()));
+  c.owBlock = static_cast<int>(std::min<int64_t>(isaInfo(isa).depthwiseOwBlock, w.ow()));
   c.parallel = w.threads > 1 && w.flops() > 2e6 ? "oh" : "none";
   return c;
 }

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "support/error.h"
-#include "support/host.h"
+#include "support/target.h"
 #include "templates/isa.h"
 #include "templates/knobs.h"
 

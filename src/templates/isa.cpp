@@ -1,14 +1,31 @@
-// The per-ISA table and host ISA selection.
+// The per-ISA table and ISA selection for a target.
 #include "templates/isa.h"
-
-#include "support/host.h"
 
 namespace tunec {
 
+namespace {
+
+bool avx2Supported(const Target& t) {
+  return t.avx2 && t.fma;
+}
+bool avx512Supported(const Target& t) {
+  return t.avx512f && t.fma;
+}
+
+constexpr Isa kIsas[] = {Isa::Avx2, Isa::Avx512};
+
+} // namespace
+
 const IsaInfo& isaInfo(Isa isa) {
-  static const IsaInfo kAvx2{Isa::Avx2, "avx2", 32, 16};
-  static const IsaInfo kAvx512{Isa::Avx512, "avx512", 64, 32};
-  return isa == Isa::Avx512 ? kAvx512 : kAvx2;
+  static const IsaInfo kAvx2{Isa::Avx2, "avx2", 32, 16, avx2Supported, 2, 4};
+  static const IsaInfo kAvx512{Isa::Avx512, "avx512", 64, 32, avx512Supported, 4, 7};
+  switch (isa) {
+  case Isa::Avx2:
+    return kAvx2;
+  case Isa::Avx512:
+    return kAvx512;
+  }
+  TUNEC_ASSERT(false, "isa " << static_cast<int>(isa) << " has no row");
 }
 
 int tileRegisters(Isa isa, int rows, int nr) {
@@ -24,19 +41,29 @@ int maxTileRows(Isa isa, int nr) {
 }
 
 std::optional<Isa> parseIsa(std::string_view name) {
-  if (name == "avx2") return Isa::Avx2;
-  if (name == "avx512") return Isa::Avx512;
+  for (Isa isa : kIsas)
+    if (isaInfo(isa).name == name) return isa;
   return std::nullopt;
 }
 
-bool hostSupports(Isa isa) {
-  const HostInfo& h = hostInfo();
-  if (isa == Isa::Avx512) return h.avx512f && h.fma;
-  return h.avx2 && h.fma;
+bool targetSupports(const Target& target, Isa isa) {
+  return isaInfo(isa).supportedBy(target);
 }
 
-Isa hostIsa() {
-  return hostSupports(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2;
+Status checkTargetSupports(const Target& target, Isa isa) {
+  if (targetSupports(target, isa)) return {};
+  std::string has;
+  for (const std::string& f : target.featureNames()) has += (has.empty() ? "" : ", ") + f;
+  return makeError("isa '", isaInfo(isa).name, "': the target '", target.model,
+                   "' cannot run it (its features: ", has, ")");
+}
+
+Isa widestIsa(const Target& target) {
+  Isa best = Isa::Avx2;
+  for (Isa isa : kIsas)
+    if (targetSupports(target, isa) && isaInfo(isa).vectorBytes > isaInfo(best).vectorBytes)
+      best = isa;
+  return best;
 }
 
 } // namespace tunec

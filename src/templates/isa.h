@@ -1,20 +1,26 @@
-// Architecture facts as data (BLIS's cntx tables): per ISA the vector and register file sizes.
+// Architecture facts as data (BLIS's cntx tables): per ISA the vector and register file sizes,
+// the target features it needs and the default tiles of its templates.
 #pragma once
+
+#include "support/target.h"
 
 #include <optional>
 #include <string_view>
 
 namespace tunec {
 
-/// The vector ISAs codegen targets.
+/// The vector ISAs codegen targets. A new ISA is a compile error in isaInfo() until it has a row.
 enum class Isa { Avx2, Avx512 };
 
 /// What the templates and the microkernel generator need to know about an ISA.
 struct IsaInfo {
   Isa isa;
-  std::string_view name; ///< "avx2", "avx512"
-  int vectorBytes;       ///< 32 (ymm) or 64 (zmm)
-  int vectorRegisters;   ///< 16 ymm or 32 zmm
+  std::string_view name;              ///< "avx2", "avx512"
+  int vectorBytes;                    ///< 32 (ymm) or 64 (zmm)
+  int vectorRegisters;                ///< 16 ymm or 32 zmm
+  bool (*supportedBy)(const Target&); ///< the target has every feature this ISA's code uses
+  int matmulNrVectors;                ///< default matmul tile width in vectors (fp32)
+  int depthwiseOwBlock;               ///< default depthwise output-column block
   int f32Lanes() const { return vectorBytes / 4; }
 };
 
@@ -28,9 +34,11 @@ int maxTileRows(Isa isa, int nr);
 
 const IsaInfo& isaInfo(Isa isa);
 std::optional<Isa> parseIsa(std::string_view name);
-/// True when the host can run code for `isa`.
-bool hostSupports(Isa isa);
-/// The widest ISA the host supports (AVX2 at least is required).
-Isa hostIsa();
+/// True when `target` can run code for `isa`.
+bool targetSupports(const Target& target, Isa isa);
+/// An error naming the ISA and what the target lacks, unless the target supports it.
+Status checkTargetSupports(const Target& target, Isa isa);
+/// The widest ISA `target` supports (AVX2 at least is required of every target).
+Isa widestIsa(const Target& target);
 
 } // namespace tunec

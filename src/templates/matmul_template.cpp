@@ -177,14 +177,14 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   return {};
 }
 
-MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInfo& host) {
+MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target& target) {
   MatmulConfig c;
   c.isa = isa;
   int lanes = isaInfo(isa).f32Lanes();
   // Register tile: up to four vectors wide and as many rows as the register file allows, at
   // most 8 (AVX-512: 6x64 or 8x32; AVX2: 6x16); narrower for small N so the tile is not padding.
-  int64_t nVectors = std::min<int64_t>(isa == Isa::Avx512 ? 4 : 2, (w.n + lanes - 1) / lanes);
-  if (isa == Isa::Avx512 && nVectors == 3) nVectors = 2;
+  int64_t nVectors = std::min<int64_t>(isaInfo(isa).matmulNrVectors, (w.n + lanes - 1) / lanes);
+  if (nVectors == 3) nVectors = 2;
   c.nr = static_cast<int>(nVectors * lanes);
   int maxRows = maxTileRows(isa, c.nr);
   c.mr = static_cast<int>(std::min<int64_t>(std::min(maxRows, 8), w.m));
@@ -192,7 +192,7 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInf
   // from L2; a kc covering all of K also spares re-reading C between K blocks (measured: kc = K
   // beat kc = 256..512 by 5-10% on 1024^3). mc: the A block (mc x kc) in half of L2; nc:
   // the B block (kc x nc) in a quarter of L3.
-  int64_t kcMax = std::clamp<int64_t>(host.l1d / (c.mr * 4), 256, 1024);
+  int64_t kcMax = std::clamp<int64_t>(target.l1d / (c.mr * 4), 256, 1024);
   int64_t kBlocks = (w.k + kcMax - 1) / kcMax; // equal blocks: no short last block
   c.kc = std::min(w.k, roundUp((w.k + kBlocks - 1) / kBlocks, 16));
   // M is split into equal blocks, so that no thin last block re-streams B for a few rows.
@@ -203,11 +203,11 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInf
   int64_t aliasing = 1;
   if (!w.transA && c.kc < w.k)
     aliasing = std::max<int64_t>(1, std::gcd<int64_t>(w.k * 4, kL2SetPeriod) / (c.kc * 4));
-  int64_t mcMax = std::max<int64_t>(c.mr, host.l2 / 2 / (c.kc * 4 * aliasing));
+  int64_t mcMax = std::max<int64_t>(c.mr, target.l2 / 2 / (c.kc * 4 * aliasing));
   int64_t mBlocks = (w.m + mcMax - 1) / mcMax;
   c.mc =
       std::clamp<int64_t>(roundUp((w.m + mBlocks - 1) / mBlocks, c.mr), c.mr, roundUp(w.m, c.mr));
-  int64_t ncMax = std::max<int64_t>(c.nr, host.l3 / 4 / (c.kc * 4));
+  int64_t ncMax = std::max<int64_t>(c.nr, target.l3 / 4 / (c.kc * 4));
   int64_t nBlocks = (w.n + ncMax - 1) / ncMax;
   c.nc =
       std::clamp<int64_t>(roundUp((w.n + nBlocks - 1) / nBlocks, c.nr), c.nr, roundUp(w.n, c.nr));

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "support/error.h"
-#include "support/host.h"
+#include "support/target.h"
 #include "templates/isa.h"
 #include "templates/knobs.h"
 
@@ -73,7 +73,7 @@ struct MatmulConfig {
 /// Checks a config against the workload and ISA (register file, block multiples, orders).
 Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c);
 /// Cache-aware analytical default (BLIS-style: kc from L1, mc from L2, nc from L3).
-MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const HostInfo& host);
+MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target& target);
 /// Candidate values of every knob for this workload.
 KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa);
 /// Builds a config from one value per knob (in matmulKnobSpace order); mc and nc are rounded

@@ -5,25 +5,10 @@ tunec="$1" src="$2"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model="$src/examples/tiny_cnn/model.onnx"
-failures=0 checks=0
 # Compiles must not pick up a ./tuning.db of the working directory.
 export TUNEC_DB="$tmp/default.db"
 
-# expect EXIT_CODE PATTERN -- ARGS...: runs tunec, checks the exit code and that the output matches.
-expect() {
-  local code="$1" pattern="$2"
-  shift 3
-  local out rc
-  out=$("$tunec" "$@" 2>&1)
-  rc=$?
-  checks=$((checks + 1))
-  if [ "$rc" -ne "$code" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: tunec $* -> exit $rc (want $code), output:"
-    echo "$out" | sed 's/^/    /'
-    echo "    (wanted a match for: $pattern)"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "$0")/expect.sh"
 
 for cmd in run inspect ops bench-op target compile bench tune tune-op; do expect 0 "^usage: tunec $cmd" -- "$cmd" --help; done
 expect 1 "tunec bench-op: --m is required" -- bench-op matmul --n 4 --k 4

@@ -4,6 +4,7 @@
 #include "codegen/depthwise_kernel.h"
 #include "ir/graph.h"
 #include "reference/reference.h"
+#include "support/host.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -45,7 +46,7 @@ TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
   std::mt19937 rng(11);
   int checked = 0;
   for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
-    if (!hostSupports(isa)) continue;
+    if (!targetSupports(hostTarget(), isa)) continue;
     for (int trial = 0; trial < 24; ++trial) {
       DepthwiseWorkload w;
       std::uniform_int_distribution<int64_t> ch(1, 70), hw(3, 15), k(1, 5), s(1, 2), p(0, 2),

@@ -3,6 +3,7 @@
 // A, and the epilogue (bias, clip, residual add). Tolerance: 4 * k * eps * max|a| * max|b|.
 #include "codegen/microkernel.h"
 #include "codegen/microkernel_emitter.h"
+#include "support/host.h"
 #include "test_support.h"
 
 #include <algorithm>
@@ -95,7 +96,8 @@ class MicrokernelTiles : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
   Isa isa = GetParam();
-  if (!hostSupports(isa)) GTEST_SKIP() << isaInfo(isa).name << " is not available on this CPU";
+  if (!targetSupports(hostTarget(), isa))
+    GTEST_SKIP() << isaInfo(isa).name << " is not available on this CPU";
   int lanes = isaInfo(isa).f32Lanes();
   int tiles = 0;
   uint32_t seed = 1;
@@ -146,9 +148,13 @@ INSTANTIATE_TEST_SUITE_P(Isas, MicrokernelTiles, ::testing::Values(Isa::Avx2, Is
                          [](const auto& info) { return std::string(isaInfo(info.param).name); });
 
 TEST(Microkernel, EmitsAnObjectFileForAheadOfTimeLinking) {
-  MicrokernelSpec spec{
-      hostIsa(), 4, 2 * isaInfo(hostIsa()).f32Lanes(), 2 * isaInfo(hostIsa()).f32Lanes(), false,
-      true,      {}};
+  MicrokernelSpec spec{widestIsa(hostTarget()),
+                       4,
+                       2 * isaInfo(widestIsa(hostTarget())).f32Lanes(),
+                       2 * isaInfo(widestIsa(hostTarget())).f32Lanes(),
+                       false,
+                       true,
+                       {}};
   std::string path = ::testing::TempDir() + "/ukr.o";
   auto module = jit().newModule(spec.isa, "aot");
   codegen::emitMicrokernel(*module, spec, "tunec_aot_kernel", false);

@@ -2,6 +2,7 @@
 // sweep of inputs across their branches and clamps, with the bounds post_op_emitter.h states.
 #include "codegen/module_builder.h"
 #include "codegen/post_op_emitter.h"
+#include "support/host.h"
 #include "test_support.h"
 
 #include <algorithm>
@@ -14,7 +15,7 @@ using ApplyFn = void (*)(const float* in, float* out, int64_t vectors);
 
 // JIT-compiles out[i] = f(in[i]) over whole vectors of the host ISA.
 ApplyFn compileApply(const std::string& name, llvm::Value* (*f)(llvm::IRBuilder<>&, llvm::Value*)) {
-  auto module = test::jit().newModule(hostIsa(), name);
+  auto module = test::jit().newModule(widestIsa(hostTarget()), name);
   std::string symbol = module->module().getModuleIdentifier();
   codegen::ModuleBuilder& mb = *module;
   auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(mb.context()),
@@ -51,7 +52,7 @@ TEST(PostOpIr, GeluAndErfMatchDoublePrecision) {
   // Both tails (erf clamps at +-4), the middle and zero.
   std::vector<float> xs = sweep(-12.f, 12.f, 48001);
   std::vector<float> ys(xs.size()), es(xs.size());
-  int64_t vectors = static_cast<int64_t>(xs.size()) / isaInfo(hostIsa()).f32Lanes();
+  int64_t vectors = static_cast<int64_t>(xs.size()) / isaInfo(widestIsa(hostTarget())).f32Lanes();
   gelu(xs.data(), ys.data(), vectors);
   erf(xs.data(), es.data(), vectors);
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -67,7 +68,8 @@ TEST(PostOpIr, ExpMatchesStdExpIncludingTheClampedEnds) {
   ASSERT_NE(exp, nullptr);
   std::vector<float> xs = sweep(-100.f, 100.f, 40001);
   std::vector<float> ys(xs.size());
-  exp(xs.data(), ys.data(), static_cast<int64_t>(xs.size()) / isaInfo(hostIsa()).f32Lanes());
+  exp(xs.data(), ys.data(),
+      static_cast<int64_t>(xs.size()) / isaInfo(widestIsa(hostTarget())).f32Lanes());
   for (size_t i = 0; i < xs.size(); ++i) {
     double exact = std::exp(static_cast<double>(xs[i]));
     if (xs[i] < -87.33654f) {

@@ -5,6 +5,7 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "reference/reference.h"
+#include "support/host.h"
 #include "templates/post_ops.h"
 
 #include <gtest/gtest.h>
@@ -17,7 +18,7 @@ namespace tunec::test {
 /// The test binary's JIT (created once; a failure is reported and aborts the test).
 inline Jit& jit() {
   static std::unique_ptr<Jit> instance = [] {
-    auto j = Jit::create();
+    auto j = Jit::create(hostTarget());
     if (!j) ADD_FAILURE() << j.error().message();
     return std::move(*j);
   }();
@@ -43,7 +44,7 @@ inline std::vector<float> randomVector(size_t n, std::mt19937& rng) {
 inline std::vector<Isa> hostIsas() {
   std::vector<Isa> out;
   for (Isa isa : {Isa::Avx2, Isa::Avx512})
-    if (hostSupports(isa)) out.push_back(isa);
+    if (targetSupports(hostTarget(), isa)) out.push_back(isa);
   return out;
 }
 

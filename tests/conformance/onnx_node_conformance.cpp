@@ -4,6 +4,7 @@
 #include "frontend/onnx_importer.h"
 #include "frontend/tensor_io.h"
 #include "reference/reference.h"
+#include "support/host.h"
 
 #include <algorithm>
 #include <cmath>
@@ -125,12 +126,13 @@ std::string skipGroup(const std::string& message, const onnx::ModelProto& model)
 // The compiled path (--compiled): the graph compiled with the JIT and run by the runtime.
 Expected<std::vector<Tensor>> runCompiled(const Graph& graph, const std::vector<Tensor>& inputs) {
   static std::shared_ptr<Jit> jit = [] {
-    auto j = Jit::create();
+    auto j = Jit::create(hostTarget());
     if (!j) std::abort();
     return std::shared_ptr<Jit>(std::move(*j));
   }();
   driver::CompileOptions options;
-  options.isa = hostIsa();
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
   TUNEC_ASSIGN_OR_RETURN(driver::CompiledModel compiled,
                          driver::compileModel(graph, *jit, options));
   TUNEC_ASSIGN_OR_RETURN(auto executor, driver::loadInProcess(std::move(compiled), jit, 1));

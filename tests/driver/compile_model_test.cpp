@@ -21,7 +21,7 @@ namespace {
 
 std::shared_ptr<Jit> sharedJit() {
   static std::shared_ptr<Jit> jit = [] {
-    auto j = Jit::create();
+    auto j = Jit::create(hostTarget());
     EXPECT_TRUE(j.isOk());
     return std::shared_ptr<Jit>(std::move(*j));
   }();
@@ -77,7 +77,8 @@ driver::CompiledModel checkCompiled(Builder& b, std::vector<ValueId> outs, int t
   EXPECT_TRUE(want.isOk()) << want.error().message();
   driver::CompileOptions options;
   options.threads = threads;
-  options.isa = hostIsa();
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
   auto compiled = driver::compileModel(b.g, *sharedJit(), options);
   EXPECT_TRUE(compiled.isOk()) << compiled.error().message();
   if (!compiled || !want) return {};
@@ -370,7 +371,7 @@ TEST(CompileModel, BorderPaddingAndInstanceNorm) {
 // weights evicted), a small model's are not, and a database tuned with warm keys still supplies
 // the config of a cold workload.
 TEST(CompileModel, WeightsBeyondTheL3MarkTheirWorkloadsCold) {
-  int64_t k = hostInfo().l3 / (4 * 1024) + 16; // a k x 1024 weight, just above the L3
+  int64_t k = hostTarget().l3 / (4 * 1024) + 16; // a k x 1024 weight, just above the L3
   Builder big;
   ValueId y = big.op(OpKind::MatMul, NoAttrs{}, {big.input({3, k}), big.constant({k, 1024})});
   driver::CompiledModel cold = checkCompiled(big, {y});
@@ -392,7 +393,7 @@ TEST(CompileModel, WeightsBeyondTheL3MarkTheirWorkloadsCold) {
     r.workload = cold.kernels[0].workload;
     r.workload.erase("cold_weights");
     r.config = cold.kernels[0].config;
-    r.target = db::TargetInfo::fromHost(hostInfo());
+    r.target = db::TargetInfo::fromTarget(hostTarget());
     r.templateVersion = kMatmulTemplateVersion;
     r.medianUs = r.minUs = 100;
     r.gflops = 1;
@@ -402,7 +403,8 @@ TEST(CompileModel, WeightsBeyondTheL3MarkTheirWorkloadsCold) {
     r.createdAt = "2026-12-01T00:00:00Z";
     ASSERT_TRUE(database->insert({r}).isOk());
     driver::CompileOptions options;
-    options.isa = hostIsa();
+    options.target = hostTarget();
+    options.isa = widestIsa(options.target);
     options.database = &*database;
     auto tuned = driver::compileModel(big.g, *sharedJit(), options);
     ASSERT_TRUE(tuned.isOk()) << tuned.error().message();
@@ -419,7 +421,8 @@ TEST(CompileModel, UnsupportedOpsAreListedByNode) {
                    {b.op(OpKind::Sin, NoAttrs{}, {y})});
   b.g.addOutput(z);
   driver::CompileOptions options;
-  options.isa = hostIsa();
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
   auto compiled = driver::compileModel(b.g, *sharedJit(), options);
   ASSERT_FALSE(compiled.isOk());
   const std::string& msg = compiled.error().message();
@@ -441,7 +444,8 @@ TEST(CompileModel, SharedLibraryThroughTheCApi) {
   ASSERT_TRUE(want.isOk());
   driver::CompileOptions options;
   options.threads = 2;
-  options.isa = hostIsa();
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
   auto compiled = driver::compileModel(b.g, *sharedJit(), options);
   ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
   std::string path = (std::filesystem::temp_directory_path() /

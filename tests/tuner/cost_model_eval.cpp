@@ -2,6 +2,7 @@
 // the ok records of TRAIN.db, predicts the records of TEST.db that TRAIN.db does not hold, and
 // prints the Spearman rank correlation between predicted scores and measured GFLOP/s for each
 // workload of TEST.db, as one JSON object.
+#include "support/host.h"
 #include "tuner/cost_model.h"
 #include "tuning_db/database.h"
 
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot open the databases\n");
     return 1;
   }
-  const HostInfo& host = hostInfo();
+  const Target& host = hostTarget();
   std::vector<db::Record> trainRecords = okRecords(*train);
   std::set<std::string> seen;
   std::map<std::string, std::vector<db::Record>> byTemplate;

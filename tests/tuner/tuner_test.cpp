@@ -1,5 +1,6 @@
 // The tuner's parts: search space, features, cost model, scheduler, the measurer's isolation
 // (a crashing and a hanging candidate, injected), and a resumable job against a real database.
+#include "support/host.h"
 #include "support/timing.h"
 #include "templates/conv2d_template.h"
 #include "templates/depthwise_template.h"
@@ -26,7 +27,7 @@ namespace {
 Task matmulTask(int64_t m, int64_t n, int64_t k, int threads = 1) {
   MatmulWorkload w;
   w.m = m, w.n = n, w.k = k, w.threads = threads;
-  auto t = makeTask(w.toJson(), hostIsa());
+  auto t = makeTask(w.toJson(), hostTarget());
   EXPECT_TRUE(t.isOk()) << t.error().message();
   return *t;
 }
@@ -35,7 +36,7 @@ Task convTask() {
   Conv2dWorkload w;
   w.ic = 16, w.h = 14, w.w = 14, w.oc = 32, w.kh = 3, w.kw = 3, w.padTop = w.padLeft = 1;
   w.padBottom = w.padRight = 1;
-  auto t = makeTask(w.toJson(), hostIsa());
+  auto t = makeTask(w.toJson(), hostTarget());
   EXPECT_TRUE(t.isOk()) << t.error().message();
   return *t;
 }
@@ -72,7 +73,7 @@ TEST(SearchSpace, EnumeratesSmallSpacesCompletely) {
   DepthwiseWorkload w;
   w.c = 32, w.h = 8, w.w = 8;
   w.padTop = w.padLeft = w.padBottom = w.padRight = 1;
-  auto task = makeTask(w.toJson(), hostIsa());
+  auto task = makeTask(w.toJson(), hostTarget());
   ASSERT_TRUE(task.isOk());
   SearchSpace space(*task);
   auto all = space.enumerate(1e4);
@@ -89,16 +90,16 @@ TEST(Features, FixedLengthDeterministicAndInformative) {
   SearchSpace space(task);
   std::mt19937 rng(5);
   auto p = space.sample(rng), q = space.sample(rng);
-  auto f1 = extractFeatures(task.workload, p->config, hostInfo());
-  auto f2 = extractFeatures(task.workload, p->config, hostInfo());
-  auto f3 = extractFeatures(task.workload, q->config, hostInfo());
+  auto f1 = extractFeatures(task.workload, p->config, hostTarget());
+  auto f2 = extractFeatures(task.workload, p->config, hostTarget());
+  auto f3 = extractFeatures(task.workload, q->config, hostTarget());
   ASSERT_TRUE(f1 && f2 && f3);
   EXPECT_EQ(*f1, *f2);
   if (p->text != q->text) {
     EXPECT_NE(*f1, *f3);
   }
   for (float v : *f1) EXPECT_TRUE(std::isfinite(v));
-  auto bad = extractFeatures({{"template", "nope"}}, p->config, hostInfo());
+  auto bad = extractFeatures({{"template", "nope"}}, p->config, hostTarget());
   EXPECT_FALSE(bad.isOk());
 }
 
@@ -154,14 +155,14 @@ TEST(Search, ProposesUnmeasuredDistinctValidConfigs) {
   for (int i = 0; i < 30; ++i) {
     auto p = space.sample(rng);
     measured.insert(p->text);
-    auto f = extractFeatures(task.workload, p->config, hostInfo());
+    auto f = extractFeatures(task.workload, p->config, hostTarget());
     rows.push_back({*f, static_cast<float>(p->indices[0]) / 16.f, 0});
   }
   CostModel model;
   ASSERT_TRUE(model.train(rows).isOk());
   SearchOptions options;
   options.batchSize = 12;
-  auto batch = proposeBatch(space, model, hostInfo(), {}, measured, options, rng);
+  auto batch = proposeBatch(space, model, hostTarget(), {}, measured, options, rng);
   EXPECT_EQ(batch.size(), 12u);
   std::set<std::string> texts;
   for (const Point& p : batch) {
@@ -258,7 +259,7 @@ TEST(Measurer, StridedAttentionWorkloadsAreCheckedAgainstTheReference) {
   w.batch = 4, w.m = 24, w.n = 24, w.k = 16, w.transB = true, w.constantB = false;
   w.broadcastB = false, w.lda = 64, w.strideA = 16, w.ldb = 64, w.strideB = 16;
   w.ldc = 100, w.strideC = 24; // heads side by side in C, with a gap of 4 columns per row
-  auto task = makeTask(w.toJson(), hostIsa());
+  auto task = makeTask(w.toJson(), hostTarget());
   ASSERT_TRUE(task.isOk()) << task.error().message();
   Measurer m(worker(), 10.0);
   MeasureResult r = m.measure({task->workload, task->defaultConfig, 0.01, 2, false});
@@ -271,9 +272,9 @@ TEST(Measurer, StridedAttentionWorkloadsAreCheckedAgainstTheReference) {
 TEST(Measurer, ColdWeightsAreEvictedBeforeEveryTimedRun) {
   MatmulWorkload w;
   w.m = 4, w.n = 1024, w.k = 1024; // 4 MiB of weights read once per run: memory bound when cold
-  auto warmTask = makeTask(w.toJson(), hostIsa());
+  auto warmTask = makeTask(w.toJson(), hostTarget());
   w.coldWeights = true;
-  auto coldTask = makeTask(w.toJson(), hostIsa());
+  auto coldTask = makeTask(w.toJson(), hostTarget());
   ASSERT_TRUE(warmTask.isOk() && coldTask.isOk());
   EXPECT_NE(coldTask->label.find(" cold"), std::string::npos) << coldTask->label;
   Measurer m(worker(), 10.0);

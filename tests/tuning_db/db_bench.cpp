@@ -1,6 +1,7 @@
 // Tuning-database benchmark (not a test): 1,000,000 records over 10,000 workloads; median
 // best-record lookup; export and import of 100,000 JSONL records. Prints one JSON object.
 // usage: tunec_db_bench DIR
+#include "support/host.h"
 #include "tuning_db/database.h"
 
 #include <algorithm>
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", db.error().message().c_str());
     return 1;
   }
-  TargetInfo target = TargetInfo::fromHost(tunec::hostInfo());
+  TargetInfo target = TargetInfo::fromTarget(tunec::hostTarget());
   const int workloads = 10000, perWorkload = 100;
   std::mt19937 rng(1);
   auto t0 = Clock::now();
