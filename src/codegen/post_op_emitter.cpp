@@ -20,6 +20,14 @@ llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* x, std::initializer_list<
   return p;
 }
 
+llvm::Value* maxKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v) {
+  return b.CreateSelect(b.CreateFCmpOGT(bound, v), bound, v);
+}
+
+llvm::Value* minKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v) {
+  return b.CreateSelect(b.CreateFCmpOLT(bound, v), bound, v);
+}
+
 } // namespace
 
 llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x) {
@@ -72,10 +80,12 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
   switch (op.kind) {
   case PostOpKind::BiasPerColumn:
     return b.CreateFAdd(v, bias);
+  // lo > v ? lo : v and hi < v ? hi : v are one vmaxps(lo, v) / vminps(hi, v) each, which pass a
+  // NaN v through as the ONNX spec and the reference do (llvm.maxnum would turn it into lo).
   case PostOpKind::Relu:
-    return b.CreateMaxNum(v, splat(v, 0.f));
+    return maxKeepingNan(b, splat(v, 0.f), v);
   case PostOpKind::Clip:
-    return b.CreateMinNum(b.CreateMaxNum(v, splat(v, op.lo)), splat(v, op.hi));
+    return minKeepingNan(b, splat(v, op.hi), maxKeepingNan(b, splat(v, op.lo), v));
   case PostOpKind::AddTensor:
     return b.CreateFAdd(v, addend);
   case PostOpKind::Gelu:

@@ -61,7 +61,7 @@ double unaryFloat(const Node& node, double x) {
   case OpKind::Reciprocal:
     return 1.0 / x;
   case OpKind::Relu:
-    return x > 0 ? x : 0;
+    return x < 0 ? 0 : x; // NaN stays NaN, as max(0, x) of the spec
   case OpKind::Round:
     return std::nearbyint(x);
   case OpKind::Sigmoid:
@@ -260,7 +260,7 @@ Status unary(const Node& node, const Tensor& x, Tensor& y) {
         v = v > 0 ? 1 : (v < 0 ? -1 : 0);
         break;
       case OpKind::Relu:
-        v = v > 0 ? v : 0;
+        v = v < 0 ? 0 : v;
         break;
       case OpKind::Not:
         v = v == 0;

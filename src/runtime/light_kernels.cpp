@@ -39,17 +39,18 @@ void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b, flo
   case EwOp::Div:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i];
     break;
+  // NaN propagates from either operand, as in ONNX Runtime and PyTorch (a != a: a is NaN).
   case EwOp::Max:
-    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > b[i] ? a[i] : b[i];
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > b[i] || a[i] != a[i] ? a[i] : b[i];
     break;
   case EwOp::Min:
-    for (int64_t i = 0; i < n; ++i) d[i] = a[i] < b[i] ? a[i] : b[i];
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] < b[i] || a[i] != a[i] ? a[i] : b[i];
     break;
   case EwOp::Pow:
     for (int64_t i = 0; i < n; ++i) d[i] = std::pow(a[i], b[i]);
     break;
-  case EwOp::Relu:
-    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? a[i] : 0.f;
+  case EwOp::Relu: // 0 > x ? 0 : x is one maxps(0, x), which passes a NaN x through
+    for (int64_t i = 0; i < n; ++i) d[i] = 0.f > a[i] ? 0.f : a[i];
     break;
   case EwOp::LeakyRelu:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] >= 0.f ? a[i] : a[i] * p0;

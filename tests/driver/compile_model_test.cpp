@@ -117,6 +117,54 @@ TEST(CompileModel, ConvBiasReluResidualFuseIntoOneKernel) {
   EXPECT_NE(m.kernels[0].label.find("bias+add+relu"), std::string::npos) << m.kernels[0].label;
 }
 
+// NaN propagates as in the ONNX spec and the reference: through a fused Relu and Clip epilogue
+// and through Relu, Clip, Max and Min loop kernels, never masked into a plausible number.
+TEST(CompileModel, NanPropagatesThroughReluClipMaxAndMin) {
+  Builder b;
+  ValueId x = b.input({1, 8, 6, 6});
+  ValueId y = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({8, 8, 1, 1}), b.constant({8})});
+  ValueId fusedRelu = b.op(OpKind::Relu, NoAttrs{}, {y});
+  ValueId y2 = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({8, 8, 1, 1})});
+  ValueId fusedClip = b.op(OpKind::Clip, ClipAttrs{0.0, 6.0}, {y2});
+  ValueId t = b.op(OpKind::Transpose, TransposeAttrs{{0, 1, 3, 2}}, {x});
+  ValueId relu = b.op(OpKind::Relu, NoAttrs{}, {t});
+  ValueId clip = b.op(OpKind::Clip, ClipAttrs{-0.5, 0.5}, {t});
+  ValueId zeros = b.constant({1, 8, 6, 6});
+  ValueId max = b.op(OpKind::Max, NoAttrs{}, {zeros, t});
+  ValueId min = b.op(OpKind::Min, NoAttrs{}, {t, zeros});
+  std::vector<ValueId> outs = {fusedRelu, fusedClip, relu, clip, max, min};
+  for (ValueId o : outs) b.g.addOutput(o);
+  float* in = b.inputs[0].dataAs<float>();
+  for (int64_t i = 0; i < b.inputs[0].numel(); i += 3) in[i] = std::nanf("");
+  auto want = runReference(b.g, b.inputs);
+  ASSERT_TRUE(want.isOk()) << want.error().message();
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(b.g, *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), 1);
+  ASSERT_TRUE(executor.isOk()) << executor.error().message();
+  std::vector<Tensor> got;
+  std::vector<void*> out;
+  for (ValueId o : outs) got.emplace_back(DType::F32, b.g.value(o).type.shape);
+  for (Tensor& g : got) out.push_back(g.data());
+  const void* inputs[] = {b.inputs[0].data()};
+  ASSERT_TRUE((*executor)->run(inputs, out.data()).isOk());
+  for (size_t o = 0; o < outs.size(); ++o) {
+    int64_t nans = 0;
+    for (int64_t i = 0; i < got[o].numel(); ++i) {
+      double w = (*want)[o].getDouble(i), g = got[o].getDouble(i);
+      nans += std::isnan(w);
+      ASSERT_EQ(std::isnan(g), std::isnan(w)) << "output " << o << " element " << i;
+      if (!std::isnan(w)) {
+        ASSERT_NEAR(g, w, 1e-5) << "output " << o << " element " << i;
+      }
+    }
+    EXPECT_GT(nans, 0) << "output " << o << ": the reference masked every NaN";
+  }
+}
+
 TEST(CompileModel, StridedConvChannelBiasAndClipAsEpilogue) {
   Builder b;
   ValueId x = b.input({2, 8, 15, 13});
