@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <onnx/defs/schema.h>
 #include <sstream>
 
 namespace tunec {
@@ -122,6 +123,10 @@ public:
     for (const auto& op : model_.opset_import())
       if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
     if (opset_ == 0) return makeError("the model imports no default-domain (ai.onnx) opset");
+    int newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
+    if (opset_ > newest)
+      return makeError("the model imports ai.onnx opset ", opset_, ", newer than the newest this ",
+                       "tunec knows (", newest, "); export it with opset ", newest, " or lower");
     for (const auto& init : g.initializer()) {
       auto t = tensorFromProto(init, baseDir_);
       if (!t) return t.error().withContext("initializer '" + init.name() + "'");
@@ -185,6 +190,7 @@ private:
       TUNEC_ASSIGN_OR_RETURN(ValueId id, lookup(in));
       inputs.push_back(id);
     }
+    TUNEC_TRY(checkArity(node, inputs));
     if (op == "Shape" || op == "Size") return importShapeOf(node, inputs);
     int numOutputs = 0;
     for (int i = 0; i < node.output_size(); ++i)
@@ -204,6 +210,30 @@ private:
     for (int i = 0; i < numOutputs; ++i)
       names_[outNames[static_cast<size_t>(i)]] = graph_.node(id).outputs[static_cast<size_t>(i)];
     return foldIfConstant(id);
+  }
+
+  // Every input the op's ONNX schema requires is present and named, and there are no more than
+  // it allows: converters index their inputs without checking again.
+  Status checkArity(const onnx::NodeProto& node, const std::vector<ValueId>& inputs) {
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset_, "");
+    if (!schema) return {};
+    const auto& formals = schema->inputs();
+    for (size_t i = 0; i < formals.size(); ++i) {
+      if (formals[i].GetOption() != onnx::OpSchema::Single) continue;
+      if (i >= inputs.size())
+        return makeError("input ", i, " ('", formals[i].GetName(), "') is required but missing (",
+                         node.op_type(), " takes at least ", schema->min_input(), ")");
+      if (inputs[i] == kNoValue)
+        return makeError("input ", i, " ('", formals[i].GetName(),
+                         "') is required but has an empty name");
+    }
+    if (static_cast<int>(inputs.size()) < schema->min_input())
+      return makeError(node.op_type(), " takes at least ", schema->min_input(), " inputs, not ",
+                       inputs.size());
+    if (static_cast<int>(inputs.size()) > schema->max_input())
+      return makeError(node.op_type(), " takes at most ", schema->max_input(), " inputs, not ",
+                       inputs.size());
+    return {};
   }
 
   // Shape and Size are metadata of static shapes: their results are constants.

@@ -105,6 +105,45 @@ TEST(Importer, ShapeArithmeticIsFoldedToConstants) {
   EXPECT_EQ(g->value(g->outputs()[0]).type.shape, (Shape{2, 12}));
 }
 
+// A node with a missing or empty-named required input is an error naming the input, for every
+// op (the ONNX schema says which are required), never an out-of-range read in a converter.
+TEST(Importer, MissingAndEmptyRequiredInputsAreErrors) {
+  struct Case {
+    std::string op;
+    std::vector<std::string> inputs;
+    std::string want;
+  };
+  std::vector<Case> cases = {
+      {"Conv", {"x"}, "input 1 ('W') is required but missing"},
+      {"Conv", {"x", ""}, "input 1 ('W') is required but has an empty name"},
+      {"MaxPool", {}, "input 0 ('X') is required but missing"},
+      {"Clip", {}, "input 0 ('input') is required but missing"},
+      {"Flatten", {""}, "input 0 ('input') is required but has an empty name"},
+      {"Relu", {"x", "x"}, "Relu takes at most 1 inputs, not 2"},
+      {"Gemm", {"x"}, "input 1 ('B') is required but missing"},
+  };
+  for (const Case& c : cases) {
+    ModelBuilder b;
+    b.input("x", {1, 2, 4, 4}).output("y");
+    b.node(c.op, c.inputs, {"y"}, "bad");
+    auto g = import(b);
+    ASSERT_FALSE(g.isOk()) << c.op;
+    EXPECT_NE(g.error().message().find(c.want), std::string::npos)
+        << c.op << ": " << g.error().message();
+    EXPECT_NE(g.error().message().find("'bad'"), std::string::npos) << g.error().message();
+  }
+}
+
+TEST(Importer, AnOpsetNewerThanOnnxKnowsIsAnError) {
+  ModelBuilder b(999);
+  b.input("x", {4}).output("y");
+  b.node("Relu", {"x"}, {"y"});
+  auto g = import(b);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_NE(g.error().message().find("opset 999, newer than the newest"), std::string::npos)
+      << g.error().message();
+}
+
 TEST(Importer, EveryUnsupportedOpIsListedInOneMessage) {
   ModelBuilder b;
   b.input("x", {4}).output("z");
