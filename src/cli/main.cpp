@@ -27,9 +27,7 @@ commands:
 'tunec <command> --help' describes a command's flags.
 )";
 
-} // namespace
-
-int main(int argc, char** argv) {
+int dispatch(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
@@ -53,5 +51,30 @@ int main(int argc, char** argv) {
   if (command == "db") return tunec::cli::commandDb(args);
   if (command == "target") return tunec::cli::commandTarget(args);
   std::fprintf(stderr, "tunec: unknown command '%s'; see 'tunec --help'\n", command.c_str());
+  return 2;
+}
+
+} // namespace
+
+// Every user error is a returned Error with exit 1; an exception that escapes a command is a
+// bug in tunec: say so, with the command, instead of dying with SIGABRT.
+int main(int argc, char** argv) {
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  try {
+    return dispatch(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tunec: out of memory running '%s'\n", command.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "tunec: internal error running '%s': %s\nthis is a bug in tunec; please report "
+                 "it with the command and its input files\n",
+                 command.c_str(), e.what());
+  } catch (...) {
+    std::fprintf(stderr,
+                 "tunec: internal error running '%s' (unknown exception)\nthis is a bug in "
+                 "tunec; please report it with the command and its input files\n",
+                 command.c_str());
+  }
   return 2;
 }
