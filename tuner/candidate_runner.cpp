@@ -252,8 +252,9 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
 }
 
 int runMeasureWorker(const Target& target, std::istream& in, std::ostream& out) {
-  // Ctrl-C in the terminal reaches the whole process group: the tuner decides when to stop.
-  std::signal(SIGINT, SIG_IGN);
+  // Ctrl-C, a closed terminal (SIGHUP) and a scheduler's SIGTERM reach the whole process group:
+  // the tuner decides when to stop (it commits its batch, then closes this worker's input).
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_IGN);
   auto jit = Jit::create(target);
   if (!jit) {
     out << MeasureResult{"error", jit.error().message()}.toJson().dump() << std::endl;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 namespace tunec::cli {
 
@@ -41,6 +42,12 @@ int commandCompile(const std::vector<std::string>& argv) {
     return 0;
   }
   if (!args->has("o")) return fail("tunec compile: say where to write the library with -o FILE");
+  // Writing the library over one of the command's inputs would destroy it.
+  std::error_code same;
+  for (const std::string& input : {args->positionals()[0], args->get("target"), args->get("db")})
+    if (!input.empty() && std::filesystem::equivalent(input, args->get("o"), same))
+      return fail("tunec compile: -o " + args->get("o") + " is the input " + input +
+                  "; write the library to another file");
   SessionOptions options;
   auto shapes = parseInputShapes(args->getAll("input-shape"));
   if (!shapes) return fail(shapes.error().message());

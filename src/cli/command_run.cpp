@@ -158,7 +158,10 @@ int commandRun(const std::vector<std::string>& argv) {
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)
       return fail("--input '" + spec + "' is not of the form NAME=FILE");
-    files[spec.substr(0, eq)] = spec.substr(eq + 1);
+    auto [at, fresh] = files.emplace(spec.substr(0, eq), spec.substr(eq + 1));
+    if (!fresh)
+      return fail("--input '" + at->first + "' is given twice (" + at->second + " and " +
+                  spec.substr(eq + 1) + "); give each model input once");
   }
   if (!args->has("reference")) return runCompiled(*args, *shapes, files, format);
   auto graph = loadModel(args->positionals()[0], *shapes);

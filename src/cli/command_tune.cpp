@@ -153,9 +153,11 @@ int runJob(std::vector<tuner::Task> tasks, const Arguments& args, const Target& 
   if (!database) return fail(database.error().message());
   auto options = tuneOptions(args, target);
   if (!options) return fail(options.error().message());
-  std::signal(SIGINT, onInterrupt);
+  // SIGTERM (a scheduler's stop, kill) and SIGHUP (a closed terminal) stop the job as Ctrl-C
+  // does: the batch in flight is committed and the job can be resumed.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, onInterrupt);
   auto summary = tuner::runTuningJob(std::move(tasks), *database, *options, interrupted);
-  std::signal(SIGINT, SIG_DFL);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
   if (!summary) return fail(summary.error().message());
   if (args.has("json")) {
     const auto& t = summary->tasks.front();

@@ -113,6 +113,27 @@ Expected<std::string> readExternal(const onnx::TensorProto& proto, const std::st
 
 } // namespace
 
+namespace {
+
+// The number of values in the typed field that holds a `dtype` tensor without raw_data.
+int64_t typedValueCount(const onnx::TensorProto& proto, DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return proto.float_data_size();
+  case DType::F64:
+    return proto.double_data_size();
+  case DType::I64:
+    return proto.int64_data_size();
+  case DType::U32:
+  case DType::U64:
+    return proto.uint64_data_size();
+  default:
+    return proto.int32_data_size();
+  }
+}
+
+} // namespace
+
 Expected<Tensor> tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir) {
   auto dtype = dtypeFromOnnx(proto.data_type());
   if (!dtype)
@@ -130,13 +151,23 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto& proto, const std::stri
           "' has an implausible shape (over 2^36 elements); the file is corrupt or not a tensor");
     count *= d;
   }
-  Tensor t(*dtype, Shape(dims));
-  int64_t n = t.numel();
-  size_t bytes = t.byteSize();
+  const int64_t n = count;
+  const size_t bytes = static_cast<size_t>(n) * dtypeSize(*dtype);
   auto sizeError = [&](int64_t got) {
-    return makeError("tensor '", proto.name(), "' of shape ", t.shape().toString(), " holds ", got,
-                     " values, expected ", n);
+    return makeError("tensor '", proto.name(), "' of shape ", Shape(dims).toString(), " holds ",
+                     got, " values, expected ", n);
   };
+  // The values the file holds are counted before anything is allocated: a corrupt shape must
+  // neither exhaust memory nor zero a gigabyte before its size check fails.
+  if (proto.data_location() != onnx::TensorProto::EXTERNAL) {
+    if (proto.has_raw_data()) {
+      if (proto.raw_data().size() != bytes)
+        return sizeError(static_cast<int64_t>(proto.raw_data().size() / dtypeSize(*dtype)));
+    } else if (int64_t held = typedValueCount(proto, *dtype); held != n) {
+      return sizeError(held);
+    }
+  }
+  Tensor t(*dtype, Shape(dims));
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     TUNEC_ASSIGN_OR_RETURN(std::string raw, readExternal(proto, baseDir));
     if (raw.size() != bytes) return sizeError(static_cast<int64_t>(raw.size() / dtypeSize(*dtype)));

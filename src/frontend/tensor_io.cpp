@@ -3,7 +3,9 @@
 
 #include "frontend/onnx_tensor.h"
 
+#include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -60,20 +62,40 @@ Expected<Tensor> parseNpy(const std::string& bytes, const std::string& path) {
   std::vector<int64_t> dims;
   std::stringstream ss(m[1].str());
   std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.find_first_not_of(" ") == std::string::npos) continue;
-    dims.push_back(std::stoll(item));
-  }
-  Tensor t(*dtype, Shape(dims));
+  // Each dimension a whole number, and the element count overflow-checked, before anything is
+  // allocated: the data that follows the header must hold exactly that many bytes.
   size_t dataStart = headerStart + headerLen;
-  if (bytes.size() - dataStart != t.byteSize())
+  uint64_t needed = dtypeSize(*dtype);
+  while (std::getline(ss, item, ',')) {
+    size_t first = item.find_first_not_of(" "), last = item.find_last_not_of(" ");
+    if (first == std::string::npos) continue;
+    std::string digits = item.substr(first, last - first + 1);
+    int64_t d = -1;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), d);
+    if (ec != std::errc() || end != digits.data() + digits.size() || d < 0)
+      return bad("shape dimension '" + digits + "' is not a whole number");
+    if (d > 0 && needed > (bytes.size() - dataStart) / static_cast<uint64_t>(d))
+      return bad("shape (" + m[1].str() + ") needs more bytes than the file's " +
+                 std::to_string(bytes.size() - dataStart));
+    needed *= static_cast<uint64_t>(d);
+    dims.push_back(d);
+  }
+  if (bytes.size() - dataStart != needed)
     return bad("data has " + std::to_string(bytes.size() - dataStart) + " bytes, shape " +
-               t.shape().toString() + " needs " + std::to_string(t.byteSize()));
+               Shape(dims).toString() + " needs " + std::to_string(needed));
+  Tensor t(*dtype, Shape(dims));
   std::memcpy(t.data(), bytes.data() + dataStart, t.byteSize());
   return t;
 }
 
+// Tensor files are read by size, and only regular files: /dev/zero or a FIFO would be read
+// until memory runs out or forever.
 Expected<std::string> readFile(const std::string& path) {
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) return makeError(path, ": no such file");
+  if (!std::filesystem::is_regular_file(status))
+    return makeError(path, ": not a regular file (a tensor is read from a .npy or .pb file)");
   std::ifstream file(path, std::ios::binary);
   if (!file) return makeError(path, ": cannot open file");
   std::ostringstream os;

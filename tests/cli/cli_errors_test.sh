@@ -33,6 +33,48 @@ expect 1 "missing --input for model input 'x' \(f32\[1x3x32x32\]\)" -- run "$mod
 /usr/bin/python3 -c "import numpy as np; np.save('$tmp/wrong.npy', np.ones((1,3,16,16), np.float32))"
 expect 1 "input 'x' from .*wrong.npy is f32\[1x3x16x16\], but the model expects f32\[1x3x32x32\]" -- run "$model" --input x="$tmp/wrong.npy"
 expect 1 "--input names 'y', which is not a model input" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --input y="$tmp/wrong.npy"
+# Crafted tensor files: each a user error (exit 1) naming the file, never an abort or a hang.
+npy() { # npy FILE SHAPE-TEXT: a .npy v1 header with that shape and 16 data bytes
+  local header="{'descr': '<f4', 'fortran_order': False, 'shape': ($2), }"
+  while [ $(((${#header} + 11) % 64)) -ne 0 ]; do header="$header "; done
+  { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $(((${#header} + 1) % 256)))\\x$(printf %02x $(((${#header} + 1) / 256)))"
+    printf '%s\n' "$header"; printf '0123456789abcdef'; } >"$1"
+}
+npy "$tmp/text.npy" "1, three"
+expect 1 "text.npy: not a valid .npy file: shape dimension 'three' is not a whole number" -- run "$model" --input x="$tmp/text.npy"
+npy "$tmp/neg.npy" "1, -4"
+expect 1 "neg.npy: not a valid .npy file: shape dimension '-4' is not a whole number" -- run "$model" --input x="$tmp/neg.npy"
+npy "$tmp/huge.npy" "1, 99999999999999999999"
+expect 1 "huge.npy: not a valid .npy file: shape dimension '99999999999999999999'" -- run "$model" --input x="$tmp/huge.npy"
+npy "$tmp/big.npy" "4000000000, 4000000000, 4000000000"
+expect 1 "big.npy: not a valid .npy file: shape .* needs more bytes than the file's 16" -- run "$model" --input x="$tmp/big.npy"
+npy "$tmp/ok4.npy" "4,"
+expect 1 "ok4.npy is f32\[4\], but the model expects" -- run "$model" --input x="$tmp/ok4.npy"
+printf '\x08\x80\x80\x80\x80\x80\x01\x10\x01' >"$tmp/huge.pb" # dims [2^35], FLOAT, no data
+expect 1 "huge.pb: tensor '' of shape .* holds 0 values, expected 34359738368" -- run "$model" --input x="$tmp/huge.pb"
+expect 1 "/dev/zero: not a regular file" -- run "$model" --input x=/dev/zero
+mkfifo "$tmp/fifo"
+expect 1 "fifo: not a regular file" -- run "$model" --input x="$tmp/fifo"
+expect 1 "--input 'x' is given twice" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --input x="$tmp/ok4.npy"
+cp "$model" "$tmp/self.onnx"
+expect 1 "-o .*self.onnx is the input .*self.onnx" -- compile "$tmp/self.onnx" -o "$tmp/self.onnx"
+cmp -s "$model" "$tmp/self.onnx" || { echo "FAIL: compile -o over its input changed it"; failures=$((failures + 1)); }
+# SIGTERM and SIGHUP stop a tuning job as Ctrl-C does: the batch in flight is committed, exit 130.
+for sig in TERM HUP; do
+  "$tunec" tune "$model" --db "$tmp/sig$sig.db" --trials 5000 --quiet >"$tmp/sig.out" 2>&1 &
+  pid=$!
+  sleep 5
+  kill -"$sig" "$pid"
+  wait "$pid"
+  rc=$?
+  checks=$((checks + 1))
+  records=$("$tunec" db stats --db "$tmp/sig$sig.db" 2>/dev/null | sed -n 's/.* \([0-9][0-9]*\) records.*/\1/p' | head -1)
+  if [ "$rc" -ne 130 ] || ! grep -q "^interrupted: " "$tmp/sig.out" || [ "${records:-0}" -lt 1 ]; then
+    echo "FAIL: SIG$sig during tune -> exit $rc (want 130), ${records:-0} records, output:"
+    sed 's/^/    /' "$tmp/sig.out"
+    failures=$((failures + 1))
+  fi
+done
 echo garbage >"$tmp/garbage.npy"
 expect 1 "neither a .npy file nor a serialized ONNX TensorProto" -- run "$model" --input x="$tmp/garbage.npy"
 expect 1 "--input-shape 'x=1xAx3' is not of the form" -- inspect "$model" --input-shape x=1xAx3
