@@ -121,7 +121,13 @@ nlohmann::json Record::toJson() const {
           {"created_at", createdAt}};
 }
 
-Expected<Record> Record::fromJson(const nlohmann::json& j) {
+Status Record::checkWorkloadKey(const nlohmann::json& j, const Record& r) {
+  if (j.contains("workload_key") && j["workload_key"] != r.workloadKey())
+    return makeError("workload_key does not match the workload (edited record?)");
+  return {};
+}
+
+Expected<Record> Record::fromJson(const nlohmann::json& j, bool checkKey) {
   if (!j.is_object()) return makeError("a record must be a JSON object");
   if (!j.contains("format") || !j["format"].is_string() || j["format"] != "tunec-record")
     return makeError("field 'format' must be \"tunec-record\"");
@@ -164,8 +170,7 @@ Expected<Record> Record::fromJson(const nlohmann::json& j) {
     return makeError("missing or mistyped field (", what.substr(what.find(']') + 2), ")");
   }
   TUNEC_TRY(r.check());
-  if (j.contains("workload_key") && j["workload_key"] != r.workloadKey())
-    return makeError("workload_key does not match the workload (edited record?)");
+  if (checkKey) TUNEC_TRY(checkWorkloadKey(j, r));
   return r;
 }
 
@@ -398,7 +403,9 @@ Expected<ImportReport> TuningDatabase::importJsonl(std::istream& in,
       reject(in.eof() ? "not valid JSON (truncated last line?)" : "not valid JSON");
       continue;
     }
-    auto record = Record::fromJson(j);
+    // The key is checked after the template's validator, so that a workload this tunec cannot
+    // run (say an unsupported dtype) is rejected for that reason rather than as an edited key.
+    auto record = Record::fromJson(j, /*checkKey=*/false);
     if (!record) {
       reject(record.error().message());
       continue;
@@ -408,6 +415,10 @@ Expected<ImportReport> TuningDatabase::importJsonl(std::istream& in,
         reject(s.error().message());
         continue;
       }
+    }
+    if (Status s = Record::checkWorkloadKey(j, *record); !s) {
+      reject(s.error().message());
+      continue;
     }
     valid.push_back(std::move(*record));
   }

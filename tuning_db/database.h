@@ -38,8 +38,11 @@ struct Record {
   std::string workloadKey() const { return db::workloadKey(workload); }
   /// One self-describing JSONL line (docs/tuning-records.md).
   nlohmann::json toJson() const;
-  /// Parses and checks a record line's JSON; the error names the field.
-  static Expected<Record> fromJson(const nlohmann::json& j);
+  /// Parses and checks a record line's JSON; the error names the field. With `checkKey` a
+  /// "workload_key" field must match the workload (see checkWorkloadKey).
+  static Expected<Record> fromJson(const nlohmann::json& j, bool checkKey = true);
+  /// A record line's "workload_key", when present, is the hash of its workload (not edited).
+  static Status checkWorkloadKey(const nlohmann::json& j, const Record& r);
   /// Checks the fields' values (status, finite non-negative numbers, sizes).
   Status check() const;
 };

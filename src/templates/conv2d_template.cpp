@@ -45,6 +45,7 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
   std::vector<int64_t> stride, pads, dilation;
   if (!readField(j, "template", tmpl, error) || tmpl != "conv2d")
     return makeError("not a conv2d workload");
+  TUNEC_TRY(checkWorkloadDtype(j, "conv2d"));
   if (!readField(j, "n", w.n, error) || !readField(j, "ic", w.ic, error) ||
       !readField(j, "h", w.h, error) || !readField(j, "w", w.w, error) ||
       !readField(j, "oc", w.oc, error) || !readField(j, "kh", w.kh, error) ||

@@ -39,6 +39,7 @@ Expected<DepthwiseWorkload> DepthwiseWorkload::fromJson(const nlohmann::json& j)
   std::vector<int64_t> stride, pads, dilation;
   if (!readField(j, "template", tmpl, error) || tmpl != "depthwise")
     return makeError("not a depthwise workload");
+  TUNEC_TRY(checkWorkloadDtype(j, "depthwise"));
   if (!readField(j, "n", w.n, error) || !readField(j, "c", w.c, error) ||
       !readField(j, "h", w.h, error) || !readField(j, "w", w.w, error) ||
       !readField(j, "kh", w.kh, error) || !readField(j, "kw", w.kw, error) ||

@@ -2,6 +2,8 @@
 // sweep in bench-op) samples and enumerates it; validation decides which points are legal.
 #pragma once
 
+#include "support/error.h"
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -32,6 +34,17 @@ bool readField(const nlohmann::json& j, const char* name, T& out, std::string& e
     return false;
   }
   return true;
+}
+
+/// Reads a workload's "dtype" and refuses one the template's kernels do not implement (today
+/// every heavy kernel is fp32, spelled "f32" as in every existing workload key).
+inline Status checkWorkloadDtype(const nlohmann::json& j, const char* templ) {
+  std::string dtype, error;
+  if (!readField(j, "dtype", dtype, error)) return makeError(templ, " workload: ", error);
+  if (dtype != "f32")
+    return makeError(templ, " workload: dtype '", dtype, "' is not supported (", templ,
+                     " kernels are f32 in this tunec)");
+  return {};
 }
 
 } // namespace tunec

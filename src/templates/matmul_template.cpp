@@ -94,6 +94,7 @@ Expected<MatmulWorkload> MatmulWorkload::fromJson(const nlohmann::json& j) {
   if (!readField(j, "template", tmpl, error) || tmpl != "matmul")
     return makeError("not a matmul workload: ",
                      error.empty() ? "template is '" + tmpl + "'" : error);
+  TUNEC_TRY(checkWorkloadDtype(j, "matmul"));
   if (!readField(j, "batch", w.batch, error) || !readField(j, "m", w.m, error) ||
       !readField(j, "n", w.n, error) || !readField(j, "k", w.k, error) ||
       !readField(j, "trans_a", w.transA, error) || !readField(j, "trans_b", w.transB, error) ||
