@@ -1,6 +1,8 @@
 // TensorProto <-> Tensor: typed fields, raw_data and external data files.
 #include "frontend/onnx_tensor.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -82,32 +84,72 @@ std::string onnxTypeName(int elemType) {
 
 namespace {
 
-Expected<std::string> readExternal(const onnx::TensorProto& proto, const std::string& baseDir) {
+Expected<int64_t> externalField(const onnx::TensorProto& proto, const std::string& key,
+                                const std::string& text) {
+  int64_t v = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0)
+    return makeError("tensor '", proto.name(), "': external data ", key, " '", text,
+                     "' is not a non-negative whole number");
+  return v;
+}
+
+// External data is confined to the model's directory, as ONNX Runtime does: a relative
+// location without '..', resolving (symlinks too) inside that directory, to a regular file that
+// holds offset + the tensor's bytes. Nothing is read before all of that is checked.
+Expected<std::string> readExternal(const onnx::TensorProto& proto, const std::string& baseDir,
+                                   size_t expectedBytes) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : proto.external_data()) {
-    if (kv.key() == "location")
+    if (kv.key() == "location") {
       location = kv.value();
-    else if (kv.key() == "offset")
-      offset = std::stoll(kv.value());
-    else if (kv.key() == "length")
-      length = std::stoll(kv.value());
+    } else if (kv.key() == "offset") {
+      TUNEC_ASSIGN_OR_RETURN(offset, externalField(proto, "offset", kv.value()));
+    } else if (kv.key() == "length") {
+      TUNEC_ASSIGN_OR_RETURN(length, externalField(proto, "length", kv.value()));
+    }
   }
   if (location.empty())
     return makeError("tensor '", proto.name(), "' has external data without a location");
-  std::filesystem::path path = std::filesystem::path(baseDir) / location;
+  std::filesystem::path rel(location);
+  bool upward = false;
+  for (const auto& part : rel) upward |= part == "..";
+  if (rel.is_absolute() || upward)
+    return makeError("tensor '", proto.name(), "': external data location '", location,
+                     "' must be a relative path inside the model's directory (no '/' at the "
+                     "start, no '..')");
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::canonical(baseDir.empty() ? "." : baseDir, ec);
+  std::filesystem::path path = std::filesystem::weakly_canonical(dir / rel, ec);
+  auto [outside, rest] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
+  if (ec || outside != dir.end())
+    return makeError("tensor '", proto.name(), "': external data location '", location,
+                     "' leads outside the model's directory");
+  auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status))
+    return makeError("tensor '", proto.name(), "': external data file ", path.string(),
+                     " does not exist");
+  if (!std::filesystem::is_regular_file(status))
+    return makeError("tensor '", proto.name(), "': external data ", path.string(),
+                     " is not a regular file");
+  int64_t size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  if (length < 0) length = static_cast<int64_t>(expectedBytes);
+  if (static_cast<size_t>(length) != expectedBytes)
+    return makeError("tensor '", proto.name(), "': external data length ", length,
+                     " is not the tensor's ", expectedBytes, " bytes");
+  if (ec || offset > size || length > size - offset)
+    return makeError("tensor '", proto.name(), "': external data file ", path.string(), " has ",
+                     size, " bytes, fewer than offset ", offset, " + length ", length);
   std::ifstream file(path, std::ios::binary);
   if (!file)
     return makeError("tensor '", proto.name(), "': cannot open external data file ", path.string());
-  file.seekg(0, std::ios::end);
-  int64_t size = file.tellg();
-  if (length < 0) length = size - offset;
-  if (offset < 0 || offset + length > size)
-    return makeError("tensor '", proto.name(), "': external data file ", path.string(), " has ",
-                     size, " bytes, fewer than offset ", offset, " + length ", length);
   std::string bytes(static_cast<size_t>(length), '\0');
   file.seekg(offset);
   file.read(bytes.data(), length);
+  if (file.gcount() != length)
+    return makeError("tensor '", proto.name(), "': external data file ", path.string(),
+                     " could not be read in full");
   return bytes;
 }
 
@@ -159,7 +201,10 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto& proto, const std::stri
   };
   // The values the file holds are counted before anything is allocated: a corrupt shape must
   // neither exhaust memory nor zero a gigabyte before its size check fails.
-  if (proto.data_location() != onnx::TensorProto::EXTERNAL) {
+  std::string external;
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    TUNEC_ASSIGN_OR_RETURN(external, readExternal(proto, baseDir, bytes));
+  } else {
     if (proto.has_raw_data()) {
       if (proto.raw_data().size() != bytes)
         return sizeError(static_cast<int64_t>(proto.raw_data().size() / dtypeSize(*dtype)));
@@ -169,9 +214,7 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto& proto, const std::stri
   }
   Tensor t(*dtype, Shape(dims));
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    TUNEC_ASSIGN_OR_RETURN(std::string raw, readExternal(proto, baseDir));
-    if (raw.size() != bytes) return sizeError(static_cast<int64_t>(raw.size() / dtypeSize(*dtype)));
-    std::memcpy(t.data(), raw.data(), bytes);
+    std::memcpy(t.data(), external.data(), bytes);
     return t;
   }
   if (proto.has_raw_data()) {

@@ -3,9 +3,12 @@
 #include "reference/reference.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace tunec {
 namespace {
@@ -223,7 +226,9 @@ TEST(Importer, TruncatedAndNonOnnxBytesAreRejected) {
 }
 
 TEST(Importer, ExternalDataNextToTheModelIsRead) {
-  std::string dir = ::testing::TempDir();
+  std::string dir = ::testing::TempDir() + "tunec_external_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
   std::vector<float> values = {1.5f, -2.f, 3.25f, 4.f};
   {
     std::ofstream bin(dir + "/weights.bin", std::ios::binary);
@@ -266,14 +271,49 @@ TEST(Importer, ExternalDataNextToTheModelIsRead) {
   ASSERT_TRUE(id.has_value());
   const Tensor& t = *graph->value(*id).constant;
   for (int i = 0; i < 4; ++i) EXPECT_EQ(t.dataAs<float>()[i], values[static_cast<size_t>(i)]);
+  // Hostile or broken external-data fields: each an error naming the tensor and the reason,
+  // never an abort, a hang or a read outside the model's directory.
+  auto withField = [&](const std::string& key, const std::string& value) {
+    for (auto& kv : *w->mutable_external_data())
+      if (kv.key() == key) kv.set_value(value);
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    model.SerializeToOstream(&f);
+  };
+  auto expectError = [&](const std::string& want) {
+    auto bad = importOnnxFile(path);
+    ASSERT_FALSE(bad.isOk()) << want;
+    EXPECT_NE(bad.error().message().find("initializer 'w': tensor 'w': "), std::string::npos)
+        << bad.error().message();
+    EXPECT_NE(bad.error().message().find(want), std::string::npos) << bad.error().message();
+  };
+  withField("offset", "eight");
+  expectError("external data offset 'eight' is not a non-negative whole number");
+  withField("offset", "99999999999999999999");
+  expectError("external data offset '99999999999999999999' is not");
+  withField("offset", "4096");
+  expectError("has 24 bytes, fewer than offset 4096 + length 16");
+  withField("offset", "8");
+  withField("length", "9223372036854775807");
+  expectError("external data length 9223372036854775807 is not the tensor's 16 bytes");
+  withField("length", "16");
+  withField("location", "/etc/passwd");
+  expectError("external data location '/etc/passwd' must be a relative path");
+  withField("location", "../weights.bin");
+  expectError("external data location '../weights.bin' must be a relative path");
+  std::filesystem::create_directory(dir + "/sub");
+  withField("location", "sub");
+  expectError("is not a regular file");
+  ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0600), 0);
+  withField("location", "fifo");
+  expectError("is not a regular file");
+  std::filesystem::create_symlink("/etc/hostname", dir + "/link.bin");
+  withField("location", "link.bin");
+  expectError("external data location 'link.bin' leads outside the model's directory");
   // A missing external file names the tensor and the file.
+  withField("location", "weights.bin");
   std::remove((dir + "/weights.bin").c_str());
-  graph = importOnnxFile(path);
-  ASSERT_FALSE(graph.isOk());
-  EXPECT_NE(
-      graph.error().message().find("initializer 'w': tensor 'w': cannot open external data file"),
-      std::string::npos)
-      << graph.error().message();
+  expectError("external data file");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Importer, AutoPadSameUpperResolvesPads) {
