@@ -1,12 +1,18 @@
 // Tuning database: schema and migrations, record insert and lookup, JSONL export/import, merge.
 #include "tuning_db/database.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fcntl.h>
 #include <istream>
 #include <map>
 #include <ostream>
 #include <sstream>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace tunec::db {
 
@@ -61,16 +67,57 @@ Expected<int64_t> pragmaInt(Connection& conn, const std::string& name) {
   return *row ? stmt.columnInt(0) : int64_t{0};
 }
 
-Status migrate(Connection& conn) {
+// A database this build can read: tunec's application_id and a schema no newer than this one.
+// `created`: this process made the file, so an empty schema is a fresh database; an existing
+// SQLite file without tunec's id is someone else's and is never taken over.
+Status checkOwnership(Connection& conn, bool created, int64_t& version) {
   TUNEC_ASSIGN_OR_RETURN(int64_t appId, pragmaInt(conn, "application_id"));
-  TUNEC_ASSIGN_OR_RETURN(int64_t version, pragmaInt(conn, "user_version"));
+  TUNEC_ASSIGN_OR_RETURN(version, pragmaInt(conn, "user_version"));
   TUNEC_ASSIGN_OR_RETURN(Statement tables, conn.prepare("SELECT count(*) FROM sqlite_schema"));
   TUNEC_ASSIGN_OR_RETURN(bool hasRow, tables.step());
   int64_t tableCount = hasRow ? tables.columnInt(0) : 0;
-  bool fresh = appId == 0 && version == 0 && tableCount == 0;
+  bool fresh = created && appId == 0 && version == 0 && tableCount == 0;
   if (!fresh && appId != kApplicationId)
     return makeError(conn.path(), ": not a tunec tuning database (SQLite application_id ", appId,
                      "); give another --db file");
+  return {};
+}
+
+Status checkIntegrity(Connection& conn) {
+  auto notOurs = [&](const Error& e) {
+    std::string why = e.message();
+    why = why.substr(why.rfind(": ") + 2);
+    return makeError(conn.path(), ": not a tunec tuning database (", why, ")");
+  };
+  auto check = conn.prepare("PRAGMA quick_check");
+  if (!check) return notOurs(check.error());
+  auto row = check->step();
+  if (!row) return notOurs(row.error());
+  std::string verdict = *row ? check->columnText(0) : "ok";
+  if (verdict != "ok")
+    return makeError(conn.path(), ": fails SQLite's integrity check (", verdict,
+                     "); restore it from a 'tunec db export' file with 'tunec db import', or "
+                     "delete it");
+  return {};
+}
+
+// A read-only open cannot migrate: the schema must be this build's.
+Status checkReadable(Connection& conn) {
+  int64_t version = 0;
+  TUNEC_TRY(checkOwnership(conn, false, version));
+  if (version > kSchemaVersion)
+    return makeError(conn.path(), ": written by a newer tunec (schema version ", version,
+                     "; this build reads up to ", kSchemaVersion, "); upgrade tunec to use it");
+  if (version < kSchemaVersion)
+    return makeError(conn.path(), ": written by an older tunec (schema version ", version,
+                     ") and not writable here, so it cannot be upgraded to version ",
+                     kSchemaVersion, "; open it once where it is writable");
+  return {};
+}
+
+Status migrate(Connection& conn, bool created) {
+  int64_t version = 0;
+  TUNEC_TRY(checkOwnership(conn, created, version));
   if (version > kSchemaVersion)
     return makeError(conn.path(), ": written by a newer tunec (schema version ", version,
                      "; this build reads up to ", kSchemaVersion,
@@ -97,6 +144,30 @@ bool validStatus(const std::string& s) {
 }
 
 constexpr size_t kMaxJsonField = 64 * 1024;
+// nlohmann's parser recurses once per level: a line nested 65k deep would overflow the stack.
+constexpr int kMaxJsonDepth = 64;
+
+// The deepest nesting of arrays and objects in a JSON text (brackets inside strings skipped).
+int jsonDepth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
 constexpr size_t kMaxText = 16 * 1024;
 
 } // namespace
@@ -188,12 +259,83 @@ Status Record::check() const {
   return {};
 }
 
+namespace {
+
+// An flock(2) held while a database file is created and migrated: a process that finds the file
+// waits until its creator is done, so concurrent first opens serialize instead of failing with
+// "database is locked", and a file that is still empty once the lock is free was not made by
+// tunec. (SQLite's own locks are fcntl(2) locks, independent of this one.)
+class CreationLock {
+public:
+  static Expected<CreationLock> acquire(const std::string& path, bool create) {
+    CreationLock lock;
+    if (create) {
+      lock.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      lock.created_ = lock.fd_ >= 0;
+    }
+    if (lock.fd_ < 0) lock.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (lock.fd_ < 0) {
+      if (errno == ENOENT)
+        return makeError(path, ": no such tuning database (run 'tunec tune' or 'tunec db "
+                               "import' to create one)");
+      return makeError(path, ": cannot open: ", std::strerror(errno));
+    }
+    struct stat st;
+    if (::fstat(lock.fd_, &st) != 0 || !S_ISREG(st.st_mode))
+      return makeError(path, ": not a regular file; give a tuning database file with --db");
+    while (::flock(lock.fd_, lock.created_ ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {
+    }
+    if (!lock.created_ && ::fstat(lock.fd_, &st) == 0 && st.st_size == 0)
+      return makeError(path, ": is empty (0 bytes), so not a tunec tuning database; delete it to "
+                             "start a new one, or give another --db file");
+    return lock;
+  }
+  CreationLock(CreationLock&& other) noexcept : fd_(other.fd_), created_(other.created_) {
+    other.fd_ = -1;
+  }
+  ~CreationLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool created() const { return created_; }
+
+private:
+  CreationLock() = default;
+  int fd_ = -1;
+  bool created_ = false;
+};
+
+} // namespace
+
 Expected<TuningDatabase> TuningDatabase::open(const std::string& path, bool create) {
-  struct stat st;
-  bool exists = ::stat(path.c_str(), &st) == 0;
-  if (!exists && !create) return makeError(path, ": no such tuning database");
-  TUNEC_ASSIGN_OR_RETURN(Connection conn, Connection::open(path, create, false));
-  TUNEC_TRY(migrate(conn));
+  return openWith(path, create, false);
+}
+
+Expected<TuningDatabase> TuningDatabase::openReadOnly(const std::string& path) {
+  return openWith(path, false, true);
+}
+
+Expected<TuningDatabase> TuningDatabase::openWith(const std::string& path, bool create,
+                                                  bool readOnly) {
+  if (path == ":memory:") {
+    TUNEC_ASSIGN_OR_RETURN(Connection conn, Connection::open(path, true, false));
+    TUNEC_TRY(migrate(conn, true));
+    return TuningDatabase(std::move(conn));
+  }
+  TUNEC_ASSIGN_OR_RETURN(CreationLock lock, CreationLock::acquire(path, create && !readOnly));
+  TUNEC_ASSIGN_OR_RETURN(Connection conn, Connection::open(path, create, readOnly));
+  TUNEC_TRY(checkIntegrity(conn));
+  if (readOnly) {
+    int64_t version = 0;
+    TUNEC_TRY(checkOwnership(conn, false, version));
+    if (version < kSchemaVersion) {
+      // An older schema is upgraded in place when the file is writable, as any open does.
+      auto upgraded = openWith(path, false, false);
+      if (upgraded) return upgraded;
+    }
+    TUNEC_TRY(checkReadable(conn));
+    return TuningDatabase(std::move(conn));
+  }
+  TUNEC_TRY(migrate(conn, lock.created()));
   TUNEC_TRY(conn.exec("PRAGMA journal_mode = WAL"));
   TUNEC_TRY(conn.exec("PRAGMA synchronous = NORMAL"));
   TUNEC_TRY(conn.exec("PRAGMA foreign_keys = ON"));
@@ -398,6 +540,11 @@ Expected<ImportReport> TuningDatabase::importJsonl(std::istream& in,
     auto reject = [&](const std::string& why) {
       report.rejected.push_back("line " + std::to_string(report.lines) + ": " + why);
     };
+    if (jsonDepth(line) > kMaxJsonDepth) {
+      reject("JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+             " levels (a record is at most 4 deep)");
+      continue;
+    }
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded()) {
       reject(in.eof() ? "not valid JSON (truncated last line?)" : "not valid JSON");

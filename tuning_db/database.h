@@ -83,6 +83,9 @@ public:
   /// Opens or creates a database; checks application_id and schema version, migrating older
   /// schemas forward. A non-SQLite, foreign or newer-version file is an error and is not changed.
   static Expected<TuningDatabase> open(const std::string& path, bool create = true);
+  /// Opens an existing database for reading only (compile, bench-op, export, stats, best): it
+  /// works in read-only directories and mounts, and never changes the file.
+  static Expected<TuningDatabase> openReadOnly(const std::string& path);
 
   /// Inserts measurements in one transaction; a config already recorded for the same workload,
   /// target and template version is skipped (returns how many were new).
@@ -113,6 +116,7 @@ public:
 
 private:
   explicit TuningDatabase(Connection conn) : conn_(std::move(conn)) {}
+  static Expected<TuningDatabase> openWith(const std::string& path, bool create, bool readOnly);
   Expected<std::vector<Record>> query(Statement& stmt);
   Connection conn_;
 };

@@ -1,6 +1,7 @@
 // SQLite RAII wrappers.
 #include "tuning_db/sqlite.h"
 
+#include <cstdio>
 #include <sqlite3.h>
 
 namespace tunec::db {
@@ -10,6 +11,27 @@ Expected<Connection> Connection::open(const std::string& path, bool create, bool
   int flags =
       readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0));
   int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc == SQLITE_OK && readOnly &&
+      sqlite3_exec(db, "SELECT 1 FROM sqlite_schema LIMIT 1", nullptr, nullptr, nullptr) !=
+          SQLITE_OK) {
+    // A WAL database in a read-only directory or mount cannot get its shared-memory file: read
+    // it as immutable (nothing else can be writing it there).
+    sqlite3_close(db);
+    db = nullptr;
+    std::string uri = "file:";
+    for (char c : path) {
+      if (c == '%' || c == '?' || c == '#') {
+        char hex[4];
+        std::snprintf(hex, sizeof(hex), "%%%02X", static_cast<unsigned char>(c));
+        uri += hex;
+      } else {
+        uri += c;
+      }
+    }
+    uri += "?mode=ro&immutable=1";
+    rc =
+        sqlite3_open_v2(uri.c_str(), &db, flags | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI, nullptr);
+  }
   if (rc != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);

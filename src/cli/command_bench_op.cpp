@@ -217,7 +217,8 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   std::optional<db::TuningDatabase> database;
   db::TargetInfo target = db::TargetInfo::fromTarget(*machine);
   if (args->has("db")) {
-    auto opened = db::TuningDatabase::open(args->get("db"), args->has("record"));
+    auto opened = args->has("record") ? db::TuningDatabase::open(args->get("db"), true)
+                                      : db::TuningDatabase::openReadOnly(args->get("db"));
     if (!opened) return fail(opened.error().message());
     database.emplace(std::move(*opened));
     if (!args->has("sweep")) {

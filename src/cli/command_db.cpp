@@ -1,6 +1,7 @@
 // `tunec db` (export, import, merge, stats, best) and `tunec target`: sharing tuning records.
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/model_session.h"
 #include "cli/target_flag.h"
 #include "templates/conv2d_template.h"
 #include "templates/depthwise_template.h"
@@ -17,8 +18,8 @@ namespace {
 
 const char* kDbUsage = R"(usage: tunec db <command> [--db FILE] [args]
 
-Reads and shares the tuning records in a SQLite database (default: tuning.db in the working
-directory, as 'tunec tune' and 'tunec compile' use).
+Reads and shares the tuning records in a SQLite database (default: $TUNEC_DB, else
+tuning.db in the working directory, as 'tunec tune' and 'tunec compile' use).
 
 commands:
   export [--target KEY] [--best-only] [--out F]   one JSON record per line (docs/tuning-records.md)
@@ -32,7 +33,8 @@ commands:
 
 CommandSpec spec(const std::string& name, const std::string& usage, const std::string& summary,
                  std::vector<FlagSpec> flags, int minPos, int maxPos) {
-  flags.insert(flags.begin(), FlagSpec{"db", "FILE", "tuning database (default tuning.db)"});
+  flags.insert(flags.begin(),
+               FlagSpec{"db", "FILE", "tuning database (default $TUNEC_DB, else tuning.db)"});
   return CommandSpec{"db " + name, usage, summary, std::move(flags), minPos, maxPos};
 }
 
@@ -126,8 +128,10 @@ int commandDb(const std::vector<std::string>& argv) {
   }
   std::string sub = argv[0];
   std::vector<std::string> rest(argv.begin() + 1, argv.end());
-  auto openDb = [](const Arguments& args, bool create) {
-    return db::TuningDatabase::open(args.get("db", "tuning.db"), create);
+  // Commands that only read open the database read-only (it may sit on a read-only mount).
+  auto openDb = [](const Arguments& args, bool write) {
+    std::string path = args.get("db", defaultDatabasePath());
+    return write ? db::TuningDatabase::open(path, true) : db::TuningDatabase::openReadOnly(path);
   };
 
   if (sub == "export") {

@@ -70,7 +70,7 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
   co.target = options.target;
   co.isa = widestIsa(options.target);
   if (!options.dbPath.empty()) {
-    auto opened = db::TuningDatabase::open(options.dbPath, false);
+    auto opened = db::TuningDatabase::openReadOnly(options.dbPath);
     if (!opened) return opened.error().withContext("--db " + options.dbPath);
     c.database.emplace(std::move(*opened));
     co.database = &*c.database;

@@ -188,6 +188,123 @@ TEST(TuningDb, CorruptForeignAndNewerFilesAreRejectedUnchanged) {
   EXPECT_EQ(readBytes(newer), before);
 }
 
+// Files tunec did not make are never taken over, by a writing or a reading open: a 0-byte file,
+// an empty SQLite database, a file that fails the integrity check; a read-only open of tunec's
+// own database works and changes nothing.
+// A line nested 65k deep (130 KB) is rejected before the recursive parser sees it.
+TEST(TuningDb, DeeplyNestedJsonIsRejectedWithoutRecursion) {
+  auto db = TuningDatabase::open(tempDb("deep"));
+  ASSERT_TRUE(db.isOk());
+  std::string deep = std::string(65536, '[') + std::string(65536, ']');
+  nlohmann::json good = record(32, 4, 5).toJson();
+  good["host"] = "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[";
+  std::stringstream in(deep + "\n" + good.dump() + "\n");
+  auto report = db->importJsonl(in, nullptr);
+  ASSERT_TRUE(report.isOk()) << report.error().message();
+  ASSERT_EQ(report->rejected.size(), 1u);
+  EXPECT_EQ(report->rejected[0],
+            "line 1: JSON nested deeper than 64 levels (a record is at most 4 deep)");
+  EXPECT_EQ(report->imported, 1) << "brackets inside a string are not nesting";
+}
+
+TEST(TuningDb, EmptyAndCorruptFilesAreRejectedAndReadOnlyOpensChangeNothing) {
+  std::string empty = tempDb("empty");
+  std::ofstream(empty).close();
+  for (bool readOnly : {false, true}) {
+    auto e = readOnly ? TuningDatabase::openReadOnly(empty) : TuningDatabase::open(empty);
+    ASSERT_FALSE(e.isOk());
+    EXPECT_NE(e.error().message().find("is empty (0 bytes), so not a tunec tuning database"),
+              std::string::npos)
+        << e.error().message();
+  }
+  EXPECT_EQ(readBytes(empty), "");
+
+  std::string bare = tempDb("bare");
+  sqlite3* raw = nullptr;
+  sqlite3_open(bare.c_str(), &raw);
+  sqlite3_exec(raw, "PRAGMA page_size = 4096; VACUUM;", nullptr, nullptr, nullptr);
+  sqlite3_close(raw);
+  std::string before = readBytes(bare);
+  ASSERT_FALSE(before.empty());
+  auto b = TuningDatabase::open(bare);
+  ASSERT_FALSE(b.isOk());
+  EXPECT_NE(b.error().message().find("not a tunec tuning database (SQLite application_id 0)"),
+            std::string::npos)
+      << b.error().message();
+  EXPECT_EQ(readBytes(bare), before);
+
+  std::string good = tempDb("readonly");
+  {
+    auto db = TuningDatabase::open(good);
+    ASSERT_TRUE(db.isOk());
+    ASSERT_TRUE(db->insert({record(64, 4, 10.0), record(128, 6, 20.0)}).isOk());
+  }
+  before = readBytes(good);
+  {
+    auto db = TuningDatabase::openReadOnly(good);
+    ASSERT_TRUE(db.isOk()) << db.error().message();
+    EXPECT_EQ(db->stats()->records, 2);
+    EXPECT_FALSE(db->insert({record(256, 4, 30.0)}).isOk()) << "a read-only open wrote";
+  }
+  EXPECT_EQ(readBytes(good), before);
+  auto missing = TuningDatabase::openReadOnly(tempDb("missing"));
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.error().message().find("no such tuning database"), std::string::npos);
+
+  // Flip bytes inside a table page: the integrity check (or SQLite itself) refuses the file.
+  std::string corrupt = tempDb("corrupt");
+  {
+    auto db = TuningDatabase::open(corrupt);
+    ASSERT_TRUE(db.isOk());
+    std::vector<Record> many;
+    for (int i = 0; i < 200; ++i) many.push_back(record(8 + i, 4, 10.0 + i));
+    ASSERT_TRUE(db->insert(many).isOk());
+    ASSERT_TRUE(db->stats().isOk());
+  }
+  sqlite3_open(corrupt.c_str(), &raw);
+  sqlite3_exec(raw, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;", nullptr,
+               nullptr, nullptr);
+  sqlite3_close(raw);
+  std::string bytes = readBytes(corrupt);
+  ASSERT_GT(bytes.size(), 3 * 4096u);
+  for (size_t i = 2 * 4096 + 8; i < 2 * 4096 + 400; ++i) bytes[i] = static_cast<char>(0xA5);
+  std::ofstream(corrupt, std::ios::binary | std::ios::trunc) << bytes;
+  for (bool readOnly : {false, true}) {
+    auto c = readOnly ? TuningDatabase::openReadOnly(corrupt) : TuningDatabase::open(corrupt);
+    ASSERT_FALSE(c.isOk()) << "a corrupt database was opened";
+    EXPECT_NE(c.error().message().find(corrupt), std::string::npos) << c.error().message();
+  }
+}
+
+// Eight processes opening one fresh database at once, twenty times: every open succeeds (the
+// creator holds a lock while it makes the schema; the others wait for it).
+TEST(TuningDb, ConcurrentFirstOpensWaitForTheCreator) {
+  for (int round = 0; round < 20; ++round) {
+    std::string path = tempDb("first_open");
+    pid_t children[8];
+    for (pid_t& child : children) {
+      child = ::fork();
+      if (child == 0) {
+        auto db = TuningDatabase::open(path);
+        if (!db) {
+          std::fprintf(stderr, "%s\n", db.error().message().c_str());
+          ::_exit(1);
+        }
+        ::_exit(db->insert({record(64, 4, 10.0)}).isOk() ? 0 : 3);
+      }
+    }
+    for (pid_t child : children) {
+      int status = 0;
+      ::waitpid(child, &status, 0);
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << "round " << round << ": a first open failed (status " << status << ")";
+    }
+    auto db = TuningDatabase::open(path);
+    ASSERT_TRUE(db.isOk());
+    EXPECT_EQ(db->stats()->records, 1);
+  }
+}
+
 TEST(TuningDb, TwoProcessesWritingAtOnceLoseNothing) {
   std::string path = tempDb("concurrent");
   { ASSERT_TRUE(TuningDatabase::open(path).isOk()); }
