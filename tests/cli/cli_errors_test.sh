@@ -63,7 +63,11 @@ cmp -s "$model" "$tmp/self.onnx" || { echo "FAIL: compile -o over its input chan
 for sig in TERM HUP; do
   "$tunec" tune "$model" --db "$tmp/sig$sig.db" --trials 5000 --quiet >"$tmp/sig.out" 2>&1 &
   pid=$!
-  sleep 5
+  # Signal once the job is measuring (its first batch is in the database), not while it starts.
+  for _ in $(seq 120); do
+    "$tunec" db stats --db "$tmp/sig$sig.db" 2>/dev/null | grep -q " [1-9][0-9]* records" && break
+    sleep 0.5
+  done
   kill -"$sig" "$pid"
   wait "$pid"
   rc=$?
