@@ -29,23 +29,32 @@ Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDef
     key.erase("cold_weights");
     keys.push_back(key);
   }
-  for (const nlohmann::json& k : keys) {
-    auto best = database->best(db::workloadKey(k), target, version, l.options().targetMatch);
-    if (best && best->has_value()) {
-      auto config = Config::fromJson((*best)->record.config);
-      if (config && config->isa == l.options().isa && validate(w, *config)) {
-        hk.tuned = true;
-        return *config;
-      }
-    }
-  }
+  // Fastest first; a record whose config no longer parses or validates (an edited or imported
+  // row) is skipped for the next one rather than sending the kernel back to its default.
+  std::vector<std::vector<db::Record>> recordsByKey;
   for (const nlohmann::json& k : keys) {
     auto records = database->recordsOf(db::workloadKey(k));
-    if (!records) continue;
-    for (const db::Record& r : *records)
+    recordsByKey.push_back(records ? std::move(*records) : std::vector<db::Record>());
+  }
+  bool compatible = l.options().targetMatch == db::TargetMatch::IsaFeatures;
+  for (const std::vector<db::Record>& records : recordsByKey)
+    for (bool exact : {true, false}) {
+      if (!exact && !compatible) break;
+      for (const db::Record& r : records) {
+        bool sameTarget =
+            exact ? r.target.key() == target.key() : r.target.isaKey() == target.isaKey();
+        if (r.status != "ok" || r.templateVersion != version || !sameTarget) continue;
+        auto config = Config::fromJson(r.config);
+        if (config && config->isa == l.options().isa && validate(w, *config)) {
+          hk.tuned = true;
+          return *config;
+        }
+      }
+    }
+  for (const std::vector<db::Record>& records : recordsByKey)
+    for (const db::Record& r : records)
       if (r.status == "ok" && r.templateVersion == version && r.target.key() != target.key())
         hk.otherTargets.insert(r.target.key());
-  }
   return makeDefault();
 }
 

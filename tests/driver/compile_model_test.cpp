@@ -461,6 +461,66 @@ TEST(CompileModel, WeightsBeyondTheL3MarkTheirWorkloadsCold) {
   std::filesystem::remove(path);
 }
 
+// The fastest record is invalid (an edited row whose tile no longer fits the registers): the
+// next valid record is used, not the default; records of another target are reported.
+TEST(CompileModel, AnInvalidBestRecordGivesWayToTheNextValidOne) {
+  Builder b;
+  ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {b.input({64, 96}), b.constant({96, 128})});
+  driver::CompiledModel plain = checkCompiled(b, {y});
+  ASSERT_EQ(plain.kernels.size(), 1u);
+  nlohmann::json good = plain.kernels[0].config;
+  good["mc"] = good["mr"].get<int>() * 4; // a valid config other than the default
+  nlohmann::json bad = good;
+  bad["mr"] = 64;
+  std::string path = testing::TempDir() + "tunec_next_valid.db";
+  std::filesystem::remove(path);
+  {
+    auto database = db::TuningDatabase::open(path);
+    ASSERT_TRUE(database.isOk()) << database.error().message();
+    auto row = [&](const nlohmann::json& config, double us, db::TargetInfo target) {
+      db::Record r;
+      r.workload = plain.kernels[0].workload;
+      r.config = config;
+      r.target = target;
+      r.templateVersion = kMatmulTemplateVersion;
+      r.medianUs = r.minUs = us;
+      r.gflops = 1;
+      r.repeats = 3;
+      r.tunecVersion = "0.1.0";
+      r.host = "test";
+      r.createdAt = "2026-12-01T00:00:00Z";
+      return r;
+    };
+    db::TargetInfo here = db::TargetInfo::fromTarget(hostTarget()), other = here;
+    other.model = "Another CPU";
+    ASSERT_TRUE(database->insert({row(bad, 1, here), row(good, 2, here)}).isOk());
+    driver::CompileOptions options;
+    options.target = hostTarget();
+    options.isa = widestIsa(options.target);
+    options.database = &*database;
+    auto tuned = driver::compileModel(b.g, *sharedJit(), options);
+    ASSERT_TRUE(tuned.isOk()) << tuned.error().message();
+    EXPECT_TRUE(tuned->kernels[0].tuned);
+    EXPECT_EQ(tuned->kernels[0].config, good);
+    EXPECT_TRUE(tuned->kernels[0].otherTargets.empty());
+
+    std::string otherPath = path + ".other";
+    std::filesystem::remove(otherPath);
+    auto elsewhere = db::TuningDatabase::open(otherPath);
+    ASSERT_TRUE(elsewhere.isOk());
+    ASSERT_TRUE(elsewhere->insert({row(good, 2, other)}).isOk());
+    options.database = &*elsewhere;
+    auto untuned = driver::compileModel(b.g, *sharedJit(), options);
+    ASSERT_TRUE(untuned.isOk()) << untuned.error().message();
+    EXPECT_FALSE(untuned->kernels[0].tuned);
+    EXPECT_EQ(untuned->kernels[0].otherTargets, std::set<std::string>{other.key()});
+    EXPECT_NE(driver::compileReport(*untuned).find("records in the database for another target"),
+              std::string::npos);
+    std::filesystem::remove(otherPath);
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(CompileModel, UnsupportedOpsAreListedByNode) {
   Builder b;
   ValueId x = b.input({1, 4, 2, 2});
