@@ -8,6 +8,7 @@
 #include "templates/matmul_template.h"
 #include "tuning_db/database.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -38,6 +39,28 @@ CommandSpec spec(const std::string& name, const std::string& usage, const std::s
   return CommandSpec{"db " + name, usage, summary, std::move(flags), minPos, maxPos};
 }
 
+/// An ok record faster than its target's FMA units allow (every used core at 6 GHz, two fp32
+/// FMAs per cycle at the widest vector the target has) is a mistyped or forged time: imported,
+/// it would be "best" and poison the kernel.
+Status checkPlausible(const db::Record& r, double flops, int threads) {
+  if (r.status != "ok" || !(r.medianUs > 0)) return {};
+  bool wide = std::find(r.target.isaFeatures.begin(), r.target.isaFeatures.end(), "avx512f") !=
+              r.target.isaFeatures.end();
+  double lanes = wide ? 16 : 8;
+  double cores = std::max(1, std::min(threads, r.target.cores));
+  double peak = cores * 6e9 * 2 * 2 * lanes;
+  double achieved = flops / (r.medianUs * 1e-6);
+  if (achieved > peak) {
+    char text[200];
+    std::snprintf(text, sizeof(text),
+                  "implausible time: %.3g us is %.0f GFLOP/s, above the %.0f GFLOP/s that %g "
+                  "core(s) of its target can reach",
+                  r.medianUs, achieved / 1e9, peak / 1e9, cores);
+    return Error(text);
+  }
+  return {};
+}
+
 /// Checks one template's record: workload and config parse, the version is not newer than
 /// this build's, and the config is a valid point of the knob space.
 template <typename Workload, typename Config, typename Validate>
@@ -53,7 +76,7 @@ Status validateFor(const db::Record& r, int version, Validate validate) {
     return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
                      version);
   if (Status s = validate(*w, *c); !s) return fail(s.error());
-  return {};
+  return checkPlausible(r, w->flops(), w->threads);
 }
 
 /// The current version of a template by name (0 for an unknown one).

@@ -26,6 +26,9 @@ check "import reports the config outside the knob space" grep -q "line 4: config
 check "import imports the rest into tuning.db" grep -q "imported 3 records into tuning.db" <<<"$out"
 out=$("$tunec" db import records.jsonl 2>&1)
 check "import is idempotent" grep -q "imported 0 records into tuning.db (3 already present" <<<"$out"
+record 64 4 0.001 > fast.jsonl
+out=$("$tunec" db import --db fast.db fast.jsonl 2>&1)
+check "a time faster than the target's FMA peak is rejected" grep -q "line 1: implausible time" <<<"$out"
 record 64 4 10 | sed 's/"dtype":"f32"/"dtype":"bf16"/' > bf16.jsonl
 out=$("$tunec" db import --db bf16.db bf16.jsonl 2>&1)
 check "a record with an unsupported dtype is rejected with its line and that reason" \
