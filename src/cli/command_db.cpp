@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/model_session.h"
 #include "cli/target_flag.h"
+#include "support/atomic_file.h"
 #include "templates/conv2d_template.h"
 #include "templates/depthwise_template.h"
 #include "templates/matmul_template.h"
@@ -168,13 +169,11 @@ int commandDb(const std::vector<std::string>& argv) {
     return runCommand(s, rest, [&](const Arguments& args) {
       auto db = openDb(args, false);
       if (!db) return fail(db.error().message());
-      std::ofstream file;
-      if (args.has("out")) {
-        file.open(args.get("out"));
-        if (!file) return fail(args.get("out") + ": cannot open for writing");
-      }
-      Status st = db->exportJsonl(args.has("out") ? static_cast<std::ostream&>(file) : std::cout,
-                                  args.get("target"), args.has("best-only"));
+      // --out is written whole or not at all (a temporary file renamed over it).
+      auto write = [&](std::ostream& out) {
+        return db->exportJsonl(out, args.get("target"), args.has("best-only"));
+      };
+      Status st = args.has("out") ? writeFileAtomically(args.get("out"), write) : write(std::cout);
       return st ? 0 : fail(st.error().message());
     });
   }

@@ -253,6 +253,12 @@ Status Jit::emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std
     return makeError("internal: the target cannot emit object files");
   pm.run(module->module());
   out.flush();
+  if (out.has_error()) {
+    // A full disk: report it as a value, or LLVM aborts with "IO failure on output stream".
+    std::string why = out.error().message();
+    out.clear_error();
+    return makeError(path, ": cannot write the object file: ", why);
+  }
   return {};
 }
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -71,9 +72,16 @@ Status writeSharedLibrary(CompiledModel model, const std::string& path) {
     std::remove(staging.c_str());
     return linked.error().withContext(path);
   }
+  // Durable before it replaces the old library: a crash leaves the old file or the new one.
+  int fd = ::open(staging.c_str(), O_RDONLY | O_CLOEXEC);
+  bool synced = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
   std::error_code ec;
-  std::filesystem::rename(staging, path, ec);
-  if (ec) return makeError(path, ": cannot write: ", ec.message());
+  if (synced) std::filesystem::rename(staging, path, ec);
+  if (!synced || ec) {
+    std::remove(staging.c_str());
+    return makeError(path, ": cannot write: ", synced ? ec.message() : std::strerror(errno));
+  }
   return {};
 }
 

@@ -2,6 +2,7 @@
 #include "frontend/tensor_io.h"
 
 #include "frontend/onnx_tensor.h"
+#include "support/atomic_file.h"
 
 #include <charconv>
 #include <cstring>
@@ -135,23 +136,23 @@ Status writeNpy(const std::string& path, const Tensor& tensor) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream file(path, std::ios::binary);
-  if (!file) return makeError(path, ": cannot open for writing");
-  file.write("\x93NUMPY\x01\x00", 8);
-  char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
-  file.write(len, 2);
-  file << header;
-  file.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.byteSize()));
-  if (!file) return makeError(path, ": write failed");
-  return {};
+  return writeFileAtomically(path, [&](std::ostream& file) -> Status {
+    file.write("\x93NUMPY\x01\x00", 8);
+    char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+    file.write(len, 2);
+    file << header;
+    file.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.byteSize()));
+    return {};
+  });
 }
 
 Status writeTensorProto(const std::string& path, const Tensor& tensor, const std::string& name) {
   onnx::TensorProto proto;
   onnx_import::tensorToProto(tensor, name, proto);
-  std::ofstream file(path, std::ios::binary);
-  if (!file || !proto.SerializeToOstream(&file)) return makeError(path, ": write failed");
-  return {};
+  return writeFileAtomically(path, [&](std::ostream& file) -> Status {
+    if (!proto.SerializeToOstream(&file)) return makeError(path, ": write failed");
+    return {};
+  });
 }
 
 } // namespace tunec
