@@ -195,7 +195,7 @@ int commandRun(const std::vector<std::string>& argv) {
   if (!outputs) return fail(outputs.error().message());
 
   std::vector<std::string> names;
-  for (ValueId id : graph->outputs()) names.push_back(graph->value(id).name);
+  for (const std::string& name : graph->outputNames()) names.push_back(name);
   if (int rc = writeOutputs(args->get("output"), format, names, *outputs)) return rc;
   std::printf("ran %zu nodes in %.1f ms (reference executor)\n", graph->nodes().size(), ms);
   return 0;

@@ -14,6 +14,9 @@ const std::vector<PassEntry>& graphPipeline() {
       {"fold-constants", passes::foldConstants},
       // Needs constant Conv weights and BatchNormalization statistics (after fold-constants).
       {"fold-batch-norm", passes::foldBatchNorm},
+      // The batch norms no Conv absorbed, as Mul + Add: before simplify-algebra and
+      // fold-channel-affine, which may fold them further (into a following Conv's neighbour).
+      {"decompose-batch-norm", passes::decomposeBatchNorm},
       // Pattern recognition reads scalar constants (0.5, sqrt 2, epsilon): after folding.
       {"recognize-gelu", passes::recognizeGelu},
       {"recognize-layer-norm", passes::recognizeLayerNorm},

@@ -237,17 +237,16 @@ void Lowering::bindOutputs() {
     int t = tensorAny(outs[i], phys);
     const rt::TensorRef& ref = tensors_[static_cast<size_t>(t)].ref;
     if (ref.region == rt::Region::Output && ref.offset == static_cast<int64_t>(i)) continue;
+    // A model input, a constant (Dropout's mask) or a value another output also names: copied
+    // into the caller's buffer, of any element type.
     const Value& v = graph_.value(outs[i]);
-    if (v.type.dtype != DType::F32 && v.type.dtype != DType::I32) {
-      unsupported_.push_back("model output '" + v.name + "' of dtype " +
-                             std::string(dtypeName(v.type.dtype)) + " is not computed by a kernel");
-      continue;
-    }
     tensors_.push_back({{rt::Region::Output, static_cast<int64_t>(i)}, 0});
     int out = static_cast<int>(tensors_.size()) - 1;
     const Shape& shape = v.type.shape;
-    addElementwise("output '" + v.name + "'", out, shape, Phys::Plain, 0, shape.strides(),
-                   {{t, logicalStrides(shape, phys), 0}}, {{rt::EwOp::Copy, 0, -1, -1000}});
+    if (!copyTensor(*this, "output '" + graph_.outputNames()[i] + "'", out, shape, shape.strides(),
+                    t, logicalStrides(shape, phys), v.type.dtype))
+      unsupported_.push_back("model output '" + graph_.outputNames()[i] + "' of dtype " +
+                             std::string(dtypeName(v.type.dtype)) + " cannot be copied");
   }
 }
 
@@ -297,13 +296,14 @@ CompiledModel Lowering::finish() {
   plan.kernelCount = module_ ? module_->kernelCount() : 0;
   for (const TensorInfo& info : tensors_) plan.tensors.push_back(info.ref);
   plan.steps = std::move(steps_);
-  auto io = [&](ValueId v) {
+  auto io = [&](ValueId v, const std::string& name) {
     const Value& value = graph_.value(v);
-    return rt::IoSpec{value.name, std::string(dtypeName(value.type.dtype)), value.type.shape.dims(),
+    return rt::IoSpec{name, std::string(dtypeName(value.type.dtype)), value.type.shape.dims(),
                       value.type.shape.numel() * static_cast<int64_t>(dtypeSize(value.type.dtype))};
   };
-  for (ValueId v : graph_.inputs()) plan.inputs.push_back(io(v));
-  for (ValueId v : graph_.outputs()) plan.outputs.push_back(io(v));
+  for (ValueId v : graph_.inputs()) plan.inputs.push_back(io(v, graph_.value(v).name));
+  for (size_t i = 0; i < graph_.outputs().size(); ++i)
+    plan.outputs.push_back(io(graph_.outputs()[i], graph_.outputNames()[i]));
   m.constants = std::move(constants_);
   m.kernels = std::move(kernels_);
   m.stats = stats_;

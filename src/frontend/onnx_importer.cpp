@@ -5,6 +5,7 @@
 #include "frontend/onnx_tensor.h"
 #include "ir/op_registry.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -202,6 +203,12 @@ private:
     TUNEC_ASSIGN_OR_RETURN(Conversion conv, convert(ctx));
     for (const std::string& attr : ctx.attrs.unread())
       return makeError("unsupported attribute '", attr, "'");
+    for (auto& [index, value] : conv.constantOutputs) {
+      TUNEC_ASSERT(index < numOutputs, "a constant output beyond the node's outputs");
+      if (!node.output(index).empty())
+        names_[node.output(index)] = graph_.addConstant(node.output(index), std::move(value));
+      numOutputs = std::min(numOutputs, index);
+    }
     std::vector<std::string> outNames;
     for (int i = 0; i < numOutputs; ++i)
       outNames.push_back(node.output(i).empty() ? name + ":" + std::to_string(i) : node.output(i));

@@ -177,14 +177,20 @@ Result convertDropout(ConvertContext& ctx) {
   ctx.attrs.ignore("seed");
   if (ctx.attrs.getInt("is_test", 1) == 0)
     return makeError("training-mode Dropout (is_test=0) is not supported");
-  if (ctx.numOutputs > 1)
-    return makeError("the mask output of Dropout is not supported (inference only)");
   if (ctx.opset >= 12) {
     TUNEC_ASSIGN_OR_RETURN(auto training, ctx.constantInput(2, "training_mode"));
     if (training && training->getInt(0) != 0)
       return makeError("training_mode=true is not supported (inference only)");
   }
-  return Conversion{OpKind::Dropout, NoAttrs{}, {ctx.inputs[0]}};
+  Conversion c{OpKind::Dropout, NoAttrs{}, {ctx.inputs[0]}};
+  if (ctx.numOutputs > 1) {
+    // In inference nothing is dropped: the mask is all true (PyTorch exports it for a model in
+    // train mode with p = 0).
+    Tensor mask(DType::Bool, ctx.inputType(0).shape);
+    for (int64_t i = 0; i < mask.numel(); ++i) mask.setInt(i, 1);
+    c.constantOutputs.emplace_back(1, std::move(mask));
+  }
+  return c;
 }
 
 Result convertMod(ConvertContext& ctx) {

@@ -58,6 +58,9 @@ struct Conversion {
   OpKind kind;
   OpAttrs attrs;
   std::vector<ValueId> inputs;
+  /// Trailing outputs of the ONNX node that are constants, by output index (Dropout's mask in
+  /// inference: all true); the op itself has the outputs before them.
+  std::vector<std::pair<int, Tensor>> constantOutputs = {};
 };
 
 using Converter = Expected<Conversion> (*)(ConvertContext&);

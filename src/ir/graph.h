@@ -58,8 +58,12 @@ public:
   /// outputs; the error names the node and the problem.
   Expected<NodeId> addNode(std::string name, OpKind kind, OpAttrs attrs,
                            std::vector<ValueId> inputs, std::vector<std::string> outputNames);
-  /// Marks a value as a model output.
-  void addOutput(ValueId value) { outputs_.push_back(value); }
+  /// Marks a value as a model output, named `name` for the user (default: the value's name).
+  /// The name is the model's and stays when a pass replaces the value that produces it.
+  void addOutput(ValueId value, std::string name = "") {
+    outputs_.push_back(value);
+    outputNames_.push_back(name.empty() ? values_[static_cast<size_t>(value)].name : name);
+  }
   /// Turns a model input into a constant with the given data (binding it at compile time).
   void bindInput(ValueId input, Tensor data);
 
@@ -67,6 +71,8 @@ public:
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<ValueId>& inputs() const { return inputs_; }
   const std::vector<ValueId>& outputs() const { return outputs_; }
+  /// The model's name of each output (parallel to outputs()).
+  const std::vector<std::string>& outputNames() const { return outputNames_; }
   const Value& value(ValueId id) const { return values_[static_cast<size_t>(id)]; }
   Value& value(ValueId id) { return values_[static_cast<size_t>(id)]; }
   const Node& node(NodeId id) const { return nodes_[static_cast<size_t>(id)]; }
@@ -81,6 +87,7 @@ private:
   std::vector<Node> nodes_;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
+  std::vector<std::string> outputNames_;
 };
 
 } // namespace tunec

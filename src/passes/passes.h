@@ -13,6 +13,10 @@ Expected<Graph> foldConstants(const Graph& graph);
 /// into the Conv's weights and bias (fold_batch_norm.cpp).
 Expected<Graph> foldBatchNorm(const Graph& graph);
 
+/// Rewrites every inference BatchNormalization left after fold-batch-norm (one no Conv
+/// absorbed) as a per-channel Mul and Add (decompose_batch_norm.cpp).
+Expected<Graph> decomposeBatchNorm(const Graph& graph);
+
 /// Folds a per-output-channel constant Mul or Add after a Conv (whose output has no other use)
 /// into the Conv's weights and bias (fold_channel_affine.cpp).
 Expected<Graph> foldChannelAffine(const Graph& graph);

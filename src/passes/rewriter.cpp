@@ -47,7 +47,8 @@ const Tensor* GraphRewriter::constantOf(ValueId value) const {
 }
 
 Graph GraphRewriter::finish() {
-  for (ValueId out : source_.outputs()) graph_.addOutput(map(out));
+  for (size_t i = 0; i < source_.outputs().size(); ++i)
+    graph_.addOutput(map(source_.outputs()[i]), source_.outputNames()[i]);
   graph_.removeDeadCode();
   return std::move(graph_);
 }

@@ -4,12 +4,14 @@
 // double precision).
 #include "driver/compile_model.h"
 #include "passes/fusion_plan.h"
+#include "passes/passes.h"
 #include "reference/reference.h"
 #include "support/host.h"
 #include "templates/matmul_template.h"
 #include "tunec/runtime.h"
 #include "tuning_db/database.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -72,7 +74,9 @@ double relativeL2(const Tensor& got, const Tensor& want) {
 
 // Compiles and runs the graph with outputs `outs`; compares every output with the reference.
 driver::CompiledModel checkCompiled(Builder& b, std::vector<ValueId> outs, int threads = 1) {
-  for (ValueId o : outs) b.g.addOutput(o);
+  for (ValueId o : outs)
+    if (std::find(b.g.outputs().begin(), b.g.outputs().end(), o) == b.g.outputs().end())
+      b.g.addOutput(o);
   auto want = runReference(b.g, b.inputs);
   EXPECT_TRUE(want.isOk()) << want.error().message();
   driver::CompileOptions options;
@@ -163,6 +167,29 @@ TEST(CompileModel, NanPropagatesThroughReluClipMaxAndMin) {
     }
     EXPECT_GT(nans, 0) << "output " << o << ": the reference masked every NaN";
   }
+}
+
+// A pre-activation block (BatchNormalization -> Relu -> Conv, as in DenseNet): the batch norm
+// that no Conv absorbs compiles as elementwise steps.
+TEST(CompileModel, StandaloneBatchNormInAPreActivationBlock) {
+  Builder b;
+  ValueId x = b.input({1, 8, 10, 10});
+  ValueId gamma = b.constant({8}), beta = b.constant({8}), mean = b.constant({8});
+  Tensor var(DType::F32, Shape{8});
+  for (int64_t c = 0; c < 8; ++c) var.setDouble(c, 0.5 + 0.1 * static_cast<double>(c));
+  ValueId vId = b.g.addConstant("var", var);
+  ValueId bn = b.op(OpKind::BatchNormalization, NormAttrs{1, 1e-5f}, {x, gamma, beta, mean, vId});
+  ValueId r = b.op(OpKind::Relu, NoAttrs{}, {bn});
+  ValueId y = b.op(OpKind::Conv, conv(3, 1, 1), {r, b.constant({8, 8, 3, 3})});
+  b.g.addOutput(y);
+  auto decomposed = passes::decomposeBatchNorm(b.g);
+  ASSERT_TRUE(decomposed.isOk()) << decomposed.error().message();
+  Builder c;
+  c.g = std::move(*decomposed);
+  c.inputs = b.inputs;
+  for (const Node& n : c.g.nodes()) EXPECT_NE(n.kind, OpKind::BatchNormalization);
+  auto m = checkCompiled(c, {c.g.outputs()[0]});
+  EXPECT_EQ(m.stats.generatedKernels, 1);
 }
 
 TEST(CompileModel, StridedConvChannelBiasAndClipAsEpilogue) {

@@ -137,6 +137,23 @@ TEST(Importer, MissingAndEmptyRequiredInputsAreErrors) {
   }
 }
 
+// PyTorch exports Dropout's mask for a model in train mode with p = 0: in inference it is all
+// true, a constant, and the Dropout itself is an identity.
+TEST(Importer, DropoutWithItsMaskOutputImportsAsAnAllTrueMask) {
+  ModelBuilder b;
+  b.input("x", {2, 3}).output("y").output("mask");
+  b.node("Dropout", {"x"}, {"y", "mask"}, "drop");
+  auto g = import(b);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  ASSERT_EQ(g->outputs().size(), 2u);
+  const Value& mask = g->value(g->outputs()[1]);
+  ASSERT_TRUE(mask.constant.has_value());
+  EXPECT_EQ(mask.type.dtype, DType::Bool);
+  EXPECT_EQ(mask.type.shape, (Shape{2, 3}));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(mask.constant->getInt(i), 1);
+  EXPECT_EQ(g->outputNames()[1], "mask");
+}
+
 TEST(Importer, AnOpsetNewerThanOnnxKnowsIsAnError) {
   ModelBuilder b(999);
   b.input("x", {4}).output("y");

@@ -86,6 +86,29 @@ TEST(Passes, BatchNormWhoseConvOutputHasAnotherUseStays) {
   expectEquivalent(g, *folded, 1e-5);
 }
 
+// A batch norm no Conv absorbs (pre-activation, or on a 2-d N x C tensor) becomes Mul + Add.
+TEST(Passes, StandaloneBatchNormBecomesAPerChannelMulAndAdd) {
+  for (Shape shape : {Shape{2, 6, 5, 4}, Shape{3, 6}}) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, shape, {}});
+    ValueId r = add(g, OpKind::Relu, NoAttrs{}, {x}, "relu");
+    ValueId gamma = g.addConstant("gamma", randomTensor(Shape{6}, 3, 0.5f, 1.5f));
+    ValueId beta = g.addConstant("beta", randomTensor(Shape{6}, 4));
+    ValueId mean = g.addConstant("mean", randomTensor(Shape{6}, 5));
+    ValueId var = g.addConstant("var", randomTensor(Shape{6}, 6, 0.5f, 2.f));
+    ValueId bn =
+        add(g, OpKind::BatchNormalization, NormAttrs{1, 1e-3f}, {r, gamma, beta, mean, var}, "bn");
+    g.addOutput(bn);
+    auto out = passes::decomposeBatchNorm(g);
+    ASSERT_TRUE(out.isOk()) << out.error().message();
+    ASSERT_EQ(out->nodes().size(), 3u);
+    EXPECT_EQ(out->nodes()[1].kind, OpKind::Mul);
+    EXPECT_EQ(out->nodes()[2].kind, OpKind::Add);
+    EXPECT_EQ(out->value(out->outputs()[0]).name, g.value(bn).name);
+    expectEquivalent(g, *out, 1e-5);
+  }
+}
+
 TEST(Passes, FoldConstantsEvaluatesConstantSubgraphs) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{2, 3}, {}});
