@@ -1,5 +1,6 @@
 // The two forms of a compiled model: in this process (JIT) or model.so (object + link).
 #include "driver/compile_model.h"
+#include "runtime/artifact_file.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -71,6 +72,10 @@ Status writeSharedLibrary(CompiledModel model, const std::string& path) {
   if (!linked) {
     std::remove(staging.c_str());
     return linked.error().withContext(path);
+  }
+  if (Status s = rt::appendArtifactTrailer(staging); !s) {
+    std::remove(staging.c_str());
+    return s;
   }
   // Durable before it replaces the old library: a crash leaves the old file or the new one.
   int fd = ::open(staging.c_str(), O_RDONLY | O_CLOEXEC);

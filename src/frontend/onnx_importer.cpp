@@ -6,6 +6,7 @@
 #include "ir/op_registry.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -113,6 +114,54 @@ Expected<Tensor> constantNodeValue(const onnx::NodeProto& node, const std::strin
       "Constant has no supported value attribute (value, value_float(s), value_int(s))");
 }
 
+bool validUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    i += n;
+  }
+  return true;
+}
+
+// A name with its bytes outside printable ASCII shown as \xNN.
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02X", u);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// ONNX names are UTF-8 strings: one that is not is a damaged file, said before any of it is used
+// (the plan's JSON, the report and the output file names carry names).
+Status checkNames(const onnx::GraphProto& g) {
+  auto check = [](const std::string& name, const char* what) -> Status {
+    if (validUtf8(name)) return {};
+    return makeError(what, " name '", escaped(name),
+                     "' is not valid UTF-8 (a damaged model file?)");
+  };
+  for (const auto& v : g.input()) TUNEC_TRY(check(v.name(), "input"));
+  for (const auto& v : g.output()) TUNEC_TRY(check(v.name(), "output"));
+  for (const auto& t : g.initializer()) TUNEC_TRY(check(t.name(), "initializer"));
+  for (const auto& n : g.node()) {
+    TUNEC_TRY(check(n.name(), "node"));
+    TUNEC_TRY(check(n.op_type(), "op type"));
+    for (const auto& v : n.input()) TUNEC_TRY(check(v, "value"));
+    for (const auto& v : n.output()) TUNEC_TRY(check(v, "value"));
+  }
+  return {};
+}
+
 class Importer {
 public:
   Importer(const onnx::ModelProto& model, std::string baseDir, const ImportOptions& options)
@@ -120,6 +169,7 @@ public:
 
   Expected<Graph> run() {
     const onnx::GraphProto& g = model_.graph();
+    TUNEC_TRY(checkNames(g));
     TUNEC_TRY(checkOpsSupported(g));
     for (const auto& op : model_.opset_import())
       if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());

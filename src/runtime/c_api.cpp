@@ -1,5 +1,6 @@
 // The C API of include/tunec/runtime.h: model.so is dlopen'ed, its blob parsed and checked, its
 // kernel table bound to a ModelExecutor.
+#include "runtime/artifact_file.h"
 #include "runtime/model_executor.h"
 #include "tunec/runtime.h"
 
@@ -52,6 +53,8 @@ int tunec_model_load(const char* path, int32_t threads, tunec_model** model) {
   // the current directory means that file.
   std::string file = std::string(path).find('/') == std::string::npos ? "./" + std::string(path)
                                                                       : std::string(path);
+  // Before dlopen: a truncated or edited file would fault inside the dynamic loader.
+  if (tunec::Status s = tunec::rt::checkArtifactFile(path); !s) return fail(s.error().message());
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) return fail(std::string(path) + ": cannot load: " + dlerror());
   std::shared_ptr<void> keep(handle, [](void* h) { dlclose(h); });

@@ -79,7 +79,8 @@ std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uin
   j["steps"] = std::move(steps);
   for (const IoSpec& io : plan.inputs) j["inputs"].push_back(ioToJson(io));
   for (const IoSpec& io : plan.outputs) j["outputs"].push_back(ioToJson(io));
-  std::string text = j.dump();
+  // Names come from the model: a byte that is not UTF-8 is replaced rather than thrown on.
+  std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   uint64_t length = text.size();
   size_t header = (sizeof(kMagic) + sizeof(length) + text.size() + 63) / 64 * 64;
   std::vector<uint8_t> blob(header + constants.size(), 0);

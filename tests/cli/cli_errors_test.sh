@@ -130,9 +130,9 @@ expect 0 "4 heavy kernels: 0 tuned, 4 with the analytical default" -- compile "$
 expect 0 "ran in .* ms on 1 thread \(model.so\)" -- run "$tmp/m.so" --input x="$src/examples/tiny_cnn/x.npy" --threads 1
 expect 1 "missing --input for model input 'x' \(f32\[1x3x32x32\]\)" -- run "$tmp/m.so"
 echo "not a library" >"$tmp/fake.so"
-expect 1 "fake.so: cannot load" -- run "$tmp/fake.so" --input x="$src/examples/tiny_cnn/x.npy"
+expect 1 "fake.so: not a tunec model.so, or a truncated one" -- run "$tmp/fake.so" --input x="$src/examples/tiny_cnn/x.npy"
 cp /lib/x86_64-linux-gnu/libm.so.6 "$tmp/libm.so"
-expect 1 "not a tunec model \(no model blob\)" -- bench "$tmp/libm.so"
+expect 1 "libm.so: not a tunec model.so" -- bench "$tmp/libm.so"
 expect 0 "median .* ms, p90 .* ms, min .* ms" -- bench "$tmp/m.so" --runs 5 --warmup 1
 expect 0 "step profile .* 7 steps" -- bench "$tmp/m.so" --runs 3 --profile
 expect 0 "grouped by computation \([0-9]+ groups\)" -- bench "$tmp/m.so" --runs 3 --profile

@@ -154,6 +154,16 @@ TEST(Importer, DropoutWithItsMaskOutputImportsAsAnAllTrueMask) {
   EXPECT_EQ(g->outputNames()[1], "mask");
 }
 
+TEST(Importer, ANameThatIsNotUtf8IsAnError) {
+  ModelBuilder b;
+  b.input("x", {4}).output("y");
+  b.node("Relu", {"x"}, {"y"}, std::string("re\xFFlu"));
+  auto g = import(b);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(),
+            "node name 're\\xFFlu' is not valid UTF-8 (a damaged model file?)");
+}
+
 TEST(Importer, AnOpsetNewerThanOnnxKnowsIsAnError) {
   ModelBuilder b(999);
   b.input("x", {4}).output("y");
