@@ -2,6 +2,7 @@
 #include "tuning_db/database.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -261,48 +262,49 @@ Status Record::check() const {
 
 namespace {
 
-// An flock(2) held while a database file is created and migrated: a process that finds the file
-// waits until its creator is done, so concurrent first opens serialize instead of failing with
-// "database is locked", and a file that is still empty once the lock is free was not made by
-// tunec. (SQLite's own locks are fcntl(2) locks, independent of this one.)
-class CreationLock {
-public:
-  static Expected<CreationLock> acquire(const std::string& path, bool create) {
-    CreationLock lock;
-    if (create) {
-      lock.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      lock.created_ = lock.fd_ >= 0;
+// A fresh database is built under a temporary name beside `path` and published with link(2),
+// which fails when `path` exists: concurrent first opens never see a half-made file (one of
+// them publishes, the others drop theirs and open it), so a file that is empty when tunec finds
+// it was not made by tunec.
+Status createDatabase(const std::string& path) {
+  static std::atomic<int> counter{0};
+  std::string staging =
+      path + ".new" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  auto cleanup = [&] {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      std::remove((staging + suffix).c_str());
+  };
+  {
+    auto conn = Connection::open(staging, true, false);
+    if (!conn) {
+      cleanup();
+      return conn.error();
     }
-    if (lock.fd_ < 0) lock.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (lock.fd_ < 0) {
-      if (errno == ENOENT)
-        return makeError(path, ": no such tuning database (run 'tunec tune' or 'tunec db "
-                               "import' to create one)");
-      return makeError(path, ": cannot open: ", std::strerror(errno));
+    Status made = migrate(*conn, true);
+    if (made) made = conn->exec("PRAGMA journal_mode = WAL");
+    if (!made) {
+      cleanup();
+      return Error(made.error().message());
     }
-    struct stat st;
-    if (::fstat(lock.fd_, &st) != 0 || !S_ISREG(st.st_mode))
-      return makeError(path, ": not a regular file; give a tuning database file with --db");
-    while (::flock(lock.fd_, lock.created_ ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {
-    }
-    if (!lock.created_ && ::fstat(lock.fd_, &st) == 0 && st.st_size == 0)
-      return makeError(path, ": is empty (0 bytes), so not a tunec tuning database; delete it to "
-                             "start a new one, or give another --db file");
-    return lock;
   }
-  CreationLock(CreationLock&& other) noexcept : fd_(other.fd_), created_(other.created_) {
-    other.fd_ = -1;
-  }
-  ~CreationLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool created() const { return created_; }
+  int linked = ::link(staging.c_str(), path.c_str());
+  int error = errno;
+  cleanup();
+  if (linked != 0 && error != EEXIST)
+    return makeError(path, ": cannot create: ", std::strerror(error));
+  return {};
+}
 
-private:
-  CreationLock() = default;
-  int fd_ = -1;
-  bool created_ = false;
-};
+Status checkNotEmpty(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return {};
+  if (!S_ISREG(st.st_mode))
+    return makeError(path, ": not a regular file; give a tuning database file with --db");
+  if (st.st_size == 0)
+    return makeError(path, ": is empty (0 bytes), so not a tunec tuning database; delete it to "
+                           "start a new one, or give another --db file");
+  return {};
+}
 
 } // namespace
 
@@ -321,8 +323,14 @@ Expected<TuningDatabase> TuningDatabase::openWith(const std::string& path, bool 
     TUNEC_TRY(migrate(conn, true));
     return TuningDatabase(std::move(conn));
   }
-  TUNEC_ASSIGN_OR_RETURN(CreationLock lock, CreationLock::acquire(path, create && !readOnly));
-  TUNEC_ASSIGN_OR_RETURN(Connection conn, Connection::open(path, create, readOnly));
+  struct stat st;
+  bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists && !(create && !readOnly))
+    return makeError(path, ": no such tuning database (run 'tunec tune' or 'tunec db import' to "
+                           "create one)");
+  if (!exists) TUNEC_TRY(createDatabase(path));
+  TUNEC_TRY(checkNotEmpty(path));
+  TUNEC_ASSIGN_OR_RETURN(Connection conn, Connection::open(path, false, readOnly));
   TUNEC_TRY(checkIntegrity(conn));
   if (readOnly) {
     int64_t version = 0;
@@ -335,7 +343,7 @@ Expected<TuningDatabase> TuningDatabase::openWith(const std::string& path, bool 
     TUNEC_TRY(checkReadable(conn));
     return TuningDatabase(std::move(conn));
   }
-  TUNEC_TRY(migrate(conn, lock.created()));
+  TUNEC_TRY(migrate(conn, false));
   TUNEC_TRY(conn.exec("PRAGMA journal_mode = WAL"));
   TUNEC_TRY(conn.exec("PRAGMA synchronous = NORMAL"));
   TUNEC_TRY(conn.exec("PRAGMA foreign_keys = ON"));

@@ -195,7 +195,7 @@ int commandRun(const std::vector<std::string>& argv) {
   if (!outputs) return fail(outputs.error().message());
 
   std::vector<std::string> names;
-  for (const std::string& name : graph->outputNames()) names.push_back(name);
+  for (size_t i = 0; i < graph->outputs().size(); ++i) names.push_back(graph->outputName(i));
   if (int rc = writeOutputs(args->get("output"), format, names, *outputs)) return rc;
   std::printf("ran %zu nodes in %.1f ms (reference executor)\n", graph->nodes().size(), ms);
   return 0;

@@ -243,9 +243,9 @@ void Lowering::bindOutputs() {
     tensors_.push_back({{rt::Region::Output, static_cast<int64_t>(i)}, 0});
     int out = static_cast<int>(tensors_.size()) - 1;
     const Shape& shape = v.type.shape;
-    if (!copyTensor(*this, "output '" + graph_.outputNames()[i] + "'", out, shape, shape.strides(),
-                    t, logicalStrides(shape, phys), v.type.dtype))
-      unsupported_.push_back("model output '" + graph_.outputNames()[i] + "' of dtype " +
+    if (!copyTensor(*this, "output '" + graph_.outputName(i) + "'", out, shape, shape.strides(), t,
+                    logicalStrides(shape, phys), v.type.dtype))
+      unsupported_.push_back("model output '" + graph_.outputName(i) + "' of dtype " +
                              std::string(dtypeName(v.type.dtype)) + " cannot be copied");
   }
 }
@@ -303,7 +303,7 @@ CompiledModel Lowering::finish() {
   };
   for (ValueId v : graph_.inputs()) plan.inputs.push_back(io(v, graph_.value(v).name));
   for (size_t i = 0; i < graph_.outputs().size(); ++i)
-    plan.outputs.push_back(io(graph_.outputs()[i], graph_.outputNames()[i]));
+    plan.outputs.push_back(io(graph_.outputs()[i], graph_.outputName(i)));
   m.constants = std::move(constants_);
   m.kernels = std::move(kernels_);
   m.stats = stats_;

@@ -101,7 +101,7 @@ Result simple(ConvertContext& ctx, OpKind kind, OpAttrs attrs = NoAttrs{}) {
 
 Expected<std::vector<int64_t>> normalizeAxes(std::vector<int64_t> axes, int rank) {
   for (auto& a : axes) {
-    TUNEC_ASSIGN_OR_RETURN(a, normalizeAxis(a, rank));
+    TUNEC_ASSIGN_OR_RETURN(a, normalizeDimAxis(a, rank));
   }
   std::sort(axes.begin(), axes.end());
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
@@ -291,7 +291,7 @@ Result convertGemm(ConvertContext& ctx) {
 template <OpKind K> Result convertSoftmax(ConvertContext& ctx) {
   bool legacy = ctx.opset < 13;
   SoftmaxAttrs a{ctx.attrs.getInt("axis", legacy ? 1 : -1), legacy};
-  TUNEC_ASSIGN_OR_RETURN(a.axis, normalizeAxis(a.axis, ctx.inputType(0).shape.rank()));
+  TUNEC_ASSIGN_OR_RETURN(a.axis, normalizeDimAxis(a.axis, ctx.inputType(0).shape.rank()));
   return simple(ctx, K, a);
 }
 
@@ -343,7 +343,7 @@ template <OpKind K> Result convertReduce(ConvertContext& ctx) {
 template <OpKind K> Result convertArgReduce(ConvertContext& ctx) {
   ArgReduceAttrs a{ctx.attrs.getInt("axis", 0), ctx.attrs.getInt("keepdims", 1) != 0,
                    ctx.attrs.getInt("select_last_index", 0) != 0};
-  TUNEC_ASSIGN_OR_RETURN(a.axis, normalizeAxis(a.axis, ctx.inputType(0).shape.rank()));
+  TUNEC_ASSIGN_OR_RETURN(a.axis, normalizeDimAxis(a.axis, ctx.inputType(0).shape.rank()));
   return simple(ctx, K, a);
 }
 
@@ -415,14 +415,14 @@ Result convertTranspose(ConvertContext& ctx) {
 }
 
 Result convertConcat(ConvertContext& ctx) {
-  TUNEC_ASSIGN_OR_RETURN(int64_t axis,
-                         normalizeAxis(ctx.attrs.getInt("axis", 1), ctx.inputType(0).shape.rank()));
+  TUNEC_ASSIGN_OR_RETURN(
+      int64_t axis, normalizeDimAxis(ctx.attrs.getInt("axis", 1), ctx.inputType(0).shape.rank()));
   return simple(ctx, OpKind::Concat, AxisAttrs{axis});
 }
 
 Result convertSplit(ConvertContext& ctx) {
   const Shape& x = ctx.inputType(0).shape;
-  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx.attrs.getInt("axis", 0), x.rank()));
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(ctx.attrs.getInt("axis", 0), x.rank()));
   std::vector<int64_t> sizes;
   if (ctx.opset >= 13) {
     TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "split sizes"));
@@ -431,6 +431,7 @@ Result convertSplit(ConvertContext& ctx) {
     sizes = ctx.attrs.getInts("split").value_or(std::vector<int64_t>{});
   }
   int64_t n = ctx.attrs.getInt("num_outputs", ctx.numOutputs);
+  if (n < 1 || n > 65536) return makeError("Split into ", n, " outputs");
   int64_t len = x[static_cast<int>(axis)];
   if (sizes.empty()) {
     int64_t chunk = (len + n - 1) / n;
@@ -469,7 +470,7 @@ Result convertSlice(ConvertContext& ctx) {
   out.steps.assign(static_cast<size_t>(x.rank()), 1);
   out.counts = x.dims();
   for (size_t i = 0; i < axes.size(); ++i) {
-    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axes[i], x.rank()));
+    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(axes[i], x.rank()));
     int64_t dim = x[static_cast<int>(axis)], step = steps[i];
     if (step == 0) return makeError("slice step is 0");
     int64_t start = starts[i], end = ends[i];
@@ -493,8 +494,8 @@ Result convertSlice(ConvertContext& ctx) {
 }
 
 template <OpKind K> Result convertGather(ConvertContext& ctx) {
-  TUNEC_ASSIGN_OR_RETURN(int64_t axis,
-                         normalizeAxis(ctx.attrs.getInt("axis", 0), ctx.inputType(0).shape.rank()));
+  TUNEC_ASSIGN_OR_RETURN(
+      int64_t axis, normalizeDimAxis(ctx.attrs.getInt("axis", 0), ctx.inputType(0).shape.rank()));
   return simple(ctx, K, AxisAttrs{axis});
 }
 
@@ -538,7 +539,7 @@ Result convertPad(ConvertContext& ctx) {
       if (pads.size() != 2 * axes.size()) return makeError("pads do not have 2 entries per axis");
       a.pads.assign(static_cast<size_t>(2 * rank), 0);
       for (size_t i = 0; i < axes.size(); ++i) {
-        TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axes[i], rank));
+        TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(axes[i], rank));
         a.pads[static_cast<size_t>(axis)] = pads[i];
         a.pads[static_cast<size_t>(axis + rank)] = pads[i + axes.size()];
       }

@@ -75,9 +75,8 @@ Expected<Tensor> parseNpy(const std::string& bytes, const std::string& path) {
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), d);
     if (ec != std::errc() || end != digits.data() + digits.size() || d < 0)
       return bad("shape dimension '" + digits + "' is not a whole number");
-    if (d > 0 && needed > (bytes.size() - dataStart) / static_cast<uint64_t>(d))
-      return bad("shape (" + m[1].str() + ") needs more bytes than the file's " +
-                 std::to_string(bytes.size() - dataStart));
+    if (d > 0 && needed > (uint64_t{1} << 62) / static_cast<uint64_t>(d))
+      return bad("shape (" + m[1].str() + ") is too large for any file");
     needed *= static_cast<uint64_t>(d);
     dims.push_back(d);
   }
@@ -94,7 +93,7 @@ Expected<Tensor> parseNpy(const std::string& bytes, const std::string& path) {
 Expected<std::string> readFile(const std::string& path) {
   std::error_code ec;
   auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) return makeError(path, ": no such file");
+  if (ec || !std::filesystem::exists(status)) return makeError(path, ": cannot open file");
   if (!std::filesystem::is_regular_file(status))
     return makeError(path, ": not a regular file (a tensor is read from a .npy or .pb file)");
   std::ifstream file(path, std::ios::binary);
@@ -108,6 +107,10 @@ Expected<std::string> readFile(const std::string& path) {
 
 Expected<Tensor> readTensorFile(const std::string& path) {
   TUNEC_ASSIGN_OR_RETURN(std::string bytes, readFile(path));
+  return parseTensorBytes(bytes, path);
+}
+
+Expected<Tensor> parseTensorBytes(const std::string& bytes, const std::string& path) {
   if (bytes.rfind("\x93NUMPY", 0) == 0) return parseNpy(bytes, path);
   onnx::TensorProto proto;
   if (!proto.ParseFromString(bytes))

@@ -62,7 +62,7 @@ public:
   /// The name is the model's and stays when a pass replaces the value that produces it.
   void addOutput(ValueId value, std::string name = "") {
     outputs_.push_back(value);
-    outputNames_.push_back(name.empty() ? values_[static_cast<size_t>(value)].name : name);
+    outputNames_.push_back(std::move(name));
   }
   /// Turns a model input into a constant with the given data (binding it at compile time).
   void bindInput(ValueId input, Tensor data);
@@ -71,8 +71,11 @@ public:
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<ValueId>& inputs() const { return inputs_; }
   const std::vector<ValueId>& outputs() const { return outputs_; }
-  /// The model's name of each output (parallel to outputs()).
-  const std::vector<std::string>& outputNames() const { return outputNames_; }
+  /// The model's name of output i: the name it was added with, else its value's name.
+  const std::string& outputName(size_t i) const {
+    return outputNames_[i].empty() ? values_[static_cast<size_t>(outputs_[i])].name
+                                   : outputNames_[i];
+  }
   const Value& value(ValueId id) const { return values_[static_cast<size_t>(id)]; }
   Value& value(ValueId id) { return values_[static_cast<size_t>(id)]; }
   const Node& node(NodeId id) const { return nodes_[static_cast<size_t>(id)]; }

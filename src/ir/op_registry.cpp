@@ -245,7 +245,7 @@ InferResult inferGlobalPool(const OpAttrs&, Inputs in, int) {
 Expected<Shape> reducedShape(const Shape& x, const std::vector<int64_t>& axes, bool keepDims) {
   std::vector<bool> reduce(static_cast<size_t>(x.rank()), axes.empty());
   for (int64_t a : axes) {
-    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(a, x.rank()));
+    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(a, x.rank()));
     reduce[static_cast<size_t>(axis)] = true;
   }
   std::vector<int64_t> out;
@@ -296,7 +296,7 @@ InferResult inferSqueeze(const OpAttrs& attrs, Inputs in, int) {
   const auto& axes = std::get<AxesAttrs>(attrs).axes;
   std::vector<bool> drop(static_cast<size_t>(x.rank()), false);
   for (int64_t a : axes) {
-    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(a, x.rank()));
+    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(a, x.rank()));
     if (x[static_cast<int>(axis)] != 1)
       return makeError("cannot squeeze axis ", axis, " of size ", x[static_cast<int>(axis)]);
     drop[static_cast<size_t>(axis)] = true;
@@ -344,7 +344,7 @@ InferResult inferTranspose(const OpAttrs& attrs, Inputs in, int) {
 InferResult inferConcat(const OpAttrs& attrs, Inputs in, int) {
   const Shape& first = in[0]->shape;
   TUNEC_ASSIGN_OR_RETURN(int64_t axis,
-                         normalizeAxis(std::get<AxisAttrs>(attrs).axis, first.rank()));
+                         normalizeDimAxis(std::get<AxisAttrs>(attrs).axis, first.rank()));
   TUNEC_TRY(checkSameDType(in, 0, in.size()));
   std::vector<int64_t> out = first.dims();
   out[static_cast<size_t>(axis)] = 0;
@@ -362,7 +362,7 @@ InferResult inferConcat(const OpAttrs& attrs, Inputs in, int) {
 InferResult inferSplit(const OpAttrs& attrs, Inputs in, int numOutputs) {
   const auto& a = std::get<SplitAttrs>(attrs);
   const Shape& x = in[0]->shape;
-  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(a.axis, x.rank()));
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(a.axis, x.rank()));
   if (static_cast<int>(a.sizes.size()) != numOutputs)
     return makeError(a.sizes.size(), " split sizes for ", numOutputs, " outputs");
   int64_t total = std::accumulate(a.sizes.begin(), a.sizes.end(), int64_t{0});
@@ -387,7 +387,7 @@ InferResult inferSlice(const OpAttrs& attrs, Inputs in, int) {
 
 InferResult inferGather(const OpAttrs& attrs, Inputs in, int) {
   const Shape& x = in[0]->shape;
-  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(std::get<AxisAttrs>(attrs).axis, x.rank()));
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(std::get<AxisAttrs>(attrs).axis, x.rank()));
   if (!isInteger(in[1]->dtype))
     return makeError("indices must be integers, not ", dtypeName(in[1]->dtype));
   std::vector<int64_t> out(x.dims().begin(), x.dims().begin() + axis);
@@ -678,6 +678,11 @@ Expected<std::vector<TensorType>> inferNodeTypes(const Graph& graph, OpKind kind
     types.push_back(v == kNoValue ? nullptr : &graph.value(v).type);
   }
   return info.infer(attrs, types, numOutputs);
+}
+
+Expected<int64_t> normalizeDimAxis(int64_t axis, int rank) {
+  if (rank == 0) return makeError("axis ", axis, " names a dimension, but the input is a scalar");
+  return normalizeAxis(axis, rank);
 }
 
 Expected<int64_t> normalizeAxis(int64_t axis, int rank) {

@@ -34,8 +34,12 @@ Expected<std::vector<TensorType>> inferNodeTypes(const Graph& graph, OpKind kind
                                                  const OpAttrs& attrs,
                                                  std::span<const ValueId> inputs, int numOutputs);
 
-/// Normalizes a possibly negative axis against a rank; error when out of range.
+/// Normalizes a possibly negative axis against a rank; error when out of range (a scalar
+/// accepts axis 0 and -1, as ops over "the last axis" of a scalar do).
 Expected<int64_t> normalizeAxis(int64_t axis, int rank);
+/// As normalizeAxis for an axis that indexes one of the input's dimensions (Concat, Split,
+/// Gather, Squeeze, reductions): a scalar has none.
+Expected<int64_t> normalizeDimAxis(int64_t axis, int rank);
 
 /// Numpy-style broadcast of shapes; error names both shapes.
 Expected<Shape> broadcastShapes(const Shape& a, const Shape& b);

@@ -48,7 +48,7 @@ const Tensor* GraphRewriter::constantOf(ValueId value) const {
 
 Graph GraphRewriter::finish() {
   for (size_t i = 0; i < source_.outputs().size(); ++i)
-    graph_.addOutput(map(source_.outputs()[i]), source_.outputNames()[i]);
+    graph_.addOutput(map(source_.outputs()[i]), source_.outputName(i));
   graph_.removeDeadCode();
   return std::move(graph_);
 }

@@ -151,7 +151,33 @@ TEST(Importer, DropoutWithItsMaskOutputImportsAsAnAllTrueMask) {
   EXPECT_EQ(mask.type.dtype, DType::Bool);
   EXPECT_EQ(mask.type.shape, (Shape{2, 3}));
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(mask.constant->getInt(i), 1);
-  EXPECT_EQ(g->outputNames()[1], "mask");
+  EXPECT_EQ(g->outputName(1), "mask");
+}
+
+// Found by the ONNX fuzzer: an op over a dimension of a scalar indexed an empty shape.
+TEST(Importer, AnAxisOfAScalarIsAnError) {
+  for (const char* op : {"Concat", "Split", "Gather", "Squeeze", "ReduceSum", "ArgMax"}) {
+    bool axesAttr = std::string(op) == "Squeeze" || std::string(op) == "ReduceSum";
+    ModelBuilder b(axesAttr ? 11 : 13); // axes is an attribute before opset 13
+    b.input("x", {}).initializerInts("idx", {0}).output("y");
+    std::vector<std::string> in = {"x"};
+    if (std::string(op) == "Concat") in = {"x", "x"};
+    if (std::string(op) == "Gather") in = {"x", "idx"};
+    auto& n = b.node(op, in, {"y"}, "scalar");
+    if (axesAttr) {
+      auto* a = n.add_attribute();
+      a->set_name("axes");
+      a->set_type(onnx::AttributeProto::INTS);
+      a->add_ints(0);
+    } else {
+      addIntAttr(n, "axis", 0);
+    }
+    auto g = import(b);
+    ASSERT_FALSE(g.isOk()) << op;
+    EXPECT_NE(g.error().message().find("names a dimension, but the input is a scalar"),
+              std::string::npos)
+        << op << ": " << g.error().message();
+  }
 }
 
 TEST(Importer, ANameThatIsNotUtf8IsAnError) {
