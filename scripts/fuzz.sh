@@ -3,7 +3,8 @@
 # time on a seed corpus. A finding (crash, leak, sanitizer report, timeout) fails the run and
 # leaves its input in BUILD_DIR/TARGET/ (libFuzzer's crash-*/leak-*/timeout-* files): turn it
 # into a regression test.
-# usage: scripts/fuzz.sh TARGET [SECONDS] [BUILD_DIR]
+# usage: scripts/fuzz.sh TARGET [SECONDS|runs=N] [BUILD_DIR]
+#   runs=N: N inputs from a fixed seed (deterministic for a given build: what ctest runs)
 #   TARGET: records (db import of JSONL lines), onnx (the ONNX importer), tensor (.npy and .pb
 #           files), plan (model.so's plan blob)
 set -euo pipefail
@@ -69,7 +70,10 @@ echo "fuzz: building $target"
 # shellcheck disable=SC2086
 "$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I src -I . $flags $sources $libs -o "$out/fuzzer"
-echo "fuzz: running $target for $seconds s"
+case "$seconds" in
+  runs=*) bound=(-runs="${seconds#runs=}" -seed=1); echo "fuzz: running $target for ${seconds#runs=} inputs" ;;
+  *) bound=(-max_total_time="$seconds"); echo "fuzz: running $target for $seconds s" ;;
+esac
 cd "$out"
-./fuzzer -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=4096 \
-  -print_final_stats=1 corpus 2>&1 | tail -15
+./fuzzer "${bound[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+  corpus 2>&1 | tail -15
