@@ -60,7 +60,7 @@ void Measurer::stop() {
   pid_ = -1;
 }
 
-MeasureResult Measurer::measure(const MeasureRequest& request) {
+MeasureResult Measurer::measure(const MeasureRequest& request, double timeoutScale) {
   MeasureResult result;
   if (pid_ < 0) {
     if (Status s = start(); !s) {
@@ -76,7 +76,8 @@ MeasureResult Measurer::measure(const MeasureRequest& request) {
     if (n <= 0) break;
     off += static_cast<size_t>(n);
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+  double limit = timeout_ * timeoutScale;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
   while (true) {
     if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
       std::string reply = buffer_.substr(0, nl);
@@ -96,7 +97,7 @@ MeasureResult Measurer::measure(const MeasureRequest& request) {
     if (left <= 0) {
       stop();
       result.status = "timeout";
-      result.error = "no result within " + std::to_string(static_cast<int>(timeout_)) +
+      result.error = "no result within " + std::to_string(static_cast<int>(limit)) +
                      " s; the candidate was killed";
       return result;
     }

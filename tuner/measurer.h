@@ -20,8 +20,9 @@ public:
   Measurer(const Measurer&) = delete;
   Measurer& operator=(const Measurer&) = delete;
 
-  /// Measures one candidate (starting the worker if needed).
-  MeasureResult measure(const MeasureRequest& request);
+  /// Measures one candidate (starting the worker if needed), within `timeoutScale` times the
+  /// time limit.
+  MeasureResult measure(const MeasureRequest& request, double timeoutScale = 1);
   /// Stops the worker (it is started again by the next measure).
   void stop();
 

@@ -28,6 +28,7 @@ struct TaskState {
   Task task;
   std::unique_ptr<SearchSpace> space;
   std::set<std::string> measured;
+  std::set<std::string> timedOut;           ///< configs that timed out in an earlier job (retried)
   std::vector<std::pair<double, Point>> ok; ///< (gflops, point), for SA seeds
   double defaultGflops = 0;
   int sinceImprovement = 0;
@@ -55,6 +56,12 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     TUNEC_ASSIGN_OR_RETURN(std::vector<db::Record> records, database.recordsOf(s.task.key));
     for (const db::Record& r : records) {
       if (r.target.key() != target.key() || r.templateVersion != s.task.templateVersion) continue;
+      // A timeout may have been a busy machine: this job measures it again, with twice the
+      // limit, when the search (or the default's turn) proposes it.
+      if (r.status == "timeout") {
+        s.timedOut.insert(r.config.dump());
+        continue;
+      }
       s.measured.insert(r.config.dump());
       if (r.status != "ok") continue;
       p.bestSeconds = std::min(p.bestSeconds, r.medianUs * 1e-6);
@@ -121,7 +128,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       if (options.timeBudgetSeconds > 0 && elapsed() >= options.timeBudgetSeconds) break;
       MeasureRequest request{s.task.workload, point.config, options.minSeconds, options.minRepeats,
                              options.flushCache};
-      MeasureResult m = measurer.measure(request);
+      MeasureResult m = measurer.measure(request, s.timedOut.count(point.text) ? 2.0 : 1.0);
       db::Record r;
       r.workload = s.task.workload;
       r.config = point.config;

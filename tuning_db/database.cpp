@@ -364,10 +364,18 @@ Expected<int64_t> TuningDatabase::insert(const std::vector<Record>& records) {
                          conn_.prepare("SELECT id FROM workloads WHERE key = ?1"));
   TUNEC_ASSIGN_OR_RETURN(
       Statement addRecord,
-      conn_.prepare("INSERT OR IGNORE INTO records(workload_id, target_id, template_version, "
+      conn_.prepare("INSERT INTO records(workload_id, target_id, template_version, "
                     "config, status, error, median_us, min_us, "
                     "gflops, repeats, tunec_version, host, created_at) VALUES (?1, ?2, ?3, ?4, ?5, "
-                    "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"));
+                    "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
+                    // A config that timed out once is measured again by a later job: its new
+                    // result replaces the timeout; any other recorded config is kept as it is.
+                    "ON CONFLICT(workload_id, target_id, template_version, config) DO UPDATE SET "
+                    "status = excluded.status, error = excluded.error, median_us = "
+                    "excluded.median_us, min_us = excluded.min_us, gflops = excluded.gflops, "
+                    "repeats = excluded.repeats, tunec_version = excluded.tunec_version, host = "
+                    "excluded.host, created_at = excluded.created_at "
+                    "WHERE records.status = 'timeout' AND excluded.status != 'timeout'"));
   std::map<std::string, int64_t> targetIds, workloadIds;
   auto idOf = [&](std::map<std::string, int64_t>& cache, Statement& add, Statement& get,
                   const std::string& key, const std::string& second,

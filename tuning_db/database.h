@@ -88,7 +88,8 @@ public:
   static Expected<TuningDatabase> openReadOnly(const std::string& path);
 
   /// Inserts measurements in one transaction; a config already recorded for the same workload,
-  /// target and template version is skipped (returns how many were new).
+  /// target and template version is skipped, except that a result replaces a timeout (returns
+  /// how many were new or replaced a timeout).
   Expected<int64_t> insert(const std::vector<Record>& records);
   /// The fastest ok record of a workload for a target and template version.
   Expected<std::optional<BestRecord>> best(const std::string& workloadKey, const TargetInfo& target,

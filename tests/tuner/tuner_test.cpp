@@ -288,6 +288,7 @@ TEST(Measurer, ColdWeightsAreEvictedBeforeEveryTimedRun) {
 // A short job's options: `trials` in batches of 5, short timings, no progress lines.
 TuneOptions shortJob(int trials) {
   TuneOptions options;
+  options.target = hostTarget();
   options.trials = trials;
   options.search.batchSize = 5;
   options.minSeconds = 0.005;
@@ -328,6 +329,42 @@ TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
   auto stats = database->stats();
   ASSERT_TRUE(stats.isOk());
   EXPECT_EQ(stats->records, 20);
+  std::filesystem::remove(path);
+}
+
+// A config that timed out in an earlier job (here: the default, on a busy machine) is measured
+// again, and its result replaces the timeout record.
+TEST(TuningJob, ATimedOutConfigIsRetriedByTheNextJob) {
+  std::string path = freshDatabasePath("retry");
+  auto database = db::TuningDatabase::open(path, true);
+  ASSERT_TRUE(database.isOk()) << database.error().message();
+  TuneOptions options = shortJob(1);
+  Task task = matmulTask(48, 64, 32);
+  db::Record timeout;
+  timeout.workload = task.workload;
+  timeout.config = task.defaultConfig;
+  timeout.target = db::TargetInfo::fromTarget(options.target);
+  timeout.templateVersion = task.templateVersion;
+  timeout.status = "timeout";
+  timeout.error = "no result within 30 s";
+  timeout.tunecVersion = "0.1.0";
+  timeout.host = "test";
+  timeout.createdAt = "2026-12-01T00:00:00Z";
+  ASSERT_TRUE(database->insert({timeout}).isOk());
+  std::atomic<bool> stop{false};
+  auto job = runTuningJob({task}, *database, options, stop);
+  ASSERT_TRUE(job.isOk()) << job.error().message();
+  EXPECT_EQ(job->trials, 1);
+  auto records = database->recordsOf(task.key);
+  ASSERT_TRUE(records.isOk());
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_EQ(records->front().status, "ok");
+  EXPECT_EQ(records->front().config, task.defaultConfig);
+  // A later timeout of the same config does not replace the result.
+  ASSERT_TRUE(database->insert({timeout}).isOk());
+  records = database->recordsOf(task.key);
+  ASSERT_TRUE(records.isOk());
+  EXPECT_EQ(records->front().status, "ok");
   std::filesystem::remove(path);
 }
 
