@@ -212,7 +212,8 @@ struct Window {
   std::vector<int64_t> kernel, strides, pads, dilations;
 };
 
-Expected<Window> readWindow(ConvertContext& ctx, std::vector<int64_t> kernel, const Shape& x) {
+Expected<Window> readWindow(ConvertContext& ctx, std::vector<int64_t> kernel, const Shape& x,
+                            bool pooling) {
   size_t r = kernel.size();
   Window w;
   w.kernel = std::move(kernel);
@@ -224,6 +225,14 @@ Expected<Window> readWindow(ConvertContext& ctx, std::vector<int64_t> kernel, co
   for (size_t i = 0; i < r; ++i)
     if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
       return makeError("kernel, strides and dilations must be positive");
+  // A pad is at least 0; a pooling pad is, as ONNX Runtime requires, smaller than the (dilated)
+  // kernel: a window entirely in the padding would pool nothing of the input.
+  for (size_t i = 0; i < 2 * r; ++i) {
+    int64_t extent = (w.kernel[i % r] - 1) * w.dilations[i % r] + 1;
+    if (w.pads[i] < 0 || (pooling && w.pads[i] >= extent))
+      return makeError("pads: pad ", i, " is ", w.pads[i], "; a pad must be at least 0",
+                       pooling ? " and less than the kernel extent " + std::to_string(extent) : "");
+  }
   std::string autoPad = ctx.attrs.getString("auto_pad", "NOTSET");
   if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     for (size_t i = 0; i < r; ++i) {
@@ -253,7 +262,7 @@ Result convertConv(ConvertContext& ctx) {
           .value_or(std::vector<int64_t>(wShape.dims().begin() + 2, wShape.dims().end()));
   if (x.rank() != static_cast<int>(kernel.size()) + 2)
     return makeError("input ", x.toString(), " does not fit kernel_shape of rank ", kernel.size());
-  TUNEC_ASSIGN_OR_RETURN(Window w, readWindow(ctx, kernel, x));
+  TUNEC_ASSIGN_OR_RETURN(Window w, readWindow(ctx, kernel, x, false));
   ConvAttrs a{w.kernel, w.strides, w.pads, w.dilations, ctx.attrs.getInt("group", 1)};
   return simple(ctx, OpKind::Conv, a);
 }
@@ -264,7 +273,7 @@ template <OpKind K> Result convertPool(ConvertContext& ctx) {
   if (!kernel) return makeError("kernel_shape is required");
   if (x.rank() != static_cast<int>(kernel->size()) + 2)
     return makeError("input ", x.toString(), " does not fit kernel_shape of rank ", kernel->size());
-  TUNEC_ASSIGN_OR_RETURN(Window w, readWindow(ctx, *kernel, x));
+  TUNEC_ASSIGN_OR_RETURN(Window w, readWindow(ctx, *kernel, x, true));
   PoolAttrs a{w.kernel,
               w.strides,
               w.pads,
@@ -281,6 +290,9 @@ template <OpKind K> Result convertPool(ConvertContext& ctx) {
 
 Result convertGemm(ConvertContext& ctx) {
   ctx.attrs.ignore("broadcast");
+  for (const char* flag : {"transA", "transB"})
+    if (int64_t v = ctx.attrs.getInt(flag, 0); v != 0 && v != 1)
+      return makeError(flag, "=", v, " must be 0 or 1");
   GemmAttrs a{ctx.attrs.getFloat("alpha", 1.f), ctx.attrs.getFloat("beta", 1.f),
               ctx.attrs.getInt("transA", 0) != 0, ctx.attrs.getInt("transB", 0) != 0};
   return simple(ctx, OpKind::Gemm, a);

@@ -180,6 +180,42 @@ TEST(Importer, AnAxisOfAScalarIsAnError) {
   }
 }
 
+TEST(Importer, ImpossibleAttributesAreErrors) {
+  auto pool = [](std::vector<int64_t> pads) {
+    ModelBuilder b;
+    b.input("x", {1, 1, 6, 6}).output("y");
+    auto& n = b.node("MaxPool", {"x"}, {"y"}, "pool");
+    for (auto [name, values] :
+         {std::pair{"kernel_shape", std::vector<int64_t>{3, 3}}, std::pair{"pads", pads}}) {
+      auto* a = n.add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t v : values) a->add_ints(v);
+    }
+    return import(b);
+  };
+  auto negative = pool({-1, 0, 0, 0});
+  ASSERT_FALSE(negative.isOk());
+  EXPECT_NE(negative.error().message().find("pad 0 is -1; a pad must be at least 0"),
+            std::string::npos)
+      << negative.error().message();
+  auto wide = pool({0, 5, 0, 0});
+  ASSERT_FALSE(wide.isOk());
+  EXPECT_NE(wide.error().message().find("pad 1 is 5; a pad must be at least 0 and less than the "
+                                        "kernel extent 3"),
+            std::string::npos)
+      << wide.error().message();
+  EXPECT_TRUE(pool({1, 1, 1, 1}).isOk());
+
+  ModelBuilder b;
+  b.input("a", {2, 3}).input("b", {3, 4}).output("y");
+  addIntAttr(b.node("Gemm", {"a", "b"}, {"y"}, "gemm"), "transB", 5);
+  auto gemm = import(b);
+  ASSERT_FALSE(gemm.isOk());
+  EXPECT_NE(gemm.error().message().find("transB=5 must be 0 or 1"), std::string::npos)
+      << gemm.error().message();
+}
+
 TEST(Importer, ANameThatIsNotUtf8IsAnError) {
   ModelBuilder b;
   b.input("x", {4}).output("y");
