@@ -35,6 +35,18 @@ Expected<NodeId> Graph::addNode(std::string name, OpKind kind, OpAttrs attrs,
     return types.error().withContext("node '" + name + "' (" + std::string(opName(kind)) +
                                      ") with inputs (" + input + ")");
   }
+  // Every tensor the graph can hold has a countable size: a shape whose element count overflows
+  // (or passes 2^40) comes from a damaged model and must not reach an allocation.
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  for (const TensorType& t : *types) {
+    int64_t count = 1;
+    for (int64_t d : t.shape.dims()) {
+      if (d < 0 || (d > 0 && count > kMaxElements / d))
+        return makeError("node '", name, "' (", opName(kind), "): output shape ",
+                         t.shape.toString(), " is implausible (over 2^40 elements or negative)");
+      count *= d;
+    }
+  }
   auto nodeId = static_cast<NodeId>(nodes_.size());
   Node node{std::move(name), kind, std::move(attrs), std::move(inputs), {}};
   for (size_t i = 0; i < outputNames.size(); ++i) {

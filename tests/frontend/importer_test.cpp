@@ -216,6 +216,22 @@ TEST(Importer, ImpossibleAttributesAreErrors) {
       << gemm.error().message();
 }
 
+// The fuzzers' findings (tests/fuzz/regressions/onnx): each imports to an Error, not a crash.
+TEST(Importer, FuzzerFindingsAreErrors) {
+  std::string dir = std::string(TUNEC_SOURCE_DIR) + "/tests/fuzz/regressions/onnx";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream f(entry.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), {});
+    ImportOptions options;
+    options.evaluator = runReferenceNode;
+    auto g = importOnnxBytes(bytes, "/nonexistent", options);
+    EXPECT_FALSE(g.isOk()) << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 2);
+}
+
 TEST(Importer, ANameThatIsNotUtf8IsAnError) {
   ModelBuilder b;
   b.input("x", {4}).output("y");
