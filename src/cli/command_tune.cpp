@@ -49,7 +49,8 @@ std::vector<FlagSpec> tuneFlags() {
       {"no-default", "", "do not measure the analytical default config first (for comparisons)"},
       {"seed", "N", "random seed (default 1)"},
       {"quiet", "", "no progress lines"},
-      targetFlag("refuse to run unless this machine is the one the file describes"),
+      targetFlag("refuse to run unless this machine is the one the file describes (with "
+                 "--list-tasks: list the tasks of that machine)"),
   };
 }
 
@@ -67,6 +68,8 @@ const CommandSpec& tuneSpec() {
                   1};
     s.flags.push_back({"input-shape", "NAME=SHAPE",
                        "static shape for a dynamic input, e.g. x=1x3x224x224", true});
+    s.flags.push_back({"list-tasks", "",
+                       "print the tasks (workload key, occurrences, label) and measure nothing"});
     return s;
   }();
   return spec;
@@ -200,7 +203,8 @@ int commandTune(const std::vector<std::string>& argv) {
     return 0;
   }
   ensurePassiveOpenMp(argv, "tune");
-  auto target = measuringTarget(*args, "tunec tune");
+  bool listOnly = args->has("list-tasks");
+  auto target = listOnly ? targetFromArgs(*args) : measuringTarget(*args, "tunec tune");
   if (!target) return fail(target.error().message());
   // The machine's cores, whatever this process may use: what `tunec compile` builds for.
   auto threads = args->has("threads") ? parseThreads(args->get("threads")) : target->cores;
@@ -231,6 +235,12 @@ int commandTune(const std::vector<std::string>& argv) {
   }
   std::vector<tuner::Task> tasks;
   for (const std::string& key : order) tasks.push_back(byKey.at(key));
+  if (listOnly) {
+    // What a job would tune, measuring nothing: workload key, occurrences, label.
+    for (const tuner::Task& t : tasks)
+      std::printf("%s %3g  %s\n", t.key.c_str(), t.weight, t.label.c_str());
+    return 0;
+  }
   std::fprintf(stderr, "%s: %zu heavy kernels, %zu distinct tasks\n",
                args->positionals()[0].c_str(), kernels->size(), tasks.size());
   return runJob(std::move(tasks), *args, *target);

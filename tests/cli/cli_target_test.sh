@@ -85,6 +85,12 @@ expect 1 "describes another machine" -- bench-op matmul --m 8 --n 8 --k 8 --targ
 expect 0 "warning: .* records in the database for another target \($key\)" -- \
   compile "$ex/model.onnx" --db "$tmp/t.db" --target "$tmp/xeon.json" -o "$tmp/xeon2.so"
 
+# A database written before targets were parameters (tests/fixtures) still applies to every
+# kernel, on any machine, when compiled for the machine it was tuned on.
+cp "$src/tests/fixtures/tiny_cnn_tuned_before_target.db" "$tmp/old.db"
+expect 0 " 0 with the analytical default" -- compile "$ex/model.onnx" --db "$tmp/old.db" \
+  --target "$src/tests/fixtures/zen3_target.json" -o "$tmp/old.so"
+
 # Malformed target files name the field.
 echo '{"isa": ["avx2", "fma", "sse9"], "cores": 2, "l1d": 1, "l2": 1, "l3": 1, "model": "x"}' >"$tmp/bad1.json"
 expect 1 "bad1.json: field 'isa': unknown feature \"sse9\"" -- compile "$ex/model.onnx" --target "$tmp/bad1.json" -o "$tmp/x.so"

@@ -33,6 +33,17 @@ for m in "${models[@]}"; do
   "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m.optimized" --reference --optimize
   /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m.optimized/y.npy" --max-rel-l2 1e-4 || status=1
 done
+# Workload keys are what users' tuning databases are indexed by: every heavy kernel's key is the
+# one the code before the Target/dtype reshape gave it (tests/fixtures, made on that machine).
+for m in resnet50 mobilenet_v2 bert_base; do
+  keys=$("$tunec" tune "$work/$m/model.onnx" --list-tasks --threads 2 \
+    --target "$src/tests/fixtures/zen3_target.json" 2>/dev/null | awk '{print $1}' | sort)
+  if [ "$keys" != "$(cat "$src/tests/fixtures/workload_keys_$m.txt")" ]; then
+    echo "FAIL: $m workload keys differ from tests/fixtures/workload_keys_$m.txt:"
+    diff <(echo "$keys") "$src/tests/fixtures/workload_keys_$m.txt" | head
+    status=1
+  fi
+done
 # Layouts: NHWC from the first convolution on; ResNet-50 and MobileNetV2 need one reorder only,
 # of the model input.
 for m in resnet50 mobilenet_v2; do
