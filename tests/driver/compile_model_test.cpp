@@ -106,6 +106,23 @@ driver::CompiledModel checkCompiled(Builder& b, std::vector<ValueId> outs, int t
   return summary;
 }
 
+// A measured matmul record of `workload` with `config`, `us` microseconds on `target`.
+db::Record matmulRecord(const nlohmann::json& workload, const nlohmann::json& config, double us,
+                        const db::TargetInfo& target) {
+  db::Record r;
+  r.workload = workload;
+  r.config = config;
+  r.target = target;
+  r.templateVersion = kMatmulTemplateVersion;
+  r.medianUs = r.minUs = us;
+  r.gflops = 1;
+  r.repeats = 3;
+  r.tunecVersion = "0.1.0";
+  r.host = "test";
+  r.createdAt = "2026-12-01T00:00:00Z";
+  return r;
+}
+
 ConvAttrs conv(int64_t k, int64_t stride, int64_t pad, int64_t group = 1) {
   return ConvAttrs{{k, k}, {stride, stride}, {pad, pad, pad, pad}, {1, 1}, group};
 }
@@ -464,18 +481,10 @@ TEST(CompileModel, WeightsBeyondTheL3MarkTheirWorkloadsCold) {
   {
     auto database = db::TuningDatabase::open(path);
     ASSERT_TRUE(database.isOk()) << database.error().message();
-    db::Record r;
-    r.workload = cold.kernels[0].workload;
-    r.workload.erase("cold_weights");
-    r.config = cold.kernels[0].config;
-    r.target = db::TargetInfo::fromTarget(hostTarget());
-    r.templateVersion = kMatmulTemplateVersion;
-    r.medianUs = r.minUs = 100;
-    r.gflops = 1;
-    r.repeats = 3;
-    r.tunecVersion = "0.1.0";
-    r.host = "test";
-    r.createdAt = "2026-12-01T00:00:00Z";
+    nlohmann::json warmKey = cold.kernels[0].workload;
+    warmKey.erase("cold_weights");
+    db::Record r = matmulRecord(warmKey, cold.kernels[0].config, 100,
+                                db::TargetInfo::fromTarget(hostTarget()));
     ASSERT_TRUE(database->insert({r}).isOk());
     driver::CompileOptions options;
     options.target = hostTarget();
@@ -504,19 +513,8 @@ TEST(CompileModel, AnInvalidBestRecordGivesWayToTheNextValidOne) {
   {
     auto database = db::TuningDatabase::open(path);
     ASSERT_TRUE(database.isOk()) << database.error().message();
-    auto row = [&](const nlohmann::json& config, double us, db::TargetInfo target) {
-      db::Record r;
-      r.workload = plain.kernels[0].workload;
-      r.config = config;
-      r.target = target;
-      r.templateVersion = kMatmulTemplateVersion;
-      r.medianUs = r.minUs = us;
-      r.gflops = 1;
-      r.repeats = 3;
-      r.tunecVersion = "0.1.0";
-      r.host = "test";
-      r.createdAt = "2026-12-01T00:00:00Z";
-      return r;
+    auto row = [&](const nlohmann::json& config, double us, const db::TargetInfo& target) {
+      return matmulRecord(plain.kernels[0].workload, config, us, target);
     };
     db::TargetInfo here = db::TargetInfo::fromTarget(hostTarget()), other = here;
     other.model = "Another CPU";
