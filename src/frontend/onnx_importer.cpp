@@ -290,6 +290,16 @@ private:
     if (static_cast<int>(inputs.size()) > schema->max_input())
       return makeError(node.op_type(), " takes at most ", schema->max_input(), " inputs, not ",
                        inputs.size());
+    // The outputs likewise: the first (required) output named, no more than the op has.
+    const auto& outs = schema->outputs();
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].GetOption() == onnx::OpSchema::Single &&
+          (static_cast<int>(i) >= node.output_size() || node.output(static_cast<int>(i)).empty()))
+        return makeError("output ", i, " ('", outs[i].GetName(), "') is required but ",
+                         static_cast<int>(i) >= node.output_size() ? "missing" : "unnamed");
+    if (node.output_size() > schema->max_output())
+      return makeError(node.op_type(), " has at most ", schema->max_output(), " outputs, not ",
+                       node.output_size());
     return {};
   }
 
