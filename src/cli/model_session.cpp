@@ -91,7 +91,11 @@ std::string defaultDatabasePath() {
 std::string databaseForCompile(const Arguments& args) {
   if (args.has("db")) return args.get("db");
   std::string path = defaultDatabasePath();
-  return std::filesystem::exists(path) ? path : std::string();
+  // A path that cannot even be checked (a directory the user cannot search) is passed on, so
+  // that opening it names the problem, rather than throwing filesystem_error here.
+  std::error_code ec;
+  bool exists = std::filesystem::exists(path, ec);
+  return exists || ec ? path : std::string();
 }
 
 int defaultThreads() {
