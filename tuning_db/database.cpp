@@ -330,6 +330,13 @@ Expected<TuningDatabase> TuningDatabase::openWith(const std::string& path, bool 
                            "create one)");
   if (!exists) TUNEC_TRY(createDatabase(path));
   TUNEC_TRY(checkNotEmpty(path));
+  if (!readOnly) {
+    // A writer needs the file and its directory (SQLite's -wal and -shm files live beside it).
+    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+    if (::access(path.c_str(), W_OK) != 0 || ::access(dir.empty() ? "/" : dir.c_str(), W_OK) != 0)
+      return makeError(path, ": is read-only here (", std::strerror(errno),
+                       "), and this command writes to it: give a writable --db file");
+  }
   TUNEC_ASSIGN_OR_RETURN(Connection conn, Connection::open(path, false, readOnly));
   TUNEC_TRY(checkIntegrity(conn));
   if (readOnly) {

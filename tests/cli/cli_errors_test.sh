@@ -108,6 +108,20 @@ if [ -d "$ln" ]; then
       --input W="$ln/test_data_set_0/input_1.pb" --input B="$ln/test_data_set_0/input_2.pb" --output "$tmp/ln_$form"
   done
 fi
+# A tuning database on a read-only mount is read by compile (read-only open, immutable), where
+# this runs as root and can mount; skipped elsewhere, and said.
+mkdir -p "$tmp/ro"
+if mount -t tmpfs -o size=4m tmpfs "$tmp/ro" 2>/dev/null; then
+  "$tunec" tune "$model" --db "$tmp/ro/t.db" --trials 4 --quiet >/dev/null 2>&1
+  if mount -o remount,ro "$tmp/ro" 2>/dev/null; then
+    expect 0 " 0 with the analytical default" -- compile "$model" --db "$tmp/ro/t.db" -o "$tmp/ro_db.so"
+    expect 0 "4 workloads" -- db stats --db "$tmp/ro/t.db"
+    expect 1 "t.db: .*(read-only|readonly)" -- db import --db "$tmp/ro/t.db" /dev/null
+  fi
+  umount "$tmp/ro"
+else
+  echo "skipped: the read-only database checks need to mount a tmpfs (run as root)"
+fi
 echo garbage >"$tmp/garbage.npy"
 expect 1 "neither a .npy file nor a serialized ONNX TensorProto" -- run "$model" --input x="$tmp/garbage.npy"
 expect 1 "--input-shape 'x=1xAx3' is not of the form" -- inspect "$model" --input-shape x=1xAx3
