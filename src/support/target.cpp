@@ -53,13 +53,6 @@ std::string knownLlvmFeatures() {
   return s;
 }
 
-std::vector<std::string> Target::missingFeatures(const Target& other) const {
-  std::vector<std::string> names;
-  for (const FeatureRow& f : kFeatures)
-    if (other.*f.field && !(this->*f.field)) names.push_back(f.name);
-  return names;
-}
-
 nlohmann::json Target::toJson() const {
   return {{"isa", featureNames()}, {"cores", cores}, {"l1d", l1d}, {"l2", l2}, {"l3", l3},
           {"model", model},        {"cpu", llvmCpu}};

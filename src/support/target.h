@@ -41,8 +41,6 @@ struct Target {
   std::vector<std::string> featureNames() const;
   /// The LLVM target-feature string of the set features ("+avx2,+fma,...").
   std::string llvmFeatures() const;
-  /// The features the `other` target has and this one lacks, by name.
-  std::vector<std::string> missingFeatures(const Target& other) const;
 
   /// The target file format of `tunec target --json`: {"isa": [...], "cores", "l1d", "l2",
   /// "l3", "model", "cpu"}.
