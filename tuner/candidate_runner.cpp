@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <span>
 #include <thread>
 
 namespace tunec::tuner {
@@ -102,127 +103,158 @@ void scatterMatrices(const float* dense, const Shape& s, int64_t ld, int64_t str
         buffer[static_cast<size_t>(b * stride + r * ld + c)] = dense[(b * s[1] + r) * s[2] + c];
 }
 
+// Random operands and the reference output of each template's workload.
+Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt19937& rng) {
+  int64_t bBatches = w.broadcastB ? 1 : w.batch;
+  // Buffers as the kernel reads them (strided operands span more than their elements); the
+  // reference runs on dense copies.
+  p.a = randomData(w.aExtent(), rng);
+  p.b = randomData(w.bExtent(), rng);
+  p.out.assign(static_cast<size_t>(w.cExtent()), 0.f);
+  Graph g;
+  Shape as = w.transA ? Shape{w.batch, w.k, w.m} : Shape{w.batch, w.m, w.k};
+  Shape bs = w.transB ? Shape{bBatches, w.n, w.k} : Shape{bBatches, w.k, w.n};
+  std::vector<float> aDense = gatherMatrices(p.a, as, w.aLd(), w.aStride());
+  std::vector<float> bDense = gatherMatrices(p.b, bs, w.bLd(), w.bStride());
+  ValueId a = g.addInput("a", {DType::F32, as, {}});
+  ValueId b = g.addInput("b", {DType::F32, bs, {}});
+  auto transpose = [&](ValueId v, const char* name) -> Expected<ValueId> {
+    TUNEC_ASSIGN_OR_RETURN(
+        NodeId id, g.addNode(name, OpKind::Transpose, TransposeAttrs{{0, 2, 1}}, {v}, {name}));
+    return g.node(id).outputs[0];
+  };
+  if (w.transA) {
+    TUNEC_ASSIGN_OR_RETURN(a, transpose(a, "at"));
+  }
+  if (w.transB) {
+    TUNEC_ASSIGN_OR_RETURN(b, transpose(b, "bt"));
+  }
+  TUNEC_ASSIGN_OR_RETURN(NodeId mm, g.addNode("mm", OpKind::MatMul, NoAttrs{}, {a, b}, {"c"}));
+  g.addOutput(g.node(mm).outputs[0]);
+  TUNEC_ASSIGN_OR_RETURN(auto outs, runReference(g, {tensorOf(aDense, as), tensorOf(bDense, bs)}));
+  p.expected.assign(p.out.size(), std::nanf("")); // NaN: gaps the kernel must not write
+  scatterMatrices(outs[0].dataAs<float>(), Shape{w.batch, w.m, w.n}, w.cLd(), w.cStride(),
+                  p.expected);
+  return {};
+}
+
+Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt19937& rng) {
+  p.a = randomData(w.n * w.h * w.w * w.ic, rng);
+  Shape ws{w.oc, w.icPerGroup(), w.kh, w.kw};
+  p.b = randomData(ws.numel(), rng);
+  p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.oc), 0.f);
+  ConvAttrs attrs{{w.kh, w.kw},
+                  {w.strideH, w.strideW},
+                  {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                  {w.dilationH, w.dilationW},
+                  w.groups};
+  TUNEC_ASSIGN_OR_RETURN(p.expected, referenceConv(p.a, p.b, ws, w.n, w.ic, w.h, w.w, attrs));
+  return {};
+}
+
+Status fillProblem(const DepthwiseWorkload& w, CandidateRunner::Problem& p, std::mt19937& rng) {
+  p.a = randomData(w.n * w.h * w.w * w.c, rng);
+  Shape ws{w.c, 1, w.kh, w.kw};
+  p.b = randomData(ws.numel(), rng);
+  p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.c), 0.f);
+  ConvAttrs attrs{{w.kh, w.kw},
+                  {w.strideH, w.strideW},
+                  {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                  {w.dilationH, w.dilationW},
+                  w.c};
+  TUNEC_ASSIGN_OR_RETURN(p.expected, referenceConv(p.a, p.b, ws, w.n, w.c, w.h, w.w, attrs));
+  return {};
+}
+
+// A compiled candidate: how to run it once, and the packed weights a cold_weights workload
+// evicts before each timed run.
+struct Candidate {
+  std::function<void()> run;
+  std::span<const float> evicted;
+};
+
+Expected<Candidate> compileCandidate(Jit& jit, const MatmulWorkload& w, const MatmulConfig& c,
+                                     CandidateRunner::Problem& p) {
+  TUNEC_ASSIGN_OR_RETURN(MatmulKernel k, compileMatmul(jit, w, c, {}, p.b.data()));
+  auto kernel = std::make_shared<MatmulKernel>(std::move(k));
+  Candidate out;
+  if (w.coldWeights) out.evicted = kernel->packedWeights();
+  out.run = [kernel, &p] { kernel->run(p.a.data(), p.b.data(), p.out.data()); };
+  return out;
+}
+
+Expected<Candidate> compileCandidate(Jit& jit, const Conv2dWorkload& w, const Conv2dConfig& c,
+                                     CandidateRunner::Problem& p) {
+  TUNEC_ASSIGN_OR_RETURN(Conv2dKernel k, compileConv2d(jit, w, c, {}, p.b.data()));
+  auto kernel = std::make_shared<Conv2dKernel>(std::move(k));
+  Candidate out;
+  if (w.coldWeights) out.evicted = kernel->packedWeights();
+  out.run = [kernel, &p] { kernel->run(p.a.data(), p.out.data()); };
+  return out;
+}
+
+Expected<Candidate> compileCandidate(Jit& jit, const DepthwiseWorkload& w, const DepthwiseConfig& c,
+                                     CandidateRunner::Problem& p) {
+  TUNEC_ASSIGN_OR_RETURN(DepthwiseKernel k, compileDepthwise(jit, w, c, {}, p.b.data()));
+  auto kernel = std::make_shared<DepthwiseKernel>(std::move(k));
+  Candidate out;
+  out.run = [kernel, &p] { kernel->run(p.a.data(), p.out.data()); };
+  return out;
+}
+
 } // namespace
 
-Expected<CandidateRunner::Problem*> CandidateRunner::problem(const nlohmann::json& workload) {
-  std::string key = workload.dump();
+Expected<CandidateRunner::Problem*> CandidateRunner::problem(const Workload& workload,
+                                                             const std::string& key) {
   if (auto it = problems_.find(key); it != problems_.end()) return it->second.get();
   auto p = std::make_unique<Problem>();
   std::mt19937 rng(11);
-  std::string templ = workload.value("template", std::string());
-  if (templ == "matmul") {
-    TUNEC_ASSIGN_OR_RETURN(MatmulWorkload w, MatmulWorkload::fromJson(workload));
-    int64_t bBatches = w.broadcastB ? 1 : w.batch;
-    // Buffers as the kernel reads them (strided operands span more than their elements); the
-    // reference runs on dense copies.
-    p->a = randomData(w.aExtent(), rng);
-    p->b = randomData(w.bExtent(), rng);
-    p->out.assign(static_cast<size_t>(w.cExtent()), 0.f);
-    Graph g;
-    Shape as = w.transA ? Shape{w.batch, w.k, w.m} : Shape{w.batch, w.m, w.k};
-    Shape bs = w.transB ? Shape{bBatches, w.n, w.k} : Shape{bBatches, w.k, w.n};
-    std::vector<float> aDense = gatherMatrices(p->a, as, w.aLd(), w.aStride());
-    std::vector<float> bDense = gatherMatrices(p->b, bs, w.bLd(), w.bStride());
-    ValueId a = g.addInput("a", {DType::F32, as, {}});
-    ValueId b = g.addInput("b", {DType::F32, bs, {}});
-    auto transpose = [&](ValueId v, const char* name) -> Expected<ValueId> {
-      TUNEC_ASSIGN_OR_RETURN(
-          NodeId id, g.addNode(name, OpKind::Transpose, TransposeAttrs{{0, 2, 1}}, {v}, {name}));
-      return g.node(id).outputs[0];
-    };
-    if (w.transA) {
-      TUNEC_ASSIGN_OR_RETURN(a, transpose(a, "at"));
-    }
-    if (w.transB) {
-      TUNEC_ASSIGN_OR_RETURN(b, transpose(b, "bt"));
-    }
-    TUNEC_ASSIGN_OR_RETURN(NodeId mm, g.addNode("mm", OpKind::MatMul, NoAttrs{}, {a, b}, {"c"}));
-    g.addOutput(g.node(mm).outputs[0]);
-    TUNEC_ASSIGN_OR_RETURN(auto outs,
-                           runReference(g, {tensorOf(aDense, as), tensorOf(bDense, bs)}));
-    p->expected.assign(p->out.size(), std::nanf("")); // NaN: gaps the kernel must not write
-    scatterMatrices(outs[0].dataAs<float>(), Shape{w.batch, w.m, w.n}, w.cLd(), w.cStride(),
-                    p->expected);
-  } else if (templ == "conv2d") {
-    TUNEC_ASSIGN_OR_RETURN(Conv2dWorkload w, Conv2dWorkload::fromJson(workload));
-    p->a = randomData(w.n * w.h * w.w * w.ic, rng);
-    Shape ws{w.oc, w.icPerGroup(), w.kh, w.kw};
-    p->b = randomData(ws.numel(), rng);
-    p->out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.oc), 0.f);
-    ConvAttrs attrs{{w.kh, w.kw},
-                    {w.strideH, w.strideW},
-                    {w.padTop, w.padLeft, w.padBottom, w.padRight},
-                    {w.dilationH, w.dilationW},
-                    w.groups};
-    TUNEC_ASSIGN_OR_RETURN(p->expected, referenceConv(p->a, p->b, ws, w.n, w.ic, w.h, w.w, attrs));
-  } else if (templ == "depthwise") {
-    TUNEC_ASSIGN_OR_RETURN(DepthwiseWorkload w, DepthwiseWorkload::fromJson(workload));
-    p->a = randomData(w.n * w.h * w.w * w.c, rng);
-    Shape ws{w.c, 1, w.kh, w.kw};
-    p->b = randomData(ws.numel(), rng);
-    p->out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.c), 0.f);
-    ConvAttrs attrs{{w.kh, w.kw},
-                    {w.strideH, w.strideW},
-                    {w.padTop, w.padLeft, w.padBottom, w.padRight},
-                    {w.dilationH, w.dilationW},
-                    w.c};
-    TUNEC_ASSIGN_OR_RETURN(p->expected, referenceConv(p->a, p->b, ws, w.n, w.c, w.h, w.w, attrs));
-  } else {
-    return makeError("no template '", templ, "'");
-  }
+  TUNEC_TRY(std::visit([&](const auto& w) { return fillProblem(w, *p, rng); }, workload));
   Problem* raw = p.get();
   problems_[key] = std::move(p);
   return raw;
 }
 
 MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
-  MeasureResult result;
-  auto fail = [&](const std::string& status, const std::string& error) {
-    result.status = status;
-    result.error = error;
-    return result;
-  };
   if (std::getenv("TUNEC_TUNER_INJECT") && request.config.contains("inject")) {
     std::string what = request.config.value("inject", std::string());
     if (what == "crash") std::raise(SIGSEGV);
     if (what == "hang")
       while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
-  auto prob = problem(request.workload);
+  // The worker pipe's JSON, read once; everything after is typed.
+  auto w = parseWorkload(request.workload);
+  if (!w) return {"error", w.error().message()};
+  auto c = parseConfig(templateKind(*w), request.config);
+  if (!c) return {"error", c.error().message()};
+  return measure(*w, *c, request.workload.dump(), request);
+}
+
+MeasureResult CandidateRunner::measure(const Workload& workload, const Config& config,
+                                       const std::string& key, const MeasureRequest& request) {
+  MeasureResult result;
+  auto fail = [&](const std::string& status, const std::string& error) {
+    result.status = status;
+    result.error = error;
+    return result;
+  };
+  if (auto valid = validateConfig(workload, config); !valid)
+    return fail("error", valid.error().message());
+  auto prob = problem(workload, key);
   if (!prob) return fail("error", prob.error().message());
   Problem& p = **prob;
-  std::string templ = request.workload.value("template", std::string());
-  std::function<void()> run;
-  std::span<const float> evicted; // the packed weights of a cold_weights workload
-  std::shared_ptr<void> keep;
   auto start = std::chrono::steady_clock::now();
-  if (templ == "matmul") {
-    auto w = MatmulWorkload::fromJson(request.workload);
-    auto c = MatmulConfig::fromJson(request.config);
-    if (!w || !c) return fail("error", !w ? w.error().message() : c.error().message());
-    auto k = compileMatmul(jit_, *w, *c, {}, p.b.data());
-    if (!k) return fail("error", k.error().message());
-    auto kernel = std::make_shared<MatmulKernel>(std::move(*k));
-    if (w->coldWeights) evicted = kernel->packedWeights();
-    run = [kernel, &p] { kernel->run(p.a.data(), p.b.data(), p.out.data()); };
-  } else if (templ == "conv2d") {
-    auto w = Conv2dWorkload::fromJson(request.workload);
-    auto c = Conv2dConfig::fromJson(request.config);
-    if (!w || !c) return fail("error", !w ? w.error().message() : c.error().message());
-    auto k = compileConv2d(jit_, *w, *c, {}, p.b.data());
-    if (!k) return fail("error", k.error().message());
-    auto kernel = std::make_shared<Conv2dKernel>(std::move(*k));
-    if (w->coldWeights) evicted = kernel->packedWeights();
-    run = [kernel, &p] { kernel->run(p.a.data(), p.out.data()); };
-  } else {
-    auto w = DepthwiseWorkload::fromJson(request.workload);
-    auto c = DepthwiseConfig::fromJson(request.config);
-    if (!w || !c) return fail("error", !w ? w.error().message() : c.error().message());
-    auto k = compileDepthwise(jit_, *w, *c, {}, p.b.data());
-    if (!k) return fail("error", k.error().message());
-    auto kernel = std::make_shared<DepthwiseKernel>(std::move(*k));
-    run = [kernel, &p] { kernel->run(p.a.data(), p.out.data()); };
-  }
+  auto candidate = std::visit(
+      [&](const auto& w, const auto& c) -> Expected<Candidate> {
+        if constexpr (requires { compileCandidate(jit_, w, c, p); })
+          return compileCandidate(jit_, w, c, p);
+        else
+          return makeError("a config of another template than the workload's");
+      },
+      workload, config);
+  if (!candidate) return fail("error", candidate.error().message());
+  const std::function<void()>& run = candidate->run;
+  std::span<const float> evicted = candidate->evicted;
   result.compileSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fill(p.out.begin(), p.out.end(), std::nanf(""));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "templates/template.h"
 #include "tuner/measure_protocol.h"
 
 #include <functional>
@@ -17,7 +18,12 @@ namespace tunec::tuner {
 class CandidateRunner {
 public:
   explicit CandidateRunner(Jit& jit) : jit_(jit) {}
+  /// Reads the request's workload and config (the pipe's JSON) and measures them.
   MeasureResult measure(const MeasureRequest& request);
+  /// Measures a typed candidate; `key` names its workload's problem (its JSON text), the
+  /// request gives the timing options.
+  MeasureResult measure(const Workload& workload, const Config& config, const std::string& key,
+                        const MeasureRequest& request);
 
   /// Random operands and the reference output of one workload.
   struct Problem {
@@ -25,7 +31,7 @@ public:
   };
 
 private:
-  Expected<Problem*> problem(const nlohmann::json& workload);
+  Expected<Problem*> problem(const Workload& workload, const std::string& key);
   Jit& jit_;
   std::map<std::string, std::unique_ptr<Problem>> problems_;
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <xgboost/c_api.h>
 
 namespace tunec::tuner {
@@ -32,12 +33,20 @@ std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records,
     best[key] = std::max(best[key], r.gflops);
     group.emplace(key, static_cast<uint32_t>(group.size()));
   }
+  // Records are JSON from the database: each workload is read once, each config once.
+  std::map<std::string, std::optional<Workload>> workloads;
   std::vector<TrainingRow> rows;
   for (const db::Record& r : records) {
     if (r.status != "ok") continue;
-    auto f = extractFeatures(r.workload, r.config, target);
-    if (!f) continue;
     std::string key = r.workloadKey();
+    auto [it, fresh] = workloads.try_emplace(key);
+    if (fresh)
+      if (auto w = parseWorkload(r.workload)) it->second = std::move(*w);
+    if (!it->second) continue;
+    auto config = parseConfig(templateKind(*it->second), r.config);
+    if (!config) continue;
+    auto f = extractFeatures(*it->second, *config, target);
+    if (!f) continue;
     rows.push_back({*f, static_cast<float>(best[key] > 0 ? r.gflops / best[key] : 0), group[key]});
   }
   return rows;

@@ -41,11 +41,11 @@ Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Ta
   f[2] = lg(static_cast<double>(c.mc));
   f[3] = lg(static_cast<double>(c.nc));
   f[4] = lg(static_cast<double>(c.kc));
-  static const char* orders[] = {"nkm", "nmk", "mkn", "mnk", "knm", "kmn"};
-  for (int i = 0; i < 6; ++i) f[static_cast<size_t>(5 + i)] = c.loopOrder == orders[i];
-  f[11] = c.parallel == "m";
-  f[12] = c.parallel == "n";
-  f[13] = c.parallel == "batch";
+  for (size_t i = 0; i < 6; ++i)
+    f[5 + i] = c.loopOrder == Spellings<MatmulLoopOrder>::values[i].first;
+  f[11] = c.parallel == MatmulParallel::M;
+  f[12] = c.parallel == MatmulParallel::N;
+  f[13] = c.parallel == MatmulParallel::Batch;
   f[14] = c.packA;
   // Trip counts of the block loops and the register-tile loops.
   f[15] = lg(ceilDiv(static_cast<double>(w.m), static_cast<double>(c.mc)));
@@ -62,11 +62,13 @@ Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Ta
   f[25] = util(static_cast<double>(w.m), c.mr);                  // rows used in M
   f[26] = static_cast<float>(tileRegisters(c.isa, c.mr, c.nr) /
                              static_cast<double>(isaInfo(c.isa).vectorRegisters));
-  double tasks = c.parallel == "m"   ? ceilDiv(static_cast<double>(w.m), static_cast<double>(c.mc))
-                 : c.parallel == "n" ? ceilDiv(static_cast<double>(w.n), static_cast<double>(c.nc))
-                 : c.parallel == "batch" ? static_cast<double>(w.batch)
-                                         : 1.0;
-  auto [perThread, idle] = balance(tasks, c.parallel == "none" ? 1 : w.threads);
+  double tasks = c.parallel == MatmulParallel::M
+                     ? ceilDiv(static_cast<double>(w.m), static_cast<double>(c.mc))
+                 : c.parallel == MatmulParallel::N
+                     ? ceilDiv(static_cast<double>(w.n), static_cast<double>(c.nc))
+                 : c.parallel == MatmulParallel::Batch ? static_cast<double>(w.batch)
+                                                       : 1.0;
+  auto [perThread, idle] = balance(tasks, c.parallel == MatmulParallel::None ? 1 : w.threads);
   f[27] = perThread;
   f[28] = idle;
   f[29] = lg(w.flops());
@@ -88,10 +90,10 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ta
   f[2] = lg(static_cast<double>(c.icBlock));
   f[3] = lg(static_cast<double>(c.ohBlock));
   f[4] = static_cast<float>(c.rowsPerTile);
-  f[5] = c.loopOrder == "oc_oh";
-  f[6] = c.parallel == "oh";
-  f[7] = c.parallel == "oc";
-  f[8] = c.parallel == "n";
+  f[5] = c.loopOrder == Conv2dLoopOrder::OcOh;
+  f[6] = c.parallel == Conv2dParallel::Oh;
+  f[7] = c.parallel == Conv2dParallel::Oc;
+  f[8] = c.parallel == Conv2dParallel::N;
   f[9] = lg(ceilDiv(ocg, c.ocBlock));                              // oc panels
   f[10] = lg(ceilDiv(ow, c.owBlock));                              // tiles per row
   f[11] = lg(ceilDiv(oh, static_cast<double>(c.ohBlock)));         // row blocks
@@ -107,11 +109,12 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ta
   f[19] = static_cast<float>(
       tileRegisters(c.isa, static_cast<int>(c.owBlock * c.rowsPerTile), c.ocBlock) /
       static_cast<double>(isaInfo(c.isa).vectorRegisters));
-  double tasks = c.parallel == "oh"   ? oh
-                 : c.parallel == "oc" ? ceilDiv(ocg, c.ocBlock) * static_cast<double>(w.groups)
-                 : c.parallel == "n"  ? static_cast<double>(w.n)
-                                      : 1.0;
-  auto [perThread, idle] = balance(tasks, c.parallel == "none" ? 1 : w.threads);
+  double tasks = c.parallel == Conv2dParallel::Oh ? oh
+                 : c.parallel == Conv2dParallel::Oc
+                     ? ceilDiv(ocg, c.ocBlock) * static_cast<double>(w.groups)
+                 : c.parallel == Conv2dParallel::N ? static_cast<double>(w.n)
+                                                   : 1.0;
+  auto [perThread, idle] = balance(tasks, c.parallel == Conv2dParallel::None ? 1 : w.threads);
   f[20] = perThread;
   f[21] = idle;
   f[22] = lg(w.flops());
@@ -131,7 +134,7 @@ Features depthwiseFeatures(const DepthwiseWorkload& w, const DepthwiseConfig& c)
   double ow = static_cast<double>(w.ow());
   f[0] = static_cast<float>(c.channelVectors);
   f[1] = lg(c.owBlock);
-  f[2] = c.parallel == "oh";
+  f[2] = c.parallel == DepthwiseParallel::Oh;
   f[3] = util(static_cast<double>(w.c), c.channelVectors * lanes);
   f[4] = util(ow, c.owBlock);
   f[5] = lg(ceilDiv(static_cast<double>(w.c), c.channelVectors * lanes));
@@ -144,36 +147,39 @@ Features depthwiseFeatures(const DepthwiseWorkload& w, const DepthwiseConfig& c)
   f[11] = static_cast<float>(w.strideH);
   f[12] = lg(static_cast<double>(w.c));
   f[13] = lg(ow);
-  auto [perThread, idle] = balance(static_cast<double>(w.oh()), c.parallel == "oh" ? w.threads : 1);
+  auto [perThread, idle] =
+      balance(static_cast<double>(w.oh()), c.parallel == DepthwiseParallel::Oh ? w.threads : 1);
   f[14] = perThread;
   f[15] = idle;
   return f;
 }
 
-} // namespace
-
-Expected<Features> extractFeatures(const nlohmann::json& workload, const nlohmann::json& config,
-                                   const Target& target) {
-  std::string templ = workload.value("template", std::string());
-  if (templ == "matmul") {
-    TUNEC_ASSIGN_OR_RETURN(MatmulWorkload w, MatmulWorkload::fromJson(workload));
-    TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, MatmulConfig::fromJson(config));
-    return matmulFeatures(w, c, target);
-  }
-  if (templ == "conv2d") {
-    TUNEC_ASSIGN_OR_RETURN(Conv2dWorkload w, Conv2dWorkload::fromJson(workload));
-    TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, Conv2dConfig::fromJson(config));
-    return conv2dFeatures(w, c, target);
-  }
-  if (templ == "depthwise") {
-    TUNEC_ASSIGN_OR_RETURN(DepthwiseWorkload w, DepthwiseWorkload::fromJson(workload));
-    TUNEC_ASSIGN_OR_RETURN(DepthwiseConfig c, DepthwiseConfig::fromJson(config));
-    return depthwiseFeatures(w, c);
-  }
-  return makeError("no features for template '", templ, "'");
+Features featuresOf(const MatmulWorkload& w, const MatmulConfig& c, const Target& t) {
+  return matmulFeatures(w, c, t);
+}
+Features featuresOf(const Conv2dWorkload& w, const Conv2dConfig& c, const Target& t) {
+  return conv2dFeatures(w, c, t);
+}
+Features featuresOf(const DepthwiseWorkload& w, const DepthwiseConfig& c, const Target&) {
+  return depthwiseFeatures(w, c);
 }
 
-const std::array<const char*, kFeatureLength>& featureNames(const std::string& templ) {
+} // namespace
+
+Expected<Features> extractFeatures(const Workload& workload, const Config& config,
+                                   const Target& target) {
+  return std::visit(
+      [&](const auto& w, const auto& c) -> Expected<Features> {
+        if constexpr (requires { featuresOf(w, c, target); })
+          return featuresOf(w, c, target);
+        else
+          return makeError("features: a ", templateName(templateKind(config)), " config for a ",
+                           templateName(templateKind(workload)), " workload");
+      },
+      workload, config);
+}
+
+const std::array<const char*, kFeatureLength>& featureNames(TemplateKind kind) {
   static const std::array<const char*, kFeatureLength> matmul = {
       "log2 mr",
       "log2 nr",
@@ -272,9 +278,15 @@ const std::array<const char*, kFeatureLength>& featureNames(const std::string& t
       "-",
       "-",
       "-"};
-  if (templ == "matmul") return matmul;
-  if (templ == "conv2d") return conv;
-  return depthwise;
+  switch (kind) {
+  case TemplateKind::Matmul:
+    return matmul;
+  case TemplateKind::Conv2d:
+    return conv;
+  case TemplateKind::Depthwise:
+    return depthwise;
+  }
+  TUNEC_ASSERT(false, "template kind " << static_cast<int>(kind) << " has no feature names");
 }
 
 } // namespace tunec::tuner

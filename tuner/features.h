@@ -7,6 +7,7 @@
 
 #include "support/error.h"
 #include "support/target.h"
+#include "templates/template.h"
 
 #include <array>
 #include <nlohmann/json.hpp>
@@ -19,11 +20,13 @@ inline constexpr int kFeatureLength = 32;
 
 using Features = std::array<float, kFeatureLength>;
 
-/// The features of a config of a workload (both canonical JSON) on a host with these caches.
-Expected<Features> extractFeatures(const nlohmann::json& workload, const nlohmann::json& config,
+/// The features of a config of a workload on a target with these caches. Typed: the search
+/// scores thousands of candidates per batch and reads no JSON. A config of another template
+/// than the workload's is an error.
+Expected<Features> extractFeatures(const Workload& workload, const Config& config,
                                    const Target& target);
 
 /// Names of the features of a template, in order (for docs and debugging).
-const std::array<const char*, kFeatureLength>& featureNames(const std::string& templ);
+const std::array<const char*, kFeatureLength>& featureNames(TemplateKind kind);
 
 } // namespace tunec::tuner

@@ -5,6 +5,10 @@
 
 namespace tunec::tuner {
 
+std::string configText(const Config& config) {
+  return toJson(config).dump();
+}
+
 double SearchSpace::size() const {
   return knobSpaceSize(task_.space);
 }
@@ -13,9 +17,9 @@ std::optional<Point> SearchSpace::at(const std::vector<int>& indices) const {
   std::vector<nlohmann::json> values;
   for (size_t k = 0; k < indices.size(); ++k)
     values.push_back(task_.space[k].values[static_cast<size_t>(indices[k])]);
-  auto config = task_.fromKnobs(values);
-  if (!config || !task_.validate(*config)) return std::nullopt;
-  return Point{indices, *config, config->dump()};
+  auto config = configFromKnobs(task_.workload, task_.isa, task_.space, values);
+  if (!config || !validateConfig(task_.workload, *config)) return std::nullopt;
+  return Point{indices, *config, configText(*config)};
 }
 
 std::optional<Point> SearchSpace::sample(std::mt19937& rng, int tries) const {
@@ -66,7 +70,8 @@ std::optional<std::vector<Point>> SearchSpace::enumerate(double limit) const {
   return out;
 }
 
-std::optional<Point> SearchSpace::fromConfig(const nlohmann::json& config) const {
+std::optional<Point> SearchSpace::fromConfig(const Config& typed) const {
+  nlohmann::json config = toJson(typed);
   std::vector<int> indices;
   for (const Knob& k : task_.space) {
     if (!config.contains(k.name)) return std::nullopt;
@@ -88,7 +93,7 @@ std::optional<Point> SearchSpace::fromConfig(const nlohmann::json& config) const
     if (best < 0 || bestDistance >= 1e100) return std::nullopt;
     indices.push_back(best);
   }
-  return Point{indices, config, config.dump()};
+  return Point{indices, typed, config.dump()};
 }
 
 } // namespace tunec::tuner

@@ -14,9 +14,12 @@ namespace tunec::tuner {
 /// A point: one value index per knob, and the legal config it maps to.
 struct Point {
   std::vector<int> indices;
-  nlohmann::json config;
-  std::string text; ///< config.dump(): identity of the config
+  Config config;
+  std::string text; ///< the config's JSON text: its identity, as records store it
 };
+
+/// The text identity of a config (toJson(config).dump()).
+std::string configText(const Config& config);
 
 class SearchSpace {
 public:
@@ -34,7 +37,7 @@ public:
   /// Every valid point, when the cross product has at most `limit` points.
   std::optional<std::vector<Point>> enumerate(double limit) const;
   /// The point nearest to a config (each knob's closest value), for records measured before.
-  std::optional<Point> fromConfig(const nlohmann::json& config) const;
+  std::optional<Point> fromConfig(const Config& config) const;
 
 private:
   const Task& task_;

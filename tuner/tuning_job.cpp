@@ -65,25 +65,29 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       s.measured.insert(r.config.dump());
       if (r.status != "ok") continue;
       p.bestSeconds = std::min(p.bestSeconds, r.medianUs * 1e-6);
-      if (auto point = s.space->fromConfig(r.config)) s.ok.emplace_back(r.gflops, *point);
-      if (r.config == s.task.defaultConfig) s.defaultGflops = r.gflops;
+      // The database's JSON, read once here; the search works on typed configs.
+      auto config = parseConfig(s.task.kind, r.config);
+      if (!config) continue;
+      if (auto point = s.space->fromConfig(*config)) s.ok.emplace_back(r.gflops, *point);
+      if (*config == s.task.defaultConfig) s.defaultGflops = r.gflops;
     }
     std::sort(s.ok.begin(), s.ok.end(),
               [](const auto& a, const auto& b) { return a.first > b.first; });
     states.push_back(std::move(owned));
     progress.push_back(p);
   }
-  std::map<std::string, std::unique_ptr<CostModel>> models;
-  auto retrain = [&](const std::string& templ, int version) -> Status {
+  std::map<TemplateKind, std::unique_ptr<CostModel>> models;
+  auto retrain = [&](TemplateKind kind, int version) -> Status {
     if (options.randomSearch) return {};
-    auto& model = models[templ];
+    auto& model = models[kind];
     if (!model) model = std::make_unique<CostModel>();
-    TUNEC_ASSIGN_OR_RETURN(std::vector<db::Record> records,
-                           database.recordsForTemplate(templ, target, version));
+    TUNEC_ASSIGN_OR_RETURN(
+        std::vector<db::Record> records,
+        database.recordsForTemplate(std::string(templateName(kind)), target, version));
     return model->train(trainingRows(records, host));
   };
   for (const auto& s : states)
-    if (!models.count(s->task.templ)) TUNEC_TRY(retrain(s->task.templ, s->task.templateVersion));
+    if (!models.count(s->task.kind)) TUNEC_TRY(retrain(s->task.kind, s->task.templateVersion));
 
   Measurer measurer(options.workerArgv, options.timeoutSeconds);
   TuneSummary summary;
@@ -99,8 +103,9 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     TaskProgress& p = progress[static_cast<size_t>(pick)];
     // The batch: the default config first (the baseline every report compares with).
     std::vector<Point> batch;
-    if (options.measureDefault && !s.measured.count(s.task.defaultConfig.dump()))
-      batch.push_back({{}, s.task.defaultConfig, s.task.defaultConfig.dump()});
+    std::string defaultText = configText(s.task.defaultConfig);
+    if (options.measureDefault && !s.measured.count(defaultText))
+      batch.push_back({{}, s.task.defaultConfig, defaultText});
     SearchOptions so = options.search;
     // While tasks are still untried, a warm-up batch leaves each of them a share of the budget:
     // a tight budget measures every kernel once rather than a few of them thoroughly.
@@ -112,7 +117,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     for (const auto& [g, point] : s.ok) seeds.push_back(point);
     static const CostModel untrained;
     const CostModel& model =
-        models.count(s.task.templ) && models[s.task.templ] ? *models[s.task.templ] : untrained;
+        models.count(s.task.kind) && models[s.task.kind] ? *models[s.task.kind] : untrained;
     std::set<std::string> taken = s.measured;
     if (!batch.empty()) taken.insert(batch[0].text);
     if (so.batchSize > 0)
@@ -126,12 +131,14 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     for (const Point& point : batch) {
       if (stop.load()) break;
       if (options.timeBudgetSeconds > 0 && elapsed() >= options.timeBudgetSeconds) break;
-      MeasureRequest request{s.task.workload, point.config, options.minSeconds, options.minRepeats,
+      // The worker pipe: JSON again, one line each way.
+      nlohmann::json config = toJson(point.config);
+      MeasureRequest request{s.task.workloadJson, config, options.minSeconds, options.minRepeats,
                              options.flushCache};
       MeasureResult m = measurer.measure(request, s.timedOut.count(point.text) ? 2.0 : 1.0);
       db::Record r;
-      r.workload = s.task.workload;
-      r.config = point.config;
+      r.workload = s.task.workloadJson;
+      r.config = std::move(config);
       r.target = target;
       r.templateVersion = s.task.templateVersion;
       r.status = m.status;
@@ -170,7 +177,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     p.bestHistory.push_back(p.bestSeconds);
     if (options.earlyStopping > 0 && s.sinceImprovement >= options.earlyStopping) p.finished = true;
     // Retrain between batches, never while a measurement runs.
-    TUNEC_TRY(retrain(s.task.templ, s.task.templateVersion));
+    TUNEC_TRY(retrain(s.task.kind, s.task.templateVersion));
     if (options.progress) {
       double best = std::isfinite(p.bestSeconds) ? s.task.flops / p.bestSeconds / 1e9 : 0;
       double peak = options.peakGflops * s.task.threads;
@@ -195,7 +202,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     o.defaultGflops = state->defaultGflops;
     if (!state->ok.empty()) {
       o.bestGflops = state->ok.front().first;
-      o.bestConfig = state->ok.front().second.config;
+      o.bestConfig = toJson(state->ok.front().second.config);
     }
     summary.tasks.push_back(o);
   }

@@ -8,6 +8,7 @@
 #include "codegen/matmul_kernel.h"
 #include "codegen/peak_probe.h"
 #include "support/timing.h"
+#include "templates/template.h"
 #include "tuning_db/database.h"
 
 #include <algorithm>
@@ -65,18 +66,11 @@ CommandSpec makeBenchOpSpec() {
 
 const CommandSpec kBenchOpSpec = makeBenchOpSpec();
 
-/// What bench-op needs of one template, independent of its workload and config types.
+/// A workload with its operands: the template interface gives its knob space, default and
+/// validation; `time` compiles a config (validated, of the workload's template) and times it.
 struct OpBench {
-  int templateVersion = 0;
-  nlohmann::json workload;
-  double flops = 0;
-  int threads = 1;
-  nlohmann::json defaultConfig;
-  KnobSpace space;
-  std::function<Expected<nlohmann::json>(const std::vector<nlohmann::json>&)> fromKnobs;
-  std::function<Status(const nlohmann::json&)> validate;
-  /// Compiles the config and times it.
-  std::function<Expected<Timing>(const nlohmann::json&, double seconds)> time;
+  Workload workload;
+  std::function<Expected<Timing>(const Config&, double seconds)> time;
   /// Seconds the last `time` call spent generating and JIT-compiling the kernel.
   std::shared_ptr<double> compileSeconds = std::make_shared<double>(0);
 };
@@ -96,8 +90,7 @@ std::vector<float> randomData(size_t n, std::mt19937& rng) {
   return v;
 }
 
-Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int threads) {
-  const Target& target = jit.target();
+Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, int threads) {
   TUNEC_ASSIGN_OR_RETURN(MatmulWorkload parsed, matmulFromFlags(args, threads));
   auto w = std::make_shared<MatmulWorkload>(parsed);
   std::mt19937 rng(7);
@@ -105,23 +98,10 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int thre
   auto b = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->bExtent()), rng));
   auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->cExtent()));
   OpBench bench;
-  bench.templateVersion = kMatmulTemplateVersion;
-  bench.workload = w->toJson();
-  bench.flops = w->flops();
-  bench.threads = threads;
-  bench.defaultConfig = defaultMatmulConfig(*w, isa, target).toJson();
-  bench.space = matmulKnobSpace(*w, isa);
-  bench.fromKnobs = [w, isa](const std::vector<nlohmann::json>& v) -> Expected<nlohmann::json> {
-    TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, matmulConfigFromKnobs(*w, isa, v));
-    return c.toJson();
-  };
-  bench.validate = [w](const nlohmann::json& j) -> Status {
-    TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, MatmulConfig::fromJson(j));
-    return validateMatmulConfig(*w, c);
-  };
+  bench.workload = *w;
   bench.time = [w, a, b, out, &jit, compile = bench.compileSeconds](
-                   const nlohmann::json& j, double seconds) -> Expected<Timing> {
-    TUNEC_ASSIGN_OR_RETURN(MatmulConfig c, MatmulConfig::fromJson(j));
+                   const Config& config, double seconds) -> Expected<Timing> {
+    const MatmulConfig& c = std::get<MatmulConfig>(config);
     TUNEC_ASSIGN_OR_RETURN(MatmulKernel kernel, timedCompile(*compile, [&] {
                              return compileMatmul(jit, *w, c, {}, b->data());
                            }));
@@ -131,7 +111,7 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, Isa isa, int thre
   return bench;
 }
 
-Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int threads) {
+Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, int threads) {
   TUNEC_ASSIGN_OR_RETURN(Conv2dWorkload parsed, conv2dFromFlags(args, threads));
   auto w = std::make_shared<Conv2dWorkload>(parsed);
   std::mt19937 rng(7);
@@ -142,23 +122,10 @@ Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, Isa isa, int thre
   auto out =
       std::make_shared<std::vector<float>>(static_cast<size_t>(w->n * w->oh() * w->ow() * w->oc));
   OpBench bench;
-  bench.templateVersion = kConv2dTemplateVersion;
-  bench.workload = w->toJson();
-  bench.flops = w->flops();
-  bench.threads = threads;
-  bench.defaultConfig = defaultConv2dConfig(*w, isa, jit.target()).toJson();
-  bench.space = conv2dKnobSpace(*w, isa);
-  bench.fromKnobs = [w, isa](const std::vector<nlohmann::json>& v) -> Expected<nlohmann::json> {
-    TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, conv2dConfigFromKnobs(*w, isa, v));
-    return c.toJson();
-  };
-  bench.validate = [w](const nlohmann::json& j) -> Status {
-    TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, Conv2dConfig::fromJson(j));
-    return validateConv2dConfig(*w, c);
-  };
+  bench.workload = *w;
   bench.time = [w, in, weights, out, &jit, compile = bench.compileSeconds](
-                   const nlohmann::json& j, double seconds) -> Expected<Timing> {
-    TUNEC_ASSIGN_OR_RETURN(Conv2dConfig c, Conv2dConfig::fromJson(j));
+                   const Config& config, double seconds) -> Expected<Timing> {
+    const Conv2dConfig& c = std::get<Conv2dConfig>(config);
     TUNEC_ASSIGN_OR_RETURN(Conv2dKernel kernel, timedCompile(*compile, [&] {
                              return compileConv2d(jit, *w, c, {}, weights->data());
                            }));
@@ -201,17 +168,26 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     return fail("tunec bench-op: --pipeline must be lean or o3");
   auto jit = Jit::create(*machine, pipeline == "o3" ? JitPipeline::O3 : JitPipeline::Lean);
   if (!jit) return fail(jit.error().message());
-  auto bench = op == "matmul" ? matmulBench(*args, **jit, isa, static_cast<int>(*threads))
-                              : conv2dBench(*args, **jit, isa, static_cast<int>(*threads));
+  auto bench = op == "matmul" ? matmulBench(*args, **jit, static_cast<int>(*threads))
+                              : conv2dBench(*args, **jit, static_cast<int>(*threads));
   if (!bench) return fail(bench.error().message());
   auto peak = measureFmaPeak(**jit, isa);
   if (!peak) return fail(peak.error().message());
+  const Workload& workload = bench->workload;
+  const nlohmann::json workloadJson = toJson(workload);
+  const TemplateKind kind = templateKind(workload);
+  const double flops = workloadFlops(workload);
+  const int benchThreads = workloadThreads(workload);
+  const KnobSpace space = knobSpace(workload, isa);
 
-  nlohmann::json config = bench->defaultConfig;
+  Config config = defaultConfig(workload, isa, *machine);
   std::string source = "default";
   if (args->has("config")) {
-    config = nlohmann::json::parse(args->get("config"), nullptr, false);
-    if (config.is_discarded()) return fail("tunec bench-op: --config is not valid JSON");
+    auto given = nlohmann::json::parse(args->get("config"), nullptr, false);
+    if (given.is_discarded()) return fail("tunec bench-op: --config is not valid JSON");
+    auto parsed = parseConfig(kind, given);
+    if (!parsed) return fail("tunec bench-op: --config: " + parsed.error().message());
+    config = *parsed;
     source = "given";
   }
   std::optional<db::TuningDatabase> database;
@@ -222,63 +198,67 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     if (!opened) return fail(opened.error().message());
     database.emplace(std::move(*opened));
     if (!args->has("sweep")) {
-      std::string key = db::workloadKey(bench->workload);
-      auto best = database->best(key, target, bench->templateVersion);
+      std::string key = db::workloadKey(workloadJson);
+      auto best = database->best(key, target, templateVersion(kind));
       if (!best) return fail(best.error().message());
       if (!best->has_value())
         return fail("no record of workload " + key + " for this machine (target " + target.key() +
                     ") in " + args->get("db") +
                     "; record some with 'tunec bench-op ... --sweep N --db FILE --record'");
-      config = (*best)->record.config;
+      auto parsed = parseConfig(kind, (*best)->record.config);
+      if (!parsed)
+        return fail("the best record in " + args->get("db") + ": " + parsed.error().message());
+      config = *parsed;
       source = "best in " + args->get("db");
     }
   } else if (args->has("record")) {
     return fail("tunec bench-op: --record needs --db FILE");
   }
-  if (Status s = bench->validate(config); !s) return fail(s.error().message());
+  if (Status s = validateConfig(workload, config); !s) return fail(s.error().message());
 
   if (args->has("sweep")) {
     auto n = intFlag(*args, "sweep", 1, true);
     if (!n) return fail(n.error().message());
     std::mt19937 rng(7);
-    std::set<std::string> seen{config.dump()};
+    std::set<std::string> seen{toJson(config).dump()};
     // Short timings rank the candidates; the best few are then re-timed at full length, so that
     // one lucky short run does not pick the config.
-    std::vector<std::pair<double, nlohmann::json>> ranked;
+    std::vector<std::pair<double, Config>> ranked;
     auto first = bench->time(config, seconds / 10);
     if (!first) return fail(first.error().message());
     ranked.emplace_back(first->medianSeconds, config);
     int tried = 1;
     for (int attempt = 0; tried < *n + 1 && attempt < *n * 50; ++attempt) {
       std::vector<nlohmann::json> values;
-      for (const Knob& knob : bench->space)
-        values.push_back(knob.values[rng() % knob.values.size()]);
-      auto c = bench->fromKnobs(values);
-      if (!c || !bench->validate(*c) || !seen.insert(c->dump()).second) continue;
+      for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+      auto c = configFromKnobs(workload, isa, space, values);
+      if (!c || !validateConfig(workload, *c) || !seen.insert(toJson(*c).dump()).second) continue;
       auto t = bench->time(*c, seconds / 10);
       if (!t) return fail(t.error().message());
       ++tried;
       ranked.emplace_back(t->medianSeconds, *c);
       if (!json) {
-        double bestSeconds = std::min_element(ranked.begin(), ranked.end())->first;
+        double bestSeconds = std::min_element(ranked.begin(), ranked.end(), [](auto& x, auto& y) {
+                               return x.first < y.first;
+                             })->first;
         std::fprintf(stderr, "\rsweep: %d/%lld configs, best %.1f GFLOP/s", tried,
-                     static_cast<long long>(*n + 1), bench->flops / bestSeconds / 1e9);
+                     static_cast<long long>(*n + 1), flops / bestSeconds / 1e9);
       }
     }
     if (!json) std::fprintf(stderr, "\n");
-    std::sort(ranked.begin(), ranked.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     if (database && args->has("record")) {
       std::vector<db::Record> records;
       for (const auto& [secondsTaken, c] : ranked) {
         db::Record r;
-        r.workload = bench->workload;
-        r.config = c;
+        r.workload = workloadJson;
+        r.config = toJson(c);
         r.target = target;
-        r.templateVersion = bench->templateVersion;
+        r.templateVersion = templateVersion(kind);
         r.medianUs = secondsTaken * 1e6;
         r.minUs = r.medianUs;
-        r.gflops = bench->flops / secondsTaken / 1e9;
+        r.gflops = flops / secondsTaken / 1e9;
         r.repeats = 1;
         r.tunecVersion = "0.1.0";
         r.host = machine->model;
@@ -291,7 +271,7 @@ int commandBenchOp(const std::vector<std::string>& argv) {
         std::fprintf(stderr, "recorded %lld new configs in %s\n", static_cast<long long>(*added),
                      args->get("db").c_str());
     }
-    nlohmann::json best = ranked.front().second;
+    Config best = ranked.front().second;
     double bestSeconds = 1e30;
     for (size_t i = 0; i < ranked.size() && i < 3; ++i) {
       auto t = bench->time(ranked[i].second, seconds / 2);
@@ -306,11 +286,11 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   }
   auto measured = bench->time(config, seconds);
   if (!measured) return fail(measured.error().message());
-  double gflops = bench->flops / measured->medianSeconds / 1e9;
-  double machinePeak = *peak * bench->threads;
+  double gflops = flops / measured->medianSeconds / 1e9;
+  double machinePeak = *peak * benchThreads;
   if (json) {
-    nlohmann::json j = {{"workload", bench->workload},
-                        {"config", config},
+    nlohmann::json j = {{"workload", workloadJson},
+                        {"config", toJson(config)},
                         {"config_source", source},
                         {"median_ms", measured->medianSeconds * 1e3},
                         {"min_ms", measured->minSeconds * 1e3},
@@ -321,12 +301,12 @@ int commandBenchOp(const std::vector<std::string>& argv) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("workload %s\n", bench->workload.dump().c_str());
-  std::printf("config   %s (%s)\n", config.dump().c_str(), source.c_str());
+  std::printf("workload %s\n", workloadJson.dump().c_str());
+  std::printf("config   %s (%s)\n", toJson(config).dump().c_str(), source.c_str());
   std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured peak "
               "(%.1f GFLOP/s x %d thread%s)\n",
               measured->medianSeconds * 1e3, measured->minSeconds * 1e3, measured->runs, gflops,
-              100 * gflops / machinePeak, *peak, bench->threads, bench->threads == 1 ? "" : "s");
+              100 * gflops / machinePeak, *peak, benchThreads, benchThreads == 1 ? "" : "s");
   std::printf("generated and JIT-compiled in %.1f ms\n", *bench->compileSeconds * 1e3);
   return 0;
 }

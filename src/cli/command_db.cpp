@@ -4,9 +4,7 @@
 #include "cli/model_session.h"
 #include "cli/target_flag.h"
 #include "support/atomic_file.h"
-#include "templates/conv2d_template.h"
-#include "templates/depthwise_template.h"
-#include "templates/matmul_template.h"
+#include "templates/template.h"
 #include "tuning_db/database.h"
 
 #include <algorithm>
@@ -62,45 +60,26 @@ Status checkPlausible(const db::Record& r, double flops, int threads) {
   return {};
 }
 
-/// Checks one template's record: workload and config parse, the version is not newer than
-/// this build's, and the config is a valid point of the knob space.
-template <typename Workload, typename Config, typename Validate>
-Status validateFor(const db::Record& r, int version, Validate validate) {
-  auto fail = [&](const Error& e) {
-    return Error("config does not fit template '" + r.templateName() + "': " + e.message());
-  };
-  auto w = Workload::fromJson(r.workload);
-  if (!w) return fail(w.error());
-  auto c = Config::fromJson(r.config);
-  if (!c) return fail(c.error());
-  if (r.templateVersion > version)
-    return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
-                     version);
-  if (Status s = validate(*w, *c); !s) return fail(s.error());
-  return checkPlausible(r, w->flops(), w->threads);
-}
-
-/// The current version of a template by name (0 for an unknown one).
-int templateVersion(const std::string& name) {
-  if (name == "matmul") return kMatmulTemplateVersion;
-  if (name == "conv2d") return kConv2dTemplateVersion;
-  if (name == "depthwise") return kDepthwiseTemplateVersion;
-  return 0;
-}
-
-/// Checks a record's config against its template's knob space.
+/// Checks a record: workload and config parse, the version is not newer than this build's, the
+/// config is a valid point of its template's knob space and the time is plausible.
 Status validateRecord(const db::Record& r) {
-  std::string tmpl = r.templateName();
-  if (tmpl == "matmul")
-    return validateFor<MatmulWorkload, MatmulConfig>(r, templateVersion(tmpl),
-                                                     validateMatmulConfig);
-  if (tmpl == "conv2d")
-    return validateFor<Conv2dWorkload, Conv2dConfig>(r, templateVersion(tmpl),
-                                                     validateConv2dConfig);
-  if (tmpl == "depthwise")
-    return validateFor<DepthwiseWorkload, DepthwiseConfig>(r, templateVersion(tmpl),
-                                                           validateDepthwiseConfig);
-  return makeError("unknown template '", tmpl.substr(0, 40), "' (matmul, conv2d, depthwise)");
+  auto fail = [&](const Error& e) {
+    return Error("config does not fit template '" + r.templateName().substr(0, 40) +
+                 "': " + e.message());
+  };
+  auto kind = parseTemplateName(r.templateName());
+  if (!kind)
+    return makeError("unknown template '", r.templateName().substr(0, 40), "' (",
+                     spellingList<TemplateKind>(), ")");
+  auto w = parseWorkload(r.workload);
+  if (!w) return fail(w.error());
+  auto c = parseConfig(*kind, r.config);
+  if (!c) return fail(c.error());
+  if (r.templateVersion > templateVersion(*kind))
+    return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
+                     templateVersion(*kind));
+  if (Status s = validateConfig(*w, *c); !s) return fail(s.error());
+  return checkPlausible(r, workloadFlops(*w), workloadThreads(*w));
 }
 
 int runCommand(const CommandSpec& s, const std::vector<std::string>& argv,
@@ -251,8 +230,11 @@ int commandDb(const std::vector<std::string>& argv) {
       auto records = db->recordsOf(key);
       if (!records) return fail(records.error().message());
       if (records->empty()) return fail("no records of workload " + key + " in " + db->path());
-      std::string tmpl = records->front().templateName();
-      int version = templateVersion(tmpl);
+      auto kind = parseTemplateName(records->front().templateName());
+      if (!kind)
+        return fail("records of workload " + key + " have an unknown template '" +
+                    records->front().templateName().substr(0, 40) + "'");
+      int version = templateVersion(*kind);
       auto best =
           db->best(key, target, version,
                    args.has("compatible") ? db::TargetMatch::IsaFeatures : db::TargetMatch::Exact);

@@ -225,11 +225,10 @@ int commandTune(const std::vector<std::string>& argv) {
   std::map<std::string, tuner::Task> byKey;
   std::vector<std::string> order;
   for (const driver::HeavyKernel& k : *kernels) {
-    auto task = tuner::makeTask(k.workload, *target);
-    if (!task) return fail(task.error().message());
-    auto [it, fresh] = byKey.emplace(task->key, *task);
+    tuner::Task task = tuner::makeTask(k.workload, *target);
+    auto [it, fresh] = byKey.emplace(task.key, task);
     if (fresh)
-      order.push_back(task->key);
+      order.push_back(task.key);
     else
       it->second.weight += 1;
   }
@@ -259,21 +258,19 @@ int commandTuneOp(const std::vector<std::string>& argv) {
   auto threads = intFlag(*args, "threads", 1, false, 1, "tunec tune-op");
   if (!threads) return fail(threads.error().message());
   std::string op = args->positionals()[0];
-  nlohmann::json workload;
+  Workload workload;
   if (op == "matmul") {
     auto w = matmulFromFlags(*args, static_cast<int>(*threads));
     if (!w) return fail(w.error().message());
-    workload = w->toJson();
+    workload = *w;
   } else if (op == "conv2d") {
     auto w = conv2dFromFlags(*args, static_cast<int>(*threads));
     if (!w) return fail(w.error().message());
-    workload = w->toJson();
+    workload = *w;
   } else {
     return fail("tunec tune-op: unknown op '" + op + "' (matmul, conv2d)");
   }
-  auto task = tuner::makeTask(workload, *target);
-  if (!task) return fail(task.error().message());
-  return runJob({*task}, *args, *target);
+  return runJob({tuner::makeTask(workload, *target)}, *args, *target);
 }
 
 int commandTuneWorker(const std::vector<std::string>& argv) {

@@ -79,10 +79,11 @@ private:
         {"n", {i64(0), i64(w_.n)}},
         {"oh", {i64(0), i64(ohBlocks_)}},
         {"oc", {i64(0), i64(panels_)}}};
-    if (c_.parallel != "none") ranges[c_.parallel] = {t, b_.CreateAdd(t, i64(1))};
+    if (c_.parallel != Conv2dParallel::None)
+      ranges[std::string(spell(c_.parallel))] = {t, b_.CreateAdd(t, i64(1))};
     mb_.forLoop(b_, ranges["n"].first, ranges["n"].second, 1, "n", [&](llvm::Value* n) {
-      std::string outer = c_.loopOrder == "oc_oh" ? "oc" : "oh",
-                  inner = c_.loopOrder == "oc_oh" ? "oh" : "oc";
+      bool ocOuter = c_.loopOrder == Conv2dLoopOrder::OcOh;
+      std::string outer = ocOuter ? "oc" : "oh", inner = ocOuter ? "oh" : "oc";
       mb_.forLoop(b_, ranges[outer].first, ranges[outer].second, 1, outer, [&](llvm::Value* o) {
         mb_.forLoop(b_, ranges[inner].first, ranges[inner].second, 1, inner, [&](llvm::Value* i) {
           llvm::Value* panel = outer == "oc" ? o : i;
@@ -230,10 +231,10 @@ private:
     llvm::Value* in = fn->getArg(0);
     if (w_.padded())
       in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_);
-    int64_t tasks = c_.parallel == "n"    ? w_.n
-                    : c_.parallel == "oh" ? ohBlocks_
-                    : c_.parallel == "oc" ? panels_
-                                          : 1;
+    int64_t tasks = c_.parallel == Conv2dParallel::N    ? w_.n
+                    : c_.parallel == Conv2dParallel::Oh ? ohBlocks_
+                    : c_.parallel == Conv2dParallel::Oc ? panels_
+                                                        : 1;
     mb_.emitRunTasks(b_, task, {in, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
                      tasks, w_.threads);
     b_.CreateRetVoid();

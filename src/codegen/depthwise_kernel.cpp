@@ -110,7 +110,7 @@ private:
                 *add = fields[4];
     llvm::Value* ohLo = i64(0);
     llvm::Value* ohHi = i64(w_.oh());
-    if (c_.parallel == "oh") {
+    if (c_.parallel == DepthwiseParallel::Oh) {
       ohLo = fn->getArg(1);
       ohHi = b_.CreateAdd(ohLo, i64(1));
     }
@@ -150,7 +150,7 @@ private:
     // slack covers the masked channel-tail loads of the last pixel.
     llvm::Value* padded = mb_.emitPaddedNhwc(b_, fn->getArg(0), w_.n, w_.h, w_.w, w_.c, w_.padTop,
                                              w_.padLeft, hp_, wp_, lanes_);
-    int64_t tasks = c_.parallel == "oh" ? w_.oh() : 1;
+    int64_t tasks = c_.parallel == DepthwiseParallel::Oh ? w_.oh() : 1;
     mb_.emitRunTasks(b_, task, {padded, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
                      tasks, w_.threads);
     b_.CreateRetVoid();

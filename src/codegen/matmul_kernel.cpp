@@ -90,11 +90,11 @@ private:
     ranges_['m'] = {i64(0), i64(w_.m)};
     ranges_['n'] = {i64(0), i64(w_.n)};
     ranges_['k'] = {i64(0), i64(w_.k)};
-    if (c_.parallel == "batch") {
+    if (c_.parallel == MatmulParallel::Batch) {
       bLo = t;
       bHi = b_.CreateAdd(t, i64(1));
-    } else if (c_.parallel == "m" || c_.parallel == "n") {
-      char d = c_.parallel[0];
+    } else if (c_.parallel == MatmulParallel::M || c_.parallel == MatmulParallel::N) {
+      char d = c_.parallel == MatmulParallel::M ? 'm' : 'n';
       int64_t block = d == 'm' ? c_.mc : c_.nc, size = d == 'm' ? w_.m : w_.n;
       llvm::Value* lo = b_.CreateMul(t, i64(block));
       ranges_[d] = {lo, min(b_.CreateAdd(lo, i64(block)), i64(size))};
@@ -129,7 +129,7 @@ private:
       emitBlock();
       return;
     }
-    char d = c_.loopOrder[level];
+    char d = c_.loopDim(static_cast<int>(level));
     int64_t step = d == 'm' ? c_.mc : d == 'n' ? c_.nc : c_.kc;
     mb_.forLoop(b_, ranges_[d].first, ranges_[d].second, step, std::string(1, d) + "blk",
                 [&](llvm::Value* iv) {
@@ -215,9 +215,9 @@ private:
     llvm::Function* fn = mb_.createFunction(name, fnTy);
     b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
     int64_t tasks = 1;
-    if (c_.parallel == "batch") tasks = w_.batch;
-    if (c_.parallel == "m") tasks = (w_.m + c_.mc - 1) / c_.mc;
-    if (c_.parallel == "n") tasks = (w_.n + c_.nc - 1) / c_.nc;
+    if (c_.parallel == MatmulParallel::Batch) tasks = w_.batch;
+    if (c_.parallel == MatmulParallel::M) tasks = (w_.m + c_.mc - 1) / c_.mc;
+    if (c_.parallel == MatmulParallel::N) tasks = (w_.n + c_.nc - 1) / c_.nc;
     mb_.emitRunTasks(b_, task,
                      {fn->getArg(0), fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
                      tasks, w_.threads);

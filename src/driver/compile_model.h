@@ -8,6 +8,7 @@
 #include "ir/graph.h"
 #include "runtime/model_executor.h"
 #include "runtime/model_plan.h"
+#include "templates/template.h"
 #include "tuning_db/database.h"
 
 #include <memory>
@@ -28,11 +29,9 @@ struct CompileOptions {
 
 /// One heavy kernel of the model, for the compile report and for task extraction.
 struct HeavyKernel {
-  std::string label;       ///< "Conv 'conv1' + bias+relu"
-  std::string templ;       ///< matmul | conv2d | depthwise
-  nlohmann::json workload; ///< canonical workload JSON (the tuning key)
-  nlohmann::json config;
-  double flops = 0;
+  std::string label; ///< "Conv 'conv1' + bias+relu"
+  Workload workload; ///< the tuning key (toJson: its canonical JSON)
+  Config config;
   bool tuned = false; ///< the config came from the database
   /// Untuned, while the database has records of this workload for these other target keys.
   std::set<std::string> otherTargets;

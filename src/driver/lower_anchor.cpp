@@ -16,14 +16,17 @@ namespace {
 // A cold_weights workload without records of its own takes the best record measured with warm
 // weights (a database tuned before the condition was part of the key). A kernel left at its
 // default while the database has records of its workload for other targets says so (hk).
-template <typename Workload, typename Config, typename Default>
-Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDefault,
-                    Status (*validate)(const Workload&, const Config&), HeavyKernel& hk) {
+// Both through the typed template interface; the database's JSON is read here, once a record.
+Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
   hk.tuned = false;
-  db::TuningDatabase* database = l.options().database;
+  const CompileOptions& options = l.options();
+  auto makeDefault = [&] { return defaultConfig(w, options.isa, options.target); };
+  db::TuningDatabase* database = options.database;
   if (!database) return makeDefault();
-  db::TargetInfo target = db::TargetInfo::fromTarget(l.options().target);
-  nlohmann::json key = w.toJson();
+  TemplateKind kind = templateKind(w);
+  int version = templateVersion(kind);
+  db::TargetInfo target = db::TargetInfo::fromTarget(options.target);
+  nlohmann::json key = toJson(w);
   std::vector<nlohmann::json> keys = {key};
   if (key.contains("cold_weights")) {
     key.erase("cold_weights");
@@ -36,7 +39,7 @@ Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDef
     auto records = database->recordsOf(db::workloadKey(k));
     recordsByKey.push_back(records ? std::move(*records) : std::vector<db::Record>());
   }
-  bool compatible = l.options().targetMatch == db::TargetMatch::IsaFeatures;
+  bool compatible = options.targetMatch == db::TargetMatch::IsaFeatures;
   for (const std::vector<db::Record>& records : recordsByKey)
     for (bool exact : {true, false}) {
       if (!exact && !compatible) break;
@@ -44,8 +47,8 @@ Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDef
         bool sameTarget =
             exact ? r.target.key() == target.key() : r.target.isaKey() == target.isaKey();
         if (r.status != "ok" || r.templateVersion != version || !sameTarget) continue;
-        auto config = Config::fromJson(r.config);
-        if (config && config->isa == l.options().isa && validate(w, *config)) {
+        auto config = parseConfig(kind, r.config);
+        if (config && configIsa(*config) == options.isa && validateConfig(w, *config)) {
           hk.tuned = true;
           return *config;
         }
@@ -56,6 +59,13 @@ Config chooseConfig(Lowering& l, const Workload& w, int version, Default makeDef
       if (r.status == "ok" && r.templateVersion == version && r.target.key() != target.key())
         hk.otherTargets.insert(r.target.key());
   return makeDefault();
+}
+
+// The kernel's workload and its config (of the workload's template), described in `hk`.
+template <typename C, typename W> C chooseConfigOf(Lowering& l, const W& w, HeavyKernel& hk) {
+  hk.workload = w;
+  hk.config = chooseConfig(l, hk.workload, hk);
+  return std::get<C>(hk.config);
 }
 
 const float* floatData(const Value& v) {
@@ -145,14 +155,6 @@ std::string shapeText(const Shape& s) {
   return s.toString();
 }
 
-template <typename W, typename C>
-void describe(HeavyKernel& hk, const char* templ, const W& w, const C& c) {
-  hk.templ = templ;
-  hk.workload = w.toJson();
-  hk.config = c.toJson();
-  hk.flops = w.flops();
-}
-
 // The kernel's step: its bias into the constants, its output defined in `phys`; returns the
 // nodes it consumed.
 size_t addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weights,
@@ -214,10 +216,7 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     w.padTop = a.pads[0], w.padLeft = a.pads[1], w.padBottom = a.pads[2], w.padRight = a.pads[3];
     w.dilationH = a.dilations[0], w.dilationW = a.dilations[1];
     w.threads = l.options().threads;
-    DepthwiseConfig c = chooseConfig<DepthwiseWorkload, DepthwiseConfig>(
-        l, w, kDepthwiseTemplateVersion, [&] { return defaultDepthwiseConfig(w, l.options().isa); },
-        validateDepthwiseConfig, hk);
-    describe(hk, "depthwise", w, c);
+    auto c = chooseConfigOf<DepthwiseConfig>(l, w, hk);
     if (l.module()) kernel = l.module()->addDepthwise(w, c, e.epilogue, floatData(wv), packed);
   } else {
     Conv2dWorkload w;
@@ -227,11 +226,7 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     w.dilationH = a.dilations[0], w.dilationW = a.dilations[1], w.groups = a.group;
     w.threads = l.options().threads;
     w.coldWeights = l.weightsCold();
-    Conv2dConfig c = chooseConfig<Conv2dWorkload, Conv2dConfig>(
-        l, w, kConv2dTemplateVersion,
-        [&] { return defaultConv2dConfig(w, l.options().isa, l.options().target); },
-        validateConv2dConfig, hk);
-    describe(hk, "conv2d", w, c);
+    auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (l.module()) kernel = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
   }
   if (!kernel) {
@@ -354,11 +349,7 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
   }
   absorbPostOps(l, nodes, ys.rank() - 1, w.n, Phys::Plain, e);
   HeavyKernel hk;
-  MatmulConfig c = chooseConfig<MatmulWorkload, MatmulConfig>(
-      l, w, kMatmulTemplateVersion,
-      [&] { return defaultMatmulConfig(w, l.options().isa, l.options().target); },
-      validateMatmulConfig, hk);
-  describe(hk, "matmul", w, c);
+  auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
   std::vector<float> packed;
   Expected<int> kernel = -1;
   if (l.module()) kernel = l.module()->addMatmul(w, c, e.epilogue, bData, packed);

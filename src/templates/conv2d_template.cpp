@@ -64,26 +64,26 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
   return w;
 }
 
+namespace {
+
+constexpr std::array kConv2dFields = {
+    configField<Conv2dConfig, &Conv2dConfig::isa>("isa"),
+    configField<Conv2dConfig, &Conv2dConfig::ocBlock>("oc_block"),
+    configField<Conv2dConfig, &Conv2dConfig::owBlock>("ow_block"),
+    configField<Conv2dConfig, &Conv2dConfig::icBlock>("ic_block"),
+    configField<Conv2dConfig, &Conv2dConfig::ohBlock>("oh_block"),
+    configField<Conv2dConfig, &Conv2dConfig::rowsPerTile>("rows_per_tile"),
+    configField<Conv2dConfig, &Conv2dConfig::loopOrder>("loop_order"),
+    configField<Conv2dConfig, &Conv2dConfig::parallel>("parallel")};
+
+} // namespace
+
 nlohmann::json Conv2dConfig::toJson() const {
-  return {{"isa", isaInfo(isa).name}, {"oc_block", ocBlock}, {"ow_block", owBlock},
-          {"ic_block", icBlock},      {"oh_block", ohBlock}, {"rows_per_tile", rowsPerTile},
-          {"loop_order", loopOrder},  {"parallel", parallel}};
+  return configToJson(*this, kConv2dFields);
 }
 
 Expected<Conv2dConfig> Conv2dConfig::fromJson(const nlohmann::json& j) {
-  Conv2dConfig c;
-  std::string error, isa;
-  if (!readField(j, "isa", isa, error) || !readField(j, "oc_block", c.ocBlock, error) ||
-      !readField(j, "ow_block", c.owBlock, error) || !readField(j, "ic_block", c.icBlock, error) ||
-      !readField(j, "oh_block", c.ohBlock, error) ||
-      !readField(j, "rows_per_tile", c.rowsPerTile, error) ||
-      !readField(j, "loop_order", c.loopOrder, error) ||
-      !readField(j, "parallel", c.parallel, error))
-    return makeError("conv2d config: ", error);
-  auto parsed = parseIsa(isa);
-  if (!parsed) return makeError("conv2d config: isa '", isa, "' is not avx2 or avx512");
-  c.isa = *parsed;
-  return c;
+  return configFromJson(j, kConv2dFields, "conv2d");
 }
 
 Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
@@ -111,13 +111,10 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (c.ocBlock > (w.ocPerGroup() + lanes - 1) / lanes * lanes)
     return makeError("conv2d config: oc_block=", c.ocBlock, " exceeds oc=", w.ocPerGroup(),
                      w.groups > 1 ? " (per group)" : "");
-  if (c.loopOrder != "oc_oh" && c.loopOrder != "oh_oc")
-    return makeError("conv2d config: loop_order '", c.loopOrder, "' is not oc_oh or oh_oc");
-  if (c.parallel != "none" && c.parallel != "n" && c.parallel != "oh" && c.parallel != "oc")
-    return makeError("conv2d config: parallel '", c.parallel, "' is not none, n, oh or oc");
-  if (c.parallel != "none" && w.threads < 2)
+  if (c.parallel != Conv2dParallel::None && w.threads < 2)
     return makeError("conv2d config: parallel loops need threads > 1");
-  if (c.parallel == "n" && w.n < 2) return makeError("conv2d config: parallel over n needs n > 1");
+  if (c.parallel == Conv2dParallel::N && w.n < 2)
+    return makeError("conv2d config: parallel over n needs n > 1");
   return {};
 }
 
@@ -130,12 +127,13 @@ namespace {
 // while the input is the previous layer's fresh output, so the panels are split only where the
 // weights clearly dominate (4x the input: the deep 14x14 and 7x7 layers, whose rows also split
 // unevenly: 7 rows over 2 threads) and there is a panel for every thread.
-std::string defaultParallelLoop(const Conv2dWorkload& w, const Conv2dConfig& c) {
-  if (w.n >= w.threads) return "n";
+Conv2dParallel defaultParallelLoop(const Conv2dWorkload& w, const Conv2dConfig& c) {
+  if (w.n >= w.threads) return Conv2dParallel::N;
   double weightBytes = 4.0 * static_cast<double>(w.kh * w.kw * w.icPerGroup() * w.oc);
   double inputBytes = 4.0 * static_cast<double>(w.n * w.h * w.w * w.ic);
   int64_t panels = w.groups * ((w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock);
-  return weightBytes >= 4 * inputBytes && panels >= w.threads ? "oc" : "oh";
+  return weightBytes >= 4 * inputBytes && panels >= w.threads ? Conv2dParallel::Oc
+                                                              : Conv2dParallel::Oh;
 }
 
 } // namespace
@@ -168,8 +166,8 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target&
   while (c.icBlock % 2 == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * 4 > target.l2 / 2 &&
          c.icBlock > 16)
     c.icBlock /= 2;
-  c.loopOrder = "oc_oh";
-  c.parallel = "none";
+  c.loopOrder = Conv2dLoopOrder::OcOh;
+  c.parallel = Conv2dParallel::None;
   if (w.threads > 1 && w.flops() >= 4e6) c.parallel = defaultParallelLoop(w, c);
   return c;
 }
@@ -204,18 +202,11 @@ KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa) {
 }
 
 Expected<Conv2dConfig> conv2dConfigFromKnobs(const Conv2dWorkload& w, Isa isa,
+                                             const KnobSpace& space,
                                              const std::vector<nlohmann::json>& values) {
-  if (values.size() != 7)
-    return makeError("conv2d config needs 7 knob values, got ", values.size());
   Conv2dConfig c;
   c.isa = isa;
-  c.ocBlock = values[0].get<int>();
-  c.owBlock = values[1].get<int>();
-  c.icBlock = values[2].get<int64_t>();
-  c.ohBlock = values[3].get<int64_t>();
-  c.loopOrder = values[4].get<std::string>();
-  c.parallel = values[5].get<std::string>();
-  c.rowsPerTile = values[6].get<int64_t>();
+  TUNEC_TRY(configSetKnobs(c, space, values, kConv2dFields, "conv2d"));
   if (c.rowsPerTile > 1) { // whole rows per tile; row blocks a multiple of the tile
     c.owBlock = static_cast<int>(w.ow());
     c.ohBlock = std::max<int64_t>(1, c.ohBlock / c.rowsPerTile) * c.rowsPerTile;

@@ -38,6 +38,23 @@ struct Conv2dWorkload {
   static Expected<Conv2dWorkload> fromJson(const nlohmann::json& j);
 };
 
+/// oc_oh: output-channel panels outside row blocks; oh_oc: the reverse.
+enum class Conv2dLoopOrder : uint8_t { OcOh, OhOc };
+/// The loop whose iterations are split across threads.
+enum class Conv2dParallel : uint8_t { None, N, Oh, Oc };
+
+template <> struct Spellings<Conv2dLoopOrder> {
+  static constexpr std::pair<Conv2dLoopOrder, std::string_view> values[] = {
+      {Conv2dLoopOrder::OcOh, "oc_oh"}, {Conv2dLoopOrder::OhOc, "oh_oc"}};
+};
+template <> struct Spellings<Conv2dParallel> {
+  static constexpr std::pair<Conv2dParallel, std::string_view> values[] = {
+      {Conv2dParallel::None, "none"},
+      {Conv2dParallel::N, "n"},
+      {Conv2dParallel::Oh, "oh"},
+      {Conv2dParallel::Oc, "oc"}};
+};
+
 struct Conv2dConfig {
   Isa isa = Isa::Avx512;
   int ocBlock = 32;        ///< output channels per tile (microkernel nr)
@@ -45,9 +62,8 @@ struct Conv2dConfig {
   int64_t icBlock = 64;    ///< input channels per brgemm batch element (divides IC)
   int64_t ohBlock = 1;     ///< output rows per block-loop iteration
   int64_t rowsPerTile = 1; ///< > 1: a tile spans this many whole output rows (ow_block = OW)
-  std::string loopOrder =
-      "oc_oh"; ///< oc_oh: output-channel panels outside row blocks; oh_oc: reverse
-  std::string parallel = "none"; ///< none|n|oh|oc
+  Conv2dLoopOrder loopOrder = Conv2dLoopOrder::OcOh;
+  Conv2dParallel parallel = Conv2dParallel::None;
 
   nlohmann::json toJson() const;
   static Expected<Conv2dConfig> fromJson(const nlohmann::json& j);
@@ -57,8 +73,9 @@ struct Conv2dConfig {
 Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c);
 Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target& target);
 KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa);
-/// One value per knob (conv2dKnobSpace order) to a config.
+/// One value per knob of `space` (conv2dKnobSpace's knobs, set by name) to a config.
 Expected<Conv2dConfig> conv2dConfigFromKnobs(const Conv2dWorkload& w, Isa isa,
+                                             const KnobSpace& space,
                                              const std::vector<nlohmann::json>& values);
 
 } // namespace tunec

@@ -55,24 +55,22 @@ Expected<DepthwiseWorkload> DepthwiseWorkload::fromJson(const nlohmann::json& j)
   return w;
 }
 
+namespace {
+
+constexpr std::array kDepthwiseFields = {
+    configField<DepthwiseConfig, &DepthwiseConfig::isa>("isa"),
+    configField<DepthwiseConfig, &DepthwiseConfig::channelVectors>("channel_vectors"),
+    configField<DepthwiseConfig, &DepthwiseConfig::owBlock>("ow_block"),
+    configField<DepthwiseConfig, &DepthwiseConfig::parallel>("parallel")};
+
+} // namespace
+
 nlohmann::json DepthwiseConfig::toJson() const {
-  return {{"isa", isaInfo(isa).name},
-          {"channel_vectors", channelVectors},
-          {"ow_block", owBlock},
-          {"parallel", parallel}};
+  return configToJson(*this, kDepthwiseFields);
 }
 
 Expected<DepthwiseConfig> DepthwiseConfig::fromJson(const nlohmann::json& j) {
-  DepthwiseConfig c;
-  std::string error, isa;
-  if (!readField(j, "isa", isa, error) ||
-      !readField(j, "channel_vectors", c.channelVectors, error) ||
-      !readField(j, "ow_block", c.owBlock, error) || !readField(j, "parallel", c.parallel, error))
-    return makeError("depthwise config: ", error);
-  auto parsed = parseIsa(isa);
-  if (!parsed) return makeError("depthwise config: isa '", isa, "' is not avx2 or avx512");
-  c.isa = *parsed;
-  return c;
+  return configFromJson(j, kDepthwiseFields, "depthwise");
 }
 
 Status validateDepthwiseConfig(const DepthwiseWorkload& w, const DepthwiseConfig& c) {
@@ -91,9 +89,7 @@ Status validateDepthwiseConfig(const DepthwiseWorkload& w, const DepthwiseConfig
   int lanes = info.f32Lanes();
   if (c.channelVectors > (w.c + lanes - 1) / lanes)
     return makeError("depthwise config: channel_vectors exceeds the channels");
-  if (c.parallel != "none" && c.parallel != "oh")
-    return makeError("depthwise config: parallel '", c.parallel, "' is not none or oh");
-  if (c.parallel != "none" && w.threads < 2)
+  if (c.parallel != DepthwiseParallel::None && w.threads < 2)
     return makeError("depthwise config: parallel loops need threads > 1");
   return {};
 }
@@ -104,7 +100,7 @@ DepthwiseConfig defaultDepthwiseConfig(const DepthwiseWorkload& w, Isa isa) {
   int lanes = isaInfo(isa).f32Lanes();
   c.channelVectors = static_cast<int>(std::min<int64_t>(2, (w.c + lanes - 1) / lanes));
   c.owBlock = static_cast<int>(std::min<int64_t>(isaInfo(isa).depthwiseOwBlock, w.ow()));
-  c.parallel = w.threads > 1 && w.flops() > 2e6 ? "oh" : "none";
+  c.parallel = w.threads > 1 && w.flops() > 2e6 ? DepthwiseParallel::Oh : DepthwiseParallel::None;
   return c;
 }
 
@@ -116,6 +112,15 @@ KnobSpace depthwiseKnobSpace(const DepthwiseWorkload& w, Isa isa) {
   Knob parallel{"parallel", {"none"}};
   if (w.threads > 1) parallel.values.emplace_back("oh");
   return {cv, ow, parallel};
+}
+
+Expected<DepthwiseConfig> depthwiseConfigFromKnobs(const DepthwiseWorkload&, Isa isa,
+                                                   const KnobSpace& space,
+                                                   const std::vector<nlohmann::json>& values) {
+  DepthwiseConfig c;
+  c.isa = isa;
+  TUNEC_TRY(configSetKnobs(c, space, values, kDepthwiseFields, "depthwise"));
+  return c;
 }
 
 } // namespace tunec

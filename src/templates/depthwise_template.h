@@ -30,11 +30,19 @@ struct DepthwiseWorkload {
   static Expected<DepthwiseWorkload> fromJson(const nlohmann::json& j);
 };
 
+/// The loop whose iterations are split across threads.
+enum class DepthwiseParallel : uint8_t { None, Oh };
+
+template <> struct Spellings<DepthwiseParallel> {
+  static constexpr std::pair<DepthwiseParallel, std::string_view> values[] = {
+      {DepthwiseParallel::None, "none"}, {DepthwiseParallel::Oh, "oh"}};
+};
+
 struct DepthwiseConfig {
   Isa isa = Isa::Avx512;
-  int channelVectors = 2;        ///< vectors of channels per tile
-  int owBlock = 4;               ///< output pixels of a row per tile
-  std::string parallel = "none"; ///< none|oh
+  int channelVectors = 2; ///< vectors of channels per tile
+  int owBlock = 4;        ///< output pixels of a row per tile
+  DepthwiseParallel parallel = DepthwiseParallel::None;
 
   nlohmann::json toJson() const;
   static Expected<DepthwiseConfig> fromJson(const nlohmann::json& j);
@@ -44,5 +52,9 @@ struct DepthwiseConfig {
 Status validateDepthwiseConfig(const DepthwiseWorkload& w, const DepthwiseConfig& c);
 DepthwiseConfig defaultDepthwiseConfig(const DepthwiseWorkload& w, Isa isa);
 KnobSpace depthwiseKnobSpace(const DepthwiseWorkload& w, Isa isa);
+/// One value per knob of `space` (depthwiseKnobSpace's knobs, set by name) to a config.
+Expected<DepthwiseConfig> depthwiseConfigFromKnobs(const DepthwiseWorkload& w, Isa isa,
+                                                   const KnobSpace& space,
+                                                   const std::vector<nlohmann::json>& values);
 
 } // namespace tunec

@@ -3,9 +3,14 @@
 #pragma once
 
 #include "support/error.h"
+#include "templates/isa.h"
 
+#include <array>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace tunec {
@@ -44,6 +49,148 @@ inline Status checkWorkloadDtype(const nlohmann::json& j, const char* templ) {
   if (dtype != "f32")
     return makeError(templ, " workload: dtype '", dtype, "' is not supported (", templ,
                      " kernels are f32 in this tunec)");
+  return {};
+}
+
+/// The spellings of an enum-valued knob in records: a specialization holds a static array
+/// `values` of {enumerator, spelling} pairs. The one place an enum's names are written.
+template <typename E> struct Spellings;
+
+template <typename E> std::string_view spell(E e) {
+  for (const auto& [value, name] : Spellings<E>::values)
+    if (value == e) return name;
+  return "?";
+}
+
+template <typename E> std::optional<E> parseSpelling(std::string_view name) {
+  for (const auto& [value, spelling] : Spellings<E>::values)
+    if (spelling == name) return value;
+  return std::nullopt;
+}
+
+/// "a, b or c": the spellings for an error message.
+template <typename E> std::string spellingList() {
+  std::string out;
+  size_t n = std::size(Spellings<E>::values);
+  for (size_t i = 0; i < n; ++i)
+    out += std::string(i == 0       ? ""
+                       : i + 1 == n ? " or "
+                                    : ", ") +
+           std::string(Spellings<E>::values[i].second);
+  return out;
+}
+
+/// One field of a config: its name in records and how it is read and written. A template's
+/// table of fields generates its config's toJson, fromJson and config-from-knobs (by name), so
+/// a knob is named once.
+template <typename C> struct ConfigField {
+  const char* name;
+  nlohmann::json (*get)(const C&);
+  /// Sets the field from a JSON value; false with `error` (without the field's name) when the
+  /// value has the wrong type or is not one of the spellings.
+  bool (*set)(C&, const nlohmann::json&, std::string& error);
+};
+
+namespace detail {
+
+template <typename T> nlohmann::json fieldToJson(const T& v) {
+  if constexpr (std::is_same_v<T, Isa>)
+    return std::string(isaInfo(v).name);
+  else if constexpr (std::is_enum_v<T>)
+    return std::string(spell(v));
+  else
+    return v;
+}
+
+template <typename T> bool fieldFromJson(const nlohmann::json& j, T& out, std::string& error) {
+  if constexpr (std::is_same_v<T, Isa> || std::is_enum_v<T>) {
+    if (!j.is_string()) {
+      error = "has the wrong type";
+      return false;
+    }
+    auto name = j.get<std::string>();
+    std::optional<T> parsed;
+    if constexpr (std::is_same_v<T, Isa>)
+      parsed = parseIsa(name);
+    else
+      parsed = parseSpelling<T>(name);
+    if (!parsed) {
+      if constexpr (std::is_same_v<T, Isa>)
+        error = "is '" + name + "', not avx2 or avx512";
+      else
+        error = "is '" + name + "', not " + spellingList<T>();
+      return false;
+    }
+    out = *parsed;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!j.is_boolean()) {
+      error = "has the wrong type";
+      return false;
+    }
+    out = j.get<bool>();
+  } else {
+    static_assert(std::is_integral_v<T>, "config fields are integers, bools, enums or the isa");
+    if (!j.is_number_integer()) {
+      error = "has the wrong type";
+      return false;
+    }
+    out = j.get<T>();
+  }
+  return true;
+}
+
+template <typename C, typename T> struct MemberOf;
+template <typename C, typename T> struct MemberOf<C, T C::*> { using type = T; };
+
+} // namespace detail
+
+/// The field `Member` of config `C`, spelled `name` in records.
+template <typename C, auto Member> constexpr ConfigField<C> configField(const char* name) {
+  using T = typename detail::MemberOf<C, decltype(Member)>::type;
+  return {name, [](const C& c) { return detail::fieldToJson<T>(c.*Member); },
+          [](C& c, const nlohmann::json& j, std::string& error) {
+            return detail::fieldFromJson<T>(j, c.*Member, error);
+          }};
+}
+
+template <typename C, size_t N>
+nlohmann::json configToJson(const C& c, const std::array<ConfigField<C>, N>& fields) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const ConfigField<C>& f : fields) j[f.name] = f.get(c);
+  return j;
+}
+
+/// Reads every field (all are required); the error names the template and the field.
+template <typename C, size_t N>
+Expected<C> configFromJson(const nlohmann::json& j, const std::array<ConfigField<C>, N>& fields,
+                           const char* templ) {
+  C c;
+  for (const ConfigField<C>& f : fields) {
+    std::string error;
+    if (!j.is_object() || !j.contains(f.name))
+      return makeError(templ, " config: missing field '", f.name, "'");
+    if (!f.set(c, j.at(f.name), error))
+      return makeError(templ, " config: field '", f.name, "' ", error);
+  }
+  return c;
+}
+
+/// Sets the fields named by the knobs of `space` from one value per knob; the other fields keep
+/// their values in `c`.
+template <typename C, size_t N>
+Status configSetKnobs(C& c, const KnobSpace& space, const std::vector<nlohmann::json>& values,
+                      const std::array<ConfigField<C>, N>& fields, const char* templ) {
+  if (values.size() != space.size())
+    return makeError(templ, " config needs ", space.size(), " knob values, got ", values.size());
+  for (size_t i = 0; i < space.size(); ++i) {
+    const ConfigField<C>* field = nullptr;
+    for (const ConfigField<C>& f : fields)
+      if (space[i].name == f.name) field = &f;
+    if (!field) return makeError(templ, " config has no knob '", space[i].name, "'");
+    std::string error;
+    if (!field->set(c, values[i], error))
+      return makeError(templ, " config: knob '", space[i].name, "' ", error);
+  }
   return {};
 }
 

@@ -116,31 +116,28 @@ Expected<MatmulWorkload> MatmulWorkload::fromJson(const nlohmann::json& j) {
   return w;
 }
 
+namespace {
+
+// The config's fields as records spell them: toJson, fromJson and configFromKnobs.
+constexpr std::array kMatmulFields = {
+    configField<MatmulConfig, &MatmulConfig::isa>("isa"),
+    configField<MatmulConfig, &MatmulConfig::mr>("mr"),
+    configField<MatmulConfig, &MatmulConfig::nr>("nr"),
+    configField<MatmulConfig, &MatmulConfig::mc>("mc"),
+    configField<MatmulConfig, &MatmulConfig::nc>("nc"),
+    configField<MatmulConfig, &MatmulConfig::kc>("kc"),
+    configField<MatmulConfig, &MatmulConfig::loopOrder>("loop_order"),
+    configField<MatmulConfig, &MatmulConfig::parallel>("parallel"),
+    configField<MatmulConfig, &MatmulConfig::packA>("pack_a")};
+
+} // namespace
+
 nlohmann::json MatmulConfig::toJson() const {
-  return {{"isa", isaInfo(isa).name},
-          {"mr", mr},
-          {"nr", nr},
-          {"mc", mc},
-          {"nc", nc},
-          {"kc", kc},
-          {"loop_order", loopOrder},
-          {"parallel", parallel},
-          {"pack_a", packA}};
+  return configToJson(*this, kMatmulFields);
 }
 
 Expected<MatmulConfig> MatmulConfig::fromJson(const nlohmann::json& j) {
-  MatmulConfig c;
-  std::string error, isa;
-  if (!readField(j, "isa", isa, error) || !readField(j, "mr", c.mr, error) ||
-      !readField(j, "nr", c.nr, error) || !readField(j, "mc", c.mc, error) ||
-      !readField(j, "nc", c.nc, error) || !readField(j, "kc", c.kc, error) ||
-      !readField(j, "loop_order", c.loopOrder, error) ||
-      !readField(j, "parallel", c.parallel, error) || !readField(j, "pack_a", c.packA, error))
-    return makeError("matmul config: ", error);
-  auto parsed = parseIsa(isa);
-  if (!parsed) return makeError("matmul config: isa '", isa, "' is not avx2 or avx512");
-  c.isa = *parsed;
-  return c;
+  return configFromJson(j, kMatmulFields, "matmul");
 }
 
 Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
@@ -164,16 +161,9 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   if (c.nc > roundUp(w.n, c.nr))
     return makeError("matmul config: nc=", c.nc, " exceeds n=", w.n, " rounded to nr");
   if (c.kc > w.k) return makeError("matmul config: kc=", c.kc, " exceeds k=", w.k);
-  std::string order = c.loopOrder;
-  std::sort(order.begin(), order.end());
-  if (order != "kmn")
-    return makeError("matmul config: loop_order '", c.loopOrder,
-                     "' is not a permutation of m, n, k");
-  if (c.parallel != "none" && c.parallel != "batch" && c.parallel != "m" && c.parallel != "n")
-    return makeError("matmul config: parallel '", c.parallel, "' is not none, batch, m or n");
-  if (c.parallel == "batch" && w.batch < 2)
+  if (c.parallel == MatmulParallel::Batch && w.batch < 2)
     return makeError("matmul config: parallel over batch needs batch > 1");
-  if (c.parallel != "none" && w.threads < 2)
+  if (c.parallel != MatmulParallel::None && w.threads < 2)
     return makeError("matmul config: parallel loops need threads > 1");
   return {};
 }
@@ -212,23 +202,23 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target&
   int64_t nBlocks = (w.n + ncMax - 1) / ncMax;
   c.nc =
       std::clamp<int64_t>(roundUp((w.n + nBlocks - 1) / nBlocks, c.nr), c.nr, roundUp(w.n, c.nr));
-  c.loopOrder = "nkm";
+  c.loopOrder = MatmulLoopOrder::Nkm;
   // Rows of A are read in place (contiguous along k): packing cost more than it saved here.
   c.packA = false;
-  c.parallel = "none";
+  c.parallel = MatmulParallel::None;
   if (w.threads > 1) {
     // Split the dimension with the most blocks; small work stays on one thread (STACK.md:
     // fork/join costs more than a 64^3 GEMM).
     int64_t mBlocks = (w.m + c.mc - 1) / c.mc, nBlocks = (w.n + c.nc - 1) / c.nc;
     if (w.flops() >= 4e6) {
       if (w.batch >= w.threads)
-        c.parallel = "batch";
+        c.parallel = MatmulParallel::Batch;
       else {
         if (nBlocks < w.threads && mBlocks < w.threads) {
           c.nc = std::max<int64_t>(c.nr, roundUp((w.n + w.threads - 1) / w.threads, c.nr));
           nBlocks = (w.n + c.nc - 1) / c.nc;
         }
-        c.parallel = nBlocks >= mBlocks ? "n" : "m";
+        c.parallel = nBlocks >= mBlocks ? MatmulParallel::N : MatmulParallel::M;
       }
     }
   }
@@ -250,7 +240,10 @@ KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa) {
   if (std::find(kc.values.begin(), kc.values.end(), nlohmann::json(w.k)) == kc.values.end())
     kc.values.emplace_back(w.k);
   space = {mr, nr, mc, nc, kc};
-  space.push_back({"loop_order", {"nkm", "nmk", "mkn", "mnk", "knm", "kmn"}});
+  Knob order{"loop_order", {}};
+  for (const auto& [value, name] : Spellings<MatmulLoopOrder>::values)
+    order.values.emplace_back(name);
+  space.push_back(order);
   Knob parallel{"parallel", {"none"}};
   if (w.threads > 1) {
     if (w.batch > 1) parallel.values.emplace_back("batch");
@@ -263,19 +256,11 @@ KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa) {
 }
 
 Expected<MatmulConfig> matmulConfigFromKnobs(const MatmulWorkload& w, Isa isa,
+                                             const KnobSpace& space,
                                              const std::vector<nlohmann::json>& values) {
-  if (values.size() != 8)
-    return makeError("matmul config needs 8 knob values, got ", values.size());
   MatmulConfig c;
   c.isa = isa;
-  c.mr = values[0].get<int>();
-  c.nr = values[1].get<int>();
-  c.mc = values[2].get<int64_t>();
-  c.nc = values[3].get<int64_t>();
-  c.kc = values[4].get<int64_t>();
-  c.loopOrder = values[5].get<std::string>();
-  c.parallel = values[6].get<std::string>();
-  c.packA = values[7].get<bool>();
+  TUNEC_TRY(configSetKnobs(c, space, values, kMatmulFields, "matmul"));
   c.mc = std::clamp<int64_t>(c.mc / c.mr * c.mr, c.mr, roundUp(w.m, c.mr));
   c.nc = std::clamp<int64_t>(c.nc / c.nr * c.nr, c.nr, roundUp(w.n, c.nr));
   c.kc = std::clamp<int64_t>(c.kc, 1, w.k);

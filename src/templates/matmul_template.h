@@ -56,14 +56,35 @@ struct MatmulWorkload {
   static Expected<MatmulWorkload> fromJson(const nlohmann::json& j);
 };
 
+/// Order of the three block loops, outermost first (spelled "nkm" ... in records).
+enum class MatmulLoopOrder : uint8_t { Nkm, Nmk, Mkn, Mnk, Knm, Kmn };
+/// The loop whose blocks are split across threads.
+enum class MatmulParallel : uint8_t { None, Batch, M, N };
+
+template <> struct Spellings<MatmulLoopOrder> {
+  static constexpr std::pair<MatmulLoopOrder, std::string_view> values[] = {
+      {MatmulLoopOrder::Nkm, "nkm"}, {MatmulLoopOrder::Nmk, "nmk"}, {MatmulLoopOrder::Mkn, "mkn"},
+      {MatmulLoopOrder::Mnk, "mnk"}, {MatmulLoopOrder::Knm, "knm"}, {MatmulLoopOrder::Kmn, "kmn"}};
+};
+template <> struct Spellings<MatmulParallel> {
+  static constexpr std::pair<MatmulParallel, std::string_view> values[] = {
+      {MatmulParallel::None, "none"},
+      {MatmulParallel::Batch, "batch"},
+      {MatmulParallel::M, "m"},
+      {MatmulParallel::N, "n"}};
+};
+
 /// A point of the knob space.
 struct MatmulConfig {
   Isa isa = Isa::Avx512;
   int mr = 8, nr = 32;                   ///< register tile
   int64_t mc = 128, nc = 1024, kc = 256; ///< cache blocks
-  std::string loopOrder = "nkm";         ///< order of the block loops, outermost first
-  std::string parallel = "none"; ///< loop whose blocks are split across threads: none|batch|m|n
-  bool packA = true;             ///< copy A blocks into mr-row panels
+  MatmulLoopOrder loopOrder = MatmulLoopOrder::Nkm;
+  MatmulParallel parallel = MatmulParallel::None;
+  bool packA = true; ///< copy A blocks into mr-row panels
+
+  /// The dimension ('m', 'n' or 'k') of block loop `level` (0 outermost).
+  char loopDim(int level) const { return spell(loopOrder)[static_cast<size_t>(level)]; }
 
   nlohmann::json toJson() const;
   static Expected<MatmulConfig> fromJson(const nlohmann::json& j);
@@ -76,10 +97,12 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c);
 MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target& target);
 /// Candidate values of every knob for this workload.
 KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa);
-/// Builds a config from one value per knob (in matmulKnobSpace order); mc and nc are rounded
-/// down to multiples of mr and nr and all blocks clamped to the problem, so that most points
-/// of the space map to a legal config (still check with validateMatmulConfig).
+/// Builds a config from one value per knob of `space` (matmulKnobSpace's knobs, set by name);
+/// mc and nc are rounded down to multiples of mr and nr and all blocks clamped to the problem,
+/// so that most points of the space map to a legal config (still check with
+/// validateMatmulConfig).
 Expected<MatmulConfig> matmulConfigFromKnobs(const MatmulWorkload& w, Isa isa,
+                                             const KnobSpace& space,
                                              const std::vector<nlohmann::json>& values);
 
 } // namespace tunec

@@ -95,7 +95,7 @@ TEST(Conv2dTemplate, TwoThreadDefaultsSplitTheLoopThatDuplicatesLess) {
   for (Case& k : cases) {
     k.w.threads = 2;
     Conv2dConfig c = defaultConv2dConfig(k.w, isa, hostTarget());
-    EXPECT_EQ(c.parallel, k.parallel) << k.w.toJson().dump();
+    EXPECT_EQ(spell(c.parallel), k.parallel) << k.w.toJson().dump();
     ASSERT_TRUE(validateConv2dConfig(k.w, c).isOk())
         << validateConv2dConfig(k.w, c).error().message();
     checkConv(k.w, c, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}}, seed++);
@@ -117,7 +117,7 @@ TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
       KnobSpace space = conv2dKnobSpace(w, isa);
       std::vector<nlohmann::json> values;
       for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
-      auto c = conv2dConfigFromKnobs(w, isa, values);
+      auto c = conv2dConfigFromKnobs(w, isa, space, values);
       ASSERT_TRUE(c.isOk());
       if (!validateConv2dConfig(w, *c).isOk()) continue;
       Epilogue epi;

@@ -63,9 +63,11 @@ TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
       DepthwiseConfig c = defaultDepthwiseConfig(w, isa);
       if (trial % 2) {
         KnobSpace space = depthwiseKnobSpace(w, isa);
-        c.channelVectors = space[0].values[rng() % space[0].values.size()].get<int>();
-        c.owBlock = space[1].values[rng() % space[1].values.size()].get<int>();
-        c.parallel = space[2].values[rng() % space[2].values.size()].get<std::string>();
+        std::vector<nlohmann::json> values;
+        for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+        auto drawn = depthwiseConfigFromKnobs(w, isa, space, values);
+        ASSERT_TRUE(drawn.isOk()) << drawn.error().message();
+        c = *drawn;
       }
       if (!validateDepthwiseConfig(w, c).isOk()) continue;
       Epilogue epi;
@@ -82,7 +84,7 @@ TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
 TEST(DepthwiseTemplate, RegisterLimitIsReported) {
   DepthwiseWorkload w;
   w.c = 64, w.h = w.w = 20;
-  DepthwiseConfig c{Isa::Avx2, 4, 8, "none"};
+  DepthwiseConfig c{Isa::Avx2, 4, 8, DepthwiseParallel::None};
   EXPECT_EQ(validateDepthwiseConfig(w, c).error().message(),
             "depthwise config: 8 pixels x 4 vectors need 37 vector registers, avx2 has 16");
 }

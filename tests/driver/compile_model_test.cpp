@@ -468,22 +468,22 @@ TEST(CompileModel, WeightsBeyondTheL3MarkTheirWorkloadsCold) {
   ValueId y = big.op(OpKind::MatMul, NoAttrs{}, {big.input({3, k}), big.constant({k, 1024})});
   driver::CompiledModel cold = checkCompiled(big, {y});
   ASSERT_EQ(cold.kernels.size(), 1u);
-  EXPECT_EQ(cold.kernels[0].workload.value("cold_weights", false), true);
+  EXPECT_EQ(toJson(cold.kernels[0].workload).value("cold_weights", false), true);
 
   Builder small;
   ValueId z = small.op(OpKind::MatMul, NoAttrs{}, {small.input({3, 64}), small.constant({64, 32})});
   driver::CompiledModel warm = checkCompiled(small, {z});
   ASSERT_EQ(warm.kernels.size(), 1u);
-  EXPECT_FALSE(warm.kernels[0].workload.contains("cold_weights"));
+  EXPECT_FALSE(toJson(warm.kernels[0].workload).contains("cold_weights"));
 
   std::string path = testing::TempDir() + "tunec_cold_fallback.db";
   std::filesystem::remove(path);
   {
     auto database = db::TuningDatabase::open(path);
     ASSERT_TRUE(database.isOk()) << database.error().message();
-    nlohmann::json warmKey = cold.kernels[0].workload;
+    nlohmann::json warmKey = toJson(cold.kernels[0].workload);
     warmKey.erase("cold_weights");
-    db::Record r = matmulRecord(warmKey, cold.kernels[0].config, 100,
+    db::Record r = matmulRecord(warmKey, toJson(cold.kernels[0].config), 100,
                                 db::TargetInfo::fromTarget(hostTarget()));
     ASSERT_TRUE(database->insert({r}).isOk());
     driver::CompileOptions options;
@@ -504,7 +504,7 @@ TEST(CompileModel, AnInvalidBestRecordGivesWayToTheNextValidOne) {
   ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {b.input({64, 96}), b.constant({96, 128})});
   driver::CompiledModel plain = checkCompiled(b, {y});
   ASSERT_EQ(plain.kernels.size(), 1u);
-  nlohmann::json good = plain.kernels[0].config;
+  nlohmann::json good = toJson(plain.kernels[0].config);
   good["mc"] = good["mr"].get<int>() * 4; // a valid config other than the default
   nlohmann::json bad = good;
   bad["mr"] = 64;
@@ -514,7 +514,7 @@ TEST(CompileModel, AnInvalidBestRecordGivesWayToTheNextValidOne) {
     auto database = db::TuningDatabase::open(path);
     ASSERT_TRUE(database.isOk()) << database.error().message();
     auto row = [&](const nlohmann::json& config, double us, const db::TargetInfo& target) {
-      return matmulRecord(plain.kernels[0].workload, config, us, target);
+      return matmulRecord(toJson(plain.kernels[0].workload), config, us, target);
     };
     db::TargetInfo here = db::TargetInfo::fromTarget(hostTarget()), other = here;
     other.model = "Another CPU";
@@ -526,7 +526,7 @@ TEST(CompileModel, AnInvalidBestRecordGivesWayToTheNextValidOne) {
     auto tuned = driver::compileModel(b.g, *sharedJit(), options);
     ASSERT_TRUE(tuned.isOk()) << tuned.error().message();
     EXPECT_TRUE(tuned->kernels[0].tuned);
-    EXPECT_EQ(tuned->kernels[0].config, good);
+    EXPECT_EQ(toJson(tuned->kernels[0].config), good);
     EXPECT_TRUE(tuned->kernels[0].otherTargets.empty());
 
     std::string otherPath = path + ".other";

@@ -63,7 +63,11 @@ int main(int argc, char** argv) {
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> byWorkload;
   for (const auto& r : okRecords(*test)) {
     if (seen.count(r.workloadKey() + r.config.dump()) || !models.count(r.templateName())) continue;
-    auto f = tuner::extractFeatures(r.workload, r.config, host);
+    auto w = parseWorkload(r.workload); // records from the database: read here
+    if (!w) continue;
+    auto c = parseConfig(templateKind(*w), r.config);
+    if (!c) continue;
+    auto f = tuner::extractFeatures(*w, *c, host);
     if (!f) continue;
     auto s = models[r.templateName()]->predict({*f});
     if (!s) continue;

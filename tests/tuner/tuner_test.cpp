@@ -49,11 +49,11 @@ TEST(SearchSpace, SamplesAndNeighboursAreValidConfigs) {
     for (int i = 0; i < 50; ++i) {
       auto p = space.sample(rng);
       ASSERT_TRUE(p.has_value()) << task.label;
-      EXPECT_TRUE(task.validate(p->config).isOk()) << p->text;
+      EXPECT_TRUE(validateConfig(task.workload, p->config).isOk()) << p->text;
       seen.insert(p->text);
       auto q = space.mutate(*p, rng);
       if (!q) continue;
-      EXPECT_TRUE(task.validate(q->config).isOk()) << q->text;
+      EXPECT_TRUE(validateConfig(task.workload, q->config).isOk()) << q->text;
       int changed = 0;
       for (size_t k = 0; k < p->indices.size(); ++k) changed += p->indices[k] != q->indices[k];
       EXPECT_EQ(changed, 1) << "a neighbour differs in one knob";
@@ -99,8 +99,10 @@ TEST(Features, FixedLengthDeterministicAndInformative) {
     EXPECT_NE(*f1, *f3);
   }
   for (float v : *f1) EXPECT_TRUE(std::isfinite(v));
-  auto bad = extractFeatures({{"template", "nope"}}, p->config, hostTarget());
-  EXPECT_FALSE(bad.isOk());
+  // A matmul config for a conv2d workload has no features: an error, not a guess.
+  auto bad = extractFeatures(convTask().workload, p->config, hostTarget());
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.error().message(), "features: a matmul config for a conv2d workload");
 }
 
 TEST(CostModel, LearnsARankingAndTransfersAcrossGroups) {
@@ -162,12 +164,16 @@ TEST(Search, ProposesUnmeasuredDistinctValidConfigs) {
   ASSERT_TRUE(model.train(rows).isOk());
   SearchOptions options;
   options.batchSize = 12;
+  // A batch is proposed on typed workloads and configs: thousands of candidates sampled,
+  // mutated and scored (their features extracted), and not one JSON parse.
+  uint64_t parsesBefore = templateJsonParses();
   auto batch = proposeBatch(space, model, hostTarget(), {}, measured, options, rng);
+  EXPECT_EQ(templateJsonParses(), parsesBefore);
   EXPECT_EQ(batch.size(), 12u);
   std::set<std::string> texts;
   for (const Point& p : batch) {
     EXPECT_FALSE(measured.count(p.text)) << "never re-measures";
-    EXPECT_TRUE(task.validate(p.config).isOk());
+    EXPECT_TRUE(validateConfig(task.workload, p.config).isOk());
     texts.insert(p.text);
   }
   EXPECT_EQ(texts.size(), batch.size());
@@ -229,25 +235,25 @@ TEST(Measurer, CrashAndHangAreRecordedAndTheWorkerRestarts) {
   setenv("TUNEC_TUNER_INJECT", "1", 1);
   Task task = matmulTask(64, 64, 64);
   Measurer m(worker(), 3.0);
-  MeasureRequest ok{task.workload, task.defaultConfig, 0.01, 2, false};
+  MeasureRequest ok{task.workloadJson, toJson(task.defaultConfig), 0.01, 2, false};
   MeasureResult r = m.measure(ok);
   EXPECT_EQ(r.status, "ok") << r.error;
   EXPECT_GT(r.medianUs, 0);
-  nlohmann::json crash = task.defaultConfig;
+  nlohmann::json crash = toJson(task.defaultConfig);
   crash["inject"] = "crash";
-  r = m.measure({task.workload, crash, 0.01, 2, false});
+  r = m.measure({task.workloadJson, crash, 0.01, 2, false});
   EXPECT_EQ(r.status, "error");
   EXPECT_NE(r.error.find("crashed"), std::string::npos) << r.error;
-  nlohmann::json hang = task.defaultConfig;
+  nlohmann::json hang = toJson(task.defaultConfig);
   hang["inject"] = "hang";
-  r = m.measure({task.workload, hang, 0.01, 2, false});
+  r = m.measure({task.workloadJson, hang, 0.01, 2, false});
   EXPECT_EQ(r.status, "timeout") << r.error;
   r = m.measure(ok);
   EXPECT_EQ(r.status, "ok") << "the worker was restarted: " << r.error;
   // An invalid config is an error result, not a crash.
-  nlohmann::json bad = task.defaultConfig;
+  nlohmann::json bad = toJson(task.defaultConfig);
   bad["mr"] = 999;
-  r = m.measure({task.workload, bad, 0.01, 2, false});
+  r = m.measure({task.workloadJson, bad, 0.01, 2, false});
   EXPECT_EQ(r.status, "error");
   unsetenv("TUNEC_TUNER_INJECT");
 }
@@ -262,7 +268,7 @@ TEST(Measurer, StridedAttentionWorkloadsAreCheckedAgainstTheReference) {
   auto task = makeTask(w.toJson(), hostTarget());
   ASSERT_TRUE(task.isOk()) << task.error().message();
   Measurer m(worker(), 10.0);
-  MeasureResult r = m.measure({task->workload, task->defaultConfig, 0.01, 2, false});
+  MeasureResult r = m.measure({task->workloadJson, toJson(task->defaultConfig), 0.01, 2, false});
   EXPECT_EQ(r.status, "ok") << r.error;
   EXPECT_GT(r.medianUs, 0);
 }
@@ -278,8 +284,10 @@ TEST(Measurer, ColdWeightsAreEvictedBeforeEveryTimedRun) {
   ASSERT_TRUE(warmTask.isOk() && coldTask.isOk());
   EXPECT_NE(coldTask->label.find(" cold"), std::string::npos) << coldTask->label;
   Measurer m(worker(), 10.0);
-  MeasureResult warm = m.measure({warmTask->workload, warmTask->defaultConfig, 0.05, 5, false});
-  MeasureResult cold = m.measure({coldTask->workload, coldTask->defaultConfig, 0.05, 5, false});
+  MeasureResult warm =
+      m.measure({warmTask->workloadJson, toJson(warmTask->defaultConfig), 0.05, 5, false});
+  MeasureResult cold =
+      m.measure({coldTask->workloadJson, toJson(coldTask->defaultConfig), 0.05, 5, false});
   ASSERT_EQ(warm.status, "ok") << warm.error;
   ASSERT_EQ(cold.status, "ok") << cold.error;
   EXPECT_GT(cold.minUs, warm.minUs);
@@ -341,8 +349,8 @@ TEST(TuningJob, ATimedOutConfigIsRetriedByTheNextJob) {
   TuneOptions options = shortJob(1);
   Task task = matmulTask(48, 64, 32);
   db::Record timeout;
-  timeout.workload = task.workload;
-  timeout.config = task.defaultConfig;
+  timeout.workload = task.workloadJson;
+  timeout.config = toJson(task.defaultConfig);
   timeout.target = db::TargetInfo::fromTarget(options.target);
   timeout.templateVersion = task.templateVersion;
   timeout.status = "timeout";
@@ -359,7 +367,7 @@ TEST(TuningJob, ATimedOutConfigIsRetriedByTheNextJob) {
   ASSERT_TRUE(records.isOk());
   ASSERT_EQ(records->size(), 1u);
   EXPECT_EQ(records->front().status, "ok");
-  EXPECT_EQ(records->front().config, task.defaultConfig);
+  EXPECT_EQ(records->front().config, toJson(task.defaultConfig));
   // A later timeout of the same config does not replace the result.
   ASSERT_TRUE(database->insert({timeout}).isOk());
   records = database->recordsOf(task.key);

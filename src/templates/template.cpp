@@ -1,0 +1,235 @@
+// The typed template interface: each function one std::visit over the workload or config.
+#include "templates/template.h"
+
+#include <atomic>
+#include <sstream>
+
+namespace tunec {
+
+namespace {
+
+std::atomic<uint64_t> gParses{0};
+
+// What the interface needs of each template, by its workload type.
+template <typename W> struct TemplateOf;
+
+template <> struct TemplateOf<MatmulWorkload> {
+  using ConfigType = MatmulConfig;
+  static constexpr TemplateKind kind = TemplateKind::Matmul;
+  static constexpr int version = kMatmulTemplateVersion;
+  static KnobSpace space(const MatmulWorkload& w, Isa isa) { return matmulKnobSpace(w, isa); }
+  static MatmulConfig defaults(const MatmulWorkload& w, Isa isa, const Target& target) {
+    return defaultMatmulConfig(w, isa, target);
+  }
+  static Expected<MatmulConfig> fromKnobs(const MatmulWorkload& w, Isa isa, const KnobSpace& s,
+                                          const std::vector<nlohmann::json>& v) {
+    return matmulConfigFromKnobs(w, isa, s, v);
+  }
+  static Status validate(const MatmulWorkload& w, const MatmulConfig& c) {
+    return validateMatmulConfig(w, c);
+  }
+  static void label(std::ostream& os, const MatmulWorkload& w) {
+    os << "matmul " << (w.batch > 1 ? std::to_string(w.batch) + "x" : "") << w.m << "x" << w.n
+       << "x" << w.k << (w.dense() ? "" : " strided");
+  }
+  static bool cold(const MatmulWorkload& w) { return w.coldWeights; }
+};
+
+template <> struct TemplateOf<Conv2dWorkload> {
+  using ConfigType = Conv2dConfig;
+  static constexpr TemplateKind kind = TemplateKind::Conv2d;
+  static constexpr int version = kConv2dTemplateVersion;
+  static KnobSpace space(const Conv2dWorkload& w, Isa isa) { return conv2dKnobSpace(w, isa); }
+  static Conv2dConfig defaults(const Conv2dWorkload& w, Isa isa, const Target& target) {
+    return defaultConv2dConfig(w, isa, target);
+  }
+  static Expected<Conv2dConfig> fromKnobs(const Conv2dWorkload& w, Isa isa, const KnobSpace& s,
+                                          const std::vector<nlohmann::json>& v) {
+    return conv2dConfigFromKnobs(w, isa, s, v);
+  }
+  static Status validate(const Conv2dWorkload& w, const Conv2dConfig& c) {
+    return validateConv2dConfig(w, c);
+  }
+  static void label(std::ostream& os, const Conv2dWorkload& w) {
+    os << "conv2d " << w.h << "x" << w.w << "x" << w.ic << "->" << w.oc << " k" << w.kh << "x"
+       << w.kw << " s" << w.strideH;
+  }
+  static bool cold(const Conv2dWorkload& w) { return w.coldWeights; }
+};
+
+template <> struct TemplateOf<DepthwiseWorkload> {
+  using ConfigType = DepthwiseConfig;
+  static constexpr TemplateKind kind = TemplateKind::Depthwise;
+  static constexpr int version = kDepthwiseTemplateVersion;
+  static KnobSpace space(const DepthwiseWorkload& w, Isa isa) { return depthwiseKnobSpace(w, isa); }
+  static DepthwiseConfig defaults(const DepthwiseWorkload& w, Isa isa, const Target&) {
+    return defaultDepthwiseConfig(w, isa);
+  }
+  static Expected<DepthwiseConfig> fromKnobs(const DepthwiseWorkload& w, Isa isa,
+                                             const KnobSpace& s,
+                                             const std::vector<nlohmann::json>& v) {
+    return depthwiseConfigFromKnobs(w, isa, s, v);
+  }
+  static Status validate(const DepthwiseWorkload& w, const DepthwiseConfig& c) {
+    return validateDepthwiseConfig(w, c);
+  }
+  static void label(std::ostream& os, const DepthwiseWorkload& w) {
+    os << "depthwise " << w.h << "x" << w.w << "x" << w.c << " k" << w.kh << "x" << w.kw << " s"
+       << w.strideH;
+  }
+  static bool cold(const DepthwiseWorkload&) { return false; }
+};
+
+template <typename W> using Of = TemplateOf<std::decay_t<W>>;
+
+// The workload alternative of a template kind, for parsing.
+template <size_t I = 0>
+Expected<Workload> parseAlternative(TemplateKind kind, const nlohmann::json& j) {
+  if constexpr (I == std::variant_size_v<Workload>) {
+    return makeError("no template '", templateName(kind), "'");
+  } else {
+    using W = std::variant_alternative_t<I, Workload>;
+    if (TemplateOf<W>::kind != kind) return parseAlternative<I + 1>(kind, j);
+    TUNEC_ASSIGN_OR_RETURN(W w, W::fromJson(j));
+    return Workload(std::move(w));
+  }
+}
+
+template <size_t I = 0>
+Expected<Config> parseConfigAlternative(TemplateKind kind, const nlohmann::json& j) {
+  if constexpr (I == std::variant_size_v<Workload>) {
+    return makeError("no template '", templateName(kind), "'");
+  } else {
+    using W = std::variant_alternative_t<I, Workload>;
+    if (TemplateOf<W>::kind != kind) return parseConfigAlternative<I + 1>(kind, j);
+    using C = typename TemplateOf<W>::ConfigType;
+    TUNEC_ASSIGN_OR_RETURN(C c, C::fromJson(j));
+    return Config(std::move(c));
+  }
+}
+
+} // namespace
+
+TemplateKind templateKind(const Workload& w) {
+  return std::visit([](const auto& x) { return Of<decltype(x)>::kind; }, w);
+}
+
+TemplateKind templateKind(const Config& c) {
+  return std::visit(
+      [](const auto& x) -> TemplateKind {
+        using C = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<C, MatmulConfig>)
+          return TemplateKind::Matmul;
+        else if constexpr (std::is_same_v<C, Conv2dConfig>)
+          return TemplateKind::Conv2d;
+        else {
+          static_assert(std::is_same_v<C, DepthwiseConfig>, "a config without a template kind");
+          return TemplateKind::Depthwise;
+        }
+      },
+      c);
+}
+
+std::string_view templateName(TemplateKind kind) {
+  return spell(kind);
+}
+
+std::optional<TemplateKind> parseTemplateName(std::string_view name) {
+  return parseSpelling<TemplateKind>(name);
+}
+
+int templateVersion(TemplateKind kind) {
+  switch (kind) {
+  case TemplateKind::Matmul:
+    return kMatmulTemplateVersion;
+  case TemplateKind::Conv2d:
+    return kConv2dTemplateVersion;
+  case TemplateKind::Depthwise:
+    return kDepthwiseTemplateVersion;
+  }
+  TUNEC_ASSERT(false, "template kind " << static_cast<int>(kind) << " has no version");
+}
+
+Expected<Workload> parseWorkload(const nlohmann::json& j) {
+  gParses.fetch_add(1, std::memory_order_relaxed);
+  std::string name, error;
+  if (!readField(j, "template", name, error)) return makeError("workload: ", error);
+  auto kind = parseTemplateName(name);
+  if (!kind)
+    return makeError("workload: template '", name, "' is not ", spellingList<TemplateKind>());
+  return parseAlternative(*kind, j);
+}
+
+Expected<Config> parseConfig(TemplateKind kind, const nlohmann::json& j) {
+  gParses.fetch_add(1, std::memory_order_relaxed);
+  return parseConfigAlternative(kind, j);
+}
+
+nlohmann::json toJson(const Workload& w) {
+  return std::visit([](const auto& x) { return x.toJson(); }, w);
+}
+
+nlohmann::json toJson(const Config& c) {
+  return std::visit([](const auto& x) { return x.toJson(); }, c);
+}
+
+uint64_t templateJsonParses() {
+  return gParses.load(std::memory_order_relaxed);
+}
+
+double workloadFlops(const Workload& w) {
+  return std::visit([](const auto& x) { return x.flops(); }, w);
+}
+
+int workloadThreads(const Workload& w) {
+  return std::visit([](const auto& x) { return x.threads; }, w);
+}
+
+std::string workloadLabel(const Workload& w) {
+  return std::visit(
+      [](const auto& x) {
+        std::ostringstream os;
+        Of<decltype(x)>::label(os, x);
+        os << " t" << x.threads << (Of<decltype(x)>::cold(x) ? " cold" : "");
+        return os.str();
+      },
+      w);
+}
+
+KnobSpace knobSpace(const Workload& w, Isa isa) {
+  return std::visit([isa](const auto& x) { return Of<decltype(x)>::space(x, isa); }, w);
+}
+
+Config defaultConfig(const Workload& w, Isa isa, const Target& target) {
+  return std::visit(
+      [&](const auto& x) { return Config(Of<decltype(x)>::defaults(x, isa, target)); }, w);
+}
+
+Expected<Config> configFromKnobs(const Workload& w, Isa isa, const KnobSpace& space,
+                                 const std::vector<nlohmann::json>& values) {
+  return std::visit(
+      [&](const auto& x) -> Expected<Config> {
+        TUNEC_ASSIGN_OR_RETURN(auto c, Of<decltype(x)>::fromKnobs(x, isa, space, values));
+        return Config(std::move(c));
+      },
+      w);
+}
+
+Status validateConfig(const Workload& w, const Config& c) {
+  return std::visit(
+      [&](const auto& x) -> Status {
+        using C = typename Of<decltype(x)>::ConfigType;
+        const C* config = std::get_if<C>(&c);
+        if (!config)
+          return makeError("a ", templateName(templateKind(c)), " config for a ",
+                           templateName(Of<decltype(x)>::kind), " workload");
+        return Of<decltype(x)>::validate(x, *config);
+      },
+      w);
+}
+
+Isa configIsa(const Config& c) {
+  return std::visit([](const auto& x) { return x.isa; }, c);
+}
+
+} // namespace tunec
