@@ -224,24 +224,24 @@ MeasureResult CandidateRunner::measure(const MeasureRequest& request) {
   }
   // The worker pipe's JSON, read once; everything after is typed.
   auto w = parseWorkload(request.workload);
-  if (!w) return {"error", w.error().message()};
+  if (!w) return {db::MeasureStatus::Error, w.error().message()};
   auto c = parseConfig(templateKind(*w), request.config);
-  if (!c) return {"error", c.error().message()};
+  if (!c) return {db::MeasureStatus::Error, c.error().message()};
   return measure(*w, *c, request.workload.dump(), request);
 }
 
 MeasureResult CandidateRunner::measure(const Workload& workload, const Config& config,
                                        const std::string& key, const MeasureRequest& request) {
   MeasureResult result;
-  auto fail = [&](const std::string& status, const std::string& error) {
+  auto fail = [&](db::MeasureStatus status, const std::string& error) {
     result.status = status;
     result.error = error;
     return result;
   };
   if (auto valid = validateConfig(workload, config); !valid)
-    return fail("error", valid.error().message());
+    return fail(db::MeasureStatus::Error, valid.error().message());
   auto prob = problem(workload, key);
-  if (!prob) return fail("error", prob.error().message());
+  if (!prob) return fail(db::MeasureStatus::Error, prob.error().message());
   Problem& p = **prob;
   auto start = std::chrono::steady_clock::now();
   auto candidate = std::visit(
@@ -252,7 +252,7 @@ MeasureResult CandidateRunner::measure(const Workload& workload, const Config& c
           return makeError("a config of another template than the workload's");
       },
       workload, config);
-  if (!candidate) return fail("error", candidate.error().message());
+  if (!candidate) return fail(db::MeasureStatus::Error, candidate.error().message());
   const std::function<void()>& run = candidate->run;
   std::span<const float> evicted = candidate->evicted;
   result.compileSeconds =
@@ -261,8 +261,8 @@ MeasureResult CandidateRunner::measure(const Workload& workload, const Config& c
   run();
   double error = relativeL2(p.out, p.expected);
   if (!(error < 1e-4))
-    return fail("wrong-result", "relative L2 error " + std::to_string(error) +
-                                    " against the reference (bound 1e-4)");
+    return fail(db::MeasureStatus::WrongResult, "relative L2 error " + std::to_string(error) +
+                                                    " against the reference (bound 1e-4)");
   // Before every timed run: with --flush-cache a buffer twice the L3 is written; for a
   // cold_weights workload the packed weights are evicted, so that they come from memory as in a
   // model whose constants exceed the L3, while the activations stay warm as the previous
@@ -289,7 +289,8 @@ int runMeasureWorker(const Target& target, std::istream& in, std::ostream& out) 
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_IGN);
   auto jit = Jit::create(target);
   if (!jit) {
-    out << MeasureResult{"error", jit.error().message()}.toJson().dump() << std::endl;
+    out << MeasureResult{db::MeasureStatus::Error, jit.error().message()}.toJson().dump()
+        << std::endl;
     return 1;
   }
   CandidateRunner runner(**jit);
@@ -299,7 +300,7 @@ int runMeasureWorker(const Target& target, std::istream& in, std::ostream& out) 
     try {
       r = runner.measure(MeasureRequest::fromJson(nlohmann::json::parse(line)));
     } catch (const std::exception& e) {
-      r.status = "error";
+      r.status = db::MeasureStatus::Error;
       r.error = std::string("bad request: ") + e.what();
     }
     out << r.toJson().dump() << std::endl;

@@ -28,7 +28,7 @@ std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records,
   std::map<std::string, double> best;
   std::map<std::string, uint32_t> group;
   for (const db::Record& r : records) {
-    if (r.status != "ok") continue;
+    if (r.status != db::MeasureStatus::Ok) continue;
     std::string key = r.workloadKey();
     best[key] = std::max(best[key], r.gflops);
     group.emplace(key, static_cast<uint32_t>(group.size()));
@@ -37,7 +37,7 @@ std::vector<TrainingRow> trainingRows(const std::vector<db::Record>& records,
   std::map<std::string, std::optional<Workload>> workloads;
   std::vector<TrainingRow> rows;
   for (const db::Record& r : records) {
-    if (r.status != "ok") continue;
+    if (r.status != db::MeasureStatus::Ok) continue;
     std::string key = r.workloadKey();
     auto [it, fresh] = workloads.try_emplace(key);
     if (fresh)

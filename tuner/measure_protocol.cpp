@@ -22,13 +22,15 @@ MeasureRequest MeasureRequest::fromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json MeasureResult::toJson() const {
-  return {{"status", status}, {"error", error},     {"median_us", medianUs},
-          {"min_us", minUs},  {"repeats", repeats}, {"compile_seconds", compileSeconds}};
+  return {{"status", spell(status)}, {"error", error},     {"median_us", medianUs},
+          {"min_us", minUs},         {"repeats", repeats}, {"compile_seconds", compileSeconds}};
 }
 
 MeasureResult MeasureResult::fromJson(const nlohmann::json& j) {
   MeasureResult r;
-  r.status = j.at("status").get<std::string>();
+  auto status = parseSpelling<db::MeasureStatus>(j.at("status").get<std::string>());
+  if (!status) throw std::runtime_error("status '" + j.at("status").get<std::string>() + "'");
+  r.status = *status;
   r.error = j.value("error", std::string());
   r.medianUs = j.value("median_us", 0.0);
   r.minUs = j.value("min_us", 0.0);

@@ -2,6 +2,8 @@
 // line each way (the worker is `tunec tune-worker`, a child process, DESIGN.md decision 10).
 #pragma once
 
+#include "tuning_db/database.h"
+
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -19,7 +21,7 @@ struct MeasureRequest {
 };
 
 struct MeasureResult {
-  std::string status = "ok"; ///< ok | error | timeout | wrong-result (as tuning records)
+  db::MeasureStatus status = db::MeasureStatus::Ok; ///< as tuning records spell it
   std::string error;
   double medianUs = 0, minUs = 0;
   int64_t repeats = 0;

@@ -64,7 +64,7 @@ MeasureResult Measurer::measure(const MeasureRequest& request, double timeoutSca
   MeasureResult result;
   if (pid_ < 0) {
     if (Status s = start(); !s) {
-      result.status = "error";
+      result.status = db::MeasureStatus::Error;
       result.error = s.error().message();
       return result;
     }
@@ -85,7 +85,7 @@ MeasureResult Measurer::measure(const MeasureRequest& request, double timeoutSca
       try {
         return MeasureResult::fromJson(nlohmann::json::parse(reply));
       } catch (const std::exception& e) {
-        result.status = "error";
+        result.status = db::MeasureStatus::Error;
         result.error = std::string("unreadable worker reply: ") + e.what();
         stop();
         return result;
@@ -96,7 +96,7 @@ MeasureResult Measurer::measure(const MeasureRequest& request, double timeoutSca
                     .count();
     if (left <= 0) {
       stop();
-      result.status = "timeout";
+      result.status = db::MeasureStatus::Timeout;
       result.error = "no result within " + std::to_string(static_cast<int>(limit)) +
                      " s; the candidate was killed";
       return result;
@@ -118,7 +118,7 @@ MeasureResult Measurer::measure(const MeasureRequest& request, double timeoutSca
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
   pid_ = -1;
-  result.status = "error";
+  result.status = db::MeasureStatus::Error;
   if (WIFSIGNALED(status))
     result.error = std::string("the candidate crashed the worker (signal ") +
                    std::to_string(WTERMSIG(status)) + ", " + strsignal(WTERMSIG(status)) + ")";

@@ -58,12 +58,12 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       if (r.target.key() != target.key() || r.templateVersion != s.task.templateVersion) continue;
       // A timeout may have been a busy machine: this job measures it again, with twice the
       // limit, when the search (or the default's turn) proposes it.
-      if (r.status == "timeout") {
+      if (r.status == db::MeasureStatus::Timeout) {
         s.timedOut.insert(r.config.dump());
         continue;
       }
       s.measured.insert(r.config.dump());
-      if (r.status != "ok") continue;
+      if (r.status != db::MeasureStatus::Ok) continue;
       p.bestSeconds = std::min(p.bestSeconds, r.medianUs * 1e-6);
       // The database's JSON, read once here; the search works on typed configs.
       auto config = parseConfig(s.task.kind, r.config);
@@ -146,7 +146,9 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       r.medianUs = m.medianUs;
       r.minUs = m.minUs;
       r.repeats = m.repeats;
-      r.gflops = m.status == "ok" && m.medianUs > 0 ? s.task.flops / (m.medianUs * 1e-6) / 1e9 : 0;
+      r.gflops = m.status == db::MeasureStatus::Ok && m.medianUs > 0
+                     ? s.task.flops / (m.medianUs * 1e-6) / 1e9
+                     : 0;
       r.tunecVersion = "0.1.0";
       r.host = host.model;
       r.createdAt = utcTimestamp();
@@ -154,7 +156,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       ++summary.trials;
       ++s.runTrials;
       ++p.trials;
-      if (m.status == "ok") {
+      if (m.status == db::MeasureStatus::Ok) {
         if (m.medianUs * 1e-6 < p.bestSeconds) {
           p.bestSeconds = m.medianUs * 1e-6;
           s.sinceImprovement = 0;

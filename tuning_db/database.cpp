@@ -140,10 +140,6 @@ const char* kRecordColumns = "w.json, r.config, t.json, r.template_version, r.st
 const char* kRecordJoin = " FROM records r JOIN workloads w ON w.id = r.workload_id JOIN targets t "
                           "ON t.id = r.target_id ";
 
-bool validStatus(const std::string& s) {
-  return s == "ok" || s == "error" || s == "timeout" || s == "wrong-result";
-}
-
 constexpr size_t kMaxJsonField = 64 * 1024;
 // nlohmann's parser recurses once per level: a line nested 65k deep would overflow the stack.
 constexpr int kMaxJsonDepth = 64;
@@ -182,7 +178,7 @@ nlohmann::json Record::toJson() const {
           {"target", target.toJson()},
           {"config", config},
           {"result",
-           {{"status", status},
+           {{"status", spell(status)},
             {"error", error},
             {"median_us", medianUs},
             {"min_us", minUs},
@@ -223,7 +219,12 @@ Expected<Record> Record::fromJson(const nlohmann::json& j, bool checkKey) {
     if (!TargetInfo::fromJson(j.at("target"), r.target, error)) return makeError(error);
     const auto& result = j.at("result");
     if (!result.is_object()) return makeError("field 'result' must be an object");
-    r.status = result.at("status").get<std::string>();
+    std::string status = result.at("status").get<std::string>();
+    auto parsed = parseSpelling<MeasureStatus>(status);
+    if (!parsed)
+      return makeError("result status '", status.substr(0, 40), "' is not ",
+                       spellingList<MeasureStatus>());
+    r.status = *parsed;
     r.error = result.value("error", std::string());
     for (auto [name, field] :
          {std::pair{"median_us", &r.medianUs}, {"min_us", &r.minUs}, {"gflops", &r.gflops}}) {
@@ -247,14 +248,12 @@ Expected<Record> Record::fromJson(const nlohmann::json& j, bool checkKey) {
 }
 
 Status Record::check() const {
-  if (!validStatus(status))
-    return makeError("result status '", status.substr(0, 40),
-                     "' is not ok, error, timeout or wrong-result");
   for (auto [name, value] :
        {std::pair{"median_us", medianUs}, {"min_us", minUs}, {"gflops", gflops}})
     if (!std::isfinite(value) || value < 0)
       return makeError("result field '", name, "' must be finite and non-negative");
-  if (status == "ok" && medianUs <= 0) return makeError("an ok result needs a positive median_us");
+  if (status == MeasureStatus::Ok && medianUs <= 0)
+    return makeError("an ok result needs a positive median_us");
   for (const std::string* s : {&error, &tunecVersion, &host, &createdAt})
     if (s->size() > kMaxText) return makeError("a text field is longer than 16 KiB");
   return {};
@@ -412,7 +411,7 @@ Expected<int64_t> TuningDatabase::insert(const std::vector<Record>& records) {
         .bind(2, target)
         .bind(3, static_cast<int64_t>(r.templateVersion))
         .bind(4, canonicalJson(r.config))
-        .bind(5, r.status)
+        .bind(5, std::string(spell(r.status)))
         .bind(6, r.error)
         .bind(7, r.medianUs)
         .bind(8, r.minUs)
@@ -440,7 +439,8 @@ Expected<std::vector<Record>> TuningDatabase::query(Statement& stmt) {
     TargetInfo::fromJson(nlohmann::json::parse(stmt.columnText(2), nullptr, false), r.target,
                          error);
     r.templateVersion = static_cast<int>(stmt.columnInt(3));
-    r.status = stmt.columnText(4);
+    // The schema's CHECK admits only the four spellings.
+    r.status = parseSpelling<MeasureStatus>(stmt.columnText(4)).value_or(MeasureStatus::Error);
     r.error = stmt.columnText(5);
     r.medianUs = stmt.columnDouble(6);
     r.minUs = stmt.columnDouble(7);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "support/error.h"
+#include "support/spellings.h"
 #include "tuning_db/keys.h"
 #include "tuning_db/sqlite.h"
 
@@ -12,6 +13,23 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace tunec::db {
+
+/// The outcome of measuring a config: a time, or why there is none.
+enum class MeasureStatus : uint8_t { Ok, Error, Timeout, WrongResult };
+
+} // namespace tunec::db
+
+namespace tunec {
+template <> struct Spellings<db::MeasureStatus> {
+  static constexpr std::pair<db::MeasureStatus, std::string_view> values[] = {
+      {db::MeasureStatus::Ok, "ok"},
+      {db::MeasureStatus::Error, "error"},
+      {db::MeasureStatus::Timeout, "timeout"},
+      {db::MeasureStatus::WrongResult, "wrong-result"}};
+};
+} // namespace tunec
 
 namespace tunec::db {
 
@@ -26,8 +44,8 @@ struct Record {
   nlohmann::json config;
   TargetInfo target;
   int templateVersion = 0;
-  std::string status = "ok"; ///< ok | error | timeout | wrong-result
-  std::string error;         ///< error text for non-ok records
+  MeasureStatus status = MeasureStatus::Ok;
+  std::string error; ///< error text for non-ok records
   double medianUs = 0, minUs = 0, gflops = 0;
   int64_t repeats = 0;
   std::string tunecVersion;
@@ -43,7 +61,7 @@ struct Record {
   static Expected<Record> fromJson(const nlohmann::json& j, bool checkKey = true);
   /// A record line's "workload_key", when present, is the hash of its workload (not edited).
   static Status checkWorkloadKey(const nlohmann::json& j, const Record& r);
-  /// Checks the fields' values (status, finite non-negative numbers, sizes).
+  /// Checks the fields' values (finite non-negative numbers, sizes).
   Status check() const;
 };
 

@@ -42,7 +42,7 @@ CommandSpec spec(const std::string& name, const std::string& usage, const std::s
 /// FMAs per cycle at the widest vector the target has) is a mistyped or forged time: imported,
 /// it would be "best" and poison the kernel.
 Status checkPlausible(const db::Record& r, double flops, int threads) {
-  if (r.status != "ok" || !(r.medianUs > 0)) return {};
+  if (r.status != db::MeasureStatus::Ok || !(r.medianUs > 0)) return {};
   bool wide = std::find(r.target.isaFeatures.begin(), r.target.isaFeatures.end(), "avx512f") !=
               r.target.isaFeatures.end();
   double lanes = wide ? 16 : 8;

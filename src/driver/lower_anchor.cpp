@@ -46,7 +46,8 @@ Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
       for (const db::Record& r : records) {
         bool sameTarget =
             exact ? r.target.key() == target.key() : r.target.isaKey() == target.isaKey();
-        if (r.status != "ok" || r.templateVersion != version || !sameTarget) continue;
+        if (r.status != db::MeasureStatus::Ok || r.templateVersion != version || !sameTarget)
+          continue;
         auto config = parseConfig(kind, r.config);
         if (config && configIsa(*config) == options.isa && validateConfig(w, *config)) {
           hk.tuned = true;
@@ -56,7 +57,8 @@ Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
     }
   for (const std::vector<db::Record>& records : recordsByKey)
     for (const db::Record& r : records)
-      if (r.status == "ok" && r.templateVersion == version && r.target.key() != target.key())
+      if (r.status == db::MeasureStatus::Ok && r.templateVersion == version &&
+          r.target.key() != target.key())
         hk.otherTargets.insert(r.target.key());
   return makeDefault();
 }

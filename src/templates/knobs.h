@@ -3,6 +3,7 @@
 #pragma once
 
 #include "support/error.h"
+#include "support/spellings.h"
 #include "templates/isa.h"
 
 #include <array>
@@ -50,34 +51,6 @@ inline Status checkWorkloadDtype(const nlohmann::json& j, const char* templ) {
     return makeError(templ, " workload: dtype '", dtype, "' is not supported (", templ,
                      " kernels are f32 in this tunec)");
   return {};
-}
-
-/// The spellings of an enum-valued knob in records: a specialization holds a static array
-/// `values` of {enumerator, spelling} pairs. The one place an enum's names are written.
-template <typename E> struct Spellings;
-
-template <typename E> std::string_view spell(E e) {
-  for (const auto& [value, name] : Spellings<E>::values)
-    if (value == e) return name;
-  return "?";
-}
-
-template <typename E> std::optional<E> parseSpelling(std::string_view name) {
-  for (const auto& [value, spelling] : Spellings<E>::values)
-    if (spelling == name) return value;
-  return std::nullopt;
-}
-
-/// "a, b or c": the spellings for an error message.
-template <typename E> std::string spellingList() {
-  std::string out;
-  size_t n = std::size(Spellings<E>::values);
-  for (size_t i = 0; i < n; ++i)
-    out += std::string(i == 0       ? ""
-                       : i + 1 == n ? " or "
-                                    : ", ") +
-           std::string(Spellings<E>::values[i].second);
-  return out;
 }
 
 /// One field of a config: its name in records and how it is read and written. A template's

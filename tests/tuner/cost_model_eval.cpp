@@ -23,7 +23,7 @@ std::vector<db::Record> okRecords(db::TuningDatabase& d) {
     auto records = d.recordsOf(w.key);
     if (!records) continue;
     for (const auto& r : *records)
-      if (r.status == "ok") out.push_back(r);
+      if (r.status == db::MeasureStatus::Ok) out.push_back(r);
   }
   return out;
 }

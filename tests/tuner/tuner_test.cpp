@@ -237,24 +237,24 @@ TEST(Measurer, CrashAndHangAreRecordedAndTheWorkerRestarts) {
   Measurer m(worker(), 3.0);
   MeasureRequest ok{task.workloadJson, toJson(task.defaultConfig), 0.01, 2, false};
   MeasureResult r = m.measure(ok);
-  EXPECT_EQ(r.status, "ok") << r.error;
+  EXPECT_EQ(r.status, db::MeasureStatus::Ok) << r.error;
   EXPECT_GT(r.medianUs, 0);
   nlohmann::json crash = toJson(task.defaultConfig);
   crash["inject"] = "crash";
   r = m.measure({task.workloadJson, crash, 0.01, 2, false});
-  EXPECT_EQ(r.status, "error");
+  EXPECT_EQ(r.status, db::MeasureStatus::Error);
   EXPECT_NE(r.error.find("crashed"), std::string::npos) << r.error;
   nlohmann::json hang = toJson(task.defaultConfig);
   hang["inject"] = "hang";
   r = m.measure({task.workloadJson, hang, 0.01, 2, false});
-  EXPECT_EQ(r.status, "timeout") << r.error;
+  EXPECT_EQ(r.status, db::MeasureStatus::Timeout) << r.error;
   r = m.measure(ok);
-  EXPECT_EQ(r.status, "ok") << "the worker was restarted: " << r.error;
+  EXPECT_EQ(r.status, db::MeasureStatus::Ok) << "the worker was restarted: " << r.error;
   // An invalid config is an error result, not a crash.
   nlohmann::json bad = toJson(task.defaultConfig);
   bad["mr"] = 999;
   r = m.measure({task.workloadJson, bad, 0.01, 2, false});
-  EXPECT_EQ(r.status, "error");
+  EXPECT_EQ(r.status, db::MeasureStatus::Error);
   unsetenv("TUNEC_TUNER_INJECT");
 }
 
@@ -269,7 +269,7 @@ TEST(Measurer, StridedAttentionWorkloadsAreCheckedAgainstTheReference) {
   ASSERT_TRUE(task.isOk()) << task.error().message();
   Measurer m(worker(), 10.0);
   MeasureResult r = m.measure({task->workloadJson, toJson(task->defaultConfig), 0.01, 2, false});
-  EXPECT_EQ(r.status, "ok") << r.error;
+  EXPECT_EQ(r.status, db::MeasureStatus::Ok) << r.error;
   EXPECT_GT(r.medianUs, 0);
 }
 
@@ -288,8 +288,8 @@ TEST(Measurer, ColdWeightsAreEvictedBeforeEveryTimedRun) {
       m.measure({warmTask->workloadJson, toJson(warmTask->defaultConfig), 0.05, 5, false});
   MeasureResult cold =
       m.measure({coldTask->workloadJson, toJson(coldTask->defaultConfig), 0.05, 5, false});
-  ASSERT_EQ(warm.status, "ok") << warm.error;
-  ASSERT_EQ(cold.status, "ok") << cold.error;
+  ASSERT_EQ(warm.status, db::MeasureStatus::Ok) << warm.error;
+  ASSERT_EQ(cold.status, db::MeasureStatus::Ok) << cold.error;
   EXPECT_GT(cold.minUs, warm.minUs);
 }
 
@@ -353,7 +353,7 @@ TEST(TuningJob, ATimedOutConfigIsRetriedByTheNextJob) {
   timeout.config = toJson(task.defaultConfig);
   timeout.target = db::TargetInfo::fromTarget(options.target);
   timeout.templateVersion = task.templateVersion;
-  timeout.status = "timeout";
+  timeout.status = db::MeasureStatus::Timeout;
   timeout.error = "no result within 30 s";
   timeout.tunecVersion = "0.1.0";
   timeout.host = "test";
@@ -366,13 +366,13 @@ TEST(TuningJob, ATimedOutConfigIsRetriedByTheNextJob) {
   auto records = database->recordsOf(task.key);
   ASSERT_TRUE(records.isOk());
   ASSERT_EQ(records->size(), 1u);
-  EXPECT_EQ(records->front().status, "ok");
+  EXPECT_EQ(records->front().status, db::MeasureStatus::Ok);
   EXPECT_EQ(records->front().config, toJson(task.defaultConfig));
   // A later timeout of the same config does not replace the result.
   ASSERT_TRUE(database->insert({timeout}).isOk());
   records = database->recordsOf(task.key);
   ASSERT_TRUE(records.isOk());
-  EXPECT_EQ(records->front().status, "ok");
+  EXPECT_EQ(records->front().status, db::MeasureStatus::Ok);
   std::filesystem::remove(path);
 }
 

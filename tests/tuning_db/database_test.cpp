@@ -86,7 +86,7 @@ TEST(TuningDb, ExportImportRoundTripIsIdempotent) {
   auto a = TuningDatabase::open(tempDb("export_a"));
   ASSERT_TRUE(a.isOk());
   Record failed = record(64, 2, 0);
-  failed.status = "error";
+  failed.status = db::MeasureStatus::Error;
   failed.error = "crash: SIGSEGV";
   failed.gflops = 0;
   ASSERT_TRUE(a->insert({record(64, 4, 20), record(64, 8, 10), failed}).isOk());
