@@ -74,10 +74,8 @@ int commandBench(const std::vector<std::string>& argv) {
   std::vector<const void*> in;
   std::vector<void*> out;
   for (const rt::IoSpec& io : session->inputs) {
-    auto dtype = parseDType(io.dtype);
-    if (!dtype) return fail("model input '" + io.name + "' has an unknown dtype " + io.dtype);
-    Tensor t(*dtype, Shape(io.shape));
-    bool integer = *dtype != DType::F32 && *dtype != DType::F64;
+    Tensor t(io.dtype, Shape(io.shape));
+    bool integer = !isFloat(io.dtype);
     std::uniform_real_distribution<double> real(-1.0, 1.0);
     std::uniform_int_distribution<int> whole(0, 9);
     for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, integer ? whole(rng) : real(rng));
@@ -85,7 +83,7 @@ int commandBench(const std::vector<std::string>& argv) {
     in.push_back(inputs.back().data());
   }
   for (const rt::IoSpec& io : session->outputs) {
-    outputs.emplace_back(*parseDType(io.dtype), Shape(io.shape));
+    outputs.emplace_back(io.dtype, Shape(io.shape));
     out.push_back(outputs.back().data());
   }
   for (int i = 0; i < *warmup; ++i)

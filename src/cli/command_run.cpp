@@ -84,13 +84,13 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
   std::vector<Tensor> inputs;
   std::vector<const void*> inPtrs;
   for (const rt::IoSpec& io : session->inputs) {
-    std::string type = io.dtype + "[" + Shape(io.shape).toString() + "]";
+    std::string type = std::string(dtypeName(io.dtype)) + "[" + Shape(io.shape).toString() + "]";
     auto it = files.find(io.name);
     if (it == files.end())
       return fail("missing --input for model input '" + io.name + "' (" + type + ")");
     auto tensor = readTensorFile(it->second);
     if (!tensor) return fail(tensor.error().message());
-    if (std::string(dtypeName(tensor->dtype())) != io.dtype || tensor->shape().dims() != io.shape)
+    if (tensor->dtype() != io.dtype || tensor->shape().dims() != io.shape)
       return fail("input '" + io.name + "' from " + it->second + " is " + tensor->typeString() +
                   ", but the model expects " + type);
     inputs.push_back(*tensor);
@@ -103,9 +103,7 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
   std::vector<void*> outPtrs;
   std::vector<std::string> names;
   for (const rt::IoSpec& io : session->outputs) {
-    auto dtype = parseDType(io.dtype);
-    if (!dtype) return fail("model output '" + io.name + "' has an unknown dtype " + io.dtype);
-    outputs.emplace_back(*dtype, Shape(io.shape));
+    outputs.emplace_back(io.dtype, Shape(io.shape));
     names.push_back(io.name);
   }
   for (Tensor& t : outputs) outPtrs.push_back(t.data());

@@ -24,18 +24,23 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
   if (tunec_model_load(path.c_str(), threads, &raw) != 0) return Error(tunec_last_error());
   std::shared_ptr<tunec_model> model(raw, tunec_model_free);
   ModelSession s;
-  auto info = [](const tunec_tensor_info& t) {
-    return rt::IoSpec{t.name, t.dtype, std::vector<int64_t>(t.dims, t.dims + t.rank), t.bytes};
+  auto info = [&](const tunec_tensor_info& t) -> Expected<rt::IoSpec> {
+    auto dtype = parseDType(t.dtype);
+    if (!dtype)
+      return makeError(path, ": tensor '", t.name, "' has an unknown dtype '", t.dtype, "'");
+    return rt::IoSpec{t.name, *dtype, std::vector<int64_t>(t.dims, t.dims + t.rank), t.bytes};
   };
   for (int32_t i = 0; i < tunec_model_num_inputs(raw); ++i) {
     tunec_tensor_info t;
     if (tunec_model_input_info(raw, i, &t) != 0) return Error(tunec_last_error());
-    s.inputs.push_back(info(t));
+    TUNEC_ASSIGN_OR_RETURN(rt::IoSpec io, info(t));
+    s.inputs.push_back(std::move(io));
   }
   for (int32_t i = 0; i < tunec_model_num_outputs(raw); ++i) {
     tunec_tensor_info t;
     if (tunec_model_output_info(raw, i, &t) != 0) return Error(tunec_last_error());
-    s.outputs.push_back(info(t));
+    TUNEC_ASSIGN_OR_RETURN(rt::IoSpec io, info(t));
+    s.outputs.push_back(std::move(io));
   }
   s.run = [raw](const void* const* in, void* const* out) -> Status {
     if (tunec_model_run(raw, in, out) != 0) return Error(tunec_last_error());

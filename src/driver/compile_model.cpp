@@ -298,7 +298,7 @@ CompiledModel Lowering::finish() {
   plan.steps = std::move(steps_);
   auto io = [&](ValueId v, const std::string& name) {
     const Value& value = graph_.value(v);
-    return rt::IoSpec{name, std::string(dtypeName(value.type.dtype)), value.type.shape.dims(),
+    return rt::IoSpec{name, value.type.dtype, value.type.shape.dims(),
                       value.type.shape.numel() * static_cast<int64_t>(dtypeSize(value.type.dtype))};
   };
   for (ValueId v : graph_.inputs()) plan.inputs.push_back(io(v, graph_.value(v).name));

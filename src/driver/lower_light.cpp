@@ -231,35 +231,6 @@ void copyProgram(Lowering& l, const std::string& label, int out, const Shape& ou
                    {{in, std::move(inStrides), inOffset}}, {{EwOp::Copy, 0, -1, -1000}});
 }
 
-std::optional<rt::ElemType> elemTypeOf(DType d) {
-  switch (d) {
-  case DType::F32:
-    return rt::ElemType::F32;
-  case DType::F64:
-    return rt::ElemType::F64;
-  case DType::I8:
-    return rt::ElemType::I8;
-  case DType::U8:
-    return rt::ElemType::U8;
-  case DType::I16:
-    return rt::ElemType::I16;
-  case DType::U16:
-    return rt::ElemType::U16;
-  case DType::I32:
-    return rt::ElemType::I32;
-  case DType::U32:
-    return rt::ElemType::U32;
-  case DType::I64:
-    return rt::ElemType::I64;
-  case DType::U64:
-    return rt::ElemType::U64;
-  case DType::Bool:
-    return rt::ElemType::Bool;
-  default:
-    return std::nullopt;
-  }
-}
-
 // A strided copy of any element type: the vectorized program for f32, a typed one otherwise.
 bool copyAny(Lowering& l, const std::string& label, int out, const Shape& outShape,
              int64_t outOffset, const std::vector<int64_t>& outStrides, int in,
@@ -268,12 +239,10 @@ bool copyAny(Lowering& l, const std::string& label, int out, const Shape& outSha
     copyProgram(l, label, out, outShape, outOffset, outStrides, in, std::move(inStrides), inOffset);
     return true;
   }
-  auto t = elemTypeOf(dtype);
-  if (!t) return false;
-  rt::TypedProgram p;
+  rt::TypedProgram p; // typed steps take every element type
   p.op = rt::TypedOp::Cast;
-  p.out = *t;
-  p.in = {*t};
+  p.out = dtype;
+  p.in = {dtype};
   p.dims = outShape.dims();
   p.outStrides = outStrides;
   p.outOffset = outOffset;
@@ -438,19 +407,15 @@ bool lowerTyped(Lowering& l, const Node& n) {
   size_t arity = *op == rt::TypedOp::Where ? 3 : binary ? 2 : 1;
   if (n.inputs.size() != arity) return false;
   const Value& y = g.value(n.outputs[0]);
-  auto outType = elemTypeOf(y.type.dtype);
-  if (!outType) return false;
   rt::TypedProgram p;
   p.op = *op;
-  p.out = *outType;
+  p.out = y.type.dtype;
   p.dims = y.type.shape.dims();
   p.outStrides = y.type.shape.strides();
   for (ValueId v : n.inputs) {
     if (v == kNoValue) return false;
     const Value& x = g.value(v);
-    auto t = elemTypeOf(x.type.dtype);
-    if (!t) return false;
-    p.in.push_back(*t);
+    p.in.push_back(x.type.dtype);
     p.inStrides.push_back(
         Lowering::broadcastStrides(x.type.shape, x.type.shape.strides(), y.type.shape));
     p.inOffsets.push_back(0);
@@ -555,8 +520,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
   }
   if (n.kind == OpKind::GatherElements) {
     const Value& idx = g.value(n.inputs[1]);
-    if (!elemTypeOf(x.type.dtype) ||
-        (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32)) {
+    if (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32) {
       l.unsupported(n, "these dtypes are not compiled");
       return false;
     }
@@ -578,8 +542,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
   }
   if (n.kind == OpKind::ArgMax || n.kind == OpKind::ArgMin) {
     const auto& a = std::get<ArgReduceAttrs>(n.attrs);
-    auto type = elemTypeOf(x.type.dtype);
-    if (!type || xs.rank() == 0) {
+    if (xs.rank() == 0) {
       l.unsupported(n, "this input dtype is not compiled");
       return false;
     }
@@ -592,7 +555,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
     step.label = label;
     step.tensors = {out, in};
     step.ints = {product(d, 0, axis),      d[axis],           product(d, axis + 1, d.size()),
-                 n.kind == OpKind::ArgMax, a.selectLastIndex, static_cast<int64_t>(*type)};
+                 n.kind == OpKind::ArgMax, a.selectLastIndex, static_cast<int64_t>(x.type.dtype)};
     l.addStep(std::move(step), {in}, {out});
     return true;
   }
@@ -601,7 +564,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
                    n.kind == OpKind::Transpose || n.kind == OpKind::Expand ||
                    n.kind == OpKind::Slice || n.kind == OpKind::Split || n.kind == OpKind::Concat ||
                    n.kind == OpKind::Gather;
-  if (!allF32(g, n) && !(movesData && elemTypeOf(x.type.dtype))) {
+  if (!allF32(g, n) && !movesData) {
     l.unsupported(n, "only f32 tensors are compiled for this op");
     return false;
   }

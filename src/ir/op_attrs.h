@@ -1,8 +1,8 @@
 // Typed attributes of every op (DESIGN.md, decision 2): converted once at the ONNX boundary.
 #pragma once
 
-#include "ir/dtype.h"
 #include "ir/tensor.h"
+#include "support/dtype.h"
 
 #include <cstdint>
 #include <limits>

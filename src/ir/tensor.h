@@ -1,8 +1,8 @@
 // Tensor: a dtype, a static shape and a 64-byte aligned, shared buffer of elements.
 #pragma once
 
-#include "ir/dtype.h"
 #include "ir/shape.h"
+#include "support/dtype.h"
 
 #include <cstddef>
 #include <cstdint>

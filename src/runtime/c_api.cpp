@@ -23,7 +23,7 @@ int fail(const std::string& message) {
 
 void fillInfo(const tunec::rt::IoSpec& io, tunec_tensor_info* info) {
   info->name = io.name.c_str();
-  info->dtype = io.dtype.c_str();
+  info->dtype = tunec::dtypeName(io.dtype).data(); // a string literal: NUL-terminated
   info->rank = static_cast<int32_t>(io.shape.size());
   info->dims = io.shape.data();
   info->bytes = io.bytes;

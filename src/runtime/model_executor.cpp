@@ -68,7 +68,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
           s.ints[1] >= s.ints[0])) ||
         (s.kind == StepKind::Softmax && (s.ints[3] < 0 || s.ints[3] > 2)) ||
         (s.kind == StepKind::ArgReduce &&
-         (s.ints[5] < 0 || s.ints[5] > static_cast<int64_t>(ElemType::Bool))) ||
+         (s.ints[5] < 0 || s.ints[5] > static_cast<int64_t>(kLastDType))) ||
         (s.kind == StepKind::Reduce && (s.ints[2] < 0 || s.ints[2] > 9)))
       return makeError("corrupt model plan: step '", s.label, "' has the wrong operands");
   }
@@ -168,7 +168,7 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
   }
   case StepKind::ArgReduce:
     runArgReduce(ptr(1), static_cast<int64_t*>(ptr(0)), s.ints[0], s.ints[1], s.ints[2],
-                 s.ints[3] != 0, s.ints[4] != 0, static_cast<ElemType>(s.ints[5]));
+                 s.ints[3] != 0, s.ints[4] != 0, static_cast<DType>(s.ints[5]));
     return {};
   case StepKind::Reduce:
     runReduce(f(1), f(0), s.ints[0], s.ints[1], static_cast<ReduceKind>(s.ints[2]), threads_);

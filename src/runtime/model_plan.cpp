@@ -49,13 +49,18 @@ nlohmann::json stepToJson(const Step& s) {
 }
 
 nlohmann::json ioToJson(const IoSpec& io) {
-  return {{"name", io.name}, {"dtype", io.dtype}, {"shape", io.shape}, {"bytes", io.bytes}};
+  return {
+      {"name", io.name}, {"dtype", dtypeName(io.dtype)}, {"shape", io.shape}, {"bytes", io.bytes}};
 }
 
 IoSpec ioFromJson(const nlohmann::json& j) {
   IoSpec io;
   io.name = j.at("name").get<std::string>();
-  io.dtype = j.at("dtype").get<std::string>();
+  std::string dtype = j.at("dtype").get<std::string>();
+  auto parsed = parseDType(dtype);
+  if (!parsed)
+    throw std::runtime_error("tensor '" + io.name + "' has an unknown dtype '" + dtype + "'");
+  io.dtype = *parsed;
   io.shape = j.at("shape").get<std::vector<int64_t>>();
   io.bytes = j.at("bytes").get<int64_t>();
   return io;

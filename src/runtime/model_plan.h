@@ -3,6 +3,7 @@
 // model.so. Written by the compiler (src/driver), read by the runtime; no LLVM, no IR.
 #pragma once
 
+#include "support/dtype.h"
 #include "support/error.h"
 
 #include <cstddef>
@@ -66,13 +67,14 @@ private:
 
 struct IoSpec {
   std::string name;
-  std::string dtype; ///< "f32", "i64", ... (IR names)
+  DType dtype = DType::F32; ///< spelled "f32", "i64", ... in the plan
   std::vector<int64_t> shape;
   int64_t bytes = 0;
 };
 
 struct ModelPlan {
-  static constexpr int kFormatVersion = 1;
+  /// 2: element types are numbered as support/dtype.h lists them (f16 and bf16 included).
+  static constexpr int kFormatVersion = 2;
   std::string isa;
   int threads = 1; ///< the thread count the kernels were compiled for
   std::vector<TensorRef> tensors;

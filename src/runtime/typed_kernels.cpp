@@ -13,47 +13,55 @@ struct Scalar {
   int64_t i = 0;
 };
 
-Scalar load(const void* base, int64_t index, ElemType t) {
-  const auto* p = static_cast<const uint8_t*>(base) + index * static_cast<int64_t>(elemSize(t));
+Scalar load(const void* base, int64_t index, DType t) {
+  const auto* p = static_cast<const uint8_t*>(base) + index * static_cast<int64_t>(dtypeSize(t));
   Scalar s;
   auto get = [&](auto v) {
     std::memcpy(&v, p, sizeof(v));
     return v;
   };
   switch (t) {
-  case ElemType::F32:
+  case DType::F32:
     s.f = get(float{});
     s.i = static_cast<int64_t>(s.f);
     return s;
-  case ElemType::F64:
+  case DType::F64:
     s.f = get(double{});
     s.i = static_cast<int64_t>(s.f);
     return s;
-  case ElemType::I8:
+  case DType::F16:
+    s.f = halfToFloat(get(uint16_t{}));
+    s.i = std::isfinite(s.f) ? static_cast<int64_t>(s.f) : 0;
+    return s;
+  case DType::BF16:
+    s.f = bf16ToFloat(get(uint16_t{}));
+    s.i = std::isfinite(s.f) ? static_cast<int64_t>(s.f) : 0;
+    return s;
+  case DType::I8:
     s.i = get(int8_t{});
     break;
-  case ElemType::U8:
+  case DType::U8:
     s.i = get(uint8_t{});
     break;
-  case ElemType::I16:
+  case DType::I16:
     s.i = get(int16_t{});
     break;
-  case ElemType::U16:
+  case DType::U16:
     s.i = get(uint16_t{});
     break;
-  case ElemType::I32:
+  case DType::I32:
     s.i = get(int32_t{});
     break;
-  case ElemType::U32:
+  case DType::U32:
     s.i = get(uint32_t{});
     break;
-  case ElemType::I64:
+  case DType::I64:
     s.i = get(int64_t{});
     break;
-  case ElemType::U64:
+  case DType::U64:
     s.i = static_cast<int64_t>(get(uint64_t{}));
     break;
-  case ElemType::Bool:
+  case DType::Bool:
     s.i = get(uint8_t{}) != 0;
     break;
   }
@@ -61,43 +69,49 @@ Scalar load(const void* base, int64_t index, ElemType t) {
   return s;
 }
 
-void store(void* base, int64_t index, ElemType t, double f, int64_t i, bool fromFloat) {
-  auto* p = static_cast<uint8_t*>(base) + index * static_cast<int64_t>(elemSize(t));
+void store(void* base, int64_t index, DType t, double f, int64_t i, bool fromFloat) {
+  auto* p = static_cast<uint8_t*>(base) + index * static_cast<int64_t>(dtypeSize(t));
   auto put = [&](auto v) { std::memcpy(p, &v, sizeof(v)); };
   // Floats convert to integers truncating toward zero (C++ rules, as the reference).
   int64_t asInt = fromFloat ? (std::isfinite(f) ? static_cast<int64_t>(f) : 0) : i;
   switch (t) {
-  case ElemType::F32:
+  case DType::F32:
     put(static_cast<float>(fromFloat ? f : static_cast<double>(i)));
     return;
-  case ElemType::F64:
+  case DType::F64:
     put(fromFloat ? f : static_cast<double>(i));
     return;
-  case ElemType::I8:
+  case DType::F16:
+    put(floatToHalf(static_cast<float>(fromFloat ? f : static_cast<double>(i))));
+    return;
+  case DType::BF16:
+    put(floatToBf16(static_cast<float>(fromFloat ? f : static_cast<double>(i))));
+    return;
+  case DType::I8:
     put(static_cast<int8_t>(asInt));
     return;
-  case ElemType::U8:
+  case DType::U8:
     put(static_cast<uint8_t>(asInt));
     return;
-  case ElemType::I16:
+  case DType::I16:
     put(static_cast<int16_t>(asInt));
     return;
-  case ElemType::U16:
+  case DType::U16:
     put(static_cast<uint16_t>(asInt));
     return;
-  case ElemType::I32:
+  case DType::I32:
     put(static_cast<int32_t>(asInt));
     return;
-  case ElemType::U32:
+  case DType::U32:
     put(static_cast<uint32_t>(asInt));
     return;
-  case ElemType::I64:
+  case DType::I64:
     put(asInt);
     return;
-  case ElemType::U64:
+  case DType::U64:
     put(static_cast<uint64_t>(asInt));
     return;
-  case ElemType::Bool:
+  case DType::Bool:
     put(static_cast<uint8_t>(fromFloat ? f != 0 : i != 0));
     return;
   }
@@ -126,34 +140,12 @@ bool isBool(TypedOp op) {
 
 } // namespace
 
-size_t elemSize(ElemType t) {
-  switch (t) {
-  case ElemType::F64:
-  case ElemType::I64:
-  case ElemType::U64:
-    return 8;
-  case ElemType::F32:
-  case ElemType::I32:
-  case ElemType::U32:
-    return 4;
-  case ElemType::I16:
-  case ElemType::U16:
-    return 2;
-  default:
-    return 1;
-  }
-}
-
-bool isFloatType(ElemType t) {
-  return t == ElemType::F32 || t == ElemType::F64;
-}
-
 void TypedProgram::encode(Step& step) const {
   step.kind = StepKind::Typed;
   auto& v = step.ints;
   v = {static_cast<int64_t>(op), static_cast<int64_t>(out), static_cast<int64_t>(in.size()),
        static_cast<int64_t>(dims.size()), outOffset};
-  for (ElemType t : in) v.push_back(static_cast<int64_t>(t));
+  for (DType t : in) v.push_back(static_cast<int64_t>(t));
   v.insert(v.end(), dims.begin(), dims.end());
   v.insert(v.end(), outStrides.begin(), outStrides.end());
   for (size_t i = 0; i < in.size(); ++i) {
@@ -169,18 +161,18 @@ Expected<TypedProgram> TypedProgram::decode(const Step& step) {
   TypedProgram p;
   int64_t n = v[2], rank = v[3];
   if (v[0] < 0 || v[0] > static_cast<int64_t>(TypedOp::kLast) || v[1] < 0 ||
-      v[1] > static_cast<int64_t>(ElemType::Bool) || n < 1 || n > 3 || rank < 0 || rank > 8 ||
+      v[1] > static_cast<int64_t>(kLastDType) || n < 1 || n > 3 || rank < 0 || rank > 8 ||
       v.size() != static_cast<size_t>(5 + n + 2 * rank + n * (1 + rank)) ||
       step.tensors.size() != static_cast<size_t>(1 + n))
     return bad();
   p.op = static_cast<TypedOp>(v[0]);
-  p.out = static_cast<ElemType>(v[1]);
+  p.out = static_cast<DType>(v[1]);
   p.outOffset = v[4];
   IntCursor at(v, 5);
   for (int64_t i = 0; i < n; ++i) {
     int64_t type = at.next();
-    if (type < 0 || type > static_cast<int64_t>(ElemType::Bool)) return bad();
-    p.in.push_back(static_cast<ElemType>(type));
+    if (type < 0 || type > static_cast<int64_t>(kLastDType)) return bad();
+    p.in.push_back(static_cast<DType>(type));
   }
   p.dims = at.take(rank);
   p.outStrides = at.take(rank);
@@ -231,8 +223,8 @@ Status runGatherElements(const void* data, const void* indices, void* out,
 }
 
 void runArgReduce(const void* in, int64_t* out, int64_t outer, int64_t len, int64_t inner,
-                  bool isMax, bool selectLast, ElemType type) {
-  bool integer = !isFloatType(type);
+                  bool isMax, bool selectLast, DType type) {
+  bool integer = !isFloat(type);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       int64_t best = 0;
@@ -260,7 +252,7 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
   size_t rank = p.dims.size(), n = p.in.size();
   // Integer math when every value operand is an integer or bool (Where's condition aside).
   bool intMath = true;
-  for (size_t k = p.op == TypedOp::Where ? 1 : 0; k < n; ++k) intMath &= !isFloatType(p.in[k]);
+  for (size_t k = p.op == TypedOp::Where ? 1 : 0; k < n; ++k) intMath &= !isFloat(p.in[k]);
   std::vector<int64_t> idx(rank, 0);
   for (int64_t e = 0; e < total; ++e) {
     int64_t o = p.outOffset;
@@ -277,7 +269,7 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
     bool fromFloat = !intMath;
     switch (p.op) {
     case TypedOp::Cast:
-      fromFloat = isFloatType(p.in[0]);
+      fromFloat = isFloat(p.in[0]);
       f = a.f, i = a.i;
       break;
     case TypedOp::Add:

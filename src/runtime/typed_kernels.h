@@ -1,20 +1,17 @@
-// Elementwise ops on any element type (integers, bool, f64, and casts between them), one op per
-// step, computed per element in int64 or double as the reference does. The light ops that are
-// not f32 (index arithmetic, masks, comparisons, casts, integer data movement) are rare and
+// Elementwise ops on any element type (integers, bool, f64, f16, bf16 and casts between them), one
+// op per step, computed per element in int64 or double as the reference does. The light ops that
+// are not f32 (index arithmetic, masks, comparisons, casts, integer data movement) are rare and
 // small in inference graphs, so this path is written for coverage, not speed; f32 chains use the
 // vectorized programs of light_kernels.h.
 #pragma once
 
 #include "runtime/model_plan.h"
+#include "support/dtype.h"
 
 #include <cstdint>
 #include <vector>
 
 namespace tunec::rt {
-
-enum class ElemType : int64_t { F32, F64, I8, U8, I16, U16, I32, U32, I64, U64, Bool };
-size_t elemSize(ElemType t);
-bool isFloatType(ElemType t);
 
 enum class TypedOp : int64_t {
   Cast,
@@ -54,8 +51,8 @@ enum class TypedOp : int64_t {
 /// One op over strided operands (element strides, broadcast = 0), like EwProgram.
 struct TypedProgram {
   TypedOp op = TypedOp::Cast;
-  ElemType out = ElemType::F32;
-  std::vector<ElemType> in;
+  DType out = DType::F32;
+  std::vector<DType> in;
   std::vector<int64_t> dims, outStrides;
   int64_t outOffset = 0;
   std::vector<std::vector<int64_t>> inStrides;
@@ -68,7 +65,7 @@ struct TypedProgram {
 /// ArgMax/ArgMin along an axis: `in` is outer x len x inner of type `type`, `out` int64
 /// outer x inner; ties go to the first index, or the last with `selectLast`.
 void runArgReduce(const void* in, int64_t* out, int64_t outer, int64_t len, int64_t inner,
-                  bool isMax, bool selectLast, ElemType type);
+                  bool isMax, bool selectLast, DType type);
 
 /// GatherElements: out (shape of indices) takes data at each index with the axis coordinate
 /// replaced by the index (int64 or int32, negative wraps); an index out of range is an error.

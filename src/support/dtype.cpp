@@ -1,57 +1,11 @@
-// Element type facts and the 16-bit float conversions.
-#include "ir/dtype.h"
+// The 16-bit float conversions.
+#include "support/dtype.h"
 
 #include <bit>
 #include <cmath>
 #include <cstring>
 
 namespace tunec {
-
-size_t dtypeSize(DType type) {
-  switch (type) {
-  case DType::F64:
-  case DType::I64:
-  case DType::U64:
-    return 8;
-  case DType::F32:
-  case DType::I32:
-  case DType::U32:
-    return 4;
-  case DType::F16:
-  case DType::BF16:
-  case DType::I16:
-  case DType::U16:
-    return 2;
-  case DType::I8:
-  case DType::U8:
-  case DType::Bool:
-    return 1;
-  }
-  return 0;
-}
-
-namespace {
-constexpr std::string_view kNames[] = {"f32", "f64", "f16", "bf16", "i8",  "u8",  "i16",
-                                       "u16", "i32", "u32", "i64",  "u64", "bool"};
-} // namespace
-
-std::string_view dtypeName(DType type) {
-  return kNames[static_cast<int>(type)];
-}
-
-std::optional<DType> parseDType(std::string_view name) {
-  for (size_t i = 0; i < std::size(kNames); ++i)
-    if (kNames[i] == name) return static_cast<DType>(i);
-  return std::nullopt;
-}
-
-bool isFloat(DType type) {
-  return type == DType::F32 || type == DType::F64 || type == DType::F16 || type == DType::BF16;
-}
-
-bool isInteger(DType type) {
-  return !isFloat(type) && type != DType::Bool;
-}
 
 uint16_t floatToBf16(float value) {
   uint32_t bits = std::bit_cast<uint32_t>(value);
