@@ -54,9 +54,11 @@ Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Ta
   f[18] = lg(ceilDiv(static_cast<double>(c.mc), c.mr));
   f[19] = lg(ceilDiv(static_cast<double>(c.nc), c.nr));
   // Bytes per tile against each cache level: A rows + B panel (L1), A block (L2), B block (L3).
-  f[20] = static_cast<float>((c.mr + c.nr) * static_cast<double>(c.kc) * 4 / l1);
-  f[21] = static_cast<float>(static_cast<double>(c.mc * c.kc) * 4 / l2);
-  f[22] = static_cast<float>(static_cast<double>(c.kc * c.nc) * 4 / l3);
+  auto aBytes = static_cast<double>(w.types.srcBytes()),
+       bBytes = static_cast<double>(w.types.weiBytes());
+  f[20] = static_cast<float>((c.mr * aBytes + c.nr * bBytes) * static_cast<double>(c.kc) / l1);
+  f[21] = static_cast<float>(static_cast<double>(c.mc * c.kc) * aBytes / l2);
+  f[22] = static_cast<float>(static_cast<double>(c.kc * c.nc) * bBytes / l3);
   f[23] = static_cast<float>(2.0 * c.mr * c.nr / (c.mr + c.nr)); // flops per loaded element
   f[24] = util(static_cast<double>(w.n), c.nr);                  // vector lanes used in N
   f[25] = util(static_cast<double>(w.m), c.mr);                  // rows used in M
@@ -100,9 +102,12 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ta
   f[12] = lg(ceilDiv(icg, static_cast<double>(c.icBlock)) * taps); // brgemm batch length
   // Bytes of one brgemm call: input rows + weight panel, against L1; a row block's input against
   // L2.
-  f[13] = static_cast<float>((mr + c.ocBlock) * static_cast<double>(c.icBlock) * 4 / l1);
-  f[14] = static_cast<float>(static_cast<double>(c.ohBlock) * w.strideH * w.w * icg * 4 / l2);
-  f[15] = static_cast<float>(static_cast<double>(c.ocBlock) * icg * taps * 4 / l2);
+  auto inBytes = static_cast<double>(w.types.srcBytes()),
+       weiBytes = static_cast<double>(w.types.weiBytes());
+  f[13] = static_cast<float>((mr * inBytes + c.ocBlock * weiBytes) *
+                             static_cast<double>(c.icBlock) / l1);
+  f[14] = static_cast<float>(static_cast<double>(c.ohBlock) * w.strideH * w.w * icg * inBytes / l2);
+  f[15] = static_cast<float>(static_cast<double>(c.ocBlock) * icg * taps * weiBytes / l2);
   f[16] = static_cast<float>(2.0 * mr * c.ocBlock / (mr + c.ocBlock));
   f[17] = util(ocg, c.ocBlock);
   f[18] = util(ow, c.owBlock);

@@ -52,7 +52,8 @@ public:
       spec.aRowGroup = group;
       spec.prefetchB = prefetchNextPanel();
       spec.prefetchBGroup = prefetchGroup();
-      spec.prefetchA = aRowsAliasInL1(rows, w_.strideW * w_.ic, group, w_.strideH * wp_ * w_.ic);
+      spec.prefetchA = aRowsAliasInL1(rows, w_.strideW * w_.ic, group, w_.strideH * wp_ * w_.ic,
+                                      w_.types.srcBytes());
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == tileRows && cols == c_.ocBlock);
     };
@@ -200,7 +201,8 @@ private:
   // of L2 with room for the input rows; otherwise the prefetch would evict the panel that the
   // next tiles still read (measured: 512->512 3x3 at 14x14, 590 KB panels, 5-15% slower).
   bool prefetchNextPanel() const {
-    int64_t panelBytes = w_.kh * w_.kw * w_.icPerGroup() * c_.ocBlock * 4;
+    int64_t panelBytes =
+        w_.kh * w_.kw * w_.icPerGroup() * c_.ocBlock * static_cast<int64_t>(w_.types.weiBytes());
     return 2 * panelBytes * 4 <= mb_.target().l2 * 3;
   }
 
@@ -230,7 +232,8 @@ private:
     b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
     llvm::Value* in = fn->getArg(0);
     if (w_.padded())
-      in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_);
+      in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_,
+                              w_.types.src);
     int64_t tasks = c_.parallel == Conv2dParallel::N    ? w_.n
                     : c_.parallel == Conv2dParallel::Oh ? ohBlocks_
                     : c_.parallel == Conv2dParallel::Oc ? panels_

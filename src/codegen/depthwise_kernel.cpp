@@ -149,7 +149,7 @@ private:
     // The window is read from a zero-padded copy, so every load is in bounds; one vector of
     // slack covers the masked channel-tail loads of the last pixel.
     llvm::Value* padded = mb_.emitPaddedNhwc(b_, fn->getArg(0), w_.n, w_.h, w_.w, w_.c, w_.padTop,
-                                             w_.padLeft, hp_, wp_, lanes_);
+                                             w_.padLeft, hp_, wp_, w_.types.src, lanes_);
     int64_t tasks = c_.parallel == DepthwiseParallel::Oh ? w_.oh() : 1;
     mb_.emitRunTasks(b_, task, {padded, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
                      tasks, w_.threads);

@@ -46,7 +46,7 @@ private:
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
       spec.prefetchB = prefetchNextPanel();
       spec.prefetchBGroup = prefetchGroup();
-      spec.prefetchA = !aTransposed && aRowsAliasInL1(rows, w_.aLd(), 0, 0);
+      spec.prefetchA = !aTransposed && aRowsAliasInL1(rows, w_.aLd(), 0, 0, w_.types.srcBytes());
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == c_.mr && cols == c_.nr);
     };
@@ -62,7 +62,9 @@ private:
   bool prefetchNextPanel() const {
     if (!w_.constantB) return false;
     int64_t kc = std::min(c_.kc, w_.k), mc = std::min(c_.mc, w_.m);
-    return (mc * kc + 2 * kc * c_.nr) * 4 <= mb_.target().l2;
+    auto aBytes = static_cast<int64_t>(w_.types.srcBytes()),
+         bBytes = static_cast<int64_t>(w_.types.weiBytes());
+    return mc * kc * aBytes + 2 * kc * c_.nr * bBytes <= mb_.target().l2;
   }
 
   // How many more tiles than the nr/16 line columns one panel's prefetches are spread over:
@@ -82,8 +84,10 @@ private:
     addend_ = fields[4];
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
-    if (c_.packA) aPack_ = mb_.emitScratch(b_, 0, c_.mc * c_.kc * 4);
-    if (!w_.constantB) bPack_ = mb_.emitScratch(b_, 1, packedBSize(w_, c_) * 4);
+    auto aBytes = static_cast<int64_t>(w_.types.srcBytes()),
+         bBytes = static_cast<int64_t>(w_.types.weiBytes());
+    if (c_.packA) aPack_ = mb_.emitScratch(b_, 0, c_.mc * c_.kc * aBytes);
+    if (!w_.constantB) bPack_ = mb_.emitScratch(b_, 1, packedBSize(w_, c_) * bBytes);
     // Ranges of the batch and block loops; the parallel one covers block t only.
     llvm::Value* bLo = i64(0);
     llvm::Value* bHi = i64(w_.batch);
@@ -241,7 +245,7 @@ private:
 namespace codegen {
 
 std::shared_ptr<float> allocateFloats(int64_t count) {
-  size_t bytes = static_cast<size_t>((std::max<int64_t>(count, 1) * 4 + 63) / 64 * 64);
+  size_t bytes = (static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float) + 63) / 64 * 64;
   return std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)),
                                 [](float* p) { std::free(p); });
 }

@@ -47,14 +47,14 @@ int prefetchGroupFor(int64_t tiles, int nr) {
   return tiles >= 4 * columns ? 4 : tiles >= 2 * columns ? 2 : 1;
 }
 
-bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup) {
+bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup, size_t elemBytes) {
   // Sets of a 4 KiB-period L1 (64 sets of 64-byte lines, as on Zen and Intel cores alike).
   constexpr int64_t kSets = 64;
   std::vector<int> perSet(kSets, 0);
   int worst = 0;
   for (int i = 0; i < rows; ++i) {
     int64_t offset = group > 0 ? (i / group) * ldaGroup + (i % group) * lda : i * lda;
-    int64_t set = (offset * 4 / 64) % kSets;
+    int64_t set = (offset * static_cast<int64_t>(elemBytes) / 64) % kSets;
     worst = std::max(worst, ++perSet[static_cast<size_t>(set)]);
   }
   return worst > 8;

@@ -46,9 +46,9 @@ struct MicrokernelSpec {
 /// nr/16 line columns as the tiles cover, up to 4.
 int prefetchGroupFor(int64_t tiles, int nr);
 
-/// True when more than 8 rows of an A tile (row offsets as the spec describes them, in floats)
-/// fall into one set of a 4 KiB-period L1.
-bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup);
+/// True when more than 8 rows of an A tile (row offsets as the spec describes them, in elements
+/// of `elemBytes`) fall into one set of a 4 KiB-period L1.
+bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup, size_t elemBytes);
 
 /// Runtime flags of a call.
 enum MicrokernelFlags : int32_t {

@@ -110,8 +110,11 @@ llvm::Value* ModuleBuilder::emitScratch(llvm::IRBuilder<>& b, int slot, int64_t 
 
 llvm::Value* ModuleBuilder::emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n,
                                            int64_t h, int64_t w, int64_t c, int64_t padTop,
-                                           int64_t padLeft, int64_t hp, int64_t wp, int64_t extra) {
-  llvm::Value* padded = emitScratch(b, 2, (n * hp * wp * c + extra) * 4);
+                                           int64_t padLeft, int64_t hp, int64_t wp, DType type,
+                                           int64_t extra) {
+  TUNEC_ASSERT(type == DType::F32, "no padding helper for " << dtypeName(type));
+  llvm::Value* padded =
+      emitScratch(b, 2, (n * hp * wp * c + extra) * static_cast<int64_t>(dtypeSize(type)));
   llvm::Type* i = i64();
   llvm::FunctionCallee pad = declare(
       "tunec_pad_nhwc_f32",

@@ -161,7 +161,7 @@ std::string shapeText(const Shape& s) {
 // nodes it consumed.
 size_t addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weights,
                      const EpilogueBuild& e, Phys phys) {
-  int bias = e.bias.empty() ? -1 : l.addConstant(e.bias.data(), e.bias.size() * 4);
+  int bias = e.bias.empty() ? -1 : l.addConstant(e.bias);
   int out = l.defineOutput(e.result, phys);
   rt::Step step;
   step.kind = rt::StepKind::Kernel;
@@ -174,7 +174,7 @@ size_t addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weight
 }
 
 int packedConstant(Lowering& l, const std::vector<float>& packed) {
-  return packed.empty() ? -1 : l.addConstant(packed.data(), packed.size() * 4);
+  return packed.empty() ? -1 : l.addConstant(packed);
 }
 
 size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
@@ -298,7 +298,7 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
           for (int64_t j = 0; j < w.n; ++j)
             full[static_cast<size_t>(i * w.n + j)] =
                 a.beta * floatData(c)[i * strides[0] + j * strides[1]];
-        e.addend = l.addConstant(full.data(), full.size() * 4);
+        e.addend = l.addConstant(full);
         e.epilogue.push_back({PostOpKind::AddTensor});
       } else if (a.beta == 1.f && c.type.shape == ys) {
         e.addend = l.tensorIn(n.inputs[2], Phys::Plain);

@@ -476,7 +476,7 @@ bool lowerReduce(Lowering& l, const Node& n) {
       strides.push_back(xstr[static_cast<size_t>(p)]);
     }
     Shape ts(dims);
-    int t = l.addArenaTensor(ts.numel() * 4);
+    int t = l.addArenaTensor(ts.numel() * static_cast<int64_t>(dtypeSize(DType::F32)));
     copyProgram(l, std::string(opName(n.kind)) + " '" + n.name + "' (axes moved last)", t, ts, 0,
                 ts.strides(), in, strides, 0);
     in = t;
@@ -724,7 +724,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
     }
     int64_t rows = xs[0] * xs[1], cols = product(xs.dims(), 2, xs.dims().size());
     std::vector<float> ones(static_cast<size_t>(std::max<int64_t>(cols, 1)), 1.f);
-    int unitScale = l.addConstant(ones.data(), ones.size() * 4);
+    int unitScale = l.addConstant(ones);
     int in = l.tensorIn(n.inputs[0], Phys::Plain);
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
     addLayerNormStep(l, label, {out, in, unitScale, -1, -1, -1}, rows, cols, a.epsilon);
@@ -759,7 +759,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
         }
         full[static_cast<size_t>(i)] = pv.constant->dataAs<float>()[off];
       }
-      return l.addConstant(full.data(), full.size() * 4);
+      return l.addConstant(full);
     };
     bool hasBias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
     int scale = param(n.inputs[1]);

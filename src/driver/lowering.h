@@ -44,6 +44,10 @@ public:
   int addArenaTensor(int64_t bytes);
   /// A constant tensor from raw bytes (64-byte aligned in the blob).
   int addConstant(const void* data, size_t bytes);
+  /// A constant of the vector's elements (their size from the element type, never a literal).
+  template <typename T> int addConstant(const std::vector<T>& v) {
+    return addConstant(v.data(), v.size() * sizeof(T));
+  }
   /// Appends a step; records the uses and definitions of its tensors for the arena plan.
   void addStep(rt::Step step, std::vector<int> reads, std::vector<int> writes);
   void noteHeavy(HeavyKernel k) { kernels_.push_back(std::move(k)); }

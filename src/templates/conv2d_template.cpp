@@ -6,6 +6,7 @@
 namespace tunec {
 
 Status Conv2dWorkload::check() const {
+  TUNEC_TRY(checkKernelTypes(types, "conv2d"));
   if (n < 1 || ic < 1 || h < 1 || w < 1 || oc < 1 || kh < 1 || kw < 1)
     return makeError("conv2d workload needs positive sizes");
   if (strideH < 1 || strideW < 1 || dilationH < 1 || dilationW < 1)
@@ -21,7 +22,7 @@ Status Conv2dWorkload::check() const {
 
 nlohmann::json Conv2dWorkload::toJson() const {
   nlohmann::json j = {{"template", "conv2d"},
-                      {"dtype", "f32"},
+                      {"dtype", kernelTypesToJson(types)},
                       {"layout", "nhwc"},
                       {"n", n},
                       {"ic", ic},
@@ -45,7 +46,7 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
   std::vector<int64_t> stride, pads, dilation;
   if (!readField(j, "template", tmpl, error) || tmpl != "conv2d")
     return makeError("not a conv2d workload");
-  TUNEC_TRY(checkWorkloadDtype(j, "conv2d"));
+  TUNEC_TRY(readKernelTypes(j, "conv2d", w.types));
   if (!readField(j, "n", w.n, error) || !readField(j, "ic", w.ic, error) ||
       !readField(j, "h", w.h, error) || !readField(j, "w", w.w, error) ||
       !readField(j, "oc", w.oc, error) || !readField(j, "kh", w.kh, error) ||
@@ -129,8 +130,10 @@ namespace {
 // unevenly: 7 rows over 2 threads) and there is a panel for every thread.
 Conv2dParallel defaultParallelLoop(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (w.n >= w.threads) return Conv2dParallel::N;
-  double weightBytes = 4.0 * static_cast<double>(w.kh * w.kw * w.icPerGroup() * w.oc);
-  double inputBytes = 4.0 * static_cast<double>(w.n * w.h * w.w * w.ic);
+  double weightBytes = static_cast<double>(w.types.weiBytes()) *
+                       static_cast<double>(w.kh * w.kw * w.icPerGroup() * w.oc);
+  double inputBytes =
+      static_cast<double>(w.types.srcBytes()) * static_cast<double>(w.n * w.h * w.w * w.ic);
   int64_t panels = w.groups * ((w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock);
   return weightBytes >= 4 * inputBytes && panels >= w.threads ? Conv2dParallel::Oc
                                                               : Conv2dParallel::Oh;
@@ -163,7 +166,8 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target&
   }
   // The weights of one panel for one ic block (kh*kw*icb*ocBlock floats) should stay in L1/L2.
   c.icBlock = w.icPerGroup();
-  while (c.icBlock % 2 == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * 4 > target.l2 / 2 &&
+  auto weiBytes = static_cast<int64_t>(w.types.weiBytes());
+  while (c.icBlock % 2 == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * weiBytes > target.l2 / 2 &&
          c.icBlock > 16)
     c.icBlock /= 2;
   c.loopOrder = Conv2dLoopOrder::OcOh;

@@ -14,10 +14,11 @@ namespace tunec {
 
 inline constexpr int kConv2dTemplateVersion = 1;
 
-/// A 2-d convolution, f32; input N x H x W x IC, weights OC x IC/groups x KH x KW (ONNX order,
-/// packed at compile time), output N x OH x OW x OC. Groups split both channel dimensions
-/// (depthwise convolution has its own template, which is faster for it).
+/// A 2-d convolution of the element types in `types`; input N x H x W x IC, weights OC x IC/groups
+/// x KH x KW (ONNX order, packed at compile time), output N x OH x OW x OC. Groups split both
+/// channel dimensions (depthwise convolution has its own template, which is faster for it).
 struct Conv2dWorkload {
+  KernelTypes types;
   int64_t n = 1, ic = 0, h = 0, w = 0, oc = 0, kh = 1, kw = 1;
   int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
   int64_t dilationH = 1, dilationW = 1;

@@ -6,6 +6,7 @@
 namespace tunec {
 
 Status DepthwiseWorkload::check() const {
+  TUNEC_TRY(checkKernelTypes(types, "depthwise"));
   if (n < 1 || c < 1 || h < 1 || w < 1 || kh < 1 || kw < 1)
     return makeError("depthwise workload needs positive sizes");
   if (strideH < 1 || strideW < 1 || dilationH < 1 || dilationW < 1)
@@ -19,7 +20,7 @@ Status DepthwiseWorkload::check() const {
 
 nlohmann::json DepthwiseWorkload::toJson() const {
   return {{"template", "depthwise"},
-          {"dtype", "f32"},
+          {"dtype", kernelTypesToJson(types)},
           {"layout", "nhwc"},
           {"n", n},
           {"c", c},
@@ -39,7 +40,7 @@ Expected<DepthwiseWorkload> DepthwiseWorkload::fromJson(const nlohmann::json& j)
   std::vector<int64_t> stride, pads, dilation;
   if (!readField(j, "template", tmpl, error) || tmpl != "depthwise")
     return makeError("not a depthwise workload");
-  TUNEC_TRY(checkWorkloadDtype(j, "depthwise"));
+  TUNEC_TRY(readKernelTypes(j, "depthwise", w.types));
   if (!readField(j, "n", w.n, error) || !readField(j, "c", w.c, error) ||
       !readField(j, "h", w.h, error) || !readField(j, "w", w.w, error) ||
       !readField(j, "kh", w.kh, error) || !readField(j, "kw", w.kw, error) ||

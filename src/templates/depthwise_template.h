@@ -13,9 +13,10 @@ namespace tunec {
 
 inline constexpr int kDepthwiseTemplateVersion = 1;
 
-/// Depthwise convolution, f32: input N x H x W x C, weights C x 1 x KH x KW (ONNX), output
-/// N x OH x OW x C.
+/// Depthwise convolution of the element types in `types`: input N x H x W x C, weights C x 1 x KH x
+/// KW (ONNX), output N x OH x OW x C.
 struct DepthwiseWorkload {
+  KernelTypes types;
   int64_t n = 1, c = 0, h = 0, w = 0, kh = 3, kw = 3;
   int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
   int64_t dilationH = 1, dilationW = 1;

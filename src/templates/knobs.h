@@ -2,6 +2,7 @@
 // sweep in bench-op) samples and enumerates it; validation decides which points are legal.
 #pragma once
 
+#include "support/dtype.h"
 #include "support/error.h"
 #include "support/spellings.h"
 #include "templates/isa.h"
@@ -42,16 +43,31 @@ bool readField(const nlohmann::json& j, const char* name, T& out, std::string& e
   return true;
 }
 
-/// Reads a workload's "dtype" and refuses one the template's kernels do not implement (today
-/// every heavy kernel is fp32, spelled "f32" as in every existing workload key).
-inline Status checkWorkloadDtype(const nlohmann::json& j, const char* templ) {
-  std::string dtype, error;
-  if (!readField(j, "dtype", dtype, error)) return makeError(templ, " workload: ", error);
-  if (dtype != "f32")
-    return makeError(templ, " workload: dtype '", dtype, "' is not supported (", templ,
-                     " kernels are f32 in this tunec)");
-  return {};
-}
+/// The element types of a heavy kernel, named as oneDNN names them: source (activations),
+/// weights, accumulator and destination. A workload carries them (they are part of its key) and
+/// so does every microkernel spec; byte sizes come from them, never from a literal 4.
+struct KernelTypes {
+  DType src = DType::F32, wei = DType::F32, acc = DType::F32, dst = DType::F32;
+  bool operator==(const KernelTypes&) const = default;
+  /// Every type f32: the kernels tunec has today.
+  bool allF32() const {
+    return src == DType::F32 && wei == DType::F32 && acc == DType::F32 && dst == DType::F32;
+  }
+  size_t srcBytes() const { return dtypeSize(src); }
+  size_t weiBytes() const { return dtypeSize(wei); }
+  size_t accBytes() const { return dtypeSize(acc); }
+  size_t dstBytes() const { return dtypeSize(dst); }
+};
+
+/// A workload's "dtype" field: one type name when source, weights and destination share it and
+/// the accumulator is its natural one (f32 for floats, i32 for integers): "f32", the spelling of
+/// every workload key so far, or "bf16"; else {"src": .., "wei": .., "acc": .., "dst": ..}.
+nlohmann::json kernelTypesToJson(const KernelTypes& t);
+/// Reads a workload's "dtype"; the error names the field or the unknown type name.
+Status readKernelTypes(const nlohmann::json& j, const char* templ, KernelTypes& out);
+/// Refuses types the template's kernels do not implement (today every heavy kernel is f32),
+/// naming them: part of every workload's check().
+Status checkKernelTypes(const KernelTypes& t, const char* templ);
 
 /// One field of a config: its name in records and how it is read and written. A template's
 /// table of fields generates its config's toJson, fromJson and config-from-knobs (by name), so

@@ -18,13 +18,8 @@ int64_t roundUp(int64_t v, int64_t m) {
 
 } // namespace
 
-double knobSpaceSize(const KnobSpace& space) {
-  double n = 1;
-  for (const Knob& k : space) n *= static_cast<double>(k.values.size());
-  return n;
-}
-
 Status MatmulWorkload::check() const {
+  TUNEC_TRY(checkKernelTypes(types, "matmul"));
   if (batch < 1 || m < 1 || n < 1 || k < 1)
     return makeError("matmul workload needs positive batch, m, n, k (got ", batch, ", ", m, ", ", n,
                      ", ", k, ")");
@@ -66,7 +61,7 @@ int64_t MatmulWorkload::cExtent() const {
 
 nlohmann::json MatmulWorkload::toJson() const {
   nlohmann::json j = {{"template", "matmul"},
-                      {"dtype", "f32"},
+                      {"dtype", kernelTypesToJson(types)},
                       {"batch", batch},
                       {"m", m},
                       {"n", n},
@@ -94,7 +89,7 @@ Expected<MatmulWorkload> MatmulWorkload::fromJson(const nlohmann::json& j) {
   if (!readField(j, "template", tmpl, error) || tmpl != "matmul")
     return makeError("not a matmul workload: ",
                      error.empty() ? "template is '" + tmpl + "'" : error);
-  TUNEC_TRY(checkWorkloadDtype(j, "matmul"));
+  TUNEC_TRY(readKernelTypes(j, "matmul", w.types));
   if (!readField(j, "batch", w.batch, error) || !readField(j, "m", w.m, error) ||
       !readField(j, "n", w.n, error) || !readField(j, "k", w.k, error) ||
       !readField(j, "trans_a", w.transA, error) || !readField(j, "trans_b", w.transB, error) ||
@@ -183,7 +178,9 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target&
   // from L2; a kc covering all of K also spares re-reading C between K blocks (measured: kc = K
   // beat kc = 256..512 by 5-10% on 1024^3). mc: the A block (mc x kc) in half of L2; nc:
   // the B block (kc x nc) in a quarter of L3.
-  int64_t kcMax = std::clamp<int64_t>(target.l1d / (c.mr * 4), 256, 1024);
+  auto aBytes = static_cast<int64_t>(w.types.srcBytes()),
+       bBytes = static_cast<int64_t>(w.types.weiBytes());
+  int64_t kcMax = std::clamp<int64_t>(target.l1d / (c.mr * aBytes), 256, 1024);
   int64_t kBlocks = (w.k + kcMax - 1) / kcMax; // equal blocks: no short last block
   c.kc = std::min(w.k, roundUp((w.k + kBlocks - 1) / kBlocks, 16));
   // M is split into equal blocks, so that no thin last block re-streams B for a few rows.
@@ -193,12 +190,13 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target&
   // measured 186 -> 197 GFLOP/s).
   int64_t aliasing = 1;
   if (!w.transA && c.kc < w.k)
-    aliasing = std::max<int64_t>(1, std::gcd<int64_t>(w.k * 4, kL2SetPeriod) / (c.kc * 4));
-  int64_t mcMax = std::max<int64_t>(c.mr, target.l2 / 2 / (c.kc * 4 * aliasing));
+    aliasing =
+        std::max<int64_t>(1, std::gcd<int64_t>(w.k * aBytes, kL2SetPeriod) / (c.kc * aBytes));
+  int64_t mcMax = std::max<int64_t>(c.mr, target.l2 / 2 / (c.kc * aBytes * aliasing));
   int64_t mBlocks = (w.m + mcMax - 1) / mcMax;
   c.mc =
       std::clamp<int64_t>(roundUp((w.m + mBlocks - 1) / mBlocks, c.mr), c.mr, roundUp(w.m, c.mr));
-  int64_t ncMax = std::max<int64_t>(c.nr, target.l3 / 4 / (c.kc * 4));
+  int64_t ncMax = std::max<int64_t>(c.nr, target.l3 / 4 / (c.kc * bBytes));
   int64_t nBlocks = (w.n + ncMax - 1) / ncMax;
   c.nc =
       std::clamp<int64_t>(roundUp((w.n + nBlocks - 1) / nBlocks, c.nr), c.nr, roundUp(w.n, c.nr));

@@ -15,12 +15,13 @@ namespace tunec {
 /// records are not applied silently (DESIGN.md, decision 7).
 inline constexpr int kMatmulTemplateVersion = 1;
 
-/// C[b] (M x N) = op(A[b]) (M x K) * op(B[b]) (K x N), f32, row-major.
+/// C[b] (M x N) = op(A[b]) (M x K) * op(B[b]) (K x N), row-major, of the element types in `types`.
 ///
 /// Operands are dense by default. A computed operand may instead be a strided view of a larger
 /// tensor (the heads of attention, read in place of a Transpose): a leading dimension (the
 /// distance between rows as stored) and a batch stride, both in elements; 0 means dense.
 struct MatmulWorkload {
+  KernelTypes types; ///< A is src, B is wei, C is dst
   int64_t batch = 1;
   int64_t m = 0, n = 0, k = 0;
   bool transA = false;    ///< A stored K x M

@@ -276,6 +276,40 @@ TEST(MatmulTemplate, InvalidConfigsAreRejectedWithReasons) {
   EXPECT_EQ(parsed.error().message(), "matmul config: field 'mr' has the wrong type");
 }
 
+// The element types are part of the workload: f32 keeps the key it always had, other types are
+// read (one name, or one per operand) and refused by name until a kernel implements them.
+TEST(MatmulTemplate, WorkloadElementTypesAreReadAndUnsupportedOnesRefused) {
+  MatmulWorkload w;
+  w.m = 8, w.n = 16, w.k = 32;
+  nlohmann::json j = w.toJson();
+  EXPECT_EQ(j.at("dtype"), "f32");
+  KernelTypes types;
+  ASSERT_TRUE(readKernelTypes(j, "matmul", types).isOk());
+  EXPECT_TRUE(types.allF32());
+  EXPECT_EQ(types.weiBytes(), 4u);
+  j["dtype"] = "bf16";
+  ASSERT_TRUE(readKernelTypes(j, "matmul", types).isOk());
+  EXPECT_EQ(types, (KernelTypes{DType::BF16, DType::BF16, DType::F32, DType::BF16}));
+  EXPECT_EQ(types.srcBytes(), 2u);
+  EXPECT_EQ(kernelTypesToJson(types), "bf16");
+  EXPECT_EQ(
+      MatmulWorkload::fromJson(j).error().message(),
+      "matmul workload: dtype 'bf16' is not supported (matmul kernels are f32 in this tunec)");
+  j["dtype"] = {{"src", "u8"}, {"wei", "i8"}, {"acc", "i32"}, {"dst", "u8"}};
+  ASSERT_TRUE(readKernelTypes(j, "matmul", types).isOk());
+  EXPECT_EQ(types, (KernelTypes{DType::U8, DType::I8, DType::I32, DType::U8}));
+  EXPECT_EQ(kernelTypesToJson(types), j.at("dtype"));
+  j["dtype"] = "f31";
+  EXPECT_EQ(MatmulWorkload::fromJson(j).error().message(),
+            "matmul workload: dtype 'f31' is unknown");
+  j["dtype"] = {{"src", "f32"}};
+  EXPECT_EQ(MatmulWorkload::fromJson(j).error().message(),
+            "matmul workload: dtype needs a 'wei' type name");
+  j.erase("dtype");
+  EXPECT_EQ(MatmulWorkload::fromJson(j).error().message(),
+            "matmul workload: missing field 'dtype'");
+}
+
 TEST(MatmulTemplate, JsonRoundTrips) {
   MatmulWorkload w;
   w.batch = 2, w.m = 3, w.n = 4, w.k = 5, w.transA = true, w.threads = 2;

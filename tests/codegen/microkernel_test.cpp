@@ -170,13 +170,15 @@ TEST(Microkernel, EmitsAnObjectFileForAheadOfTimeLinking) {
 
 TEST(Microkernel, RowsThatShareAnL1SetAreDetected) {
   // A 512-channel stride-2 conv tile: 14 rows 4 KiB apart all land in one set.
-  EXPECT_TRUE(aRowsAliasInL1(14, 1024, 0, 0));
+  EXPECT_TRUE(aRowsAliasInL1(14, 1024, 0, 0, 4));
   // Two row groups of 7, 16 KiB apart: still one set.
-  EXPECT_TRUE(aRowsAliasInL1(14, 1024, 7, 4096));
+  EXPECT_TRUE(aRowsAliasInL1(14, 1024, 7, 4096, 4));
   // 1 KiB apart: four sets of at most four rows.
-  EXPECT_FALSE(aRowsAliasInL1(14, 256, 0, 0));
+  EXPECT_FALSE(aRowsAliasInL1(14, 256, 0, 0, 4));
   // Six rows of a 2048-wide GEMM: 8 KiB apart, six in one set, within its ways.
-  EXPECT_FALSE(aRowsAliasInL1(6, 2048, 0, 0));
+  EXPECT_FALSE(aRowsAliasInL1(6, 2048, 0, 0, 4));
+  // The same 1024-element rows of 2-byte elements are 2 KiB apart: two sets of seven.
+  EXPECT_FALSE(aRowsAliasInL1(14, 1024, 0, 0, 2));
 }
 
 TEST(Microkernel, ImpossibleTileIsRejectedWithRegisterCount) {
