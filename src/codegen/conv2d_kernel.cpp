@@ -226,11 +226,8 @@ private:
   }
 
   void emitEntry(const std::string& name, llvm::Function* task) {
-    llvm::Type* ptr = mb_.ptr();
-    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
-    llvm::Function* fn = mb_.createFunction(name, fnTy);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
-    llvm::Value* in = fn->getArg(0);
+    auto args = mb_.beginKernelEntry(b_, name);
+    llvm::Value* in = args[rt::kArgSrc];
     if (w_.padded())
       in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_,
                               w_.types.src);
@@ -238,8 +235,10 @@ private:
                     : c_.parallel == Conv2dParallel::Oh ? ohBlocks_
                     : c_.parallel == Conv2dParallel::Oc ? panels_
                                                         : 1;
-    mb_.emitRunTasks(b_, task, {in, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
-                     tasks, w_.threads);
+    mb_.emitRunTasks(
+        b_, task,
+        {in, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias], args[rt::kArgResidual]},
+        tasks, w_.threads);
     b_.CreateRetVoid();
   }
 
@@ -305,7 +304,7 @@ Expected<Conv2dKernel> compileConv2d(Jit& jit, const Conv2dWorkload& workload,
   kernel.packedWeights_ = packed.data;
   kernel.packedCount_ = static_cast<size_t>(packed.count);
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
-  kernel.fn_ = reinterpret_cast<Conv2dKernel::EntryFn>(address);
+  kernel.fn_ = reinterpret_cast<rt::KernelFn>(address);
   return kernel;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "runtime/kernel_args.h"
 #include "templates/conv2d_template.h"
 #include "templates/post_ops.h"
 
@@ -14,11 +15,11 @@ namespace tunec {
 /// output channel, residual addend in the output's NHWC layout).
 class Conv2dKernel {
 public:
-  using EntryFn = void (*)(const float* in, const float* weights, float* out, const float* bias,
-                           const float* addend);
+  /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
   void run(const float* in, float* out, const float* bias = nullptr,
            const float* addend = nullptr) const {
-    fn_(in, packedWeights_.get(), out, bias, addend);
+    rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.get(), out, bias, addend);
+    fn_(&args);
   }
   const Conv2dWorkload& workload() const { return workload_; }
   const Conv2dConfig& config() const { return config_; }
@@ -28,7 +29,7 @@ public:
 private:
   friend Expected<Conv2dKernel> compileConv2d(Jit&, const Conv2dWorkload&, const Conv2dConfig&,
                                               const Epilogue&, const float*);
-  EntryFn fn_ = nullptr;
+  rt::KernelFn fn_ = nullptr;
   std::shared_ptr<float> packedWeights_;
   size_t packedCount_ = 0;
   Conv2dWorkload workload_;

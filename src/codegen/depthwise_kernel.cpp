@@ -142,17 +142,16 @@ private:
   }
 
   void emitEntry(const std::string& name, llvm::Function* task) {
-    llvm::Type* ptr = mb_.ptr();
-    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
-    llvm::Function* fn = mb_.createFunction(name, fnTy);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
+    auto args = mb_.beginKernelEntry(b_, name);
     // The window is read from a zero-padded copy, so every load is in bounds; one vector of
     // slack covers the masked channel-tail loads of the last pixel.
-    llvm::Value* padded = mb_.emitPaddedNhwc(b_, fn->getArg(0), w_.n, w_.h, w_.w, w_.c, w_.padTop,
-                                             w_.padLeft, hp_, wp_, w_.types.src, lanes_);
+    llvm::Value* padded = mb_.emitPaddedNhwc(b_, args[rt::kArgSrc], w_.n, w_.h, w_.w, w_.c,
+                                             w_.padTop, w_.padLeft, hp_, wp_, w_.types.src, lanes_);
     int64_t tasks = c_.parallel == DepthwiseParallel::Oh ? w_.oh() : 1;
-    mb_.emitRunTasks(b_, task, {padded, fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
-                     tasks, w_.threads);
+    mb_.emitRunTasks(
+        b_, task,
+        {padded, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias], args[rt::kArgResidual]},
+        tasks, w_.threads);
     b_.CreateRetVoid();
   }
 
@@ -196,7 +195,7 @@ Expected<DepthwiseKernel> compileDepthwise(Jit& jit, const DepthwiseWorkload& wo
   DepthwiseKernel kernel;
   kernel.packedWeights_ = packed.data;
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
-  kernel.fn_ = reinterpret_cast<DepthwiseKernel::EntryFn>(address);
+  kernel.fn_ = reinterpret_cast<rt::KernelFn>(address);
   return kernel;
 }
 

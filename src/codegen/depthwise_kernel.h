@@ -2,6 +2,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "runtime/kernel_args.h"
 #include "templates/depthwise_template.h"
 #include "templates/post_ops.h"
 
@@ -12,18 +13,18 @@ namespace tunec {
 /// A compiled depthwise convolution with its epilogue (bias per channel, residual addend).
 class DepthwiseKernel {
 public:
-  using EntryFn = void (*)(const float* in, const float* weights, float* out, const float* bias,
-                           const float* addend);
+  /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
   void run(const float* in, float* out, const float* bias = nullptr,
            const float* addend = nullptr) const {
-    fn_(in, packedWeights_.get(), out, bias, addend);
+    rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.get(), out, bias, addend);
+    fn_(&args);
   }
 
 private:
   friend Expected<DepthwiseKernel> compileDepthwise(Jit&, const DepthwiseWorkload&,
                                                     const DepthwiseConfig&, const Epilogue&,
                                                     const float*);
-  EntryFn fn_ = nullptr;
+  rt::KernelFn fn_ = nullptr;
   std::shared_ptr<float> packedWeights_;
 };
 

@@ -214,16 +214,14 @@ private:
   }
 
   void emitEntry(const std::string& name, llvm::Function* task) {
-    llvm::Type* ptr = mb_.ptr();
-    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
-    llvm::Function* fn = mb_.createFunction(name, fnTy);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
+    auto args = mb_.beginKernelEntry(b_, name);
     int64_t tasks = 1;
     if (c_.parallel == MatmulParallel::Batch) tasks = w_.batch;
     if (c_.parallel == MatmulParallel::M) tasks = (w_.m + c_.mc - 1) / c_.mc;
     if (c_.parallel == MatmulParallel::N) tasks = (w_.n + c_.nc - 1) / c_.nc;
     mb_.emitRunTasks(b_, task,
-                     {fn->getArg(0), fn->getArg(1), fn->getArg(2), fn->getArg(3), fn->getArg(4)},
+                     {args[rt::kArgSrc], args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
+                      args[rt::kArgResidual]},
                      tasks, w_.threads);
     b_.CreateRetVoid();
   }
@@ -286,7 +284,7 @@ Expected<MatmulKernel> compileMatmul(Jit& jit, const MatmulWorkload& workload,
   kernel.packedB_ = packed.data;
   kernel.packedCount_ = packed.data ? static_cast<size_t>(packed.count) : 0;
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
-  kernel.fn_ = reinterpret_cast<MatmulKernel::EntryFn>(address);
+  kernel.fn_ = reinterpret_cast<rt::KernelFn>(address);
   return kernel;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "runtime/kernel_args.h"
 #include "templates/matmul_template.h"
 #include "templates/post_ops.h"
 
@@ -15,13 +16,12 @@ namespace tunec {
 /// C's shape, dense even where C is strided).
 class MatmulKernel {
 public:
-  using EntryFn = void (*)(const float* a, const float* b, float* c, const float* bias,
-                           const float* addend);
-
   /// `b` is read only when the workload's B is not constant (the packed copy is used otherwise).
+  /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
   void run(const float* a, const float* b, float* c, const float* bias = nullptr,
            const float* addend = nullptr) const {
-    fn_(a, packedB_ ? packedB_.get() : b, c, bias, addend);
+    rt::KernelArgs args = rt::kernelArgs(a, packedB_ ? packedB_.get() : b, c, bias, addend);
+    fn_(&args);
   }
   const MatmulWorkload& workload() const { return workload_; }
   const MatmulConfig& config() const { return config_; }
@@ -31,7 +31,7 @@ public:
 private:
   friend Expected<MatmulKernel> compileMatmul(Jit&, const MatmulWorkload&, const MatmulConfig&,
                                               const Epilogue&, const float*);
-  EntryFn fn_ = nullptr;
+  rt::KernelFn fn_ = nullptr;
   std::shared_ptr<float> packedB_;
   size_t packedCount_ = 0;
   MatmulWorkload workload_;

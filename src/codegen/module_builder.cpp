@@ -102,6 +102,18 @@ llvm::Function* ModuleBuilder::beginTask(llvm::IRBuilder<>& b, const std::string
   return fn;
 }
 
+std::array<llvm::Value*, rt::kArgSlots> ModuleBuilder::beginKernelEntry(llvm::IRBuilder<>& b,
+                                                                        const std::string& name) {
+  auto* fnTy = llvm::FunctionType::get(b.getVoidTy(), {ptr()}, false);
+  llvm::Function* fn = createFunction(name, fnTy);
+  b.SetInsertPoint(llvm::BasicBlock::Create(*context_, "entry", fn));
+  std::array<llvm::Value*, rt::kArgSlots> slots{};
+  for (int i = 0; i < rt::kArgSlots; ++i)
+    slots[static_cast<size_t>(i)] =
+        b.CreateLoad(ptr(), b.CreateGEP(ptr(), fn->getArg(0), b.getInt64(i)), "arg");
+  return slots;
+}
+
 llvm::Value* ModuleBuilder::emitScratch(llvm::IRBuilder<>& b, int slot, int64_t bytes) {
   llvm::FunctionCallee scratch =
       declare("tunec_scratch", llvm::FunctionType::get(ptr(), {i32(), i64()}, false));

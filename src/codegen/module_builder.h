@@ -2,9 +2,11 @@
 // emitter uses (function creation with target attributes, counted loops, vector types).
 #pragma once
 
+#include "runtime/kernel_args.h"
 #include "support/dtype.h"
 #include "templates/isa.h"
 
+#include <array>
 #include <functional>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
@@ -59,6 +61,10 @@ public:
   /// fields are loaded into `fields`.
   llvm::Function* beginTask(llvm::IRBuilder<>& b, const std::string& name, int numFields,
                             std::vector<llvm::Value*>& fields);
+  /// Starts a kernel's entry function `name`, an rt::KernelFn (one rt::KernelArgs pointer), and
+  /// returns its argument slots, loaded, in slot order (runtime/kernel_args.h).
+  std::array<llvm::Value*, rt::kArgSlots> beginKernelEntry(llvm::IRBuilder<>& b,
+                                                           const std::string& name);
   /// A call of the runtime's per-thread scratch buffer.
   llvm::Value* emitScratch(llvm::IRBuilder<>& b, int slot, int64_t bytes);
   /// Copies an N x H x W x C input of `type` into a zero-padded N x hp x wp x C scratch buffer

@@ -167,7 +167,13 @@ size_t addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weight
   step.kind = rt::StepKind::Kernel;
   step.label = hk.label;
   step.kernel = kernel;
-  step.tensors = {in, weights, out, bias, e.addend};
+  // One tensor per argument slot of the kernel (runtime/kernel_args.h), -1 for a null one.
+  step.tensors.assign(rt::kArgSlots, -1);
+  step.tensors[rt::kArgSrc] = in;
+  step.tensors[rt::kArgWei] = weights;
+  step.tensors[rt::kArgDst] = out;
+  step.tensors[rt::kArgBias] = bias;
+  step.tensors[rt::kArgResidual] = e.addend;
   l.addStep(std::move(step), {in, weights, bias, e.addend}, {out});
   l.noteHeavy(std::move(hk));
   return e.consumed;

@@ -7,6 +7,7 @@
 #include "passes/fusion_plan.h"
 #include "passes/layout_plan.h"
 #include "passes/operand_views.h"
+#include "runtime/kernel_args.h"
 #include "runtime/light_kernels.h"
 
 #include <map>

@@ -43,7 +43,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
     } else {
       ex->typed_.emplace_back();
     }
-    size_t need = s.kind == StepKind::Kernel           ? 5
+    size_t need = s.kind == StepKind::Kernel           ? static_cast<size_t>(kArgSlots)
                   : s.kind == StepKind::Softmax        ? 2
                   : s.kind == StepKind::LayerNorm      ? 6
                   : s.kind == StepKind::Pool           ? 2
@@ -142,9 +142,15 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
   };
   auto f = [&](size_t operand) { return static_cast<float*>(ptr(operand)); };
   switch (s.kind) {
-  case StepKind::Kernel:
-    kernels_[static_cast<size_t>(s.kernel)](ptr(0), ptr(1), ptr(2), ptr(3), ptr(4));
+  case StepKind::Kernel: {
+    // The step's tensors are the kernel's argument slots in order (kernel_args.h).
+    void* slots[kArgSlots] = {};
+    for (size_t i = 0; i < s.tensors.size(); ++i) slots[i] = ptr(i);
+    KernelArgs args;
+    std::memcpy(&args, slots, sizeof(args));
+    kernels_[static_cast<size_t>(s.kernel)](&args);
     return {};
+  }
   case StepKind::Elementwise: {
     const float* in[8];
     for (size_t i = 1; i < s.tensors.size(); ++i) in[i - 1] = f(i);

@@ -3,6 +3,7 @@
 // loop kernels. Used by the C API (model.so) and by `tunec run MODEL.onnx` (JIT).
 #pragma once
 
+#include "runtime/kernel_args.h"
 #include "runtime/light_kernels.h"
 #include "runtime/model_plan.h"
 #include "runtime/typed_kernels.h"
@@ -15,8 +16,6 @@ namespace tunec::rt {
 
 class ModelExecutor {
 public:
-  using KernelFn = void (*)(const void* in, const void* weights, void* out, const void* bias,
-                            const void* addend);
   /// `keepAlive` owns whatever the constants and kernels live in (a dlopen handle, a JIT).
   static Expected<std::unique_ptr<ModelExecutor>> create(ParsedModel model,
                                                          std::vector<void*> kernels, int threads,

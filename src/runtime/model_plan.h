@@ -27,7 +27,7 @@ struct TensorRef {
 };
 
 enum class StepKind : int32_t {
-  Kernel = 0,      ///< a generated kernel: tensors {in, weights, out, bias, addend}
+  Kernel = 0,      ///< a generated kernel: one tensor per slot of its KernelArgs (kernel_args.h)
   Elementwise = 1, ///< a strided elementwise program (light_kernels.h)
   Softmax = 2,     ///< tensors {out, in}; ints {outer, axis, inner, log}
   LayerNorm = 3, ///< tensors {out, in, scale, bias, mean, inv_std}; ints {rows, cols}; floats {eps}
@@ -73,7 +73,8 @@ struct IoSpec {
 };
 
 struct ModelPlan {
-  /// 2: element types are numbered as support/dtype.h lists them (f16 and bf16 included).
+  /// 2: element types are numbered as support/dtype.h lists them (f16 and bf16 included), and
+  /// kernels take one KernelArgs pointer (runtime/kernel_args.h).
   static constexpr int kFormatVersion = 2;
   std::string isa;
   int threads = 1; ///< the thread count the kernels were compiled for
