@@ -49,6 +49,7 @@ public:
     int ocTail = static_cast<int>(w_.ocPerGroup() % c_.ocBlock);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.ocBlock, cols, false, true, epilogue_};
+      spec.types = w_.types;
       spec.aRowGroup = group;
       spec.prefetchB = prefetchNextPanel();
       spec.prefetchBGroup = prefetchGroup();

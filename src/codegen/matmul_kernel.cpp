@@ -44,6 +44,7 @@ private:
     int mTail = static_cast<int>(w_.m % c_.mr), nTail = static_cast<int>(w_.n % c_.nr);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
+      spec.types = w_.types;
       spec.prefetchB = prefetchNextPanel();
       spec.prefetchBGroup = prefetchGroup();
       spec.prefetchA = !aTransposed && aRowsAliasInL1(rows, w_.aLd(), 0, 0, w_.types.srcBytes());

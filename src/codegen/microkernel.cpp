@@ -1,9 +1,10 @@
-// Microkernel generator: register-tiled batch-reduce GEMM in plain LLVM IR. Accumulators are
-// <lanes x float> phi values carried across the batch and k loops; each A element is loaded as a
-// scalar and splatted (LLVM picks vbroadcastss or an embedded broadcast); llvm.fma does the math.
-// The C tile is added at the end (accumulators start at zero), then the epilogue, then the store.
+// Microkernel generator: the frame of a register-tiled batch-reduce GEMM in plain LLVM IR.
+// Accumulators (of the k-step strategy's type, kstep.h) are phi values carried across the batch
+// and k loops; the strategy computes each k step. The C tile is added at the end (accumulators
+// start at zero), then the epilogue, then the store.
 #include "codegen/microkernel.h"
 
+#include "codegen/kstep.h"
 #include "codegen/microkernel_emitter.h"
 #include "codegen/post_op_emitter.h"
 
@@ -21,6 +22,9 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   const IsaInfo& info = isaInfo(spec.isa);
   int lanes = info.f32Lanes();
   if (spec.mr < 1) return makeError("microkernel mr=", spec.mr, " must be at least 1");
+  if (!codegen::hasKStepStrategy(spec))
+    return makeError("microkernel: no k-step strategy for element types ",
+                     kernelTypesToJson(spec.types).dump(), " on ", info.name);
   if (spec.nr < lanes || spec.nr % lanes != 0)
     return makeError("microkernel nr=", spec.nr, " must be a positive multiple of ", lanes, " for ",
                      info.name);
@@ -61,7 +65,10 @@ bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup, size_t e
 }
 
 std::string microkernelName(const MicrokernelSpec& spec) {
-  std::string name = "tunec_f32_brgemm_" + std::to_string(spec.mr) + "x" + std::to_string(spec.nr);
+  std::string types(dtypeName(spec.types.src));
+  if (spec.types.wei != spec.types.src) types += dtypeName(spec.types.wei);
+  std::string name =
+      "tunec_" + types + "_brgemm_" + std::to_string(spec.mr) + "x" + std::to_string(spec.nr);
   if (spec.nValid != spec.nr) name += "_n" + std::to_string(spec.nValid);
   if (spec.aTransposed) name += "_at";
   if (spec.kUnroll > 1) name += "_u" + std::to_string(spec.kUnroll);
@@ -102,6 +109,11 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
               *prefetchB = &args[13];
   fn->addParamAttr(2, llvm::Attribute::NoAlias);
 
+  // The k steps are the strategy's; the loops around them are this frame's.
+  std::unique_ptr<KStepStrategy> strategy = kStepStrategyFor(mb, spec);
+  llvm::Type* accTy = strategy->accumulatorType();
+  const int kStep = strategy->kPerStep();
+
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
   auto* batchHead = llvm::BasicBlock::Create(ctx, "batch", fn);
   auto* kLoop = llvm::BasicBlock::Create(ctx, "k", fn);
@@ -131,64 +143,19 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   llvm::PHINode* bi = b.CreatePHI(i64, 2, "b");
   bi->addIncoming(zero64, entry);
   std::vector<llvm::PHINode*> accBatch(static_cast<size_t>(mr * nv));
+  llvm::Value* accZero = llvm::Constant::getNullValue(accTy);
   for (auto& phi : accBatch) {
-    phi = b.CreatePHI(vecTy, 2, "accb");
-    phi->addIncoming(zero, entry);
+    phi = b.CreatePHI(accZero->getType(), 2, "accb");
+    phi->addIncoming(accZero, entry);
   }
   llvm::Value* aBase = b.CreateLoad(ptr, b.CreateGEP(ptr, aPtrs, bi), "a");
   llvm::Value* bBase = b.CreateLoad(ptr, b.CreateGEP(ptr, bPtrs, bi), "bp");
   llvm::Value* pfBase =
       spec.prefetchB ? b.CreateGEP(f32, prefetchB, b.CreateMul(b.CreateMul(bi, k), ldb)) : nullptr;
 
-  // One k step: nv B vectors, mr broadcasts, mr*nv FMAs.
-  llvm::Function* fma =
-      llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::fma, {vecTy});
+  KStepOperands operands{aBase, bBase, lda, ldb, ldaGroup, pfBase};
   auto step = [&](llvm::Value* kk, const std::vector<llvm::Value*>& in) {
-    std::vector<llvm::Value*> bv(static_cast<size_t>(nv));
-    llvm::Value* bRow = b.CreateGEP(f32, bBase, b.CreateMul(kk, ldb));
-    if (pfBase) { // read prefetch into L2 (locality 2: prefetcht1)
-      llvm::Value* row =
-          spec.prefetchBGroup > 1 ? b.CreateAnd(kk, b.getInt64(-spec.prefetchBGroup)) : kk;
-      b.CreateCall(prefetch, {b.CreateGEP(f32, pfBase, b.CreateMul(row, ldb)), b.getInt32(0),
-                              b.getInt32(2), b.getInt32(1)});
-    }
-    if (spec.prefetchA) {
-      // Row kk mod mr of A, four cache lines ahead, into L1: every row is touched at least once
-      // per 16 k steps (one line) while mr <= 16.
-      llvm::Value* r = b.CreateURem(kk, b.getInt64(mr));
-      llvm::Value* rowOff =
-          spec.aRowGroup > 0
-              ? b.CreateAdd(b.CreateMul(b.CreateUDiv(r, b.getInt64(spec.aRowGroup)), ldaGroup),
-                            b.CreateMul(b.CreateURem(r, b.getInt64(spec.aRowGroup)), lda))
-              : b.CreateMul(r, lda);
-      llvm::Value* at = b.CreateAdd(b.CreateAdd(rowOff, kk), b.getInt64(64));
-      b.CreateCall(prefetch,
-                   {b.CreateGEP(f32, aBase, at), b.getInt32(0), b.getInt32(3), b.getInt32(1)});
-    }
-    for (int j = 0; j < nv; ++j)
-      bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
-          vecTy, b.CreateGEP(f32, bRow, b.getInt64(j * lanes)), llvm::Align(4), "bv");
-    std::vector<llvm::Value*> out(in.size());
-    for (int i = 0; i < mr; ++i) {
-      llvm::Value* index;
-      if (spec.aTransposed) {
-        index = b.CreateAdd(b.CreateMul(kk, lda), b.getInt64(i));
-      } else if (spec.aRowGroup > 0) {
-        // Rows come in groups of aRowGroup: row i at (i / g) * ldaGroup + (i % g) * lda.
-        llvm::Value* row = b.CreateAdd(b.CreateMul(b.getInt64(i / spec.aRowGroup), ldaGroup),
-                                       b.CreateMul(b.getInt64(i % spec.aRowGroup), lda));
-        index = b.CreateAdd(row, kk);
-      } else {
-        index = b.CreateAdd(b.CreateMul(b.getInt64(i), lda), kk);
-      }
-      llvm::Value* scalar = b.CreateLoad(f32, b.CreateGEP(f32, aBase, index), "aik");
-      llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes), scalar);
-      for (int j = 0; j < nv; ++j) {
-        size_t idx = static_cast<size_t>(i * nv + j);
-        out[idx] = b.CreateCall(fma, {splat, bv[static_cast<size_t>(j)], in[idx]});
-      }
-    }
-    return out;
+    return strategy->step(b, operands, kk, in);
   };
   // A k loop from `start` (phis) while kk < limit, `unroll` steps per trip; returns the block
   // it exits from, the final k and accumulators.
@@ -202,12 +169,13 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
     std::vector<llvm::PHINode*> phis(accIn.size());
     std::vector<llvm::Value*> cur(accIn.size());
     for (size_t i = 0; i < accIn.size(); ++i) {
-      phis[i] = b.CreatePHI(vecTy, 2, "acc");
+      phis[i] = b.CreatePHI(accTy, 2, "acc");
       phis[i]->addIncoming(accIn[i], pred);
       cur[i] = phis[i];
     }
-    for (int u = 0; u < unroll; ++u) cur = step(u ? b.CreateAdd(kk, b.getInt64(u)) : kk, cur);
-    llvm::Value* kNext = b.CreateAdd(kk, b.getInt64(unroll));
+    for (int u = 0; u < unroll; ++u)
+      cur = step(u ? b.CreateAdd(kk, b.getInt64(u * kStep)) : kk, cur);
+    llvm::Value* kNext = b.CreateAdd(kk, b.getInt64(unroll * kStep));
     kk->addIncoming(kNext, body);
     for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(cur[i], body);
     b.CreateCondBr(b.CreateICmpSLT(kNext, limit), body, exit);
@@ -225,7 +193,7 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
     // Unrolled trips while a whole group of kUnroll steps remains, then single steps.
     auto* remCheck = llvm::BasicBlock::Create(ctx, "k.rem.check", fn);
     auto* remLoop = llvm::BasicBlock::Create(ctx, "k.rem", fn);
-    llvm::Value* kMain = b.CreateSub(k, b.CreateSRem(k, b.getInt64(spec.kUnroll)));
+    llvm::Value* kMain = b.CreateSub(k, b.CreateSRem(k, b.getInt64(spec.kUnroll * kStep)));
     b.CreateCondBr(b.CreateICmpSGT(kMain, zero64), kLoop, remCheck);
     std::vector<llvm::Value*> mainAcc;
     llvm::Value* kAfter =
@@ -236,7 +204,7 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
     kRem->addIncoming(kAfter, kLoop);
     std::vector<llvm::Value*> remAcc(batchAcc.size());
     for (size_t i = 0; i < remAcc.size(); ++i) {
-      llvm::PHINode* phi = b.CreatePHI(vecTy, 2, "accr");
+      llvm::PHINode* phi = b.CreatePHI(accTy, 2, "accr");
       phi->addIncoming(batchAcc[i], batchHead);
       phi->addIncoming(mainAcc[i], kLoop);
       remAcc[i] = phi;
@@ -253,7 +221,7 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
     latchAcc = latchIncoming[0].second;
   } else {
     for (size_t i = 0; i < latchAcc.size(); ++i) {
-      llvm::PHINode* phi = b.CreatePHI(vecTy, 2, "accl");
+      llvm::PHINode* phi = b.CreatePHI(accTy, 2, "accl");
       for (const auto& [block, values] : latchIncoming) phi->addIncoming(values[i], block);
       latchAcc[i] = phi;
     }
@@ -267,6 +235,7 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   // Epilogue: + C (when accumulating), post-ops (last K block), store; the last vector of a row
   // is masked when the tile has fewer valid columns.
   b.SetInsertPoint(epilogue);
+  next = strategy->toF32(b, next); // the accumulators as f32 vectors
   int validVectors = (spec.nValid + lanes - 1) / lanes;
   int tailLanes = spec.nValid - (validVectors - 1) * lanes;
   llvm::Value* tailMask = nullptr;
@@ -314,6 +283,15 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   }
   b.CreateRetVoid();
   return fn;
+}
+
+std::unique_ptr<KStepStrategy> kStepStrategyFor(ModuleBuilder& mb, const MicrokernelSpec& spec) {
+  TUNEC_ASSERT(hasKStepStrategy(spec), "no k-step strategy for the spec's element types");
+  return makeBroadcastFmaStep(mb, spec);
+}
+
+bool hasKStepStrategy(const MicrokernelSpec& spec) {
+  return spec.types.allF32(); // the broadcast FMA, on every ISA
 }
 
 } // namespace codegen

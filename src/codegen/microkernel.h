@@ -3,6 +3,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "templates/knobs.h"
 #include "templates/post_ops.h"
 
 #include <cstdint>
@@ -40,6 +41,9 @@ struct MicrokernelSpec {
   /// whose rows alias in L1 (aRowsAliasInL1): more rows than ways in one set evict each other
   /// before the next k steps read them (a stride-2 conv over 512 channels: 4 KiB apart).
   bool prefetchA = false;
+  /// A is src, B is wei, the accumulators acc, C (the epilogue's output) dst; the k-step
+  /// strategy is chosen by these and the ISA (kstep.h).
+  KernelTypes types = {};
 };
 
 /// The prefetchBGroup for a panel that `tiles` tiles of width nr read in turn: as many times the

@@ -198,5 +198,22 @@ TEST(Microkernel, ImpossibleTileIsRejectedWithRegisterCount) {
   EXPECT_EQ(s.error().message(), "microkernel B prefetch group 3 is not 1, 2 or 4");
 }
 
+// The k step is chosen by the element types: types no strategy implements are refused by name
+// before any code is generated (bf16 and int8 strategies come with their kernels).
+TEST(Microkernel, ElementTypesWithoutAKStepStrategyAreRefused) {
+  MicrokernelSpec spec{Isa::Avx2, 4, 16, 16, false, true, {}};
+  EXPECT_TRUE(checkMicrokernelSpec(spec).isOk());
+  EXPECT_EQ(microkernelName(spec), "tunec_f32_brgemm_4x16_avx2");
+  spec.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};
+  Status s = checkMicrokernelSpec(spec);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.error().message(),
+            "microkernel: no k-step strategy for element types "
+            "{\"acc\":\"f32\",\"dst\":\"f32\",\"src\":\"bf16\",\"wei\":\"bf16\"} on avx2");
+  spec.types = {DType::U8, DType::I8, DType::I32, DType::U8};
+  EXPECT_EQ(microkernelName(spec).rfind("tunec_u8i8_brgemm_4x16", 0), 0u);
+  EXPECT_FALSE(checkMicrokernelSpec(spec).isOk());
+}
+
 } // namespace
 } // namespace tunec

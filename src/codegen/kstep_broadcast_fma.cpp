@@ -1,0 +1,95 @@
+// The f32 k-step: nr/lanes B vectors loaded, each of mr A elements broadcast, mr x nr/lanes
+// FMAs (llvm.fma; LLVM picks vbroadcastss or an embedded broadcast), with the optional A and B
+// prefetches of the spec.
+#include "codegen/kstep.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+namespace tunec::codegen {
+
+namespace {
+
+class BroadcastFmaStep final : public KStepStrategy {
+public:
+  BroadcastFmaStep(ModuleBuilder& mb, const MicrokernelSpec& spec)
+      : spec_(spec), f32_(mb.f32()), vec_(mb.f32Vector()),
+        lanes_(static_cast<int>(vec_->getNumElements())), nv_(spec.nr / lanes_),
+        fma_(llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::fma, {vec_})),
+        prefetch_(
+            llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::prefetch, {mb.ptr()})) {}
+
+  llvm::Type* accumulatorType() const override { return vec_; }
+  int kPerStep() const override { return 1; }
+
+  std::vector<llvm::Value*> step(llvm::IRBuilder<>& b, const KStepOperands& in, llvm::Value* kk,
+                                 const std::vector<llvm::Value*>& acc) const override {
+    const int mr = spec_.mr;
+    llvm::Value* bRow = b.CreateGEP(f32_, in.bBase, b.CreateMul(kk, in.ldb));
+    if (in.prefetchB) { // read prefetch into L2 (locality 2: prefetcht1)
+      llvm::Value* row =
+          spec_.prefetchBGroup > 1 ? b.CreateAnd(kk, b.getInt64(-spec_.prefetchBGroup)) : kk;
+      b.CreateCall(prefetch_, {b.CreateGEP(f32_, in.prefetchB, b.CreateMul(row, in.ldb)),
+                               b.getInt32(0), b.getInt32(2), b.getInt32(1)});
+    }
+    if (spec_.prefetchA) {
+      // Row kk mod mr of A, four cache lines ahead, into L1: every row is touched at least once
+      // per 16 k steps (one line) while mr <= 16.
+      llvm::Value* r = b.CreateURem(kk, b.getInt64(mr));
+      llvm::Value* rowOff =
+          spec_.aRowGroup > 0
+              ? b.CreateAdd(b.CreateMul(b.CreateUDiv(r, b.getInt64(spec_.aRowGroup)), in.ldaGroup),
+                            b.CreateMul(b.CreateURem(r, b.getInt64(spec_.aRowGroup)), in.lda))
+              : b.CreateMul(r, in.lda);
+      llvm::Value* at = b.CreateAdd(b.CreateAdd(rowOff, kk), b.getInt64(64));
+      b.CreateCall(prefetch_,
+                   {b.CreateGEP(f32_, in.aBase, at), b.getInt32(0), b.getInt32(3), b.getInt32(1)});
+    }
+    std::vector<llvm::Value*> bv(static_cast<size_t>(nv_));
+    for (int j = 0; j < nv_; ++j)
+      bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
+          vec_, b.CreateGEP(f32_, bRow, b.getInt64(j * lanes_)), llvm::Align(4), "bv");
+    std::vector<llvm::Value*> out(acc.size());
+    for (int i = 0; i < mr; ++i) {
+      llvm::Value* index;
+      if (spec_.aTransposed) {
+        index = b.CreateAdd(b.CreateMul(kk, in.lda), b.getInt64(i));
+      } else if (spec_.aRowGroup > 0) {
+        // Rows come in groups of aRowGroup: row i at (i / g) * ldaGroup + (i % g) * lda.
+        llvm::Value* row = b.CreateAdd(b.CreateMul(b.getInt64(i / spec_.aRowGroup), in.ldaGroup),
+                                       b.CreateMul(b.getInt64(i % spec_.aRowGroup), in.lda));
+        index = b.CreateAdd(row, kk);
+      } else {
+        index = b.CreateAdd(b.CreateMul(b.getInt64(i), in.lda), kk);
+      }
+      llvm::Value* scalar = b.CreateLoad(f32_, b.CreateGEP(f32_, in.aBase, index), "aik");
+      llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes_), scalar);
+      for (int j = 0; j < nv_; ++j) {
+        size_t idx = static_cast<size_t>(i * nv_ + j);
+        out[idx] = b.CreateCall(fma_, {splat, bv[static_cast<size_t>(j)], acc[idx]});
+      }
+    }
+    return out;
+  }
+
+  std::vector<llvm::Value*> toF32(llvm::IRBuilder<>&,
+                                  const std::vector<llvm::Value*>& acc) const override {
+    return acc;
+  }
+
+private:
+  const MicrokernelSpec& spec_;
+  llvm::Type* f32_;
+  llvm::FixedVectorType* vec_;
+  int lanes_, nv_;
+  llvm::Function* fma_;
+  llvm::Function* prefetch_;
+};
+
+} // namespace
+
+std::unique_ptr<KStepStrategy> makeBroadcastFmaStep(ModuleBuilder& mb,
+                                                    const MicrokernelSpec& spec) {
+  return std::make_unique<BroadcastFmaStep>(mb, spec);
+}
+
+} // namespace tunec::codegen
