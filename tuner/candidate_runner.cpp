@@ -170,7 +170,7 @@ Status fillProblem(const DepthwiseWorkload& w, CandidateRunner::Problem& p, std:
 // evicts before each timed run.
 struct Candidate {
   std::function<void()> run;
-  std::span<const float> evicted;
+  std::span<const std::byte> evicted;
 };
 
 Expected<Candidate> compileCandidate(Jit& jit, const MatmulWorkload& w, const MatmulConfig& c,
@@ -254,7 +254,7 @@ MeasureResult CandidateRunner::measure(const Workload& workload, const Config& c
       workload, config);
   if (!candidate) return fail(db::MeasureStatus::Error, candidate.error().message());
   const std::function<void()>& run = candidate->run;
-  std::span<const float> evicted = candidate->evicted;
+  std::span<const std::byte> evicted = candidate->evicted;
   result.compileSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fill(p.out.begin(), p.out.end(), std::nanf(""));

@@ -27,8 +27,8 @@ namespace tunec::cli {
 namespace {
 
 // Before every timed run of a cold_weights workload: its packed weights leave the caches.
-template <typename Workload>
-std::function<void()> evictionOf(const Workload& w, std::span<const float> weights) {
+template <typename W>
+std::function<void()> evictionOf(const W& w, std::span<const std::byte> weights) {
   if (!w.coldWeights || weights.empty()) return {};
   return [weights] { evictFromCaches(weights.data(), weights.size_bytes()); };
 }

@@ -255,27 +255,6 @@ private:
   llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *rowArr_ = nullptr;
 };
 
-// ONNX weights OC x IC/g x KH x KW into panels [g][panel][kh][kw][ic/g][ocBlock], zero past
-// each group's output channels.
-codegen::PackedWeights packWeights(const Conv2dWorkload& w, const Conv2dConfig& c,
-                                   const float* src) {
-  int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
-  int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
-  int64_t count = w.groups * perGroup * w.kh * w.kw * icg * c.ocBlock;
-  codegen::PackedWeights packed{codegen::allocateFloats(count), count};
-  float* dst = packed.data.get();
-  for (int64_t g = 0; g < w.groups; ++g)
-    for (int64_t p = 0; p < perGroup; ++p)
-      for (int64_t kh = 0; kh < w.kh; ++kh)
-        for (int64_t kw = 0; kw < w.kw; ++kw)
-          for (int64_t ic = 0; ic < icg; ++ic)
-            for (int64_t j = 0; j < c.ocBlock; ++j) {
-              int64_t local = p * c.ocBlock + j, oc = g * ocg + local;
-              *dst++ = local < ocg ? src[((oc * icg + ic) * w.kh + kh) * w.kw + kw] : 0.f;
-            }
-  return packed;
-}
-
 } // namespace
 
 namespace codegen {
@@ -286,7 +265,7 @@ Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& s
   TUNEC_TRY(validateConv2dConfig(w, c));
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
   Conv2dEmitter(mb, w, c, e).emit(symbol);
-  return packWeights(w, c, weights);
+  return packConv2dWeights(w, c, weights);
 }
 
 } // namespace codegen
@@ -302,8 +281,7 @@ Expected<Conv2dKernel> compileConv2d(Jit& jit, const Conv2dWorkload& workload,
   Conv2dKernel kernel;
   kernel.workload_ = workload;
   kernel.config_ = config;
-  kernel.packedWeights_ = packed.data;
-  kernel.packedCount_ = static_cast<size_t>(packed.count);
+  kernel.packedWeights_ = std::move(packed);
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   kernel.fn_ = reinterpret_cast<rt::KernelFn>(address);
   return kernel;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "codegen/weight_packing.h"
 #include "runtime/kernel_args.h"
 #include "templates/conv2d_template.h"
 #include "templates/post_ops.h"
@@ -18,20 +19,19 @@ public:
   /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
   void run(const float* in, float* out, const float* bias = nullptr,
            const float* addend = nullptr) const {
-    rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.get(), out, bias, addend);
+    rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
     fn_(&args);
   }
   const Conv2dWorkload& workload() const { return workload_; }
   const Conv2dConfig& config() const { return config_; }
   /// The packed weights the kernel reads (the tuner evicts them to time streamed weights).
-  std::span<const float> packedWeights() const { return {packedWeights_.get(), packedCount_}; }
+  std::span<const std::byte> packedWeights() const { return packedWeights_.view(); }
 
 private:
   friend Expected<Conv2dKernel> compileConv2d(Jit&, const Conv2dWorkload&, const Conv2dConfig&,
                                               const Epilogue&, const float*);
   rt::KernelFn fn_ = nullptr;
-  std::shared_ptr<float> packedWeights_;
-  size_t packedCount_ = 0;
+  codegen::PackedWeights packedWeights_;
   Conv2dWorkload workload_;
   Conv2dConfig config_;
 };

@@ -174,12 +174,7 @@ Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
   DepthwiseEmitter emitter(mb, w, c, e);
   emitter.emit(symbol);
-  int64_t cPad = emitter.cPad(), taps = w.kh * w.kw;
-  PackedWeights packed{allocateFloats(taps * cPad), taps * cPad};
-  for (int64_t t = 0; t < taps; ++t)
-    for (int64_t ch = 0; ch < cPad; ++ch)
-      packed.data.get()[t * cPad + ch] = ch < w.c ? weights[ch * taps + t] : 0.f;
-  return packed;
+  return packDepthwiseWeights(w, emitter.cPad(), weights);
 }
 
 } // namespace codegen
@@ -193,7 +188,7 @@ Expected<DepthwiseKernel> compileDepthwise(Jit& jit, const DepthwiseWorkload& wo
       codegen::PackedWeights packed,
       codegen::emitDepthwiseKernel(*module, name, workload, config, epilogue, weights));
   DepthwiseKernel kernel;
-  kernel.packedWeights_ = packed.data;
+  kernel.packedWeights_ = std::move(packed);
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   kernel.fn_ = reinterpret_cast<rt::KernelFn>(address);
   return kernel;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "codegen/weight_packing.h"
 #include "runtime/kernel_args.h"
 #include "templates/depthwise_template.h"
 #include "templates/post_ops.h"
@@ -16,7 +17,7 @@ public:
   /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
   void run(const float* in, float* out, const float* bias = nullptr,
            const float* addend = nullptr) const {
-    rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.get(), out, bias, addend);
+    rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
     fn_(&args);
   }
 
@@ -25,7 +26,7 @@ private:
                                                     const DepthwiseConfig&, const Epilogue&,
                                                     const float*);
   rt::KernelFn fn_ = nullptr;
-  std::shared_ptr<float> packedWeights_;
+  codegen::PackedWeights packedWeights_;
 };
 
 /// Validates, packs the weights (ONNX C x 1 x KH x KW) to KH x KW x C (channel-padded), generates

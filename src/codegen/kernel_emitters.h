@@ -3,6 +3,7 @@
 // compilers (compileMatmul, ...) and the whole-model module (ModelModule) both use these.
 #pragma once
 
+#include "codegen/weight_packing.h"
 #include "support/error.h"
 #include "templates/conv2d_template.h"
 #include "templates/depthwise_template.h"
@@ -16,13 +17,8 @@ namespace tunec::codegen {
 
 class ModuleBuilder;
 
-/// Constant weights packed for one kernel (64-byte aligned); empty when the kernel reads none.
-struct PackedWeights {
-  std::shared_ptr<float> data;
-  int64_t count = 0; ///< floats
-};
-
-/// Every generated kernel has the entry `void symbol(in, weights, out, bias, addend)`.
+/// Every generated kernel is an rt::KernelFn named `symbol`; each returns its constant weights
+/// packed (weight_packing.h), empty when the kernel reads none.
 Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& symbol,
                                          const MatmulWorkload& w, const MatmulConfig& c,
                                          const Epilogue& e, const float* constantB);
@@ -32,8 +28,5 @@ Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& s
 Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string& symbol,
                                             const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                             const Epilogue& e, const float* weights);
-
-/// A 64-byte aligned float buffer.
-std::shared_ptr<float> allocateFloats(int64_t count);
 
 } // namespace tunec::codegen

@@ -21,10 +21,6 @@ struct Dims {
   int64_t m, n, k;
 };
 
-int64_t packedBSize(const MatmulWorkload& w, const MatmulConfig& c) {
-  return (w.n + c.nr - 1) / c.nr * c.nr * w.k;
-}
-
 class MatmulEmitter : codegen::EmitterBase {
 public:
   MatmulEmitter(ModuleBuilder& mb, const MatmulWorkload& w, const MatmulConfig& c,
@@ -88,7 +84,8 @@ private:
     auto aBytes = static_cast<int64_t>(w_.types.srcBytes()),
          bBytes = static_cast<int64_t>(w_.types.weiBytes());
     if (c_.packA) aPack_ = mb_.emitScratch(b_, 0, c_.mc * c_.kc * aBytes);
-    if (!w_.constantB) bPack_ = mb_.emitScratch(b_, 1, packedBSize(w_, c_) * bBytes);
+    if (!w_.constantB)
+      bPack_ = mb_.emitScratch(b_, 1, codegen::matmulPackedBElements(w_, c_) * bBytes);
     // Ranges of the batch and block loops; the parallel one covers block t only.
     llvm::Value* bLo = i64(0);
     llvm::Value* bHi = i64(w_.batch);
@@ -112,7 +109,9 @@ private:
           w_.broadcastB ? bArg_ : gep(bArg_, b_.CreateMul(batch, i64(w_.bStride())));
       if (w_.constantB) {
         bPanels_ =
-            w_.broadcastB ? bArg_ : gep(bArg_, b_.CreateMul(batch, i64(packedBSize(w_, c_))));
+            w_.broadcastB
+                ? bArg_
+                : gep(bArg_, b_.CreateMul(batch, i64(codegen::matmulPackedBElements(w_, c_))));
       } else {
         llvm::FunctionCallee pack = mb_.declare(
             "tunec_pack_b_f32", llvm::FunctionType::get(b_.getVoidTy(),
@@ -243,12 +242,6 @@ private:
 
 namespace codegen {
 
-std::shared_ptr<float> allocateFloats(int64_t count) {
-  size_t bytes = (static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float) + 63) / 64 * 64;
-  return std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)),
-                                [](float* p) { std::free(p); });
-}
-
 Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& symbol,
                                          const MatmulWorkload& w, const MatmulConfig& c,
                                          const Epilogue& e, const float* constantB) {
@@ -256,15 +249,7 @@ Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& s
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
   if (w.constantB && !constantB) return makeError("internal: constant B data is required");
   PackedWeights packed;
-  if (w.constantB) {
-    int64_t batches = w.broadcastB ? 1 : w.batch;
-    int64_t per = packedBSize(w, c);
-    packed.count = per * batches;
-    packed.data = allocateFloats(packed.count);
-    for (int64_t b = 0; b < batches; ++b)
-      tunec_pack_b_f32(constantB + b * w.k * w.n, w.transB ? w.k : w.n, w.transB, w.k, w.n, c.nr,
-                       packed.data.get() + b * per);
-  }
+  if (w.constantB) packed = packMatmulB(w, c, constantB);
   MatmulEmitter(mb, w, c, e).emit(symbol);
   return packed;
 }
@@ -282,8 +267,7 @@ Expected<MatmulKernel> compileMatmul(Jit& jit, const MatmulWorkload& workload,
   MatmulKernel kernel;
   kernel.workload_ = workload;
   kernel.config_ = config;
-  kernel.packedB_ = packed.data;
-  kernel.packedCount_ = packed.data ? static_cast<size_t>(packed.count) : 0;
+  kernel.packedB_ = std::move(packed);
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   kernel.fn_ = reinterpret_cast<rt::KernelFn>(address);
   return kernel;

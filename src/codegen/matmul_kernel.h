@@ -3,6 +3,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "codegen/weight_packing.h"
 #include "runtime/kernel_args.h"
 #include "templates/matmul_template.h"
 #include "templates/post_ops.h"
@@ -20,20 +21,20 @@ public:
   /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
   void run(const float* a, const float* b, float* c, const float* bias = nullptr,
            const float* addend = nullptr) const {
-    rt::KernelArgs args = rt::kernelArgs(a, packedB_ ? packedB_.get() : b, c, bias, addend);
+    rt::KernelArgs args = rt::kernelArgs(
+        a, packedB_.empty() ? static_cast<const void*>(b) : packedB_.data.get(), c, bias, addend);
     fn_(&args);
   }
   const MatmulWorkload& workload() const { return workload_; }
   const MatmulConfig& config() const { return config_; }
   /// The pre-packed constant B (empty when B is computed at run time).
-  std::span<const float> packedWeights() const { return {packedB_.get(), packedCount_}; }
+  std::span<const std::byte> packedWeights() const { return packedB_.view(); }
 
 private:
   friend Expected<MatmulKernel> compileMatmul(Jit&, const MatmulWorkload&, const MatmulConfig&,
                                               const Epilogue&, const float*);
   rt::KernelFn fn_ = nullptr;
-  std::shared_ptr<float> packedB_;
-  size_t packedCount_ = 0;
+  codegen::PackedWeights packedB_;
   MatmulWorkload workload_;
   MatmulConfig config_;
 };

@@ -11,14 +11,6 @@
 
 namespace tunec {
 
-namespace {
-
-void copyPacked(const codegen::PackedWeights& from, std::vector<float>& to) {
-  to.assign(from.data.get(), from.data.get() + from.count);
-}
-
-} // namespace
-
 ModelModule::ModelModule(Jit& jit, Isa isa)
     : jit_(jit), module_(jit.newModule(isa, "tunec_model")) {}
 ModelModule::~ModelModule() = default;
@@ -28,17 +20,17 @@ std::string ModelModule::nextSymbol() const {
   return module_->module().getModuleIdentifier() + "_kernel" + std::to_string(symbols_.size());
 }
 
-template <typename Emit> Expected<int> ModelModule::add(Emit emit, std::vector<float>& packed) {
+template <typename Emit> Expected<int> ModelModule::add(Emit emit, codegen::PackedWeights& packed) {
   std::string symbol = nextSymbol();
   TUNEC_ASSIGN_OR_RETURN(codegen::PackedWeights p, emit(*module_, symbol));
-  if (p.data) copyPacked(p, packed);
+  packed = std::move(p);
   symbols_.push_back(symbol);
   return kernelCount() - 1;
 }
 
 Expected<int> ModelModule::addMatmul(const MatmulWorkload& w, const MatmulConfig& c,
                                      const Epilogue& e, const float* constantB,
-                                     std::vector<float>& packed) {
+                                     codegen::PackedWeights& packed) {
   return add(
       [&](codegen::ModuleBuilder& mb, const std::string& symbol) {
         return codegen::emitMatmulKernel(mb, symbol, w, c, e, constantB);
@@ -48,7 +40,7 @@ Expected<int> ModelModule::addMatmul(const MatmulWorkload& w, const MatmulConfig
 
 Expected<int> ModelModule::addConv2d(const Conv2dWorkload& w, const Conv2dConfig& c,
                                      const Epilogue& e, const float* weights,
-                                     std::vector<float>& packed) {
+                                     codegen::PackedWeights& packed) {
   return add(
       [&](codegen::ModuleBuilder& mb, const std::string& symbol) {
         return codegen::emitConv2dKernel(mb, symbol, w, c, e, weights);
@@ -58,7 +50,7 @@ Expected<int> ModelModule::addConv2d(const Conv2dWorkload& w, const Conv2dConfig
 
 Expected<int> ModelModule::addDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                         const Epilogue& e, const float* weights,
-                                        std::vector<float>& packed) {
+                                        codegen::PackedWeights& packed) {
   return add(
       [&](codegen::ModuleBuilder& mb, const std::string& symbol) {
         return codegen::emitDepthwiseKernel(mb, symbol, w, c, e, weights);

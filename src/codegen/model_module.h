@@ -6,6 +6,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "codegen/weight_packing.h"
 #include "templates/conv2d_template.h"
 #include "templates/depthwise_template.h"
 #include "templates/matmul_template.h"
@@ -35,11 +36,12 @@ public:
   /// Each adds one kernel (validated config) and returns its index; `packed` receives the
   /// constant weights in the layout the kernel reads (empty if it reads none).
   Expected<int> addMatmul(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& e,
-                          const float* constantB, std::vector<float>& packed);
+                          const float* constantB, codegen::PackedWeights& packed);
   Expected<int> addConv2d(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e,
-                          const float* weights, std::vector<float>& packed);
+                          const float* weights, codegen::PackedWeights& packed);
   Expected<int> addDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c,
-                             const Epilogue& e, const float* weights, std::vector<float>& packed);
+                             const Epilogue& e, const float* weights,
+                             codegen::PackedWeights& packed);
   int kernelCount() const { return static_cast<int>(symbols_.size()); }
 
   /// JIT-compiles the module; returns the entry of every kernel in index order. Consumes the
@@ -52,7 +54,7 @@ public:
 private:
   std::string nextSymbol() const;
   /// Emits one kernel through `emit(module, symbol)` and records it.
-  template <typename Emit> Expected<int> add(Emit emit, std::vector<float>& packed);
+  template <typename Emit> Expected<int> add(Emit emit, codegen::PackedWeights& packed);
   Jit& jit_;
   std::unique_ptr<codegen::ModuleBuilder> module_;
   std::vector<std::string> symbols_;

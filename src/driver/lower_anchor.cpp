@@ -179,8 +179,9 @@ size_t addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weight
   return e.consumed;
 }
 
-int packedConstant(Lowering& l, const std::vector<float>& packed) {
-  return packed.empty() ? -1 : l.addConstant(packed);
+// The packed weights as a constant of the blob (their bytes, whatever their element type).
+int packedConstant(Lowering& l, const codegen::PackedWeights& packed) {
+  return packed.empty() ? -1 : l.addConstant(packed.data.get(), packed.bytes);
 }
 
 size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
@@ -215,7 +216,7 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
   int in = l.tensorIn(n.inputs[0], Phys::Nhwc);
   bool depthwise = a.group == xs[1] && a.group == oc && wv.type.shape[1] == 1;
   HeavyKernel hk;
-  std::vector<float> packed;
+  codegen::PackedWeights packed;
   Expected<int> kernel = -1;
   if (depthwise) {
     DepthwiseWorkload w;
@@ -358,7 +359,7 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
   absorbPostOps(l, nodes, ys.rank() - 1, w.n, Phys::Plain, e);
   HeavyKernel hk;
   auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
-  std::vector<float> packed;
+  codegen::PackedWeights packed;
   Expected<int> kernel = -1;
   if (l.module()) kernel = l.module()->addMatmul(w, c, e.epilogue, bData, packed);
   if (!kernel) {

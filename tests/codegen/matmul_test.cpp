@@ -310,6 +310,27 @@ TEST(MatmulTemplate, WorkloadElementTypesAreReadAndUnsupportedOnesRefused) {
             "matmul workload: missing field 'dtype'");
 }
 
+// Packed weights are bytes with their element type and layout tag: B (k x n, row-major) in
+// nr-column panels of k rows, zero past n.
+TEST(WeightPacking, MatmulPanelsCarryTypeLayoutAndZeroPadding) {
+  MatmulWorkload w;
+  w.m = 2, w.k = 3, w.n = 5;
+  MatmulConfig c;
+  c.isa = Isa::Avx2, c.nr = 8;
+  std::vector<float> b(15);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i + 1);
+  codegen::PackedWeights p = codegen::packMatmulB(w, c, b.data());
+  EXPECT_EQ(p.dtype, DType::F32);
+  EXPECT_EQ(p.layout, codegen::WeightLayout::MatmulPanels);
+  EXPECT_EQ(p.bytes, 8u * 3u * sizeof(float));
+  EXPECT_EQ(p.elements(), codegen::matmulPackedBElements(w, c));
+  const auto* f = reinterpret_cast<const float*>(p.data.get());
+  for (int64_t kk = 0; kk < 3; ++kk)
+    for (int64_t j = 0; j < 8; ++j)
+      EXPECT_EQ(f[kk * 8 + j], j < 5 ? b[static_cast<size_t>(kk * 5 + j)] : 0.f)
+          << "k " << kk << ", column " << j;
+}
+
 TEST(MatmulTemplate, JsonRoundTrips) {
   MatmulWorkload w;
   w.batch = 2, w.m = 3, w.n = 4, w.k = 5, w.transA = true, w.threads = 2;

@@ -1,0 +1,75 @@
+// The packer family of compile-time weights (f32 today: the workloads' check() admits no other
+// weight type, so each packer writes floats).
+#include "codegen/weight_packing.h"
+
+#include "runtime/packing.h"
+#include "support/error.h"
+
+#include <cstdlib>
+
+namespace tunec::codegen {
+
+namespace {
+
+// Zero-initialized, 64-byte aligned storage for `elements` of `dtype` in `layout`.
+PackedWeights allocate(int64_t elements, DType dtype, WeightLayout layout) {
+  PackedWeights p;
+  p.dtype = dtype;
+  p.layout = layout;
+  p.bytes = static_cast<size_t>(elements) * dtypeSize(dtype);
+  size_t rounded = (std::max<size_t>(p.bytes, 1) + 63) / 64 * 64;
+  p.data = std::shared_ptr<std::byte>(static_cast<std::byte*>(std::aligned_alloc(64, rounded)),
+                                      [](std::byte* q) { std::free(q); });
+  std::fill(p.data.get(), p.data.get() + rounded, std::byte{0});
+  return p;
+}
+
+float* floatsOf(PackedWeights& p) {
+  TUNEC_ASSERT(p.dtype == DType::F32, "an f32 packer on " << dtypeName(p.dtype) << " weights");
+  return reinterpret_cast<float*>(p.data.get());
+}
+
+} // namespace
+
+int64_t matmulPackedBElements(const MatmulWorkload& w, const MatmulConfig& c) {
+  return (w.n + c.nr - 1) / c.nr * c.nr * w.k;
+}
+
+PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const float* b) {
+  int64_t batches = w.broadcastB ? 1 : w.batch, per = matmulPackedBElements(w, c);
+  PackedWeights packed = allocate(per * batches, w.types.wei, WeightLayout::MatmulPanels);
+  float* dst = floatsOf(packed);
+  for (int64_t i = 0; i < batches; ++i)
+    tunec_pack_b_f32(b + i * w.k * w.n, w.transB ? w.k : w.n, w.transB, w.k, w.n, c.nr,
+                     dst + i * per);
+  return packed;
+}
+
+PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, const float* src) {
+  int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
+  int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
+  int64_t count = w.groups * perGroup * w.kh * w.kw * icg * c.ocBlock;
+  PackedWeights packed = allocate(count, w.types.wei, WeightLayout::Conv2dPanels);
+  float* dst = floatsOf(packed);
+  for (int64_t g = 0; g < w.groups; ++g)
+    for (int64_t p = 0; p < perGroup; ++p)
+      for (int64_t kh = 0; kh < w.kh; ++kh)
+        for (int64_t kw = 0; kw < w.kw; ++kw)
+          for (int64_t ic = 0; ic < icg; ++ic)
+            for (int64_t j = 0; j < c.ocBlock; ++j) {
+              int64_t local = p * c.ocBlock + j, oc = g * ocg + local;
+              *dst++ = local < ocg ? src[((oc * icg + ic) * w.kh + kh) * w.kw + kw] : 0.f;
+            }
+  return packed;
+}
+
+PackedWeights packDepthwiseWeights(const DepthwiseWorkload& w, int64_t cPad, const float* src) {
+  int64_t taps = w.kh * w.kw;
+  PackedWeights packed = allocate(taps * cPad, w.types.wei, WeightLayout::DepthwiseTaps);
+  float* dst = floatsOf(packed);
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t ch = 0; ch < cPad; ++ch) dst[t * cPad + ch] = ch < w.c ? src[ch * taps + t] : 0.f;
+  return packed;
+}
+
+} // namespace tunec::codegen

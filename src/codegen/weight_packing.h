@@ -1,0 +1,47 @@
+// Weights packed at compile time into the layout a kernel reads: bytes, their element type and a
+// layout tag, from one family of packers (one per template layout). A bf16 k-pair or an int8
+// k-quad VNNI layout is a new tag and packer here, with the same bytes-plus-type shape.
+#pragma once
+
+#include "support/dtype.h"
+#include "templates/conv2d_template.h"
+#include "templates/depthwise_template.h"
+#include "templates/matmul_template.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace tunec::codegen {
+
+enum class WeightLayout : uint8_t {
+  None,          ///< the kernel reads no packed weights
+  MatmulPanels,  ///< nr-column panels of k rows: [panel][k][nr], zero past n
+  Conv2dPanels,  ///< [group][panel][kh][kw][ic/g][ocBlock], zero past each group's channels
+  DepthwiseTaps, ///< [kh*kw][c rounded up to the channel block], zero past c
+};
+
+struct PackedWeights {
+  std::shared_ptr<std::byte> data; ///< 64-byte aligned
+  size_t bytes = 0;
+  DType dtype = DType::F32;
+  WeightLayout layout = WeightLayout::None;
+
+  bool empty() const { return bytes == 0; }
+  std::span<const std::byte> view() const { return {data.get(), bytes}; }
+  int64_t elements() const { return static_cast<int64_t>(bytes / dtypeSize(dtype)); }
+};
+
+/// Elements of one batch's packed B of a matmul (n rounded up to nr, times k).
+int64_t matmulPackedBElements(const MatmulWorkload& w, const MatmulConfig& c);
+
+/// The packers: weights as the model stores them (f32, ONNX order; a matmul's B in its stored
+/// layout, one matrix per batch unless broadcast) to the layout and element type (the
+/// workload's wei) the kernel reads.
+PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const float* b);
+PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, const float* src);
+/// `cPad`: the channels rounded up to the kernel's channel block.
+PackedWeights packDepthwiseWeights(const DepthwiseWorkload& w, int64_t cPad, const float* src);
+
+} // namespace tunec::codegen
