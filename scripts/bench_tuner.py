@@ -15,8 +15,14 @@
    this measures the search alone).
 Prints a markdown table (docs/benchmarks.md).
 
+With --throughput OTHER_TUNEC it measures instead the tuner's throughput (trials/s) of two
+builds side by side: guided tune-op jobs on THROUGHPUT_WORKLOADS from fresh databases, the two
+builds alternating for --rounds rounds; prints the median trials/s of each and their ratio.
+
 usage: scripts/bench_tuner.py --tunec build/src/tunec [--eval build/tests/tunec_cost_model_eval]
        [--train-trials 60] [--sweep 200] [--trials 100] [--work build/bench_tuner]
+       scripts/bench_tuner.py --tunec build/src/tunec --throughput OLD/tunec [--rounds 5]
+       [--trials 48] [--min-seconds 0.005]
 """
 import argparse
 import json
@@ -64,6 +70,35 @@ def tune(tunec, shape, db, trials, seed, random_search, min_seconds):
     return json.loads(out.strip().splitlines()[-1])
 
 
+THROUGHPUT_WORKLOADS = [
+    ["matmul", "--m", "128", "--n", "768", "--k", "768"],
+    ["conv2d", "--ic", "64", "--h", "28", "--w", "28", "--oc", "64", "--kh", "3", "--kw", "3", "--pad", "1"],
+]
+
+
+def throughput(args):
+    """Trials/s of two builds in alternating rounds (each round: every workload, fresh DB)."""
+    builds = {"this": args.tunec, "other": args.throughput}
+    rates = {name: [] for name in builds}
+    for r in range(args.rounds):
+        order = list(builds.items()) if r % 2 == 0 else list(reversed(builds.items()))
+        for name, tunec in order:
+            trials, seconds = 0, 0.0
+            for w, shape in enumerate(THROUGHPUT_WORKLOADS):
+                db = os.path.join(args.work, f"throughput_{name}_{r}_{w}.db")
+                out = tune(tunec, shape, db, args.trials, 7 + w, False, args.min_seconds)
+                trials += out["trials"]
+                seconds += out["seconds"]
+            rates[name].append(trials / seconds)
+            print(f"round {r + 1}: {name} {trials / seconds:.2f} trials/s", file=sys.stderr)
+    this, other = statistics.median(rates["this"]), statistics.median(rates["other"])
+    print(f"| build | median trials/s ({args.rounds} rounds, {args.trials} trials per workload) |")
+    print("| --- | --- |")
+    print(f"| {args.tunec} | {this:.2f} |")
+    print(f"| {args.throughput} | {other:.2f} |")
+    print(f"\nratio (this / other): {this / other:.3f}")
+
+
 def spearman_text(row):
     if row["spearman"] is None:
         return "—"
@@ -98,9 +133,14 @@ def main():
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--min-seconds", type=float, default=0.1)
     parser.add_argument("--work", default="build/bench_tuner")
+    parser.add_argument("--throughput", metavar="OTHER_TUNEC",
+                        help="compare the tuner's trials/s with this other build instead")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
+    if args.throughput:
+        return throughput(args)
     # 1. The training database.
     train = os.path.join(args.work, "train.db")
     for t, shape in enumerate(TRAINING):

@@ -391,6 +391,10 @@ std::optional<rt::TypedOp> typedOpOf(const Node& n) {
     return T::BitXor;
   case OpKind::Relu:
     return T::Relu;
+  case OpKind::QuantizeLinear:
+    return T::QuantizeLinear;
+  case OpKind::DequantizeLinear:
+    return T::DequantizeLinear;
   default:
     return std::nullopt;
   }
@@ -404,7 +408,8 @@ bool lowerTyped(Lowering& l, const Node& n) {
   bool binary = (*op >= rt::TypedOp::Add && *op <= rt::TypedOp::Xor) ||
                 *op == rt::TypedOp::BitAnd || *op == rt::TypedOp::BitOr ||
                 *op == rt::TypedOp::BitXor;
-  size_t arity = *op == rt::TypedOp::Where ? 3 : binary ? 2 : 1;
+  bool quant = *op == rt::TypedOp::QuantizeLinear || *op == rt::TypedOp::DequantizeLinear;
+  size_t arity = *op == rt::TypedOp::Where || quant ? 3 : binary ? 2 : 1;
   if (n.inputs.size() != arity) return false;
   const Value& y = g.value(n.outputs[0]);
   rt::TypedProgram p;
@@ -416,8 +421,15 @@ bool lowerTyped(Lowering& l, const Node& n) {
     if (v == kNoValue) return false;
     const Value& x = g.value(v);
     p.in.push_back(x.type.dtype);
-    p.inStrides.push_back(
-        Lowering::broadcastStrides(x.type.shape, x.type.shape.strides(), y.type.shape));
+    if (quant && v != n.inputs[0] && x.type.shape.rank() == 1) {
+      // A per-axis scale or zero point: one element per index of the axis.
+      std::vector<int64_t> strides(static_cast<size_t>(y.type.shape.rank()), 0);
+      strides[static_cast<size_t>(std::get<QuantAttrs>(n.attrs).axis)] = 1;
+      p.inStrides.push_back(std::move(strides));
+    } else {
+      p.inStrides.push_back(
+          Lowering::broadcastStrides(x.type.shape, x.type.shape.strides(), y.type.shape));
+    }
     p.inOffsets.push_back(0);
   }
   std::vector<int> ins;

@@ -158,6 +158,37 @@ Result convertCast(ConvertContext& ctx) {
   return simple(ctx, OpKind::Cast, CastAttrs{*dtype});
 }
 
+// QuantizeLinear / DequantizeLinear: per-tensor or per-axis, u8 and i8 (DequantizeLinear also
+// i32, as bias quantization uses). A missing zero point becomes a constant of zeros (of
+// output_dtype, default u8, for QuantizeLinear; of the input's type for DequantizeLinear), so
+// that the IR op always has three inputs.
+template <bool Quantize> Result convertQuantize(ConvertContext& ctx) {
+  if (ctx.attrs.getInt("block_size", 0) != 0)
+    return makeError("blocked quantization (block_size) is not supported");
+  ctx.attrs.getInt("saturate", 1); // only float8 types saturate otherwise
+  int64_t axis = ctx.attrs.getInt("axis", 1);
+  int outputType = static_cast<int>(ctx.attrs.getInt("output_dtype", 0));
+  const TensorType& scale = ctx.inputType(1);
+  if (scale.shape.rank() == 1) {
+    TUNEC_ASSIGN_OR_RETURN(axis, normalizeDimAxis(axis, ctx.inputType(0).shape.rank()));
+  } else {
+    axis = 0; // a per-tensor scale has no axis
+  }
+  ValueId zeroPoint = ctx.hasInput(2) ? ctx.inputs[2] : kNoValue;
+  if (zeroPoint == kNoValue) {
+    DType type = ctx.inputType(0).dtype;
+    if (Quantize) {
+      auto t = outputType ? dtypeFromOnnx(outputType) : std::optional<DType>(DType::U8);
+      if (!t) return makeError("output_dtype ", onnxTypeName(outputType), " is not supported");
+      type = *t;
+    }
+    zeroPoint = ctx.graph.addConstant(ctx.proto.name() + ".zero_point", Tensor(type, scale.shape));
+  }
+  return Conversion{Quantize ? OpKind::QuantizeLinear : OpKind::DequantizeLinear,
+                    QuantAttrs{axis},
+                    {ctx.inputs[0], ctx.inputs[1], zeroPoint}};
+}
+
 Result convertClip(ConvertContext& ctx) {
   ClipAttrs a;
   if (ctx.opset < 11) {
@@ -614,6 +645,8 @@ const std::map<std::string, Converter>& converters() {
                                                           {"Gelu", convertGelu},
       {"IsInf", convertIsInf},
       {"Cast", convertCast},
+      {"QuantizeLinear", convertQuantize<true>},
+      {"DequantizeLinear", convertQuantize<false>},
       {"Clip", convertClip},
       {"Dropout", convertDropout},
       {"Mod", convertMod},

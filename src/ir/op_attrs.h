@@ -47,6 +47,14 @@ struct CastAttrs {
   bool operator==(const CastAttrs&) const = default;
 };
 
+/// QuantizeLinear and DequantizeLinear (inputs {x, scale, zero point}; the importer supplies a
+/// zero point of zeros when the model omits it): the axis of per-axis scales (normalized; a
+/// scalar scale is per-tensor).
+struct QuantAttrs {
+  int64_t axis = 1;
+  bool operator==(const QuantAttrs&) const = default;
+};
+
 /// Mod: integer modulo with the divisor's sign (fmod=false) or C fmod (fmod=true).
 struct ModAttrs {
   bool fmod = false;
@@ -181,8 +189,8 @@ struct DepthToSpaceAttrs {
 
 /// The attributes of any op; the alternative is fixed by the op kind (TUNEC_OP_LIST).
 using OpAttrs =
-    std::variant<NoAttrs, AlphaBetaAttrs, GeluAttrs, IsInfAttrs, ClipAttrs, CastAttrs, ModAttrs,
-                 ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs, PoolAttrs, ReduceAttrs,
+    std::variant<NoAttrs, AlphaBetaAttrs, GeluAttrs, IsInfAttrs, ClipAttrs, CastAttrs, QuantAttrs,
+                 ModAttrs, ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs, PoolAttrs, ReduceAttrs,
                  ArgReduceAttrs, ReshapeAttrs, AxisAttrs, AxesAttrs, TransposeAttrs, SplitAttrs,
                  SliceAttrs, TileAttrs, PadAttrs, ConstantOfShapeAttrs, DepthToSpaceAttrs>;
 

@@ -23,6 +23,8 @@ namespace tunec {
   X(Elu, AlphaBetaAttrs) X(HardSigmoid, AlphaBetaAttrs) X(LeakyRelu, AlphaBetaAttrs)               \
   X(Selu, AlphaBetaAttrs) X(ThresholdedRelu, AlphaBetaAttrs) X(Clip, ClipAttrs)                    \
   X(Cast, CastAttrs) X(Dropout, NoAttrs)                                                           \
+  /* quantization: x, scale (scalar, or per axis), zero point; elementwise */                      \
+  X(QuantizeLinear, QuantAttrs) X(DequantizeLinear, QuantAttrs)                                    \
   /* binary and variadic elementwise, numpy broadcasting */                                        \
   X(Add, NoAttrs) X(Sub, NoAttrs) X(Mul, NoAttrs) X(Div, NoAttrs) X(Pow, NoAttrs)                  \
   X(Mod, ModAttrs) X(PRelu, NoAttrs) X(Max, NoAttrs) X(Min, NoAttrs) X(Sum, NoAttrs)               \

@@ -58,6 +58,39 @@ InferResult inferCast(const OpAttrs& attrs, Inputs in, int) {
   return std::vector{plainType(std::get<CastAttrs>(attrs).to, in[0]->shape)};
 }
 
+// QuantizeLinear (f32 -> the zero point's u8/i8) and DequantizeLinear (u8/i8/i32 -> f32): a
+// scalar scale (per tensor) or one per element of the axis, a zero point of the scale's shape.
+InferResult inferQuantize(bool quantize, const OpAttrs& attrs, Inputs in) {
+  const TensorType &x = *in[0], &scale = *in[1], &zp = *in[2];
+  int64_t axis = std::get<QuantAttrs>(attrs).axis;
+  if (scale.dtype != DType::F32) return makeError("the scale must be f32");
+  if (scale.shape.rank() > 1) return makeError("the scale must be a scalar or 1-d (per axis)");
+  if (scale.shape.rank() == 1 &&
+      (axis < 0 || axis >= x.shape.rank() || scale.shape[0] != x.shape[axis]))
+    return makeError("a per-axis scale needs one element per index of axis ", axis, " of ",
+                     x.shape.toString());
+  if (zp.shape != scale.shape) return makeError("the zero point must have the scale's shape");
+  if (quantize) {
+    if (x.dtype != DType::F32) return makeError("QuantizeLinear input must be f32");
+    if (zp.dtype != DType::U8 && zp.dtype != DType::I8)
+      return makeError("the zero point must be u8 or i8 (", dtypeName(zp.dtype),
+                       " is not supported)");
+    return std::vector{plainType(zp.dtype, x.shape)};
+  }
+  if (x.dtype != DType::U8 && x.dtype != DType::I8 && x.dtype != DType::I32)
+    return makeError("DequantizeLinear input must be u8, i8 or i32 (", dtypeName(x.dtype),
+                     " is not supported)");
+  if (zp.dtype != x.dtype) return makeError("the zero point must have the input's type");
+  return std::vector{plainType(DType::F32, x.shape)};
+}
+
+InferResult inferQuantizeLinear(const OpAttrs& attrs, Inputs in, int) {
+  return inferQuantize(true, attrs, in);
+}
+InferResult inferDequantizeLinear(const OpAttrs& attrs, Inputs in, int) {
+  return inferQuantize(false, attrs, in);
+}
+
 Expected<Shape> broadcastAll(Inputs in) {
   Shape out;
   bool first = true;
@@ -520,6 +553,10 @@ Row rowFor(OpKind kind) {
     return {O2O, 1, 1, 1, 1, inferBoolUnary, outputElements};
   case OpKind::Cast:
     return {O2O, 1, 1, 1, 1, inferCast, noFlops};
+  case OpKind::QuantizeLinear:
+    return {O2O, 3, 3, 1, 1, inferQuantizeLinear, outputElements};
+  case OpKind::DequantizeLinear:
+    return {O2O, 3, 3, 1, 1, inferDequantizeLinear, outputElements};
   case OpKind::Identity:
     return {O2O, 1, 1, 1, 1, inferSameAsFirst, noFlops};
   case OpKind::Dropout:

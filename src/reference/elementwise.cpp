@@ -356,6 +356,8 @@ Status where(Inputs in, Tensor& y) {
 
 Status elementwise(const Node& node, Inputs in, Outputs out) {
   if (node.kind == OpKind::Where) return where(in, out[0]);
+  if (node.kind == OpKind::QuantizeLinear || node.kind == OpKind::DequantizeLinear)
+    return quantize(node, in, out);
   if (isUnary(node.kind) || node.kind == OpKind::Dropout) return unary(node, *in[0], out[0]);
   std::vector<const Tensor*> present;
   for (const Tensor* t : in)

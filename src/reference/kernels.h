@@ -32,5 +32,9 @@ Status pool(const Node& node, Inputs in, Outputs out);
 Status normalize(const Node& node, Inputs in, Outputs out);
 Status reduce(const Node& node, Inputs in, Outputs out);
 Status dataMovement(const Node& node, Inputs in, Outputs out);
+/// QuantizeLinear and DequantizeLinear.
+Status quantize(const Node& node, Inputs in, Outputs out);
+/// One element quantized to u8 or i8 (as a float holding the integer).
+float quantizeValue(float x, float scale, int64_t zeroPoint, DType to);
 
 } // namespace tunec::reference

@@ -1,6 +1,7 @@
 // Per-element typed ops.
 #include "runtime/typed_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -263,7 +264,7 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
       for (size_t d = 0; d < rank; ++d) off += idx[d] * p.inStrides[k][d];
       s[k] = load(inputs[k], off, p.in[k]);
     }
-    const Scalar &a = s[0], &b = s[1];
+    const Scalar &a = s[0], &b = s[1], &c = s[2];
     double f = 0;
     int64_t i = 0;
     bool fromFloat = !intMath;
@@ -377,6 +378,19 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
       break;
     case TypedOp::Relu:
       f = a.f > 0 ? a.f : 0, i = a.i > 0 ? a.i : 0;
+      break;
+    case TypedOp::QuantizeLinear: {
+      // In float32 as ONNX defines it; rint rounds half to even (the default rounding mode).
+      float q = std::nearbyint(static_cast<float>(a.f) / static_cast<float>(b.f));
+      double lo = p.out == DType::U8 ? 0 : -128, hi = p.out == DType::U8 ? 255 : 127;
+      i = std::isnan(q) ? c.i
+                        : static_cast<int64_t>(std::clamp(static_cast<double>(q) + c.i, lo, hi));
+      fromFloat = false;
+      break;
+    }
+    case TypedOp::DequantizeLinear:
+      f = static_cast<float>(a.i - c.i) * static_cast<float>(b.f);
+      fromFloat = true;
       break;
     }
     if (isBool(p.op)) fromFloat = false;

@@ -45,7 +45,9 @@ enum class TypedOp : int64_t {
   BitOr,
   BitXor,
   Relu,
-  kLast = Relu,
+  QuantizeLinear,   ///< {x f32, scale f32, zero point}: saturate(rint(x / scale) + zp), u8 or i8
+  DequantizeLinear, ///< {q, scale f32, zero point}: (q - zp) * scale, in float32
+  kLast = DequantizeLinear,
 };
 
 /// One op over strided operands (element strides, broadcast = 0), like EwProgram.

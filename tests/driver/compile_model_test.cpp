@@ -643,3 +643,54 @@ TEST(CompileModel, CorruptPlansAreRejectedBeforeRunning) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// QuantizeLinear and DequantizeLinear, compiled (typed steps) and in the reference, exactly on
+// the edges: ties round half to even, values past the type's range saturate, per-axis scales
+// and zero points follow their axis, and DequantizeLinear inverts on the grid.
+TEST(CompileModel, QuantizeAndDequantizeRoundHalfToEvenAndSaturate) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 2, 4}, {}});
+  Tensor scale(DType::F32, Shape{2}), zp(DType::U8, Shape{2});
+  scale.setDouble(0, 0.5), scale.setDouble(1, 2.0);
+  zp.setInt(0, 10), zp.setInt(1, 250);
+  ValueId s = g.addConstant("scale", scale), z = g.addConstant("zp", zp);
+  auto q = g.addNode("q", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, {"q"});
+  ASSERT_TRUE(q.isOk()) << q.error().message();
+  ValueId qv = g.node(*q).outputs[0];
+  auto dq = g.addNode("dq", OpKind::DequantizeLinear, QuantAttrs{1}, {qv, s, z}, {"dq"});
+  ASSERT_TRUE(dq.isOk()) << dq.error().message();
+  g.addOutput(qv);
+  g.addOutput(g.node(*dq).outputs[0]);
+  // Channel 0 (scale 0.5, zero point 10): x / scale = 0.5, 1.5, -2.5, -100 (saturates at 0).
+  // Channel 1 (scale 2, zero point 250): x / scale = 2.5, 3.5, 10 (saturates at 255), -0.5.
+  Tensor in(DType::F32, Shape{1, 2, 4});
+  const float values[] = {0.25f, 0.75f, -1.25f, -50.f, 5.f, 7.f, 20.f, -1.f};
+  for (int i = 0; i < 8; ++i) in.setDouble(i, values[i]);
+  const int64_t wantQ[] = {10, 12, 8, 0, 252, 254, 255, 250};
+  const double wantDq[] = {0, 1, -1, -5, 4, 8, 10, 0};
+  auto ref = runReference(g, {in});
+  ASSERT_TRUE(ref.isOk()) << ref.error().message();
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(g, *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), 1);
+  ASSERT_TRUE(executor.isOk()) << executor.error().message();
+  Tensor gotQ(DType::U8, Shape{1, 2, 4}), gotDq(DType::F32, Shape{1, 2, 4});
+  const void* ins[] = {in.data()};
+  void* outs[] = {gotQ.data(), gotDq.data()};
+  ASSERT_TRUE((*executor)->run(ins, outs).isOk());
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ((*ref)[0].getInt(i), wantQ[i]) << "reference, element " << i;
+    EXPECT_EQ(gotQ.getInt(i), wantQ[i]) << "compiled, element " << i;
+    EXPECT_EQ((*ref)[1].getDouble(i), wantDq[i]) << "reference, element " << i;
+    EXPECT_EQ(gotDq.getDouble(i), wantDq[i]) << "compiled, element " << i;
+  }
+}
+
+} // namespace
+} // namespace tunec
