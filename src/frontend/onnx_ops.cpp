@@ -298,6 +298,128 @@ Result convertConv(ConvertContext& ctx) {
   return simple(ctx, OpKind::Conv, a);
 }
 
+// ---- quantized operators, canonicalized to QuantizeLinear / DequantizeLinear around float ops
+// (QOperator: QLinearMatMul, QLinearConv; integer: MatMulInteger, ConvInteger). The graph then
+// has one quantized form, whatever the exporter wrote.
+
+// A node of the expansion of the current ONNX node; its output is named after the node's first
+// output and `part`.
+Expected<ValueId> addPart(ConvertContext& ctx, const std::string& part, OpKind kind, OpAttrs attrs,
+                          std::vector<ValueId> inputs) {
+  std::string name = ctx.proto.output(0) + "/" + part;
+  TUNEC_ASSIGN_OR_RETURN(
+      NodeId id, ctx.graph.addNode(name, kind, std::move(attrs), std::move(inputs), {name}));
+  return ctx.graph.node(id).outputs[0];
+}
+
+// A constant of the expansion.
+ValueId addPartConstant(ConvertContext& ctx, const std::string& part, Tensor value) {
+  return ctx.graph.addConstant(ctx.proto.output(0) + "/" + part, std::move(value));
+}
+
+// A scale or zero point as DequantizeLinear / QuantizeLinear take it: a 1-element 1-d tensor
+// that is not per axis becomes a scalar; `axis` is where a longer 1-d one runs.
+Expected<ValueId> quantParameter(ConvertContext& ctx, ValueId v, const std::string& part,
+                                 int64_t axisLength) {
+  const Shape& s = ctx.graph.value(v).type.shape;
+  if (s.rank() == 1 && s[0] == 1 && axisLength != 1)
+    return addPart(ctx, part, OpKind::Reshape, ReshapeAttrs{{}}, {v});
+  if (s.rank() > 1)
+    return makeError("a scale or zero point of shape ", s.toString(), " is not supported");
+  return v;
+}
+
+// DequantizeLinear(x, scale, zeroPoint) along `axis` of x (zeroPoint kNoValue: zeros).
+Expected<ValueId> dequantizePart(ConvertContext& ctx, const std::string& part, ValueId x,
+                                 ValueId scale, ValueId zeroPoint, int64_t axis) {
+  const Shape& xs = ctx.graph.value(x).type.shape;
+  int64_t length = axis >= 0 && axis < xs.rank() ? xs[static_cast<int>(axis)] : 1;
+  TUNEC_ASSIGN_OR_RETURN(scale, quantParameter(ctx, scale, part + ".scale", length));
+  const Shape& ss = ctx.graph.value(scale).type.shape;
+  if (zeroPoint == kNoValue)
+    zeroPoint =
+        addPartConstant(ctx, part + ".zero_point", Tensor(ctx.graph.value(x).type.dtype, ss));
+  else {
+    TUNEC_ASSIGN_OR_RETURN(zeroPoint, quantParameter(ctx, zeroPoint, part + ".zp", length));
+  }
+  return addPart(ctx, part, OpKind::DequantizeLinear, QuantAttrs{ss.rank() ? axis : 0},
+                 {x, scale, zeroPoint});
+}
+
+// A scale of 1 (for the integer ops: DequantizeLinear with scale 1 is x - zero point).
+ValueId unitScale(ConvertContext& ctx, const std::string& part) {
+  Tensor one(DType::F32, Shape{});
+  one.setDouble(0, 1.0);
+  return addPartConstant(ctx, part, std::move(one));
+}
+
+// QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) =
+//   QuantizeLinear(MatMul(DQ(a), DQ(b)), y_scale, y_zp); per-row a and per-column b scales.
+Result convertQLinearMatMul(ConvertContext& ctx) {
+  const auto& in = ctx.inputs;
+  int ra = ctx.inputType(0).shape.rank(), rb = ctx.inputType(3).shape.rank();
+  TUNEC_ASSIGN_OR_RETURN(ValueId a, dequantizePart(ctx, "a", in[0], in[1], in[2], ra - 2));
+  TUNEC_ASSIGN_OR_RETURN(ValueId b, dequantizePart(ctx, "b", in[3], in[4], in[5], rb - 1));
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "matmul", OpKind::MatMul, NoAttrs{}, {a, b}));
+  int ry = ctx.graph.value(y).type.shape.rank();
+  int64_t n = ctx.graph.value(y).type.shape[ry - 1];
+  TUNEC_ASSIGN_OR_RETURN(ValueId ys, quantParameter(ctx, in[6], "y.scale", n));
+  TUNEC_ASSIGN_OR_RETURN(ValueId yz, quantParameter(ctx, in[7], "y.zp", n));
+  return Conversion{OpKind::QuantizeLinear,
+                    QuantAttrs{ctx.graph.value(ys).type.shape.rank() ? ry - 1 : 0},
+                    {y, ys, yz}};
+}
+
+// QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B) =
+//   QuantizeLinear(Conv(DQ(x), DQ(w) per output channel, DQ(B, x_scale * w_scale)), y_scale, y_zp)
+Result convertQLinearConv(ConvertContext& ctx) {
+  const std::vector<ValueId> in = ctx.inputs;
+  ctx.inputs = {in[0], in[3]}; // the window attributes, read as Conv reads them
+  auto conv = convertConv(ctx);
+  ctx.inputs = in;
+  if (!conv) return conv.error();
+  TUNEC_ASSIGN_OR_RETURN(ValueId x, dequantizePart(ctx, "x", in[0], in[1], in[2], 1));
+  TUNEC_ASSIGN_OR_RETURN(ValueId w, dequantizePart(ctx, "w", in[3], in[4], in[5], 0));
+  std::vector<ValueId> convIn = {x, w};
+  if (ctx.hasInput(8)) {
+    // The i32 bias is quantized with scale x_scale * w_scale and zero point 0.
+    int64_t oc = ctx.inputType(3).shape[0];
+    TUNEC_ASSIGN_OR_RETURN(ValueId xs, quantParameter(ctx, in[1], "bias.xs", oc));
+    TUNEC_ASSIGN_OR_RETURN(ValueId ws, quantParameter(ctx, in[4], "bias.ws", oc));
+    TUNEC_ASSIGN_OR_RETURN(ValueId bs,
+                           addPart(ctx, "bias.scale", OpKind::Mul, NoAttrs{}, {xs, ws}));
+    TUNEC_ASSIGN_OR_RETURN(ValueId b, dequantizePart(ctx, "bias", in[8], bs, kNoValue, 0));
+    convIn.push_back(b);
+  }
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "conv", OpKind::Conv, conv->attrs, convIn));
+  int64_t oc = ctx.graph.value(y).type.shape[1];
+  TUNEC_ASSIGN_OR_RETURN(ValueId ys, quantParameter(ctx, in[6], "y.scale", oc));
+  TUNEC_ASSIGN_OR_RETURN(ValueId yz, quantParameter(ctx, in[7], "y.zp", oc));
+  return Conversion{OpKind::QuantizeLinear,
+                    QuantAttrs{ctx.graph.value(ys).type.shape.rank() ? 1 : 0},
+                    {y, ys, yz}};
+}
+
+// MatMulInteger(a, b, a_zp, b_zp) and ConvInteger(x, w, x_zp, w_zp): the products of
+// (q - zero point) summed, as i32: Cast(MatMul/Conv(DQ(a, 1, a_zp), DQ(b, 1, b_zp)), i32). The
+// float sums are exact while they stay below 2^24.
+template <OpKind K> Result convertInteger(ConvertContext& ctx) {
+  const auto& in = ctx.inputs;
+  OpAttrs attrs = NoAttrs{};
+  if (K == OpKind::Conv) {
+    TUNEC_ASSIGN_OR_RETURN(Conversion conv, convertConv(ctx));
+    attrs = conv.attrs;
+  }
+  int ra = ctx.inputType(0).shape.rank(), rb = ctx.inputType(1).shape.rank();
+  int64_t aAxis = K == OpKind::Conv ? 1 : ra - 2, bAxis = K == OpKind::Conv ? 0 : rb - 1;
+  TUNEC_ASSIGN_OR_RETURN(ValueId a, dequantizePart(ctx, "a", in[0], unitScale(ctx, "a.one"),
+                                                   ctx.hasInput(2) ? in[2] : kNoValue, aAxis));
+  TUNEC_ASSIGN_OR_RETURN(ValueId b, dequantizePart(ctx, "b", in[1], unitScale(ctx, "b.one"),
+                                                   ctx.hasInput(3) ? in[3] : kNoValue, bAxis));
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", K, attrs, {a, b}));
+  return Conversion{OpKind::Cast, CastAttrs{DType::I32}, {y}};
+}
+
 template <OpKind K> Result convertPool(ConvertContext& ctx) {
   const Shape& x = ctx.inputType(0).shape;
   auto kernel = ctx.attrs.getInts("kernel_shape");
@@ -647,6 +769,10 @@ const std::map<std::string, Converter>& converters() {
       {"Cast", convertCast},
       {"QuantizeLinear", convertQuantize<true>},
       {"DequantizeLinear", convertQuantize<false>},
+      {"QLinearMatMul", convertQLinearMatMul},
+      {"QLinearConv", convertQLinearConv},
+      {"MatMulInteger", convertInteger<OpKind::MatMul>},
+      {"ConvInteger", convertInteger<OpKind::Conv>},
       {"Clip", convertClip},
       {"Dropout", convertDropout},
       {"Mod", convertMod},
