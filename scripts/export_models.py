@@ -5,7 +5,8 @@ For each model: models/<name>/model.onnx, one <input>.npy per input and expected
 with PyTorch's outputs. Weights are random with a fixed seed (no download is possible here);
 batch-norm statistics are randomized too so that folding them is really exercised.
 
-usage: scripts/export_models.py [--out models] [--only resnet50,mobilenet_v2,bert_base,tiny_cnn]
+usage: scripts/export_models.py [--out models]
+       [--only resnet50,mobilenet_v2,bert_base,tiny_cnn,qdq_tiny_cnn]
 """
 import argparse
 import math
@@ -104,12 +105,48 @@ def init_bert(model, generator):
             m.bias.data.copy_(torch.randn(m.bias.shape, generator=generator) * 0.1)
 
 
+class QdqTinyCnn(nn.Module):
+    """TinyCnn quantized the way PyTorch users do it: eager-mode QAT fake quantization (u8
+    activations per tensor, i8 weights per output channel), calibrated on random batches and
+    exported as QuantizeLinear/DequantizeLinear (QDQ) pairs."""
+
+    def __init__(self):
+        super().__init__()
+        self.quant = torch.ao.quantization.QuantStub()
+        self.net = TinyCnn()
+        self.dequant = torch.ao.quantization.DeQuantStub()
+
+    def forward(self, x):
+        return self.dequant(self.net(self.quant(x)))
+
+
+def quantize_qat(model, generator):
+    Q = torch.ao.quantization
+    model.qconfig = Q.QConfig(
+        activation=Q.FakeQuantize.with_args(observer=Q.MovingAverageMinMaxObserver, quant_min=0,
+                                            quant_max=255, dtype=torch.quint8),
+        weight=Q.FakeQuantize.with_args(observer=Q.MovingAveragePerChannelMinMaxObserver,
+                                        quant_min=-128, quant_max=127, dtype=torch.qint8,
+                                        qscheme=torch.per_channel_symmetric, ch_axis=0))
+    Q.prepare_qat(model.train(), inplace=True)
+    with torch.no_grad():
+        for _ in range(8):
+            model(torch.randn(2, 3, 32, 32, generator=generator))
+    model.apply(Q.disable_observer)
+    return model
+
+
 def build(name, generator):
     import torchvision
 
     if name == "tiny_cnn":
         model = TinyCnn()
         randomize_batchnorm(model, generator)
+        return model, {"x": torch.randn(1, 3, 32, 32, generator=generator)}
+    if name == "qdq_tiny_cnn":
+        model = QdqTinyCnn()
+        randomize_batchnorm(model, generator)
+        quantize_qat(model, generator)
         return model, {"x": torch.randn(1, 3, 32, 32, generator=generator)}
     if name == "resnet50":
         model = torchvision.models.resnet50(weights=None)

@@ -357,6 +357,11 @@ std::string compileReport(const CompiledModel& model) {
   os << s.graphNodes << " graph nodes -> " << s.steps << " steps (" << s.generatedKernels
      << " generated kernels, " << s.loopKernels << " loop kernels; " << s.reorders << " reorders, "
      << s.aliases << " views, " << s.foldedTransposes << " transposes read in place by matmuls)\n";
+  if (s.quantizeSteps)
+    os << "quantized model: " << s.quantizeSteps
+       << " QuantizeLinear/DequantizeLinear steps run as fp32 element steps and every heavy kernel "
+          "runs dequantized in fp32, because tunec has no int8 kernels yet (results match the "
+          "quantized model's reference)\n";
   char line[200];
   std::snprintf(
       line, sizeof(line),

@@ -41,6 +41,9 @@ struct CompileStats {
   int64_t graphNodes = 0, steps = 0, generatedKernels = 0, loopKernels = 0, reorders = 0,
           aliases = 0;
   int64_t foldedTransposes = 0; ///< read or written in place by a matmul (strided operands)
+  /// QuantizeLinear / DequantizeLinear run as fp32 element steps: no heavy kernel computes in
+  /// int8 yet, so quantized anchors run dequantized (the compile report says so).
+  int64_t quantizeSteps = 0;
   int64_t arenaBytes = 0, arenaLowerBound = 0, intermediateBytes = 0, constantBytes = 0;
 };
 

@@ -441,6 +441,7 @@ bool lowerTyped(Lowering& l, const Node& n) {
   step.tensors = {out};
   step.tensors.insert(step.tensors.end(), ins.begin(), ins.end());
   l.addStep(std::move(step), ins, {out});
+  if (quant) l.noteQuantizeStep();
   return true;
 }
 

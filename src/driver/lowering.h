@@ -52,6 +52,7 @@ public:
   /// Appends a step; records the uses and definitions of its tensors for the arena plan.
   void addStep(rt::Step step, std::vector<int> reads, std::vector<int> writes);
   void noteHeavy(HeavyKernel k) { kernels_.push_back(std::move(k)); }
+  void noteQuantizeStep() { ++stats_.quantizeSteps; }
   void unsupported(const Node& node, const std::string& why);
   /// Logical row-major strides of a tensor of `shape` stored in layout `phys`.
   static std::vector<int64_t> logicalStrides(const Shape& shape, Phys phys);

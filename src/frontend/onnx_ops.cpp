@@ -158,37 +158,6 @@ Result convertCast(ConvertContext& ctx) {
   return simple(ctx, OpKind::Cast, CastAttrs{*dtype});
 }
 
-// QuantizeLinear / DequantizeLinear: per-tensor or per-axis, u8 and i8 (DequantizeLinear also
-// i32, as bias quantization uses). A missing zero point becomes a constant of zeros (of
-// output_dtype, default u8, for QuantizeLinear; of the input's type for DequantizeLinear), so
-// that the IR op always has three inputs.
-template <bool Quantize> Result convertQuantize(ConvertContext& ctx) {
-  if (ctx.attrs.getInt("block_size", 0) != 0)
-    return makeError("blocked quantization (block_size) is not supported");
-  ctx.attrs.getInt("saturate", 1); // only float8 types saturate otherwise
-  int64_t axis = ctx.attrs.getInt("axis", 1);
-  int outputType = static_cast<int>(ctx.attrs.getInt("output_dtype", 0));
-  const TensorType& scale = ctx.inputType(1);
-  if (scale.shape.rank() == 1) {
-    TUNEC_ASSIGN_OR_RETURN(axis, normalizeDimAxis(axis, ctx.inputType(0).shape.rank()));
-  } else {
-    axis = 0; // a per-tensor scale has no axis
-  }
-  ValueId zeroPoint = ctx.hasInput(2) ? ctx.inputs[2] : kNoValue;
-  if (zeroPoint == kNoValue) {
-    DType type = ctx.inputType(0).dtype;
-    if (Quantize) {
-      auto t = outputType ? dtypeFromOnnx(outputType) : std::optional<DType>(DType::U8);
-      if (!t) return makeError("output_dtype ", onnxTypeName(outputType), " is not supported");
-      type = *t;
-    }
-    zeroPoint = ctx.graph.addConstant(ctx.proto.name() + ".zero_point", Tensor(type, scale.shape));
-  }
-  return Conversion{Quantize ? OpKind::QuantizeLinear : OpKind::DequantizeLinear,
-                    QuantAttrs{axis},
-                    {ctx.inputs[0], ctx.inputs[1], zeroPoint}};
-}
-
 Result convertClip(ConvertContext& ctx) {
   ClipAttrs a;
   if (ctx.opset < 11) {
@@ -299,6 +268,8 @@ Result convertConv(ConvertContext& ctx) {
 }
 
 // ---- quantized operators, canonicalized to QuantizeLinear / DequantizeLinear around float ops
+// (Shapes and types are copied, never referenced: adding a node or a constant moves the graph's
+// values.)
 // (QOperator: QLinearMatMul, QLinearConv; integer: MatMulInteger, ConvInteger). The graph then
 // has one quantized form, whatever the exporter wrote.
 
@@ -321,7 +292,7 @@ ValueId addPartConstant(ConvertContext& ctx, const std::string& part, Tensor val
 // that is not per axis becomes a scalar; `axis` is where a longer 1-d one runs.
 Expected<ValueId> quantParameter(ConvertContext& ctx, ValueId v, const std::string& part,
                                  int64_t axisLength) {
-  const Shape& s = ctx.graph.value(v).type.shape;
+  const Shape s = ctx.graph.value(v).type.shape;
   if (s.rank() == 1 && s[0] == 1 && axisLength != 1)
     return addPart(ctx, part, OpKind::Reshape, ReshapeAttrs{{}}, {v});
   if (s.rank() > 1)
@@ -332,10 +303,10 @@ Expected<ValueId> quantParameter(ConvertContext& ctx, ValueId v, const std::stri
 // DequantizeLinear(x, scale, zeroPoint) along `axis` of x (zeroPoint kNoValue: zeros).
 Expected<ValueId> dequantizePart(ConvertContext& ctx, const std::string& part, ValueId x,
                                  ValueId scale, ValueId zeroPoint, int64_t axis) {
-  const Shape& xs = ctx.graph.value(x).type.shape;
+  const Shape xs = ctx.graph.value(x).type.shape;
   int64_t length = axis >= 0 && axis < xs.rank() ? xs[static_cast<int>(axis)] : 1;
   TUNEC_ASSIGN_OR_RETURN(scale, quantParameter(ctx, scale, part + ".scale", length));
-  const Shape& ss = ctx.graph.value(scale).type.shape;
+  const Shape ss = ctx.graph.value(scale).type.shape;
   if (zeroPoint == kNoValue)
     zeroPoint =
         addPartConstant(ctx, part + ".zero_point", Tensor(ctx.graph.value(x).type.dtype, ss));
@@ -351,6 +322,45 @@ ValueId unitScale(ConvertContext& ctx, const std::string& part) {
   Tensor one(DType::F32, Shape{});
   one.setDouble(0, 1.0);
   return addPartConstant(ctx, part, std::move(one));
+}
+
+// QuantizeLinear / DequantizeLinear: per-tensor or per-axis, u8 and i8 (DequantizeLinear also
+// i32, as bias quantization uses). A missing zero point becomes a constant of zeros (of
+// output_dtype, default u8, for QuantizeLinear; of the input's type for DequantizeLinear), so
+// that the IR op always has three inputs.
+template <bool Quantize> Result convertQuantize(ConvertContext& ctx) {
+  if (ctx.attrs.getInt("block_size", 0) != 0)
+    return makeError("blocked quantization (block_size) is not supported");
+  ctx.attrs.getInt("saturate", 1); // only float8 types saturate otherwise
+  int64_t axis = ctx.attrs.getInt("axis", 1);
+  int outputType = static_cast<int>(ctx.attrs.getInt("output_dtype", 0));
+  ValueId scaleValue = ctx.inputs[1];
+  ValueId zeroPoint = ctx.hasInput(2) ? ctx.inputs[2] : kNoValue;
+  if (ctx.inputType(1).shape.rank() == 1) {
+    const Shape x = ctx.inputType(0).shape;
+    TUNEC_ASSIGN_OR_RETURN(axis, normalizeDimAxis(axis, x.rank()));
+    // A 1-element scale (PyTorch's per-tensor export) is per tensor, not per axis.
+    TUNEC_ASSIGN_OR_RETURN(scaleValue,
+                           quantParameter(ctx, scaleValue, "scale", x[static_cast<int>(axis)]));
+    if (zeroPoint != kNoValue) {
+      TUNEC_ASSIGN_OR_RETURN(zeroPoint,
+                             quantParameter(ctx, zeroPoint, "zp", x[static_cast<int>(axis)]));
+    }
+  }
+  const TensorType scale = ctx.graph.value(scaleValue).type;
+  if (scale.shape.rank() == 0) axis = 0; // a per-tensor scale has no axis
+  if (zeroPoint == kNoValue) {
+    DType type = ctx.inputType(0).dtype;
+    if (Quantize) {
+      auto t = outputType ? dtypeFromOnnx(outputType) : std::optional<DType>(DType::U8);
+      if (!t) return makeError("output_dtype ", onnxTypeName(outputType), " is not supported");
+      type = *t;
+    }
+    zeroPoint = ctx.graph.addConstant(ctx.proto.name() + ".zero_point", Tensor(type, scale.shape));
+  }
+  return Conversion{Quantize ? OpKind::QuantizeLinear : OpKind::DequantizeLinear,
+                    QuantAttrs{axis},
+                    {ctx.inputs[0], scaleValue, zeroPoint}};
 }
 
 // QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) =

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# End-to-end: exports ResNet-50, MobileNetV2 and a BERT-base encoder with PyTorch (random
-# weights, fixed seed); compiles each to model.so and runs it, runs it compiled in memory (JIT)
+# End-to-end: exports ResNet-50, MobileNetV2, a BERT-base encoder and a QDQ-quantized small CNN
+# (PyTorch's QAT fake quantization) with PyTorch (random weights, fixed seed); compiles each to
+# model.so and runs it, runs it compiled in memory (JIT)
 # and on the reference executor after the graph passes; checks relative L2 error < 1e-4 against
 # PyTorch each time, and that ResNet-50 compiles in under 20 s.
 set -euo pipefail
 tunec="$1" src="$2" work="$3"
-models=(tiny_cnn mobilenet_v2 resnet50 bert_base)
+models=(tiny_cnn qdq_tiny_cnn mobilenet_v2 resnet50 bert_base)
 for m in "${models[@]}"; do
   if [ ! -f "$work/$m/model.onnx" ]; then
     /usr/bin/python3 "$src/scripts/export_models.py" --out "$work" --only "$m" 2>&1 | grep -v -i warn || true
