@@ -18,8 +18,8 @@ if [ -z "$cxx" ]; then
   cxx=clang++-14
 fi
 mkdir -p "$out/corpus"
-support="src/support/error.cpp src/support/target.cpp src/support/atomic_file.cpp src/support/checksum.cpp"
-ir="src/ir/dtype.cpp src/ir/shape.cpp src/ir/tensor.cpp src/ir/op_registry.cpp src/ir/graph.cpp src/ir/verifier.cpp src/ir/printer.cpp"
+support="src/support/dtype.cpp src/support/error.cpp src/support/target.cpp src/support/atomic_file.cpp src/support/checksum.cpp"
+ir="src/ir/shape.cpp src/ir/tensor.cpp src/ir/op_registry.cpp src/ir/graph.cpp src/ir/verifier.cpp src/ir/printer.cpp"
 onnx_flags="-DONNX_ML=1 -DONNX_NAMESPACE=onnx"
 case "$target" in
   records)
@@ -35,7 +35,7 @@ JSONL
     cp examples/tiny_cnn/model.onnx "$out/corpus/tiny_cnn.onnx"
     cp tests/fuzz/regressions/onnx/*.onnx "$out/corpus/"
     # The ONNX node tests' models: one per op family.
-    for m in /usr/share/libonnx-testdata/data/node/test_{conv_with_strides_padding,gemm_default_no_bias,maxpool_2d_pads,reshape_reordered_all_dims,slice,softmax_axis_1,layer_normalization_2d_axis0_expanded,dropout_default_mask,batchnorm_epsilon,concat_1d_axis_0,gather_0,transpose_default,resize_upsample_scales_nearest,pad}/model.onnx; do
+    for m in /usr/share/libonnx-testdata/data/node/test_{conv_with_strides_padding,qlinearconv,qlinearmatmul_2D,quantizelinear_axis,dequantizelinear_axis,matmulinteger,convinteger_with_padding,gemm_default_no_bias,maxpool_2d_pads,reshape_reordered_all_dims,slice,softmax_axis_1,layer_normalization_2d_axis0_expanded,dropout_default_mask,batchnorm_epsilon,concat_1d_axis_0,gather_0,transpose_default,resize_upsample_scales_nearest,pad}/model.onnx; do
       [ -f "$m" ] && cp "$m" "$out/corpus/$(basename "$(dirname "$m")").onnx"
     done ;;
   tensor)
@@ -57,7 +57,7 @@ def blob(plan, constants=b""):
     return b"TUNECMD1" + struct.pack("<Q", len(text)) + text + b"\0" * pad + constants
 io = lambda n: {"name": n, "dtype": "f32", "shape": [1, 4], "bytes": 16}
 step = {"kind": 2, "label": "softmax", "kernel": -1, "tensors": [2, 0], "ints": [1, 4, 1, 0], "floats": []}
-plan = {"format": 1, "isa": "avx2", "threads": 1, "arena_bytes": 64, "kernel_count": 0,
+plan = {"format": 2, "isa": "avx2", "threads": 1, "arena_bytes": 64, "kernel_count": 0,
         "constant_bytes": 16, "tensors": [[2, 0], [1, 0], [3, 0]], "steps": [step],
         "inputs": [io("x")], "outputs": [io("y")]}
 open(sys.argv[1] + "/softmax.bin", "wb").write(blob(plan, b"\0" * 16))

@@ -138,9 +138,11 @@ int commandOps(const std::vector<std::string>& argv) {
   if (md) std::puts("| ONNX op | tunec op | mapping type |\n| --- | --- | --- |");
   for (const std::string& name : onnx_import::supportedOnnxOps()) {
     auto kind = findOp(name);
-    std::string mapping =
-        kind ? std::string(mappingTypeName(opInfo(*kind).mapping)) : "folded at import";
-    std::string target = kind ? name : "constant";
+    auto expansion = onnx_import::onnxOpExpansion(name);
+    std::string mapping = kind        ? std::string(mappingTypeName(opInfo(*kind).mapping))
+                          : expansion ? "rewritten at import"
+                                      : "folded at import";
+    std::string target = kind ? name : expansion ? std::string(*expansion) : "constant";
     if (md)
       std::printf("| %s | %s | %s |\n", name.c_str(), target.c_str(), mapping.c_str());
     else

@@ -826,6 +826,17 @@ Converter findConverter(const std::string& opType) {
   return it == converters().end() ? nullptr : it->second;
 }
 
+std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
+  static const std::pair<std::string_view, std::string_view> kExpansions[] = {
+      {"QLinearConv", "DequantizeLinear -> Conv -> QuantizeLinear"},
+      {"QLinearMatMul", "DequantizeLinear -> MatMul -> QuantizeLinear"},
+      {"ConvInteger", "DequantizeLinear -> Conv -> Cast"},
+      {"MatMulInteger", "DequantizeLinear -> MatMul -> Cast"}};
+  for (const auto& [op, expansion] : kExpansions)
+    if (op == onnxOp) return expansion;
+  return std::nullopt;
+}
+
 std::vector<std::string> supportedOnnxOps() {
   std::vector<std::string> names;
   for (const auto& [name, fn] : converters()) names.push_back(name);

@@ -6,6 +6,7 @@
 
 #include <onnx/onnx_pb.h>
 #include <optional>
+#include <string_view>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,5 +71,8 @@ Converter findConverter(const std::string& opType);
 
 /// Every ONNX op type that has a converter, sorted (for docs and `tunec ops`).
 std::vector<std::string> supportedOnnxOps();
+/// For an ONNX op the importer rewrites into other ops (the quantized operators), what it
+/// becomes ("DequantizeLinear -> Conv -> QuantizeLinear"); nullopt for the others.
+std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp);
 
 } // namespace tunec::onnx_import
