@@ -24,6 +24,10 @@ const std::vector<PassEntry>& graphPipeline() {
       {"simplify-algebra", passes::simplifyAlgebra},
       // After simplify-algebra has turned Sub/Div by constants into Add/Mul.
       {"fold-channel-affine", passes::foldChannelAffine},
+      // After simplify-algebra, whose Div-by-constant to Mul would round differently at ties:
+      // this pass's x / s must stay a division, as QuantizeLinear divides. After
+      // fold-constants, which has folded the round trips of constant weights to f32 weights.
+      {"lower-quantize-round-trips", passes::lowerQuantizeRoundTrips},
   };
   return pipeline;
 }

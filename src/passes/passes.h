@@ -25,6 +25,10 @@ Expected<Graph> foldChannelAffine(const Graph& graph);
 /// gathered by associativity, transposes composed, reshape chains collapsed (simplify_algebra.cpp).
 Expected<Graph> simplifyAlgebra(const Graph& graph);
 
+/// Rewrites DequantizeLinear(QuantizeLinear(x, s, z), s, z) with per-tensor parameters as the
+/// f32 arithmetic s * clip(round(x / s), lo - z, hi - z) (lower_quantize_round_trips.cpp).
+Expected<Graph> lowerQuantizeRoundTrips(const Graph& graph);
+
 /// Replaces PyTorch's exported erf form of GELU, x * 0.5 * (1 + erf(x / sqrt 2)), by one Gelu
 /// op (recognize_gelu.cpp).
 Expected<Graph> recognizeGelu(const Graph& graph);

@@ -105,7 +105,7 @@ void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b, flo
     for (int64_t i = 0; i < n; ++i) d[i] = std::ceil(a[i]);
     break;
   case EwOp::Round:
-    for (int64_t i = 0; i < n; ++i) d[i] = std::nearbyint(a[i]);
+    for (int64_t i = 0; i < n; ++i) d[i] = __builtin_roundevenf(a[i]); // vroundps
     break;
   case EwOp::Sign:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? 1.f : (a[i] < 0.f ? -1.f : 0.f);

@@ -109,6 +109,37 @@ TEST(Passes, StandaloneBatchNormBecomesAPerChannelMulAndAdd) {
   }
 }
 
+// A fake quantization (QuantizeLinear then DequantizeLinear with the same per-tensor scale and
+// zero point) becomes f32 Div, Round, Clip and Mul with the same values; a pair whose
+// parameters differ, or that is per axis, stays.
+TEST(Passes, QuantizeRoundTripsBecomeFloatArithmetic) {
+  for (DType zpType : {DType::U8, DType::I8}) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{2, 3, 4, 4}, {}});
+    Tensor scale(DType::F32, Shape{}), zp(zpType, Shape{}), other(zpType, Shape{});
+    scale.setDouble(0, 0.0125), zp.setInt(0, zpType == DType::U8 ? 37 : -5), other.setInt(0, 3);
+    ValueId s = g.addConstant("s", scale), z = g.addConstant("z", zp);
+    ValueId z2 = g.addConstant("z2", other);
+    ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{0}, {x, s, z}, "q");
+    ValueId roundTrip = add(g, OpKind::DequantizeLinear, QuantAttrs{0}, {q, s, z}, "dq");
+    ValueId mismatched = add(g, OpKind::DequantizeLinear, QuantAttrs{0}, {q, s, z2}, "dq2");
+    g.addOutput(roundTrip);
+    g.addOutput(mismatched);
+    auto out = passes::lowerQuantizeRoundTrips(g);
+    ASSERT_TRUE(out.isOk()) << out.error().message();
+    int quantizeOps = 0, divs = 0;
+    for (const Node& n : out->nodes()) {
+      quantizeOps += n.kind == OpKind::QuantizeLinear || n.kind == OpKind::DequantizeLinear;
+      divs += n.kind == OpKind::Div;
+    }
+    EXPECT_EQ(divs, 1);
+    EXPECT_EQ(quantizeOps, 2)
+        << "the mismatched pair keeps its QuantizeLinear and DequantizeLinear";
+    // Inputs from -1 to 1 over a scale of 0.0125 reach both ends of i8's range around -5.
+    expectEquivalent(g, *out, 0.0);
+  }
+}
+
 TEST(Passes, FoldConstantsEvaluatesConstantSubgraphs) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{2, 3}, {}});
