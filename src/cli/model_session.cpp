@@ -66,6 +66,9 @@ struct Compiled {
 
 Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& options) {
   TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, options.inputShapes));
+  int64_t quantizeNodes = 0;
+  for (const Node& n : graph.nodes())
+    quantizeNodes += n.kind == OpKind::QuantizeLinear || n.kind == OpKind::DequantizeLinear;
   TUNEC_ASSIGN_OR_RETURN(graph, runGraphPipeline(std::move(graph), nullptr));
   Compiled c;
   TUNEC_ASSIGN_OR_RETURN(std::unique_ptr<Jit> jit, Jit::create(options.target));
@@ -83,6 +86,7 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
   auto model = driver::compileModel(graph, *c.jit, co);
   if (!model) return model.error().withContext(path);
   c.model = std::move(*model);
+  c.model.stats.quantizeNodesImported = quantizeNodes;
   return c;
 }
 

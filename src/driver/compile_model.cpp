@@ -357,11 +357,12 @@ std::string compileReport(const CompiledModel& model) {
   os << s.graphNodes << " graph nodes -> " << s.steps << " steps (" << s.generatedKernels
      << " generated kernels, " << s.loopKernels << " loop kernels; " << s.reorders << " reorders, "
      << s.aliases << " views, " << s.foldedTransposes << " transposes read in place by matmuls)\n";
-  if (s.quantizeSteps)
-    os << "quantized model: " << s.quantizeSteps
-       << " QuantizeLinear/DequantizeLinear steps run as fp32 element steps and every heavy kernel "
-          "runs dequantized in fp32, because tunec has no int8 kernels yet (results match the "
-          "quantized model's reference)\n";
+  if (s.quantizeSteps || s.quantizeNodesImported)
+    os << "quantized model (" << s.quantizeNodesImported
+       << " QuantizeLinear/DequantizeLinear nodes): tunec has no int8 kernels yet, so every heavy "
+          "kernel runs dequantized in fp32 (constant weights dequantized at compile time), "
+          "activation round trips run as f32 arithmetic and "
+       << s.quantizeSteps << " quantize steps as element steps\n";
   char line[200];
   std::snprintf(
       line, sizeof(line),

@@ -41,9 +41,10 @@ struct CompileStats {
   int64_t graphNodes = 0, steps = 0, generatedKernels = 0, loopKernels = 0, reorders = 0,
           aliases = 0;
   int64_t foldedTransposes = 0; ///< read or written in place by a matmul (strided operands)
-  /// QuantizeLinear / DequantizeLinear run as fp32 element steps: no heavy kernel computes in
-  /// int8 yet, so quantized anchors run dequantized (the compile report says so).
-  int64_t quantizeSteps = 0;
+  /// QuantizeLinear / DequantizeLinear run as element steps, and those of the imported model
+  /// (set by whoever imported it; the passes turn round trips into f32 arithmetic): no heavy
+  /// kernel computes in int8 yet, so quantized anchors run dequantized (the report says so).
+  int64_t quantizeSteps = 0, quantizeNodesImported = 0;
   int64_t arenaBytes = 0, arenaLowerBound = 0, intermediateBytes = 0, constantBytes = 0;
 };
 

@@ -34,6 +34,11 @@ for m in "${models[@]}"; do
   "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m.optimized" --reference --optimize
   /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m.optimized/y.npy" --max-rel-l2 1e-4 || status=1
 done
+# A quantized model says how it runs: dequantized, until tunec has int8 kernels.
+if ! grep -q "quantized model (.* QuantizeLinear/DequantizeLinear nodes): tunec has no int8 kernels yet" \
+    "$work/out.qdq_tiny_cnn.compile.txt"; then
+  echo "FAIL: the QDQ model's compile report does not say it runs dequantized"; status=1
+fi
 # Workload keys are what users' tuning databases are indexed by: every heavy kernel's key is the
 # one the code before the Target/dtype reshape gave it (tests/fixtures, made on that machine).
 for m in resnet50 mobilenet_v2 bert_base; do
