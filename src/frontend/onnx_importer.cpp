@@ -254,12 +254,20 @@ private:
     TUNEC_ASSIGN_OR_RETURN(Conversion conv, convert(ctx));
     for (const std::string& attr : ctx.attrs.unread())
       return makeError("unsupported attribute '", attr, "'");
+    // Trailing outputs that are constants or values of the expansion; the op has the others.
+    int opOutputs = numOutputs;
+    for (auto [index, value] : conv.valueOutputs) {
+      TUNEC_ASSERT(index < numOutputs, "a computed output beyond the node's outputs");
+      if (!node.output(index).empty()) names_[node.output(index)] = value;
+      opOutputs = std::min(opOutputs, index);
+    }
     for (auto& [index, value] : conv.constantOutputs) {
       TUNEC_ASSERT(index < numOutputs, "a constant output beyond the node's outputs");
       if (!node.output(index).empty())
         names_[node.output(index)] = graph_.addConstant(node.output(index), std::move(value));
-      numOutputs = std::min(numOutputs, index);
+      opOutputs = std::min(opOutputs, index);
     }
+    numOutputs = opOutputs;
     std::vector<std::string> outNames;
     for (int i = 0; i < numOutputs; ++i)
       outNames.push_back(node.output(i).empty() ? name + ":" + std::to_string(i) : node.output(i));

@@ -430,6 +430,40 @@ template <OpKind K> Result convertInteger(ConvertContext& ctx) {
   return Conversion{OpKind::Cast, CastAttrs{DType::I32}, {y}};
 }
 
+// A scalar f32 constant of the expansion.
+ValueId scalarPart(ConvertContext& ctx, const std::string& part, double value) {
+  Tensor t(DType::F32, Shape{});
+  t.setDouble(0, value);
+  return addPartConstant(ctx, part, std::move(t));
+}
+
+// DynamicQuantizeLinear(x) -> (y u8, y_scale, y_zero_point), as ONNX defines it: the range
+// [min(x, 0), max(x, 0)] over 255 steps, the zero point saturated then rounded.
+Result convertDynamicQuantizeLinear(ConvertContext& ctx) {
+  ValueId x = ctx.inputs[0];
+  if (ctx.inputType(0).dtype != DType::F32)
+    return makeError("DynamicQuantizeLinear input must be f32");
+  std::vector<int64_t> all;
+  for (int d = 0; d < ctx.inputType(0).shape.rank(); ++d) all.push_back(d);
+  ReduceAttrs everything{all, false};
+  TUNEC_ASSIGN_OR_RETURN(ValueId lo, addPart(ctx, "min", OpKind::ReduceMin, everything, {x}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId hi, addPart(ctx, "max", OpKind::ReduceMax, everything, {x}));
+  ValueId zero = scalarPart(ctx, "zero", 0.0);
+  TUNEC_ASSIGN_OR_RETURN(lo, addPart(ctx, "min0", OpKind::Min, NoAttrs{}, {lo, zero}));
+  TUNEC_ASSIGN_OR_RETURN(hi, addPart(ctx, "max0", OpKind::Max, NoAttrs{}, {hi, zero}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId range, addPart(ctx, "range", OpKind::Sub, NoAttrs{}, {hi, lo}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId scale, addPart(ctx, "scale", OpKind::Div, NoAttrs{},
+                                                {range, scalarPart(ctx, "steps", 255.0)}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId ratio, addPart(ctx, "ratio", OpKind::Div, NoAttrs{}, {lo, scale}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId zp, addPart(ctx, "zp.f", OpKind::Neg, NoAttrs{}, {ratio}));
+  TUNEC_ASSIGN_OR_RETURN(zp, addPart(ctx, "zp.saturated", OpKind::Clip, ClipAttrs{0, 255}, {zp}));
+  TUNEC_ASSIGN_OR_RETURN(zp, addPart(ctx, "zp.rounded", OpKind::Round, NoAttrs{}, {zp}));
+  TUNEC_ASSIGN_OR_RETURN(zp, addPart(ctx, "zp", OpKind::Cast, CastAttrs{DType::U8}, {zp}));
+  Conversion c{OpKind::QuantizeLinear, QuantAttrs{0}, {x, scale, zp}};
+  c.valueOutputs = {{1, scale}, {2, zp}};
+  return c;
+}
+
 template <OpKind K> Result convertPool(ConvertContext& ctx) {
   const Shape& x = ctx.inputType(0).shape;
   auto kernel = ctx.attrs.getInts("kernel_shape");
@@ -782,6 +816,7 @@ const std::map<std::string, Converter>& converters() {
       {"QLinearMatMul", convertQLinearMatMul},
       {"QLinearConv", convertQLinearConv},
       {"MatMulInteger", convertInteger<OpKind::MatMul>},
+      {"DynamicQuantizeLinear", convertDynamicQuantizeLinear},
       {"ConvInteger", convertInteger<OpKind::Conv>},
       {"Clip", convertClip},
       {"Dropout", convertDropout},
@@ -831,7 +866,8 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
       {"QLinearConv", "DequantizeLinear -> Conv -> QuantizeLinear"},
       {"QLinearMatMul", "DequantizeLinear -> MatMul -> QuantizeLinear"},
       {"ConvInteger", "DequantizeLinear -> Conv -> Cast"},
-      {"MatMulInteger", "DequantizeLinear -> MatMul -> Cast"}};
+      {"MatMulInteger", "DequantizeLinear -> MatMul -> Cast"},
+      {"DynamicQuantizeLinear", "ReduceMin, ReduceMax -> scale, zero point -> QuantizeLinear"}};
   for (const auto& [op, expansion] : kExpansions)
     if (op == onnxOp) return expansion;
   return std::nullopt;

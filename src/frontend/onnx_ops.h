@@ -6,9 +6,9 @@
 
 #include <onnx/onnx_pb.h>
 #include <optional>
-#include <string_view>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tunec::onnx_import {
@@ -62,6 +62,9 @@ struct Conversion {
   /// Trailing outputs of the ONNX node that are constants, by output index (Dropout's mask in
   /// inference: all true); the op itself has the outputs before them.
   std::vector<std::pair<int, Tensor>> constantOutputs = {};
+  /// Trailing outputs computed by nodes the converter added (DynamicQuantizeLinear's scale and
+  /// zero point), by output index.
+  std::vector<std::pair<int, ValueId>> valueOutputs = {};
 };
 
 using Converter = Expected<Conversion> (*)(ConvertContext&);
