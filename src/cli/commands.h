@@ -23,6 +23,8 @@ int commandDb(const std::vector<std::string>& args);
 /// `tunec target`: this machine's target description and key.
 int commandTarget(const std::vector<std::string>& args);
 
+/// `tunec quantize`: post-training static quantization to a QDQ ONNX model.
+int commandQuantize(const std::vector<std::string>& args);
 /// `tunec compile`: compiles a model to model.so.
 int commandCompile(const std::vector<std::string>& args);
 /// `tunec bench`: latency statistics of a compiled model.

@@ -1,0 +1,177 @@
+// `tunec quantize`: post-training static quantization of an ONNX model into the QDQ form,
+// calibrated on sample inputs run by the reference executor.
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "cli/load_model.h"
+#include "frontend/onnx_quantize.h"
+#include "frontend/tensor_io.h"
+#include "reference/reference.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <random>
+
+namespace tunec::cli {
+
+namespace {
+
+const CommandSpec kQuantizeSpec{
+    "quantize",
+    "tunec quantize MODEL.onnx -o MODEL.int8.onnx (--calibration DIR | --random N) [flags]",
+    "Post-training static quantization: writes a standard QDQ ONNX model (QuantizeLinear and\n"
+    "DequantizeLinear around every Conv, MatMul and Gemm with constant weights) that tunec and\n"
+    "any ONNX runtime run. Activation ranges come from running the model on calibration\n"
+    "samples: --calibration DIR takes every .npy file in DIR as one sample of the model's\n"
+    "input (a model with several inputs: one subdirectory per sample, holding INPUT.npy per\n"
+    "input); --random N draws N samples uniform in [-1, 1] for a quick start. Weights are int8,\n"
+    "symmetric, per tensor or (--per-channel) per output channel.",
+    {
+        {"o", "FILE", "the quantized model to write (required)"},
+        {"calibration", "DIR", "calibration samples (.npy files, or one folder per sample)"},
+        {"random", "N", "calibrate on N random samples instead"},
+        {"method", "minmax", "calibration method (minmax: the observed range)"},
+        {"per-channel", "", "one weight scale per output channel"},
+        {"activations", "u8|s8", "activation type: u8 asymmetric (default) or s8 symmetric"},
+        {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+    },
+    1,
+    1};
+
+// The calibration samples: one map of input name to tensor per sample.
+Expected<std::vector<std::map<std::string, Tensor>>> loadSamples(const Arguments& args,
+                                                                 const Graph& g) {
+  std::vector<std::map<std::string, Tensor>> samples;
+  if (args.has("random")) {
+    auto n = parseThreads(args.get("random"));
+    if (!n) return makeError("--random must be a positive number of samples");
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    for (int s = 0; s < *n; ++s) {
+      std::map<std::string, Tensor> sample;
+      for (ValueId in : g.inputs()) {
+        const Value& v = g.value(in);
+        Tensor t(v.type.dtype, v.type.shape);
+        for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, dist(rng));
+        sample.emplace(v.name, std::move(t));
+      }
+      samples.push_back(std::move(sample));
+    }
+    return samples;
+  }
+  std::string dir = args.get("calibration");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    return makeError("--calibration ", dir, " is not a directory");
+  std::vector<std::filesystem::path> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) entries.push_back(e.path());
+  std::sort(entries.begin(), entries.end());
+  for (const auto& p : entries) {
+    std::map<std::string, Tensor> sample;
+    if (g.inputs().size() == 1 && p.extension() == ".npy") {
+      TUNEC_ASSIGN_OR_RETURN(Tensor t, readTensorFile(p.string()));
+      sample.emplace(g.value(g.inputs()[0]).name, std::move(t));
+    } else if (std::filesystem::is_directory(p, ec)) {
+      for (ValueId in : g.inputs()) {
+        std::string name = g.value(in).name;
+        TUNEC_ASSIGN_OR_RETURN(Tensor t, readTensorFile((p / (name + ".npy")).string()));
+        sample.emplace(name, std::move(t));
+      }
+    } else {
+      continue;
+    }
+    samples.push_back(std::move(sample));
+  }
+  if (samples.empty())
+    return makeError("--calibration ", dir, " holds no samples (.npy files, or one folder per ",
+                     "sample with INPUT.npy for each input)");
+  return samples;
+}
+
+} // namespace
+
+int commandQuantize(const std::vector<std::string>& argv) {
+  auto args = Arguments::parse(kQuantizeSpec, argv);
+  if (!args) return fail(args.error().message());
+  if (args->helpRequested()) {
+    std::fputs(helpText(kQuantizeSpec).c_str(), stdout);
+    return 0;
+  }
+  const std::string& model = args->positionals()[0];
+  if (!args->has("o")) return fail("tunec quantize: say where to write the model with -o FILE");
+  std::error_code same;
+  if (std::filesystem::equivalent(model, args->get("o"), same))
+    return fail("tunec quantize: -o " + args->get("o") + " is the input model; write another file");
+  if (args->has("calibration") == args->has("random"))
+    return fail("tunec quantize: give the calibration samples with --calibration DIR, or "
+                "--random N for random ones");
+  QuantizeOptions options;
+  options.perChannel = args->has("per-channel");
+  std::string act = args->get("activations", "u8");
+  if (act != "u8" && act != "s8") return fail("tunec quantize: --activations must be u8 or s8");
+  options.activations = act == "u8" ? DType::U8 : DType::I8;
+  options.method = args->get("method", "minmax");
+  if (options.method != "minmax")
+    return fail("tunec quantize: --method " + options.method + " is not supported (minmax)");
+
+  auto plan = planQuantization(model);
+  if (!plan) return fail(plan.error().message());
+  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  if (!shapes) return fail(shapes.error().message());
+  auto graph = loadModel(model, *shapes);
+  if (!graph) return fail(graph.error().message());
+  // The activations to calibrate become extra outputs of the graph the reference runs.
+  std::vector<std::string> observed;
+  for (const std::string& name : plan->activations)
+    for (size_t v = 0; v < graph->values().size(); ++v)
+      if (graph->values()[v].name == name && !graph->values()[v].constant) {
+        graph->addOutput(static_cast<ValueId>(v));
+        observed.push_back(name);
+        break;
+      }
+  auto samples = loadSamples(*args, *graph);
+  if (!samples) return fail("tunec quantize: " + samples.error().message());
+  size_t firstObserved = graph->outputs().size() - observed.size();
+  std::map<std::string, std::pair<double, double>> ranges;
+  for (const std::string& name : observed)
+    ranges[name] = {std::numeric_limits<double>::infinity(),
+                    -std::numeric_limits<double>::infinity()};
+  for (size_t s = 0; s < samples->size(); ++s) {
+    std::vector<Tensor> inputs;
+    for (ValueId in : graph->inputs()) {
+      auto it = (*samples)[s].find(graph->value(in).name);
+      const TensorType& want = graph->value(in).type;
+      if (it == (*samples)[s].end() || it->second.dtype() != want.dtype ||
+          it->second.shape() != want.shape)
+        return fail("tunec quantize: calibration sample " + std::to_string(s + 1) +
+                    " does not give input '" + graph->value(in).name + "' as " +
+                    std::string(dtypeName(want.dtype)) + "[" + want.shape.toString() + "]");
+      inputs.push_back(it->second);
+    }
+    auto outs = runReference(*graph, inputs);
+    if (!outs) return fail(outs.error().message());
+    for (size_t o = 0; o < observed.size(); ++o) {
+      const Tensor& t = (*outs)[firstObserved + o];
+      auto& [lo, hi] = ranges[observed[o]];
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        double v = t.getDouble(i);
+        if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+    }
+    std::fprintf(stderr, "\rcalibrating: %zu/%zu samples", s + 1, samples->size());
+  }
+  std::fprintf(stderr, "\n");
+  for (auto it = ranges.begin(); it != ranges.end();)
+    it = std::isfinite(it->second.first) ? std::next(it) : ranges.erase(it);
+  if (Status st = writeQuantizedModel(model, args->get("o"), ranges, options); !st)
+    return fail(st.error().message());
+  std::printf("quantized %d of %d Conv/MatMul/Gemm nodes (%zu activations calibrated on %zu "
+              "samples, %s activations, %s weights) -> %s\n",
+              static_cast<int>(ranges.empty() ? 0 : plan->nodes), plan->nodes, ranges.size(),
+              samples->size(), act.c_str(), options.perChannel ? "per-channel" : "per-tensor",
+              args->get("o").c_str());
+  return 0;
+}
+
+} // namespace tunec::cli

@@ -1,0 +1,199 @@
+// The QDQ rewrite of an ONNX model (post-training static quantization).
+#include "frontend/onnx_quantize.h"
+
+#include "frontend/onnx_tensor.h"
+#include "support/atomic_file.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <onnx/onnx_pb.h>
+#include <optional>
+#include <set>
+#include <sstream>
+
+namespace tunec {
+
+namespace {
+
+Expected<onnx::ModelProto> readModel(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError(path, ": cannot open file");
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes.str())) return makeError(path, ": not an ONNX model");
+  return model;
+}
+
+// The f32 initializer named `name`, or nullptr.
+const onnx::TensorProto* floatInitializer(const onnx::GraphProto& g, const std::string& name) {
+  for (const onnx::TensorProto& t : g.initializer())
+    if (t.name() == name && t.data_type() == onnx::TensorProto::FLOAT) return &t;
+  return nullptr;
+}
+
+bool quantizable(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  if (n.op_type() != "Conv" && n.op_type() != "MatMul" && n.op_type() != "Gemm") return false;
+  return n.input_size() >= 2 && floatInitializer(g, n.input(1));
+}
+
+// The axis of a weight's output channels: Conv OC x IC x ..., MatMul's and Gemm's B K x N
+// (N x K with transB).
+int64_t outputAxis(const onnx::NodeProto& n) {
+  if (n.op_type() == "Conv") return 0;
+  if (n.op_type() == "Gemm")
+    for (const onnx::AttributeProto& a : n.attribute())
+      if (a.name() == "transB" && a.i() != 0) return 0;
+  return 1;
+}
+
+Tensor scalar(DType type, double value) {
+  Tensor t(type, Shape{});
+  if (isFloat(type))
+    t.setDouble(0, value);
+  else
+    t.setInt(0, static_cast<int64_t>(value));
+  return t;
+}
+
+void addInitializer(onnx::GraphProto& g, const Tensor& t, const std::string& name) {
+  onnx_import::tensorToProto(t, name, *g.add_initializer());
+}
+
+onnx::NodeProto quantNode(const char* op, const std::string& name, std::vector<std::string> in,
+                          const std::string& out, std::optional<int64_t> axis = std::nullopt) {
+  onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  for (const std::string& i : in) n.add_input(i);
+  n.add_output(out);
+  if (axis) {
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(*axis);
+  }
+  return n;
+}
+
+// Symmetric int8 weights: q = clip(rint(w / s), -127, 127) with s = max |w| / 127, per tensor or
+// per slice of `axis`.
+void quantizeWeights(const Tensor& w, int64_t axis, bool perChannel, Tensor& q, Tensor& scale,
+                     Tensor& zeroPoint) {
+  const Shape& s = w.shape();
+  int64_t channels = perChannel ? s[static_cast<int>(axis)] : 1, inner = 1;
+  for (int d = static_cast<int>(axis) + 1; d < s.rank(); ++d) inner *= s[d];
+  auto channelOf = [&](int64_t i) { return perChannel ? i / inner % channels : 0; };
+  std::vector<double> maxAbs(static_cast<size_t>(channels), 0.0);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    double& m = maxAbs[static_cast<size_t>(channelOf(i))];
+    m = std::max(m, std::fabs(w.getDouble(i)));
+  }
+  Shape paramShape = perChannel ? Shape{channels} : Shape{};
+  scale = Tensor(DType::F32, paramShape);
+  zeroPoint = Tensor(DType::I8, paramShape);
+  for (int64_t c = 0; c < channels; ++c) {
+    double m = maxAbs[static_cast<size_t>(c)];
+    scale.setDouble(c, static_cast<float>(m > 0 ? m / 127 : 1.0));
+  }
+  q = Tensor(DType::I8, s);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    float sc = static_cast<float>(scale.getDouble(channelOf(i)));
+    float v = std::nearbyint(static_cast<float>(w.getDouble(i)) / sc);
+    q.setInt(i, static_cast<int64_t>(std::clamp(v, -127.f, 127.f)));
+  }
+}
+
+} // namespace
+
+Expected<QuantizePlan> planQuantization(const std::string& modelPath) {
+  TUNEC_ASSIGN_OR_RETURN(onnx::ModelProto model, readModel(modelPath));
+  QuantizePlan plan;
+  std::set<std::string> seen;
+  for (const onnx::NodeProto& n : model.graph().node()) {
+    if (!quantizable(model.graph(), n)) continue;
+    ++plan.nodes;
+    if (seen.insert(n.input(0)).second) plan.activations.push_back(n.input(0));
+  }
+  return plan;
+}
+
+Status writeQuantizedModel(const std::string& modelPath, const std::string& outPath,
+                           const std::map<std::string, std::pair<double, double>>& ranges,
+                           const QuantizeOptions& options) {
+  TUNEC_ASSIGN_OR_RETURN(onnx::ModelProto model, readModel(modelPath));
+  if (options.activations != DType::U8 && options.activations != DType::I8)
+    return makeError("--activations must be u8 or i8");
+  onnx::GraphProto& g = *model.mutable_graph();
+  std::string baseDir = std::filesystem::path(modelPath).parent_path().string();
+  std::vector<onnx::NodeProto> nodes;
+  std::map<std::string, std::string> dequantized; // activation -> its DequantizeLinear output
+  std::set<std::string> replacedWeights;
+  for (const onnx::NodeProto& original : g.node()) {
+    onnx::NodeProto n = original;
+    auto range = ranges.find(n.input_size() ? n.input(0) : std::string());
+    if (quantizable(g, n) && range != ranges.end()) {
+      const std::string& a = n.input(0);
+      if (!dequantized.count(a)) {
+        // The activation's range, widened to contain 0 (so that 0 is exact, as padding needs).
+        double lo = std::min(range->second.first, 0.0), hi = std::max(range->second.second, 0.0);
+        double s, z = 0;
+        if (options.activations == DType::U8) {
+          s = hi > lo ? (hi - lo) / 255 : 1.0;
+          z = std::clamp(std::nearbyint(-lo / s), 0.0, 255.0);
+        } else {
+          s = std::max(-lo, hi) > 0 ? std::max(-lo, hi) / 127 : 1.0;
+        }
+        addInitializer(g, scalar(DType::F32, s), a + "_scale");
+        addInitializer(g, scalar(options.activations, z), a + "_zero_point");
+        nodes.push_back(quantNode("QuantizeLinear", a + "_QuantizeLinear",
+                                  {a, a + "_scale", a + "_zero_point"}, a + "_quantized"));
+        nodes.push_back(quantNode("DequantizeLinear", a + "_DequantizeLinear",
+                                  {a + "_quantized", a + "_scale", a + "_zero_point"},
+                                  a + "_dequantized"));
+        dequantized[a] = a + "_dequantized";
+      }
+      const onnx::TensorProto* wProto = floatInitializer(g, n.input(1));
+      TUNEC_ASSIGN_OR_RETURN(Tensor w, onnx_import::tensorFromProto(*wProto, baseDir));
+      std::string wName = n.input(1) + "_" + n.name() + "_quantized";
+      Tensor q, scale, zp;
+      int64_t axis = outputAxis(n);
+      quantizeWeights(w, axis, options.perChannel, q, scale, zp);
+      addInitializer(g, q, wName);
+      addInitializer(g, scale, wName + "_scale");
+      addInitializer(g, zp, wName + "_zero_point");
+      nodes.push_back(quantNode("DequantizeLinear", wName + "_DequantizeLinear",
+                                {wName, wName + "_scale", wName + "_zero_point"},
+                                wName + "_dequantized",
+                                options.perChannel ? std::optional<int64_t>(axis) : std::nullopt));
+      replacedWeights.insert(n.input(1));
+      n.set_input(0, dequantized[a]);
+      n.set_input(1, wName + "_dequantized");
+    }
+    nodes.push_back(std::move(n));
+  }
+  g.clear_node();
+  for (onnx::NodeProto& n : nodes) *g.add_node() = std::move(n);
+  // Drop the f32 weights no node reads any more.
+  std::set<std::string> used;
+  for (const onnx::NodeProto& n : g.node())
+    for (const std::string& i : n.input()) used.insert(i);
+  for (const onnx::ValueInfoProto& o : g.output()) used.insert(o.name());
+  auto* inits = g.mutable_initializer();
+  for (int i = inits->size() - 1; i >= 0; --i)
+    if (replacedWeights.count(inits->Get(i).name()) && !used.count(inits->Get(i).name()))
+      inits->DeleteSubrange(i, 1);
+  // Per-axis DequantizeLinear is opset 13.
+  for (onnx::OperatorSetIdProto& op : *model.mutable_opset_import())
+    if ((op.domain().empty() || op.domain() == "ai.onnx") && op.version() < 13) op.set_version(13);
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) return makeError(outPath, ": cannot serialize the model");
+  return writeFileAtomically(outPath, [&](std::ostream& out) -> Status {
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return {};
+  });
+}
+
+} // namespace tunec

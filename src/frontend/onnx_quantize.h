@@ -1,0 +1,41 @@
+// Post-training static quantization of an ONNX model into the standard QDQ form (what ONNX
+// Runtime's quantize_static writes): every Conv, MatMul and Gemm whose weights are an f32
+// initializer gets QuantizeLinear/DequantizeLinear on its activation input (u8 or i8, per
+// tensor, the range calibrated on sample inputs) and int8 weights behind a DequantizeLinear
+// (symmetric, per tensor or per output channel). Any ONNX runtime runs the result; tunec imports
+// it like any QDQ model.
+#pragma once
+
+#include "ir/tensor.h"
+#include "support/error.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tunec {
+
+struct QuantizeOptions {
+  bool perChannel = false;       ///< weights: one scale per output channel
+  DType activations = DType::U8; ///< u8 (asymmetric) or i8 (symmetric around 0)
+  std::string method = "minmax"; ///< the only calibration method so far
+};
+
+/// The activations to calibrate: ONNX tensor names of the quantized nodes' activation inputs.
+struct QuantizePlan {
+  std::vector<std::string> activations;
+  int nodes = 0; ///< Conv/MatMul/Gemm nodes to quantize
+};
+
+/// Reads the model and lists what quantize would change (names as the model spells them).
+Expected<QuantizePlan> planQuantization(const std::string& modelPath);
+
+/// Rewrites the model at `modelPath` into `outPath` with the calibrated ranges (per activation
+/// name: min, max over the calibration samples). The model's opset is raised to 13 when lower
+/// (per-axis DequantizeLinear needs it).
+Status writeQuantizedModel(const std::string& modelPath, const std::string& outPath,
+                           const std::map<std::string, std::pair<double, double>>& ranges,
+                           const QuantizeOptions& options);
+
+} // namespace tunec

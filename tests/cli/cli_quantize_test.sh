@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `tunec quantize`: the bundled example quantized from a calibration folder and from random
+# samples; the QDQ model it writes compiles, runs compiled exactly as the reference executor
+# runs it, stays near the fp32 model, and says it is quantized; bad flags are clear errors.
+set -uo pipefail
+tunec="$1" src="$2"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+ex="$src/examples/tiny_cnn"
+source "$(dirname "$0")/expect.sh"
+compare() { /usr/bin/python3 "$src/scripts/compare_outputs.py" "$@" >"$tmp/cmp" 2>&1 || {
+  echo "FAIL: compare $*"; sed 's/^/    /' "$tmp/cmp"; failures=$((failures + 1)); }
+  checks=$((checks + 1)); }
+
+mkdir "$tmp/calib"
+/usr/bin/python3 - "$tmp/calib" <<'PY'
+import sys, numpy as np
+rng = np.random.default_rng(3)
+for i in range(6):
+    np.save(f"{sys.argv[1]}/sample{i}.npy", rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
+PY
+expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes \(4 activations calibrated on 6 samples, u8 activations, per-channel weights\)" \
+  -- quantize "$ex/model.onnx" -o "$tmp/q.onnx" --calibration "$tmp/calib" --per-channel
+expect 0 "quantized model \([0-9]+ QuantizeLinear/DequantizeLinear nodes\)" -- compile "$tmp/q.onnx" -o "$tmp/q.so"
+"$tunec" run "$tmp/q.so" --input "x=$ex/x.npy" --output "$tmp/so" >/dev/null
+"$tunec" run "$tmp/q.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/ref" >/dev/null
+compare "$tmp/ref/y.npy" "$tmp/so/y.npy" --max-rel-l2 1e-5
+compare "$ex/expected_y.npy" "$tmp/so/y.npy" --max-rel-l2 0.05
+expect 0 "s8 activations, per-tensor weights" -- quantize "$ex/model.onnx" -o "$tmp/r.onnx" --random 3 --activations s8
+"$tunec" run "$tmp/r.onnx" --input "x=$ex/x.npy" --output "$tmp/r" >/dev/null
+compare "$ex/expected_y.npy" "$tmp/r/y.npy" --max-rel-l2 0.05
+
+expect 1 "give the calibration samples with --calibration DIR, or --random N" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx"
+expect 1 "is the input model" -- quantize "$ex/model.onnx" -o "$ex/model.onnx" --random 1
+expect 1 "--activations must be u8 or s8" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --random 1 --activations u4
+expect 1 "--method entropy is not supported" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --random 1 --method entropy
+mkdir "$tmp/empty"
+expect 1 "holds no samples" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/empty"
+mkdir "$tmp/wrong" && /usr/bin/python3 -c "import numpy as np; np.save('$tmp/wrong/a.npy', np.zeros((1, 3, 8, 8), np.float32))"
+expect 1 "calibration sample 1 does not give input 'x' as f32\[1x3x32x32\]" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/wrong"
+check_absent() { checks=$((checks + 1)); [ ! -e "$1" ] || { echo "FAIL: $1 was written"; failures=$((failures + 1)); }; }
+check_absent "$tmp/x.onnx"
+expect 0 "Post-training static quantization" -- quantize --help
+
+echo "$((checks - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
