@@ -164,13 +164,12 @@ int commandQuantize(const std::vector<std::string>& argv) {
   std::fprintf(stderr, "\n");
   for (auto it = ranges.begin(); it != ranges.end();)
     it = std::isfinite(it->second.first) ? std::next(it) : ranges.erase(it);
-  if (Status st = writeQuantizedModel(model, args->get("o"), ranges, options); !st)
-    return fail(st.error().message());
+  auto quantized = writeQuantizedModel(model, args->get("o"), ranges, options);
+  if (!quantized) return fail(quantized.error().message());
   std::printf("quantized %d of %d Conv/MatMul/Gemm nodes (%zu activations calibrated on %zu "
               "samples, %s activations, %s weights) -> %s\n",
-              static_cast<int>(ranges.empty() ? 0 : plan->nodes), plan->nodes, ranges.size(),
-              samples->size(), act.c_str(), options.perChannel ? "per-channel" : "per-tensor",
-              args->get("o").c_str());
+              *quantized, plan->nodes, ranges.size(), samples->size(), act.c_str(),
+              options.perChannel ? "per-channel" : "per-tensor", args->get("o").c_str());
   return 0;
 }
 

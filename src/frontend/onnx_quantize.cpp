@@ -120,9 +120,9 @@ Expected<QuantizePlan> planQuantization(const std::string& modelPath) {
   return plan;
 }
 
-Status writeQuantizedModel(const std::string& modelPath, const std::string& outPath,
-                           const std::map<std::string, std::pair<double, double>>& ranges,
-                           const QuantizeOptions& options) {
+Expected<int> writeQuantizedModel(const std::string& modelPath, const std::string& outPath,
+                                  const std::map<std::string, std::pair<double, double>>& ranges,
+                                  const QuantizeOptions& options) {
   TUNEC_ASSIGN_OR_RETURN(onnx::ModelProto model, readModel(modelPath));
   if (options.activations != DType::U8 && options.activations != DType::I8)
     return makeError("--activations must be u8 or i8");
@@ -131,10 +131,18 @@ Status writeQuantizedModel(const std::string& modelPath, const std::string& outP
   std::vector<onnx::NodeProto> nodes;
   std::map<std::string, std::string> dequantized; // activation -> its DequantizeLinear output
   std::set<std::string> replacedWeights;
+  int quantized = 0;
   for (const onnx::NodeProto& original : g.node()) {
     onnx::NodeProto n = original;
     auto range = ranges.find(n.input_size() ? n.input(0) : std::string());
+    std::optional<Tensor> weights;
     if (quantizable(g, n) && range != ranges.end()) {
+      TUNEC_ASSIGN_OR_RETURN(
+          weights, onnx_import::tensorFromProto(*floatInitializer(g, n.input(1)), baseDir));
+      if (weights->shape().rank() <= outputAxis(n)) weights.reset(); // 1-d: left in float
+    }
+    if (weights) {
+      ++quantized;
       const std::string& a = n.input(0);
       if (!dequantized.count(a)) {
         // The activation's range, widened to contain 0 (so that 0 is exact, as padding needs).
@@ -155,8 +163,7 @@ Status writeQuantizedModel(const std::string& modelPath, const std::string& outP
                                   a + "_dequantized"));
         dequantized[a] = a + "_dequantized";
       }
-      const onnx::TensorProto* wProto = floatInitializer(g, n.input(1));
-      TUNEC_ASSIGN_OR_RETURN(Tensor w, onnx_import::tensorFromProto(*wProto, baseDir));
+      const Tensor& w = *weights;
       std::string wName = n.input(1) + "_" + n.name() + "_quantized";
       Tensor q, scale, zp;
       int64_t axis = outputAxis(n);
@@ -190,10 +197,11 @@ Status writeQuantizedModel(const std::string& modelPath, const std::string& outP
     if ((op.domain().empty() || op.domain() == "ai.onnx") && op.version() < 13) op.set_version(13);
   std::string bytes;
   if (!model.SerializeToString(&bytes)) return makeError(outPath, ": cannot serialize the model");
-  return writeFileAtomically(outPath, [&](std::ostream& out) -> Status {
+  TUNEC_TRY(writeFileAtomically(outPath, [&](std::ostream& out) -> Status {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return {};
-  });
+  }));
+  return quantized;
 }
 
 } // namespace tunec
