@@ -25,6 +25,8 @@ int commandTarget(const std::vector<std::string>& args);
 
 /// `tunec quantize`: post-training static quantization to a QDQ ONNX model.
 int commandQuantize(const std::vector<std::string>& args);
+/// `tunec accuracy`: a compiled model's outputs against the reference executor's.
+int commandAccuracy(const std::vector<std::string>& args);
 /// `tunec compile`: compiles a model to model.so.
 int commandCompile(const std::vector<std::string>& args);
 /// `tunec bench`: latency statistics of a compiled model.

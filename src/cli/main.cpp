@@ -17,6 +17,7 @@ commands:
   tune-op   tune one matmul or conv2d workload
   compile   compile an ONNX model into model.so (code and packed weights)
   quantize  quantize an ONNX model to int8 QDQ form, calibrated on sample inputs
+  accuracy  a compiled model's error against a reference (e.g. its fp32 original)
   run       run a model (model.so or ONNX) on input tensors (.npy or .pb), write its outputs
   bench     latency of a model: median, p90 and min over N runs
   inspect   print a model's graph, op counts and FLOPs
@@ -46,6 +47,7 @@ int dispatch(int argc, char** argv) {
   if (command == "tune-worker") return tunec::cli::commandTuneWorker(args);
   if (command == "compile") return tunec::cli::commandCompile(args);
   if (command == "quantize") return tunec::cli::commandQuantize(args);
+  if (command == "accuracy") return tunec::cli::commandAccuracy(args);
   if (command == "bench") return tunec::cli::commandBench(args);
   if (command == "inspect") return tunec::cli::commandInspect(args);
   if (command == "ops") return tunec::cli::commandOps(args);

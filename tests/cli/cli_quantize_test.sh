@@ -26,6 +26,9 @@ expect 0 "quantized model \([0-9]+ QuantizeLinear/DequantizeLinear nodes\)" -- c
 "$tunec" run "$tmp/q.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/ref" >/dev/null
 compare "$tmp/ref/y.npy" "$tmp/so/y.npy" --max-rel-l2 1e-5
 compare "$ex/expected_y.npy" "$tmp/so/y.npy" --max-rel-l2 0.05
+expect 0 "y +relative L2 [0-9.e+-]+, max abs [0-9.e+-]+, top-1 agreement [0-9.]+% \(5 rows\)" \
+  -- accuracy "$tmp/q.onnx" --against "$ex/model.onnx" --random 5
+expect 1 "input .x. differs between" -- accuracy "$tmp/q.onnx" --against /usr/share/libonnx-testdata/data/node/test_relu/model.onnx --random 1
 expect 0 "s8 activations, per-tensor weights" -- quantize "$ex/model.onnx" -o "$tmp/r.onnx" --random 3 --activations s8
 "$tunec" run "$tmp/r.onnx" --input "x=$ex/x.npy" --output "$tmp/r" >/dev/null
 compare "$ex/expected_y.npy" "$tmp/r/y.npy" --max-rel-l2 0.05

@@ -1,0 +1,137 @@
+// `tunec accuracy`: how far a compiled model's outputs are from a reference: the reference
+// executor (double precision) running the same model, or another model (--against: the fp32
+// original of a quantized model), on the same random inputs.
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "cli/load_model.h"
+#include "cli/model_session.h"
+#include "reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+namespace tunec::cli {
+
+namespace {
+
+const CommandSpec kAccuracySpec{
+    "accuracy",
+    "tunec accuracy MODEL [--against ORIGINAL.onnx] [--random N] [flags]",
+    "Runs MODEL (an ONNX model, compiled in memory, or a model.so) and a reference on the same\n"
+    "random inputs, and prints for each output the relative L2 error, the largest absolute\n"
+    "error and the top-1 agreement (the argmax over the last axis). The reference is the\n"
+    "reference executor (double precision) running ORIGINAL.onnx, e.g. the fp32 model a\n"
+    "quantized one was made from, or MODEL itself when it is ONNX and --against is not given.",
+    {
+        {"against", "FILE", "the reference model (default: MODEL, run by the reference executor)"},
+        {"random", "N", "inputs: N random samples (default 4)"},
+        {"threads", "N", "threads of the compiled model (default: the machine's cores)"},
+        {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+    },
+    1,
+    1};
+
+struct Agreement {
+  double num = 0, den = 0, maxAbs = 0;
+  int64_t rows = 0, sameTop1 = 0;
+};
+
+void accumulate(const Tensor& got, const Tensor& want, Agreement& a) {
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double d = got.getDouble(i) - want.getDouble(i);
+    a.num += d * d;
+    a.den += want.getDouble(i) * want.getDouble(i);
+    a.maxAbs = std::max(a.maxAbs, std::fabs(d));
+  }
+  const Shape& s = want.shape();
+  int64_t cols = s.rank() ? s[s.rank() - 1] : 1;
+  if (cols < 2) return;
+  for (int64_t r = 0; r < want.numel() / cols; ++r) {
+    int64_t gi = 0, wi = 0;
+    for (int64_t c = 1; c < cols; ++c) {
+      if (got.getDouble(r * cols + c) > got.getDouble(r * cols + gi)) gi = c;
+      if (want.getDouble(r * cols + c) > want.getDouble(r * cols + wi)) wi = c;
+    }
+    ++a.rows;
+    a.sameTop1 += gi == wi;
+  }
+}
+
+} // namespace
+
+int commandAccuracy(const std::vector<std::string>& argv) {
+  auto args = Arguments::parse(kAccuracySpec, argv);
+  if (!args) return fail(args.error().message());
+  if (args->helpRequested()) {
+    std::fputs(helpText(kAccuracySpec).c_str(), stdout);
+    return 0;
+  }
+  const std::string& model = args->positionals()[0];
+  std::string against = args->get("against", model);
+  auto samples = parseThreads(args->get("random", "4"));
+  if (!samples) return fail("tunec accuracy: --random must be a positive number of samples");
+  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  if (!shapes) return fail(shapes.error().message());
+  SessionOptions options;
+  options.inputShapes = *shapes;
+  auto threads = args->has("threads") ? parseThreads(args->get("threads")) : defaultThreads();
+  if (!threads) return fail(threads.error().message());
+  options.threads = *threads;
+  auto session = openModel(model, options);
+  if (!session) return fail(session.error().message());
+  auto reference = loadModel(against, *shapes);
+  if (!reference) return fail(reference.error().message());
+  const Graph& g = *reference;
+  if (g.inputs().size() != session->inputs.size() || g.outputs().size() != session->outputs.size())
+    return fail("tunec accuracy: " + model + " and " + against +
+                " do not have the same inputs and outputs");
+  std::mt19937 rng(11);
+  std::vector<Agreement> agree(session->outputs.size());
+  for (int s = 0; s < *samples; ++s) {
+    std::vector<Tensor> inputs;
+    std::vector<const void*> in;
+    for (size_t i = 0; i < session->inputs.size(); ++i) {
+      const rt::IoSpec& io = session->inputs[i];
+      const TensorType& want = g.value(g.inputs()[i]).type;
+      if (want.dtype != io.dtype || want.shape.dims() != io.shape)
+        return fail("tunec accuracy: input '" + io.name + "' differs between " + model + " and " +
+                    against);
+      Tensor t(io.dtype, Shape(io.shape));
+      std::uniform_real_distribution<double> real(-1.0, 1.0);
+      std::uniform_int_distribution<int> whole(0, 9);
+      for (int64_t e = 0; e < t.numel(); ++e)
+        t.setDouble(e, isFloat(io.dtype) ? real(rng) : whole(rng));
+      inputs.push_back(std::move(t));
+    }
+    for (const Tensor& t : inputs) in.push_back(t.data());
+    std::vector<Tensor> outputs;
+    std::vector<void*> out;
+    for (const rt::IoSpec& io : session->outputs) outputs.emplace_back(io.dtype, Shape(io.shape));
+    for (Tensor& t : outputs) out.push_back(t.data());
+    if (Status st = session->run(in.data(), out.data()); !st) return fail(st.error().message());
+    auto want = runReference(g, inputs);
+    if (!want) return fail(want.error().message());
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if ((*want)[o].shape() != outputs[o].shape())
+        return fail("tunec accuracy: output '" + session->outputs[o].name + "' differs in shape");
+      accumulate(outputs[o], (*want)[o], agree[o]);
+    }
+  }
+  std::printf("%s against %s (reference executor), %d random samples:\n", model.c_str(),
+              against.c_str(), *samples);
+  for (size_t o = 0; o < agree.size(); ++o) {
+    const Agreement& a = agree[o];
+    std::printf("  %-24s relative L2 %.3e, max abs %.3e", session->outputs[o].name.c_str(),
+                std::sqrt(a.num / std::max(a.den, 1e-300)), a.maxAbs);
+    if (a.rows)
+      std::printf(", top-1 agreement %.1f%% (%lld rows)",
+                  100.0 * static_cast<double>(a.sameTop1) / static_cast<double>(a.rows),
+                  static_cast<long long>(a.rows));
+    std::printf("\n");
+  }
+  return 0;
+}
+
+} // namespace tunec::cli
