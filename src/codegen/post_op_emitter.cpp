@@ -92,6 +92,22 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
     return emitGelu(b, v);
   case PostOpKind::Scale:
     return b.CreateFMul(v, splat(v, op.lo));
+  case PostOpKind::LeakyRelu: // NaN compares false and stays
+    return b.CreateSelect(b.CreateFCmpOLT(v, splat(v, 0.f)), b.CreateFMul(v, splat(v, op.lo)), v);
+  case PostOpKind::HardSigmoid: {
+    llvm::Value* t = b.CreateFAdd(b.CreateFMul(v, splat(v, op.lo)), splat(v, op.hi));
+    return minKeepingNan(b, splat(v, 1.f), maxKeepingNan(b, splat(v, 0.f), t));
+  }
+  case PostOpKind::HardSwish: {
+    llvm::Value* t = b.CreateFAdd(b.CreateFMul(v, splat(v, 1.f / 6.f)), splat(v, 0.5f));
+    return b.CreateFMul(v, minKeepingNan(b, splat(v, 1.f), maxKeepingNan(b, splat(v, 0.f), t)));
+  }
+  case PostOpKind::Sigmoid: {
+    // 1 / (1 + exp(-y)): 0 below exp's range, 1 above; NaN stays NaN (exp clamps it away).
+    llvm::Value* s =
+        b.CreateFDiv(splat(v, 1.f), b.CreateFAdd(splat(v, 1.f), emitExp(b, b.CreateFNeg(v))));
+    return b.CreateSelect(b.CreateFCmpUNO(v, v), v, s);
+  }
   }
   return v;
 }

@@ -119,6 +119,15 @@ void absorbPostOps(Lowering& l, const std::vector<NodeId>& nodes, int channelAxi
     } else if (n.kind == OpKind::Gelu && n.inputs[0] == e.result &&
                !std::get<GeluAttrs>(n.attrs).tanhApproximation) {
       e.epilogue.push_back({PostOpKind::Gelu});
+    } else if (n.kind == OpKind::LeakyRelu && n.inputs[0] == e.result) {
+      e.epilogue.push_back({PostOpKind::LeakyRelu, std::get<AlphaBetaAttrs>(n.attrs).alpha});
+    } else if (n.kind == OpKind::HardSigmoid && n.inputs[0] == e.result) {
+      const auto& a = std::get<AlphaBetaAttrs>(n.attrs);
+      e.epilogue.push_back({PostOpKind::HardSigmoid, a.alpha, a.beta});
+    } else if (n.kind == OpKind::HardSwish && n.inputs[0] == e.result) {
+      e.epilogue.push_back({PostOpKind::HardSwish});
+    } else if (n.kind == OpKind::Sigmoid && n.inputs[0] == e.result) {
+      e.epilogue.push_back({PostOpKind::Sigmoid});
     } else if (auto factor = scalarFactor(g, n, e.result)) {
       e.epilogue.push_back({PostOpKind::Scale, *factor});
     } else if (n.kind == OpKind::Clip && n.inputs[0] == e.result) {

@@ -26,6 +26,18 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::Scale:
       s += "scale";
       break;
+    case PostOpKind::LeakyRelu:
+      s += "leakyrelu";
+      break;
+    case PostOpKind::HardSigmoid:
+      s += "hardsigmoid";
+      break;
+    case PostOpKind::HardSwish:
+      s += "hardswish";
+      break;
+    case PostOpKind::Sigmoid:
+      s += "sigmoid";
+      break;
     }
   }
   return s;

@@ -15,6 +15,10 @@ enum class PostOpKind {
   AddTensor,     ///< y += addend[m][n] (a residual input with its own row stride)
   Gelu,          ///< y = 0.5 y (1 + erf(y / sqrt 2)) (the exact, erf form)
   Scale,         ///< y *= lo (a scalar, e.g. attention's 1 / sqrt(d))
+  LeakyRelu,     ///< y = y < 0 ? lo * y : y
+  HardSigmoid,   ///< y = clip(lo * y + hi, 0, 1)
+  HardSwish,     ///< y = y * clip(y / 6 + 1/2, 0, 1)
+  Sigmoid,       ///< y = 1 / (1 + exp(-y))
 };
 
 struct PostOp {

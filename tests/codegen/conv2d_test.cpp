@@ -123,6 +123,8 @@ TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
       Epilogue epi;
       if (trial % 2) epi.push_back({PostOpKind::BiasPerColumn});
       if (trial % 3 == 1) epi.push_back({PostOpKind::Clip, 0.f, 6.f});
+      if (trial % 4 == 2) epi.push_back({PostOpKind::HardSwish});
+      if (trial % 4 == 3) epi.push_back({PostOpKind::Sigmoid});
       if (trial % 4 == 3) epi.push_back({PostOpKind::AddTensor});
       checkConv(w, *c, epi, static_cast<uint32_t>(trial));
       ++checked;

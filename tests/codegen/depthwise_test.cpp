@@ -73,6 +73,8 @@ TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
       Epilogue epi;
       if (trial % 2 == 0) epi.push_back({PostOpKind::BiasPerColumn});
       if (trial % 3 == 0) epi.push_back({PostOpKind::Clip, 0.f, 6.f});
+      if (trial % 4 == 1) epi.push_back({PostOpKind::LeakyRelu, 0.2f});
+      if (trial % 4 == 2) epi.push_back({PostOpKind::HardSigmoid, 0.25f, 0.4f});
       if (trial % 5 == 1) epi.push_back({PostOpKind::AddTensor});
       checkDepthwise(w, c, epi, static_cast<uint32_t>(trial));
       ++checked;

@@ -111,6 +111,12 @@ TEST(MatmulTemplate, RandomValidConfigsMatchReference) {
       Epilogue epi;
       if (trial % 2) epi.push_back({PostOpKind::BiasPerColumn});
       if (trial % 3 == 1) epi.push_back({PostOpKind::Clip, -0.25f, 0.5f});
+      // The activations an epilogue takes besides ReLU and clip, one per trial in turn.
+      const PostOp activations[] = {{PostOpKind::LeakyRelu, 0.1f},
+                                    {PostOpKind::HardSigmoid, 0.2f, 0.5f},
+                                    {PostOpKind::HardSwish},
+                                    {PostOpKind::Sigmoid}};
+      if (trial % 5 < 4) epi.push_back(activations[trial % 5]);
       if (trial % 5 == 2) epi.push_back({PostOpKind::AddTensor});
       checkMatmul(w, *c, epi, static_cast<uint32_t>(trial));
       ++checked;

@@ -84,3 +84,40 @@ TEST(PostOpIr, ExpMatchesStdExpIncludingTheClampedEnds) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+llvm::Value* sigmoidIr(llvm::IRBuilder<>& b, llvm::Value* x) {
+  return codegen::emitPostOp(b, {PostOpKind::Sigmoid}, x, nullptr, nullptr);
+}
+llvm::Value* hardSwishIr(llvm::IRBuilder<>& b, llvm::Value* x) {
+  return codegen::emitPostOp(b, {PostOpKind::HardSwish}, x, nullptr, nullptr);
+}
+
+// The epilogue's sigmoid and hard-swish against double precision across their saturated ends;
+// a NaN stays NaN (exp alone would clamp it away).
+TEST(PostOpIr, SigmoidAndHardSwishMatchDoublePrecisionAndKeepNan) {
+  ApplyFn sigmoid = compileApply("sigmoid", sigmoidIr);
+  ApplyFn hardSwish = compileApply("hardswish", hardSwishIr);
+  ASSERT_NE(sigmoid, nullptr);
+  ASSERT_NE(hardSwish, nullptr);
+  std::vector<float> xs = sweep(-100.f, 100.f, 40001);
+  xs.back() = std::nanf("");
+  std::vector<float> s(xs.size()), h(xs.size());
+  int64_t vectors = static_cast<int64_t>(xs.size()) / isaInfo(widestIsa(hostTarget())).f32Lanes();
+  sigmoid(xs.data(), s.data(), vectors);
+  hardSwish(xs.data(), h.data(), vectors);
+  for (size_t i = 0; i + 1 < xs.size(); ++i) {
+    double x = xs[i];
+    ASSERT_LT(std::abs(s[i] - 1.0 / (1.0 + std::exp(-x))), 1e-6) << "x = " << x;
+    ASSERT_LT(std::abs(h[i] - x * std::clamp(x / 6 + 0.5, 0.0, 1.0)),
+              1e-6 * std::max(1.0, std::abs(x)))
+        << "x = " << x;
+  }
+  EXPECT_TRUE(std::isnan(s.back()));
+  EXPECT_TRUE(std::isnan(h.back()));
+}
+
+} // namespace
+} // namespace tunec

@@ -65,6 +65,12 @@ inline ValueId addPostOps(Graph& g, ValueId y, const Epilogue& epi, ValueId bias
     if (op.kind == PostOpKind::Relu) y = addOp(g, OpKind::Relu, NoAttrs{}, {y});
     if (op.kind == PostOpKind::Clip) y = addOp(g, OpKind::Clip, ClipAttrs{op.lo, op.hi}, {y});
     if (op.kind == PostOpKind::AddTensor) y = addOp(g, OpKind::Add, NoAttrs{}, {y, addend});
+    if (op.kind == PostOpKind::LeakyRelu)
+      y = addOp(g, OpKind::LeakyRelu, AlphaBetaAttrs{op.lo, 0.f}, {y});
+    if (op.kind == PostOpKind::HardSigmoid)
+      y = addOp(g, OpKind::HardSigmoid, AlphaBetaAttrs{op.lo, op.hi}, {y});
+    if (op.kind == PostOpKind::HardSwish) y = addOp(g, OpKind::HardSwish, NoAttrs{}, {y});
+    if (op.kind == PostOpKind::Sigmoid) y = addOp(g, OpKind::Sigmoid, NoAttrs{}, {y});
   }
   return y;
 }

@@ -127,6 +127,39 @@ ConvAttrs conv(int64_t k, int64_t stride, int64_t pad, int64_t group = 1) {
   return ConvAttrs{{k, k}, {stride, stride}, {pad, pad, pad, pad}, {1, 1}, group};
 }
 
+// LeakyRelu, HardSigmoid, HardSwish and Sigmoid after a Conv, a depthwise Conv and a MatMul
+// join the anchor's epilogue: one generated kernel, no loop kernel for the activation.
+TEST(CompileModel, ActivationsJoinTheAnchorsEpilogue) {
+  struct Case {
+    OpKind kind;
+    OpAttrs attrs;
+    const char* name;
+  };
+  const Case cases[] = {{OpKind::LeakyRelu, AlphaBetaAttrs{0.1f, 0.f}, "leakyrelu"},
+                        {OpKind::HardSigmoid, AlphaBetaAttrs{0.2f, 0.5f}, "hardsigmoid"},
+                        {OpKind::HardSwish, NoAttrs{}, "hardswish"},
+                        {OpKind::Sigmoid, NoAttrs{}, "sigmoid"}};
+  for (const Case& c : cases)
+    for (int anchor = 0; anchor < 3; ++anchor) {
+      Builder b;
+      ValueId y;
+      if (anchor == 0) {
+        ValueId x = b.input({1, 16, 10, 10});
+        y = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({24, 16, 3, 3}), b.constant({24})});
+      } else if (anchor == 1) {
+        ValueId x = b.input({1, 16, 10, 10});
+        y = b.op(OpKind::Conv, conv(3, 1, 1, 16), {x, b.constant({16, 1, 3, 3})});
+      } else {
+        y = b.op(OpKind::MatMul, NoAttrs{}, {b.input({12, 40}), b.constant({40, 24})});
+      }
+      ValueId z = b.op(c.kind, c.attrs, {y});
+      auto m = checkCompiled(b, {z});
+      ASSERT_EQ(m.kernels.size(), 1u) << c.name;
+      EXPECT_NE(m.kernels[0].label.find(c.name), std::string::npos) << m.kernels[0].label;
+      EXPECT_EQ(m.stats.generatedKernels, 1) << c.name;
+    }
+}
+
 TEST(CompileModel, ConvBiasReluResidualFuseIntoOneKernel) {
   Builder b;
   ValueId x = b.input({1, 16, 12, 12});
