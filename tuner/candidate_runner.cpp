@@ -173,33 +173,36 @@ struct Candidate {
   std::span<const std::byte> evicted;
 };
 
+// A compiled kernel as a candidate; `run` calls it on the problem's buffers.
+template <typename Kernel, typename Run>
+Candidate candidateOf(Kernel k, bool coldWeights, Run run) {
+  auto kernel = std::make_shared<Kernel>(std::move(k));
+  Candidate out;
+  if (coldWeights) out.evicted = kernel->packedWeights();
+  out.run = [kernel, run] { run(*kernel); };
+  return out;
+}
+
 Expected<Candidate> compileCandidate(Jit& jit, const MatmulWorkload& w, const MatmulConfig& c,
                                      CandidateRunner::Problem& p) {
   TUNEC_ASSIGN_OR_RETURN(MatmulKernel k, compileMatmul(jit, w, c, {}, p.b.data()));
-  auto kernel = std::make_shared<MatmulKernel>(std::move(k));
-  Candidate out;
-  if (w.coldWeights) out.evicted = kernel->packedWeights();
-  out.run = [kernel, &p] { kernel->run(p.a.data(), p.b.data(), p.out.data()); };
-  return out;
+  return candidateOf(std::move(k), w.coldWeights, [&p](const MatmulKernel& kernel) {
+    kernel.run(p.a.data(), p.b.data(), p.out.data());
+  });
 }
 
 Expected<Candidate> compileCandidate(Jit& jit, const Conv2dWorkload& w, const Conv2dConfig& c,
                                      CandidateRunner::Problem& p) {
   TUNEC_ASSIGN_OR_RETURN(Conv2dKernel k, compileConv2d(jit, w, c, {}, p.b.data()));
-  auto kernel = std::make_shared<Conv2dKernel>(std::move(k));
-  Candidate out;
-  if (w.coldWeights) out.evicted = kernel->packedWeights();
-  out.run = [kernel, &p] { kernel->run(p.a.data(), p.out.data()); };
-  return out;
+  return candidateOf(std::move(k), w.coldWeights,
+                     [&p](const Conv2dKernel& kernel) { kernel.run(p.a.data(), p.out.data()); });
 }
 
 Expected<Candidate> compileCandidate(Jit& jit, const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                      CandidateRunner::Problem& p) {
   TUNEC_ASSIGN_OR_RETURN(DepthwiseKernel k, compileDepthwise(jit, w, c, {}, p.b.data()));
-  auto kernel = std::make_shared<DepthwiseKernel>(std::move(k));
-  Candidate out;
-  out.run = [kernel, &p] { kernel->run(p.a.data(), p.out.data()); };
-  return out;
+  return candidateOf(std::move(k), false,
+                     [&p](const DepthwiseKernel& kernel) { kernel.run(p.a.data(), p.out.data()); });
 }
 
 } // namespace

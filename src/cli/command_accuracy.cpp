@@ -98,12 +98,7 @@ int commandAccuracy(const std::vector<std::string>& argv) {
       if (want.dtype != io.dtype || want.shape.dims() != io.shape)
         return fail("tunec accuracy: input '" + io.name + "' differs between " + model + " and " +
                     against);
-      Tensor t(io.dtype, Shape(io.shape));
-      std::uniform_real_distribution<double> real(-1.0, 1.0);
-      std::uniform_int_distribution<int> whole(0, 9);
-      for (int64_t e = 0; e < t.numel(); ++e)
-        t.setDouble(e, isFloat(io.dtype) ? real(rng) : whole(rng));
-      inputs.push_back(std::move(t));
+      inputs.push_back(randomInput(io, rng));
     }
     for (const Tensor& t : inputs) in.push_back(t.data());
     std::vector<Tensor> outputs;

@@ -74,12 +74,7 @@ int commandBench(const std::vector<std::string>& argv) {
   std::vector<const void*> in;
   std::vector<void*> out;
   for (const rt::IoSpec& io : session->inputs) {
-    Tensor t(io.dtype, Shape(io.shape));
-    bool integer = !isFloat(io.dtype);
-    std::uniform_real_distribution<double> real(-1.0, 1.0);
-    std::uniform_int_distribution<int> whole(0, 9);
-    for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, integer ? whole(rng) : real(rng));
-    inputs.push_back(t);
+    inputs.push_back(randomInput(io, rng));
     in.push_back(inputs.back().data());
   }
   for (const rt::IoSpec& io : session->outputs) {

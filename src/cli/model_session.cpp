@@ -107,6 +107,15 @@ std::string databaseForCompile(const Arguments& args) {
   return exists || ec ? path : std::string();
 }
 
+Tensor randomInput(const rt::IoSpec& io, std::mt19937& rng) {
+  Tensor t(io.dtype, Shape(io.shape));
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int> whole(0, 9);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.setDouble(i, isFloat(io.dtype) ? real(rng) : whole(rng));
+  return t;
+}
+
 int defaultThreads() {
   return availableCpus();
 }

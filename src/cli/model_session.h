@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -47,5 +48,9 @@ std::string databaseForCompile(const Arguments& args);
 
 /// The logical CPUs this process may use: the default thread count of running here.
 int defaultThreads();
+
+/// A random model input of `io`'s type and shape: floats uniform in [-1, 1], integers in 0..9
+/// (valid token ids and indices for the models tunec runs).
+Tensor randomInput(const rt::IoSpec& io, std::mt19937& rng);
 
 } // namespace tunec::cli

@@ -8,6 +8,7 @@
 #include "templates/post_ops.h"
 
 #include <memory>
+#include <span>
 
 namespace tunec {
 
@@ -20,6 +21,8 @@ public:
     rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
     fn_(&args);
   }
+  /// The packed weights the kernel reads.
+  std::span<const std::byte> packedWeights() const { return packedWeights_.view(); }
 
 private:
   friend Expected<DepthwiseKernel> compileDepthwise(Jit&, const DepthwiseWorkload&,

@@ -317,11 +317,11 @@ Expected<ValueId> dequantizePart(ConvertContext& ctx, const std::string& part, V
                  {x, scale, zeroPoint});
 }
 
-// A scale of 1 (for the integer ops: DequantizeLinear with scale 1 is x - zero point).
-ValueId unitScale(ConvertContext& ctx, const std::string& part) {
-  Tensor one(DType::F32, Shape{});
-  one.setDouble(0, 1.0);
-  return addPartConstant(ctx, part, std::move(one));
+// A scalar f32 constant of the expansion.
+ValueId scalarPart(ConvertContext& ctx, const std::string& part, double value) {
+  Tensor t(DType::F32, Shape{});
+  t.setDouble(0, value);
+  return addPartConstant(ctx, part, std::move(t));
 }
 
 // QuantizeLinear / DequantizeLinear: per-tensor or per-axis, u8 and i8 (DequantizeLinear also
@@ -422,19 +422,12 @@ template <OpKind K> Result convertInteger(ConvertContext& ctx) {
   }
   int ra = ctx.inputType(0).shape.rank(), rb = ctx.inputType(1).shape.rank();
   int64_t aAxis = K == OpKind::Conv ? 1 : ra - 2, bAxis = K == OpKind::Conv ? 0 : rb - 1;
-  TUNEC_ASSIGN_OR_RETURN(ValueId a, dequantizePart(ctx, "a", in[0], unitScale(ctx, "a.one"),
+  TUNEC_ASSIGN_OR_RETURN(ValueId a, dequantizePart(ctx, "a", in[0], scalarPart(ctx, "a.one", 1.0),
                                                    ctx.hasInput(2) ? in[2] : kNoValue, aAxis));
-  TUNEC_ASSIGN_OR_RETURN(ValueId b, dequantizePart(ctx, "b", in[1], unitScale(ctx, "b.one"),
+  TUNEC_ASSIGN_OR_RETURN(ValueId b, dequantizePart(ctx, "b", in[1], scalarPart(ctx, "b.one", 1.0),
                                                    ctx.hasInput(3) ? in[3] : kNoValue, bAxis));
   TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", K, attrs, {a, b}));
   return Conversion{OpKind::Cast, CastAttrs{DType::I32}, {y}};
-}
-
-// A scalar f32 constant of the expansion.
-ValueId scalarPart(ConvertContext& ctx, const std::string& part, double value) {
-  Tensor t(DType::F32, Shape{});
-  t.setDouble(0, value);
-  return addPartConstant(ctx, part, std::move(t));
 }
 
 // DynamicQuantizeLinear(x) -> (y u8, y_scale, y_zero_point), as ONNX defines it: the range

@@ -47,7 +47,7 @@ Expected<Graph> lowerQuantizeRoundTrips(const Graph& graph) {
       continue;
     }
     DType type = graph.value(quant->outputs[0]).type.dtype;
-    double lo = type == DType::U8 ? 0 : -128, hi = type == DType::U8 ? 255 : 127;
+    auto [lo, hi] = integerRange(type);
     double z = static_cast<double>(graph.value(quant->inputs[2]).constant->getInt(0));
     ValueId x = rw.map(quant->inputs[0]), s = rw.map(quant->inputs[1]);
     const std::string& name = node.name;

@@ -20,7 +20,7 @@ int64_t scaleIndex(const Shape& shape, const Tensor& scale, int64_t axis, int64_
 } // namespace
 
 float quantizeValue(float x, float scale, int64_t zeroPoint, DType to) {
-  double lo = to == DType::U8 ? 0 : -128, hi = to == DType::U8 ? 255 : 127;
+  auto [lo, hi] = integerRange(to);
   float q = std::nearbyint(x / scale); // the default rounding mode: half to even
   if (std::isnan(q)) return static_cast<float>(zeroPoint);
   return static_cast<float>(std::clamp(static_cast<double>(q) + zeroPoint, lo, hi));

@@ -382,7 +382,7 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
     case TypedOp::QuantizeLinear: {
       // In float32 as ONNX defines it; rint rounds half to even (the default rounding mode).
       float q = std::nearbyint(static_cast<float>(a.f) / static_cast<float>(b.f));
-      double lo = p.out == DType::U8 ? 0 : -128, hi = p.out == DType::U8 ? 255 : 127;
+      auto [lo, hi] = integerRange(p.out);
       i = std::isnan(q) ? c.i
                         : static_cast<int64_t>(std::clamp(static_cast<double>(q) + c.i, lo, hi));
       fromFloat = false;

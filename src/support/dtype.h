@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace tunec {
 
@@ -96,6 +97,24 @@ constexpr bool isFloat(DType type) {
 /// True for the signed and unsigned integer types (not bool).
 constexpr bool isInteger(DType type) {
   return dtypeKind(type) == DTypeKind::Signed || dtypeKind(type) == DTypeKind::Unsigned;
+}
+
+/// The smallest and largest value of an integer type, as doubles (what quantization saturates
+/// to: u8 0..255, i8 -128..127); {0, 0} for the other types.
+constexpr std::pair<double, double> integerRange(DType type) {
+  double bits = 8.0 * static_cast<double>(dtypeSize(type));
+  double span = 1.0;
+  for (int i = 0; i < static_cast<int>(bits) - 1; ++i) span *= 2; // 2^(bits - 1)
+  switch (dtypeKind(type)) {
+  case DTypeKind::Signed:
+    return {-span, span - 1};
+  case DTypeKind::Unsigned:
+    return {0.0, 2 * span - 1};
+  case DTypeKind::Float:
+  case DTypeKind::Bool:
+    break;
+  }
+  return {0.0, 0.0};
 }
 
 /// bf16 <-> f32 with round-to-nearest-even (NaN preserved).

@@ -17,8 +17,8 @@ constexpr Isa kIsas[] = {Isa::Avx2, Isa::Avx512};
 } // namespace
 
 const IsaInfo& isaInfo(Isa isa) {
-  static const IsaInfo kAvx2{Isa::Avx2, "avx2", 32, 16, avx2Supported, 2, 4};
-  static const IsaInfo kAvx512{Isa::Avx512, "avx512", 64, 32, avx512Supported, 4, 7};
+  static const IsaInfo kAvx2{Isa::Avx2, spell(Isa::Avx2), 32, 16, avx2Supported, 2, 4};
+  static const IsaInfo kAvx512{Isa::Avx512, spell(Isa::Avx512), 64, 32, avx512Supported, 4, 7};
   switch (isa) {
   case Isa::Avx2:
     return kAvx2;
@@ -41,9 +41,7 @@ int maxTileRows(Isa isa, int nr) {
 }
 
 std::optional<Isa> parseIsa(std::string_view name) {
-  for (Isa isa : kIsas)
-    if (isaInfo(isa).name == name) return isa;
-  return std::nullopt;
+  return parseSpelling<Isa>(name);
 }
 
 bool targetSupports(const Target& target, Isa isa) {

@@ -2,6 +2,7 @@
 // the target features it needs and the default tiles of its templates.
 #pragma once
 
+#include "support/spellings.h"
 #include "support/target.h"
 
 #include <optional>
@@ -12,10 +13,16 @@ namespace tunec {
 /// The vector ISAs codegen targets. A new ISA is a compile error in isaInfo() until it has a row.
 enum class Isa { Avx2, Avx512 };
 
+/// The ISAs' names in configs, records and flags.
+template <> struct Spellings<Isa> {
+  static constexpr std::pair<Isa, std::string_view> values[] = {{Isa::Avx2, "avx2"},
+                                                                {Isa::Avx512, "avx512"}};
+};
+
 /// What the templates and the microkernel generator need to know about an ISA.
 struct IsaInfo {
   Isa isa;
-  std::string_view name;              ///< "avx2", "avx512"
+  std::string_view name;              ///< spell(isa): "avx2", "avx512"
   int vectorBytes;                    ///< 32 (ymm) or 64 (zmm)
   int vectorRegisters;                ///< 16 ymm or 32 zmm
   bool (*supportedBy)(const Target&); ///< the target has every feature this ISA's code uses

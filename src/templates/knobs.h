@@ -83,31 +83,22 @@ template <typename C> struct ConfigField {
 namespace detail {
 
 template <typename T> nlohmann::json fieldToJson(const T& v) {
-  if constexpr (std::is_same_v<T, Isa>)
-    return std::string(isaInfo(v).name);
-  else if constexpr (std::is_enum_v<T>)
+  if constexpr (std::is_enum_v<T>)
     return std::string(spell(v));
   else
     return v;
 }
 
 template <typename T> bool fieldFromJson(const nlohmann::json& j, T& out, std::string& error) {
-  if constexpr (std::is_same_v<T, Isa> || std::is_enum_v<T>) {
+  if constexpr (std::is_enum_v<T>) {
     if (!j.is_string()) {
       error = "has the wrong type";
       return false;
     }
     auto name = j.get<std::string>();
-    std::optional<T> parsed;
-    if constexpr (std::is_same_v<T, Isa>)
-      parsed = parseIsa(name);
-    else
-      parsed = parseSpelling<T>(name);
+    std::optional<T> parsed = parseSpelling<T>(name);
     if (!parsed) {
-      if constexpr (std::is_same_v<T, Isa>)
-        error = "is '" + name + "', not avx2 or avx512";
-      else
-        error = "is '" + name + "', not " + spellingList<T>();
+      error = "is '" + name + "', not " + spellingList<T>();
       return false;
     }
     out = *parsed;
@@ -118,7 +109,7 @@ template <typename T> bool fieldFromJson(const nlohmann::json& j, T& out, std::s
     }
     out = j.get<bool>();
   } else {
-    static_assert(std::is_integral_v<T>, "config fields are integers, bools, enums or the isa");
+    static_assert(std::is_integral_v<T>, "config fields are integers, bools or enums");
     if (!j.is_number_integer()) {
       error = "has the wrong type";
       return false;

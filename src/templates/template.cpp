@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 
 namespace tunec {
 
@@ -83,29 +85,31 @@ template <> struct TemplateOf<DepthwiseWorkload> {
 template <typename W> using Of = TemplateOf<std::decay_t<W>>;
 
 // The workload alternative of a template kind, for parsing.
-template <size_t I = 0>
-Expected<Workload> parseAlternative(TemplateKind kind, const nlohmann::json& j) {
-  if constexpr (I == std::variant_size_v<Workload>) {
-    return makeError("no template '", templateName(kind), "'");
+// Calls f(std::type_identity<W>{}) with the workload type W of template `kind`: the one walk
+// from a kind to its types (the parsers and the version use it).
+template <size_t I = 0, typename F> auto withWorkloadType(TemplateKind kind, F&& f) {
+  using W = std::variant_alternative_t<I, Workload>;
+  if constexpr (I + 1 == std::variant_size_v<Workload>) {
+    TUNEC_ASSERT(TemplateOf<W>::kind == kind,
+                 "template kind " << static_cast<int>(kind) << " has no workload type");
+    return f(std::type_identity<W>{});
   } else {
-    using W = std::variant_alternative_t<I, Workload>;
-    if (TemplateOf<W>::kind != kind) return parseAlternative<I + 1>(kind, j);
-    TUNEC_ASSIGN_OR_RETURN(W w, W::fromJson(j));
-    return Workload(std::move(w));
+    if (TemplateOf<W>::kind == kind) return f(std::type_identity<W>{});
+    return withWorkloadType<I + 1>(kind, std::forward<F>(f));
   }
 }
 
-template <size_t I = 0>
-Expected<Config> parseConfigAlternative(TemplateKind kind, const nlohmann::json& j) {
-  if constexpr (I == std::variant_size_v<Workload>) {
-    return makeError("no template '", templateName(kind), "'");
-  } else {
-    using W = std::variant_alternative_t<I, Workload>;
-    if (TemplateOf<W>::kind != kind) return parseConfigAlternative<I + 1>(kind, j);
-    using C = typename TemplateOf<W>::ConfigType;
-    TUNEC_ASSIGN_OR_RETURN(C c, C::fromJson(j));
-    return Config(std::move(c));
+// The kind of a config type.
+template <typename C> constexpr TemplateKind kindOfConfig() {
+  TemplateKind kind{};
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    ((std::is_same_v<typename TemplateOf<std::variant_alternative_t<I, Workload>>::ConfigType, C>
+          ? (kind = TemplateOf<std::variant_alternative_t<I, Workload>>::kind, 0)
+          : 0),
+     ...);
   }
+  (std::make_index_sequence<std::variant_size_v<Workload>>{});
+  return kind;
 }
 
 } // namespace
@@ -115,19 +119,7 @@ TemplateKind templateKind(const Workload& w) {
 }
 
 TemplateKind templateKind(const Config& c) {
-  return std::visit(
-      [](const auto& x) -> TemplateKind {
-        using C = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<C, MatmulConfig>)
-          return TemplateKind::Matmul;
-        else if constexpr (std::is_same_v<C, Conv2dConfig>)
-          return TemplateKind::Conv2d;
-        else {
-          static_assert(std::is_same_v<C, DepthwiseConfig>, "a config without a template kind");
-          return TemplateKind::Depthwise;
-        }
-      },
-      c);
+  return std::visit([](const auto& x) { return kindOfConfig<std::decay_t<decltype(x)>>(); }, c);
 }
 
 std::string_view templateName(TemplateKind kind) {
@@ -139,15 +131,8 @@ std::optional<TemplateKind> parseTemplateName(std::string_view name) {
 }
 
 int templateVersion(TemplateKind kind) {
-  switch (kind) {
-  case TemplateKind::Matmul:
-    return kMatmulTemplateVersion;
-  case TemplateKind::Conv2d:
-    return kConv2dTemplateVersion;
-  case TemplateKind::Depthwise:
-    return kDepthwiseTemplateVersion;
-  }
-  TUNEC_ASSERT(false, "template kind " << static_cast<int>(kind) << " has no version");
+  return withWorkloadType(kind,
+                          [](auto w) { return TemplateOf<typename decltype(w)::type>::version; });
 }
 
 Expected<Workload> parseWorkload(const nlohmann::json& j) {
@@ -157,12 +142,19 @@ Expected<Workload> parseWorkload(const nlohmann::json& j) {
   auto kind = parseTemplateName(name);
   if (!kind)
     return makeError("workload: template '", name, "' is not ", spellingList<TemplateKind>());
-  return parseAlternative(*kind, j);
+  return withWorkloadType(*kind, [&](auto type) -> Expected<Workload> {
+    TUNEC_ASSIGN_OR_RETURN(auto w, decltype(type)::type::fromJson(j));
+    return Workload(std::move(w));
+  });
 }
 
 Expected<Config> parseConfig(TemplateKind kind, const nlohmann::json& j) {
   gParses.fetch_add(1, std::memory_order_relaxed);
-  return parseConfigAlternative(kind, j);
+  return withWorkloadType(kind, [&](auto type) -> Expected<Config> {
+    using C = typename TemplateOf<typename decltype(type)::type>::ConfigType;
+    TUNEC_ASSIGN_OR_RETURN(C c, C::fromJson(j));
+    return Config(std::move(c));
+  });
 }
 
 nlohmann::json toJson(const Workload& w) {
