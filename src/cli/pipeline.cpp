@@ -20,6 +20,7 @@ const std::vector<PassEntry>& graphPipeline() {
       // Pattern recognition reads scalar constants (0.5, sqrt 2, epsilon): after folding.
       {"recognize-gelu", passes::recognizeGelu},
       {"recognize-layer-norm", passes::recognizeLayerNorm},
+      {"recognize-swish", passes::recognizeSwish},
       // After recognition, so that the recognizers see the forms PyTorch exports.
       {"simplify-algebra", passes::simplifyAlgebra},
       // After simplify-algebra has turned Sub/Div by constants into Add/Mul.

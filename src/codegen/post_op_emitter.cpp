@@ -69,6 +69,26 @@ llvm::Value* emitErf(llvm::IRBuilder<>& b, llvm::Value* x) {
   return b.CreateFDiv(b.CreateFMul(xc, p), q);
 }
 
+llvm::Value* emitTanh(llvm::IRBuilder<>& b, llvm::Value* x) {
+  // rt::fast_tanh's rational form on [-9, 9] (tanh(+-9) = +-1 in float), x itself below 4e-4;
+  // the clamp keeps NaN out of the polynomial, so a NaN is selected back.
+  llvm::Value* xc = b.CreateMinNum(b.CreateMaxNum(x, splat(x, -9.f)), splat(x, 9.f));
+  llvm::Value* x2 = b.CreateFMul(xc, xc);
+  llvm::Value* p =
+      b.CreateFMul(horner(b, x2,
+                          {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
+                           5.12229709037114e-08f, 1.48572235717979e-05f, 6.37261928875436e-04f,
+                           4.89352455891786e-03f}),
+                   xc);
+  llvm::Value* q = horner(
+      b, x2,
+      {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f, 4.89352518554385e-03f});
+  llvm::Value* small =
+      b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), splat(x, 4e-4f));
+  llvm::Value* y = b.CreateSelect(small, x, b.CreateFDiv(p, q));
+  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
+}
+
 llvm::Value* emitGelu(llvm::IRBuilder<>& b, llvm::Value* x) {
   llvm::Value* z = b.CreateFMul(x, splat(x, 0.70710678118654752f));
   llvm::Value* onePlusErf = b.CreateFAdd(splat(x, 1.f), emitErf(b, z));
@@ -108,6 +128,16 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
         b.CreateFDiv(splat(v, 1.f), b.CreateFAdd(splat(v, 1.f), emitExp(b, b.CreateFNeg(v))));
     return b.CreateSelect(b.CreateFCmpUNO(v, v), v, s);
   }
+  case PostOpKind::Swish: {
+    // y / (1 + exp(-alpha y)): -0 far below (exp overflows to inf), y far above; NaN stays.
+    llvm::Value* t = b.CreateFMul(v, splat(v, -op.lo));
+    llvm::Value* s = b.CreateFDiv(v, b.CreateFAdd(splat(v, 1.f), emitExp(b, t)));
+    return b.CreateSelect(b.CreateFCmpUNO(v, v), v, s);
+  }
+  case PostOpKind::Tanh:
+    return emitTanh(b, v);
+  case PostOpKind::Exp:
+    return b.CreateSelect(b.CreateFCmpUNO(v, v), v, emitExp(b, v));
   }
   return v;
 }

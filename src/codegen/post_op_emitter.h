@@ -17,6 +17,8 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
 llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x);
 /// erf(x) per lane: Eigen's rational approximation on [-4, 4], absolute error < 4e-7.
 llvm::Value* emitErf(llvm::IRBuilder<>& b, llvm::Value* x);
+/// tanh(x) per lane: rt::fast_tanh's rational form, absolute error < 4e-7; NaN stays NaN.
+llvm::Value* emitTanh(llvm::IRBuilder<>& b, llvm::Value* x);
 /// GELU per lane as PyTorch computes it in float, 0.5 x (1 + erf(x / sqrt 2)), with emitErf:
 /// absolute error < 3e-7 max(1, |x|). (The loop kernel's rt::fast_gelu keeps 2e-6 relative
 /// accuracy in the negative tail through erfc and exp, at two to three times the cost; in an

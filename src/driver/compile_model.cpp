@@ -215,8 +215,9 @@ void Lowering::lowerKernel(const passes::FusedKernel& kernel) {
   };
   size_t at = 0;
   if (kernel.anchor >= 0) {
-    at = lowerAnchor(*this, kernel.nodes);
-    if (at == 0) skip(kernel.nodes[at++]);
+    at = 1 + kernel.epilogueNodes(); // then the views of its result
+    if (!lowerAnchor(*this, kernel))
+      for (size_t i = 0; i < at; ++i) skip(kernel.nodes[i]);
   }
   while (at < kernel.nodes.size()) {
     if (views_.folded[static_cast<size_t>(kernel.nodes[at])]) { // a MatMul reads or writes it

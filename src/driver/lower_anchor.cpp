@@ -1,11 +1,9 @@
 // Anchors: Conv (conv2d or depthwise template), Gemm and MatMul (matmul template), each with the
-// post-ops its epilogue absorbs (bias per output channel, ReLU, clip, GELU, a scalar scale, a
-// residual add), the config from the tuning database or the template's analytical default.
+// epilogue the fusion plan decided (passes/fusion_plan.h), the config from the tuning database
+// or the template's analytical default.
 #include "driver/lowering.h"
 #include "tuning_db/keys.h"
 
-#include <cfloat>
-#include <cmath>
 #include <optional>
 
 namespace tunec::driver {
@@ -74,102 +72,76 @@ const float* floatData(const Value& v) {
   return v.constant->dataAs<float>();
 }
 
-// Post-ops of the nodes after the anchor, as far as the epilogue can absorb them.
+// The epilogue the fusion plan decided, as the kernel reads it: its post-ops, one bias vector
+// (the per-channel constants summed) and one addend tensor.
 struct EpilogueBuild {
   Epilogue epilogue;
   std::vector<float> bias; ///< per output channel, when the epilogue has a bias
   int addend = -1;         ///< tensor
   ValueId result;          ///< the value the kernel writes
-  size_t consumed = 1;
-  std::string names;
 };
 
-// True when a constant broadcasts along the channel dim `axis` of an output of `rank` dims only.
-bool perChannel(const Shape& c, int rank, int axis, int64_t channels) {
-  if (c.numel() != channels && c.numel() != 1) return false;
-  int shift = rank - c.rank();
-  if (shift < 0) return false;
-  for (int d = 0; d < c.rank(); ++d)
-    if (c[d] != 1 && d + shift != axis) return false;
-  return true;
-}
-
-// The factor of `x * c`, `c * x` or `x / c` with x = `result` and c a float scalar constant.
-std::optional<float> scalarFactor(const Graph& g, const Node& n, ValueId result) {
-  if ((n.kind != OpKind::Mul && n.kind != OpKind::Div) || n.inputs.size() != 2) return std::nullopt;
-  bool left = n.inputs[0] == result, right = n.inputs[1] == result;
-  if (left == right || (n.kind == OpKind::Div && !left)) return std::nullopt;
-  const Value& c = g.value(left ? n.inputs[1] : n.inputs[0]);
-  if (!c.constant || c.type.dtype != DType::F32 || c.type.shape.numel() != 1 ||
-      g.value(n.outputs[0]).type.shape != g.value(result).type.shape)
-    return std::nullopt;
-  float v = floatData(c)[0];
-  return n.kind == OpKind::Mul ? v : 1.f / v;
-}
-
-void absorbPostOps(Lowering& l, const std::vector<NodeId>& nodes, int channelAxis, int64_t channels,
-                   Phys outPhys, EpilogueBuild& e) {
-  const Graph& g = l.graph();
-  for (size_t i = 1; i < nodes.size(); ++i) {
-    const Node& n = g.node(nodes[i]);
-    if (n.outputs.size() != 1 || g.value(n.outputs[0]).type.dtype != DType::F32) break;
-    const Shape& outShape = g.value(e.result).type.shape;
-    if (n.kind == OpKind::Relu && n.inputs[0] == e.result) {
-      e.epilogue.push_back({PostOpKind::Relu});
-    } else if (n.kind == OpKind::Gelu && n.inputs[0] == e.result &&
-               !std::get<GeluAttrs>(n.attrs).tanhApproximation) {
-      e.epilogue.push_back({PostOpKind::Gelu});
-    } else if (n.kind == OpKind::LeakyRelu && n.inputs[0] == e.result) {
-      e.epilogue.push_back({PostOpKind::LeakyRelu, std::get<AlphaBetaAttrs>(n.attrs).alpha});
-    } else if (n.kind == OpKind::HardSigmoid && n.inputs[0] == e.result) {
-      const auto& a = std::get<AlphaBetaAttrs>(n.attrs);
-      e.epilogue.push_back({PostOpKind::HardSigmoid, a.alpha, a.beta});
-    } else if (n.kind == OpKind::HardSwish && n.inputs[0] == e.result) {
-      e.epilogue.push_back({PostOpKind::HardSwish});
-    } else if (n.kind == OpKind::Sigmoid && n.inputs[0] == e.result) {
-      e.epilogue.push_back({PostOpKind::Sigmoid});
-    } else if (auto factor = scalarFactor(g, n, e.result)) {
-      e.epilogue.push_back({PostOpKind::Scale, *factor});
-    } else if (n.kind == OpKind::Clip && n.inputs[0] == e.result) {
-      const auto& a = std::get<ClipAttrs>(n.attrs);
-      float lo = std::isinf(a.min) ? -FLT_MAX : static_cast<float>(a.min);
-      float hi = std::isinf(a.max) ? FLT_MAX : static_cast<float>(a.max);
-      e.epilogue.push_back({PostOpKind::Clip, lo, hi});
-    } else if (n.kind == OpKind::Add && n.inputs.size() == 2 &&
-               (n.inputs[0] == e.result) != (n.inputs[1] == e.result)) {
-      ValueId other = n.inputs[0] == e.result ? n.inputs[1] : n.inputs[0];
-      const Value& o = g.value(other);
-      if (o.type.dtype != DType::F32 || g.value(n.outputs[0]).type.shape != outShape) break;
-      if (o.constant && perChannel(o.type.shape, outShape.rank(), channelAxis, channels)) {
-        bool merge = !e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::BiasPerColumn;
-        if (!merge && !e.bias.empty()) break; // one bias vector per kernel
-        if (e.bias.empty()) e.bias.assign(static_cast<size_t>(channels), 0.f);
-        const float* c = floatData(o);
-        for (int64_t k = 0; k < channels; ++k)
-          e.bias[static_cast<size_t>(k)] += o.type.shape.numel() == 1 ? c[0] : c[k];
-        if (!merge) e.epilogue.push_back({PostOpKind::BiasPerColumn});
-      } else if (!o.constant && o.type.shape == outShape && e.addend < 0) {
-        e.addend = l.tensorIn(other, outPhys);
-        e.epilogue.push_back({PostOpKind::AddTensor});
-      } else {
-        break;
-      }
-    } else {
-      break;
+// A constant broadcast to `shape` (row-major), each element times `factor`.
+std::vector<float> expandConstant(const Value& c, const Shape& shape, float factor) {
+  std::vector<int64_t> strides =
+      Lowering::broadcastStrides(c.type.shape, c.type.shape.strides(), shape);
+  std::vector<float> full(static_cast<size_t>(shape.numel()));
+  std::vector<int64_t> index(static_cast<size_t>(shape.rank()), 0);
+  for (int64_t flat = 0; flat < shape.numel(); ++flat) {
+    int64_t offset = 0;
+    int64_t rest = flat;
+    for (int d = shape.rank() - 1; d >= 0; --d) {
+      offset += (rest % shape[d]) * strides[static_cast<size_t>(d)];
+      rest /= shape[d];
     }
-    e.result = n.outputs[0];
-    e.consumed = i + 1;
+    full[static_cast<size_t>(flat)] = factor * floatData(c)[offset];
   }
+  return full;
+}
+
+// Builds the plan's epilogue for an anchor with `channels` output channels whose output is
+// stored in `outPhys`; false (after reporting) when the anchor's own bias is one the plan
+// could not take.
+bool buildEpilogue(Lowering& l, const passes::FusedKernel& kernel, int64_t channels, Phys outPhys,
+                   EpilogueBuild& e) {
+  const Graph& g = l.graph();
+  const Node& anchor = g.node(kernel.anchor);
+  bool ownBias = !kernel.epilogue.empty() && kernel.epilogue.front().node == kernel.anchor;
+  if (anchor.inputs.size() > 2 && anchor.inputs[2] != kNoValue && !ownBias) {
+    l.unsupported(anchor, anchor.kind == OpKind::Conv
+                              ? "the bias must be a constant f32 vector"
+                              : "a non-constant C needs beta = 1 and the output's shape");
+    return false;
+  }
+  const Shape& outShape = g.value(anchor.outputs[0]).type.shape;
+  for (const passes::EpilogueStep& step : kernel.epilogue) {
+    // A Gemm's C is scaled by its beta.
+    float factor = step.node == kernel.anchor && anchor.kind == OpKind::Gemm
+                       ? std::get<GemmAttrs>(anchor.attrs).beta
+                       : 1.f;
+    if (step.op.kind == PostOpKind::BiasPerColumn) {
+      const Value& c = g.value(step.operand);
+      if (e.bias.empty()) e.bias.assign(static_cast<size_t>(channels), 0.f);
+      for (int64_t k = 0; k < channels; ++k)
+        e.bias[static_cast<size_t>(k)] += factor * floatData(c)[c.type.shape.numel() == 1 ? 0 : k];
+    } else if (step.op.kind == PostOpKind::AddTensor) {
+      const Value& c = g.value(step.operand);
+      e.addend = c.constant ? l.addConstant(expandConstant(c, outShape, factor))
+                            : l.tensorIn(step.operand, outPhys);
+    }
+    if (!step.mergesIntoBias) e.epilogue.push_back(step.op);
+  }
+  if (size_t n = kernel.epilogueNodes()) e.result = g.node(kernel.nodes[n]).outputs[0];
+  return true;
 }
 
 std::string shapeText(const Shape& s) {
   return s.toString();
 }
 
-// The kernel's step: its bias into the constants, its output defined in `phys`; returns the
-// nodes it consumed.
-size_t addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weights,
-                     const EpilogueBuild& e, Phys phys) {
+// The kernel's step: its bias into the constants, its output defined in `phys`.
+bool addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weights,
+                   const EpilogueBuild& e, Phys phys) {
   int bias = e.bias.empty() ? -1 : l.addConstant(e.bias);
   int out = l.defineOutput(e.result, phys);
   rt::Step step;
@@ -185,7 +157,7 @@ size_t addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weight
   step.tensors[rt::kArgResidual] = e.addend;
   l.addStep(std::move(step), {in, weights, bias, e.addend}, {out});
   l.noteHeavy(std::move(hk));
-  return e.consumed;
+  return true;
 }
 
 // The packed weights as a constant of the blob (their bytes, whatever their element type).
@@ -193,41 +165,31 @@ int packedConstant(Lowering& l, const codegen::PackedWeights& packed) {
   return packed.empty() ? -1 : l.addConstant(packed.data.get(), packed.bytes);
 }
 
-size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
+bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   const Graph& g = l.graph();
-  const Node& n = g.node(nodes[0]);
+  const Node& n = g.node(kernel.anchor);
   const auto& a = std::get<ConvAttrs>(n.attrs);
   const Value& x = g.value(n.inputs[0]);
   const Value& wv = g.value(n.inputs[1]);
   if (a.kernel.size() != 2 || x.type.dtype != DType::F32) {
     l.unsupported(n, "only 2-d f32 convolution is compiled");
-    return 0;
+    return false;
   }
   if (!wv.constant) {
     l.unsupported(n, "the weights must be constant (initializers)");
-    return 0;
+    return false;
   }
   const Shape& xs = x.type.shape;
   const Shape& ys = g.value(n.outputs[0]).type.shape;
   int64_t oc = wv.type.shape[0];
   EpilogueBuild e;
   e.result = n.outputs[0];
-  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
-    const Value& b = g.value(n.inputs[2]);
-    if (!b.constant) {
-      l.unsupported(n, "the bias must be constant");
-      return 0;
-    }
-    e.bias.assign(floatData(b), floatData(b) + oc);
-    e.epilogue.push_back({PostOpKind::BiasPerColumn});
-  }
-  absorbPostOps(l, nodes, 1, oc, Phys::Nhwc, e);
+  if (!buildEpilogue(l, kernel, oc, Phys::Nhwc, e)) return false;
   int in = l.tensorIn(n.inputs[0], Phys::Nhwc);
-  bool depthwise = a.group == xs[1] && a.group == oc && wv.type.shape[1] == 1;
   HeavyKernel hk;
   codegen::PackedWeights packed;
-  Expected<int> kernel = -1;
-  if (depthwise) {
+  Expected<int> code = -1;
+  if (kernel.templ == TemplateKind::Depthwise) {
     DepthwiseWorkload w;
     w.n = xs[0], w.c = xs[1], w.h = xs[2], w.w = xs[3], w.kh = a.kernel[0], w.kw = a.kernel[1];
     w.strideH = a.strides[0], w.strideW = a.strides[1];
@@ -235,7 +197,7 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     w.dilationH = a.dilations[0], w.dilationW = a.dilations[1];
     w.threads = l.options().threads;
     auto c = chooseConfigOf<DepthwiseConfig>(l, w, hk);
-    if (l.module()) kernel = l.module()->addDepthwise(w, c, e.epilogue, floatData(wv), packed);
+    if (l.module()) code = l.module()->addDepthwise(w, c, e.epilogue, floatData(wv), packed);
   } else {
     Conv2dWorkload w;
     w.n = xs[0], w.ic = xs[1], w.h = xs[2], w.w = xs[3], w.oc = oc;
@@ -245,17 +207,17 @@ size_t lowerConv(Lowering& l, const std::vector<NodeId>& nodes) {
     w.threads = l.options().threads;
     w.coldWeights = l.weightsCold();
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
-    if (l.module()) kernel = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
+    if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
   }
-  if (!kernel) {
-    l.unsupported(n, kernel.error().message());
-    return 0;
+  if (!code) {
+    l.unsupported(n, code.error().message());
+    return false;
   }
   hk.label = "Conv '" + n.name + "' " + shapeText(xs) + " -> " + shapeText(ys) + " k" +
              std::to_string(a.kernel[0]) + "x" + std::to_string(a.kernel[1]) + " s" +
              std::to_string(a.strides[0]) + (e.epilogue.empty() ? "" : " + ") +
              epilogueName(e.epilogue);
-  return addKernelStep(l, std::move(hk), *kernel, in, packedConstant(l, packed), e, Phys::Nhwc);
+  return addKernelStep(l, std::move(hk), *code, in, packedConstant(l, packed), e, Phys::Nhwc);
 }
 
 // How a view of a rows x cols matrix is stored: its leading dimension (0, the dense default,
@@ -265,18 +227,18 @@ std::pair<int64_t, bool> storedAs(const passes::MatrixView& v, int64_t rows, int
   return {cols > 1 ? v.colStride : 0, true};
 }
 
-size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
+bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   const Graph& g = l.graph();
-  const Node& n = g.node(nodes[0]);
+  NodeId id = kernel.anchor;
+  const Node& n = g.node(id);
   const Value& av = g.value(n.inputs[0]);
   const Value& bv = g.value(n.inputs[1]);
   const Shape& as = av.type.shape;
   const Shape& bs = bv.type.shape;
-  const Shape& ys = g.value(n.outputs[0]).type.shape;
   if (av.type.dtype != DType::F32 || bv.type.dtype != DType::F32 || as.rank() < 2 ||
       bs.rank() < 2) {
     l.unsupported(n, "only f32 matmul with operands of rank >= 2 is compiled");
-    return 0;
+    return false;
   }
   MatmulWorkload w;
   w.threads = l.options().threads;
@@ -292,37 +254,11 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
     if (a.alpha != 1.f) {
       if (!bData) {
         l.unsupported(n, "alpha != 1 needs a constant B");
-        return 0;
+        return false;
       }
       scaledB.assign(bData, bData + bs.numel());
       for (float& v : scaledB) v *= a.alpha;
       bData = scaledB.data();
-    }
-    if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
-      const Value& c = g.value(n.inputs[2]);
-      if (c.constant && c.type.dtype == DType::F32 && perChannel(c.type.shape, 2, 1, w.n)) {
-        e.bias.assign(static_cast<size_t>(w.n), 0.f);
-        for (int64_t j = 0; j < w.n; ++j)
-          e.bias[static_cast<size_t>(j)] = a.beta * floatData(c)[c.type.shape.numel() == 1 ? 0 : j];
-        e.epilogue.push_back({PostOpKind::BiasPerColumn});
-      } else if (c.constant && c.type.dtype == DType::F32) {
-        // Any other broadcast of C: expanded to M x N once, at compile time.
-        std::vector<float> full(static_cast<size_t>(w.m * w.n));
-        Shape cs = c.type.shape;
-        auto strides = Lowering::broadcastStrides(cs, cs.strides(), Shape({w.m, w.n}));
-        for (int64_t i = 0; i < w.m; ++i)
-          for (int64_t j = 0; j < w.n; ++j)
-            full[static_cast<size_t>(i * w.n + j)] =
-                a.beta * floatData(c)[i * strides[0] + j * strides[1]];
-        e.addend = l.addConstant(full);
-        e.epilogue.push_back({PostOpKind::AddTensor});
-      } else if (a.beta == 1.f && c.type.shape == ys) {
-        e.addend = l.tensorIn(n.inputs[2], Phys::Plain);
-        e.epilogue.push_back({PostOpKind::AddTensor});
-      } else {
-        l.unsupported(n, "a non-constant C needs beta = 1 and the output's shape");
-        return 0;
-      }
     }
   } else {
     w.k = as[as.rank() - 1];
@@ -338,7 +274,7 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
       w.broadcastB = false;
     } else {
       l.unsupported(n, "MatMul with broadcast batch dimensions is not compiled yet");
-      return 0;
+      return false;
     }
   }
   w.constantB = bData != nullptr;
@@ -346,34 +282,34 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
   // Operands read or written in place of a Transpose (passes/operand_views.h).
   ValueId aSource = n.inputs[0], bSource = n.inputs[1];
   const passes::OperandViews& views = l.operandViews();
-  if (auto it = views.a.find(nodes[0]); it != views.a.end()) {
+  if (auto it = views.a.find(id); it != views.a.end()) {
     auto [ld, trans] = storedAs(it->second, w.m, w.k);
     w.transA = trans, w.lda = ld, w.strideA = w.batch > 1 ? it->second.batchStride : 0;
     aSource = it->second.base;
   }
-  if (auto it = views.b.find(nodes[0]); it != views.b.end()) {
+  if (auto it = views.b.find(id); it != views.b.end()) {
     auto [ld, trans] = storedAs(it->second, w.k, w.n);
     w.transB = trans, w.ldb = ld, w.strideB = w.broadcastB ? 0 : it->second.batchStride;
     bSource = it->second.base;
   }
-  if (auto it = views.c.find(nodes[0]); it != views.c.end()) {
+  if (auto it = views.c.find(id); it != views.c.end()) {
     w.ldc = w.m > 1 ? it->second.rowStride : 0;
     w.strideC = w.batch > 1 ? it->second.batchStride : 0;
     e.result = it->second.base;
   }
   if (Status s = w.check(); !s) {
     l.unsupported(n, "internal: " + s.error().message());
-    return 0;
+    return false;
   }
-  absorbPostOps(l, nodes, ys.rank() - 1, w.n, Phys::Plain, e);
+  if (!buildEpilogue(l, kernel, w.n, Phys::Plain, e)) return false;
   HeavyKernel hk;
   auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
   codegen::PackedWeights packed;
-  Expected<int> kernel = -1;
-  if (l.module()) kernel = l.module()->addMatmul(w, c, e.epilogue, bData, packed);
-  if (!kernel) {
-    l.unsupported(n, kernel.error().message());
-    return 0;
+  Expected<int> code = -1;
+  if (l.module()) code = l.module()->addMatmul(w, c, e.epilogue, bData, packed);
+  if (!code) {
+    l.unsupported(n, code.error().message());
+    return false;
   }
   hk.label = std::string(opName(n.kind)) + " '" + n.name + "' " + std::to_string(w.batch) + "x" +
              std::to_string(w.m) + "x" + std::to_string(w.n) + "x" + std::to_string(w.k) +
@@ -381,15 +317,14 @@ size_t lowerMatmul(Lowering& l, const std::vector<NodeId>& nodes) {
              (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue);
   int in = l.tensorIn(aSource, Phys::Plain);
   int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(bSource, Phys::Plain);
-  return addKernelStep(l, std::move(hk), *kernel, in, weights, e, Phys::Plain);
+  return addKernelStep(l, std::move(hk), *code, in, weights, e, Phys::Plain);
 }
 
 } // namespace
 
-size_t lowerAnchor(Lowering& l, const std::vector<NodeId>& nodes) {
-  const Node& n = l.graph().node(nodes[0]);
-  if (n.kind == OpKind::Conv) return lowerConv(l, nodes);
-  return lowerMatmul(l, nodes);
+bool lowerAnchor(Lowering& l, const passes::FusedKernel& kernel) {
+  if (kernel.templ == TemplateKind::Matmul) return lowerMatmul(l, kernel);
+  return lowerConv(l, kernel);
 }
 
 } // namespace tunec::driver

@@ -73,6 +73,9 @@ std::optional<EwOp> elementwiseOp(const Node& node, float& p0, float& p1) {
   }
   case OpKind::HardSwish:
     return EwOp::HardSwish;
+  case OpKind::Swish:
+    p0 = std::get<AlphaBetaAttrs>(node.attrs).alpha;
+    return EwOp::Swish;
   case OpKind::Softplus:
     return EwOp::Softplus;
   case OpKind::Floor:

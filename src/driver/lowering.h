@@ -99,10 +99,10 @@ private:
   CompileStats stats_;
 };
 
-/// Lowers the anchor at nodes[0] of a fused kernel and as many of the following nodes as its
-/// epilogue absorbs; returns how many nodes it consumed (0 when the anchor is not one the
-/// templates implement, after reporting why).
-size_t lowerAnchor(Lowering& l, const std::vector<NodeId>& nodes);
+/// Lowers an anchored kernel of the fusion plan, its anchor with the epilogue the plan decided,
+/// as one generated-kernel step; false when the anchor is not one the templates implement (after
+/// reporting why).
+bool lowerAnchor(Lowering& l, const passes::FusedKernel& kernel);
 /// Lowers nodes[begin..] (light ops): a run of elementwise ops becomes one step; returns the
 /// index after the nodes it consumed.
 size_t lowerLight(Lowering& l, const std::vector<NodeId>& nodes, size_t begin);

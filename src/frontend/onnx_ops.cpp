@@ -118,6 +118,7 @@ template <OpKind K> Result convertAlpha(ConvertContext& ctx) {
   switch (K) {
   case OpKind::Celu:
   case OpKind::Elu:
+  case OpKind::Swish:
   case OpKind::ThresholdedRelu:
     a.alpha = ctx.attrs.getFloat("alpha", 1.0f);
     break;
@@ -793,7 +794,7 @@ const std::map<std::string, Converter>& converters() {
 #undef BINARY
 #define ALPHA(name) {#name, convertAlpha<OpKind::name>},
                                   ALPHA(Celu) ALPHA(Elu) ALPHA(HardSigmoid) ALPHA(LeakyRelu)
-                                      ALPHA(Selu) ALPHA(ThresholdedRelu)
+                                      ALPHA(Selu) ALPHA(Swish) ALPHA(ThresholdedRelu)
 #undef ALPHA
 #define REDUCE(name) {#name, convertReduce<OpKind::name>},
                                           REDUCE(ReduceMean) REDUCE(ReduceSum) REDUCE(ReduceMax)

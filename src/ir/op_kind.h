@@ -20,7 +20,7 @@ namespace tunec {
   X(Not, NoAttrs) X(Reciprocal, NoAttrs) X(Relu, NoAttrs) X(Round, NoAttrs) X(Sigmoid, NoAttrs)    \
   X(Sign, NoAttrs) X(Sin, NoAttrs) X(Sinh, NoAttrs) X(Softplus, NoAttrs) X(Softsign, NoAttrs)      \
   X(Sqrt, NoAttrs) X(Tan, NoAttrs) X(Tanh, NoAttrs) X(Gelu, GeluAttrs) X(Celu, AlphaBetaAttrs)     \
-  X(Elu, AlphaBetaAttrs) X(HardSigmoid, AlphaBetaAttrs) X(LeakyRelu, AlphaBetaAttrs)               \
+  X(Swish, AlphaBetaAttrs) X(Elu, AlphaBetaAttrs) X(HardSigmoid, AlphaBetaAttrs) X(LeakyRelu, AlphaBetaAttrs)               \
   X(Selu, AlphaBetaAttrs) X(ThresholdedRelu, AlphaBetaAttrs) X(Clip, ClipAttrs)                    \
   X(Cast, CastAttrs) X(Dropout, NoAttrs)                                                           \
   /* quantization: x, scale (scalar, or per axis), zero point; elementwise */                      \

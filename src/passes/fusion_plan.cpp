@@ -4,6 +4,9 @@
 #include "ir/op_registry.h"
 #include "passes/rewriter.h"
 
+#include <cfloat>
+#include <cmath>
+
 namespace tunec::passes {
 
 namespace {
@@ -72,10 +75,165 @@ bool yellowPays(MappingType group, const Node& consumer, std::string& reason) {
   return false;
 }
 
+// True when a constant broadcasts along the channel dim `axis` of an output of `rank` dims only.
+bool perChannel(const Shape& c, int rank, int axis, int64_t channels) {
+  if (c.numel() != channels && c.numel() != 1) return false;
+  int shift = rank - c.rank();
+  if (shift < 0) return false;
+  for (int d = 0; d < c.rank(); ++d)
+    if (c[d] != 1 && d + shift != axis) return false;
+  return true;
+}
+
+// Where an anchor's output channels are: the axis and its extent.
+struct Channels {
+  int axis;
+  int64_t count;
+};
+
+Channels channelsOf(const Graph& g, const Node& anchor) {
+  const Shape& y = g.value(anchor.outputs[0]).type.shape;
+  if (anchor.kind == OpKind::Conv) return {1, y[1]};
+  return {y.rank() - 1, y[y.rank() - 1]};
+}
+
+// The factor of `x * c`, `c * x` or `x / c` with c a float scalar constant.
+std::optional<float> scalarFactor(const Graph& g, const Node& n, ValueId x) {
+  if ((n.kind != OpKind::Mul && n.kind != OpKind::Div) || n.inputs.size() != 2) return std::nullopt;
+  bool left = n.inputs[0] == x, right = n.inputs[1] == x;
+  if (left == right || (n.kind == OpKind::Div && !left)) return std::nullopt;
+  const Value& c = g.value(left ? n.inputs[1] : n.inputs[0]);
+  if (!c.constant || c.type.dtype != DType::F32 || c.type.shape.numel() != 1 ||
+      g.value(n.outputs[0]).type.shape != g.value(x).type.shape)
+    return std::nullopt;
+  float v = c.constant->dataAs<float>()[0];
+  return n.kind == OpKind::Mul ? v : 1.f / v;
+}
+
+// The post-op node `n` computes from the kernel's current result `x`, or why it is none.
+Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channels ch) {
+  const Node& n = g.node(id);
+  std::string op(opName(n.kind));
+  if (n.outputs.size() != 1 || g.value(n.outputs[0]).type.dtype != DType::F32)
+    return Error(op + " does not produce f32, and epilogues compute in f32");
+  EpilogueStep step{id, {PostOpKind::Relu}};
+  bool unary = n.inputs.size() == 1 && n.inputs[0] == x;
+  auto alpha = [&] { return std::get<AlphaBetaAttrs>(n.attrs); };
+  if (unary) {
+    switch (n.kind) {
+    case OpKind::Relu:
+      return step;
+    case OpKind::Gelu:
+      if (std::get<GeluAttrs>(n.attrs).tanhApproximation)
+        return Error("GELU's tanh form is not an epilogue post-op (its erf form is)");
+      step.op = {PostOpKind::Gelu};
+      return step;
+    case OpKind::LeakyRelu:
+      step.op = {PostOpKind::LeakyRelu, alpha().alpha};
+      return step;
+    case OpKind::HardSigmoid:
+      step.op = {PostOpKind::HardSigmoid, alpha().alpha, alpha().beta};
+      return step;
+    case OpKind::HardSwish:
+      step.op = {PostOpKind::HardSwish};
+      return step;
+    case OpKind::Sigmoid:
+      step.op = {PostOpKind::Sigmoid};
+      return step;
+    case OpKind::Swish:
+      step.op = {PostOpKind::Swish, alpha().alpha};
+      return step;
+    case OpKind::Tanh:
+      step.op = {PostOpKind::Tanh};
+      return step;
+    case OpKind::Exp:
+      step.op = {PostOpKind::Exp};
+      return step;
+    default:
+      break;
+    }
+  }
+  if (n.kind == OpKind::Clip && !n.inputs.empty() && n.inputs[0] == x) {
+    const auto& a = std::get<ClipAttrs>(n.attrs);
+    float lo = std::isinf(a.min) ? -FLT_MAX : static_cast<float>(a.min);
+    float hi = std::isinf(a.max) ? FLT_MAX : static_cast<float>(a.max);
+    step.op = {PostOpKind::Clip, lo, hi};
+    return step;
+  }
+  if (auto factor = scalarFactor(g, n, x)) {
+    step.op = {PostOpKind::Scale, *factor};
+    return step;
+  }
+  const Shape& shape = g.value(x).type.shape;
+  if (n.kind == OpKind::Add && n.inputs.size() == 2 && (n.inputs[0] == x) != (n.inputs[1] == x)) {
+    ValueId other = n.inputs[0] == x ? n.inputs[1] : n.inputs[0];
+    const Value& o = g.value(other);
+    if (o.type.dtype != DType::F32 || g.value(n.outputs[0]).type.shape != shape)
+      return Error("the Add broadcasts the kernel's output to a larger shape");
+    step.operand = other;
+    if (o.constant && perChannel(o.type.shape, shape.rank(), ch.axis, ch.count)) {
+      step.op = {PostOpKind::BiasPerColumn};
+      return step;
+    }
+    if (!o.constant && o.type.shape == shape) {
+      step.op = {PostOpKind::AddTensor};
+      return step;
+    }
+    return Error("the Add's other operand is neither a per-channel constant nor a tensor of the "
+                 "output's shape");
+  }
+  return Error(op + " is not an epilogue post-op (of " + std::to_string(n.inputs.size()) +
+               " input" + (n.inputs.size() == 1 ? "" : "s") + ")");
+}
+
+// The anchor's own bias: a Conv's constant third input, a Gemm's C (per output channel as a
+// bias vector, any other constant or a computed C of the output's shape with beta 1 as an
+// addend). A bias none of these are is the driver's to report.
+std::optional<EpilogueStep> ownBias(const Graph& g, NodeId id, Channels ch) {
+  const Node& n = g.node(id);
+  if (n.inputs.size() < 3 || n.inputs[2] == kNoValue) return std::nullopt;
+  const Value& c = g.value(n.inputs[2]);
+  if (c.type.dtype != DType::F32) return std::nullopt;
+  EpilogueStep step{id, {PostOpKind::BiasPerColumn}, n.inputs[2]};
+  if (n.kind == OpKind::Conv) {
+    if (!c.constant) return std::nullopt;
+    return step;
+  }
+  if (n.kind != OpKind::Gemm) return std::nullopt;
+  if (c.constant && perChannel(c.type.shape, 2, 1, ch.count)) return step;
+  step.op = {PostOpKind::AddTensor};
+  if (c.constant) return step;
+  const Shape& y = g.value(n.outputs[0]).type.shape;
+  if (std::get<GemmAttrs>(n.attrs).beta == 1.f && c.type.shape == y) return step;
+  return std::nullopt;
+}
+
 } // namespace
+
+size_t FusedKernel::epilogueNodes() const {
+  size_t n = 0;
+  for (const EpilogueStep& s : epilogue) n += s.node != anchor;
+  return n;
+}
+
+Epilogue FusedKernel::postOps() const {
+  Epilogue ops;
+  for (const EpilogueStep& s : epilogue)
+    if (!s.mergesIntoBias) ops.push_back(s.op);
+  return ops;
+}
 
 bool isAnchor(OpKind kind) {
   return kind == OpKind::Conv || kind == OpKind::Gemm || kind == OpKind::MatMul;
+}
+
+TemplateKind anchorTemplate(const Graph& graph, const Node& anchor) {
+  if (anchor.kind != OpKind::Conv) return TemplateKind::Matmul;
+  const Shape& x = graph.value(anchor.inputs[0]).type.shape;
+  const Shape& w = graph.value(anchor.inputs[1]).type.shape;
+  int64_t groups = std::get<ConvAttrs>(anchor.attrs).group;
+  bool depthwise = x.rank() == 4 && groups == x[1] && groups == w[0] && w[1] == 1;
+  return depthwise ? TemplateKind::Depthwise : TemplateKind::Conv2d;
 }
 
 FusionPlan planFusion(const Graph& graph) {
@@ -98,6 +256,12 @@ FusionPlan planFusion(const Graph& graph) {
     kernel.nodes.push_back(static_cast<NodeId>(start));
     kernel.mapping = opInfo(first.kind).mapping;
     plan.kernelOf[start] = k;
+    Channels channels{0, 0};
+    if (kernel.anchor >= 0) {
+      kernel.templ = anchorTemplate(graph, first);
+      channels = channelsOf(graph, first);
+      if (auto bias = ownBias(graph, kernel.anchor, channels)) kernel.epilogue.push_back(*bias);
+    }
     // Grow along the single consumer of the group's last output.
     NodeId last = static_cast<NodeId>(start);
     while (true) {
@@ -133,6 +297,33 @@ FusionPlan planFusion(const Graph& graph) {
         boundary("another input of the consumer is computed after this kernel starts");
         break;
       }
+      MappingType consumerType = opInfo(consumer.kind).mapping;
+      if (kernel.anchor >= 0 && consumerType == MappingType::OneToOne) {
+        // A one-to-one consumer of an anchor joins as a post-op its template's epilogue
+        // accepts; after the anchor's output is viewed through a reshape nothing more does.
+        auto step = matchPostOp(graph, next, out, channels);
+        if (step && kernel.nodes.size() > kernel.epilogueNodes() + 1)
+          step =
+              Error("the epilogue computes on the anchor's output, not on a reshaped view of it");
+        if (!step) {
+          boundary(step.error().message());
+          break;
+        }
+        Epilogue sofar = kernel.postOps();
+        step->mergesIntoBias = step->op.kind == PostOpKind::BiasPerColumn && !sofar.empty() &&
+                               sofar.back().kind == PostOpKind::BiasPerColumn;
+        if (!step->mergesIntoBias) {
+          if (Status s = epilogueAccepts(sofar, step->op); !s) {
+            boundary(std::string(templateName(kernel.templ)) + " epilogue: " + s.error().message());
+            break;
+          }
+        }
+        kernel.epilogue.push_back(*step);
+        kernel.nodes.push_back(next);
+        plan.kernelOf[static_cast<size_t>(next)] = k;
+        last = next;
+        continue;
+      }
       Cell cell = table(kernel.mapping, opInfo(consumer.kind).mapping);
       std::string why;
       bool fuse = cell.verdict == Verdict::Green ||
@@ -144,7 +335,7 @@ FusionPlan planFusion(const Graph& graph) {
         boundary(why);
         break;
       }
-      // An anchor's post-ops keep the anchor's many-to-many type; light groups take the table's.
+      // An anchor's kernel keeps its many-to-many type (only free views join it here).
       if (kernel.anchor < 0) kernel.mapping = cell.result;
       kernel.nodes.push_back(next);
       plan.kernelOf[static_cast<size_t>(next)] = k;

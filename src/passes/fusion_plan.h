@@ -3,16 +3,35 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "templates/post_ops.h"
+#include "templates/template.h"
 
 #include <string>
 #include <vector>
 
 namespace tunec::passes {
 
+/// One post-op of an anchor's epilogue and what it reads. The anchor's own bias (a Conv's third
+/// input, a Gemm's C) is the first, with `node` the anchor itself.
+struct EpilogueStep {
+  NodeId node;                 ///< the graph node it computes
+  PostOp op;                   ///< BiasPerColumn, AddTensor, Relu, ...
+  ValueId operand = kNoValue;  ///< the bias constant or the addend the op reads
+  bool mergesIntoBias = false; ///< a per-channel constant added into the bias vector before it
+};
+
 struct FusedKernel {
   NodeId anchor = -1;        ///< the heavy node (Conv, Gemm, MatMul), or -1 for a loop kernel
   std::vector<NodeId> nodes; ///< in order; the anchor first when there is one
   MappingType mapping;       ///< the fused result's mapping type
+  /// Anchors only: the template that runs it, and its epilogue: the anchor's own bias, then
+  /// nodes[1 .. epilogueNodes()] in order. Reshape-like views of the result may follow.
+  TemplateKind templ = TemplateKind::Matmul;
+  std::vector<EpilogueStep> epilogue;
+  /// How many nodes after the anchor its epilogue computes.
+  size_t epilogueNodes() const;
+  /// The post-ops of the epilogue, in order (merged biases counted once).
+  Epilogue postOps() const;
 };
 
 struct FusionBoundary {
@@ -28,10 +47,16 @@ struct FusionPlan {
 
 /// Groups nodes into kernels: a group grows along single-consumer edges while DNNFusion's table
 /// says green (or yellow and the cheap analysis agrees); an anchor (many-to-many heavy op)
-/// starts its own group and absorbs the post-ops that follow it; two anchors never fuse.
+/// starts its own group and takes the one-to-one ops that follow it as long as each is a
+/// post-op its template's epilogue accepts (templates/post_ops.h); two anchors never fuse. The
+/// driver lowers this plan as it stands: it decides nothing about fusion itself.
 FusionPlan planFusion(const Graph& graph);
 
 /// True for the heavy ops that templates implement (Conv, Gemm, MatMul).
 bool isAnchor(OpKind kind);
+
+/// The template that runs an anchor: a Conv whose groups are its channels, one filter each, is
+/// depthwise; other Convs are conv2d; Gemm and MatMul are matmul.
+TemplateKind anchorTemplate(const Graph& graph, const Node& anchor);
 
 } // namespace tunec::passes

@@ -37,4 +37,8 @@ Expected<Graph> recognizeGelu(const Graph& graph);
 /// LayerNormalization op (recognize_layer_norm.cpp).
 Expected<Graph> recognizeLayerNorm(const Graph& graph);
 
+/// Replaces x * sigmoid(x) (SiLU) and x * sigmoid(alpha x) by one Swish op
+/// (recognize_swish.cpp).
+Expected<Graph> recognizeSwish(const Graph& graph);
+
 } // namespace tunec::passes

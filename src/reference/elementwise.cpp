@@ -86,6 +86,8 @@ double unaryFloat(const Node& node, double x) {
     if (std::get<GeluAttrs>(node.attrs).tanhApproximation)
       return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case OpKind::Swish: // x * sigmoid(alpha x), ONNX's Swish (SiLU at alpha = 1)
+    return x / (1.0 + std::exp(-double(std::get<AlphaBetaAttrs>(node.attrs).alpha) * x));
   case OpKind::Celu: {
     double a = std::get<AlphaBetaAttrs>(node.attrs).alpha;
     return std::max(0.0, x) + std::min(0.0, a * (std::exp(x / a) - 1));

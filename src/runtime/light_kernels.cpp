@@ -110,8 +110,8 @@ void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b, flo
   case EwOp::Sign:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? 1.f : (a[i] < 0.f ? -1.f : 0.f);
     break;
-  case EwOp::Silu:
-    for (int64_t i = 0; i < n; ++i) d[i] = a[i] * fast_sigmoid(a[i]);
+  case EwOp::Swish:
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] * fast_sigmoid(p0 * a[i]);
     break;
   case EwOp::Elu:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? a[i] : p0 * (fast_exp(a[i]) - 1.f);

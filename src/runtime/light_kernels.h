@@ -41,7 +41,7 @@ enum class EwOp : int32_t {
   Floor,
   Ceil,
   Sign,
-  Silu,
+  Swish, // a * sigmoid(p0 a)
   Elu,
   Round,
   Cos,

@@ -38,6 +38,15 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::Sigmoid:
       s += "sigmoid";
       break;
+    case PostOpKind::Swish:
+      s += p.lo == 1.f ? "silu" : "swish";
+      break;
+    case PostOpKind::Tanh:
+      s += "tanh";
+      break;
+    case PostOpKind::Exp:
+      s += "exp";
+      break;
     }
   }
   return s;
@@ -53,6 +62,15 @@ bool epilogueNeedsAddend(const Epilogue& epilogue) {
   for (const PostOp& p : epilogue)
     if (p.kind == PostOpKind::AddTensor) return true;
   return false;
+}
+
+Status epilogueAccepts(const Epilogue& sofar, const PostOp& next) {
+  if (next.kind == PostOpKind::BiasPerColumn && epilogueNeedsBias(sofar))
+    return Error("the kernel reads one bias vector and its epilogue has one already (a "
+                 "per-channel add right after it merges into it)");
+  if (next.kind == PostOpKind::AddTensor && epilogueNeedsAddend(sofar))
+    return Error("the kernel reads one addend tensor and its epilogue adds one already");
+  return {};
 }
 
 } // namespace tunec

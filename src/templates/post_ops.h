@@ -3,6 +3,8 @@
 // (DESIGN.md, decision 4).
 #pragma once
 
+#include "support/error.h"
+
 #include <string>
 #include <vector>
 
@@ -19,6 +21,9 @@ enum class PostOpKind {
   HardSigmoid,   ///< y = clip(lo * y + hi, 0, 1)
   HardSwish,     ///< y = y * clip(y / 6 + 1/2, 0, 1)
   Sigmoid,       ///< y = 1 / (1 + exp(-y))
+  Swish,         ///< y = y / (1 + exp(-lo y)) (SiLU at lo = 1)
+  Tanh,          ///< y = tanh(y)
+  Exp,           ///< y = exp(y)
 };
 
 struct PostOp {
@@ -36,5 +41,11 @@ std::string epilogueName(const Epilogue& epilogue);
 /// True when the epilogue reads a bias vector / an addend tensor.
 bool epilogueNeedsBias(const Epilogue& epilogue);
 bool epilogueNeedsAddend(const Epilogue& epilogue);
+
+/// The epilogue lattice: whether an epilogue that applies `sofar` can apply `next` after it,
+/// with the reason when it cannot (one bias vector and one addend tensor per kernel). The
+/// fusion plan asks it for every post-op through the template that runs the anchor
+/// (templates/template.h); nothing else decides what an epilogue takes.
+Status epilogueAccepts(const Epilogue& sofar, const PostOp& next);
 
 } // namespace tunec

@@ -40,7 +40,8 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
   Tensor want = referenceConv(w, epi, x, weights, bias, addend);
   double tol = 4.0 * static_cast<double>(w.icPerGroup() * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i)
-    ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
+    ASSERT_NEAR(out.getDouble(i), want.getDouble(i),
+                test::epilogueTolerance(epi, tol, want.getDouble(i)))
         << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump();
 }
 
@@ -126,6 +127,8 @@ TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
       if (trial % 4 == 2) epi.push_back({PostOpKind::HardSwish});
       if (trial % 4 == 3) epi.push_back({PostOpKind::Sigmoid});
       if (trial % 4 == 3) epi.push_back({PostOpKind::AddTensor});
+      if (trial % 4 == 1) epi.push_back({PostOpKind::Swish, 1.f});
+      if (trial % 6 == 4) epi.push_back({PostOpKind::Tanh});
       checkConv(w, *c, epi, static_cast<uint32_t>(trial));
       ++checked;
     }

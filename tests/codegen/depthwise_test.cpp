@@ -38,7 +38,8 @@ void checkDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c, const 
   ASSERT_FALSE(want.empty());
   double tol = 4.0 * static_cast<double>(w.kh * w.kw) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i)
-    ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
+    ASSERT_NEAR(out.getDouble(i), want.getDouble(i),
+                test::epilogueTolerance(epi, tol, want.getDouble(i)))
         << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump();
 }
 
@@ -76,6 +77,8 @@ TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
       if (trial % 4 == 1) epi.push_back({PostOpKind::LeakyRelu, 0.2f});
       if (trial % 4 == 2) epi.push_back({PostOpKind::HardSigmoid, 0.25f, 0.4f});
       if (trial % 5 == 1) epi.push_back({PostOpKind::AddTensor});
+      if (trial % 4 == 3) epi.push_back({PostOpKind::Swish, 1.f});
+      if (trial % 6 == 5) epi.push_back({PostOpKind::Exp});
       checkDepthwise(w, c, epi, static_cast<uint32_t>(trial));
       ++checked;
     }

@@ -67,7 +67,8 @@ void checkMatmul(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue&
   Tensor want = referenceResult(w, epi, a, b, bias, addend);
   double tol = 4.0 * static_cast<double>(w.k) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i)
-    ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
+    ASSERT_NEAR(out.getDouble(i), want.getDouble(i),
+                test::epilogueTolerance(epi, tol, want.getDouble(i)))
         << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump()
         << " epilogue '" << epilogueName(epi) << "'";
 }
@@ -115,8 +116,12 @@ TEST(MatmulTemplate, RandomValidConfigsMatchReference) {
       const PostOp activations[] = {{PostOpKind::LeakyRelu, 0.1f},
                                     {PostOpKind::HardSigmoid, 0.2f, 0.5f},
                                     {PostOpKind::HardSwish},
-                                    {PostOpKind::Sigmoid}};
-      if (trial % 5 < 4) epi.push_back(activations[trial % 5]);
+                                    {PostOpKind::Sigmoid},
+                                    {PostOpKind::Swish, 1.f},
+                                    {PostOpKind::Tanh},
+                                    {PostOpKind::Exp}};
+      if (trial % 8 < 7) epi.push_back(activations[trial % 8]);
+      if (trial % 8 == 5) epi.push_back({PostOpKind::Swish, 1.702f}); // a chain of two
       if (trial % 5 == 2) epi.push_back({PostOpKind::AddTensor});
       checkMatmul(w, *c, epi, static_cast<uint32_t>(trial));
       ++checked;

@@ -88,35 +88,54 @@ TEST(PostOpIr, ExpMatchesStdExpIncludingTheClampedEnds) {
 namespace tunec {
 namespace {
 
-llvm::Value* sigmoidIr(llvm::IRBuilder<>& b, llvm::Value* x) {
-  return codegen::emitPostOp(b, {PostOpKind::Sigmoid}, x, nullptr, nullptr);
-}
-llvm::Value* hardSwishIr(llvm::IRBuilder<>& b, llvm::Value* x) {
-  return codegen::emitPostOp(b, {PostOpKind::HardSwish}, x, nullptr, nullptr);
+// An epilogue's post-op alone (lo = 1: SiLU for Swish), applied to a vector.
+template <PostOpKind K> llvm::Value* postOpIr(llvm::IRBuilder<>& b, llvm::Value* x) {
+  return codegen::emitPostOp(b, {K, 1.f}, x, nullptr, nullptr);
 }
 
-// The epilogue's sigmoid and hard-swish against double precision across their saturated ends;
-// a NaN stays NaN (exp alone would clamp it away).
-TEST(PostOpIr, SigmoidAndHardSwishMatchDoublePrecisionAndKeepNan) {
-  ApplyFn sigmoid = compileApply("sigmoid", sigmoidIr);
-  ApplyFn hardSwish = compileApply("hardswish", hardSwishIr);
-  ASSERT_NE(sigmoid, nullptr);
-  ASSERT_NE(hardSwish, nullptr);
+struct Activation {
+  const char* name;
+  ApplyFn (*compile)();
+  double (*exact)(double);
+  double (*tolerance)(double x, double exact);
+};
+
+template <PostOpKind K> ApplyFn compileOf() {
+  return compileApply(epilogueName({{K, 1.f}}), postOpIr<K>);
+}
+
+// The epilogue's sigmoid, hard-swish, SiLU and tanh against double precision across their
+// saturated ends and down to the tiny arguments where tanh(x) = x; a NaN stays NaN (exp alone
+// would clamp it away).
+TEST(PostOpIr, ActivationsMatchDoublePrecisionAndKeepNan) {
+  const Activation activations[] = {
+      {"sigmoid", compileOf<PostOpKind::Sigmoid>,
+       [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, [](double, double) { return 1e-6; }},
+      {"hardswish", compileOf<PostOpKind::HardSwish>,
+       [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); },
+       [](double x, double) { return 1e-6 * std::max(1.0, std::abs(x)); }},
+      {"silu", compileOf<PostOpKind::Swish>, [](double x) { return x / (1.0 + std::exp(-x)); },
+       [](double x, double) { return 1e-6 * std::max(1.0, std::abs(x)); }},
+      {"tanh", compileOf<PostOpKind::Tanh>, [](double x) { return std::tanh(x); },
+       [](double, double y) { return 4e-7 + 1e-6 * std::abs(y); }},
+  };
   std::vector<float> xs = sweep(-100.f, 100.f, 40001);
-  xs.back() = std::nanf("");
-  std::vector<float> s(xs.size()), h(xs.size());
+  std::vector<float> tiny = sweep(-1e-3f, 1e-3f, 4001);
+  xs.insert(xs.end(), tiny.begin(), tiny.end());
+  while (xs.size() % 16 != 15) xs.push_back(0.5f);
+  xs.push_back(std::nanf(""));
   int64_t vectors = static_cast<int64_t>(xs.size()) / isaInfo(widestIsa(hostTarget())).f32Lanes();
-  sigmoid(xs.data(), s.data(), vectors);
-  hardSwish(xs.data(), h.data(), vectors);
-  for (size_t i = 0; i + 1 < xs.size(); ++i) {
-    double x = xs[i];
-    ASSERT_LT(std::abs(s[i] - 1.0 / (1.0 + std::exp(-x))), 1e-6) << "x = " << x;
-    ASSERT_LT(std::abs(h[i] - x * std::clamp(x / 6 + 0.5, 0.0, 1.0)),
-              1e-6 * std::max(1.0, std::abs(x)))
-        << "x = " << x;
+  for (const Activation& a : activations) {
+    ApplyFn f = a.compile();
+    ASSERT_NE(f, nullptr) << a.name;
+    std::vector<float> ys(xs.size());
+    f(xs.data(), ys.data(), vectors);
+    for (size_t i = 0; i + 1 < xs.size(); ++i) {
+      double x = xs[i], want = a.exact(x);
+      ASSERT_LT(std::abs(ys[i] - want), a.tolerance(x, want)) << a.name << " x = " << x;
+    }
+    EXPECT_TRUE(std::isnan(ys.back())) << a.name;
   }
-  EXPECT_TRUE(std::isnan(s.back()));
-  EXPECT_TRUE(std::isnan(h.back()));
 }
 
 } // namespace

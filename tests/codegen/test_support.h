@@ -8,6 +8,8 @@
 #include "support/host.h"
 #include "templates/post_ops.h"
 
+#include <algorithm>
+#include <cmath>
 #include <gtest/gtest.h>
 #include <memory>
 #include <random>
@@ -71,8 +73,19 @@ inline ValueId addPostOps(Graph& g, ValueId y, const Epilogue& epi, ValueId bias
       y = addOp(g, OpKind::HardSigmoid, AlphaBetaAttrs{op.lo, op.hi}, {y});
     if (op.kind == PostOpKind::HardSwish) y = addOp(g, OpKind::HardSwish, NoAttrs{}, {y});
     if (op.kind == PostOpKind::Sigmoid) y = addOp(g, OpKind::Sigmoid, NoAttrs{}, {y});
+    if (op.kind == PostOpKind::Swish) y = addOp(g, OpKind::Swish, AlphaBetaAttrs{op.lo, 0.f}, {y});
+    if (op.kind == PostOpKind::Tanh) y = addOp(g, OpKind::Tanh, NoAttrs{}, {y});
+    if (op.kind == PostOpKind::Exp) y = addOp(g, OpKind::Exp, NoAttrs{}, {y});
   }
   return y;
+}
+
+/// The tolerance of one output element `want` of an epilogue, given the accumulation's absolute
+/// tolerance `tol`: exp passes an absolute error of y on as a relative error of exp(y).
+inline double epilogueTolerance(const Epilogue& epi, double tol, double want) {
+  for (const PostOp& op : epi)
+    if (op.kind == PostOpKind::Exp) return tol * std::max(1.0, std::abs(want));
+  return tol;
 }
 
 /// The reference result of an NHWC convolution and its epilogue: the input is transposed to

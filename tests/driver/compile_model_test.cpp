@@ -127,8 +127,9 @@ ConvAttrs conv(int64_t k, int64_t stride, int64_t pad, int64_t group = 1) {
   return ConvAttrs{{k, k}, {stride, stride}, {pad, pad, pad, pad}, {1, 1}, group};
 }
 
-// LeakyRelu, HardSigmoid, HardSwish and Sigmoid after a Conv, a depthwise Conv and a MatMul
-// join the anchor's epilogue: one generated kernel, no loop kernel for the activation.
+// LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Swish, Tanh and Exp after a Conv, a depthwise Conv
+// and a MatMul join the anchor's epilogue: one generated kernel, no loop kernel for the
+// activation.
 TEST(CompileModel, ActivationsJoinTheAnchorsEpilogue) {
   struct Case {
     OpKind kind;
@@ -138,7 +139,11 @@ TEST(CompileModel, ActivationsJoinTheAnchorsEpilogue) {
   const Case cases[] = {{OpKind::LeakyRelu, AlphaBetaAttrs{0.1f, 0.f}, "leakyrelu"},
                         {OpKind::HardSigmoid, AlphaBetaAttrs{0.2f, 0.5f}, "hardsigmoid"},
                         {OpKind::HardSwish, NoAttrs{}, "hardswish"},
-                        {OpKind::Sigmoid, NoAttrs{}, "sigmoid"}};
+                        {OpKind::Sigmoid, NoAttrs{}, "sigmoid"},
+                        {OpKind::Swish, AlphaBetaAttrs{1.f, 0.f}, "silu"},
+                        {OpKind::Swish, AlphaBetaAttrs{1.5f, 0.f}, "swish"},
+                        {OpKind::Tanh, NoAttrs{}, "tanh"},
+                        {OpKind::Exp, NoAttrs{}, "exp"}};
   for (const Case& c : cases)
     for (int anchor = 0; anchor < 3; ++anchor) {
       Builder b;

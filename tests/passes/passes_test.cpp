@@ -436,3 +436,98 @@ TEST(Passes, LayoutPlanKeepsActivationsNhwcBetweenConvs) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// PyTorch's SiLU (x * sigmoid(x), either operand order) and x * sigmoid(alpha x) become one Swish;
+// a Sigmoid whose result is also used elsewhere stays.
+TEST(Passes, RecognizeSwishFromSigmoidAndMul) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{2, 3, 5}, {}});
+  ValueId s = add(g, OpKind::Sigmoid, NoAttrs{}, {x}, "sigmoid");
+  g.addOutput(add(g, OpKind::Mul, NoAttrs{}, {s, x}, "silu"));
+  ValueId ax = add(g, OpKind::Mul, NoAttrs{}, {g.addConstant("alpha", scalar(1.702f)), x}, "ax");
+  ValueId s2 = add(g, OpKind::Sigmoid, NoAttrs{}, {ax}, "sigmoid2");
+  g.addOutput(add(g, OpKind::Mul, NoAttrs{}, {x, s2}, "swish"));
+  ValueId s3 = add(g, OpKind::Sigmoid, NoAttrs{}, {x}, "sigmoid3");
+  g.addOutput(add(g, OpKind::Mul, NoAttrs{}, {x, s3}, "kept"));
+  g.addOutput(s3);
+  auto out = passes::recognizeSwish(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  int swish = 0;
+  std::vector<float> alphas;
+  for (const Node& n : out->nodes())
+    if (n.kind == OpKind::Swish) {
+      ++swish;
+      alphas.push_back(std::get<AlphaBetaAttrs>(n.attrs).alpha);
+    }
+  EXPECT_EQ(swish, 2);
+  EXPECT_EQ(out->nodes().size(), 4u) << "two Swish, and the Sigmoid and Mul of 'kept'";
+  ASSERT_EQ(alphas.size(), 2u);
+  EXPECT_FLOAT_EQ(alphas[0], 1.f);
+  EXPECT_FLOAT_EQ(alphas[1], 1.702f);
+  expectEquivalent(g, *out, 1e-6);
+}
+
+// The plan asks the anchor's template what its epilogue takes and names every boundary: a
+// second addend, a broadcast that grows the output, an op no epilogue applies, a reshaped view.
+TEST(Passes, FusionPlanEpiloguesAndTheirBoundaries) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 4, 6, 6}, {}});
+  ValueId r = g.addInput("r", {DType::F32, Shape{1, 4, 6, 6}, {}});
+  ConvAttrs same{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  ValueId c1 = add(g, OpKind::Conv, same,
+                   {x, g.addConstant("w1", randomTensor(Shape{4, 4, 3, 3}, 1)),
+                    g.addConstant("b1", randomTensor(Shape{4}, 2))},
+                   "conv1");
+  ValueId b2 = add(g, OpKind::Add, NoAttrs{},
+                   {c1, g.addConstant("b2", randomTensor(Shape{4, 1, 1}, 3))}, "bias2");
+  ValueId sw = add(g, OpKind::Swish, AlphaBetaAttrs{1.f, 0.f}, {b2}, "silu");
+  ValueId a1 = add(g, OpKind::Add, NoAttrs{}, {sw, r}, "residual");
+  ValueId a2 = add(g, OpKind::Add, NoAttrs{}, {a1, x}, "residual2");
+  g.addOutput(a2);
+  ValueId c2 = add(g, OpKind::Conv, same,
+                   {x, g.addConstant("w2", randomTensor(Shape{4, 4, 3, 3}, 4))}, "conv2");
+  ValueId t = add(g, OpKind::Softsign, NoAttrs{}, {c2}, "softsign");
+  g.addOutput(t);
+  ValueId c3 = add(g, OpKind::Conv, same,
+                   {x, g.addConstant("w3", randomTensor(Shape{4, 4, 3, 3}, 5))}, "conv3");
+  ValueId f = add(g, OpKind::Flatten, AxisAttrs{1}, {c3}, "flatten");
+  g.addOutput(add(g, OpKind::Relu, NoAttrs{}, {f}, "relu_after_view"));
+  passes::FusionPlan plan = passes::planFusion(g);
+  auto id = [&](const std::string& name) {
+    for (size_t n = 0; n < g.nodes().size(); ++n)
+      if (g.nodes()[n].name == name) return static_cast<NodeId>(n);
+    return NodeId{-1};
+  };
+  auto kernelOf = [&](const std::string& name) {
+    return plan.kernelOf[static_cast<size_t>(id(name))];
+  };
+  auto reason = [&](const std::string& consumer) {
+    for (const auto& b : plan.boundaries)
+      if (b.consumer == id(consumer)) return b.reason;
+    return std::string("(no boundary)");
+  };
+  const passes::FusedKernel& k1 = plan.kernels[static_cast<size_t>(kernelOf("conv1"))];
+  EXPECT_EQ(k1.templ, TemplateKind::Conv2d);
+  EXPECT_EQ(kernelOf("silu"), kernelOf("conv1"));
+  EXPECT_EQ(kernelOf("residual"), kernelOf("conv1"));
+  EXPECT_NE(kernelOf("residual2"), kernelOf("conv1"));
+  // conv1's own bias, the per-channel add merged into it, SiLU and one residual.
+  ASSERT_EQ(k1.epilogue.size(), 4u);
+  EXPECT_EQ(k1.epilogue[0].node, id("conv1"));
+  EXPECT_TRUE(k1.epilogue[1].mergesIntoBias);
+  EXPECT_EQ(epilogueName(k1.postOps()), "bias+silu+add");
+  EXPECT_NE(reason("residual2").find("one addend tensor"), std::string::npos)
+      << reason("residual2");
+  EXPECT_NE(reason("softsign").find("Softsign is not an epilogue post-op"), std::string::npos)
+      << reason("softsign");
+  EXPECT_EQ(kernelOf("flatten"), kernelOf("conv3")) << "a reshape of the result is a view";
+  EXPECT_NE(kernelOf("relu_after_view"), kernelOf("conv3"));
+  EXPECT_NE(reason("relu_after_view").find("reshaped view"), std::string::npos)
+      << reason("relu_after_view");
+}
+
+} // namespace
+} // namespace tunec
