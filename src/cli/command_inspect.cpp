@@ -3,12 +3,13 @@
 #include "cli/commands.h"
 #include "cli/load_model.h"
 #include "cli/pipeline.h"
+#include "cli/target_flag.h"
+#include "driver/compile_model.h"
 #include "frontend/onnx_ops.h"
 #include "ir/op_registry.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/fusion_plan.h"
-#include "passes/layout_plan.h"
 #include "passes/memory_plan.h"
 
 #include <cstdio>
@@ -28,10 +29,11 @@ const CommandSpec kInspectSpec{
         {"print-after-all", "",
          "run the graph passes and print the graph after each one that changes it"},
         {"memory", "", "print the arena plan: peak, sum of intermediates, live-set lower bound"},
-        {"layouts", "", "print the layout plan: NHWC activations and the reorders it needs"},
+        {"layouts", "",
+         "run the graph passes and print the layouts compile gives: NHWC tensors and reorders"},
         {"fusion", "",
-         "print the fusion plan: each kernel, its anchor and post-ops, and why boundaries were not "
-         "fused"},
+         "run the graph passes and print the steps compile builds: each fused kernel, its "
+         "anchor's template and epilogue, its steps, and why boundaries were not fused"},
     },
     1,
     1};
@@ -42,6 +44,49 @@ const CommandSpec kOpsSpec{"ops",
                            {{"markdown", "", "print a Markdown table (docs/ops.md)"}},
                            0,
                            0};
+
+// The steps of the compile outline grouped by the fusion-plan kernel they lower, then the reasons
+// of the boundaries.
+void printFusion(const Graph& graph, const driver::CompileOutline& o, bool detailed) {
+  const passes::FusionPlan& plan = o.fusion;
+  int anchored = 0;
+  for (const auto& k : plan.kernels) anchored += k.anchor >= 0;
+  std::printf("fusion: %zu nodes -> %zu kernels (%d anchored); the steps compile builds:\n  %s\n",
+              graph.nodes().size(), plan.kernels.size(), anchored,
+              driver::stepsSummary(o.stats).c_str());
+  if (!detailed) return;
+  // Steps come in kernel order; a kernel whose nodes are all views or read in place has none.
+  std::vector<std::vector<size_t>> stepsOf(plan.kernels.size() + 1);
+  for (size_t i = 0; i < o.steps.size(); ++i) {
+    int k = o.steps[i].kernel;
+    stepsOf[k < 0 ? plan.kernels.size() : static_cast<size_t>(k)].push_back(i);
+  }
+  auto printSteps = [&](const std::vector<size_t>& steps) {
+    for (size_t i : steps)
+      std::printf("    step %zu %s %s\n", i, o.steps[i].generated ? "generated" : "loop     ",
+                  o.steps[i].label.c_str());
+    if (steps.empty()) std::printf("    no step (views, or transposes a matmul reads in place)\n");
+  };
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const passes::FusedKernel& kernel = plan.kernels[k];
+    std::string what =
+        kernel.anchor >= 0 ? std::string(templateName(kernel.templ)) + " anchor" : "loop";
+    std::printf("  kernel %zu (%s):", k, what.c_str());
+    for (NodeId n : kernel.nodes)
+      std::printf(" %s", std::string(opName(graph.node(n).kind)).c_str());
+    std::printf("\n");
+    printSteps(stepsOf[k]);
+  }
+  if (!stepsOf.back().empty()) {
+    std::printf("  model outputs:\n");
+    printSteps(stepsOf.back());
+  }
+  for (const auto& b : plan.boundaries)
+    std::printf("  not fused: %s (%s) -> %s (%s): %s\n", graph.node(b.producer).name.c_str(),
+                std::string(opName(graph.node(b.producer).kind)).c_str(),
+                graph.node(b.consumer).name.c_str(),
+                std::string(opName(graph.node(b.consumer).kind)).c_str(), b.reason.c_str());
+}
 
 } // namespace
 
@@ -59,9 +104,12 @@ int commandInspect(const std::vector<std::string>& argv) {
   if (Status s = verifyGraph(*graph); !s)
     return fail("internal: imported graph fails verification: " + s.error().message());
   if (!args->has("summary")) std::fputs(printGraph(*graph).c_str(), stdout);
-  if (args->has("print-after-all")) {
+  bool outline = args->has("fusion") || args->has("layouts");
+  if (args->has("print-after-all") || outline) {
+    bool print = args->has("print-after-all");
     auto optimized = runGraphPipeline(
-        std::move(*graph), [](const std::string& pass, const Graph& g, bool changed) {
+        std::move(*graph), [print](const std::string& pass, const Graph& g, bool changed) {
+          if (!print) return;
           std::printf("// after %s%s\n", pass.c_str(), changed ? "" : " (unchanged)");
           if (changed) std::fputs(printGraph(g).c_str(), stdout);
         });
@@ -76,41 +124,21 @@ int commandInspect(const std::vector<std::string>& argv) {
   }
   std::printf("%zu nodes, %.3f GFLOP\n", graph->nodes().size(), static_cast<double>(flops) / 1e9);
   for (const auto& [op, n] : counts) std::printf("  %-24s %d\n", op.c_str(), n);
-  if (args->has("fusion")) {
-    passes::FusionPlan plan = passes::planFusion(*graph);
-    int anchored = 0;
-    for (const auto& k : plan.kernels) anchored += k.anchor >= 0;
-    std::printf(
-        "fusion: %zu nodes -> %zu kernels (%d anchored, %zu loop kernels), %.2f nodes per kernel\n",
-        graph->nodes().size(), plan.kernels.size(), anchored,
-        plan.kernels.size() - static_cast<size_t>(anchored),
-        static_cast<double>(graph->nodes().size()) /
-            static_cast<double>(std::max<size_t>(1, plan.kernels.size())));
-    if (!args->has("summary")) {
-      for (size_t k = 0; k < plan.kernels.size(); ++k) {
-        const auto& kernel = plan.kernels[k];
-        std::printf("  kernel %zu (%s):", k, kernel.anchor >= 0 ? "anchor" : "loop");
-        for (NodeId n : kernel.nodes)
-          std::printf(" %s", std::string(opName(graph->node(n).kind)).c_str());
-        std::printf("\n");
-      }
-      for (const auto& b : plan.boundaries)
-        std::printf("  not fused: %s (%s) -> %s (%s): %s\n", graph->node(b.producer).name.c_str(),
-                    std::string(opName(graph->node(b.producer).kind)).c_str(),
-                    graph->node(b.consumer).name.c_str(),
-                    std::string(opName(graph->node(b.consumer).kind)).c_str(), b.reason.c_str());
+  if (outline) {
+    // What compile builds for this machine, without generating code.
+    driver::CompileOptions options;
+    options.target = thisMachine();
+    options.isa = widestIsa(options.target);
+    auto o = driver::outlineCompile(*graph, options);
+    if (!o) return fail(o.error().message());
+    if (args->has("fusion")) printFusion(*graph, *o, !args->has("summary"));
+    if (args->has("layouts")) {
+      std::printf("layouts: %lld NHWC tensors, %zu reorders\n",
+                  static_cast<long long>(o->nhwcTensors), o->reorders.size());
+      for (const auto& r : o->reorders)
+        std::printf("  reorder %s to %s for %s\n", r.value.c_str(), r.toNhwc ? "NHWC" : "plain",
+                    r.consumer.c_str());
     }
-  }
-  if (args->has("layouts")) {
-    passes::LayoutPlan plan = passes::planLayouts(*graph);
-    int nhwc = 0;
-    for (const Layout& l : plan.layouts) nhwc += !l.isPlain();
-    std::printf("layouts: %d NHWC tensors, %zu reorders\n", nhwc, plan.reorders.size());
-    for (const auto& r : plan.reorders)
-      std::printf("  reorder %s to %s for %s\n", graph->value(r.value).name.c_str(),
-                  r.to.toString(4).c_str(),
-                  r.consumer >= 0 ? ("'" + graph->node(r.consumer).name + "'").c_str()
-                                  : "the model output");
   }
   if (args->has("memory")) {
     passes::MemoryPlan plan = passes::planMemory(*graph);

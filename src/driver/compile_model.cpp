@@ -34,15 +34,9 @@ size_t constantBytesRead(const Graph& graph) {
 constexpr int64_t kShortChannels = 8;
 
 Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module)
-    : graph_(graph), options_(options), module_(module), layouts_(passes::planLayouts(graph)),
-      fusion_(passes::planFusion(graph)), views_(passes::planOperandViews(graph, fusion_)),
+    : graph_(graph), options_(options), module_(module), fusion_(passes::planFusion(graph)),
+      views_(passes::planOperandViews(graph, fusion_)),
       weightsCold_(constantBytesRead(graph) > static_cast<size_t>(options.target.l3)) {}
-
-Phys Lowering::producedLayout(ValueId v) const {
-  const Layout& l = layouts_.layouts[static_cast<size_t>(v)];
-  return l == passes::nhwcLayout() && graph_.value(v).type.shape.rank() == 4 ? Phys::Nhwc
-                                                                             : Phys::Plain;
-}
 
 std::vector<int64_t> Lowering::logicalStrides(const Shape& shape, Phys phys) {
   std::vector<int64_t> s = shape.strides();
@@ -114,6 +108,12 @@ int Lowering::tensorIn(ValueId v, Phys want) {
                  {{t, logicalStrides(shape, have), 0}}, {{rt::EwOp::Copy, 0, -1, -1000}});
   ++stats_.reorders;
   reordered_[key] = out;
+  std::string consumer =
+      currentKernel_ < 0
+          ? "the model output"
+          : "'" + graph_.node(fusion_.kernels[static_cast<size_t>(currentKernel_)].nodes[0]).name +
+                "'";
+  reorderNotes_.push_back({graph_.value(v).name, want == Phys::Nhwc, consumer});
   return out;
 }
 
@@ -148,6 +148,7 @@ void Lowering::addStep(rt::Step step, std::vector<int> reads, std::vector<int> w
     if (info.first < 0) info.first = index;
     info.last = std::max(info.last, index);
   }
+  stepKernel_.push_back(currentKernel_);
   if (step.kind == rt::StepKind::Kernel)
     ++stats_.generatedKernels;
   else
@@ -257,7 +258,11 @@ Status Lowering::run() {
     Phys phys;
     tensorAny(in, phys);
   }
-  for (const passes::FusedKernel& kernel : fusion_.kernels) lowerKernel(kernel);
+  for (size_t k = 0; k < fusion_.kernels.size(); ++k) {
+    currentKernel_ = static_cast<int>(k);
+    lowerKernel(fusion_.kernels[k]);
+  }
+  currentKernel_ = -1;
   if (unsupported_.empty()) bindOutputs();
   if (!unsupported_.empty()) {
     std::ostringstream os;
@@ -331,6 +336,32 @@ Expected<std::vector<HeavyKernel>> extractHeavyKernels(const Graph& graph,
   return lowering.finish().kernels;
 }
 
+std::string stepsSummary(const CompileStats& s) {
+  std::ostringstream os;
+  os << s.graphNodes << " graph nodes -> " << s.steps << " steps (" << s.generatedKernels
+     << " generated kernels, " << s.loopKernels << " loop kernels; " << s.reorders << " reorders, "
+     << s.aliases << " views, " << s.foldedTransposes << " transposes read in place by matmuls)";
+  return os.str();
+}
+
+CompileOutline Lowering::outline() const {
+  CompileOutline o;
+  o.fusion = fusion_;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    o.steps.push_back({steps_[i].label, steps_[i].kind == rt::StepKind::Kernel, stepKernel_[i]});
+  o.reorders = reorderNotes_;
+  for (const auto& [value, produced] : produced_) o.nhwcTensors += produced.second == Phys::Nhwc;
+  o.stats = stats_;
+  o.stats.steps = static_cast<int64_t>(steps_.size());
+  return o;
+}
+
+Expected<CompileOutline> outlineCompile(const Graph& graph, const CompileOptions& options) {
+  Lowering lowering(graph, options, nullptr);
+  TUNEC_TRY(lowering.run());
+  return lowering.outline();
+}
+
 std::string compileReport(const CompiledModel& model) {
   std::ostringstream os;
   int tuned = 0;
@@ -355,9 +386,7 @@ std::string compileReport(const CompiledModel& model) {
           "compile with --target FILE for the machine they came from\n";
   }
   const CompileStats& s = model.stats;
-  os << s.graphNodes << " graph nodes -> " << s.steps << " steps (" << s.generatedKernels
-     << " generated kernels, " << s.loopKernels << " loop kernels; " << s.reorders << " reorders, "
-     << s.aliases << " views, " << s.foldedTransposes << " transposes read in place by matmuls)\n";
+  os << stepsSummary(s) << "\n";
   if (s.quantizeSteps || s.quantizeNodesImported)
     os << "quantized model (" << s.quantizeNodesImported
        << " QuantizeLinear/DequantizeLinear nodes): tunec has no int8 kernels yet, so every heavy "

@@ -6,6 +6,7 @@
 
 #include "codegen/model_module.h"
 #include "ir/graph.h"
+#include "passes/fusion_plan.h"
 #include "runtime/model_executor.h"
 #include "runtime/model_plan.h"
 #include "templates/template.h"
@@ -75,5 +76,35 @@ Expected<std::vector<HeavyKernel>> extractHeavyKernels(const Graph& graph,
 
 /// "12 heavy kernels: 9 tuned, 3 with defaults" plus one line per kernel.
 std::string compileReport(const CompiledModel& model);
+
+/// "351 graph nodes -> 135 steps (96 generated kernels, ...)": the compile report's step line.
+std::string stepsSummary(const CompileStats& stats);
+
+/// One step compile builds, with the fusion-plan kernel it lowers (-1: a model output's copy).
+struct StepOutline {
+  std::string label;
+  bool generated = false; ///< a generated kernel (else a loop kernel)
+  int kernel = -1;
+};
+
+/// A layout change compile inserts: `value` copied to NHWC or to plain for `consumer`.
+struct ReorderOutline {
+  std::string value;
+  bool toNhwc = false;
+  std::string consumer; ///< the first node of the kernel that reads it, or "the model output"
+};
+
+/// What compile builds for a graph, without generating code: the fusion plan it lowers, every
+/// step, the reorders and the NHWC tensors (`tunec inspect --fusion` and `--layouts` print it,
+/// so that they show what `compile` builds, not another plan).
+struct CompileOutline {
+  passes::FusionPlan fusion;
+  std::vector<StepOutline> steps;
+  std::vector<ReorderOutline> reorders;
+  int64_t nhwcTensors = 0;
+  CompileStats stats;
+};
+
+Expected<CompileOutline> outlineCompile(const Graph& graph, const CompileOptions& options);
 
 } // namespace tunec::driver

@@ -5,7 +5,6 @@
 
 #include "driver/compile_model.h"
 #include "passes/fusion_plan.h"
-#include "passes/layout_plan.h"
 #include "passes/operand_views.h"
 #include "runtime/kernel_args.h"
 #include "runtime/light_kernels.h"
@@ -22,6 +21,8 @@ public:
   Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module);
   Status run();
   CompiledModel finish();
+  /// The steps built so far, each with its plan kernel, and the reorders (for outlineCompile).
+  CompileOutline outline() const;
 
   // Used by the anchor and light lowerers.
   const Graph& graph() const { return graph_; }
@@ -56,7 +57,6 @@ public:
   void unsupported(const Node& node, const std::string& why);
   /// Logical row-major strides of a tensor of `shape` stored in layout `phys`.
   static std::vector<int64_t> logicalStrides(const Shape& shape, Phys phys);
-  Phys producedLayout(ValueId v) const;
   CompileStats& stats() { return stats_; }
 
   /// Builds an elementwise step writing `out` (logical shape, layout) from the given operands.
@@ -80,8 +80,10 @@ private:
   const Graph& graph_;
   CompileOptions options_;
   ModelModule* module_;
-  passes::LayoutPlan layouts_;
   passes::FusionPlan fusion_;
+  int currentKernel_ = -1; ///< the plan kernel being lowered (-1: model inputs and outputs)
+  std::vector<int> stepKernel_;
+  std::vector<ReorderOutline> reorderNotes_;
   passes::OperandViews views_;
   bool weightsCold_ = false;
   struct TensorInfo {

@@ -732,3 +732,43 @@ TEST(CompileModel, QuantizeAndDequantizeRoundHalfToEvenAndSaturate) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// The outline (what `inspect --fusion` and `--layouts` print) is what compile builds: the same
+// steps with the same labels, each under the plan kernel it lowers, and the reorders compile
+// inserts: the model input into conv1 and conv2's output into the Transpose; NHWC in between.
+TEST(CompileModel, OutlineIsTheCompiledStepsAndReorders) {
+  Builder b;
+  ValueId x = b.input({1, 3, 8, 8});
+  ValueId c1 = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({4, 3, 3, 3})});
+  ValueId r = b.op(OpKind::Relu, NoAttrs{}, {c1});
+  ValueId p =
+      b.op(OpKind::MaxPool, PoolAttrs{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, false, 2}, {r});
+  ValueId c2 = b.op(OpKind::Conv, conv(3, 1, 1), {p, b.constant({4, 4, 3, 3})});
+  ValueId gap = b.op(OpKind::GlobalAveragePool, NoAttrs{}, {c2});
+  ValueId flat = b.op(OpKind::Flatten, AxisAttrs{1}, {gap}); // 1x1 spatial: no reorder
+  ValueId t = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {c2}); // needs plain
+  auto m = checkCompiled(b, {flat, t});
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto o = driver::outlineCompile(b.g, options);
+  ASSERT_TRUE(o.isOk()) << o.error().message();
+  ASSERT_EQ(o->steps.size(), m.plan.steps.size());
+  for (size_t i = 0; i < o->steps.size(); ++i) {
+    EXPECT_EQ(o->steps[i].label, m.plan.steps[i].label);
+    EXPECT_EQ(o->steps[i].generated, m.plan.steps[i].kind == rt::StepKind::Kernel);
+  }
+  EXPECT_EQ(driver::stepsSummary(o->stats), driver::stepsSummary(m.stats));
+  ASSERT_EQ(o->reorders.size(), 2u);
+  EXPECT_EQ(o->reorders[0].value, b.g.value(x).name);
+  EXPECT_TRUE(o->reorders[0].toNhwc);
+  EXPECT_EQ(o->reorders[1].value, b.g.value(c2).name);
+  EXPECT_FALSE(o->reorders[1].toNhwc);
+  EXPECT_GE(o->nhwcTensors, 3) << "conv1's, the pool's and conv2's outputs";
+}
+
+} // namespace
+} // namespace tunec

@@ -50,10 +50,17 @@ for m in resnet50 mobilenet_v2 bert_base; do
     status=1
   fi
 done
-# Layouts: NHWC from the first convolution on; ResNet-50 and MobileNetV2 need one reorder only,
-# of the model input.
+# `inspect --fusion` shows the steps compile builds: the same step line as the compile report.
+for m in resnet50 mobilenet_v2 bert_base; do
+  want=$(grep " graph nodes -> " "$work/out.$m.compile.txt")
+  got=$("$tunec" inspect "$work/$m/model.onnx" --summary --fusion | grep " graph nodes -> " | sed 's/^  //')
+  [ "$got" = "$want" ] || { echo "FAIL: $m: inspect --fusion says '$got', compile '$want'"; status=1; }
+done
+# Layouts (those compile gives): NHWC from the first convolution on; ResNet-50 and MobileNetV2
+# need one reorder only, of the model input.
 for m in resnet50 mobilenet_v2; do
-  out=$("$tunec" inspect "$work/$m/model.onnx" --print-after-all --summary --layouts)
+  out=$("$tunec" inspect "$work/$m/model.onnx" --summary --layouts)
   grep -q "layouts: .* NHWC tensors, 1 reorders" <<<"$out" || { echo "FAIL: $m reorders: $(grep layouts: <<<"$out")"; status=1; }
+  grep -q "reorder x to NHWC for" <<<"$out" || { echo "FAIL: $m: the reorder is not the input's"; status=1; }
 done
 exit $status

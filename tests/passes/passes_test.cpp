@@ -2,7 +2,6 @@
 // graph on random inputs (reference executor).
 #include "ir/verifier.h"
 #include "passes/fusion_plan.h"
-#include "passes/layout_plan.h"
 #include "passes/memory_plan.h"
 #include "passes/passes.h"
 #include "reference/reference.h"
@@ -400,38 +399,6 @@ TEST(Passes, FoldChannelAffineIntoConv) {
   EXPECT_EQ(out->nodes()[0].kind, OpKind::Conv);
   EXPECT_EQ(out->nodes()[1].kind, OpKind::Add);
   expectEquivalent(g, *out, 1e-5);
-}
-
-} // namespace
-} // namespace tunec
-
-namespace tunec {
-namespace {
-
-TEST(Passes, LayoutPlanKeepsActivationsNhwcBetweenConvs) {
-  Graph g;
-  ValueId x = g.addInput("x", {DType::F32, Shape{1, 3, 8, 8}, {}});
-  ConvAttrs same{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
-  ValueId c1 = add(g, OpKind::Conv, same,
-                   {x, g.addConstant("w1", randomTensor(Shape{4, 3, 3, 3}, 1))}, "conv1");
-  ValueId r = add(g, OpKind::Relu, NoAttrs{}, {c1}, "relu");
-  ValueId p = add(g, OpKind::MaxPool,
-                  PoolAttrs{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, false, 2}, {r}, "pool");
-  ValueId c2 = add(g, OpKind::Conv, same,
-                   {p, g.addConstant("w2", randomTensor(Shape{4, 4, 3, 3}, 2))}, "conv2");
-  ValueId gap = add(g, OpKind::GlobalAveragePool, NoAttrs{}, {c2}, "gap");
-  ValueId flat = add(g, OpKind::Flatten, AxisAttrs{1}, {gap}, "flatten"); // 1x1 spatial: no reorder
-  ValueId t =
-      add(g, OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {c2}, "transpose"); // needs plain
-  g.addOutput(flat);
-  g.addOutput(t);
-  passes::LayoutPlan plan = passes::planLayouts(g);
-  EXPECT_EQ(plan.layouts[static_cast<size_t>(p)], passes::nhwcLayout());
-  ASSERT_EQ(plan.reorders.size(),
-            2u); // the model input into conv1, conv2's output into the transpose
-  EXPECT_EQ(plan.reorders[0].value, x);
-  EXPECT_EQ(plan.reorders[1].value, c2);
-  EXPECT_TRUE(plan.reorders[1].to.isPlain());
 }
 
 } // namespace
