@@ -6,7 +6,8 @@ with PyTorch's outputs. Weights are random with a fixed seed (no download is pos
 batch-norm statistics are randomized too so that folding them is really exercised.
 
 usage: scripts/export_models.py [--out models]
-       [--only resnet50,mobilenet_v2,bert_base,tiny_cnn,qdq_tiny_cnn]
+       [--only resnet50,mobilenet_v2,bert_base,tiny_cnn,qdq_tiny_cnn,
+        efficientnet_b0,convnext_tiny,shufflenet_v2]
 """
 import argparse
 import math
@@ -154,6 +155,15 @@ def build(name, generator):
         return model, {"x": torch.randn(1, 3, 224, 224, generator=generator)}
     if name == "mobilenet_v2":
         model = torchvision.models.mobilenet_v2(weights=None)
+        randomize_batchnorm(model, generator)
+        return model, {"x": torch.randn(1, 3, 224, 224, generator=generator)}
+    if name in ("efficientnet_b0", "convnext_tiny", "shufflenet_v2"):
+        # The fusion benchmarks (#17): SiLU + squeeze-excite, LayerNorm over channels between
+        # NHWC permutes, channel shuffle with split and concat.
+        ctor = {"efficientnet_b0": torchvision.models.efficientnet_b0,
+                "convnext_tiny": torchvision.models.convnext_tiny,
+                "shufflenet_v2": torchvision.models.shufflenet_v2_x1_0}[name]
+        model = ctor(weights=None)
         randomize_batchnorm(model, generator)
         return model, {"x": torch.randn(1, 3, 224, 224, generator=generator)}
     if name == "bert_base":

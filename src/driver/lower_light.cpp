@@ -15,6 +15,18 @@ namespace tunec::driver {
 using rt::EwInstr;
 using rt::EwOp;
 
+namespace {
+
+// True when strides `a` and `b` walk a tensor of `shape` over the same elements (dimensions of
+// extent 1 are never stepped along).
+bool sameWalk(const Shape& shape, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  for (int d = 0; d < shape.rank(); ++d)
+    if (shape[d] > 1 && a[static_cast<size_t>(d)] != b[static_cast<size_t>(d)]) return false;
+  return true;
+}
+
+} // namespace
+
 std::optional<EwOp> elementwiseOp(const Node& node, float& p0, float& p1) {
   p0 = p1 = 0.f;
   switch (node.kind) {
@@ -587,10 +599,20 @@ bool lowerSingle(Lowering& l, const Node& n) {
   DType dt = x.type.dtype;
   switch (n.kind) {
   case OpKind::Transpose: {
+    // Read in the layout the input has. When the permuted strides are those of the output in
+    // one of the layouts, the bytes are already in place: a view (ConvNeXt's permute of an NHWC
+    // activation to [N, H, W, C] and back, DNNFusion's reorganization as an index remap).
     const auto& perm = std::get<TransposeAttrs>(n.attrs).perm;
-    int in = l.tensorIn(n.inputs[0], Phys::Plain);
-    std::vector<int64_t> xstr = xs.strides(), s;
+    Phys inPhys;
+    int in = l.tensorAny(n.inputs[0], inPhys);
+    std::vector<int64_t> xstr = Lowering::logicalStrides(xs, inPhys), s;
     for (int64_t p : perm) s.push_back(xstr[static_cast<size_t>(p)]);
+    for (Phys phys : {Phys::Plain, Phys::Nhwc})
+      if ((phys == Phys::Plain || ys.rank() == 4) &&
+          sameWalk(ys, s, Lowering::logicalStrides(ys, phys))) {
+        l.defineAlias(n.outputs[0], in, phys);
+        return true;
+      }
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
     return copyAny(l, label, out, ys, 0, ys.strides(), in, s, 0, dt);
   }
