@@ -92,6 +92,11 @@ int Lowering::tensorAny(ValueId v, Phys& phys) {
   return t;
 }
 
+Phys Lowering::producedPhys(ValueId v) const {
+  auto it = produced_.find(v);
+  return it == produced_.end() ? Phys::Plain : it->second.second;
+}
+
 int Lowering::tensorIn(ValueId v, Phys want) {
   Phys have;
   int t = tensorAny(v, have);

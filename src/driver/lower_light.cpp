@@ -689,40 +689,54 @@ bool lowerSingle(Lowering& l, const Node& n) {
                    Lowering::broadcastStrides(xs, xs.strides(), ys), 0, dt);
   }
   case OpKind::Slice: {
+    // Data movement keeps its input's layout (a channel slice of an NHWC activation stays
+    // NHWC, so the convolution after it needs no reorder).
     const auto& a = std::get<SliceAttrs>(n.attrs);
-    int in = l.tensorIn(n.inputs[0], Phys::Plain);
-    std::vector<int64_t> xstr = xs.strides(), s;
+    Phys phys;
+    int in = l.tensorAny(n.inputs[0], phys);
+    std::vector<int64_t> xstr = Lowering::logicalStrides(xs, phys), s;
     int64_t offset = 0;
     for (size_t d = 0; d < xstr.size(); ++d) {
       offset += a.starts[d] * xstr[d];
       s.push_back(a.steps[d] * xstr[d]);
     }
-    int out = l.defineOutput(n.outputs[0], Phys::Plain);
-    return copyAny(l, label, out, ys, 0, ys.strides(), in, s, offset, dt);
+    int out = l.defineOutput(n.outputs[0], phys);
+    return copyAny(l, label, out, ys, 0, Lowering::logicalStrides(ys, l.producedPhys(n.outputs[0])),
+                   in, s, offset, dt);
   }
   case OpKind::Split: {
     const auto& a = std::get<SplitAttrs>(n.attrs);
     int axis = static_cast<int>(normalizeAxis(a.axis, xs.rank()));
-    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    Phys phys;
+    int in = l.tensorAny(n.inputs[0], phys);
+    std::vector<int64_t> xstr = Lowering::logicalStrides(xs, phys);
     int64_t start = 0;
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       const Shape& os = g.value(n.outputs[i]).type.shape;
-      int out = l.defineOutput(n.outputs[i], Phys::Plain);
-      copyAny(l, label, out, os, 0, os.strides(), in, xs.strides(),
-              start * xs.strides()[static_cast<size_t>(axis)], dt);
+      int out = l.defineOutput(n.outputs[i], phys);
+      copyAny(l, label, out, os, 0, Lowering::logicalStrides(os, l.producedPhys(n.outputs[i])), in,
+              xstr, start * xstr[static_cast<size_t>(axis)], dt);
       start += a.sizes[i];
     }
     return true;
   }
   case OpKind::Concat: {
+    // NHWC when every input is (the branches of a ShuffleNet or Inception block); each input is
+    // read in its own layout.
     int axis = static_cast<int>(normalizeAxis(std::get<AxisAttrs>(n.attrs).axis, ys.rank()));
-    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    Phys want = ys.rank() == 4 ? Phys::Nhwc : Phys::Plain;
+    for (ValueId v : n.inputs)
+      if (l.producedPhys(v) != Phys::Nhwc) want = Phys::Plain;
+    int out = l.defineOutput(n.outputs[0], want);
+    std::vector<int64_t> ystr = Lowering::logicalStrides(ys, l.producedPhys(n.outputs[0]));
     int64_t start = 0;
     for (ValueId v : n.inputs) {
       const Shape& is = g.value(v).type.shape;
+      Phys phys;
+      int in = l.tensorAny(v, phys);
       if (is.numel() > 0)
-        copyAny(l, label, out, is, start * ys.strides()[static_cast<size_t>(axis)], ys.strides(),
-                l.tensorIn(v, Phys::Plain), is.strides(), 0, dt);
+        copyAny(l, label, out, is, start * ystr[static_cast<size_t>(axis)], ystr, in,
+                Lowering::logicalStrides(is, phys), 0, dt);
       start += is[axis];
     }
     return true;

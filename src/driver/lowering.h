@@ -37,6 +37,9 @@ public:
   int tensorIn(ValueId v, Phys want);
   /// The tensor holding `v` in whatever layout it was produced in.
   int tensorAny(ValueId v, Phys& phys);
+  /// The layout `v` was produced in (plain for model inputs, constants and values not lowered
+  /// yet); materializes nothing.
+  Phys producedPhys(ValueId v) const;
   /// A new tensor for a node's output `v` in layout `phys` (the model output buffer when `v` is
   /// a model output and the layout is plain).
   int defineOutput(ValueId v, Phys phys);

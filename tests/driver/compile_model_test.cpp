@@ -777,3 +777,26 @@ TEST(CompileModel, OutlineIsTheCompiledStepsAndReorders) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// Concat, Split and Slice along channels keep an NHWC input NHWC (ShuffleNet's branches): the
+// convolutions around them need no reorder, and the results match the reference.
+TEST(CompileModel, ChannelConcatSplitAndSliceStayNhwc) {
+  Builder b;
+  ValueId x = b.input({1, 8, 9, 7});
+  ValueId a = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({6, 8, 1, 1})});
+  ValueId c = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({10, 8, 3, 3})});
+  ValueId cat = b.op(OpKind::Concat, AxisAttrs{1}, {a, c});
+  ValueId s = b.op(OpKind::Slice, SliceAttrs{{0, 3, 0, 0}, {1, 1, 1, 1}, {1, 13, 9, 7}}, {cat});
+  ValueId s0 = b.op(OpKind::Split, SplitAttrs{1, {4, 9}}, {s}, 2);
+  ValueId s1 = s0 + 1; // the second output, made right after the first
+  ValueId y0 = b.op(OpKind::Conv, conv(1, 1, 0), {s0, b.constant({5, 4, 1, 1})});
+  ValueId y1 = b.op(OpKind::Conv, conv(3, 1, 1, 9), {s1, b.constant({9, 1, 3, 3})});
+  auto m = checkCompiled(b, {y0, y1});
+  EXPECT_EQ(m.stats.reorders, 1) << "the model input only (outputs are copied to plain buffers)";
+}
+
+} // namespace
+} // namespace tunec
