@@ -7,8 +7,13 @@ defaults, and with --db FILE also with the tuned records of FILE, then `tunec be
 machine noise hits both; each round is a median over --runs runs, and the table reports the median
 of the rounds. Prints a markdown table (docs/benchmarks.md).
 
+With --baseline OTHER_TUNEC (another build, e.g. the previous commit's), each model is also
+compiled and timed with that build in the same alternating rounds: the table gains its latency
+and the ratio baseline / tunec (> 1: this build is faster).
+
 usage: scripts/bench_models.py --tunec build/src/tunec [--models resnet50,bert_base]
-       [--threads 1,2] [--rounds 3] [--runs 20] [--db tuning.db] [--work DIR]
+       [--threads 1,2] [--rounds 3] [--runs 20] [--db tuning.db] [--baseline OTHER_TUNEC]
+       [--work DIR]
 """
 import argparse
 import json
@@ -61,6 +66,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--db", default="")
+    parser.add_argument("--baseline", default="", help="another tunec build to time side by side")
     parser.add_argument("--work", default="build/bench_models")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -85,26 +91,38 @@ def main():
                                       str(threads), "--db", args.db], check=True,
                                      capture_output=True, text=True).stdout
                 print(out.splitlines()[0], file=sys.stderr)
+            base_so = None
+            if args.baseline:
+                base_so = os.path.join(args.work, name, f"model_t{threads}_baseline.so")
+                subprocess.run([args.baseline, "compile", onnx, "-o", base_so, "--threads",
+                                str(threads)], check=True, capture_output=True, env=env)
             torch.set_num_threads(threads)
-            pt, tc, tt = [], [], []
+            pt, tc, tt, tb = [], [], [], []
             for r in range(args.rounds):
                 pt.append(time_torch(model, inputs, args.runs))
                 tc.append(time_tunec(args.tunec, so, threads, args.runs))
                 if tuned_so:
                     tt.append(time_tunec(args.tunec, tuned_so, threads, args.runs))
+                if base_so:
+                    tb.append(time_tunec(args.baseline, base_so, threads, args.runs))
                 print(f"{name} t={threads} round {r + 1}: pytorch {pt[-1]:.2f} ms, "
-                      f"tunec {tc[-1]:.2f} ms" + (f", tuned {tt[-1]:.2f} ms" if tt else ""),
-                      file=sys.stderr)
+                      f"tunec {tc[-1]:.2f} ms" + (f", tuned {tt[-1]:.2f} ms" if tt else "") +
+                      (f", baseline {tb[-1]:.2f} ms" if tb else ""), file=sys.stderr)
             p, t = statistics.median(pt), statistics.median(tc)
             tuned = statistics.median(tt) if tt else None
-            rows.append((name, threads, p, t, tuned, compile_s))
+            base = statistics.median(tb) if tb else None
+            rows.append((name, threads, p, t, tuned, base, compile_s))
     tuned_cols = args.db != ""
     print("| model | threads | PyTorch (jit freeze + optimize_for_inference) ms | tunec defaults ms "
           "| PyTorch / tunec defaults |" + (" tunec tuned ms | PyTorch / tuned | defaults / tuned |"
-                                          if tuned_cols else "") + " tunec compile s |")
-    print("| --- | --- | --- | --- | --- |" + (" --- | --- | --- |" if tuned_cols else "") + " --- |")
-    for name, threads, p, t, tuned, compile_s in rows:
+                                          if tuned_cols else "") +
+          (" baseline build ms | baseline / tunec |" if args.baseline else "") + " tunec compile s |")
+    print("| --- | --- | --- | --- | --- |" + (" --- | --- | --- |" if tuned_cols else "") +
+          (" --- | --- |" if args.baseline else "") + " --- |")
+    for name, threads, p, t, tuned, base, compile_s in rows:
         extra = f" {tuned:.2f} | {p / tuned:.2f}x | {t / tuned:.2f}x |" if tuned_cols else ""
+        if base is not None:
+            extra += f" {base:.2f} | {base / t:.2f}x |"
         print(f"| {name} | {threads} | {p:.2f} | {t:.2f} | {p / t:.2f}x |{extra} {compile_s:.1f} |")
 
 

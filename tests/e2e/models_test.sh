@@ -63,4 +63,22 @@ for m in resnet50 mobilenet_v2; do
   grep -q "layouts: .* NHWC tensors, 1 reorders" <<<"$out" || { echo "FAIL: $m reorders: $(grep layouts: <<<"$out")"; status=1; }
   grep -q "reorder x to NHWC for" <<<"$out" || { echo "FAIL: $m: the reorder is not the input's"; status=1; }
 done
+# The fusion models (SiLU + squeeze-excite, LayerNorm over channels between permutes, channel
+# shuffle with split and concat): model.so against PyTorch, and how they fuse. Bounds are what
+# this build reaches (docs/graph-compiler.md); a change that fuses less fails here.
+fusion_models=(efficientnet_b0 convnext_tiny shufflenet_v2)
+max_loop=(34 43 97) max_reorders=(1 1 21)
+for i in "${!fusion_models[@]}"; do
+  m=${fusion_models[$i]} d="$work/${fusion_models[$i]}"
+  [ -f "$d/model.onnx" ] || /usr/bin/python3 "$src/scripts/export_models.py" --out "$work" --only "$m" 2>&1 | grep -v -i warn || true
+  "$tunec" compile "$d/model.onnx" -o "$work/$m.so" > "$work/out.$m.compile.txt"
+  "$tunec" run "$work/$m.so" --input "x=$d/x.npy" --output "$work/out/$m.so"
+  /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m.so/y.npy" --max-rel-l2 1e-4 || status=1
+  line=$(grep " graph nodes -> " "$work/out.$m.compile.txt")
+  echo "$m: $line"
+  loop=$(sed -E 's/.* ([0-9]+) loop kernels.*/\1/' <<<"$line")
+  reorders=$(sed -E 's/.*; ([0-9]+) reorders.*/\1/' <<<"$line")
+  [ "$loop" -le "${max_loop[$i]}" ] || { echo "FAIL: $m has $loop loop kernels (bound ${max_loop[$i]})"; status=1; }
+  [ "$reorders" -le "${max_reorders[$i]}" ] || { echo "FAIL: $m has $reorders reorders (bound ${max_reorders[$i]})"; status=1; }
+done
 exit $status
