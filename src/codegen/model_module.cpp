@@ -38,6 +38,17 @@ Expected<int> ModelModule::addMatmul(const MatmulWorkload& w, const MatmulConfig
       packed);
 }
 
+Expected<int> ModelModule::addAttention(const AttentionParts& parts) {
+  codegen::PackedWeights none;
+  return add(
+      [&](codegen::ModuleBuilder& mb,
+          const std::string& symbol) -> Expected<codegen::PackedWeights> {
+        TUNEC_TRY(codegen::emitAttentionKernel(mb, symbol, parts));
+        return codegen::PackedWeights{};
+      },
+      none);
+}
+
 Expected<int> ModelModule::addConv2d(const Conv2dWorkload& w, const Conv2dConfig& c,
                                      const Epilogue& e, const float* weights,
                                      codegen::PackedWeights& packed) {

@@ -5,6 +5,7 @@
 // model.so). LLVM types stay inside codegen.
 #pragma once
 
+#include "codegen/attention_kernel.h"
 #include "codegen/jit.h"
 #include "codegen/weight_packing.h"
 #include "templates/conv2d_template.h"
@@ -35,6 +36,8 @@ public:
 
   /// Each adds one kernel (validated config) and returns its index; `packed` receives the
   /// constant weights in the layout the kernel reads (empty if it reads none).
+  /// Fused attention (codegen/attention_kernel.h): reads no constants.
+  Expected<int> addAttention(const AttentionParts& parts);
   Expected<int> addMatmul(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& e,
                           const float* constantB, codegen::PackedWeights& packed);
   Expected<int> addConv2d(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e,

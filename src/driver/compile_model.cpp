@@ -221,7 +221,8 @@ void Lowering::lowerKernel(const passes::FusedKernel& kernel) {
   };
   size_t at = 0;
   if (kernel.anchor >= 0) {
-    at = 1 + kernel.epilogueNodes(); // then the views of its result
+    // Then the views of its result (attention: its softmax and P V are its own).
+    at = kernel.values >= 0 ? kernel.nodes.size() : 1 + kernel.epilogueNodes();
     if (!lowerAnchor(*this, kernel))
       for (size_t i = 0; i < at; ++i) skip(kernel.nodes[i]);
   }

@@ -1,6 +1,7 @@
 // Anchors: Conv (conv2d or depthwise template), Gemm and MatMul (matmul template), each with the
 // epilogue the fusion plan decided (passes/fusion_plan.h), the config from the tuning database
 // or the template's analytical default.
+#include "codegen/attention_kernel.h"
 #include "driver/lowering.h"
 #include "tuning_db/keys.h"
 
@@ -139,14 +140,16 @@ std::string shapeText(const Shape& s) {
   return s.toString();
 }
 
-// The kernel's step: its bias into the constants, its output defined in `phys`.
-bool addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weights,
-                   const EpilogueBuild& e, Phys phys) {
+// The kernel's step: its bias into the constants, its output defined in `phys`, and the heavy
+// kernels it runs (one; attention's two matmuls).
+bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::string& label,
+                   int kernel, int in, int weights, const EpilogueBuild& e, Phys phys,
+                   int values = -1) {
   int bias = e.bias.empty() ? -1 : l.addConstant(e.bias);
   int out = l.defineOutput(e.result, phys);
   rt::Step step;
   step.kind = rt::StepKind::Kernel;
-  step.label = hk.label;
+  step.label = label;
   step.kernel = kernel;
   // One tensor per argument slot of the kernel (runtime/kernel_args.h), -1 for a null one.
   step.tensors.assign(rt::kArgSlots, -1);
@@ -155,8 +158,9 @@ bool addKernelStep(Lowering& l, HeavyKernel hk, int kernel, int in, int weights,
   step.tensors[rt::kArgDst] = out;
   step.tensors[rt::kArgBias] = bias;
   step.tensors[rt::kArgResidual] = e.addend;
-  l.addStep(std::move(step), {in, weights, bias, e.addend}, {out});
-  l.noteHeavy(std::move(hk));
+  step.tensors[rt::kArgValues] = values;
+  l.addStep(std::move(step), {in, weights, bias, e.addend, values}, {out});
+  for (HeavyKernel& hk : parts) l.noteHeavy(std::move(hk));
   return true;
 }
 
@@ -217,7 +221,9 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
              std::to_string(a.kernel[0]) + "x" + std::to_string(a.kernel[1]) + " s" +
              std::to_string(a.strides[0]) + (e.epilogue.empty() ? "" : " + ") +
              epilogueName(e.epilogue);
-  return addKernelStep(l, std::move(hk), *code, in, packedConstant(l, packed), e, Phys::Nhwc);
+  std::string label = hk.label;
+  return addKernelStep(l, {std::move(hk)}, label, *code, in, packedConstant(l, packed), e,
+                       Phys::Nhwc);
 }
 
 // How a view of a rows x cols matrix is stored: its leading dimension (0, the dense default,
@@ -227,9 +233,18 @@ std::pair<int64_t, bool> storedAs(const passes::MatrixView& v, int64_t rows, int
   return {cols > 1 ? v.colStride : 0, true};
 }
 
-bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
+// A MatMul or Gemm node as a matmul workload: shapes, transposes, the batch (folded into M when
+// B is one matrix), Gemm's alpha folded into a constant B, and the operands read or written in
+// place of a Transpose (passes/operand_views.h).
+struct MatmulOperands {
+  MatmulWorkload w;
+  ValueId aSource, bSource, result;
+  const float* bData = nullptr; ///< constant B, alpha applied
+  std::vector<float> scaledB;   ///< storage of a B scaled by alpha
+};
+
+bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
   const Graph& g = l.graph();
-  NodeId id = kernel.anchor;
   const Node& n = g.node(id);
   const Value& av = g.value(n.inputs[0]);
   const Value& bv = g.value(n.inputs[1]);
@@ -240,25 +255,23 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
     l.unsupported(n, "only f32 matmul with operands of rank >= 2 is compiled");
     return false;
   }
-  MatmulWorkload w;
+  MatmulWorkload& w = mo.w;
   w.threads = l.options().threads;
-  std::vector<float> scaledB;
-  const float* bData = bv.constant ? floatData(bv) : nullptr;
-  EpilogueBuild e;
-  e.result = n.outputs[0];
+  mo.bData = bv.constant ? floatData(bv) : nullptr;
+  mo.result = n.outputs[0];
   if (n.kind == OpKind::Gemm) {
     const auto& a = std::get<GemmAttrs>(n.attrs);
     w.transA = a.transA, w.transB = a.transB;
     w.m = a.transA ? as[1] : as[0], w.k = a.transA ? as[0] : as[1];
     w.n = a.transB ? bs[0] : bs[1];
     if (a.alpha != 1.f) {
-      if (!bData) {
+      if (!mo.bData) {
         l.unsupported(n, "alpha != 1 needs a constant B");
         return false;
       }
-      scaledB.assign(bData, bData + bs.numel());
-      for (float& v : scaledB) v *= a.alpha;
-      bData = scaledB.data();
+      mo.scaledB.assign(mo.bData, mo.bData + bs.numel());
+      for (float& v : mo.scaledB) v *= a.alpha;
+      mo.bData = mo.scaledB.data();
     }
   } else {
     w.k = as[as.rank() - 1];
@@ -277,52 +290,106 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
       return false;
     }
   }
-  w.constantB = bData != nullptr;
+  w.constantB = mo.bData != nullptr;
   w.coldWeights = w.constantB && l.weightsCold();
-  // Operands read or written in place of a Transpose (passes/operand_views.h).
-  ValueId aSource = n.inputs[0], bSource = n.inputs[1];
+  mo.aSource = n.inputs[0], mo.bSource = n.inputs[1];
   const passes::OperandViews& views = l.operandViews();
   if (auto it = views.a.find(id); it != views.a.end()) {
     auto [ld, trans] = storedAs(it->second, w.m, w.k);
     w.transA = trans, w.lda = ld, w.strideA = w.batch > 1 ? it->second.batchStride : 0;
-    aSource = it->second.base;
+    mo.aSource = it->second.base;
   }
   if (auto it = views.b.find(id); it != views.b.end()) {
     auto [ld, trans] = storedAs(it->second, w.k, w.n);
     w.transB = trans, w.ldb = ld, w.strideB = w.broadcastB ? 0 : it->second.batchStride;
-    bSource = it->second.base;
+    mo.bSource = it->second.base;
   }
   if (auto it = views.c.find(id); it != views.c.end()) {
     w.ldc = w.m > 1 ? it->second.rowStride : 0;
     w.strideC = w.batch > 1 ? it->second.batchStride : 0;
-    e.result = it->second.base;
+    mo.result = it->second.base;
   }
   if (Status s = w.check(); !s) {
     l.unsupported(n, "internal: " + s.error().message());
     return false;
   }
+  return true;
+}
+
+std::string matmulDims(const MatmulWorkload& w) {
+  return std::to_string(w.batch) + "x" + std::to_string(w.m) + "x" + std::to_string(w.n) + "x" +
+         std::to_string(w.k);
+}
+
+bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
+  const Node& n = l.graph().node(kernel.anchor);
+  MatmulOperands mo;
+  if (!describeMatmul(l, kernel.anchor, mo)) return false;
+  const MatmulWorkload& w = mo.w;
+  EpilogueBuild e;
+  e.result = mo.result;
   if (!buildEpilogue(l, kernel, w.n, Phys::Plain, e)) return false;
   HeavyKernel hk;
   auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
   codegen::PackedWeights packed;
   Expected<int> code = -1;
-  if (l.module()) code = l.module()->addMatmul(w, c, e.epilogue, bData, packed);
+  if (l.module()) code = l.module()->addMatmul(w, c, e.epilogue, mo.bData, packed);
   if (!code) {
     l.unsupported(n, code.error().message());
     return false;
   }
-  hk.label = std::string(opName(n.kind)) + " '" + n.name + "' " + std::to_string(w.batch) + "x" +
-             std::to_string(w.m) + "x" + std::to_string(w.n) + "x" + std::to_string(w.k) +
+  hk.label = std::string(opName(n.kind)) + " '" + n.name + "' " + matmulDims(w) +
              (w.constantB ? "" : " (B computed)") + (w.dense() ? "" : " strided") +
              (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue);
-  int in = l.tensorIn(aSource, Phys::Plain);
-  int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(bSource, Phys::Plain);
-  return addKernelStep(l, std::move(hk), *code, in, weights, e, Phys::Plain);
+  int in = l.tensorIn(mo.aSource, Phys::Plain);
+  int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(mo.bSource, Phys::Plain);
+  std::string label = hk.label;
+  return addKernelStep(l, {std::move(hk)}, label, *code, in, weights, e, Phys::Plain);
+}
+
+// Attention (the plan's Q K anchor, its epilogue, the Softmax and the P V MatMul) as one fused
+// kernel; each matmul keeps its workload and config (tuned and reported as a matmul).
+bool lowerAttention(Lowering& l, const passes::FusedKernel& kernel) {
+  const Graph& g = l.graph();
+  const Node& n = g.node(kernel.anchor);
+  MatmulOperands qk, av;
+  if (!describeMatmul(l, kernel.anchor, qk) || !describeMatmul(l, kernel.values, av)) return false;
+  // One head: the batch was folded into M; as one batch element of its own B it is the same.
+  for (MatmulWorkload* w : {&qk.w, &av.w})
+    if (w->batch == 1) w->broadcastB = false;
+  EpilogueBuild e;
+  if (!buildEpilogue(l, kernel, qk.w.n, Phys::Plain, e)) return false;
+  e.result = av.result; // the scores' epilogue is inside; the kernel writes O
+  HeavyKernel hq, hv;
+  AttentionParts parts;
+  parts.qk = qk.w, parts.av = av.w, parts.qkEpilogue = e.epilogue;
+  parts.qkConfig = chooseConfigOf<MatmulConfig>(l, qk.w, hq);
+  parts.avConfig = chooseConfigOf<MatmulConfig>(l, av.w, hv);
+  if (Status s = checkAttention(parts); !s) {
+    l.unsupported(n, "internal: the fusion plan's attention: " + s.error().message());
+    return false;
+  }
+  Expected<int> code = -1;
+  if (l.module()) code = l.module()->addAttention(parts);
+  if (!code) {
+    l.unsupported(n, code.error().message());
+    return false;
+  }
+  std::string label = "Attention '" + n.name + "' " + std::to_string(qk.w.batch) + " heads, " +
+                      std::to_string(qk.w.m) + " queries x " + std::to_string(qk.w.n) + " keys x " +
+                      std::to_string(qk.w.k) + (e.epilogue.empty() ? "" : " + ") +
+                      epilogueName(e.epilogue) + " + softmax x V " + std::to_string(av.w.n);
+  hq.label = label + ": scores, MatMul " + matmulDims(qk.w);
+  hv.label = label + ": values, MatMul '" + g.node(kernel.values).name + "' " + matmulDims(av.w);
+  int q = l.tensorIn(qk.aSource, Phys::Plain), k = l.tensorIn(qk.bSource, Phys::Plain),
+      v = l.tensorIn(av.bSource, Phys::Plain);
+  return addKernelStep(l, {std::move(hq), std::move(hv)}, label, *code, q, k, e, Phys::Plain, v);
 }
 
 } // namespace
 
 bool lowerAnchor(Lowering& l, const passes::FusedKernel& kernel) {
+  if (kernel.values >= 0) return lowerAttention(l, kernel);
   if (kernel.templ == TemplateKind::Matmul) return lowerMatmul(l, kernel);
   return lowerConv(l, kernel);
 }

@@ -208,6 +208,40 @@ std::optional<EpilogueStep> ownBias(const Graph& g, NodeId id, Channels ch) {
   return std::nullopt;
 }
 
+// Attention after the kernel's current result `x` (the scores): `next` is a Softmax over their
+// last axis whose only use is a MatMul reading the probabilities as A, and both MatMuls multiply
+// by computed operands (K and V). Returns the second MatMul, or why the softmax does not join.
+Expected<NodeId> matchAttention(const Graph& g, const FusedKernel& kernel, NodeId next, ValueId x,
+                                const std::vector<std::vector<NodeId>>& consumers,
+                                const std::vector<int>& uses, const std::vector<bool>& isOutput,
+                                const std::vector<int>& kernelOf) {
+  const Node& qk = g.node(kernel.anchor);
+  const Node& sm = g.node(next);
+  if (qk.kind != OpKind::MatMul || g.value(qk.inputs[1]).constant)
+    return Error("a softmax joins only a MatMul of computed operands (attention's Q K)");
+  if (epilogueNeedsBias(kernel.postOps())) return Error("attention's scores take no bias vector");
+  const Shape& s = g.value(x).type.shape;
+  auto axis = normalizeAxis(std::get<SoftmaxAttrs>(sm.attrs).axis, s.rank());
+  if (sm.kind != OpKind::Softmax || !axis || *axis != s.rank() - 1 || s.rank() < 2)
+    return Error("only a Softmax over the last axis joins a MatMul (attention)");
+  if (s[s.rank() - 1] > kMaxAttentionKeys)
+    return Error("more keys than an attention kernel holds (" + std::to_string(kMaxAttentionKeys) +
+                 ")");
+  ValueId p = sm.outputs[0];
+  if (uses[static_cast<size_t>(p)] != 1 || isOutput[static_cast<size_t>(p)])
+    return Error("the probabilities have other uses than the MatMul with V");
+  NodeId av = consumers[static_cast<size_t>(p)].front();
+  const Node& second = g.node(av);
+  if (second.kind != OpKind::MatMul || second.inputs[0] != p || second.inputs[1] == p)
+    return Error("the probabilities are not the A operand of a MatMul");
+  const Value& v = g.value(second.inputs[1]);
+  if (v.constant) return Error("attention's V must be computed (a constant B is a plain matmul)");
+  NodeId vp = v.producer;
+  if (vp >= 0 && kernelOf[static_cast<size_t>(vp)] < 0)
+    return Error("V is computed after the scores");
+  return av;
+}
+
 } // namespace
 
 size_t FusedKernel::epilogueNodes() const {
@@ -298,6 +332,23 @@ FusionPlan planFusion(const Graph& graph) {
         break;
       }
       MappingType consumerType = opInfo(consumer.kind).mapping;
+      if (kernel.anchor >= 0 && consumer.kind == OpKind::Softmax &&
+          graph.node(kernel.anchor).kind == OpKind::MatMul) {
+        // Attention: the softmax and the MatMul with V join the Q K anchor; nothing after.
+        auto av =
+            matchAttention(graph, kernel, next, out, consumers, uses, isOutput, plan.kernelOf);
+        if (!av) {
+          boundary(av.error().message());
+          break;
+        }
+        kernel.softmax = next;
+        kernel.values = *av;
+        for (NodeId id : {next, *av}) {
+          kernel.nodes.push_back(id);
+          plan.kernelOf[static_cast<size_t>(id)] = k;
+        }
+        break;
+      }
       if (kernel.anchor >= 0 && consumerType == MappingType::OneToOne) {
         // A one-to-one consumer of an anchor joins as a post-op its template's epilogue
         // accepts; after the anchor's output is viewed through a reshape nothing more does.

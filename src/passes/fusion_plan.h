@@ -30,6 +30,9 @@ struct FusedKernel {
   std::vector<EpilogueStep> epilogue;
   /// How many nodes after the anchor its epilogue computes.
   size_t epilogueNodes() const;
+  /// Attention (the anchor is Q K): the Softmax over the scores and the MatMul of the
+  /// probabilities with V, the last two nodes; -1 otherwise.
+  NodeId softmax = -1, values = -1;
   /// The post-ops of the epilogue, in order (merged biases counted once).
   Epilogue postOps() const;
 };
@@ -51,6 +54,9 @@ struct FusionPlan {
 /// post-op its template's epilogue accepts (templates/post_ops.h); two anchors never fuse. The
 /// driver lowers this plan as it stands: it decides nothing about fusion itself.
 FusionPlan planFusion(const Graph& graph);
+
+/// Keys an attention kernel takes (its score rows are held whole; no online softmax yet).
+constexpr int64_t kMaxAttentionKeys = 16384;
 
 /// True for the heavy ops that templates implement (Conv, Gemm, MatMul).
 bool isAnchor(OpKind kind);

@@ -99,10 +99,11 @@ OperandViews planOperandViews(const Graph& graph, const FusionPlan& fusion) {
       (i == 0 ? views.a : views.b)[node] = view;
       views.folded[static_cast<size_t>(t)] = true;
     }
-    // The output, when nothing joins the MatMul's kernel and a Transpose alone reads it.
+    // The output, when nothing follows the MatMul in its kernel (alone, or attention's P V)
+    // and a Transpose alone reads it.
     ValueId r = mm.outputs[0];
     NodeId t = consumer[static_cast<size_t>(r)];
-    if (kernelOf(node).nodes.size() != 1 || !onlyUse(r) || t < 0 ||
+    if (kernelOf(node).nodes.back() != node || !onlyUse(r) || t < 0 ||
         graph.node(t).kind != OpKind::Transpose || kernelOf(t).nodes.front() != t ||
         (!batches.batched && batches.a != 1))
       continue;

@@ -26,9 +26,9 @@ struct OperandViews {
 };
 
 /// Finds the Transposes to fold: a Transpose whose output only a MatMul reads (as A, or as a
-/// computed B), or which alone reads the output of a MatMul without post-ops, when the
-/// permuted strides still make each batch a matrix with unit stride along rows or columns and
-/// the batch dimensions collapse to one stride.
+/// computed B), or which alone reads the output of a MatMul that ends its kernel (no post-ops),
+/// when the permuted strides still make each batch a matrix with unit stride along rows or columns
+/// and the batch dimensions collapse to one stride.
 OperandViews planOperandViews(const Graph& graph, const FusionPlan& fusion);
 
 /// The batched-matrix view of a tensor of `shape` whose element strides are `strides` (rank >= 2;

@@ -310,7 +310,8 @@ TEST(CompileModel, BatchedMatmulOfComputedOperandsAndFoldedBatch) {
 
 // Multi-head attention as exported from PyTorch: Q, K and V projections split into heads by
 // Reshape + Transpose, K transposed for Q K^T, the context merged back by Transpose + Reshape.
-// All four Transposes are read or written in place by the matmuls (strided operands).
+// All four Transposes are read or written in place by the matmuls (strided operands), and
+// Q K^T, the scale, the softmax and P V are one fused attention kernel.
 TEST(CompileModel, AttentionHeadTransposesAreReadInPlaceByTheMatmuls) {
   for (int threads : {1, 2}) {
     Builder b;
@@ -332,11 +333,12 @@ TEST(CompileModel, AttentionHeadTransposesAreReadInPlaceByTheMatmuls) {
     ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {c, b.constant({width, width})});
     auto m = checkCompiled(b, {y}, threads);
     EXPECT_EQ(m.stats.foldedTransposes, 4) << threads << " threads";
-    EXPECT_EQ(m.stats.loopKernels, 1) << "only the softmax is left outside the matmuls";
+    EXPECT_EQ(m.stats.loopKernels, 0) << "the softmax is inside the attention kernel";
+    EXPECT_EQ(m.stats.generatedKernels, 5) << "Q, K, V, attention, the output projection";
     int strided = 0;
     for (const auto& kernel : m.kernels)
-      strided += kernel.label.find("strided") != std::string::npos;
-    EXPECT_EQ(strided, 2) << "Q K^T and P V read their operands in place";
+      strided += kernel.label.find("Attention") != std::string::npos;
+    EXPECT_EQ(strided, 2) << "Q K^T and P V, tuned as matmuls, in the attention kernel";
   }
 }
 

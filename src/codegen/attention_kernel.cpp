@@ -1,0 +1,284 @@
+// The fused attention loop nest in LLVM IR: one task per batch element (a head): pack K and V
+// into microkernel panels once, then per block of query rows: the Q K tiles (the first matmul's
+// microkernels and epilogue) into the score buffer, a softmax over each score row in place, and
+// the P V tiles (the second matmul's microkernels) into O.
+#include "codegen/attention_kernel.h"
+
+#include "codegen/microkernel_emitter.h"
+#include "codegen/module_builder.h"
+#include "codegen/post_op_emitter.h"
+#include "codegen/weight_packing.h"
+
+#include <limits>
+#include <numeric>
+
+namespace tunec {
+
+namespace {
+
+// Scores of one row padded to whole panels of the first matmul: the score buffer's row stride.
+int64_t scoreStride(const AttentionParts& p) {
+  return (p.qk.n + p.qkConfig.nr - 1) / p.qkConfig.nr * p.qkConfig.nr;
+}
+
+using codegen::ModuleBuilder;
+
+class AttentionEmitter : codegen::EmitterBase {
+public:
+  AttentionEmitter(ModuleBuilder& mb, const AttentionParts& p)
+      : EmitterBase(mb), p_(p), ld_(scoreStride(p)), rows_(attentionRowBlock(p, mb.target().l1d)) {}
+
+  void emit(const std::string& entryName) {
+    qk_ = makeKernels(p_.qk, p_.qkConfig, p_.qkEpilogue, p_.qk.transA, "att_qk");
+    av_ = makeKernels(p_.av, p_.avConfig, {}, false, "att_av");
+    llvm::Function* task = emitTask(entryName + "_task");
+    auto args = mb_.beginKernelEntry(b_, entryName);
+    mb_.emitRunTasks(b_, task,
+                     {args[rt::kArgSrc], args[rt::kArgWei], args[rt::kArgValues], args[rt::kArgDst],
+                      args[rt::kArgResidual]},
+                     p_.qk.batch, p_.qk.threads);
+    b_.CreateRetVoid();
+  }
+
+private:
+  struct Kernels {
+    llvm::Function* variants[4] = {};
+  };
+
+  // The full tile and the static M / N tail variants of one matmul's microkernel.
+  Kernels makeKernels(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& e,
+                      bool aTransposed, const std::string& name) {
+    int mTail = static_cast<int>(w.m % c.mr), nTail = static_cast<int>(w.n % c.nr);
+    auto make = [&](int rows, int cols, const std::string& suffix) {
+      MicrokernelSpec spec{c.isa, rows, c.nr, cols, aTransposed, true, e};
+      spec.types = w.types;
+      return codegen::emitMicrokernel(mb_, spec, name + "_" + suffix, true,
+                                      rows == c.mr && cols == c.nr);
+    };
+    Kernels k;
+    k.variants[0] = make(c.mr, c.nr, "full");
+    k.variants[1] = nTail ? make(c.mr, nTail, "ntail") : k.variants[0];
+    k.variants[2] = mTail ? make(mTail, c.nr, "mtail") : k.variants[0];
+    k.variants[3] = mTail ? (nTail ? make(mTail, nTail, "mntail") : k.variants[2]) : k.variants[1];
+    return k;
+  }
+
+  llvm::Value* packB(const MatmulWorkload& w, const MatmulConfig& c, llvm::Value* raw, int slot) {
+    llvm::Value* packed =
+        mb_.emitScratch(b_, slot, codegen::matmulPackedBElements(w, c) * 4); // f32 panels
+    llvm::FunctionCallee pack = mb_.declare(
+        "tunec_pack_b_f32",
+        llvm::FunctionType::get(
+            b_.getVoidTy(),
+            {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(), mb_.i64(), mb_.i64(), mb_.ptr()}, false));
+    b_.CreateCall(
+        pack, {raw, i64(w.bLd()), b_.getInt32(w.transB), i64(w.k), i64(w.n), i64(c.nr), packed});
+    return packed;
+  }
+
+  llvm::Function* emitTask(const std::string& name) {
+    std::vector<llvm::Value*> fields;
+    llvm::Function* fn = mb_.beginTask(b_, name, 5, fields);
+    llvm::Value* head = fn->getArg(1);
+    const MatmulWorkload &qk = p_.qk, &av = p_.av;
+    llvm::Value* q = gep(fields[0], b_.CreateMul(head, i64(qk.aStride())));
+    llvm::Value* k = gep(fields[1], b_.CreateMul(head, i64(qk.bStride())));
+    llvm::Value* v = gep(fields[2], b_.CreateMul(head, i64(av.bStride())));
+    llvm::Value* o = gep(fields[3], b_.CreateMul(head, i64(av.cStride())));
+    llvm::Value* mask = gep(fields[4], b_.CreateMul(head, i64(qk.m * qk.n)));
+    llvm::Value* kPanels = packB(qk, p_.qkConfig, k, 0);
+    llvm::Value* vPanels = packB(av, p_.avConfig, v, 1);
+    llvm::Value* scores = mb_.emitScratch(b_, 3, rows_ * ld_ * 4);
+    aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
+    bArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
+    acc_ = b_.CreateAlloca(mb_.f32Vector()); // in the entry block: allocas in loops grow the stack
+    mb_.forLoop(b_, i64(0), i64(qk.m), rows_, "rowblk", [&](llvm::Value* ib) {
+      llvm::Value* rows = min(i64(rows_), b_.CreateSub(i64(qk.m), ib));
+      // S[rows x n] = Q[ib.., :] K, with the first matmul's epilogue.
+      emitTiles(qk, p_.qkConfig, qk_, rows, kPanels, [&](llvm::Value* ir, llvm::Value* col) {
+        llvm::Value* row = b_.CreateAdd(ib, ir);
+        llvm::Value* a = qk.transA ? gep(q, row) : gep(q, b_.CreateMul(row, i64(qk.aLd())));
+        return Tile{a,
+                    i64(qk.aLd()),
+                    gep(scores, b_.CreateAdd(b_.CreateMul(ir, i64(ld_)), col)),
+                    i64(ld_),
+                    gep(mask, b_.CreateAdd(b_.CreateMul(row, i64(qk.n)), col)),
+                    i64(qk.n)};
+      });
+      mb_.forLoop(b_, i64(0), rows, 1, "softmax", [&](llvm::Value* r) {
+        emitSoftmaxRow(gep(scores, b_.CreateMul(r, i64(ld_))), qk.n);
+      });
+      // O[ib.., :] = P V.
+      emitTiles(av, p_.avConfig, av_, rows, vPanels, [&](llvm::Value* ir, llvm::Value* col) {
+        llvm::Value* row = b_.CreateAdd(ib, ir);
+        return Tile{gep(scores, b_.CreateMul(ir, i64(ld_))),
+                    i64(ld_),
+                    gep(o, b_.CreateAdd(b_.CreateMul(row, i64(av.cLd())), col)),
+                    i64(av.cLd()),
+                    nullptr,
+                    i64(0)};
+      });
+    });
+    b_.CreateRetVoid();
+    return fn;
+  }
+
+  struct Tile {
+    llvm::Value *a, *lda, *c, *ldc, *addend, *ldAdd;
+  };
+
+  // The tiles of rows x w.n of one matmul whose whole k is one block: per panel of B, per mr
+  // rows, one microkernel call (the tail variants at the edges) with the epilogue applied.
+  template <typename TileAt>
+  void emitTiles(const MatmulWorkload& w, const MatmulConfig& c, const Kernels& kernels,
+                 llvm::Value* rows, llvm::Value* panels, TileAt tileAt) {
+    mb_.forLoop(b_, i64(0), i64(w.n), c.nr, "jr", [&](llvm::Value* jr) {
+      llvm::Value* panel = b_.CreateSDiv(jr, i64(c.nr));
+      llvm::Value* bPtr = gep(panels, b_.CreateMul(panel, i64(w.k * c.nr)));
+      b_.CreateStore(bPtr, bArr_);
+      llvm::Value* nTail = b_.CreateICmpSLT(b_.CreateSub(i64(w.n), jr), i64(c.nr));
+      mb_.forLoop(b_, i64(0), rows, c.mr, "ir", [&](llvm::Value* ir) {
+        Tile t = tileAt(ir, jr);
+        b_.CreateStore(t.a, aArr_);
+        llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(rows, ir), i64(c.mr));
+        llvm::Value* nullPtr = llvm::ConstantPointerNull::get(mb_.ptr());
+        std::vector<llvm::Value*> args = {aArr_,
+                                          bArr_,
+                                          t.c,
+                                          i64(w.k),
+                                          t.lda,
+                                          i64(c.nr),
+                                          t.ldc,
+                                          i64(1),
+                                          b_.getInt32(kUkrApplyEpilogue),
+                                          nullPtr,
+                                          t.addend ? t.addend : nullPtr,
+                                          t.ldAdd,
+                                          i64(0),
+                                          bPtr};
+        mb_.emitVariantCall(b_, mb_.tileVariant(b_, mTail, nTail), kernels.variants, args);
+      });
+    });
+  }
+
+  // Softmax over the n scores at `row`, in place: the maximum, exp(x - max) and its sum, then
+  // the scaling by 1 / sum; whole vectors, then one masked vector for n % lanes. A NaN score
+  // makes its row NaN, as in the reference.
+  void emitSoftmaxRow(llvm::Value* row, int64_t n) {
+    llvm::FixedVectorType* vecTy = mb_.f32Vector();
+    int lanes = static_cast<int>(vecTy->getNumElements());
+    int64_t full = n / lanes;
+    int tail = static_cast<int>(n % lanes);
+    llvm::Value* mask = nullptr;
+    if (tail) {
+      std::vector<llvm::Constant*> bits;
+      for (int l = 0; l < lanes; ++l) bits.push_back(b_.getInt1(l < tail));
+      mask = llvm::ConstantVector::get(bits);
+    }
+    auto splat = [&](float x) { return llvm::ConstantFP::get(vecTy, x); };
+    float inf = std::numeric_limits<float>::infinity();
+    auto at = [&](llvm::Value* i) { return gep(row, b_.CreateMul(i, i64(lanes))); };
+    auto loadTail = [&](llvm::Value* fill) {
+      return b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)), llvm::Align(4), mask, fill);
+    };
+    // Accumulators through memory (forLoop bodies are separate blocks); mem2reg lifts them.
+    llvm::Value* acc = acc_;
+    b_.CreateStore(splat(-inf), acc);
+    mb_.forLoop(b_, i64(0), i64(full), 1, "max", [&](llvm::Value* i) {
+      llvm::Value* x = b_.CreateAlignedLoad(vecTy, at(i), llvm::Align(4));
+      b_.CreateStore(b_.CreateMaxNum(b_.CreateLoad(vecTy, acc), x), acc);
+    });
+    llvm::Value* mx = b_.CreateLoad(vecTy, acc);
+    if (tail) mx = b_.CreateMaxNum(mx, loadTail(splat(-inf)));
+    llvm::Value* rowMax =
+        b_.CreateVectorSplat(static_cast<unsigned>(lanes), b_.CreateFPMaxReduce(mx));
+    auto expOf = [&](llvm::Value* x) {
+      llvm::Value* e = codegen::emitExp(b_, b_.CreateFSub(x, rowMax));
+      return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, e);
+    };
+    b_.CreateStore(splat(0.f), acc);
+    mb_.forLoop(b_, i64(0), i64(full), 1, "exp", [&](llvm::Value* i) {
+      llvm::Value* e = expOf(b_.CreateAlignedLoad(vecTy, at(i), llvm::Align(4)));
+      b_.CreateAlignedStore(e, at(i), llvm::Align(4));
+      b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy, acc), e), acc);
+    });
+    llvm::Value* sum = b_.CreateLoad(vecTy, acc);
+    if (tail) {
+      llvm::Value* e = b_.CreateSelect(mask, expOf(loadTail(splat(-inf))), splat(0.f));
+      b_.CreateMaskedStore(e, gep(row, i64(full * lanes)), llvm::Align(4), mask);
+      sum = b_.CreateFAdd(sum, e);
+    }
+    llvm::Value* total = b_.CreateFAddReduce(llvm::ConstantFP::get(mb_.f32(), 0.0), sum);
+    llvm::Value* inv = b_.CreateVectorSplat(
+        static_cast<unsigned>(lanes), b_.CreateFDiv(llvm::ConstantFP::get(mb_.f32(), 1.0), total));
+    mb_.forLoop(b_, i64(0), i64(full), 1, "norm", [&](llvm::Value* i) {
+      llvm::Value* x = b_.CreateAlignedLoad(vecTy, at(i), llvm::Align(4));
+      b_.CreateAlignedStore(b_.CreateFMul(x, inv), at(i), llvm::Align(4));
+    });
+    if (tail)
+      b_.CreateMaskedStore(b_.CreateFMul(loadTail(splat(0.f)), inv), gep(row, i64(full * lanes)),
+                           llvm::Align(4), mask);
+  }
+
+  const AttentionParts& p_;
+  int64_t ld_, rows_;
+  Kernels qk_, av_;
+  llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *acc_ = nullptr;
+};
+
+} // namespace
+
+Status checkAttention(const AttentionParts& p) {
+  const MatmulWorkload &qk = p.qk, &av = p.av;
+  TUNEC_TRY(qk.check());
+  TUNEC_TRY(av.check());
+  TUNEC_TRY(validateMatmulConfig(qk, p.qkConfig));
+  TUNEC_TRY(validateMatmulConfig(av, p.avConfig));
+  if (!qk.types.allF32() || !av.types.allF32())
+    return makeError("attention: the matmuls must be f32 (this tunec fuses f32 attention)");
+  if (qk.constantB || av.constantB) return makeError("attention: K and V must be computed");
+  if (qk.batch != av.batch || qk.m != av.m || qk.n != av.k)
+    return makeError("attention: Q K is ", qk.batch, "x", qk.m, "x", qk.n, " but P V reads ",
+                     av.batch, "x", av.m, "x", av.k);
+  if (qk.broadcastB || av.broadcastB || qk.batch < 1)
+    return makeError("attention: K and V must have one matrix per batch element");
+  if (p.qkConfig.isa != p.avConfig.isa)
+    return makeError("attention: the two matmuls' configs name different ISAs");
+  if (epilogueNeedsBias(p.qkEpilogue))
+    return makeError("attention: the scores' epilogue cannot add a bias vector");
+  int64_t l = std::lcm<int64_t>(p.qkConfig.mr, p.avConfig.mr);
+  if (l * scoreStride(p) * 4 > 1 << 20)
+    return makeError("attention: ", qk.n,
+                     " keys do not fit one block of score rows (no online softmax yet)");
+  return {};
+}
+
+int64_t attentionRowBlock(const AttentionParts& p, int64_t l1Bytes) {
+  int64_t l = std::lcm<int64_t>(p.qkConfig.mr, p.avConfig.mr);
+  int64_t fit = std::max<int64_t>(1, l1Bytes / 2 / (scoreStride(p) * 4) / l) * l;
+  int64_t all = (p.qk.m + l - 1) / l * l;
+  return std::min(fit, all);
+}
+
+namespace codegen {
+
+Status emitAttentionKernel(ModuleBuilder& mb, const std::string& symbol, const AttentionParts& p) {
+  TUNEC_TRY(checkAttention(p));
+  TUNEC_TRY(checkTargetSupports(mb.target(), p.qkConfig.isa));
+  AttentionEmitter(mb, p).emit(symbol);
+  return {};
+}
+
+} // namespace codegen
+
+Expected<AttentionKernel> compileAttention(Jit& jit, const AttentionParts& parts) {
+  auto module = jit.newModule(parts.qkConfig.isa, "tunec_attention");
+  std::string name = module->module().getModuleIdentifier();
+  TUNEC_TRY(codegen::emitAttentionKernel(*module, name, parts));
+  AttentionKernel kernel;
+  TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
+  kernel.fn_ = reinterpret_cast<rt::KernelFn>(address);
+  return kernel;
+}
+
+} // namespace tunec

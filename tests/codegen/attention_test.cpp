@@ -1,0 +1,157 @@
+// Fused attention against the reference executor (MatMul, scale, optional mask Add, Softmax,
+// MatMul): random shapes with tails in every dimension, K and V stored either way, random valid
+// configs of both matmuls, one and two threads. Tolerance: the outputs are convex combinations
+// of V's rows (|v| <= 1), so an absolute 2e-5 + 4 * (d + keys) * eps.
+#include "codegen/attention_kernel.h"
+#include "codegen/microkernel.h"
+#include "ir/graph.h"
+#include "reference/reference.h"
+#include "support/host.h"
+#include "test_support.h"
+
+#include <chrono>
+#include <cstdio>
+#include <gtest/gtest.h>
+#include <random>
+
+namespace tunec {
+namespace {
+
+using test::jit;
+using test::randomTensor;
+
+Expected<MatmulConfig> randomConfig(const MatmulWorkload& w, Isa isa, std::mt19937& rng) {
+  std::vector<nlohmann::json> values;
+  KnobSpace space = matmulKnobSpace(w, isa);
+  for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+  return matmulConfigFromKnobs(w, isa, space, values);
+}
+
+Tensor referenceAttention(const AttentionParts& p, float scale, bool masked, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& mask) {
+  Graph g;
+  ValueId vq = g.addInput("q", {DType::F32, q.shape(), {}});
+  ValueId vk = g.addInput("k", {DType::F32, k.shape(), {}});
+  ValueId vv = g.addInput("v", {DType::F32, v.shape(), {}});
+  ValueId vm = g.addInput("mask", {DType::F32, mask.shape(), {}});
+  if (p.qk.transB) vk = test::addOp(g, OpKind::Transpose, TransposeAttrs{{0, 2, 1}}, {vk});
+  if (p.av.transB) vv = test::addOp(g, OpKind::Transpose, TransposeAttrs{{0, 2, 1}}, {vv});
+  ValueId s = test::addOp(g, OpKind::MatMul, NoAttrs{}, {vq, vk});
+  Tensor c(DType::F32, Shape{1});
+  c.dataAs<float>()[0] = scale;
+  s = test::addOp(g, OpKind::Mul, NoAttrs{}, {s, g.addConstant("scale", c)});
+  if (masked) s = test::addOp(g, OpKind::Add, NoAttrs{}, {s, vm});
+  ValueId pr = test::addOp(g, OpKind::Softmax, SoftmaxAttrs{-1, false}, {s});
+  g.addOutput(test::addOp(g, OpKind::MatMul, NoAttrs{}, {pr, vv}));
+  auto out = runReference(g, {q, k, v, mask});
+  EXPECT_TRUE(out.isOk()) << out.error().message();
+  return (*out)[0];
+}
+
+TEST(AttentionKernel, RandomShapesAndConfigsMatchReference) {
+  std::mt19937 rng(7);
+  Isa isa = widestIsa(hostTarget());
+  int checked = 0;
+  for (int trial = 0; trial < 40 && checked < 24; ++trial) {
+    int64_t heads = 1 + rng() % 4, m = 1 + rng() % 70, keys = 1 + rng() % 150, d = 1 + rng() % 40,
+            dv = 1 + rng() % 40;
+    AttentionParts p;
+    p.qk.batch = p.av.batch = heads;
+    p.qk.m = p.av.m = m, p.qk.n = p.av.k = keys, p.qk.k = d, p.av.n = dv;
+    p.qk.broadcastB = p.av.broadcastB = false;
+    p.qk.constantB = p.av.constantB = false;
+    p.qk.transB = rng() % 2, p.av.transB = rng() % 2;
+    p.qk.threads = p.av.threads = trial % 3 == 0 ? 2 : 1;
+    auto qc = randomConfig(p.qk, isa, rng);
+    auto vc = randomConfig(p.av, isa, rng);
+    ASSERT_TRUE(qc.isOk() && vc.isOk());
+    p.qkConfig = *qc, p.avConfig = *vc;
+    if (!validateMatmulConfig(p.qk, p.qkConfig) || !validateMatmulConfig(p.av, p.avConfig))
+      continue;
+    bool masked = trial % 4 == 1;
+    float scale = 1.f / std::sqrt(static_cast<float>(d)) * (trial % 2 ? 4.f : 1.f);
+    p.qkEpilogue = {{PostOpKind::Scale, scale}};
+    if (masked) p.qkEpilogue.push_back({PostOpKind::AddTensor});
+    auto kernel = compileAttention(jit(), p);
+    ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+    Tensor q = randomTensor(Shape{heads, m, d}, rng);
+    Tensor k = randomTensor(p.qk.transB ? Shape{heads, keys, d} : Shape{heads, d, keys}, rng);
+    Tensor v = randomTensor(p.av.transB ? Shape{heads, dv, keys} : Shape{heads, keys, dv}, rng);
+    Tensor mask = randomTensor(Shape{heads, m, keys}, rng);
+    for (int64_t i = 0; i < mask.numel(); i += 7) mask.dataAs<float>()[i] = -1e4f; // masked out
+    Tensor out = randomTensor(Shape{heads, m, dv}, rng); // garbage that must be overwritten
+    kernel->run(q.dataAs<float>(), k.dataAs<float>(), v.dataAs<float>(), out.dataAs<float>(),
+                mask.dataAs<float>());
+    Tensor want = referenceAttention(p, scale, masked, q, k, v, mask);
+    double tol = 2e-5 + 4.0 * static_cast<double>(d + keys) * 1.1920929e-7;
+    for (int64_t i = 0; i < out.numel(); ++i)
+      ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
+          << "element " << i << " of heads " << heads << " m " << m << " keys " << keys << " d "
+          << d << " dv " << dv << " qk " << p.qkConfig.toJson().dump() << " av "
+          << p.avConfig.toJson().dump() << (masked ? " masked" : "");
+    ++checked;
+  }
+  EXPECT_GE(checked, 16);
+}
+
+// Scores that are NaN make their row NaN (as the reference's softmax does), never a number.
+TEST(AttentionKernel, NanScoresPropagate) {
+  AttentionParts p;
+  p.qk.batch = p.av.batch = 1;
+  p.qk.m = p.av.m = 3, p.qk.n = p.av.k = 5, p.qk.k = 4, p.av.n = 8;
+  p.qk.broadcastB = p.av.broadcastB = p.qk.constantB = p.av.constantB = false;
+  Isa isa = widestIsa(hostTarget());
+  p.qkConfig = defaultMatmulConfig(p.qk, isa, hostTarget());
+  p.avConfig = defaultMatmulConfig(p.av, isa, hostTarget());
+  p.qkEpilogue = {{PostOpKind::Scale, 0.5f}};
+  auto kernel = compileAttention(jit(), p);
+  ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+  std::mt19937 rng(3);
+  Tensor q = randomTensor(Shape{1, 3, 4}, rng), k = randomTensor(Shape{1, 4, 5}, rng),
+         v = randomTensor(Shape{1, 5, 8}, rng), out = randomTensor(Shape{1, 3, 8}, rng);
+  q.dataAs<float>()[4] = std::nanf(""); // row 1 of Q: every score of row 1 is NaN
+  kernel->run(q.dataAs<float>(), k.dataAs<float>(), v.dataAs<float>(), out.dataAs<float>());
+  for (int j = 0; j < 8; ++j) {
+    EXPECT_FALSE(std::isnan(out.dataAs<float>()[j])) << "row 0";
+    EXPECT_TRUE(std::isnan(out.dataAs<float>()[8 + j])) << "row 1";
+  }
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// Not a test: times BERT-base's attention (12 heads, 128 x 128 x 64) and its parts, for
+// profiling (--gtest_also_run_disabled_tests --gtest_filter='*TimeBert*').
+TEST(AttentionKernel, DISABLED_TimeBertShapes) {
+  AttentionParts p;
+  p.qk.batch = p.av.batch = 12;
+  p.qk.m = p.av.m = 128, p.qk.n = p.av.k = 128, p.qk.k = 64, p.av.n = 64;
+  p.qk.broadcastB = p.av.broadcastB = p.qk.constantB = p.av.constantB = false;
+  p.qk.transB = true, p.qk.lda = 768, p.qk.strideA = 64, p.qk.ldb = 768, p.qk.strideB = 64;
+  p.av.ldb = 768, p.av.strideB = 64, p.av.ldc = 768, p.av.strideC = 64;
+  Isa isa = widestIsa(hostTarget());
+  p.qkConfig = defaultMatmulConfig(p.qk, isa, hostTarget());
+  p.avConfig = defaultMatmulConfig(p.av, isa, hostTarget());
+  p.qkEpilogue = {{PostOpKind::Scale, 0.125f}};
+  auto kernel = compileAttention(jit(), p);
+  ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+  std::mt19937 rng(1);
+  Tensor q = randomTensor(Shape{128, 768}, rng), k = randomTensor(Shape{128, 768}, rng),
+         v = randomTensor(Shape{128, 768}, rng), o = randomTensor(Shape{128, 768}, rng);
+  for (int round = 0; round < 3; ++round) {
+    auto start = std::chrono::steady_clock::now();
+    int runs = 200;
+    for (int r = 0; r < runs; ++r)
+      kernel->run(q.dataAs<float>(), k.dataAs<float>(), v.dataAs<float>(), o.dataAs<float>());
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / runs;
+    std::printf("attention: %.3f ms, %.1f GFLOP/s\n", s * 1e3,
+                (p.qk.flops() + p.av.flops()) / s / 1e9);
+  }
+}
+
+} // namespace
+} // namespace tunec
