@@ -194,6 +194,12 @@ private:
         }
         b_.CreateStore(aPtr, aArr_);
         llvm::Value* cPtr = gep(cBatch_, b_.CreateAdd(b_.CreateMul(row, i64(w_.cLd())), col));
+        if (w_.splitN) { // part col / splitN of C, its own dense m x splitN matrix
+          llvm::Value* part = b_.CreateSDiv(col, i64(w_.splitN));
+          llvm::Value* local = b_.CreateSub(col, b_.CreateMul(part, i64(w_.splitN)));
+          cPtr = gep(cBatch_, b_.CreateAdd(b_.CreateMul(part, i64(w_.m * w_.splitN)),
+                                           b_.CreateAdd(b_.CreateMul(row, i64(w_.splitN)), local)));
+        }
         llvm::Value* addPtr = gep(addBatch_, b_.CreateAdd(b_.CreateMul(row, i64(w_.n)), col));
         llvm::Value* biasPtr = gep(bias_, col);
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));

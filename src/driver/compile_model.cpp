@@ -62,6 +62,14 @@ int Lowering::addArenaTensor(int64_t bytes) {
   return static_cast<int>(tensors_.size()) - 1;
 }
 
+void Lowering::definePart(ValueId v, int parent, int64_t byteOffset) {
+  TensorInfo part = tensors_[static_cast<size_t>(parent)];
+  part.parent = parent;
+  part.offsetInParent = byteOffset;
+  tensors_.push_back(part);
+  produced_[v] = {static_cast<int>(tensors_.size()) - 1, Phys::Plain};
+}
+
 int Lowering::addConstant(const void* data, size_t bytes) {
   size_t offset = (constants_.size() + 63) / 64 * 64;
   constants_.resize(offset + bytes);
@@ -145,11 +153,16 @@ void Lowering::defineAlias(ValueId v, int source, Phys phys) {
 
 void Lowering::addStep(rt::Step step, std::vector<int> reads, std::vector<int> writes) {
   int index = static_cast<int>(steps_.size());
+  // A part lives as long as the tensor it lies in.
+  auto root = [&](int t) {
+    return tensors_[static_cast<size_t>(t)].parent >= 0 ? tensors_[static_cast<size_t>(t)].parent
+                                                        : t;
+  };
   for (int t : reads)
-    if (t >= 0) tensors_[static_cast<size_t>(t)].last = index;
+    if (t >= 0) tensors_[static_cast<size_t>(root(t))].last = index;
   for (int t : writes) {
     if (t < 0) continue;
-    TensorInfo& info = tensors_[static_cast<size_t>(t)];
+    TensorInfo& info = tensors_[static_cast<size_t>(root(t))];
     if (info.first < 0) info.first = index;
     info.last = std::max(info.last, index);
   }
@@ -221,8 +234,7 @@ void Lowering::lowerKernel(const passes::FusedKernel& kernel) {
   };
   size_t at = 0;
   if (kernel.anchor >= 0) {
-    // Then the views of its result (attention: its softmax and P V are its own).
-    at = kernel.values >= 0 ? kernel.nodes.size() : 1 + kernel.epilogueNodes();
+    at = kernel.nodesInKernel(); // then the views of its result
     if (!lowerAnchor(*this, kernel))
       for (size_t i = 0; i < at; ++i) skip(kernel.nodes[i]);
   }
@@ -288,13 +300,16 @@ CompiledModel Lowering::finish() {
   std::vector<size_t> which;
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const TensorInfo& info = tensors_[t];
-    if (info.ref.region != rt::Region::Arena) continue;
+    if (info.ref.region != rt::Region::Arena || info.parent >= 0) continue;
     int first = std::max(info.first, 0);
     requests.push_back({info.bytes, first, std::max(info.last, first)});
     which.push_back(t);
   }
   passes::ArenaLayout arena = passes::planArena(requests);
   for (size_t i = 0; i < which.size(); ++i) tensors_[which[i]].ref.offset = arena.offsets[i];
+  for (TensorInfo& info : tensors_)
+    if (info.parent >= 0)
+      info.ref.offset = tensors_[static_cast<size_t>(info.parent)].ref.offset + info.offsetInParent;
   stats_.arenaBytes = arena.peakBytes;
   stats_.arenaLowerBound = arena.lowerBoundBytes;
   stats_.intermediateBytes = arena.totalBytes;

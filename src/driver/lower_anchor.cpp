@@ -144,9 +144,9 @@ std::string shapeText(const Shape& s) {
 // kernels it runs (one; attention's two matmuls).
 bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::string& label,
                    int kernel, int in, int weights, const EpilogueBuild& e, Phys phys,
-                   int values = -1) {
+                   int values = -1, int out = -1) {
   int bias = e.bias.empty() ? -1 : l.addConstant(e.bias);
-  int out = l.defineOutput(e.result, phys);
+  if (out < 0) out = l.defineOutput(e.result, phys);
   rt::Step step;
   step.kind = rt::StepKind::Kernel;
   step.label = label;
@@ -326,6 +326,21 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   MatmulOperands mo;
   if (!describeMatmul(l, kernel.anchor, mo)) return false;
   const MatmulWorkload& w = mo.w;
+  int out = -1;
+  if (kernel.split >= 0) {
+    // Each part of the split is a dense tensor; the parts lie one after the other in one.
+    const Node& split = l.graph().node(kernel.split);
+    mo.w.splitN = std::get<SplitAttrs>(split.attrs).sizes.front();
+    if (Status s = w.check(); !s) {
+      l.unsupported(n, "internal: the fusion plan's split: " + s.error().message());
+      return false;
+    }
+    out = l.addArenaTensor(w.m * w.n * static_cast<int64_t>(w.types.dstBytes()));
+    for (size_t i = 0; i < split.outputs.size(); ++i)
+      l.definePart(split.outputs[i], out,
+                   static_cast<int64_t>(i) * w.m * w.splitN *
+                       static_cast<int64_t>(w.types.dstBytes()));
+  }
   EpilogueBuild e;
   e.result = mo.result;
   if (!buildEpilogue(l, kernel, w.n, Phys::Plain, e)) return false;
@@ -343,8 +358,9 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
              (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue);
   int in = l.tensorIn(mo.aSource, Phys::Plain);
   int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(mo.bSource, Phys::Plain);
+  if (w.splitN) hk.label += " split " + std::to_string(w.n / w.splitN) + " ways";
   std::string label = hk.label;
-  return addKernelStep(l, {std::move(hk)}, label, *code, in, weights, e, Phys::Plain);
+  return addKernelStep(l, {std::move(hk)}, label, *code, in, weights, e, Phys::Plain, -1, out);
 }
 
 // Attention (the plan's Q K anchor, its epilogue, the Softmax and the P V MatMul) as one fused

@@ -47,6 +47,9 @@ public:
   void defineAlias(ValueId v, int source, Phys phys);
   /// A new arena tensor (a temporary between steps).
   int addArenaTensor(int64_t bytes);
+  /// `v` is the bytes of arena tensor `parent` from `byteOffset` on, plain (a part of a split
+  /// output: the part's own dense tensor, placed with its siblings).
+  void definePart(ValueId v, int parent, int64_t byteOffset);
   /// A constant tensor from raw bytes (64-byte aligned in the blob).
   int addConstant(const void* data, size_t bytes);
   /// A constant of the vector's elements (their size from the element type, never a literal).
@@ -93,6 +96,8 @@ private:
     rt::TensorRef ref;
     int64_t bytes = 0;
     int first = -1, last = -1; ///< steps that define and last use it (arena tensors)
+    int parent = -1;           ///< a part: the arena tensor it lies in, at offsetInParent
+    int64_t offsetInParent = 0;
   };
   std::vector<TensorInfo> tensors_;
   std::map<ValueId, std::pair<int, Phys>> produced_;

@@ -4,6 +4,7 @@
 #include "ir/op_registry.h"
 #include "passes/rewriter.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -332,6 +333,29 @@ FusionPlan planFusion(const Graph& graph) {
         break;
       }
       MappingType consumerType = opInfo(consumer.kind).mapping;
+      if (kernel.anchor >= 0 && consumer.kind == OpKind::Split &&
+          graph.node(kernel.anchor).kind == OpKind::MatMul) {
+        // Merged sibling matmuls: the kernel writes each part of its output as a tensor.
+        const auto& a = std::get<SplitAttrs>(consumer.attrs);
+        const Shape& y = graph.value(out).type.shape;
+        bool equal = std::all_of(a.sizes.begin(), a.sizes.end(),
+                                 [&](int64_t s) { return s == a.sizes.front(); });
+        std::string why;
+        if (a.axis != y.rank() - 1 || !equal)
+          why = "a Split joins a MatMul only along the last axis, into equal parts";
+        else if (!graph.value(graph.node(kernel.anchor).inputs[1]).constant)
+          why = "a Split joins a MatMul of constant weights only";
+        else if (epilogueNeedsAddend(kernel.postOps()))
+          why = "a split output takes no residual tensor";
+        if (!why.empty()) {
+          boundary(why);
+          break;
+        }
+        kernel.split = next;
+        kernel.nodes.push_back(next);
+        plan.kernelOf[static_cast<size_t>(next)] = k;
+        break;
+      }
       if (kernel.anchor >= 0 && consumer.kind == OpKind::Softmax &&
           graph.node(kernel.anchor).kind == OpKind::MatMul) {
         // Attention: the softmax and the MatMul with V join the Q K anchor; nothing after.

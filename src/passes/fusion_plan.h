@@ -33,6 +33,13 @@ struct FusedKernel {
   /// Attention (the anchor is Q K): the Softmax over the scores and the MatMul of the
   /// probabilities with V, the last two nodes; -1 otherwise.
   NodeId softmax = -1, values = -1;
+  /// A Split of the result along its last axis into equal parts (merged sibling matmuls): the
+  /// kernel writes each part as its own dense tensor; the last node. -1 otherwise.
+  NodeId split = -1;
+  /// How many of `nodes` the anchor's generated kernel computes (the rest are views of it).
+  size_t nodesInKernel() const {
+    return softmax >= 0 || split >= 0 ? nodes.size() : 1 + epilogueNodes();
+  }
   /// The post-ops of the epilogue, in order (merged biases counted once).
   Epilogue postOps() const;
 };

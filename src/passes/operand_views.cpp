@@ -55,6 +55,23 @@ bool matrixView(const Shape& shape, const std::vector<int64_t>& strides, MatrixV
   return view.colStride == 1 || view.rowStride == 1;
 }
 
+namespace {
+
+// True when `t` is the last node of its kernel and every node before it there is a reshape (a
+// view): then nothing but the MatMul reads what the Transpose would have written.
+bool endsViewKernel(const Graph& g, const FusedKernel& k, NodeId t) {
+  if (k.nodes.back() != t || k.anchor >= 0) return false;
+  for (size_t i = 0; i + 1 < k.nodes.size(); ++i) {
+    OpKind kind = g.node(k.nodes[i]).kind;
+    if (kind != OpKind::Reshape && kind != OpKind::Flatten && kind != OpKind::Squeeze &&
+        kind != OpKind::Unsqueeze)
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
 OperandViews planOperandViews(const Graph& graph, const FusionPlan& fusion) {
   OperandViews views;
   views.folded.assign(graph.nodes().size(), false);
@@ -83,7 +100,7 @@ OperandViews planOperandViews(const Graph& graph, const FusionPlan& fusion) {
       // (A Transpose already folded into the MatMul before it writes its output: the input
       // it would read in place is never materialized.)
       if (t < 0 || graph.node(t).kind != OpKind::Transpose || !onlyUse(v) ||
-          kernelOf(t).nodes.size() != 1 || views.folded[static_cast<size_t>(t)])
+          !endsViewKernel(graph, kernelOf(t), t) || views.folded[static_cast<size_t>(t)])
         continue;
       ValueId base = graph.node(t).inputs[0];
       const Value& x = graph.value(base);

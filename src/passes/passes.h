@@ -41,4 +41,8 @@ Expected<Graph> recognizeLayerNorm(const Graph& graph);
 /// (recognize_swish.cpp).
 Expected<Graph> recognizeSwish(const Graph& graph);
 
+/// Merges MatMuls of one input by constant weights of one shape (and their bias adds) into one
+/// MatMul and a Split of its output (merge_sibling_matmuls.cpp).
+Expected<Graph> mergeSiblingMatmuls(const Graph& graph);
+
 } // namespace tunec::passes

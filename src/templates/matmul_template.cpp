@@ -28,9 +28,12 @@ Status MatmulWorkload::check() const {
     return makeError("matmul workload: cold_weights needs a constant B (the weights it evicts)");
   if (lda < 0 || ldb < 0 || ldc < 0 || strideA < 0 || strideB < 0 || strideC < 0)
     return makeError("matmul workload: leading dimensions and batch strides must not be negative");
-  if (aLd() < (transA ? m : k) || bLd() < (transB ? k : n) || cLd() < n)
+  if (aLd() < (transA ? m : k) || bLd() < (transB ? k : n) || cLd() < (splitN ? splitN : n))
     return makeError("matmul workload: a leading dimension is shorter than its row (lda=", aLd(),
                      ", ldb=", bLd(), ", ldc=", cLd(), ")");
+  if (splitN < 0 || (splitN && (batch != 1 || ldc || strideC || n % splitN || splitN == n)))
+    return makeError("matmul workload: split_n=", splitN,
+                     " must divide n=", n, " into several parts of one dense C (batch 1)");
   if (constantB && (ldb || strideB))
     return makeError("matmul workload: a constant B is packed at compile time and must be dense");
   if (broadcastB && strideB)
@@ -77,7 +80,8 @@ nlohmann::json MatmulWorkload::toJson() const {
                          {"ldc", ldc},
                          {"stride_a", strideA},
                          {"stride_b", strideB},
-                         {"stride_c", strideC}})
+                         {"stride_c", strideC},
+                         {"split_n", splitN}})
     if (v) j[name] = v;
   if (coldWeights) j["cold_weights"] = true;
   return j;
@@ -102,7 +106,8 @@ Expected<MatmulWorkload> MatmulWorkload::fromJson(const nlohmann::json& j) {
                          {"ldc", &w.ldc},
                          {"stride_a", &w.strideA},
                          {"stride_b", &w.strideB},
-                         {"stride_c", &w.strideC}})
+                         {"stride_c", &w.strideC},
+                         {"split_n", &w.splitN}})
     if (j.contains(name) && !readField(j, name, *v, error))
       return makeError("matmul workload: ", error);
   if (j.contains("cold_weights") && !readField(j, "cold_weights", w.coldWeights, error))
@@ -151,6 +156,8 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   if (c.nc < c.nr || c.nc % c.nr)
     return makeError("matmul config: nc=", c.nc, " must be a positive multiple of nr=", c.nr);
   if (c.kc < 1) return makeError("matmul config: kc=", c.kc, " must be positive");
+  if (w.splitN % c.nr)
+    return makeError("matmul config: nr=", c.nr, " must divide the split of C (", w.splitN, ")");
   if (c.mc > roundUp(w.m, c.mr))
     return makeError("matmul config: mc=", c.mc, " exceeds m=", w.m, " rounded to mr");
   if (c.nc > roundUp(w.n, c.nr))

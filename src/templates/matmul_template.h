@@ -36,11 +36,14 @@ struct MatmulWorkload {
   bool coldWeights = false;
   int64_t lda = 0, ldb = 0, ldc = 0;             ///< 0: dense
   int64_t strideA = 0, strideB = 0, strideC = 0; ///< between batches; 0: dense
+  /// > 0: C is stored as n / splitN dense m x splitN matrices one after the other (sibling
+  /// matmuls of one input merged into one, each output its own tensor); "split_n" in the key.
+  int64_t splitN = 0;
 
   /// The layout actually used: the given leading dimension and batch stride, or the dense one.
   int64_t aLd() const { return lda ? lda : transA ? m : k; }
   int64_t bLd() const { return ldb ? ldb : transB ? k : n; }
-  int64_t cLd() const { return ldc ? ldc : n; }
+  int64_t cLd() const { return splitN ? splitN : ldc ? ldc : n; }
   int64_t aStride() const { return strideA ? strideA : m * k; }
   int64_t bStride() const { return strideB ? strideB : k * n; }
   int64_t cStride() const { return strideC ? strideC : m * n; }

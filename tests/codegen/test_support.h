@@ -75,6 +75,12 @@ inline ValueId addPostOps(Graph& g, ValueId y, const Epilogue& epi, ValueId bias
     if (op.kind == PostOpKind::Sigmoid) y = addOp(g, OpKind::Sigmoid, NoAttrs{}, {y});
     if (op.kind == PostOpKind::Swish) y = addOp(g, OpKind::Swish, AlphaBetaAttrs{op.lo, 0.f}, {y});
     if (op.kind == PostOpKind::Tanh) y = addOp(g, OpKind::Tanh, NoAttrs{}, {y});
+    if (op.kind == PostOpKind::Gelu) y = addOp(g, OpKind::Gelu, GeluAttrs{false}, {y});
+    if (op.kind == PostOpKind::Scale) {
+      Tensor c(DType::F32, Shape{1});
+      c.dataAs<float>()[0] = op.lo;
+      y = addOp(g, OpKind::Mul, NoAttrs{}, {y, g.addConstant("scale" + std::to_string(y), c)});
+    }
     if (op.kind == PostOpKind::Exp) y = addOp(g, OpKind::Exp, NoAttrs{}, {y});
   }
   return y;

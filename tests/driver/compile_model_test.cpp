@@ -308,29 +308,34 @@ TEST(CompileModel, BatchedMatmulOfComputedOperandsAndFoldedBatch) {
   EXPECT_TRUE(scale) << "the division by a scalar joins the batched matmul's epilogue";
 }
 
-// Multi-head attention as exported from PyTorch: Q, K and V projections split into heads by
-// Reshape + Transpose, K transposed for Q K^T, the context merged back by Transpose + Reshape.
-// All four Transposes are read or written in place by the matmuls (strided operands), and
-// Q K^T, the scale, the softmax and P V are one fused attention kernel.
+// Multi-head attention as exported from PyTorch: Q, K and V projections (with biases) split
+// into heads by Reshape + Transpose, K transposed for Q K^T, a scale, the softmax, P V, the
+// context merged back by Transpose + Reshape, and the output projection; returns its output.
+ValueId attentionBlock(Builder& b, int64_t tokens, int64_t heads, int64_t dim) {
+  const int64_t width = heads * dim;
+  ValueId x = b.input({1, tokens, width});
+  auto project = [&](std::vector<int64_t> perm) {
+    ValueId p = b.op(OpKind::MatMul, NoAttrs{}, {x, b.constant({width, width})});
+    p = b.op(OpKind::Add, NoAttrs{}, {p, b.constant({width})});
+    p = b.op(OpKind::Reshape, ReshapeAttrs{{1, tokens, heads, dim}}, {p});
+    return b.op(OpKind::Transpose, TransposeAttrs{std::move(perm)}, {p});
+  };
+  ValueId q = project({0, 2, 1, 3}), k = project({0, 2, 3, 1}), v = project({0, 2, 1, 3});
+  ValueId s = b.op(OpKind::MatMul, NoAttrs{}, {q, k});
+  s = b.op(OpKind::Mul, NoAttrs{}, {s, b.constant({1})});
+  ValueId p = b.op(OpKind::Softmax, SoftmaxAttrs{-1, false}, {s});
+  ValueId c = b.op(OpKind::MatMul, NoAttrs{}, {p, v});
+  c = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {c});
+  c = b.op(OpKind::Reshape, ReshapeAttrs{{1, tokens, width}}, {c});
+  return b.op(OpKind::MatMul, NoAttrs{}, {c, b.constant({width, width})});
+}
+
+// All four Transposes of the attention block are read or written in place by the matmuls
+// (strided operands), and Q K^T, the scale, the softmax and P V are one fused attention kernel.
 TEST(CompileModel, AttentionHeadTransposesAreReadInPlaceByTheMatmuls) {
   for (int threads : {1, 2}) {
     Builder b;
-    const int64_t tokens = 19, heads = 3, dim = 8, width = heads * dim;
-    ValueId x = b.input({1, tokens, width});
-    auto project = [&](std::vector<int64_t> perm) {
-      ValueId p = b.op(OpKind::MatMul, NoAttrs{}, {x, b.constant({width, width})});
-      p = b.op(OpKind::Add, NoAttrs{}, {p, b.constant({width})});
-      p = b.op(OpKind::Reshape, ReshapeAttrs{{1, tokens, heads, dim}}, {p});
-      return b.op(OpKind::Transpose, TransposeAttrs{std::move(perm)}, {p});
-    };
-    ValueId q = project({0, 2, 1, 3}), k = project({0, 2, 3, 1}), v = project({0, 2, 1, 3});
-    ValueId s = b.op(OpKind::MatMul, NoAttrs{}, {q, k});
-    s = b.op(OpKind::Mul, NoAttrs{}, {s, b.constant({1})});
-    ValueId p = b.op(OpKind::Softmax, SoftmaxAttrs{-1, false}, {s});
-    ValueId c = b.op(OpKind::MatMul, NoAttrs{}, {p, v});
-    c = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {c});
-    c = b.op(OpKind::Reshape, ReshapeAttrs{{1, tokens, width}}, {c});
-    ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {c, b.constant({width, width})});
+    ValueId y = attentionBlock(b, 19, 3, 8);
     auto m = checkCompiled(b, {y}, threads);
     EXPECT_EQ(m.stats.foldedTransposes, 4) << threads << " threads";
     EXPECT_EQ(m.stats.loopKernels, 0) << "the softmax is inside the attention kernel";
@@ -798,6 +803,32 @@ TEST(CompileModel, ChannelConcatSplitAndSliceStayNhwc) {
   ValueId y1 = b.op(OpKind::Conv, conv(3, 1, 1, 9), {s1, b.constant({9, 1, 3, 3})});
   auto m = checkCompiled(b, {y0, y1});
   EXPECT_EQ(m.stats.reorders, 1) << "the model input only (outputs are copied to plain buffers)";
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// BERT's attention block after the passes: Q, K and V merged into one MatMul whose split output
+// the kernel writes as three dense tensors, the head transposes read in place, and the fused
+// attention: three generated kernels (the projections, attention, the output projection) and
+// no loop kernel.
+TEST(CompileModel, MergedProjectionsFeedFusedAttention) {
+  Builder b;
+  b.g.addOutput(attentionBlock(b, 21, 2, 16));
+  auto merged = passes::mergeSiblingMatmuls(b.g);
+  ASSERT_TRUE(merged.isOk()) << merged.error().message();
+  b.g = std::move(*merged);
+  auto m = checkCompiled(b, {b.g.outputs()[0]});
+  EXPECT_EQ(m.stats.generatedKernels, 3);
+  EXPECT_EQ(m.stats.loopKernels, 0);
+  EXPECT_EQ(m.stats.foldedTransposes, 4);
+  bool split = false;
+  for (const auto& kernel : m.kernels)
+    split |= kernel.label.find("split 3 ways") != std::string::npos;
+  EXPECT_TRUE(split);
 }
 
 } // namespace

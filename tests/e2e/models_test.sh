@@ -40,7 +40,8 @@ if ! grep -q "quantized model (.* QuantizeLinear/DequantizeLinear nodes): tunec 
   echo "FAIL: the QDQ model's compile report does not say it runs dequantized"; status=1
 fi
 # Workload keys are what users' tuning databases are indexed by: every heavy kernel's key is the
-# one the code before the Target/dtype reshape gave it (tests/fixtures, made on that machine).
+# one the code before the Target/dtype reshape gave it (tests/fixtures, made on that machine),
+# and BERT-base's merged Q/K/V projections (one new workload since merge-sibling-matmuls).
 for m in resnet50 mobilenet_v2 bert_base; do
   keys=$("$tunec" tune "$work/$m/model.onnx" --list-tasks --threads 2 \
     --target "$src/tests/fixtures/zen3_target.json" 2>/dev/null | awk '{print $1}' | sort)

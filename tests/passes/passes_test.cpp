@@ -498,3 +498,42 @@ TEST(Passes, FusionPlanEpiloguesAndTheirBoundaries) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// Q, K and V projections of one input (MatMul by [16, 8] weights, then a bias add) become one
+// MatMul by [16, 24], one bias add and a Split; a MatMul of another width and one without a
+// bias stay as they are.
+TEST(Passes, MergeSiblingMatmulsIntoOneAndASplit) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{2, 5, 16}, {}});
+  std::vector<ValueId> outs;
+  for (int i = 0; i < 3; ++i) {
+    ValueId y = add(g, OpKind::MatMul, NoAttrs{},
+                    {x, g.addConstant("w" + std::to_string(i),
+                                      randomTensor(Shape{16, 8}, static_cast<uint32_t>(i)))},
+                    "proj" + std::to_string(i));
+    outs.push_back(add(g, OpKind::Add, NoAttrs{},
+                       {y, g.addConstant("b" + std::to_string(i),
+                                         randomTensor(Shape{8}, static_cast<uint32_t>(10 + i)))},
+                       "bias" + std::to_string(i)));
+  }
+  outs.push_back(add(g, OpKind::MatMul, NoAttrs{},
+                     {x, g.addConstant("w9", randomTensor(Shape{16, 4}, 9))}, "other_width"));
+  for (ValueId o : outs) g.addOutput(o);
+  auto out = passes::mergeSiblingMatmuls(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  int matmuls = 0, splits = 0;
+  for (const Node& n : out->nodes()) {
+    matmuls += n.kind == OpKind::MatMul;
+    splits += n.kind == OpKind::Split;
+  }
+  EXPECT_EQ(matmuls, 2) << "the merged projections and the MatMul of another width";
+  EXPECT_EQ(splits, 1);
+  EXPECT_EQ(out->nodes().size(), 4u);
+  expectEquivalent(g, *out, 1e-6);
+}
+
+} // namespace
+} // namespace tunec
