@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 namespace tunec {
 
@@ -25,12 +26,41 @@ class MatmulEmitter : codegen::EmitterBase {
 public:
   MatmulEmitter(ModuleBuilder& mb, const MatmulWorkload& w, const MatmulConfig& c,
                 const Epilogue& e)
-      : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {}
+      : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
+    // A row normalization ends the epilogue: the tiles apply the rest, then a pass over the
+    // complete rows of C (in cache) normalizes them.
+    if (!epilogue_.empty() && epilogue_.back().kind == PostOpKind::LayerNormRow) {
+      normEpsilon_ = epilogue_.back().lo;
+      epilogue_.pop_back();
+    }
+  }
 
   void emit(const std::string& entryName) {
     emitKernels();
     llvm::Function* task = emitTask(entryName + "_task");
-    emitEntry(entryName, task);
+    llvm::Function* norm = normEpsilon_ ? emitNormTask(entryName + "_norm") : nullptr;
+    emitEntry(entryName, task, norm);
+  }
+
+  // Rows of C per normalization task: about 16 KiB of them.
+  int64_t normRows() const { return std::max<int64_t>(1, 4096 / w_.n); }
+
+  // Normalizes C's rows [t * normRows, ...) in place (tunec_layer_norm_rows_f32).
+  llvm::Function* emitNormTask(const std::string& name) {
+    std::vector<llvm::Value*> fields;
+    llvm::Function* fn = mb_.beginTask(b_, name, 2, fields);
+    llvm::Value* first = b_.CreateMul(fn->getArg(1), i64(normRows()));
+    llvm::Value* count = min(i64(normRows()), b_.CreateSub(i64(w_.batch * w_.m), first));
+    llvm::FunctionCallee normRows =
+        mb_.declare("tunec_layer_norm_rows_f32",
+                    llvm::FunctionType::get(
+                        b_.getVoidTy(),
+                        {mb_.ptr(), mb_.i64(), mb_.i64(), mb_.i64(), mb_.ptr(), mb_.f32()}, false));
+    b_.CreateCall(normRows, {gep(fields[0], b_.CreateMul(first, i64(w_.cLd()))), count, i64(w_.n),
+                             i64(w_.cLd()), fields[1],
+                             llvm::ConstantFP::get(mb_.f32(), static_cast<double>(*normEpsilon_))});
+    b_.CreateRetVoid();
+    return fn;
   }
 
 private:
@@ -219,7 +249,7 @@ private:
     });
   }
 
-  void emitEntry(const std::string& name, llvm::Function* task) {
+  void emitEntry(const std::string& name, llvm::Function* task, llvm::Function* norm) {
     auto args = mb_.beginKernelEntry(b_, name);
     int64_t tasks = 1;
     if (c_.parallel == MatmulParallel::Batch) tasks = w_.batch;
@@ -229,12 +259,18 @@ private:
                      {args[rt::kArgSrc], args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
                       args[rt::kArgResidual]},
                      tasks, w_.threads);
+    if (norm) {
+      int64_t rows = w_.batch * w_.m;
+      mb_.emitRunTasks(b_, norm, {args[rt::kArgDst], args[rt::kArgNormParams]},
+                       (rows + normRows() - 1) / normRows(), w_.threads);
+    }
     b_.CreateRetVoid();
   }
 
   const MatmulWorkload& w_;
   const MatmulConfig& c_;
-  const Epilogue& epilogue_;
+  Epilogue epilogue_;
+  std::optional<float> normEpsilon_;
   llvm::Function* kernels_[4] = {};
   std::map<char, std::pair<llvm::Value*, llvm::Value*>> ranges_;
   std::map<char, llvm::Value*> blockStart_;
@@ -252,6 +288,11 @@ Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& s
                                          const MatmulWorkload& w, const MatmulConfig& c,
                                          const Epilogue& e, const float* constantB) {
   TUNEC_TRY(validateMatmulConfig(w, c));
+  for (size_t i = 0; i < e.size(); ++i)
+    if (e[i].kind == PostOpKind::LayerNormRow &&
+        (i + 1 != e.size() || w.splitN || (w.batch > 1 && w.cStride() != w.m * w.cLd())))
+      return makeError("matmul: a row normalization must end the epilogue of a matmul whose C "
+                       "rows are one run (no split, no strided batches)");
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
   if (w.constantB && !constantB) return makeError("internal: constant B data is required");
   PackedWeights packed;

@@ -19,10 +19,12 @@ class MatmulKernel {
 public:
   /// `b` is read only when the workload's B is not constant (the packed copy is used otherwise).
   /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
+  /// `normParams` (scale then bias, n each) when the epilogue ends in a row normalization.
   void run(const float* a, const float* b, float* c, const float* bias = nullptr,
-           const float* addend = nullptr) const {
+           const float* addend = nullptr, const float* normParams = nullptr) const {
     rt::KernelArgs args = rt::kernelArgs(
         a, packedB_.empty() ? static_cast<const void*>(b) : packedB_.data.get(), c, bias, addend);
+    args.normParams = normParams;
     fn_(&args);
   }
   const MatmulWorkload& workload() const { return workload_; }

@@ -79,6 +79,7 @@ struct EpilogueBuild {
   Epilogue epilogue;
   std::vector<float> bias; ///< per output channel, when the epilogue has a bias
   int addend = -1;         ///< tensor
+  int normParams = -1;     ///< a row normalization's scale then bias (a constant)
   ValueId result;          ///< the value the kernel writes
 };
 
@@ -125,6 +126,15 @@ bool buildEpilogue(Lowering& l, const passes::FusedKernel& kernel, int64_t chann
       if (e.bias.empty()) e.bias.assign(static_cast<size_t>(channels), 0.f);
       for (int64_t k = 0; k < channels; ++k)
         e.bias[static_cast<size_t>(k)] += factor * floatData(c)[c.type.shape.numel() == 1 ? 0 : k];
+    } else if (step.op.kind == PostOpKind::LayerNormRow) {
+      const Node& norm = g.node(step.node);
+      int64_t cols = outShape[outShape.rank() - 1];
+      std::vector<float> params(static_cast<size_t>(2 * cols), 0.f);
+      for (size_t i = 1; i < norm.inputs.size() && i < 3; ++i)
+        if (norm.inputs[i] != kNoValue)
+          std::copy_n(floatData(g.value(norm.inputs[i])), cols,
+                      params.begin() + static_cast<int64_t>(i - 1) * cols);
+      e.normParams = l.addConstant(params);
     } else if (step.op.kind == PostOpKind::AddTensor) {
       const Value& c = g.value(step.operand);
       e.addend = c.constant ? l.addConstant(expandConstant(c, outShape, factor))
@@ -159,7 +169,8 @@ bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::strin
   step.tensors[rt::kArgBias] = bias;
   step.tensors[rt::kArgResidual] = e.addend;
   step.tensors[rt::kArgValues] = values;
-  l.addStep(std::move(step), {in, weights, bias, e.addend, values}, {out});
+  step.tensors[rt::kArgNormParams] = e.normParams;
+  l.addStep(std::move(step), {in, weights, bias, e.addend, values, e.normParams}, {out});
   for (HeavyKernel& hk : parts) l.noteHeavy(std::move(hk));
   return true;
 }

@@ -243,6 +243,32 @@ Expected<NodeId> matchAttention(const Graph& g, const FusedKernel& kernel, NodeI
   return av;
 }
 
+// Why a LayerNormalization after the kernel's result `x` cannot end its epilogue ("" when it
+// can): a matmul of constant weights (its rows are one run of C), over the last axis only, with
+// constant f32 scale and bias of one value per column, and no mean or inverse-std outputs.
+std::string rowNormJoins(const Graph& g, const FusedKernel& kernel, NodeId id, ValueId x) {
+  const Node& n = g.node(id);
+  const Node& anchor = g.node(kernel.anchor);
+  if (kernel.templ != TemplateKind::Matmul || !g.value(anchor.inputs[1]).constant)
+    return "a LayerNorm joins only a matmul of constant weights (whose output rows are whole)";
+  if (kernel.nodes.size() > kernel.epilogueNodes() + 1)
+    return "the LayerNorm reads a reshaped view of the matmul's output";
+  const Shape& s = g.value(x).type.shape;
+  const auto& a = std::get<NormAttrs>(n.attrs);
+  auto axis = normalizeAxis(a.axis, s.rank());
+  if (!axis || *axis != s.rank() - 1) return "the LayerNorm is not over the last axis alone";
+  if (n.outputs.size() != 1) return "the LayerNorm's mean or inverse-std outputs are used";
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] == kNoValue) continue;
+    const Value& p = g.value(n.inputs[i]);
+    if (!p.constant || p.type.dtype != DType::F32 || p.type.shape.numel() != s[s.rank() - 1])
+      return "the LayerNorm's scale and bias are not constant vectors of the row's length";
+  }
+  if (Status ok = epilogueAccepts(kernel.postOps(), {PostOpKind::LayerNormRow, a.epsilon}); !ok)
+    return ok.error().message();
+  return "";
+}
+
 } // namespace
 
 size_t FusedKernel::epilogueNodes() const {
@@ -333,6 +359,21 @@ FusionPlan planFusion(const Graph& graph) {
         break;
       }
       MappingType consumerType = opInfo(consumer.kind).mapping;
+      if (kernel.anchor >= 0 && consumer.kind == OpKind::LayerNormalization) {
+        // A LayerNorm over the last axis ends a matmul's epilogue: the kernel normalizes each
+        // complete row of its output while it is in cache.
+        std::string why = rowNormJoins(graph, kernel, next, out);
+        if (!why.empty()) {
+          boundary(why);
+          break;
+        }
+        const auto& a = std::get<NormAttrs>(consumer.attrs);
+        kernel.epilogue.push_back(
+            {next, {PostOpKind::LayerNormRow, a.epsilon}, consumer.inputs[1]});
+        kernel.nodes.push_back(next);
+        plan.kernelOf[static_cast<size_t>(next)] = k;
+        break;
+      }
       if (kernel.anchor >= 0 && consumer.kind == OpKind::Split &&
           graph.node(kernel.anchor).kind == OpKind::MatMul) {
         // Merged sibling matmuls: the kernel writes each part of its output as a tensor.

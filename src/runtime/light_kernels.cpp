@@ -574,3 +574,12 @@ Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int6
 }
 
 } // namespace tunec::rt
+
+extern "C" void tunec_layer_norm_rows_f32(float* rows, int64_t count, int64_t cols, int64_t ld,
+                                          const float* params, float epsilon) {
+  for (int64_t r = 0; r < count; ++r) {
+    float mean, inv;
+    tunec::rt::layerNormRow(rows + r * ld, rows + r * ld, params, params + cols, cols, epsilon,
+                            mean, inv);
+  }
+}

@@ -115,3 +115,11 @@ Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int6
                  int64_t axis, int64_t inner, int64_t count, int64_t elemBytes, int64_t indexBytes);
 
 } // namespace tunec::rt
+
+extern "C" {
+/// Layer norm of `count` rows of `cols` floats, `ld` apart, in place: what a matmul kernel whose
+/// epilogue ends in a row normalization runs on each block of its output rows. `params` holds
+/// the scale (cols floats) then the bias (cols floats).
+void tunec_layer_norm_rows_f32(float* rows, int64_t count, int64_t cols, int64_t ld,
+                               const float* params, float epsilon);
+}

@@ -75,7 +75,8 @@ struct IoSpec {
 struct ModelPlan {
   /// 2: element types are numbered as support/dtype.h lists them (f16 and bf16 included), and
   /// kernels take one KernelArgs pointer (runtime/kernel_args.h).
-  /// 3: a kernel step has a ninth slot (KernelArgs::values, fused attention's V).
+  /// 3: kernel steps have the slots of fused attention's V and of a row normalization's
+  /// parameters (KernelArgs::values, normParams).
   static constexpr int kFormatVersion = 3;
   std::string isa;
   int threads = 1; ///< the thread count the kernels were compiled for

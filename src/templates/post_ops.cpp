@@ -47,6 +47,9 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::Exp:
       s += "exp";
       break;
+    case PostOpKind::LayerNormRow:
+      s += "layernorm";
+      break;
     }
   }
   return s;
@@ -65,6 +68,8 @@ bool epilogueNeedsAddend(const Epilogue& epilogue) {
 }
 
 Status epilogueAccepts(const Epilogue& sofar, const PostOp& next) {
+  if (!sofar.empty() && sofar.back().kind == PostOpKind::LayerNormRow)
+    return Error("nothing follows a row normalization in an epilogue");
   if (next.kind == PostOpKind::BiasPerColumn && epilogueNeedsBias(sofar))
     return Error("the kernel reads one bias vector and its epilogue has one already (a "
                  "per-channel add right after it merges into it)");

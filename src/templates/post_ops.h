@@ -24,6 +24,9 @@ enum class PostOpKind {
   Swish,         ///< y = y / (1 + exp(-lo y)) (SiLU at lo = 1)
   Tanh,          ///< y = tanh(y)
   Exp,           ///< y = exp(y)
+  /// Each output row normalized (LayerNorm over the last axis, epsilon lo, the scale and bias
+  /// from the kernel's norm parameters) once the row is complete: the last op, matmul only.
+  LayerNormRow,
 };
 
 struct PostOp {

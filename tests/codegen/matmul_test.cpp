@@ -360,27 +360,43 @@ TEST(MatmulTemplate, JsonRoundTrips) {
 namespace tunec {
 namespace {
 
+// Calls check(w, c, rng) for random valid configs of the workloads make(rng) draws (threads 2
+// every third trial), until `wanted` were checked or 60 trials ran; returns how many ran.
+template <typename Make, typename Check>
+int checkRandomConfigs(uint32_t seed, int wanted, Make make, Check check) {
+  std::mt19937 rng(seed);
+  Isa isa = widestIsa(hostTarget());
+  int checked = 0;
+  for (int trial = 0; trial < 60 && checked < wanted; ++trial) {
+    MatmulWorkload w = make(rng);
+    w.threads = trial % 3 == 0 ? 2 : 1;
+    auto c = randomConfig(w, isa, rng);
+    EXPECT_TRUE(c.isOk());
+    if (!c || !validateMatmulConfig(w, *c).isOk()) continue;
+    check(w, *c, rng, trial);
+    if (::testing::Test::HasFatalFailure()) return checked;
+    ++checked;
+  }
+  return checked;
+}
+
 // A split C (merged sibling matmuls): part p of the columns is its own dense m x split_n
 // matrix. Random valid configs (nr divides the split), bias and activations, against the
 // reference result rearranged part by part.
 TEST(MatmulTemplate, SplitOutputsAreDenseParts) {
-  std::mt19937 rng(11);
-  Isa isa = widestIsa(hostTarget());
-  int checked = 0;
-  for (int trial = 0; trial < 60 && checked < 12; ++trial) {
+  auto make = [](std::mt19937& rng) {
     MatmulWorkload w;
     w.m = 1 + rng() % 40, w.k = 1 + rng() % 50;
     w.splitN = 16 * (1 + rng() % 4);
     w.n = w.splitN * (2 + rng() % 2);
-    w.threads = trial % 3 == 0 ? 2 : 1;
-    auto c = randomConfig(w, isa, rng);
-    ASSERT_TRUE(c.isOk());
-    if (!validateMatmulConfig(w, *c).isOk()) continue;
+    return w;
+  };
+  auto check = [](const MatmulWorkload& w, const MatmulConfig& c, std::mt19937& rng, int trial) {
     Epilogue epi = {{PostOpKind::BiasPerColumn}};
     if (trial % 2) epi.push_back({PostOpKind::Gelu});
     Tensor a = randomTensor(Shape{1, w.m, w.k}, rng), b = randomTensor(Shape{w.k, w.n}, rng);
     Tensor bias = randomTensor(Shape{w.n}, rng), addend = randomTensor(Shape{1, w.m, w.n}, rng);
-    auto kernel = compileMatmul(jit(), w, *c, epi, b.dataAs<float>());
+    auto kernel = compileMatmul(jit(), w, c, epi, b.dataAs<float>());
     ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
     Tensor out = randomTensor(Shape{w.m * w.n}, rng);
     kernel->run(a.dataAs<float>(), nullptr, out.dataAs<float>(), bias.dataAs<float>());
@@ -394,10 +410,55 @@ TEST(MatmulTemplate, SplitOutputsAreDenseParts) {
             out.dataAs<float>()[j / w.splitN * w.m * w.splitN + i * w.splitN + j % w.splitN],
             want.dataAs<float>()[i * w.n + j], tol)
             << "(" << i << ", " << j << ") of " << w.toJson().dump() << " with "
-            << c->toJson().dump();
-    ++checked;
-  }
-  EXPECT_GE(checked, 8);
+            << c.toJson().dump();
+  };
+  EXPECT_GE(checkRandomConfigs(11, 12, make, check), 8);
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// An epilogue that ends in a row normalization (BERT's residual add then LayerNorm): random
+// valid configs, one and two threads, against the reference's
+// MatMul, bias, residual Add and LayerNormalization.
+TEST(MatmulTemplate, RowNormalizationEndsTheEpilogue) {
+  auto make = [](std::mt19937& rng) {
+    MatmulWorkload w;
+    w.m = 1 + rng() % 50, w.n = 1 + rng() % 90, w.k = 1 + rng() % 60;
+    return w;
+  };
+  auto check = [](const MatmulWorkload& w, const MatmulConfig& c, std::mt19937& rng, int) {
+    const float eps = 1e-5f;
+    Epilogue epi = {
+        {PostOpKind::BiasPerColumn}, {PostOpKind::AddTensor}, {PostOpKind::LayerNormRow, eps}};
+    Tensor a = randomTensor(Shape{1, w.m, w.k}, rng), b = randomTensor(Shape{w.k, w.n}, rng);
+    Tensor bias = randomTensor(Shape{w.n}, rng), addend = randomTensor(Shape{1, w.m, w.n}, rng);
+    Tensor params = randomTensor(Shape{2, w.n}, rng);
+    auto kernel = compileMatmul(jit(), w, c, epi, b.dataAs<float>());
+    ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+    Tensor out = randomTensor(Shape{1, w.m, w.n}, rng);
+    kernel->run(a.dataAs<float>(), nullptr, out.dataAs<float>(), bias.dataAs<float>(),
+                addend.dataAs<float>(), params.dataAs<float>());
+    Epilogue before(epi.begin(), epi.end() - 1);
+    Graph g;
+    ValueId y = g.addInput("y", {DType::F32, Shape{1, w.m, w.n}, {}});
+    Tensor scale(DType::F32, Shape{w.n}), shift(DType::F32, Shape{w.n});
+    std::copy_n(params.dataAs<float>(), w.n, scale.dataAs<float>());
+    std::copy_n(params.dataAs<float>() + w.n, w.n, shift.dataAs<float>());
+    g.addOutput(test::addOp(g, OpKind::LayerNormalization, NormAttrs{-1, eps},
+                            {y, g.addConstant("scale", scale), g.addConstant("shift", shift)}));
+    auto want = runReference(g, {referenceResult(w, before, a, b, bias, addend)});
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    // The normalization divides by the row's deviation: relative to the values' spread.
+    double tol = 4.0 * static_cast<double>(w.k + w.n) * 1.1920929e-7 * 8 + 1e-5;
+    for (int64_t i = 0; i < out.numel(); ++i)
+      ASSERT_NEAR(out.getDouble(i), (*want)[0].getDouble(i), tol)
+          << "element " << i << " of " << w.toJson().dump() << " with " << c.toJson().dump();
+  };
+  EXPECT_GE(checkRandomConfigs(5, 12, make, check), 8);
 }
 
 } // namespace

@@ -833,3 +833,33 @@ TEST(CompileModel, MergedProjectionsFeedFusedAttention) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// BERT's output projection: MatMul, bias, residual add and LayerNorm are one generated kernel;
+// a LayerNorm after a matmul of computed operands stays a loop kernel.
+TEST(CompileModel, LayerNormEndsTheMatmulsEpilogue) {
+  for (int threads : {1, 2}) {
+    Builder b;
+    ValueId x = b.input({1, 13, 40});
+    ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {x, b.constant({40, 24})});
+    y = b.op(OpKind::Add, NoAttrs{}, {y, b.constant({24})});
+    y = b.op(OpKind::Add, NoAttrs{}, {y, b.input({1, 13, 24})});
+    y = b.op(OpKind::LayerNormalization, NormAttrs{-1, 1e-5f},
+             {y, b.constant({24}), b.constant({24})});
+    ValueId z = b.op(OpKind::MatMul, NoAttrs{}, {x, b.input({1, 40, 8})});
+    z = b.op(OpKind::LayerNormalization, NormAttrs{-1, 1e-5f},
+             {z, b.constant({8}), b.constant({8})});
+    auto m = checkCompiled(b, {y, z}, threads);
+    EXPECT_EQ(m.stats.generatedKernels, 2);
+    EXPECT_EQ(m.stats.loopKernels, 1) << "the LayerNorm after the computed-operand MatMul";
+    bool fused = false;
+    for (const auto& k : m.kernels)
+      fused |= k.label.find("bias+add+layernorm") != std::string::npos;
+    EXPECT_TRUE(fused);
+  }
+}
+
+} // namespace
+} // namespace tunec
