@@ -155,7 +155,14 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
                   w.groups};
-  TUNEC_ASSIGN_OR_RETURN(p.expected, referenceConv(p.a, p.b, ws, w.n, w.ic, w.h, w.w, attrs));
+  std::vector<float> in = p.a;
+  if (w.channelScale) { // the reference scales the NHWC input itself
+    p.scale = randomData(w.n * w.ic, rng);
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] *= p.scale[i / static_cast<size_t>(w.h * w.w * w.ic) * static_cast<size_t>(w.ic) +
+                       i % static_cast<size_t>(w.ic)];
+  }
+  TUNEC_ASSIGN_OR_RETURN(p.expected, referenceConv(in, p.b, ws, w.n, w.ic, w.h, w.w, attrs));
   return {};
 }
 
@@ -201,8 +208,10 @@ Expected<Candidate> compileCandidate(Jit& jit, const MatmulWorkload& w, const Ma
 Expected<Candidate> compileCandidate(Jit& jit, const Conv2dWorkload& w, const Conv2dConfig& c,
                                      CandidateRunner::Problem& p) {
   TUNEC_ASSIGN_OR_RETURN(Conv2dKernel k, compileConv2d(jit, w, c, {}, p.b.data()));
-  return candidateOf(std::move(k), w.coldWeights,
-                     [&p](const Conv2dKernel& kernel) { kernel.run(p.a.data(), p.out.data()); });
+  return candidateOf(std::move(k), w.coldWeights, [&p](const Conv2dKernel& kernel) {
+    kernel.run(p.a.data(), p.out.data(), nullptr, nullptr,
+               p.scale.empty() ? nullptr : p.scale.data());
+  });
 }
 
 Expected<Candidate> compileCandidate(Jit& jit, const DepthwiseWorkload& w, const DepthwiseConfig& c,

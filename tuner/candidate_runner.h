@@ -28,6 +28,7 @@ public:
   /// Random operands and the reference output of one workload.
   struct Problem {
     std::vector<float> a, b, out, expected; ///< in/weights/out as the kernel reads them
+    std::vector<float> scale;               ///< a conv's input channel scale (n x ic)
   };
 
 private:

@@ -74,6 +74,8 @@ void printFusion(const Graph& graph, const driver::CompileOutline& o, bool detai
     std::printf("  kernel %zu (%s):", k, what.c_str());
     for (NodeId n : kernel.nodes)
       std::printf(" %s", std::string(opName(graph.node(n).kind)).c_str());
+    if (kernel.prologue >= 0)
+      std::printf(" (prologue: %s)", std::string(opName(graph.node(kernel.prologue).kind)).c_str());
     std::printf("\n");
     printSteps(stepsOf[k]);
   }

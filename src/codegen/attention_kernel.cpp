@@ -155,7 +155,8 @@ private:
                                           t.addend ? t.addend : nullPtr,
                                           t.ldAdd,
                                           i64(0),
-                                          bPtr};
+                                          bPtr,
+                                          nullPtr};
         mb_.emitVariantCall(b_, mb_.tileVariant(b_, mTail, nTail), kernels.variants, args);
       });
     });

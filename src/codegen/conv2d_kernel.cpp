@@ -55,6 +55,7 @@ public:
       spec.prefetchBGroup = prefetchGroup();
       spec.prefetchA = aRowsAliasInL1(rows, w_.strideW * w_.ic, group, w_.strideH * wp_ * w_.ic,
                                       w_.types.srcBytes());
+      spec.scaleK = w_.channelScale;
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == tileRows && cols == c_.ocBlock);
     };
@@ -68,13 +69,14 @@ public:
 private:
   llvm::Function* emitTask(const std::string& name) {
     std::vector<llvm::Value*> fields;
-    llvm::Function* fn = mb_.beginTask(b_, name, 5, fields);
+    llvm::Function* fn = mb_.beginTask(b_, name, 6, fields);
     llvm::Value* t = fn->getArg(1);
     in_ = fields[0];
     weights_ = fields[1];
     out_ = fields[2];
     bias_ = fields[3];
     addend_ = fields[4];
+    scale_ = fields[5];
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
     std::map<std::string, std::pair<llvm::Value*, llvm::Value*>> ranges = {
@@ -153,22 +155,16 @@ private:
       llvm::Value* line = b_.CreateSRem(tile, i64(columns));
       llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
       std::vector<llvm::Value*> args = {
-          b_.CreateGEP(mb_.ptr(), aArr_, firstTap),
-          b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
-          gep(out_, cOff),
-          i64(entryK_),
-          i64(w_.strideW * ic),
-          i64(nr),
-          i64(w_.oc),
-          taps,
-          b_.getInt32(kUkrApplyEpilogue),
-          gep(bias_, oc0),
-          gep(addend_, cOff),
-          i64(w_.oc),
+          b_.CreateGEP(mb_.ptr(), aArr_, firstTap), b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
+          gep(out_, cOff), i64(entryK_), i64(w_.strideW * ic), i64(nr), i64(w_.oc), taps,
+          b_.getInt32(kUkrApplyEpilogue), gep(bias_, oc0), gep(addend_, cOff), i64(w_.oc),
           i64(w_.strideH * wp_ * ic),
           gep(nextWeights, b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
                                         b_.CreateAdd(b_.CreateMul(line, i64(16)),
-                                                     b_.CreateMul(phase, i64(nr)))))};
+                                                     b_.CreateMul(phase, i64(nr))))),
+          // Image n's input-channel scales; entry bi (channel block bi of a 1x1) reads from
+          // bi * k on (MicrokernelSpec::scaleK).
+          gep(scale_, b_.CreateMul(n, i64(w_.ic)))};
       mb_.emitVariantCall(b_, which, kernels_, args);
     });
   }
@@ -236,10 +232,10 @@ private:
                     : c_.parallel == Conv2dParallel::Oh ? ohBlocks_
                     : c_.parallel == Conv2dParallel::Oc ? panels_
                                                         : 1;
-    mb_.emitRunTasks(
-        b_, task,
-        {in, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias], args[rt::kArgResidual]},
-        tasks, w_.threads);
+    mb_.emitRunTasks(b_, task,
+                     {in, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
+                      args[rt::kArgResidual], args[rt::kArgChannelScale]},
+                     tasks, w_.threads);
     b_.CreateRetVoid();
   }
 
@@ -251,7 +247,7 @@ private:
   int64_t kwEntries_ = 1, entryK_ = 1; ///< batch entries per kernel row, k of each entry
   llvm::Function* kernels_[4] = {};
   llvm::Value *in_ = nullptr, *weights_ = nullptr, *out_ = nullptr, *bias_ = nullptr,
-              *addend_ = nullptr;
+              *addend_ = nullptr, *scale_ = nullptr;
   llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *rowArr_ = nullptr;
 };
 

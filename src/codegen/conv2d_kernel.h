@@ -17,9 +17,11 @@ namespace tunec {
 class Conv2dKernel {
 public:
   /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
-  void run(const float* in, float* out, const float* bias = nullptr,
-           const float* addend = nullptr) const {
+  /// `channelScale` (n x ic) when the workload has channel_scale.
+  void run(const float* in, float* out, const float* bias = nullptr, const float* addend = nullptr,
+           const float* channelScale = nullptr) const {
     rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
+    args.channelScale = channelScale;
     fn_(&args);
   }
   const Conv2dWorkload& workload() const { return workload_; }

@@ -24,6 +24,7 @@ struct KStepOperands {
   llvm::Value* ldb = nullptr;       ///< B's row stride, in elements
   llvm::Value* ldaGroup = nullptr;  ///< row-grouped A: the stride between groups
   llvm::Value* prefetchB = nullptr; ///< this batch element's prefetch stream, or null
+  llvm::Value* kScale = nullptr;    ///< spec.scaleK: this batch element's per-k scale of B
 };
 
 class KStepStrategy {

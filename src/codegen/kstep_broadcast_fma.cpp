@@ -1,6 +1,6 @@
-// The f32 k-step: nr/lanes B vectors loaded, each of mr A elements broadcast, mr x nr/lanes
-// FMAs (llvm.fma; LLVM picks vbroadcastss or an embedded broadcast), with the optional A and B
-// prefetches of the spec.
+// The f32 k-step: nr/lanes B vectors loaded (and scaled by the step's input-channel scale when
+// the spec asks), each of mr A elements broadcast, mr x nr/lanes FMAs (llvm.fma; LLVM picks
+// vbroadcastss or an embedded broadcast), with the optional A and B prefetches of the spec.
 #include "codegen/kstep.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -48,6 +48,12 @@ public:
     for (int j = 0; j < nv_; ++j)
       bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
           vec_, b.CreateGEP(f32_, bRow, b.getInt64(j * lanes_)), llvm::Align(4), "bv");
+    if (in.kScale) { // B's row kk times the scale of input channel kk: nv multiplies a step
+      llvm::Value* scale =
+          b.CreateVectorSplat(static_cast<unsigned>(lanes_),
+                              b.CreateLoad(f32_, b.CreateGEP(f32_, in.kScale, kk), "sk"));
+      for (llvm::Value*& v : bv) v = b.CreateFMul(v, scale);
+    }
     std::vector<llvm::Value*> out(acc.size());
     for (int i = 0; i < mr; ++i) {
       llvm::Value* index;

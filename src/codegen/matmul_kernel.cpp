@@ -241,9 +241,10 @@ private:
         llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
         llvm::Value* pf =
             gep(nextB, b_.CreateAdd(b_.CreateMul(line, i64(16)), b_.CreateMul(phase, i64(c_.nr))));
-        std::vector<llvm::Value*> args = {aArr_,      bArr_,         cPtr,   kcur,  ldaV,
-                                          i64(c_.nr), i64(w_.cLd()), i64(1), flags, biasPtr,
-                                          addPtr,     i64(w_.n),     i64(0), pf};
+        std::vector<llvm::Value*> args = {
+            aArr_,      bArr_,         cPtr,   kcur,  ldaV,
+            i64(c_.nr), i64(w_.cLd()), i64(1), flags, biasPtr,
+            addPtr,     i64(w_.n),     i64(0), pf,    llvm::ConstantPointerNull::get(mb_.ptr())};
         mb_.emitVariantCall(b_, which, kernels_, args);
       });
     });

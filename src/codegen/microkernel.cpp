@@ -76,6 +76,7 @@ std::string microkernelName(const MicrokernelSpec& spec) {
   if (spec.prefetchB)
     name += "_pfb" + (spec.prefetchBGroup > 1 ? std::to_string(spec.prefetchBGroup) : "");
   if (spec.prefetchA) name += "_pfa";
+  if (spec.scaleK) name += "_sk";
   name += "_" + std::string(isaInfo(spec.isa).name);
   std::string epi = epilogueName(spec.epilogue);
   for (char& c : epi)
@@ -99,14 +100,14 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
 
   auto* fnTy = llvm::FunctionType::get(
       llvm::Type::getVoidTy(ctx),
-      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr}, false);
+      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr, ptr}, false);
   llvm::Function* fn = mb.createFunction(name, fnTy, internal);
   if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
   auto args = fn->arg_begin();
   llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
               *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
               *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *ldaGroup = &args[12],
-              *prefetchB = &args[13];
+              *prefetchB = &args[13], *kScale = &args[14];
   fn->addParamAttr(2, llvm::Attribute::NoAlias);
 
   // The k steps are the strategy's; the loops around them are this frame's.
@@ -153,7 +154,8 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   llvm::Value* pfBase =
       spec.prefetchB ? b.CreateGEP(f32, prefetchB, b.CreateMul(b.CreateMul(bi, k), ldb)) : nullptr;
 
-  KStepOperands operands{aBase, bBase, lda, ldb, ldaGroup, pfBase};
+  llvm::Value* kScaleBase = spec.scaleK ? b.CreateGEP(f32, kScale, b.CreateMul(bi, k)) : nullptr;
+  KStepOperands operands{aBase, bBase, lda, ldb, ldaGroup, pfBase, kScaleBase};
   auto step = [&](llvm::Value* kk, const std::vector<llvm::Value*>& in) {
     return strategy->step(b, operands, kk, in);
   };

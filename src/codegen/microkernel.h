@@ -44,6 +44,9 @@ struct MicrokernelSpec {
   /// A is src, B is wei, the accumulators acc, C (the epilogue's output) dst; the k-step
   /// strategy is chosen by these and the ISA (kstep.h).
   KernelTypes types = {};
+  /// Row kk of batch element bi's B is multiplied by kScale[bi * k + kk] (a per-input-channel
+  /// scale of A applied to B in registers: squeeze-excite's channel gate in a 1x1 conv).
+  bool scaleK = false;
 };
 
 /// The prefetchBGroup for a panel that `tiles` tiles of width nr read in turn: as many times the
@@ -64,11 +67,11 @@ enum MicrokernelFlags : int32_t {
 /// readable for all nr columns (packed panels are zero-padded); C and the addend use row strides
 /// ldc and ldAdd; bias is indexed by column; ldaGroup is read only by row-grouped kernels;
 /// prefetchB only by kernels generated with spec.prefetchB (a prefetch never faults, any address
-/// is valid).
+/// is valid); kScale only by kernels generated with spec.scaleK.
 using MicrokernelFn = void (*)(const float* const* a, const float* const* b, float* c, int64_t k,
                                int64_t lda, int64_t ldb, int64_t ldc, int64_t batch, int32_t flags,
                                const float* bias, const float* addend, int64_t ldAdd,
-                               int64_t ldaGroup, const float* prefetchB);
+                               int64_t ldaGroup, const float* prefetchB, const float* kScale);
 
 /// Checks the generator's contract; the error says which limit a tile breaks.
 Status checkMicrokernelSpec(const MicrokernelSpec& spec);

@@ -154,7 +154,7 @@ std::string shapeText(const Shape& s) {
 // kernels it runs (one; attention's two matmuls).
 bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::string& label,
                    int kernel, int in, int weights, const EpilogueBuild& e, Phys phys,
-                   int values = -1, int out = -1) {
+                   int values = -1, int out = -1, int channelScale = -1) {
   int bias = e.bias.empty() ? -1 : l.addConstant(e.bias);
   if (out < 0) out = l.defineOutput(e.result, phys);
   rt::Step step;
@@ -170,7 +170,9 @@ bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::strin
   step.tensors[rt::kArgResidual] = e.addend;
   step.tensors[rt::kArgValues] = values;
   step.tensors[rt::kArgNormParams] = e.normParams;
-  l.addStep(std::move(step), {in, weights, bias, e.addend, values, e.normParams}, {out});
+  step.tensors[rt::kArgChannelScale] = channelScale;
+  l.addStep(std::move(step), {in, weights, bias, e.addend, values, e.normParams, channelScale},
+            {out});
   for (HeavyKernel& hk : parts) l.noteHeavy(std::move(hk));
   return true;
 }
@@ -200,7 +202,10 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   EpilogueBuild e;
   e.result = n.outputs[0];
   if (!buildEpilogue(l, kernel, oc, Phys::Nhwc, e)) return false;
-  int in = l.tensorIn(n.inputs[0], Phys::Nhwc);
+  // With a channel-scale prologue the kernel reads the activation the Mul scaled, and the scale.
+  bool prologue = kernel.prologue >= 0;
+  int in = l.tensorIn(prologue ? kernel.prologueInput : n.inputs[0], Phys::Nhwc);
+  int scale = prologue ? l.tensorIn(kernel.channelScale, Phys::Plain) : -1;
   HeavyKernel hk;
   codegen::PackedWeights packed;
   Expected<int> code = -1;
@@ -221,6 +226,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     w.dilationH = a.dilations[0], w.dilationW = a.dilations[1], w.groups = a.group;
     w.threads = l.options().threads;
     w.coldWeights = l.weightsCold();
+    w.channelScale = prologue;
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
   }
@@ -230,11 +236,11 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   }
   hk.label = "Conv '" + n.name + "' " + shapeText(xs) + " -> " + shapeText(ys) + " k" +
              std::to_string(a.kernel[0]) + "x" + std::to_string(a.kernel[1]) + " s" +
-             std::to_string(a.strides[0]) + (e.epilogue.empty() ? "" : " + ") +
-             epilogueName(e.epilogue);
+             std::to_string(a.strides[0]) + (prologue ? " (input channel-scaled)" : "") +
+             (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue);
   std::string label = hk.label;
   return addKernelStep(l, {std::move(hk)}, label, *code, in, packedConstant(l, packed), e,
-                       Phys::Nhwc);
+                       Phys::Nhwc, -1, -1, scale);
 }
 
 // How a view of a rows x cols matrix is stored: its leading dimension (0, the dense default,

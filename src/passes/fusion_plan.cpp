@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <map>
 
 namespace tunec::passes {
 
@@ -269,6 +270,41 @@ std::string rowNormJoins(const Graph& g, const FusedKernel& kernel, NodeId id, V
   return "";
 }
 
+// The channel-scale prologue of `conv`: its input is a Mul, read by nothing else, of an
+// activation of the input's shape by a computed [N, C, 1, 1] tensor, and the conv is 1x1 with
+// stride 1, no padding and one group (the conv2d template's channel_scale workloads).
+struct Prologue {
+  NodeId mul = -1;
+  ValueId input = kNoValue, scale = kNoValue;
+};
+
+Prologue channelScaleOf(const Graph& g, const Node& conv, const std::vector<int>& uses,
+                        const std::vector<bool>& isOutput) {
+  if (conv.kind != OpKind::Conv || anchorTemplate(g, conv) != TemplateKind::Conv2d) return {};
+  const auto& a = std::get<ConvAttrs>(conv.attrs);
+  bool pointwise = a.kernel == std::vector<int64_t>{1, 1} && a.group == 1 &&
+                   a.strides == std::vector<int64_t>{1, 1} &&
+                   std::all_of(a.pads.begin(), a.pads.end(), [](int64_t p) { return p == 0; });
+  ValueId x = conv.inputs[0];
+  NodeId m = g.value(x).producer;
+  if (!pointwise || m < 0 || uses[static_cast<size_t>(x)] != 1 || isOutput[static_cast<size_t>(x)])
+    return {};
+  const Node& mul = g.node(m);
+  if (mul.kind != OpKind::Mul || mul.inputs.size() != 2) return {};
+  const Shape& xs = g.value(x).type.shape;
+  for (int side = 0; side < 2; ++side) {
+    ValueId in = mul.inputs[static_cast<size_t>(side)],
+            s = mul.inputs[static_cast<size_t>(1 - side)];
+    const Value& sv = g.value(s);
+    const Shape& ss = sv.type.shape;
+    if (g.value(in).type.shape == xs && xs.rank() == 4 && !sv.constant &&
+        sv.type.dtype == DType::F32 && ss.rank() == 4 && ss[0] == xs[0] && ss[1] == xs[1] &&
+        ss[2] == 1 && ss[3] == 1)
+      return {m, in, s};
+  }
+  return {};
+}
+
 } // namespace
 
 size_t FusedKernel::epilogueNodes() const {
@@ -307,9 +343,19 @@ FusionPlan planFusion(const Graph& graph) {
       if (in != kNoValue) consumers[static_cast<size_t>(in)].push_back(static_cast<NodeId>(n));
   std::vector<bool> isOutput(graph.values().size(), false);
   for (ValueId out : graph.outputs()) isOutput[static_cast<size_t>(out)] = true;
+  // Channel-scale prologues, found first: each Mul joins the conv after it, not a kernel of its
+  // own (prologueOf: the conv a Mul is the prologue of).
+  std::vector<NodeId> prologueOf(graph.nodes().size(), -1);
+  std::map<NodeId, Prologue> prologues;
+  for (size_t n = 0; n < graph.nodes().size(); ++n) {
+    Prologue p = channelScaleOf(graph, graph.nodes()[n], uses, isOutput);
+    if (p.mul < 0) continue;
+    prologueOf[static_cast<size_t>(p.mul)] = static_cast<NodeId>(n);
+    prologues[static_cast<NodeId>(n)] = p;
+  }
 
   for (size_t start = 0; start < graph.nodes().size(); ++start) {
-    if (plan.kernelOf[start] >= 0) continue;
+    if (plan.kernelOf[start] >= 0 || prologueOf[start] >= 0) continue;
     int k = static_cast<int>(plan.kernels.size());
     FusedKernel kernel;
     const Node& first = graph.nodes()[start];
@@ -322,6 +368,12 @@ FusionPlan planFusion(const Graph& graph) {
       kernel.templ = anchorTemplate(graph, first);
       channels = channelsOf(graph, first);
       if (auto bias = ownBias(graph, kernel.anchor, channels)) kernel.epilogue.push_back(*bias);
+      if (auto p = prologues.find(kernel.anchor); p != prologues.end()) {
+        kernel.prologue = p->second.mul;
+        kernel.prologueInput = p->second.input;
+        kernel.channelScale = p->second.scale;
+        plan.kernelOf[static_cast<size_t>(p->second.mul)] = k;
+      }
     }
     // Grow along the single consumer of the group's last output.
     NodeId last = static_cast<NodeId>(start);
@@ -339,6 +391,10 @@ FusionPlan planFusion(const Graph& graph) {
         break;
       }
       if (plan.kernelOf[static_cast<size_t>(next)] >= 0) break;
+      if (prologueOf[static_cast<size_t>(next)] >= 0) {
+        boundary("the Mul is the channel-scale prologue of the 1x1 convolution after it");
+        break;
+      }
       if (isAnchor(consumer.kind)) {
         boundary(
             kernel.anchor >= 0

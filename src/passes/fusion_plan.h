@@ -36,6 +36,10 @@ struct FusedKernel {
   /// A Split of the result along its last axis into equal parts (merged sibling matmuls): the
   /// kernel writes each part as its own dense tensor; the last node. -1 otherwise.
   NodeId split = -1;
+  /// Squeeze-excite's channel scale as the prologue of a 1x1 conv anchor: the Mul (not in
+  /// `nodes`; kernelOf maps it here), the activation it scales and the [N, C, 1, 1] scale.
+  NodeId prologue = -1;
+  ValueId prologueInput = kNoValue, channelScale = kNoValue;
   /// How many of `nodes` the anchor's generated kernel computes (the rest are views of it).
   size_t nodesInKernel() const {
     return softmax >= 0 || split >= 0 ? nodes.size() : 1 + epilogueNodes();

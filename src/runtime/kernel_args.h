@@ -22,6 +22,7 @@ enum KernelArgSlot : int {
   kArgCompensation, ///< per output column (weight sums, for s8 activations)
   kArgValues,       ///< the second computed operand of a fused matmul pair (attention's V)
   kArgNormParams,   ///< a row normalization after the epilogue: scale[n] then bias[n]
+  kArgChannelScale, ///< per (image, input channel): a scale of the input (squeeze-excite)
   kArgSlots,
 };
 
@@ -36,12 +37,14 @@ struct KernelArgs {
   const int32_t* compensation = nullptr;
   const void* values = nullptr;
   const float* normParams = nullptr;
+  const float* channelScale = nullptr;
 };
 
 static_assert(sizeof(KernelArgs) == kArgSlots * sizeof(void*), "one pointer per slot");
 static_assert(offsetof(KernelArgs, compensation) == kArgCompensation * sizeof(void*));
 static_assert(offsetof(KernelArgs, values) == kArgValues * sizeof(void*));
 static_assert(offsetof(KernelArgs, normParams) == kArgNormParams * sizeof(void*));
+static_assert(offsetof(KernelArgs, channelScale) == kArgChannelScale * sizeof(void*));
 
 /// The arguments of a kernel that reads the first five slots (every fp32 kernel).
 inline KernelArgs kernelArgs(const void* src, const void* wei, void* dst, const void* bias,

@@ -75,8 +75,8 @@ struct IoSpec {
 struct ModelPlan {
   /// 2: element types are numbered as support/dtype.h lists them (f16 and bf16 included), and
   /// kernels take one KernelArgs pointer (runtime/kernel_args.h).
-  /// 3: kernel steps have the slots of fused attention's V and of a row normalization's
-  /// parameters (KernelArgs::values, normParams).
+  /// 3: kernel steps have the slots of fused attention's V, of a row normalization's
+  /// parameters and of an input channel scale (KernelArgs::values, normParams, channelScale).
   static constexpr int kFormatVersion = 3;
   std::string isa;
   int threads = 1; ///< the thread count the kernels were compiled for

@@ -17,6 +17,10 @@ Status Conv2dWorkload::check() const {
   if (groups < 1 || ic % groups || oc % groups)
     return makeError("conv2d workload: groups=", groups, " must divide ic=", ic, " and oc=", oc);
   if (threads < 1) return makeError("conv2d workload needs threads >= 1");
+  if (channelScale &&
+      (kh != 1 || kw != 1 || strideH != 1 || strideW != 1 || padded() || groups != 1))
+    return makeError("conv2d workload: channel_scale needs a 1x1 convolution with stride 1, no "
+                     "padding and one group");
   return {};
 }
 
@@ -37,6 +41,7 @@ nlohmann::json Conv2dWorkload::toJson() const {
                       {"groups", groups},
                       {"threads", threads}};
   if (coldWeights) j["cold_weights"] = true;
+  if (channelScale) j["channel_scale"] = true;
   return j;
 }
 
@@ -55,6 +60,8 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
       !readField(j, "groups", w.groups, error) || !readField(j, "threads", w.threads, error))
     return makeError("conv2d workload: ", error);
   if (j.contains("cold_weights") && !readField(j, "cold_weights", w.coldWeights, error))
+    return makeError("conv2d workload: ", error);
+  if (j.contains("channel_scale") && !readField(j, "channel_scale", w.channelScale, error))
     return makeError("conv2d workload: ", error);
   if (stride.size() != 2 || pads.size() != 4 || dilation.size() != 2)
     return makeError("conv2d workload: stride, pads or dilation has the wrong length");

@@ -25,6 +25,10 @@ struct Conv2dWorkload {
   int64_t groups = 1;
   int threads = 1;
   bool coldWeights = false; ///< weights streamed from memory, as MatmulWorkload::coldWeights
+  /// The input is scaled per (image, input channel) before the convolution (squeeze-excite's
+  /// channel gate, a prologue: B scaled in registers); 1x1, stride 1, no padding, one group.
+  /// "channel_scale": true in the key, absent when false.
+  bool channelScale = false;
 
   int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
   int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }

@@ -36,8 +36,17 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
   auto kernel = compileConv2d(jit(), w, c, epi, weights.dataAs<float>());
   ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
   Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), w.oc}, rng);
-  kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>());
-  Tensor want = referenceConv(w, epi, x, weights, bias, addend);
+  // A channel-scaled workload: the kernel gets the scales, the reference the scaled input.
+  Tensor scale = randomTensor(Shape{w.n, w.ic}, rng);
+  Tensor scaled(DType::F32, x.shape()); // Tensor copies share their data: a fresh one
+  std::copy_n(x.dataAs<float>(), x.numel(), scaled.dataAs<float>());
+  if (w.channelScale)
+    for (int64_t i = 0; i < x.numel(); ++i)
+      scaled.dataAs<float>()[i] *=
+          scale.dataAs<float>()[i / (w.h * w.w * w.ic) * w.ic + i % w.ic];
+  kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>(),
+              w.channelScale ? scale.dataAs<float>() : nullptr);
+  Tensor want = referenceConv(w, epi, scaled, weights, bias, addend);
   double tol = 4.0 * static_cast<double>(w.icPerGroup() * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i)
     ASSERT_NEAR(out.getDouble(i), want.getDouble(i),
@@ -149,6 +158,40 @@ TEST(Conv2dTemplate, InvalidConfigsAreRejectedWithReasons) {
   auto back = Conv2dWorkload::fromJson(w.toJson());
   ASSERT_TRUE(back.isOk());
   EXPECT_EQ(back->toJson(), w.toJson());
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// Squeeze-excite's channel scale as a 1x1 conv's prologue (B scaled by the input channel's
+// scale in registers): random valid configs, so one and several input-channel blocks, two
+// images, one and two threads, with epilogues.
+TEST(Conv2dTemplate, ChannelScaledPointwiseConvsMatchReference) {
+  std::mt19937 rng(23);
+  Isa isa = widestIsa(hostTarget());
+  int checked = 0;
+  for (int trial = 0; trial < 80 && checked < 16; ++trial) {
+    Conv2dWorkload w = conv(1 + trial % 2, 4 + rng() % 60, 3 + rng() % 8, 1 + rng() % 40, 1, 1, 0);
+    w.channelScale = true;
+    w.threads = trial % 3 == 0 ? 2 : 1;
+    KnobSpace space = conv2dKnobSpace(w, isa);
+    std::vector<nlohmann::json> values;
+    for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+    auto c = conv2dConfigFromKnobs(w, isa, space, values);
+    ASSERT_TRUE(c.isOk());
+    if (!validateConv2dConfig(w, *c).isOk()) continue;
+    Epilogue epi = {{PostOpKind::BiasPerColumn}};
+    if (trial % 2) epi.push_back({PostOpKind::AddTensor});
+    checkConv(w, *c, epi, static_cast<uint32_t>(trial));
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+  Conv2dWorkload bad = conv(1, 8, 5, 8, 3, 1, 1);
+  bad.channelScale = true;
+  EXPECT_FALSE(bad.check().isOk()) << "a channel scale is a 1x1 conv's prologue only";
 }
 
 } // namespace

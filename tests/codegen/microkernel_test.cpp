@@ -51,9 +51,11 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
   std::vector<float> bias = randomVector(static_cast<size_t>(nr), rng);
   std::vector<float> addend = randomVector(static_cast<size_t>(mr * ldAdd), rng);
   std::vector<float> original = c;
+  // Per-k scales of B (spec.scaleK): batch element b's row kk times kScale[b * k + kk].
+  std::vector<float> kScale = randomVector(static_cast<size_t>(k * cs.batch), rng);
   int32_t flags = (cs.accumulate ? kUkrAccumulate : 0) | kUkrApplyEpilogue;
   fn(aPtrs.data(), bPtrs.data(), c.data(), k, lda, ldb, ldc, cs.batch, flags, bias.data(),
-     addend.data(), ldAdd, ldaGroup, bPtrs[0]);
+     addend.data(), ldAdd, ldaGroup, bPtrs[0], kScale.data());
 
   double tol = 4.0 * static_cast<double>(k * cs.batch + 2) * 1.1920929e-7 + 1e-6;
   for (int64_t i = 0; i < mr; ++i)
@@ -70,7 +72,8 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
           double av = spec.aTransposed
                           ? as[static_cast<size_t>(b)][static_cast<size_t>(kk * lda + i)]
                           : as[static_cast<size_t>(b)][static_cast<size_t>(rowOffset(i) + kk)];
-          want += av * bs[static_cast<size_t>(b)][static_cast<size_t>(kk * ldb + j)];
+          double scale = spec.scaleK ? kScale[static_cast<size_t>(b * k + kk)] : 1.0;
+          want += av * scale * bs[static_cast<size_t>(b)][static_cast<size_t>(kk * ldb + j)];
         }
       for (const PostOp& op : spec.epilogue) {
         if (op.kind == PostOpKind::BiasPerColumn) want += bias[static_cast<size_t>(j)];
@@ -110,9 +113,8 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
       ASSERT_TRUE(plain.isOk()) << plain.error().message();
       for (Case cs : {Case{1, 1, false}, Case{17, 3, true}, Case{130, 1, true}})
         checkKernel(spec, *plain, cs, seed++);
-      // Masked tail, transposed A and a three-op epilogue in one variant.
-      // Masked tail, transposed A, k unrolled by 3 (so k % 3 exercises the remainder loop) and
-      // a four-op epilogue in one variant.
+      // Masked tail, transposed A, k unrolled by 3 (so k % 3 exercises the remainder loop), a
+      // four-op epilogue and, on every other tile, the per-k scale of B in one variant.
       MicrokernelSpec tail{isa,
                            mr,
                            nr,
@@ -124,6 +126,7 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
                             {PostOpKind::Clip, -0.5f, 2.f},
                             {PostOpKind::AddTensor}}};
       tail.kUnroll = 3;
+      tail.scaleK = mr % 2 == 0;
       tail.prefetchB = true; // prefetches change no result
       tail.prefetchBGroup = mr % 2 ? 4 : 2;
       auto masked = compileMicrokernel(jit(), tail);

@@ -863,3 +863,34 @@ TEST(CompileModel, LayerNormEndsTheMatmulsEpilogue) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// Squeeze-excite on two images: the channel scale (Mul by the sigmoid of the excitation) is the
+// prologue of the 1x1 projection, not a loop kernel; each image reads its own scales.
+TEST(CompileModel, SqueezeExciteScaleIsTheProjectionsPrologue) {
+  for (int threads : {1, 2}) {
+    Builder b;
+    ValueId x = b.input({2, 16, 7, 6});
+    ValueId y =
+        b.op(OpKind::Conv, conv(3, 1, 1, 16), {x, b.constant({16, 1, 3, 3}), b.constant({16})});
+    y = b.op(OpKind::Swish, AlphaBetaAttrs{1.f, 0.f}, {y});
+    ValueId s = b.op(OpKind::GlobalAveragePool, NoAttrs{}, {y});
+    s = b.op(OpKind::Conv, conv(1, 1, 0), {s, b.constant({4, 16, 1, 1}), b.constant({4})});
+    s = b.op(OpKind::Relu, NoAttrs{}, {s});
+    s = b.op(OpKind::Conv, conv(1, 1, 0), {s, b.constant({16, 4, 1, 1}), b.constant({16})});
+    s = b.op(OpKind::Sigmoid, NoAttrs{}, {s});
+    ValueId z = b.op(OpKind::Mul, NoAttrs{}, {y, s});
+    z = b.op(OpKind::Conv, conv(1, 1, 0), {z, b.constant({24, 16, 1, 1}), b.constant({24})});
+    auto m = checkCompiled(b, {z}, threads);
+    EXPECT_EQ(m.stats.generatedKernels, 4);
+    EXPECT_EQ(m.stats.loopKernels, 3) << "the input reorder, the pool and the output copy";
+    bool scaled = false;
+    for (const auto& k : m.kernels) scaled |= k.label.find("channel-scaled") != std::string::npos;
+    EXPECT_TRUE(scaled);
+  }
+}
+
+} // namespace
+} // namespace tunec
