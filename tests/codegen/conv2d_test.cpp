@@ -42,8 +42,7 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
   std::copy_n(x.dataAs<float>(), x.numel(), scaled.dataAs<float>());
   if (w.channelScale)
     for (int64_t i = 0; i < x.numel(); ++i)
-      scaled.dataAs<float>()[i] *=
-          scale.dataAs<float>()[i / (w.h * w.w * w.ic) * w.ic + i % w.ic];
+      scaled.dataAs<float>()[i] *= scale.dataAs<float>()[i / (w.h * w.w * w.ic) * w.ic + i % w.ic];
   kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>(),
               w.channelScale ? scale.dataAs<float>() : nullptr);
   Tensor want = referenceConv(w, epi, scaled, weights, bias, addend);
@@ -112,6 +111,14 @@ TEST(Conv2dTemplate, TwoThreadDefaultsSplitTheLoopThatDuplicatesLess) {
   }
 }
 
+// A config from uniformly drawn knob values (clamped by conv2dConfigFromKnobs; may be invalid).
+Expected<Conv2dConfig> randomConfig(const Conv2dWorkload& w, Isa isa, std::mt19937& rng) {
+  KnobSpace space = conv2dKnobSpace(w, isa);
+  std::vector<nlohmann::json> values;
+  for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+  return conv2dConfigFromKnobs(w, isa, space, values);
+}
+
 TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
   std::mt19937 rng(3);
   int checked = 0;
@@ -124,10 +131,7 @@ TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
           conv(trial % 5 == 0 ? 2 : 1, ch(rng), hw(rng), ch(rng), k(rng), s(rng), p(rng));
       w.threads = trial % 3 == 0 ? 2 : 1;
       if (!w.check().isOk()) continue;
-      KnobSpace space = conv2dKnobSpace(w, isa);
-      std::vector<nlohmann::json> values;
-      for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
-      auto c = conv2dConfigFromKnobs(w, isa, space, values);
+      auto c = randomConfig(w, isa, rng);
       ASSERT_TRUE(c.isOk());
       if (!validateConv2dConfig(w, *c).isOk()) continue;
       Epilogue epi;
@@ -177,10 +181,7 @@ TEST(Conv2dTemplate, ChannelScaledPointwiseConvsMatchReference) {
     Conv2dWorkload w = conv(1 + trial % 2, 4 + rng() % 60, 3 + rng() % 8, 1 + rng() % 40, 1, 1, 0);
     w.channelScale = true;
     w.threads = trial % 3 == 0 ? 2 : 1;
-    KnobSpace space = conv2dKnobSpace(w, isa);
-    std::vector<nlohmann::json> values;
-    for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
-    auto c = conv2dConfigFromKnobs(w, isa, space, values);
+    auto c = randomConfig(w, isa, rng);
     ASSERT_TRUE(c.isOk());
     if (!validateConv2dConfig(w, *c).isOk()) continue;
     Epilogue epi = {{PostOpKind::BiasPerColumn}};
