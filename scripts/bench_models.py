@@ -67,6 +67,8 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--db", default="")
     parser.add_argument("--baseline", default="", help="another tunec build to time side by side")
+    parser.add_argument("--skip-pytorch", action="store_true",
+                        help="time only tunec (and the baseline build): PyTorch's column is '-'")
     parser.add_argument("--work", default="build/bench_models")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -75,7 +77,7 @@ def main():
         onnx = os.path.join(args.work, name, "model.onnx")
         if not os.path.exists(onnx):
             export_models.export(name, args.work)
-        model, inputs = torch_model(name)
+        model, inputs = (None, None) if args.skip_pytorch else torch_model(name)
         for threads in [int(t) for t in args.threads.split(",")]:
             # The defaults (no database: TUNEC_DB points nowhere), and the tuned records.
             env = dict(os.environ, TUNEC_DB=os.path.join(args.work, "no-such.db"))
@@ -99,7 +101,7 @@ def main():
             torch.set_num_threads(threads)
             pt, tc, tt, tb = [], [], [], []
             for r in range(args.rounds):
-                pt.append(time_torch(model, inputs, args.runs))
+                pt.append(float("nan") if args.skip_pytorch else time_torch(model, inputs, args.runs))
                 tc.append(time_tunec(args.tunec, so, threads, args.runs))
                 if tuned_so:
                     tt.append(time_tunec(args.tunec, tuned_so, threads, args.runs))
@@ -123,7 +125,9 @@ def main():
         extra = f" {tuned:.2f} | {p / tuned:.2f}x | {t / tuned:.2f}x |" if tuned_cols else ""
         if base is not None:
             extra += f" {base:.2f} | {base / t:.2f}x |"
-        print(f"| {name} | {threads} | {p:.2f} | {t:.2f} | {p / t:.2f}x |{extra} {compile_s:.1f} |")
+        pytorch = "-" if p != p else f"{p:.2f}"  # NaN: --skip-pytorch
+        ratio = "-" if p != p else f"{p / t:.2f}x"
+        print(f"| {name} | {threads} | {pytorch} | {t:.2f} | {ratio} |{extra} {compile_s:.1f} |")
 
 
 if __name__ == "__main__":

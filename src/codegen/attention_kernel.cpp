@@ -156,6 +156,7 @@ private:
                                           t.ldAdd,
                                           i64(0),
                                           bPtr,
+                                          nullPtr,
                                           nullPtr};
         mb_.emitVariantCall(b_, mb_.tileVariant(b_, mTail, nTail), kernels.variants, args);
       });

@@ -69,7 +69,7 @@ public:
 private:
   llvm::Function* emitTask(const std::string& name) {
     std::vector<llvm::Value*> fields;
-    llvm::Function* fn = mb_.beginTask(b_, name, 6, fields);
+    llvm::Function* fn = mb_.beginTask(b_, name, 7, fields);
     llvm::Value* t = fn->getArg(1);
     in_ = fields[0];
     weights_ = fields[1];
@@ -77,6 +77,7 @@ private:
     bias_ = fields[3];
     addend_ = fields[4];
     scale_ = fields[5];
+    columnScale_ = fields[6];
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
     std::map<std::string, std::pair<llvm::Value*, llvm::Value*>> ranges = {
@@ -164,7 +165,7 @@ private:
                                                      b_.CreateMul(phase, i64(nr))))),
           // Image n's input-channel scales; entry bi (channel block bi of a 1x1) reads from
           // bi * k on (MicrokernelSpec::scaleK).
-          gep(scale_, b_.CreateMul(n, i64(w_.ic)))};
+          gep(scale_, b_.CreateMul(n, i64(w_.ic))), gep(columnScale_, oc0)};
       mb_.emitVariantCall(b_, which, kernels_, args);
     });
   }
@@ -234,7 +235,7 @@ private:
                                                         : 1;
     mb_.emitRunTasks(b_, task,
                      {in, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
-                      args[rt::kArgResidual], args[rt::kArgChannelScale]},
+                      args[rt::kArgResidual], args[rt::kArgChannelScale], args[rt::kArgScales]},
                      tasks, w_.threads);
     b_.CreateRetVoid();
   }
@@ -247,7 +248,7 @@ private:
   int64_t kwEntries_ = 1, entryK_ = 1; ///< batch entries per kernel row, k of each entry
   llvm::Function* kernels_[4] = {};
   llvm::Value *in_ = nullptr, *weights_ = nullptr, *out_ = nullptr, *bias_ = nullptr,
-              *addend_ = nullptr, *scale_ = nullptr;
+              *addend_ = nullptr, *scale_ = nullptr, *columnScale_ = nullptr;
   llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *rowArr_ = nullptr;
 };
 

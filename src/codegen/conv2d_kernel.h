@@ -19,9 +19,10 @@ public:
   /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
   /// `channelScale` (n x ic) when the workload has channel_scale.
   void run(const float* in, float* out, const float* bias = nullptr, const float* addend = nullptr,
-           const float* channelScale = nullptr) const {
+           const float* channelScale = nullptr, const float* columnScale = nullptr) const {
     rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
     args.channelScale = channelScale;
+    args.scales = columnScale;
     fn_(&args);
   }
   const Conv2dWorkload& workload() const { return workload_; }

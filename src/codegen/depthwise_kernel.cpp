@@ -44,16 +44,17 @@ public:
   int64_t cPad() const { return cPad_; }
 
 private:
-  // tile(in, weights, out, bias, addend): pointers already at the tile's first pixel/channel.
+  // tile(in, weights, out, bias, addend, column scale): pointers already at the tile's first
+  // pixel/channel.
   llvm::Function* emitTile(int pixels, int channels, const std::string& name) {
     llvm::Type* ptr = mb_.ptr();
     llvm::FixedVectorType* vec = mb_.f32Vector();
-    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
+    auto* fnTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr, ptr}, false);
     llvm::Function* fn = mb_.createFunction(name, fnTy, true);
     fn->addFnAttr(llvm::Attribute::AlwaysInline);
     b_.SetInsertPoint(llvm::BasicBlock::Create(mb_.context(), "entry", fn));
     llvm::Value *in = fn->getArg(0), *wt = fn->getArg(1), *out = fn->getArg(2),
-                *bias = fn->getArg(3), *add = fn->getArg(4);
+                *bias = fn->getArg(3), *add = fn->getArg(4), *scale = fn->getArg(5);
     int vectors = (channels + lanes_ - 1) / lanes_;
     std::vector<llvm::Value*> masks(static_cast<size_t>(vectors), nullptr);
     for (int v = 0; v < vectors; ++v) {
@@ -91,7 +92,10 @@ private:
         int64_t offset = p * w_.c + v * lanes_;
         for (const PostOp& op : epilogue_)
           y = codegen::emitPostOp(
-              b_, op, y, op.kind == PostOpKind::BiasPerColumn ? load(bias, v * lanes_, v) : nullptr,
+              b_, op, y,
+              op.kind == PostOpKind::BiasPerColumn    ? load(bias, v * lanes_, v)
+              : op.kind == PostOpKind::ScalePerColumn ? load(scale, v * lanes_, v)
+                                                      : nullptr,
               op.kind == PostOpKind::AddTensor ? load(add, offset, v) : nullptr);
         llvm::Value* dst = gep(out, i64(offset));
         if (masks[static_cast<size_t>(v)])
@@ -105,9 +109,9 @@ private:
 
   llvm::Function* emitTask(const std::string& name) {
     std::vector<llvm::Value*> fields;
-    llvm::Function* fn = mb_.beginTask(b_, name, 5, fields);
+    llvm::Function* fn = mb_.beginTask(b_, name, 6, fields);
     llvm::Value *in = fields[0], *wt = fields[1], *out = fields[2], *bias = fields[3],
-                *add = fields[4];
+                *add = fields[4], *scale = fields[5];
     llvm::Value* ohLo = i64(0);
     llvm::Value* ohHi = i64(w_.oh());
     if (c_.parallel == DepthwiseParallel::Oh) {
@@ -130,8 +134,8 @@ private:
                 b_.CreateAdd(b_.CreateMul(b_.CreateAdd(outRow, ow0), i64(w_.c)), c0);
             llvm::Value* pTail = b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
             llvm::Value* which = mb_.tileVariant(b_, pTail, cTail);
-            std::vector<llvm::Value*> args = {gep(in, inOff), gep(wt, c0), gep(out, outOff),
-                                              gep(bias, c0), gep(add, outOff)};
+            std::vector<llvm::Value*> args = {gep(in, inOff), gep(wt, c0),      gep(out, outOff),
+                                              gep(bias, c0),  gep(add, outOff), gep(scale, c0)};
             mb_.emitVariantCall(b_, which, tiles_, args);
           });
         });
@@ -148,10 +152,10 @@ private:
     llvm::Value* padded = mb_.emitPaddedNhwc(b_, args[rt::kArgSrc], w_.n, w_.h, w_.w, w_.c,
                                              w_.padTop, w_.padLeft, hp_, wp_, w_.types.src, lanes_);
     int64_t tasks = c_.parallel == DepthwiseParallel::Oh ? w_.oh() : 1;
-    mb_.emitRunTasks(
-        b_, task,
-        {padded, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias], args[rt::kArgResidual]},
-        tasks, w_.threads);
+    mb_.emitRunTasks(b_, task,
+                     {padded, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
+                      args[rt::kArgResidual], args[rt::kArgScales]},
+                     tasks, w_.threads);
     b_.CreateRetVoid();
   }
 

@@ -16,9 +16,10 @@ namespace tunec {
 class DepthwiseKernel {
 public:
   /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
-  void run(const float* in, float* out, const float* bias = nullptr,
-           const float* addend = nullptr) const {
+  void run(const float* in, float* out, const float* bias = nullptr, const float* addend = nullptr,
+           const float* columnScale = nullptr) const {
     rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
+    args.scales = columnScale;
     fn_(&args);
   }
   /// The packed weights the kernel reads.

@@ -102,13 +102,14 @@ private:
 
   llvm::Function* emitTask(const std::string& name) {
     std::vector<llvm::Value*> fields;
-    llvm::Function* fn = mb_.beginTask(b_, name, 5, fields);
+    llvm::Function* fn = mb_.beginTask(b_, name, 6, fields);
     llvm::Value* t = fn->getArg(1);
     a_ = fields[0];
     bArg_ = fields[1];
     cArg_ = fields[2];
     bias_ = fields[3];
     addend_ = fields[4];
+    scales_ = fields[5];
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     auto aBytes = static_cast<int64_t>(w_.types.srcBytes()),
@@ -241,10 +242,22 @@ private:
         llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
         llvm::Value* pf =
             gep(nextB, b_.CreateAdd(b_.CreateMul(line, i64(16)), b_.CreateMul(phase, i64(c_.nr))));
-        std::vector<llvm::Value*> args = {
-            aArr_,      bArr_,         cPtr,   kcur,  ldaV,
-            i64(c_.nr), i64(w_.cLd()), i64(1), flags, biasPtr,
-            addPtr,     i64(w_.n),     i64(0), pf,    llvm::ConstantPointerNull::get(mb_.ptr())};
+        std::vector<llvm::Value*> args = {aArr_,
+                                          bArr_,
+                                          cPtr,
+                                          kcur,
+                                          ldaV,
+                                          i64(c_.nr),
+                                          i64(w_.cLd()),
+                                          i64(1),
+                                          flags,
+                                          biasPtr,
+                                          addPtr,
+                                          i64(w_.n),
+                                          i64(0),
+                                          pf,
+                                          llvm::ConstantPointerNull::get(mb_.ptr()),
+                                          gep(scales_, col)};
         mb_.emitVariantCall(b_, which, kernels_, args);
       });
     });
@@ -258,7 +271,7 @@ private:
     if (c_.parallel == MatmulParallel::N) tasks = (w_.n + c_.nc - 1) / c_.nc;
     mb_.emitRunTasks(b_, task,
                      {args[rt::kArgSrc], args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
-                      args[rt::kArgResidual]},
+                      args[rt::kArgResidual], args[rt::kArgScales]},
                      tasks, w_.threads);
     if (norm) {
       int64_t rows = w_.batch * w_.m;
@@ -276,7 +289,7 @@ private:
   std::map<char, std::pair<llvm::Value*, llvm::Value*>> ranges_;
   std::map<char, llvm::Value*> blockStart_;
   llvm::Value *a_ = nullptr, *bArg_ = nullptr, *cArg_ = nullptr, *bias_ = nullptr,
-              *addend_ = nullptr;
+              *addend_ = nullptr, *scales_ = nullptr;
   llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *aPack_ = nullptr, *bPack_ = nullptr;
   llvm::Value *aBatch_ = nullptr, *cBatch_ = nullptr, *addBatch_ = nullptr, *bPanels_ = nullptr;
 };

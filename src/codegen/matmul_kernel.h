@@ -21,10 +21,12 @@ public:
   /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
   /// `normParams` (scale then bias, n each) when the epilogue ends in a row normalization.
   void run(const float* a, const float* b, float* c, const float* bias = nullptr,
-           const float* addend = nullptr, const float* normParams = nullptr) const {
+           const float* addend = nullptr, const float* normParams = nullptr,
+           const float* columnScale = nullptr) const {
     rt::KernelArgs args = rt::kernelArgs(
         a, packedB_.empty() ? static_cast<const void*>(b) : packedB_.data.get(), c, bias, addend);
     args.normParams = normParams;
+    args.scales = columnScale;
     fn_(&args);
   }
   const MatmulWorkload& workload() const { return workload_; }

@@ -100,14 +100,14 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
 
   auto* fnTy = llvm::FunctionType::get(
       llvm::Type::getVoidTy(ctx),
-      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr, ptr}, false);
+      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr, ptr, ptr}, false);
   llvm::Function* fn = mb.createFunction(name, fnTy, internal);
   if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
   auto args = fn->arg_begin();
   llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
               *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
               *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *ldaGroup = &args[12],
-              *prefetchB = &args[13], *kScale = &args[14];
+              *prefetchB = &args[13], *kScale = &args[14], *columnScale = &args[15];
   fn->addParamAttr(2, llvm::Attribute::NoAlias);
 
   // The k steps are the strategy's; the loops around them are this frame's.
@@ -256,10 +256,14 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
       b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrAccumulate)), b.getInt32(0));
   llvm::Value* applyEpilogue =
       b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrApplyEpilogue)), b.getInt32(0));
-  std::vector<llvm::Value*> biasVec(static_cast<size_t>(validVectors));
+  std::vector<llvm::Value*> biasVec(static_cast<size_t>(validVectors)),
+      scaleVec(static_cast<size_t>(validVectors));
   if (epilogueNeedsBias(spec.epilogue))
     for (int j = 0; j < validVectors; ++j)
       biasVec[static_cast<size_t>(j)] = loadVec(bias, b.getInt64(j * lanes), j);
+  if (epilogueNeedsColumnScale(spec.epilogue))
+    for (int j = 0; j < validVectors; ++j)
+      scaleVec[static_cast<size_t>(j)] = loadVec(columnScale, b.getInt64(j * lanes), j);
   for (int i = 0; i < mr; ++i) {
     for (int j = 0; j < validVectors; ++j) {
       llvm::Value* v = next[static_cast<size_t>(i * nv + j)];
@@ -273,7 +277,10 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
         if (op.kind == PostOpKind::AddTensor)
           other = loadVec(addend,
                           b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes)), j);
-        post = emitPostOp(b, op, post, biasVec[static_cast<size_t>(j)], other);
+        post = emitPostOp(b, op, post,
+                          op.kind == PostOpKind::ScalePerColumn ? scaleVec[static_cast<size_t>(j)]
+                                                                : biasVec[static_cast<size_t>(j)],
+                          other);
       }
       if (!spec.epilogue.empty()) v = b.CreateSelect(applyEpilogue, post, v);
       llvm::Value* p = b.CreateGEP(f32, c, cOffset);

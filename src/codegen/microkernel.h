@@ -67,11 +67,13 @@ enum MicrokernelFlags : int32_t {
 /// readable for all nr columns (packed panels are zero-padded); C and the addend use row strides
 /// ldc and ldAdd; bias is indexed by column; ldaGroup is read only by row-grouped kernels;
 /// prefetchB only by kernels generated with spec.prefetchB (a prefetch never faults, any address
-/// is valid); kScale only by kernels generated with spec.scaleK.
+/// is valid); kScale only by kernels generated with spec.scaleK; columnScale (indexed by column,
+/// as the bias) by epilogues with a ScalePerColumn.
 using MicrokernelFn = void (*)(const float* const* a, const float* const* b, float* c, int64_t k,
                                int64_t lda, int64_t ldb, int64_t ldc, int64_t batch, int32_t flags,
                                const float* bias, const float* addend, int64_t ldAdd,
-                               int64_t ldaGroup, const float* prefetchB, const float* kScale);
+                               int64_t ldaGroup, const float* prefetchB, const float* kScale,
+                               const float* columnScale);
 
 /// Checks the generator's contract; the error says which limit a tile breaks.
 Status checkMicrokernelSpec(const MicrokernelSpec& spec);

@@ -78,6 +78,11 @@ llvm::Value* ModuleBuilder::tileVariant(llvm::IRBuilder<>& b, llvm::Value* rowTa
 
 void ModuleBuilder::emitRunTasks(llvm::IRBuilder<>& b, llvm::Function* task,
                                  llvm::ArrayRef<llvm::Value*> fields, int64_t tasks, int threads) {
+  auto declared = taskFields_.find(task);
+  int reads = declared == taskFields_.end() ? -1 : declared->second;
+  TUNEC_ASSERT(reads == static_cast<int>(fields.size()),
+               "task " << task->getName().str() << " reads " << reads
+                       << " context fields but is run with " << fields.size());
   llvm::Value* ctx = b.CreateAlloca(ptr(), b.getInt64(static_cast<int64_t>(fields.size())));
   for (size_t i = 0; i < fields.size(); ++i)
     b.CreateStore(fields[i], b.CreateGEP(ptr(), ctx, b.getInt64(static_cast<int64_t>(i))));
@@ -97,6 +102,7 @@ llvm::Function* ModuleBuilder::beginTask(llvm::IRBuilder<>& b, const std::string
   llvm::Function* fn = createFunction(name, fnTy, true);
   b.SetInsertPoint(llvm::BasicBlock::Create(*context_, "entry", fn));
   fields.clear();
+  taskFields_[fn] = numFields;
   for (int i = 0; i < numFields; ++i)
     fields.push_back(b.CreateLoad(ptr(), b.CreateGEP(ptr(), fn->getArg(0), b.getInt64(i))));
   return fn;

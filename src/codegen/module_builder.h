@@ -11,6 +11,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -85,6 +86,7 @@ private:
   std::string features_;
   std::unique_ptr<llvm::LLVMContext> context_;
   std::unique_ptr<llvm::Module> module_;
+  std::map<llvm::Function*, int> taskFields_; ///< context fields each task reads (checked)
 };
 
 /// Base of the template emitters: the module, an IRBuilder and the short helpers every loop

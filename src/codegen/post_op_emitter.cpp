@@ -95,11 +95,13 @@ llvm::Value* emitGelu(llvm::IRBuilder<>& b, llvm::Value* x) {
   return b.CreateFMul(b.CreateFMul(splat(x, 0.5f), x), onePlusErf);
 }
 
-llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* bias,
+llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* column,
                         llvm::Value* addend) {
   switch (op.kind) {
   case PostOpKind::BiasPerColumn:
-    return b.CreateFAdd(v, bias);
+    return b.CreateFAdd(v, column);
+  case PostOpKind::ScalePerColumn:
+    return b.CreateFMul(v, column);
   // lo > v ? lo : v and hi < v ? hi : v are one vmaxps(lo, v) / vminps(hi, v) each, which pass a
   // NaN v through as the ONNX spec and the reference do (llvm.maxnum would turn it into lo).
   case PostOpKind::Relu:

@@ -8,9 +8,10 @@
 
 namespace tunec::codegen {
 
-/// `op` applied to the float vector `v`. `bias` and `addend` are the vectors at this tile
-/// position, loaded by the caller when the op reads them (nullptr otherwise).
-llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* bias,
+/// `op` applied to the float vector `v`. `column` (the op's per-column vector: the bias, or the
+/// column scale) and `addend` are the vectors at this tile position, loaded by the caller when
+/// the op reads them (nullptr otherwise).
+llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* column,
                         llvm::Value* addend);
 
 /// exp(x) per lane: the formula of rt::fast_exp (relative error < 3e-7 for normal results).

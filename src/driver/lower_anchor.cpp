@@ -77,10 +77,11 @@ const float* floatData(const Value& v) {
 // (the per-channel constants summed) and one addend tensor.
 struct EpilogueBuild {
   Epilogue epilogue;
-  std::vector<float> bias; ///< per output channel, when the epilogue has a bias
-  int addend = -1;         ///< tensor
-  int normParams = -1;     ///< a row normalization's scale then bias (a constant)
-  ValueId result;          ///< the value the kernel writes
+  std::vector<float> bias;   ///< per output channel, when the epilogue has a bias
+  int addend = -1;           ///< tensor
+  int normParams = -1;       ///< a row normalization's scale then bias (a constant)
+  std::vector<float> scales; ///< per output channel, when the epilogue has a column scale
+  ValueId result;            ///< the value the kernel writes
 };
 
 // A constant broadcast to `shape` (row-major), each element times `factor`.
@@ -126,6 +127,11 @@ bool buildEpilogue(Lowering& l, const passes::FusedKernel& kernel, int64_t chann
       if (e.bias.empty()) e.bias.assign(static_cast<size_t>(channels), 0.f);
       for (int64_t k = 0; k < channels; ++k)
         e.bias[static_cast<size_t>(k)] += factor * floatData(c)[c.type.shape.numel() == 1 ? 0 : k];
+    } else if (step.op.kind == PostOpKind::ScalePerColumn) {
+      const Value& c = g.value(step.operand);
+      e.scales.assign(static_cast<size_t>(channels), 0.f);
+      for (int64_t k = 0; k < channels; ++k)
+        e.scales[static_cast<size_t>(k)] = floatData(c)[c.type.shape.numel() == 1 ? 0 : k];
     } else if (step.op.kind == PostOpKind::LayerNormRow) {
       const Node& norm = g.node(step.node);
       int64_t cols = outShape[outShape.rank() - 1];
@@ -137,12 +143,15 @@ bool buildEpilogue(Lowering& l, const passes::FusedKernel& kernel, int64_t chann
       e.normParams = l.addConstant(params);
     } else if (step.op.kind == PostOpKind::AddTensor) {
       const Value& c = g.value(step.operand);
+      // After an NHWC view of a matmul's rows the addend is read as NHWC: the same bytes.
+      bool afterView = kernel.nhwcView >= 0 && step.node > kernel.nhwcView;
       e.addend = c.constant ? l.addConstant(expandConstant(c, outShape, factor))
-                            : l.tensorIn(step.operand, outPhys);
+                            : l.tensorIn(step.operand, afterView ? Phys::Nhwc : outPhys);
     }
     if (!step.mergesIntoBias) e.epilogue.push_back(step.op);
   }
-  if (size_t n = kernel.epilogueNodes()) e.result = g.node(kernel.nodes[n]).outputs[0];
+  // The last node the kernel computes (after the anchor: its epilogue, an NHWC view).
+  if (size_t n = kernel.nodesInKernel(); n > 1) e.result = g.node(kernel.nodes[n - 1]).outputs[0];
   return true;
 }
 
@@ -156,6 +165,7 @@ bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::strin
                    int kernel, int in, int weights, const EpilogueBuild& e, Phys phys,
                    int values = -1, int out = -1, int channelScale = -1) {
   int bias = e.bias.empty() ? -1 : l.addConstant(e.bias);
+  int scales = e.scales.empty() ? -1 : l.addConstant(e.scales);
   if (out < 0) out = l.defineOutput(e.result, phys);
   rt::Step step;
   step.kind = rt::StepKind::Kernel;
@@ -171,8 +181,9 @@ bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::strin
   step.tensors[rt::kArgValues] = values;
   step.tensors[rt::kArgNormParams] = e.normParams;
   step.tensors[rt::kArgChannelScale] = channelScale;
-  l.addStep(std::move(step), {in, weights, bias, e.addend, values, e.normParams, channelScale},
-            {out});
+  step.tensors[rt::kArgScales] = scales;
+  l.addStep(std::move(step),
+            {in, weights, bias, e.addend, values, e.normParams, channelScale, scales}, {out});
   for (HeavyKernel& hk : parts) l.noteHeavy(std::move(hk));
   return true;
 }
@@ -377,7 +388,9 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(mo.bSource, Phys::Plain);
   if (w.splitN) hk.label += " split " + std::to_string(w.n / w.splitN) + " ways";
   std::string label = hk.label;
-  return addKernelStep(l, {std::move(hk)}, label, *code, in, weights, e, Phys::Plain, -1, out);
+  // Read through an NHWC view, the matmul's rows are the NHWC layout of the result.
+  Phys phys = kernel.nhwcView >= 0 ? Phys::Nhwc : Phys::Plain;
+  return addKernelStep(l, {std::move(hk)}, label, *code, in, weights, e, phys, -1, out);
 }
 
 // Attention (the plan's Q K anchor, its epilogue, the Softmax and the P V MatMul) as one fused

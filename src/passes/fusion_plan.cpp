@@ -167,6 +167,18 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
     return step;
   }
   const Shape& shape = g.value(x).type.shape;
+  if (n.kind == OpKind::Mul && n.inputs.size() == 2 && (n.inputs[0] == x) != (n.inputs[1] == x)) {
+    // A per-channel constant multiplier (a layer scale, a channel affine after an activation).
+    ValueId other = n.inputs[0] == x ? n.inputs[1] : n.inputs[0];
+    const Value& o = g.value(other);
+    if (o.constant && o.type.dtype == DType::F32 &&
+        perChannel(o.type.shape, shape.rank(), ch.axis, ch.count) &&
+        g.value(n.outputs[0]).type.shape == shape) {
+      step.op = {PostOpKind::ScalePerColumn};
+      step.operand = other;
+      return step;
+    }
+  }
   if (n.kind == OpKind::Add && n.inputs.size() == 2 && (n.inputs[0] == x) != (n.inputs[1] == x)) {
     ValueId other = n.inputs[0] == x ? n.inputs[1] : n.inputs[0];
     const Value& o = g.value(other);
@@ -253,7 +265,7 @@ std::string rowNormJoins(const Graph& g, const FusedKernel& kernel, NodeId id, V
   if (kernel.templ != TemplateKind::Matmul || !g.value(anchor.inputs[1]).constant)
     return "a LayerNorm joins only a matmul of constant weights (whose output rows are whole)";
   if (kernel.nodes.size() > kernel.epilogueNodes() + 1)
-    return "the LayerNorm reads a reshaped view of the matmul's output";
+    return "the LayerNorm reads a reshaped or permuted view of the matmul's output";
   const Shape& s = g.value(x).type.shape;
   const auto& a = std::get<NormAttrs>(n.attrs);
   auto axis = normalizeAxis(a.axis, s.rank());
@@ -415,6 +427,19 @@ FusionPlan planFusion(const Graph& graph) {
         break;
       }
       MappingType consumerType = opInfo(consumer.kind).mapping;
+      if (kernel.anchor >= 0 && kernel.templ == TemplateKind::Matmul && kernel.nhwcView < 0 &&
+          consumer.kind == OpKind::Transpose &&
+          std::get<TransposeAttrs>(consumer.attrs).perm == std::vector<int64_t>{0, 3, 1, 2} &&
+          graph.value(out).type.shape.rank() == 4 &&
+          kernel.nodes.size() == kernel.nodesInKernel()) {
+        // The matmul's [N, H, W, C] rows are an NHWC [N, C, H, W] tensor: the epilogue goes on.
+        kernel.nhwcView = next;
+        kernel.nodes.push_back(next);
+        plan.kernelOf[static_cast<size_t>(next)] = k;
+        channels = {1, graph.value(out).type.shape[3]};
+        last = next;
+        continue;
+      }
       if (kernel.anchor >= 0 && consumer.kind == OpKind::LayerNormalization) {
         // A LayerNorm over the last axis ends a matmul's epilogue: the kernel normalizes each
         // complete row of its output while it is in cache.
@@ -474,7 +499,7 @@ FusionPlan planFusion(const Graph& graph) {
         // A one-to-one consumer of an anchor joins as a post-op its template's epilogue
         // accepts; after the anchor's output is viewed through a reshape nothing more does.
         auto step = matchPostOp(graph, next, out, channels);
-        if (step && kernel.nodes.size() > kernel.epilogueNodes() + 1)
+        if (step && kernel.nodes.size() > kernel.nodesInKernel())
           step =
               Error("the epilogue computes on the anchor's output, not on a reshaped view of it");
         if (!step) {

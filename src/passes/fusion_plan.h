@@ -40,9 +40,14 @@ struct FusedKernel {
   /// `nodes`; kernelOf maps it here), the activation it scales and the [N, C, 1, 1] scale.
   NodeId prologue = -1;
   ValueId prologueInput = kNoValue, channelScale = kNoValue;
+  /// A Transpose of a matmul's [N, H, W, C] output to [N, C, H, W]: the same bytes read as
+  /// NHWC, so the epilogue goes on after it with the channel on axis 1 (ConvNeXt's permute
+  /// back before its layer scale and residual). -1 otherwise.
+  NodeId nhwcView = -1;
   /// How many of `nodes` the anchor's generated kernel computes (the rest are views of it).
   size_t nodesInKernel() const {
-    return softmax >= 0 || split >= 0 ? nodes.size() : 1 + epilogueNodes();
+    return softmax >= 0 || split >= 0 ? nodes.size()
+                                      : 1 + epilogueNodes() + (nhwcView >= 0 ? 1 : 0);
   }
   /// The post-ops of the epilogue, in order (merged biases counted once).
   Epilogue postOps() const;

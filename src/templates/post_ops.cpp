@@ -50,6 +50,9 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::LayerNormRow:
       s += "layernorm";
       break;
+    case PostOpKind::ScalePerColumn:
+      s += "mul";
+      break;
     }
   }
   return s;
@@ -58,6 +61,12 @@ std::string epilogueName(const Epilogue& epilogue) {
 bool epilogueNeedsBias(const Epilogue& epilogue) {
   for (const PostOp& p : epilogue)
     if (p.kind == PostOpKind::BiasPerColumn) return true;
+  return false;
+}
+
+bool epilogueNeedsColumnScale(const Epilogue& epilogue) {
+  for (const PostOp& p : epilogue)
+    if (p.kind == PostOpKind::ScalePerColumn) return true;
   return false;
 }
 
@@ -73,6 +82,8 @@ Status epilogueAccepts(const Epilogue& sofar, const PostOp& next) {
   if (next.kind == PostOpKind::BiasPerColumn && epilogueNeedsBias(sofar))
     return Error("the kernel reads one bias vector and its epilogue has one already (a "
                  "per-channel add right after it merges into it)");
+  if (next.kind == PostOpKind::ScalePerColumn && epilogueNeedsColumnScale(sofar))
+    return Error("the kernel reads one column-scale vector and its epilogue has one already");
   if (next.kind == PostOpKind::AddTensor && epilogueNeedsAddend(sofar))
     return Error("the kernel reads one addend tensor and its epilogue adds one already");
   return {};

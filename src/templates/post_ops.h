@@ -11,19 +11,20 @@
 namespace tunec {
 
 enum class PostOpKind {
-  BiasPerColumn, ///< y += bias[n] (output channel)
-  Relu,          ///< y = max(y, 0)
-  Clip,          ///< y = min(max(y, lo), hi)
-  AddTensor,     ///< y += addend[m][n] (a residual input with its own row stride)
-  Gelu,          ///< y = 0.5 y (1 + erf(y / sqrt 2)) (the exact, erf form)
-  Scale,         ///< y *= lo (a scalar, e.g. attention's 1 / sqrt(d))
-  LeakyRelu,     ///< y = y < 0 ? lo * y : y
-  HardSigmoid,   ///< y = clip(lo * y + hi, 0, 1)
-  HardSwish,     ///< y = y * clip(y / 6 + 1/2, 0, 1)
-  Sigmoid,       ///< y = 1 / (1 + exp(-y))
-  Swish,         ///< y = y / (1 + exp(-lo y)) (SiLU at lo = 1)
-  Tanh,          ///< y = tanh(y)
-  Exp,           ///< y = exp(y)
+  BiasPerColumn,  ///< y += bias[n] (output channel)
+  Relu,           ///< y = max(y, 0)
+  Clip,           ///< y = min(max(y, lo), hi)
+  AddTensor,      ///< y += addend[m][n] (a residual input with its own row stride)
+  Gelu,           ///< y = 0.5 y (1 + erf(y / sqrt 2)) (the exact, erf form)
+  Scale,          ///< y *= lo (a scalar, e.g. attention's 1 / sqrt(d))
+  LeakyRelu,      ///< y = y < 0 ? lo * y : y
+  HardSigmoid,    ///< y = clip(lo * y + hi, 0, 1)
+  HardSwish,      ///< y = y * clip(y / 6 + 1/2, 0, 1)
+  Sigmoid,        ///< y = 1 / (1 + exp(-y))
+  Swish,          ///< y = y / (1 + exp(-lo y)) (SiLU at lo = 1)
+  Tanh,           ///< y = tanh(y)
+  Exp,            ///< y = exp(y)
+  ScalePerColumn, ///< y *= scale[n] (per output channel: a layer scale, a channel affine)
   /// Each output row normalized (LayerNorm over the last axis, epsilon lo, the scale and bias
   /// from the kernel's norm parameters) once the row is complete: the last op, matmul only.
   LayerNormRow,
@@ -44,11 +45,13 @@ std::string epilogueName(const Epilogue& epilogue);
 /// True when the epilogue reads a bias vector / an addend tensor.
 bool epilogueNeedsBias(const Epilogue& epilogue);
 bool epilogueNeedsAddend(const Epilogue& epilogue);
+bool epilogueNeedsColumnScale(const Epilogue& epilogue);
 
 /// The epilogue lattice: whether an epilogue that applies `sofar` can apply `next` after it,
 /// with the reason when it cannot (one bias vector and one addend tensor per kernel). The
 /// fusion plan asks it for every post-op through the template that runs the anchor
-/// (templates/template.h); nothing else decides what an epilogue takes.
+/// (templates/template.h); nothing else decides what an epilogue takes. One vector of each
+/// kind per kernel: a bias, a column scale, an addend.
 Status epilogueAccepts(const Epilogue& sofar, const PostOp& next);
 
 } // namespace tunec

@@ -18,13 +18,14 @@ using test::randomTensor;
 using test::randomVector;
 
 Tensor referenceConv(const Conv2dWorkload& w, const Epilogue& epi, const Tensor& x,
-                     const Tensor& weights, const Tensor& bias, const Tensor& addend) {
+                     const Tensor& weights, const Tensor& bias, const Tensor& addend,
+                     const Tensor& columnScale) {
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
                   w.groups};
-  return test::referenceNhwcConv(attrs, epi, x, weights, bias, addend);
+  return test::referenceNhwcConv(attrs, epi, x, weights, bias, addend, columnScale);
 }
 
 void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& epi, uint32_t seed) {
@@ -43,9 +44,10 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
   if (w.channelScale)
     for (int64_t i = 0; i < x.numel(); ++i)
       scaled.dataAs<float>()[i] *= scale.dataAs<float>()[i / (w.h * w.w * w.ic) * w.ic + i % w.ic];
+  Tensor columnScale = randomTensor(Shape{w.oc}, rng);
   kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>(),
-              w.channelScale ? scale.dataAs<float>() : nullptr);
-  Tensor want = referenceConv(w, epi, scaled, weights, bias, addend);
+              w.channelScale ? scale.dataAs<float>() : nullptr, columnScale.dataAs<float>());
+  Tensor want = referenceConv(w, epi, scaled, weights, bias, addend, columnScale);
   double tol = 4.0 * static_cast<double>(w.icPerGroup() * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i)
     ASSERT_NEAR(out.getDouble(i), want.getDouble(i),
@@ -142,6 +144,7 @@ TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
       if (trial % 4 == 3) epi.push_back({PostOpKind::AddTensor});
       if (trial % 4 == 1) epi.push_back({PostOpKind::Swish, 1.f});
       if (trial % 6 == 4) epi.push_back({PostOpKind::Tanh});
+      if (trial % 5 == 3) epi.push_back({PostOpKind::ScalePerColumn});
       checkConv(w, *c, epi, static_cast<uint32_t>(trial));
       ++checked;
     }

@@ -27,14 +27,16 @@ void checkDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c, const 
   auto kernel = compileDepthwise(jit(), w, c, epi, weights.dataAs<float>());
   ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
   Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), w.c}, rng);
-  kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>());
+  Tensor columnScale = randomTensor(Shape{w.c}, rng);
+  kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>(),
+              columnScale.dataAs<float>());
 
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
                   w.c};
-  Tensor want = test::referenceNhwcConv(attrs, epi, x, weights, bias, addend);
+  Tensor want = test::referenceNhwcConv(attrs, epi, x, weights, bias, addend, columnScale);
   ASSERT_FALSE(want.empty());
   double tol = 4.0 * static_cast<double>(w.kh * w.kw) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i)
@@ -79,6 +81,7 @@ TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
       if (trial % 5 == 1) epi.push_back({PostOpKind::AddTensor});
       if (trial % 4 == 3) epi.push_back({PostOpKind::Swish, 1.f});
       if (trial % 6 == 5) epi.push_back({PostOpKind::Exp});
+      if (trial % 4 == 2) epi.push_back({PostOpKind::ScalePerColumn});
       checkDepthwise(w, c, epi, static_cast<uint32_t>(trial));
       ++checked;
     }

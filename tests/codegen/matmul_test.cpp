@@ -21,12 +21,14 @@ using test::randomVector;
 
 // The expected result from the reference executor: Transposes, MatMul, bias Add, post-ops.
 Tensor referenceResult(const MatmulWorkload& w, const Epilogue& epi, const Tensor& a,
-                       const Tensor& b, const Tensor& bias, const Tensor& addend) {
+                       const Tensor& b, const Tensor& bias, const Tensor& addend,
+                       const Tensor& columnScale = Tensor(DType::F32, Shape{1})) {
   Graph g;
   ValueId va = g.addInput("a", {DType::F32, a.shape(), {}});
   ValueId vb = g.addInput("b", {DType::F32, b.shape(), {}});
   ValueId vbias = g.addInput("bias", {DType::F32, bias.shape(), {}});
   ValueId vadd = g.addInput("addend", {DType::F32, addend.shape(), {}});
+  ValueId vscale = g.addInput("scale", {DType::F32, columnScale.shape(), {}});
   auto swapLast = [](int rank) {
     std::vector<int64_t> perm;
     for (int i = 0; i < rank; ++i) perm.push_back(i);
@@ -36,9 +38,9 @@ Tensor referenceResult(const MatmulWorkload& w, const Epilogue& epi, const Tenso
   if (w.transA) va = test::addOp(g, OpKind::Transpose, swapLast(a.shape().rank()), {va});
   if (w.transB) vb = test::addOp(g, OpKind::Transpose, swapLast(b.shape().rank()), {vb});
   ValueId y = test::addOp(g, OpKind::MatMul, NoAttrs{}, {va, vb});
-  y = test::addPostOps(g, y, epi, vbias, vadd);
+  y = test::addPostOps(g, y, epi, vbias, vadd, vscale);
   g.addOutput(y);
-  auto out = runReference(g, {a, b, bias, addend});
+  auto out = runReference(g, {a, b, bias, addend, columnScale});
   EXPECT_TRUE(out.isOk()) << out.error().message();
   return (*out)[0];
 }
@@ -62,9 +64,10 @@ void checkMatmul(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue&
   auto kernel = compileMatmul(jit(), w, c, epi, w.constantB ? b.dataAs<float>() : nullptr);
   ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
   Tensor out = randomTensor(Shape{w.batch, w.m, w.n}, rng); // garbage that must be overwritten
+  Tensor columnScale = randomTensor(Shape{w.n}, rng);
   kernel->run(a.dataAs<float>(), b.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(),
-              addend.dataAs<float>());
-  Tensor want = referenceResult(w, epi, a, b, bias, addend);
+              addend.dataAs<float>(), nullptr, columnScale.dataAs<float>());
+  Tensor want = referenceResult(w, epi, a, b, bias, addend, columnScale);
   double tol = 4.0 * static_cast<double>(w.k) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i)
     ASSERT_NEAR(out.getDouble(i), want.getDouble(i),
@@ -123,6 +126,7 @@ TEST(MatmulTemplate, RandomValidConfigsMatchReference) {
       if (trial % 8 < 7) epi.push_back(activations[trial % 8]);
       if (trial % 8 == 5) epi.push_back({PostOpKind::Swish, 1.702f}); // a chain of two
       if (trial % 5 == 2) epi.push_back({PostOpKind::AddTensor});
+      if (trial % 6 == 1) epi.push_back({PostOpKind::ScalePerColumn});
       checkMatmul(w, *c, epi, static_cast<uint32_t>(trial));
       ++checked;
     }

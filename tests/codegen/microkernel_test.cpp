@@ -53,9 +53,10 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
   std::vector<float> original = c;
   // Per-k scales of B (spec.scaleK): batch element b's row kk times kScale[b * k + kk].
   std::vector<float> kScale = randomVector(static_cast<size_t>(k * cs.batch), rng);
+  std::vector<float> columnScale = randomVector(static_cast<size_t>(nr), rng);
   int32_t flags = (cs.accumulate ? kUkrAccumulate : 0) | kUkrApplyEpilogue;
   fn(aPtrs.data(), bPtrs.data(), c.data(), k, lda, ldb, ldc, cs.batch, flags, bias.data(),
-     addend.data(), ldAdd, ldaGroup, bPtrs[0], kScale.data());
+     addend.data(), ldAdd, ldaGroup, bPtrs[0], kScale.data(), columnScale.data());
 
   double tol = 4.0 * static_cast<double>(k * cs.batch + 2) * 1.1920929e-7 + 1e-6;
   for (int64_t i = 0; i < mr; ++i)
@@ -77,6 +78,7 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
         }
       for (const PostOp& op : spec.epilogue) {
         if (op.kind == PostOpKind::BiasPerColumn) want += bias[static_cast<size_t>(j)];
+        if (op.kind == PostOpKind::ScalePerColumn) want *= columnScale[static_cast<size_t>(j)];
         if (op.kind == PostOpKind::Relu) want = std::max(want, 0.0);
         if (op.kind == PostOpKind::Clip)
           want = std::min(std::max(want, double(op.lo)), double(op.hi));
@@ -122,6 +124,7 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
                            true,
                            true,
                            {{PostOpKind::BiasPerColumn},
+                            {PostOpKind::ScalePerColumn},
                             {PostOpKind::Scale, -1.5f},
                             {PostOpKind::Clip, -0.5f, 2.f},
                             {PostOpKind::AddTensor}}};

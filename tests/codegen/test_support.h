@@ -59,9 +59,12 @@ inline ValueId addOp(Graph& g, OpKind kind, OpAttrs attrs, std::vector<ValueId> 
 }
 
 /// Applies an epilogue's post-ops to `y` with reference ops, in order; the bias is added only
-/// when `bias` is given (a reference Conv takes it as an input instead).
-inline ValueId addPostOps(Graph& g, ValueId y, const Epilogue& epi, ValueId bias, ValueId addend) {
+/// when `bias` is given (a reference Conv takes it as an input instead); `scale` is the column
+/// scale of a ScalePerColumn.
+inline ValueId addPostOps(Graph& g, ValueId y, const Epilogue& epi, ValueId bias, ValueId addend,
+                          ValueId scale = kNoValue) {
   for (const PostOp& op : epi) {
+    if (op.kind == PostOpKind::ScalePerColumn) y = addOp(g, OpKind::Mul, NoAttrs{}, {y, scale});
     if (op.kind == PostOpKind::BiasPerColumn && bias != kNoValue)
       y = addOp(g, OpKind::Add, NoAttrs{}, {y, bias});
     if (op.kind == PostOpKind::Relu) y = addOp(g, OpKind::Relu, NoAttrs{}, {y});
@@ -98,19 +101,21 @@ inline double epilogueTolerance(const Epilogue& epi, double tol, double want) {
 /// NCHW for the reference Conv (bias as its third input when the epilogue has one), the result
 /// back to NHWC, then the post-ops.
 inline Tensor referenceNhwcConv(const ConvAttrs& attrs, const Epilogue& epi, const Tensor& x,
-                                const Tensor& weights, const Tensor& bias, const Tensor& addend) {
+                                const Tensor& weights, const Tensor& bias, const Tensor& addend,
+                                const Tensor& scale) {
   Graph g;
   ValueId vx = g.addInput("x", {DType::F32, x.shape(), {}});
   ValueId vw = g.addInput("w", {DType::F32, weights.shape(), {}});
   ValueId vb = g.addInput("b", {DType::F32, bias.shape(), {}});
   ValueId va = g.addInput("addend", {DType::F32, addend.shape(), {}});
+  ValueId vs = g.addInput("scale", {DType::F32, scale.shape(), {}});
   ValueId nchw = addOp(g, OpKind::Transpose, TransposeAttrs{{0, 3, 1, 2}}, {vx});
   std::vector<ValueId> in = {nchw, vw};
   if (epilogueNeedsBias(epi)) in.push_back(vb);
   ValueId y = addOp(g, OpKind::Conv, attrs, in);
   y = addOp(g, OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {y});
-  g.addOutput(addPostOps(g, y, epi, kNoValue, va));
-  auto out = runReference(g, {x, weights, bias, addend});
+  g.addOutput(addPostOps(g, y, epi, kNoValue, va, vs));
+  auto out = runReference(g, {x, weights, bias, addend, scale});
   EXPECT_TRUE(out.isOk()) << out.error().message();
   return out.isOk() ? (*out)[0] : Tensor();
 }

@@ -894,3 +894,33 @@ TEST(CompileModel, SqueezeExciteScaleIsTheProjectionsPrologue) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// A per-channel multiply joins epilogues (after a Conv's ReLU, where it cannot fold into the
+// weights), and a matmul's [N, H, W, C] rows read as NHWC through the permute to [N, C, H, W]
+// keep their epilogue going: ConvNeXt's Linear, permute back, layer scale and residual are one
+// generated kernel.
+TEST(CompileModel, ChannelScaleAndEpilogueThroughTheNhwcPermute) {
+  Builder b;
+  ValueId x = b.input({1, 16, 4, 5});
+  ValueId c = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({16, 16, 3, 3}), b.constant({16})});
+  c = b.op(OpKind::Relu, NoAttrs{}, {c});
+  c = b.op(OpKind::Mul, NoAttrs{}, {c, b.constant({16, 1, 1})});
+  ValueId t = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {c}); // a view of NHWC
+  ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {t, b.constant({16, 16})});
+  y = b.op(OpKind::Add, NoAttrs{}, {y, b.constant({16})});
+  y = b.op(OpKind::Transpose, TransposeAttrs{{0, 3, 1, 2}}, {y});
+  y = b.op(OpKind::Mul, NoAttrs{}, {b.constant({16, 1, 1}), y});
+  y = b.op(OpKind::Add, NoAttrs{}, {x, y});
+  auto m = checkCompiled(b, {y});
+  EXPECT_EQ(m.stats.generatedKernels, 2);
+  EXPECT_EQ(m.stats.loopKernels, 2) << "the input's reorder and the output's copy";
+  ASSERT_EQ(m.kernels.size(), 2u);
+  EXPECT_NE(m.kernels[0].label.find("bias+relu+mul"), std::string::npos) << m.kernels[0].label;
+  EXPECT_NE(m.kernels[1].label.find("bias+mul+add"), std::string::npos) << m.kernels[1].label;
+}
+
+} // namespace
+} // namespace tunec
