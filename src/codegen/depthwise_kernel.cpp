@@ -91,12 +91,12 @@ private:
         llvm::Value* y = acc[static_cast<size_t>(p * vectors + v)];
         int64_t offset = p * w_.c + v * lanes_;
         for (const PostOp& op : epilogue_)
-          y = codegen::emitPostOp(
-              b_, op, y,
-              op.kind == PostOpKind::BiasPerColumn    ? load(bias, v * lanes_, v)
-              : op.kind == PostOpKind::ScalePerColumn ? load(scale, v * lanes_, v)
-                                                      : nullptr,
-              op.kind == PostOpKind::AddTensor ? load(add, offset, v) : nullptr);
+          y = codegen::emitPostOp(b_, op, y,
+                                  op.kind == PostOpKind::BiasPerColumn ? load(bias, v * lanes_, v)
+                                  : readsColumnScale(op.kind)          ? load(scale, v * lanes_, v)
+                                                                       : nullptr,
+                                  op.kind == PostOpKind::AddTensor ? load(add, offset, v)
+                                                                   : nullptr);
         llvm::Value* dst = gep(out, i64(offset));
         if (masks[static_cast<size_t>(v)])
           b_.CreateMaskedStore(y, dst, llvm::Align(4), masks[static_cast<size_t>(v)]);

@@ -278,8 +278,8 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
           other = loadVec(addend,
                           b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes)), j);
         post = emitPostOp(b, op, post,
-                          op.kind == PostOpKind::ScalePerColumn ? scaleVec[static_cast<size_t>(j)]
-                                                                : biasVec[static_cast<size_t>(j)],
+                          readsColumnScale(op.kind) ? scaleVec[static_cast<size_t>(j)]
+                                                    : biasVec[static_cast<size_t>(j)],
                           other);
       }
       if (!spec.epilogue.empty()) v = b.CreateSelect(applyEpilogue, post, v);

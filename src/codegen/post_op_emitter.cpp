@@ -102,6 +102,8 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
     return b.CreateFAdd(v, column);
   case PostOpKind::ScalePerColumn:
     return b.CreateFMul(v, column);
+  case PostOpKind::PReluPerColumn: // NaN compares false and stays
+    return b.CreateSelect(b.CreateFCmpOLT(v, splat(v, 0.f)), b.CreateFMul(v, column), v);
   // lo > v ? lo : v and hi < v ? hi : v are one vmaxps(lo, v) / vminps(hi, v) each, which pass a
   // NaN v through as the ONNX spec and the reference do (llvm.maxnum would turn it into lo).
   case PostOpKind::Relu:

@@ -127,7 +127,7 @@ bool buildEpilogue(Lowering& l, const passes::FusedKernel& kernel, int64_t chann
       if (e.bias.empty()) e.bias.assign(static_cast<size_t>(channels), 0.f);
       for (int64_t k = 0; k < channels; ++k)
         e.bias[static_cast<size_t>(k)] += factor * floatData(c)[c.type.shape.numel() == 1 ? 0 : k];
-    } else if (step.op.kind == PostOpKind::ScalePerColumn) {
+    } else if (readsColumnScale(step.op.kind)) {
       const Value& c = g.value(step.operand);
       e.scales.assign(static_cast<size_t>(channels), 0.f);
       for (int64_t k = 0; k < channels; ++k)

@@ -167,6 +167,18 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
     return step;
   }
   const Shape& shape = g.value(x).type.shape;
+  if (n.kind == OpKind::PRelu && n.inputs.size() == 2 && n.inputs[0] == x) {
+    // Slopes of one value (a LeakyRelu) or one per channel.
+    const Value& slope = g.value(n.inputs[1]);
+    if (slope.constant && slope.type.dtype == DType::F32 &&
+        perChannel(slope.type.shape, shape.rank(), ch.axis, ch.count) &&
+        g.value(n.outputs[0]).type.shape == shape) {
+      step.op = {PostOpKind::PReluPerColumn};
+      step.operand = n.inputs[1];
+      return step;
+    }
+    return Error("PRelu's slopes are neither constant nor one per channel");
+  }
   if (n.kind == OpKind::Mul && n.inputs.size() == 2 && (n.inputs[0] == x) != (n.inputs[1] == x)) {
     // A per-channel constant multiplier (a layer scale, a channel affine after an activation).
     ValueId other = n.inputs[0] == x ? n.inputs[1] : n.inputs[0];

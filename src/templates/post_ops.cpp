@@ -53,6 +53,9 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::ScalePerColumn:
       s += "mul";
       break;
+    case PostOpKind::PReluPerColumn:
+      s += "prelu";
+      break;
     }
   }
   return s;
@@ -66,7 +69,7 @@ bool epilogueNeedsBias(const Epilogue& epilogue) {
 
 bool epilogueNeedsColumnScale(const Epilogue& epilogue) {
   for (const PostOp& p : epilogue)
-    if (p.kind == PostOpKind::ScalePerColumn) return true;
+    if (readsColumnScale(p.kind)) return true;
   return false;
 }
 
@@ -82,7 +85,7 @@ Status epilogueAccepts(const Epilogue& sofar, const PostOp& next) {
   if (next.kind == PostOpKind::BiasPerColumn && epilogueNeedsBias(sofar))
     return Error("the kernel reads one bias vector and its epilogue has one already (a "
                  "per-channel add right after it merges into it)");
-  if (next.kind == PostOpKind::ScalePerColumn && epilogueNeedsColumnScale(sofar))
+  if (readsColumnScale(next.kind) && epilogueNeedsColumnScale(sofar))
     return Error("the kernel reads one column-scale vector and its epilogue has one already");
   if (next.kind == PostOpKind::AddTensor && epilogueNeedsAddend(sofar))
     return Error("the kernel reads one addend tensor and its epilogue adds one already");

@@ -25,6 +25,7 @@ enum class PostOpKind {
   Tanh,           ///< y = tanh(y)
   Exp,            ///< y = exp(y)
   ScalePerColumn, ///< y *= scale[n] (per output channel: a layer scale, a channel affine)
+  PReluPerColumn, ///< y = y < 0 ? slope[n] * y : y (the slopes in the column-scale vector)
   /// Each output row normalized (LayerNorm over the last axis, epsilon lo, the scale and bias
   /// from the kernel's norm parameters) once the row is complete: the last op, matmul only.
   LayerNormRow,
@@ -46,6 +47,10 @@ std::string epilogueName(const Epilogue& epilogue);
 bool epilogueNeedsBias(const Epilogue& epilogue);
 bool epilogueNeedsAddend(const Epilogue& epilogue);
 bool epilogueNeedsColumnScale(const Epilogue& epilogue);
+/// True for the post-ops that read the column-scale vector (a multiplier, PRelu's slopes).
+inline bool readsColumnScale(PostOpKind kind) {
+  return kind == PostOpKind::ScalePerColumn || kind == PostOpKind::PReluPerColumn;
+}
 
 /// The epilogue lattice: whether an epilogue that applies `sofar` can apply `next` after it,
 /// with the reason when it cannot (one bias vector and one addend tensor per kernel). The

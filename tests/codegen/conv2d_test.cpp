@@ -145,6 +145,7 @@ TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
       if (trial % 4 == 1) epi.push_back({PostOpKind::Swish, 1.f});
       if (trial % 6 == 4) epi.push_back({PostOpKind::Tanh});
       if (trial % 5 == 3) epi.push_back({PostOpKind::ScalePerColumn});
+      if (trial % 5 == 4) epi.push_back({PostOpKind::PReluPerColumn});
       checkConv(w, *c, epi, static_cast<uint32_t>(trial));
       ++checked;
     }

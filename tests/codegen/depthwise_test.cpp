@@ -82,6 +82,7 @@ TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
       if (trial % 4 == 3) epi.push_back({PostOpKind::Swish, 1.f});
       if (trial % 6 == 5) epi.push_back({PostOpKind::Exp});
       if (trial % 4 == 2) epi.push_back({PostOpKind::ScalePerColumn});
+      if (trial % 4 == 0) epi.push_back({PostOpKind::PReluPerColumn});
       checkDepthwise(w, c, epi, static_cast<uint32_t>(trial));
       ++checked;
     }

@@ -127,6 +127,7 @@ TEST(MatmulTemplate, RandomValidConfigsMatchReference) {
       if (trial % 8 == 5) epi.push_back({PostOpKind::Swish, 1.702f}); // a chain of two
       if (trial % 5 == 2) epi.push_back({PostOpKind::AddTensor});
       if (trial % 6 == 1) epi.push_back({PostOpKind::ScalePerColumn});
+      if (trial % 6 == 4) epi.push_back({PostOpKind::PReluPerColumn});
       checkMatmul(w, *c, epi, static_cast<uint32_t>(trial));
       ++checked;
     }

@@ -79,6 +79,8 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
       for (const PostOp& op : spec.epilogue) {
         if (op.kind == PostOpKind::BiasPerColumn) want += bias[static_cast<size_t>(j)];
         if (op.kind == PostOpKind::ScalePerColumn) want *= columnScale[static_cast<size_t>(j)];
+        if (op.kind == PostOpKind::PReluPerColumn && want < 0)
+          want *= columnScale[static_cast<size_t>(j)];
         if (op.kind == PostOpKind::Relu) want = std::max(want, 0.0);
         if (op.kind == PostOpKind::Clip)
           want = std::min(std::max(want, double(op.lo)), double(op.hi));
@@ -139,7 +141,7 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
       // Rows in groups (a conv tile spanning output rows), when the tile has two groups or more.
       if (mr >= 2) {
         MicrokernelSpec grouped{
-            isa, mr, nr, nr, false, true, {{PostOpKind::Gelu}, {PostOpKind::Relu}}};
+            isa, mr, nr, nr, false, true, {{PostOpKind::PReluPerColumn}, {PostOpKind::Gelu}}};
         grouped.aRowGroup = (mr + 1) / 2;
         grouped.prefetchA = true; // prefetches change no result
         auto g = compileMicrokernel(jit(), grouped);

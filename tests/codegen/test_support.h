@@ -65,6 +65,7 @@ inline ValueId addPostOps(Graph& g, ValueId y, const Epilogue& epi, ValueId bias
                           ValueId scale = kNoValue) {
   for (const PostOp& op : epi) {
     if (op.kind == PostOpKind::ScalePerColumn) y = addOp(g, OpKind::Mul, NoAttrs{}, {y, scale});
+    if (op.kind == PostOpKind::PReluPerColumn) y = addOp(g, OpKind::PRelu, NoAttrs{}, {y, scale});
     if (op.kind == PostOpKind::BiasPerColumn && bias != kNoValue)
       y = addOp(g, OpKind::Add, NoAttrs{}, {y, bias});
     if (op.kind == PostOpKind::Relu) y = addOp(g, OpKind::Relu, NoAttrs{}, {y});

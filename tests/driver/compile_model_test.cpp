@@ -924,3 +924,36 @@ TEST(CompileModel, ChannelScaleAndEpilogueThroughTheNhwcPermute) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// PRelu with one slope per channel (or one for all) joins a Conv's, a depthwise Conv's and a
+// MatMul's epilogue; slopes that are computed do not.
+TEST(CompileModel, PReluJoinsTheEpilogue) {
+  for (int anchor = 0; anchor < 3; ++anchor) {
+    Builder b;
+    ValueId y, slope;
+    if (anchor < 2) {
+      ValueId x = b.input({1, 16, 6, 7});
+      y = anchor == 0 ? b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({16, 16, 3, 3})})
+                      : b.op(OpKind::Conv, conv(3, 1, 1, 16), {x, b.constant({16, 1, 3, 3})});
+      slope = b.constant({16, 1, 1});
+    } else {
+      y = b.op(OpKind::MatMul, NoAttrs{}, {b.input({9, 20}), b.constant({20, 16})});
+      slope = b.constant({1});
+    }
+    ValueId z = b.op(OpKind::PRelu, NoAttrs{}, {y, slope});
+    auto m = checkCompiled(b, {z});
+    ASSERT_EQ(m.kernels.size(), 1u);
+    EXPECT_NE(m.kernels[0].label.find("prelu"), std::string::npos) << m.kernels[0].label;
+  }
+  Builder b;
+  ValueId y = b.op(OpKind::MatMul, NoAttrs{}, {b.input({9, 20}), b.constant({20, 16})});
+  ValueId z = b.op(OpKind::PRelu, NoAttrs{}, {y, b.input({16})});
+  auto m = checkCompiled(b, {z});
+  EXPECT_EQ(m.stats.loopKernels, 1) << "computed slopes: a loop kernel";
+}
+
+} // namespace
+} // namespace tunec
