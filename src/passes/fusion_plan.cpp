@@ -409,6 +409,10 @@ FusionPlan planFusion(const Graph& graph) {
       NodeId next = consumers[static_cast<size_t>(out)].front();
       const Node& consumer = graph.node(next);
       auto boundary = [&](const std::string& why) { plan.boundaries.push_back({last, next, why}); };
+      auto join = [&](NodeId id) {
+        kernel.nodes.push_back(id);
+        plan.kernelOf[static_cast<size_t>(id)] = k;
+      };
       if (uses[static_cast<size_t>(out)] != 1 || isOutput[static_cast<size_t>(out)]) {
         for (NodeId c : consumers[static_cast<size_t>(out)])
           plan.boundaries.push_back({last, c, "the value has several uses"});
@@ -446,8 +450,7 @@ FusionPlan planFusion(const Graph& graph) {
           kernel.nodes.size() == kernel.nodesInKernel()) {
         // The matmul's [N, H, W, C] rows are an NHWC [N, C, H, W] tensor: the epilogue goes on.
         kernel.nhwcView = next;
-        kernel.nodes.push_back(next);
-        plan.kernelOf[static_cast<size_t>(next)] = k;
+        join(next);
         channels = {1, graph.value(out).type.shape[3]};
         last = next;
         continue;
@@ -463,8 +466,7 @@ FusionPlan planFusion(const Graph& graph) {
         const auto& a = std::get<NormAttrs>(consumer.attrs);
         kernel.epilogue.push_back(
             {next, {PostOpKind::LayerNormRow, a.epsilon}, consumer.inputs[1]});
-        kernel.nodes.push_back(next);
-        plan.kernelOf[static_cast<size_t>(next)] = k;
+        join(next);
         break;
       }
       if (kernel.anchor >= 0 && consumer.kind == OpKind::Split &&
@@ -486,8 +488,7 @@ FusionPlan planFusion(const Graph& graph) {
           break;
         }
         kernel.split = next;
-        kernel.nodes.push_back(next);
-        plan.kernelOf[static_cast<size_t>(next)] = k;
+        join(next);
         break;
       }
       if (kernel.anchor >= 0 && consumer.kind == OpKind::Softmax &&
@@ -501,10 +502,8 @@ FusionPlan planFusion(const Graph& graph) {
         }
         kernel.softmax = next;
         kernel.values = *av;
-        for (NodeId id : {next, *av}) {
-          kernel.nodes.push_back(id);
-          plan.kernelOf[static_cast<size_t>(id)] = k;
-        }
+        join(next);
+        join(*av);
         break;
       }
       if (kernel.anchor >= 0 && consumerType == MappingType::OneToOne) {
@@ -528,8 +527,7 @@ FusionPlan planFusion(const Graph& graph) {
           }
         }
         kernel.epilogue.push_back(*step);
-        kernel.nodes.push_back(next);
-        plan.kernelOf[static_cast<size_t>(next)] = k;
+        join(next);
         last = next;
         continue;
       }
@@ -546,8 +544,7 @@ FusionPlan planFusion(const Graph& graph) {
       }
       // An anchor's kernel keeps its many-to-many type (only free views join it here).
       if (kernel.anchor < 0) kernel.mapping = cell.result;
-      kernel.nodes.push_back(next);
-      plan.kernelOf[static_cast<size_t>(next)] = k;
+      join(next);
       last = next;
     }
     plan.kernels.push_back(std::move(kernel));

@@ -32,8 +32,8 @@ Status MatmulWorkload::check() const {
     return makeError("matmul workload: a leading dimension is shorter than its row (lda=", aLd(),
                      ", ldb=", bLd(), ", ldc=", cLd(), ")");
   if (splitN < 0 || (splitN && (batch != 1 || ldc || strideC || n % splitN || splitN == n)))
-    return makeError("matmul workload: split_n=", splitN,
-                     " must divide n=", n, " into several parts of one dense C (batch 1)");
+    return makeError("matmul workload: split_n=", splitN, " must divide n=", n,
+                     " into several parts of one dense C (batch 1)");
   if (constantB && (ldb || strideB))
     return makeError("matmul workload: a constant B is packed at compile time and must be dense");
   if (broadcastB && strideB)
