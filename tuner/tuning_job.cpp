@@ -91,11 +91,16 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
 
   Measurer measurer(options.workerArgv, options.timeoutSeconds);
   TuneSummary summary;
+  for (const auto& s : states)
+    summary.recordedBefore += static_cast<int>(s->measured.size() + s->timedOut.size());
+  // The trials this run may measure.
+  const int budget =
+      options.countRecorded ? std::max(0, options.trials - summary.recordedBefore) : options.trials;
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  while (summary.trials < options.trials && !stop.load()) {
+  while (summary.trials < budget && !stop.load()) {
     if (options.timeBudgetSeconds > 0 && elapsed() >= options.timeBudgetSeconds) break;
     int pick = pickNextTask(progress);
     if (pick < 0) break;
@@ -109,7 +114,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     SearchOptions so = options.search;
     // While tasks are still untried, a warm-up batch leaves each of them a share of the budget:
     // a tight budget measures every kernel once rather than a few of them thoroughly.
-    int remaining = options.trials - summary.trials, untried = 0;
+    int remaining = budget - summary.trials, untried = 0;
     for (const TaskProgress& q : progress) untried += q.trials == 0 && !q.finished;
     if (p.trials == 0 && untried > 1) remaining = std::max(1, remaining / untried);
     so.batchSize = std::min(so.batchSize, remaining) - static_cast<int>(batch.size());
@@ -186,12 +191,12 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       double rate = summary.trials / std::max(elapsed(), 1e-9);
       double left = options.timeBudgetSeconds > 0
                         ? options.timeBudgetSeconds - elapsed()
-                        : (options.trials - summary.trials) / std::max(rate, 1e-9);
+                        : (budget - summary.trials) / std::max(rate, 1e-9);
       std::fprintf(stderr,
                    "[%5d/%d] %s (x%g): %d trials, best %.1f GFLOP/s (%.0f%% of peak) | %.1f "
                    "trials/s, kernels %.2f ms, %s left\n",
-                   summary.trials, options.trials, s.task.label.c_str(), s.task.weight, p.trials,
-                   best, peak > 0 ? 100 * best / peak : 0.0, rate, estimatedLatency(progress) * 1e3,
+                   summary.trials, budget, s.task.label.c_str(), s.task.weight, p.trials, best,
+                   peak > 0 ? 100 * best / peak : 0.0, rate, estimatedLatency(progress) * 1e3,
                    duration(std::max(left, 0.0)).c_str());
     }
   }

@@ -20,6 +20,10 @@ namespace tunec::tuner {
 struct TuneOptions {
   Target target;     ///< this machine (a job measures where it runs): record keys, features
   int trials = 1000; ///< measured configs in this run (all tasks)
+  /// Configs of these tasks already in the database (this target and template version) count
+  /// toward `trials`: a sharded job's shard, run again after it was killed, measures only what
+  /// it has left.
+  bool countRecorded = false;
   double timeBudgetSeconds = 0; ///< 0: no limit
   int earlyStopping = 0;        ///< a task stops after this many trials without gain (0: off)
   SearchOptions search;
@@ -44,6 +48,7 @@ struct TaskOutcome {
 
 struct TuneSummary {
   int trials = 0, errors = 0;
+  int recordedBefore = 0; ///< configs of the tasks already in the database when the job started
   double seconds = 0;
   bool interrupted = false;
   std::vector<TaskOutcome> tasks;

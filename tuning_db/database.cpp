@@ -375,13 +375,16 @@ Expected<int64_t> TuningDatabase::insert(const std::vector<Record>& records) {
                     "gflops, repeats, tunec_version, host, created_at) VALUES (?1, ?2, ?3, ?4, ?5, "
                     "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
                     // A config that timed out once is measured again by a later job: its new
-                    // result replaces the timeout; any other recorded config is kept as it is.
+                    // result replaces the timeout. A faster ok time of the same config (a merge
+                    // of two machines of one target) replaces a slower one: the best is kept.
                     "ON CONFLICT(workload_id, target_id, template_version, config) DO UPDATE SET "
                     "status = excluded.status, error = excluded.error, median_us = "
                     "excluded.median_us, min_us = excluded.min_us, gflops = excluded.gflops, "
                     "repeats = excluded.repeats, tunec_version = excluded.tunec_version, host = "
                     "excluded.host, created_at = excluded.created_at "
-                    "WHERE records.status = 'timeout' AND excluded.status != 'timeout'"));
+                    "WHERE (records.status = 'timeout' AND excluded.status != 'timeout') OR "
+                    "(records.status = 'ok' AND excluded.status = 'ok' AND excluded.median_us < "
+                    "records.median_us)"));
   std::map<std::string, int64_t> targetIds, workloadIds;
   auto idOf = [&](std::map<std::string, int64_t>& cache, Statement& add, Statement& get,
                   const std::string& key, const std::string& second,
@@ -427,29 +430,44 @@ Expected<int64_t> TuningDatabase::insert(const std::vector<Record>& records) {
   return added;
 }
 
+namespace {
+
+/// A record from the columns kRecordColumns, starting at column `first`; `error` says what of
+/// its stored JSON does not parse.
+Record recordFromRow(Statement& stmt, int first, std::string& error) {
+  Record r;
+  r.workload = nlohmann::json::parse(stmt.columnText(first), nullptr, false);
+  r.config = nlohmann::json::parse(stmt.columnText(first + 1), nullptr, false);
+  nlohmann::json target = nlohmann::json::parse(stmt.columnText(first + 2), nullptr, false);
+  if (r.workload.is_discarded()) error = "its workload JSON does not parse";
+  if (r.config.is_discarded()) error = "its config JSON does not parse";
+  std::string targetError;
+  if (!TargetInfo::fromJson(target, r.target, targetError) && error.empty())
+    error = "its target: " + targetError;
+  r.templateVersion = static_cast<int>(stmt.columnInt(first + 3));
+  // The schema's CHECK admits only the four spellings.
+  r.status =
+      parseSpelling<MeasureStatus>(stmt.columnText(first + 4)).value_or(MeasureStatus::Error);
+  r.error = stmt.columnText(first + 5);
+  r.medianUs = stmt.columnDouble(first + 6);
+  r.minUs = stmt.columnDouble(first + 7);
+  r.gflops = stmt.columnDouble(first + 8);
+  r.repeats = stmt.columnInt(first + 9);
+  r.tunecVersion = stmt.columnText(first + 10);
+  r.host = stmt.columnText(first + 11);
+  r.createdAt = stmt.columnText(first + 12);
+  return r;
+}
+
+} // namespace
+
 Expected<std::vector<Record>> TuningDatabase::query(Statement& stmt) {
   std::vector<Record> out;
   while (true) {
     TUNEC_ASSIGN_OR_RETURN(bool row, stmt.step());
     if (!row) break;
-    Record r;
-    r.workload = nlohmann::json::parse(stmt.columnText(0), nullptr, false);
-    r.config = nlohmann::json::parse(stmt.columnText(1), nullptr, false);
     std::string error;
-    TargetInfo::fromJson(nlohmann::json::parse(stmt.columnText(2), nullptr, false), r.target,
-                         error);
-    r.templateVersion = static_cast<int>(stmt.columnInt(3));
-    // The schema's CHECK admits only the four spellings.
-    r.status = parseSpelling<MeasureStatus>(stmt.columnText(4)).value_or(MeasureStatus::Error);
-    r.error = stmt.columnText(5);
-    r.medianUs = stmt.columnDouble(6);
-    r.minUs = stmt.columnDouble(7);
-    r.gflops = stmt.columnDouble(8);
-    r.repeats = stmt.columnInt(9);
-    r.tunecVersion = stmt.columnText(10);
-    r.host = stmt.columnText(11);
-    r.createdAt = stmt.columnText(12);
-    out.push_back(std::move(r));
+    out.push_back(recordFromRow(stmt, 0, error));
   }
   stmt.reset();
   return out;
@@ -598,19 +616,108 @@ Expected<ImportReport> TuningDatabase::importJsonl(std::istream& in,
   return report;
 }
 
-Status mergeDatabases(const std::string& a, const std::string& b, const std::string& out) {
-  struct stat st;
-  if (::stat(out.c_str(), &st) == 0)
-    return makeError(out, ": already exists; merge writes a new database");
-  std::stringstream records;
-  for (const std::string& path : {a, b}) {
-    TUNEC_ASSIGN_OR_RETURN(TuningDatabase db, TuningDatabase::open(path, false));
-    TUNEC_TRY(db.exportJsonl(records, "", false));
+Expected<VerifyReport> TuningDatabase::verify(const ConfigValidator& validator) {
+  VerifyReport report;
+  auto rows = [&](const std::string& sql, const std::function<void(Statement&)>& each) -> Status {
+    TUNEC_ASSIGN_OR_RETURN(Statement stmt, conn_.prepare(sql));
+    while (true) {
+      TUNEC_ASSIGN_OR_RETURN(bool row, stmt.step());
+      if (!row) return {};
+      each(stmt);
+    }
+  };
+  TUNEC_TRY(rows("PRAGMA integrity_check", [&](Statement& s) {
+    if (s.columnText(0) != "ok") report.problems.push_back("SQLite integrity: " + s.columnText(0));
+  }));
+  TUNEC_TRY(rows("PRAGMA foreign_key_check", [&](Statement& s) {
+    report.problems.push_back("table " + s.columnText(0) + ", row " +
+                              std::to_string(s.columnInt(1)) + ": refers to a missing row of " +
+                              s.columnText(2));
+  }));
+  // The schema this build's migrations make, object by object.
+  auto schemaOf = [&](Connection& conn) -> Expected<std::map<std::string, std::string>> {
+    std::map<std::string, std::string> out;
+    TUNEC_ASSIGN_OR_RETURN(Statement stmt,
+                           conn.prepare("SELECT type || ' ' || name, coalesce(sql, '') FROM "
+                                        "sqlite_master WHERE name NOT LIKE 'sqlite_%'"));
+    while (true) {
+      TUNEC_ASSIGN_OR_RETURN(bool row, stmt.step());
+      if (!row) return out;
+      out[stmt.columnText(0)] = stmt.columnText(1);
+    }
+  };
+  TUNEC_ASSIGN_OR_RETURN(Connection fresh, Connection::open(":memory:", true, false));
+  TUNEC_TRY(migrate(fresh, true));
+  TUNEC_ASSIGN_OR_RETURN(auto expected, schemaOf(fresh));
+  TUNEC_ASSIGN_OR_RETURN(auto actual, schemaOf(conn_));
+  for (const auto& [name, sql] : expected) {
+    auto it = actual.find(name);
+    if (it == actual.end())
+      report.problems.push_back("schema: " + name + " is missing");
+    else if (it->second != sql)
+      report.problems.push_back("schema: " + name + " differs from this tunec's");
   }
+  for (const auto& [name, sql] : actual)
+    if (!expected.count(name)) report.problems.push_back("schema: unexpected " + name);
+  TUNEC_TRY(rows("SELECT count(*) FROM workloads",
+                 [&](Statement& s) { report.workloads = s.columnInt(0); }));
+  TUNEC_TRY(
+      rows("SELECT count(*) FROM targets", [&](Statement& s) { report.targets = s.columnInt(0); }));
+  // Every record, as compile and tune would read it.
+  TUNEC_TRY(
+      rows(std::string("SELECT r.id, w.key, ") + kRecordColumns + kRecordJoin + "ORDER BY r.id",
+           [&](Statement& s) {
+             ++report.records;
+             std::string where = "record " + std::to_string(s.columnInt(0)) + " (workload " +
+                                 s.columnText(1) + "): ";
+             std::string error;
+             Record r = recordFromRow(s, 2, error);
+             if (!error.empty()) {
+               report.problems.push_back(where + error);
+               return;
+             }
+             if (r.workloadKey() != s.columnText(1)) {
+               report.problems.push_back(where + "its workload JSON has key " + r.workloadKey() +
+                                         ", not the stored one");
+               return;
+             }
+             if (Status st = r.check(); !st) {
+               report.problems.push_back(where + st.error().message());
+               return;
+             }
+             if (validator)
+               if (Status st = validator(r); !st)
+                 report.problems.push_back(where + st.error().message());
+           }));
+  return report;
+}
+
+Expected<std::vector<MergeInput>> mergeDatabases(const std::string& out,
+                                                 const std::vector<std::string>& inputs,
+                                                 const ConfigValidator& validator) {
   TUNEC_ASSIGN_OR_RETURN(TuningDatabase merged, TuningDatabase::open(out, true));
-  TUNEC_ASSIGN_OR_RETURN(ImportReport report, merged.importJsonl(records, nullptr));
-  if (!report.rejected.empty()) return makeError("merge: ", report.rejected.front());
-  return {};
+  struct stat outStat;
+  if (::stat(out.c_str(), &outStat) != 0)
+    return makeError(out, ": cannot stat the merged database (", std::strerror(errno), ")");
+  std::vector<MergeInput> done;
+  for (const std::string& path : inputs) {
+    MergeInput in{path, {}, false};
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && st.st_dev == outStat.st_dev &&
+        st.st_ino == outStat.st_ino) {
+      in.skipped = true;
+      done.push_back(std::move(in));
+      continue;
+    }
+    std::stringstream records;
+    {
+      TUNEC_ASSIGN_OR_RETURN(TuningDatabase db, TuningDatabase::openReadOnly(path));
+      TUNEC_TRY(db.exportJsonl(records, "", false));
+    }
+    TUNEC_ASSIGN_OR_RETURN(in.report, merged.importJsonl(records, validator));
+    done.push_back(std::move(in));
+  }
+  return done;
 }
 
 } // namespace tunec::db

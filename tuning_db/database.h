@@ -96,6 +96,12 @@ struct ImportReport {
   std::vector<std::string> rejected; ///< "line N: reason"
 };
 
+/// What `verify` found: counts, and one line per problem (empty: the database is sound).
+struct VerifyReport {
+  int64_t records = 0, workloads = 0, targets = 0;
+  std::vector<std::string> problems;
+};
+
 class TuningDatabase {
 public:
   /// Opens or creates a database; checks application_id and schema version, migrating older
@@ -106,8 +112,9 @@ public:
   static Expected<TuningDatabase> openReadOnly(const std::string& path);
 
   /// Inserts measurements in one transaction; a config already recorded for the same workload,
-  /// target and template version is skipped, except that a result replaces a timeout (returns
-  /// how many were new or replaced a timeout).
+  /// target and template version is kept, except that a result replaces a timeout and a faster
+  /// ok time replaces a slower one (one record per config, its best; returns how many were new
+  /// or replaced one).
   Expected<int64_t> insert(const std::vector<Record>& records);
   /// The fastest ok record of a workload for a target and template version.
   Expected<std::optional<BestRecord>> best(const std::string& workloadKey, const TargetInfo& target,
@@ -131,6 +138,11 @@ public:
   /// Idempotent: re-importing adds nothing.
   Expected<ImportReport> importJsonl(std::istream& in, const ConfigValidator& validator);
 
+  /// Checks the whole database: SQLite's full integrity check, its references, the schema
+  /// against this build's, and every record (its JSON, its workload key, and `validator`: its
+  /// config against its template version's knob space).
+  Expected<VerifyReport> verify(const ConfigValidator& validator);
+
   const std::string& path() const { return conn_.path(); }
 
 private:
@@ -140,7 +152,17 @@ private:
   Connection conn_;
 };
 
-/// Merges two databases into a new one (all records of both, deduplicated).
-Status mergeDatabases(const std::string& a, const std::string& b, const std::string& out);
+struct MergeInput {
+  std::string path;
+  ImportReport report;
+  bool skipped = false; ///< the output database itself
+};
+
+/// Merges databases into `out` (created if missing; an existing one keeps its records): every
+/// record of every input, each checked by `validator`, one per config with its best time.
+/// Merging the same inputs again changes nothing. Each input is one transaction.
+Expected<std::vector<MergeInput>> mergeDatabases(const std::string& out,
+                                                 const std::vector<std::string>& inputs,
+                                                 const ConfigValidator& validator);
 
 } // namespace tunec::db

@@ -24,7 +24,8 @@ tuning.db in the working directory, as 'tunec tune' and 'tunec compile' use).
 commands:
   export [--target KEY] [--best-only] [--out F]   one JSON record per line (docs/tuning-records.md)
   import FILE|-                                   validate and add records; bad lines are reported
-  merge A.db B.db -o C.db                         all records of both in a new database
+  merge OUT.db IN.db...                           every record of the inputs into OUT
+  verify                                          integrity, schema, every record's config
   stats                                           workloads, records, targets, best GFLOP/s
   best WORKLOAD-KEY [--compatible]                the best record for this machine
 
@@ -60,8 +61,9 @@ Status checkPlausible(const db::Record& r, double flops, int threads) {
   return {};
 }
 
-/// Checks a record: workload and config parse, the version is not newer than this build's, the
-/// config is a valid point of its template's knob space and the time is plausible.
+/// Checks a record: workload and config parse, the version is not newer than this build's, and
+/// for this build's version the config is a valid point of its template's knob space and the time
+/// is plausible.
 Status validateRecord(const db::Record& r) {
   auto fail = [&](const Error& e) {
     return Error("config does not fit template '" + r.templateName().substr(0, 40) +
@@ -78,6 +80,9 @@ Status validateRecord(const db::Record& r) {
   if (r.templateVersion > templateVersion(*kind))
     return makeError("template version ", r.templateVersion, " is newer than this tunec's ",
                      templateVersion(*kind));
+  // An older version's knob space is not this build's: such a record is kept (its workload and
+  // config parse) but never used.
+  if (r.templateVersion < templateVersion(*kind)) return {};
   if (Status s = validateConfig(*w, *c); !s) return fail(s.error());
   return checkPlausible(r, workloadFlops(*w), workloadThreads(*w));
 }
@@ -186,16 +191,71 @@ int commandDb(const std::vector<std::string>& argv) {
     });
   }
   if (sub == "merge") {
-    auto s = spec("merge", "tunec db merge A.db B.db -o C.db",
-                  "Writes every record of A and B, deduplicated, to a new database C.",
-                  {{"o", "FILE", "the new database"}}, 2, 2);
+    auto s = spec(
+        "merge", "tunec db merge OUT.db IN.db... (or: tunec db merge IN.db... -o OUT.db)",
+        "Adds every record of the inputs to OUT (created if missing; its own records stay),\n"
+        "each checked as 'db import' checks a line: one record per workload, target, template\n"
+        "version and config, with the fastest time measured; every config anyone measured is\n"
+        "kept, so the best per workload and target is the best of all inputs. Merging the same\n"
+        "inputs again changes nothing. Exit status 1 if any record was rejected (each is "
+        "reported).",
+        {{"o", "FILE", "the output database (then every positional is an input)"}}, 1, 1 << 20);
     return runCommand(s, rest, [&](const Arguments& args) {
-      if (!args.has("o")) return fail("tunec db merge: -o C.db is required");
-      Status st = db::mergeDatabases(args.positionals()[0], args.positionals()[1], args.get("o"));
+      std::vector<std::string> inputs = args.positionals();
+      std::string out = args.get("o");
+      if (out.empty()) {
+        if (inputs.size() < 2) return fail("tunec db merge: expected OUT.db IN.db...");
+        out = inputs.front();
+        inputs.erase(inputs.begin());
+      }
+      auto merged = db::mergeDatabases(out, inputs, validateRecord);
+      if (!merged) return fail(merged.error().message());
+      size_t rejected = 0;
+      for (const db::MergeInput& in : *merged) {
+        if (in.skipped) {
+          std::printf("%s: skipped (it is the output)\n", in.path.c_str());
+          continue;
+        }
+        for (const std::string& why : in.report.rejected)
+          std::fprintf(stderr, "tunec: %s: rejected record %s\n", in.path.c_str(), why.c_str());
+        rejected += in.report.rejected.size();
+        std::printf("%s: %lld records added or improved, %lld already there, %zu rejected\n",
+                    in.path.c_str(), static_cast<long long>(in.report.imported),
+                    static_cast<long long>(in.report.duplicates), in.report.rejected.size());
+      }
+      auto stats = db::TuningDatabase::openReadOnly(out);
+      if (!stats) return fail(stats.error().message());
+      auto st = stats->stats();
       if (!st) return fail(st.error().message());
-      std::printf("merged %s and %s into %s\n", args.positionals()[0].c_str(),
-                  args.positionals()[1].c_str(), args.get("o").c_str());
-      return 0;
+      std::printf("%s: %lld workloads, %lld records, %lld targets\n", out.c_str(),
+                  static_cast<long long>(st->workloads), static_cast<long long>(st->records),
+                  static_cast<long long>(st->targets));
+      return rejected == 0 ? 0 : 1;
+    });
+  }
+  if (sub == "verify") {
+    auto s = spec(
+        "verify", "tunec db verify [--db FILE]",
+        "Checks a tuning database through and through: SQLite's full integrity check and\n"
+        "references, the schema against this tunec's, and every record: its JSON, its workload\n"
+        "key, and its config against its template version's knob space. Prints each problem;\n"
+        "exit status 1 if there is any. The database is not changed.",
+        {}, 0, 0);
+    return runCommand(s, rest, [&](const Arguments& args) {
+      auto db = openDb(args, false);
+      if (!db) return fail(db.error().message());
+      auto report = db->verify(validateRecord);
+      if (!report) return fail(report.error().message());
+      for (const std::string& p : report->problems)
+        std::printf("%s: %s\n", db->path().c_str(), p.c_str());
+      std::printf("%s: %lld records, %lld workloads, %lld targets: %s\n", db->path().c_str(),
+                  static_cast<long long>(report->records),
+                  static_cast<long long>(report->workloads),
+                  static_cast<long long>(report->targets),
+                  report->problems.empty()
+                      ? "ok"
+                      : (std::to_string(report->problems.size()) + " problems").c_str());
+      return report->problems.empty() ? 0 : 1;
     });
   }
   if (sub == "stats") {

@@ -10,15 +10,18 @@
 #include "codegen/peak_probe.h"
 #include "driver/compile_model.h"
 #include "tuner/candidate_runner.h"
+#include "tuner/shard.h"
 #include "tuner/tuning_job.h"
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <unistd.h>
 
 namespace tunec::cli {
@@ -56,20 +59,34 @@ std::vector<FlagSpec> tuneFlags() {
 
 const CommandSpec& tuneSpec() {
   static CommandSpec spec = [] {
-    CommandSpec s{"tune",
-                  "tunec tune MODEL.onnx [--db tuning.db] [--trials N] [--time-budget 30m] [flags]",
-                  "Tunes the tile and blocking parameters of the model's heavy kernels on this\n"
-                  "machine and records every measurement in the tuning database. The trial budget\n"
-                  "goes to the kernels whose speed-up shortens the model most. Ctrl-C stops after\n"
-                  "the running candidate, with everything measured saved; the same command again\n"
-                  "resumes. Then: tunec compile MODEL.onnx --db tuning.db -o model.so",
-                  tuneFlags(),
-                  1,
-                  1};
+    CommandSpec s{
+        "tune",
+        "tunec tune MODEL.onnx... [--db tuning.db] [--trials N] [--time-budget 30m] "
+        "[--shard I/N] [flags]",
+        "Tunes the tile and blocking parameters of the models' heavy kernels on this\n"
+        "machine and records every measurement in the tuning database. Several models\n"
+        "share one task list (a workload they have in common is tuned once). The trial\n"
+        "budget goes to the kernels whose speed-up shortens the models most. Ctrl-C (or\n"
+        "SIGTERM) stops after the running candidate, with everything measured saved; the\n"
+        "same command again resumes. Then: tunec compile MODEL.onnx --db tuning.db -o "
+        "model.so\n\n"
+        "--shard I/N tunes the I-th of N disjoint parts of the task list, split the same\n"
+        "way on every machine and balanced by expected gain, so N machines of one target\n"
+        "tune a job together (scripts/tune_slurm.sh, docs/fleet.md). --trials and\n"
+        "--time-budget are then the whole job's: a shard takes its share of them, and\n"
+        "the trials its database already holds count toward it, so a shard run again\n"
+        "after it was killed measures only what it has left. Merge the shards' databases\n"
+        "with 'tunec db merge'.",
+        tuneFlags(),
+        1,
+        1 << 20};
     s.flags.push_back({"input-shape", "NAME=SHAPE",
                        "static shape for a dynamic input, e.g. x=1x3x224x224", true});
     s.flags.push_back({"list-tasks", "",
                        "print the tasks (workload key, occurrences, label) and measure nothing"});
+    s.flags.push_back({"shard", "I/N",
+                       "tune only shard I (0-based) of N of the task list; the budgets are the "
+                       "job's (see above)"});
     return s;
   }();
   return spec;
@@ -150,12 +167,26 @@ Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, const Target& ta
   return o;
 }
 
-int runJob(std::vector<tuner::Task> tasks, const Arguments& args, const Target& target) {
+/// A shard's part of a job: its share of the job's budgets, and the trials its database
+/// already holds count toward them (a re-submitted shard resumes).
+struct ShardBudget {
+  double share = 1;
+  bool countRecorded = false;
+};
+
+int runJob(std::vector<tuner::Task> tasks, const Arguments& args, const Target& target,
+           const ShardBudget& shard = {}) {
   std::string dbPath = args.get("db", defaultDatabasePath());
   auto database = db::TuningDatabase::open(dbPath, true);
   if (!database) return fail(database.error().message());
   auto options = tuneOptions(args, target);
   if (!options) return fail(options.error().message());
+  if (shard.countRecorded) {
+    options->countRecorded = true;
+    options->trials = std::max(static_cast<int>(tasks.size()),
+                               static_cast<int>(std::lround(options->trials * shard.share)));
+    options->timeBudgetSeconds *= shard.share;
+  }
   // SIGTERM (a scheduler's stop, kill) and SIGHUP (a closed terminal) stop the job as Ctrl-C
   // does: the batch in flight is committed and the job can be resumed.
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, onInterrupt);
@@ -174,6 +205,10 @@ int runJob(std::vector<tuner::Task> tasks, const Arguments& args, const Target& 
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
+  if (summary->recordedBefore > 0)
+    std::printf("resumed: %d configs of these tasks were already measured in %s%s\n",
+                summary->recordedBefore, dbPath.c_str(),
+                options->countRecorded ? " (they count toward this shard's trials)" : "");
   std::printf("%s%d trials (%d errors) in %.1f s, %.2f trials/s; recorded in %s\n",
               summary->interrupted ? "interrupted: " : "", summary->trials, summary->errors,
               summary->seconds, summary->trials / std::max(summary->seconds, 1e-9), dbPath.c_str());
@@ -211,38 +246,64 @@ int commandTune(const std::vector<std::string>& argv) {
   if (!threads) return fail(threads.error().message());
   auto shapes = parseInputShapes(args->getAll("input-shape"));
   if (!shapes) return fail(shapes.error().message());
-  auto graph = loadModel(args->positionals()[0], *shapes);
-  if (!graph) return fail(graph.error().message());
-  auto optimized = runGraphPipeline(std::move(*graph), nullptr);
-  if (!optimized) return fail(optimized.error().message());
+  std::optional<tuner::Shard> shard;
+  if (args->has("shard")) {
+    auto parsed = tuner::parseShard(args->get("shard"));
+    if (!parsed) return fail(parsed.error().message());
+    shard = *parsed;
+  }
   driver::CompileOptions co;
   co.threads = *threads;
   co.target = *target;
   co.isa = widestIsa(*target);
-  auto kernels = driver::extractHeavyKernels(*optimized, co);
-  if (!kernels) return fail(kernels.error().message());
-  // Distinct workloads, weighted by how often the model runs them.
+  // Distinct workloads over all the models, weighted by how often the models run them.
   std::map<std::string, tuner::Task> byKey;
   std::vector<std::string> order;
-  for (const driver::HeavyKernel& k : *kernels) {
-    tuner::Task task = tuner::makeTask(k.workload, *target);
-    auto [it, fresh] = byKey.emplace(task.key, task);
-    if (fresh)
-      order.push_back(task.key);
-    else
-      it->second.weight += 1;
+  size_t heavyKernels = 0;
+  for (const std::string& path : args->positionals()) {
+    auto graph = loadModel(path, *shapes);
+    if (!graph) return fail(graph.error().message());
+    auto optimized = runGraphPipeline(std::move(*graph), nullptr);
+    if (!optimized) return fail(optimized.error().message());
+    auto kernels = driver::extractHeavyKernels(*optimized, co);
+    if (!kernels) return fail(kernels.error().message());
+    heavyKernels += kernels->size();
+    for (const driver::HeavyKernel& k : *kernels) {
+      tuner::Task task = tuner::makeTask(k.workload, *target);
+      auto [it, fresh] = byKey.emplace(task.key, task);
+      if (fresh)
+        order.push_back(task.key);
+      else
+        it->second.weight += 1;
+    }
   }
   std::vector<tuner::Task> tasks;
   for (const std::string& key : order) tasks.push_back(byKey.at(key));
+  std::string what = args->positionals().size() == 1
+                         ? args->positionals()[0]
+                         : std::to_string(args->positionals().size()) + " models";
+  ShardBudget budget;
+  if (shard) {
+    tuner::ShardPlan plan = tuner::planShards(tasks, shard->count);
+    budget.share = tuner::shardShare(plan, *shard);
+    budget.countRecorded = true;
+    std::vector<tuner::Task> mine;
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (plan.shardOf[i] == shard->index) mine.push_back(std::move(tasks[i]));
+    std::fprintf(
+        stderr, "%s: shard %d/%d: %zu of %zu distinct tasks, %.0f%% of the expected load\n",
+        what.c_str(), shard->index, shard->count, mine.size(), tasks.size(), 100 * budget.share);
+    tasks = std::move(mine);
+  }
   if (listOnly) {
     // What a job would tune, measuring nothing: workload key, occurrences, label.
     for (const tuner::Task& t : tasks)
       std::printf("%s %3g  %s\n", t.key.c_str(), t.weight, t.label.c_str());
     return 0;
   }
-  std::fprintf(stderr, "%s: %zu heavy kernels, %zu distinct tasks\n",
-               args->positionals()[0].c_str(), kernels->size(), tasks.size());
-  return runJob(std::move(tasks), *args, *target);
+  std::fprintf(stderr, "%s: %zu heavy kernels, %zu distinct tasks%s\n", what.c_str(), heavyKernels,
+               tasks.size(), shard ? " in this shard" : "");
+  return runJob(std::move(tasks), *args, *target, budget);
 }
 
 int commandTuneOp(const std::vector<std::string>& argv) {

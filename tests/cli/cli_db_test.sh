@@ -53,15 +53,36 @@ check "export writes every record" test "$(wc -l < all.jsonl)" -eq 3
 "$tunec" db import --db other.db all.jsonl >/dev/null
 check "merge" "$tunec" db merge tuning.db other.db -o merged.db
 check "merged stats" grep -q "3 records" <<<"$("$tunec" db stats --db merged.db)"
-out=$("$tunec" db merge tuning.db other.db -o merged.db 2>&1)
-check "merge refuses to overwrite" grep -q "already exists" <<<"$out"
+before=$("$tunec" db export --db merged.db | sort)
+out=$("$tunec" db merge merged.db other.db tuning.db merged.db 2>&1)
+check "merge again adds nothing" grep -q "other.db: 0 records added or improved, 3 already there" <<<"$out"
+check "merge skips its output" grep -q "merged.db: skipped (it is the output)" <<<"$out"
+check "merge again leaves the records as they were" test "$before" = "$("$tunec" db export --db merged.db | sort)"
+out=$("$tunec" db merge merged.db nothere.db 2>&1); rc=$?
+check "merge of a missing input exits 1" test "$rc" -eq 1
+check "merge names the missing input" grep -q "nothere.db: no such tuning database" <<<"$out"
+out=$("$tunec" db merge merged.db 2>&1)
+check "merge needs an input" grep -q "expected OUT.db IN.db" <<<"$out"
+# verify: a sound database, then one with a record edited behind tunec's back.
+check "verify a sound database" grep -q "merged.db: 3 records, 2 workloads, 1 targets: ok" <<<"$("$tunec" db verify --db merged.db)"
+cp merged.db edited.db
+python3 - <<'PY'
+import sqlite3
+c = sqlite3.connect("edited.db")
+c.execute("""UPDATE records SET config = '{"mr": 1000, "nr": 16, "kc": 64, "mc": 64, "nc": 64}' WHERE id = 1""")
+c.commit()
+PY
+out=$("$tunec" db verify --db edited.db); rc=$?
+check "verify of an edited record exits 1" test "$rc" -eq 1
+check "verify names the record" grep -q "edited.db: record 1 (workload [0-9a-f]*): config does not fit template" <<<"$out"
+check "verify counts the problems" grep -q "1 problems" <<<"$out"
 head -c 3000 /dev/urandom > corrupt.db
 out=$("$tunec" db stats --db corrupt.db 2>&1); rc=$?
 check "corrupt db exits 1" test "$rc" -eq 1
 check "corrupt db message" grep -q "corrupt.db: not a tunec tuning database" <<<"$out"
 out=$("$tunec" db stats --db missing.db 2>&1)
 check "missing db message" grep -q "missing.db: no such tuning database" <<<"$out"
-for sub in export import merge stats best; do
+for sub in export import merge verify stats best; do
   check "db $sub --help" grep -q "^usage: tunec db $sub" <<<"$("$tunec" db "$sub" --help)"
 done
 check "db --help" grep -q "^usage: tunec db <command>" <<<"$("$tunec" db --help)"

@@ -370,22 +370,84 @@ TEST(TuningDb, WriterKilledMidBatchLosesOnlyThatBatch) {
   sqlite3_close(raw);
 }
 
-TEST(TuningDb, MergeCombinesAndDeduplicates) {
+TEST(TuningDb, MergeKeepsEveryConfigAndTheBestTimeAndIsIdempotent) {
   std::string a = tempDb("merge_a"), b = tempDb("merge_b"), out = tempDb("merge_out");
   {
     auto da = TuningDatabase::open(a);
     auto dbb = TuningDatabase::open(b);
-    ASSERT_TRUE(da->insert({record(16, 4, 3), record(16, 8, 2)}).isOk());
-    ASSERT_TRUE(dbb->insert({record(16, 8, 2), record(17, 8, 2, target("B CPU"))}).isOk());
+    // Config (16, 8) is in both: b measured it faster, so the merge keeps b's time.
+    Record slow = record(16, 8, 2), fast = record(16, 8, 2);
+    slow.medianUs = 40;
+    fast.medianUs = 2.5;
+    ASSERT_TRUE(da->insert({record(16, 4, 3), slow}).isOk());
+    ASSERT_TRUE(dbb->insert({fast, record(17, 8, 2, target("B CPU"))}).isOk());
   }
-  ASSERT_TRUE(mergeDatabases(a, b, out).isOk());
-  auto merged = TuningDatabase::open(out, false);
-  ASSERT_TRUE(merged.isOk());
-  EXPECT_EQ(merged->stats()->records, 3);
-  EXPECT_EQ(merged->stats()->targets, 2);
-  Status again = mergeDatabases(a, b, out);
-  ASSERT_FALSE(again.isOk());
-  EXPECT_NE(again.error().message().find("already exists"), std::string::npos);
+  auto merged = mergeDatabases(out, {a, b}, nullptr);
+  ASSERT_TRUE(merged.isOk()) << merged.error().message();
+  ASSERT_EQ(merged->size(), 2u);
+  EXPECT_EQ((*merged)[0].report.imported, 2);
+  EXPECT_EQ((*merged)[1].report.imported, 2); // the new config and the faster time
+  auto result = [&] {
+    auto db = TuningDatabase::open(out, false);
+    EXPECT_TRUE(db.isOk());
+    auto st = db->stats();
+    auto best = db->best(record(16, 8, 2).workloadKey(), target(), 1);
+    EXPECT_TRUE(best.isOk() && best->has_value());
+    return std::make_tuple(st->records, st->targets, (*best)->record.medianUs);
+  };
+  EXPECT_EQ(result(), std::make_tuple(int64_t{3}, int64_t{2}, 2.5));
+  // Again, in the other order, and with the output among the inputs: nothing changes.
+  auto again = mergeDatabases(out, {b, a, out}, nullptr);
+  ASSERT_TRUE(again.isOk()) << again.error().message();
+  EXPECT_EQ((*again)[0].report.imported + (*again)[1].report.imported, 0);
+  EXPECT_TRUE((*again)[2].skipped);
+  EXPECT_EQ(result(), std::make_tuple(int64_t{3}, int64_t{2}, 2.5));
+  // A missing input is an error naming it.
+  auto missing = mergeDatabases(out, {tempDb("merge_missing")}, nullptr);
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.error().message().find("merge_missing"), std::string::npos);
+}
+
+TEST(TuningDb, VerifyFindsBrokenRecordsAndSchema) {
+  std::string path = tempDb("verify");
+  {
+    auto db = TuningDatabase::open(path);
+    ASSERT_TRUE(db->insert({record(16, 4, 3), record(16, 8, 2)}).isOk());
+    auto report = db->verify(nullptr);
+    ASSERT_TRUE(report.isOk()) << report.error().message();
+    EXPECT_TRUE(report->problems.empty()) << report->problems.front();
+    EXPECT_EQ(report->records, 2);
+    // The validator sees every record.
+    int seen = 0;
+    auto counted = db->verify([&](const Record&) {
+      ++seen;
+      return seen == 2 ? Status(Error("bad config")) : Status();
+    });
+    ASSERT_TRUE(counted.isOk());
+    EXPECT_EQ(seen, 2);
+    ASSERT_EQ(counted->problems.size(), 1u);
+    EXPECT_NE(counted->problems[0].find("bad config"), std::string::npos);
+  }
+  // Damage a record's config and the schema behind tunec's back.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "UPDATE records SET config = '{not json' WHERE id = 1; DROP INDEX "
+                         "records_best; CREATE TABLE extra(x);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  auto db = TuningDatabase::open(path);
+  ASSERT_TRUE(db.isOk()) << db.error().message();
+  auto report = db->verify(nullptr);
+  ASSERT_TRUE(report.isOk());
+  std::string all;
+  for (const std::string& p : report->problems) all += p + "\n";
+  EXPECT_NE(all.find("record 1 "), std::string::npos) << all;
+  EXPECT_NE(all.find("config JSON does not parse"), std::string::npos) << all;
+  EXPECT_NE(all.find("index records_best is missing"), std::string::npos) << all;
+  EXPECT_NE(all.find("unexpected table extra"), std::string::npos) << all;
+  EXPECT_EQ(report->problems.size(), 3u) << all;
 }
 
 TEST(TuningDb, WorkloadKeyIsCanonical) {
