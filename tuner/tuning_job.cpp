@@ -192,12 +192,14 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       double left = options.timeBudgetSeconds > 0
                         ? options.timeBudgetSeconds - elapsed()
                         : (budget - summary.trials) / std::max(rate, 1e-9);
+      // A shard counts the trials of its earlier runs: [done so far/the shard's total].
+      int before = options.countRecorded ? summary.recordedBefore : 0;
       std::fprintf(stderr,
                    "[%5d/%d] %s (x%g): %d trials, best %.1f GFLOP/s (%.0f%% of peak) | %.1f "
                    "trials/s, kernels %.2f ms, %s left\n",
-                   summary.trials, budget, s.task.label.c_str(), s.task.weight, p.trials, best,
-                   peak > 0 ? 100 * best / peak : 0.0, rate, estimatedLatency(progress) * 1e3,
-                   duration(std::max(left, 0.0)).c_str());
+                   before + summary.trials, before + budget, s.task.label.c_str(), s.task.weight,
+                   p.trials, best, peak > 0 ? 100 * best / peak : 0.0, rate,
+                   estimatedLatency(progress) * 1e3, duration(std::max(left, 0.0)).c_str());
     }
   }
   summary.interrupted = stop.load();
