@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/tune_slurm.sh against a real one-node Slurm: munged, slurmctld and slurmd configured
-# and started here in a temporary directory (on loopback, on free ports), a 2-shard job of the
+# and started in a temporary directory by scripts/slurm_local.sh, a 2-shard job of the
 # bundled example, a shard cancelled mid-job and re-submitted (it resumes, re-measuring
 # nothing), the merge, and a compile with the merged database that reports every kernel tuned.
 # Skipped (exit 77, with the reason) where the daemons are not installed or cannot start.
@@ -20,77 +20,19 @@ check() {
   if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
 }
 
-for bin in munged slurmctld slurmd sbatch squeue scancel; do
-  command -v "$bin" >/dev/null || [ -x "/usr/sbin/$bin" ] ||
-    skip "$bin is not installed (Debian packages slurm-wlm and munge; scripts/setup.sh --test installs them)"
-done
-[ "$(id -u)" -eq 0 ] || skip "slurmd runs jobs as their users and must start as root; this test runs as $(id -un)"
-PATH=/usr/sbin:$PATH
-
 cleanup() {
-  [ -f "$tmp/slurm.conf" ] && SLURM_CONF=$tmp/slurm.conf scancel --quiet --user=root 2>/dev/null
-  for pidfile in slurmd.pid slurmctld.pid munged.pid; do
-    [ -f "$tmp/$pidfile" ] && kill "$(cat "$tmp/$pidfile")" 2>/dev/null
-  done
+  "$src/scripts/slurm_local.sh" stop "$tmp/slurm"
   sleep 1
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# munge: its own key, socket and files in $tmp.
-mkdir -p "$tmp/munge" "$tmp/state" "$tmp/spool" "$tmp/log"
-chmod 755 "$tmp"
-dd if=/dev/urandom of="$tmp/munge/munge.key" bs=1024 count=1 status=none
-chmod 700 "$tmp/munge"
-chmod 600 "$tmp/munge/munge.key"
-munged --force --socket="$tmp/munge/socket" --key-file="$tmp/munge/munge.key" \
-  --log-file="$tmp/log/munged.log" --pid-file="$tmp/munged.pid" --seed-file="$tmp/munge/seed" ||
-  skip "munged did not start: $(tail -2 "$tmp/log/munged.log" 2>/dev/null)"
-
-host=$(hostname -s)
-cpus=$(nproc)
-mem=$(awk '/MemTotal/ { print int($2 / 1024 * 0.8) }' /proc/meminfo)
-cat > "$tmp/slurm.conf" <<EOF
-ClusterName=tunectest
-SlurmctldHost=$host(127.0.0.1)
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
-AuthType=auth/munge
-AuthInfo=socket=$tmp/munge/socket
-CredType=cred/munge
-StateSaveLocation=$tmp/state
-SlurmdSpoolDir=$tmp/spool
-SlurmctldPidFile=$tmp/slurmctld.pid
-SlurmdPidFile=$tmp/slurmd.pid
-SlurmctldLogFile=$tmp/log/slurmctld.log
-SlurmdLogFile=$tmp/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=tunec Nodes=$host Default=YES MaxTime=INFINITE State=UP
-EOF
-export SLURM_CONF=$tmp/slurm.conf
-slurmctld -i || skip "slurmctld did not start: $(tail -3 "$tmp/log/slurmctld.log" 2>/dev/null)"
-slurmd || skip "slurmd did not start: $(tail -3 "$tmp/log/slurmd.log" 2>/dev/null)"
-for _ in $(seq 1 30); do
-  sinfo --noheader --states=idle 2>/dev/null | grep -q idle && break
-  sleep 1
-done
-sinfo --noheader --states=idle 2>/dev/null | grep -q idle ||
-  skip "the node did not come up: $(tail -3 "$tmp/log/slurmd.log" 2>/dev/null)"
-echo "slurm: slurmctld and slurmd up on $host ($cpus CPUs), $(sinfo --version)"
+up=$("$src/scripts/slurm_local.sh" start "$tmp/slurm" 2>&1)
+rc=$?
+[ $rc -eq 77 ] && skip "${up#slurm_local.sh: }"
+[ $rc -eq 0 ] || { echo "FAIL: scripts/slurm_local.sh start: $up"; exit 1; }
+echo "$up"
+export SLURM_CONF=$tmp/slurm/slurm.conf
+PATH=/usr/sbin:$PATH
 
 wait_jobs() { # until none of the given jobs is pending or running, at most $1 seconds
   local limit=$1
