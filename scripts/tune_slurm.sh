@@ -74,8 +74,8 @@ out=$(realpath "$out")
 part_flag=()
 [ -n "$partition" ] && part_flag=(--partition="$partition")
 if [ -n "$target" ]; then
-  [ -f "$target" ] || die "$target: no such target file (make one with 'tunec target --json')"
-  cp "$target" "$out/target.json"
+  [ -r "$target" ] || die "$target: no such target file (make one with 'tunec target --json')"
+  cat "$target" > "$out/target.json"
 elif [ $dry_run -eq 0 ]; then
   echo "tune_slurm.sh: reading the target of a node of the partition (srun tunec target --json)"
   # shellcheck disable=SC2086

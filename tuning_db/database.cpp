@@ -473,6 +473,12 @@ Expected<std::vector<Record>> TuningDatabase::query(Statement& stmt) {
   return out;
 }
 
+Expected<std::vector<Record>> TuningDatabase::allRecords() {
+  TUNEC_ASSIGN_OR_RETURN(Statement stmt, conn_.prepare(std::string("SELECT ") + kRecordColumns +
+                                                       kRecordJoin + "ORDER BY r.id"));
+  return query(stmt);
+}
+
 Expected<std::optional<BestRecord>> TuningDatabase::best(const std::string& workloadKey,
                                                          const TargetInfo& target,
                                                          int templateVersion, TargetMatch match) {

@@ -120,6 +120,8 @@ public:
   Expected<std::optional<BestRecord>> best(const std::string& workloadKey, const TargetInfo& target,
                                            int templateVersion,
                                            TargetMatch match = TargetMatch::Exact);
+  /// Every record, in the order they were recorded (a job's measurement order).
+  Expected<std::vector<Record>> allRecords();
   /// Every record of a workload (all targets and versions), fastest first.
   Expected<std::vector<Record>> recordsOf(const std::string& workloadKey);
   /// Ok records of a template on a target and version (the cost model's training data).

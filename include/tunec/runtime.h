@@ -48,6 +48,14 @@ int32_t tunec_model_num_steps(const tunec_model* model);
 const char* tunec_model_step_label(const tunec_model* model, int32_t step);
 int tunec_model_run_profiled(tunec_model* model, const void* const* inputs, void* const* outputs,
                              double* step_seconds);
+/* A step's cost, for rooflines (`tunec profile`): the arithmetic operations and the bytes of its
+ * distinct operands in one run (both 0 in a model compiled before tunec recorded them), and
+ * whether it is a generated kernel (1) or a loop kernel (0). Non-zero if the index is out of
+ * range. */
+int tunec_model_step_cost(const tunec_model* model, int32_t step, double* flops, int64_t* bytes,
+                          int32_t* generated);
+/* The instruction set the model's kernels were compiled for ("avx2", "avx512", ...). */
+const char* tunec_model_isa(const tunec_model* model);
 
 #ifdef __cplusplus
 }

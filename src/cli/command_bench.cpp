@@ -69,32 +69,22 @@ int commandBench(const std::vector<std::string>& argv) {
   options.inputShapes = *shapes;
   auto session = openModel(args->positionals()[0], options);
   if (!session) return fail(session.error().message());
-  std::mt19937 rng(7);
-  std::vector<Tensor> inputs, outputs;
-  std::vector<const void*> in;
-  std::vector<void*> out;
-  for (const rt::IoSpec& io : session->inputs) {
-    inputs.push_back(randomInput(io, rng));
-    in.push_back(inputs.back().data());
-  }
-  for (const rt::IoSpec& io : session->outputs) {
-    outputs.emplace_back(io.dtype, Shape(io.shape));
-    out.push_back(outputs.back().data());
-  }
+  RunBuffers buffers = randomRunBuffers(*session, 7);
+  const void* const* in = buffers.in.data();
+  void* const* out = buffers.out.data();
   for (int i = 0; i < *warmup; ++i)
-    if (Status s = session->run(in.data(), out.data()); !s) return fail(s.error().message());
+    if (Status s = session->run(in, out); !s) return fail(s.error().message());
   std::vector<double> ms;
   for (int i = 0; i < *runs; ++i) {
     auto start = std::chrono::steady_clock::now();
-    if (Status s = session->run(in.data(), out.data()); !s) return fail(s.error().message());
+    if (Status s = session->run(in, out); !s) return fail(s.error().message());
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count());
   }
   if (args->has("profile")) {
-    std::vector<double> seconds(session->stepLabels.size(), 0.0);
+    std::vector<double> seconds(session->steps.size(), 0.0);
     for (int i = 0; i < *runs; ++i)
-      if (Status s = session->runProfiled(in.data(), out.data(), seconds); !s)
-        return fail(s.error().message());
+      if (Status s = session->runProfiled(in, out, seconds); !s) return fail(s.error().message());
     std::vector<size_t> order(seconds.size());
     double total = 0;
     for (size_t i = 0; i < order.size(); ++i) {
@@ -107,12 +97,12 @@ int commandBench(const std::vector<std::string>& argv) {
                 total * 1e3 / *runs);
     for (size_t i = 0; i < std::min<size_t>(order.size(), 25); ++i)
       std::printf("  %8.3f ms %5.1f%%  %s\n", seconds[order[i]] * 1e3 / *runs,
-                  100.0 * seconds[order[i]] / total, session->stepLabels[order[i]].c_str());
+                  100.0 * seconds[order[i]] / total, session->steps[order[i]].label.c_str());
     // The same steps grouped by what they compute (the label without the node name), so
     // that twelve identical layers read as one line.
     std::map<std::string, std::pair<double, int>> groups;
     for (size_t i = 0; i < seconds.size(); ++i) {
-      std::string key = session->stepLabels[i];
+      std::string key = session->steps[i].label;
       if (size_t open = key.find('\''); open != std::string::npos)
         if (size_t close = key.find('\'', open + 1); close != std::string::npos)
           key.erase(open, close - open + 2);

@@ -2,13 +2,11 @@
 // `tunec tune-worker` (the measurement child process).
 #include "cli/arguments.h"
 #include "cli/commands.h"
-#include "cli/load_model.h"
 #include "cli/model_session.h"
+#include "cli/model_tasks.h"
 #include "cli/op_flags.h"
-#include "cli/pipeline.h"
 #include "cli/target_flag.h"
 #include "codegen/peak_probe.h"
-#include "driver/compile_model.h"
 #include "tuner/candidate_runner.h"
 #include "tuner/shard.h"
 #include "tuner/tuning_job.h"
@@ -252,33 +250,11 @@ int commandTune(const std::vector<std::string>& argv) {
     if (!parsed) return fail(parsed.error().message());
     shard = *parsed;
   }
-  driver::CompileOptions co;
-  co.threads = *threads;
-  co.target = *target;
-  co.isa = widestIsa(*target);
   // Distinct workloads over all the models, weighted by how often the models run them.
-  std::map<std::string, tuner::Task> byKey;
-  std::vector<std::string> order;
-  size_t heavyKernels = 0;
-  for (const std::string& path : args->positionals()) {
-    auto graph = loadModel(path, *shapes);
-    if (!graph) return fail(graph.error().message());
-    auto optimized = runGraphPipeline(std::move(*graph), nullptr);
-    if (!optimized) return fail(optimized.error().message());
-    auto kernels = driver::extractHeavyKernels(*optimized, co);
-    if (!kernels) return fail(kernels.error().message());
-    heavyKernels += kernels->size();
-    for (const driver::HeavyKernel& k : *kernels) {
-      tuner::Task task = tuner::makeTask(k.workload, *target);
-      auto [it, fresh] = byKey.emplace(task.key, task);
-      if (fresh)
-        order.push_back(task.key);
-      else
-        it->second.weight += 1;
-    }
-  }
-  std::vector<tuner::Task> tasks;
-  for (const std::string& key : order) tasks.push_back(byKey.at(key));
+  auto found = modelTasks(args->positionals(), *shapes, *target, *threads);
+  if (!found) return fail(found.error().message());
+  std::vector<tuner::Task> tasks = std::move(found->tasks);
+  size_t heavyKernels = found->heavyKernels;
   std::string what = args->positionals().size() == 1
                          ? args->positionals()[0]
                          : std::to_string(args->positionals().size()) + " models";

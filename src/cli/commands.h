@@ -31,6 +31,10 @@ int commandAccuracy(const std::vector<std::string>& args);
 int commandCompile(const std::vector<std::string>& args);
 /// `tunec bench`: latency statistics of a compiled model.
 int commandBench(const std::vector<std::string>& args);
+/// `tunec profile`: every step against the machine's roofline.
+int commandProfile(const std::vector<std::string>& args);
+/// `tunec report`: an HTML report of a tuning database.
+int commandReport(const std::vector<std::string>& args);
 /// `tunec tune`, `tunec tune-op` and the measurement worker `tunec tune-worker`.
 int commandTune(const std::vector<std::string>& args);
 int commandTuneOp(const std::vector<std::string>& args);

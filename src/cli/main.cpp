@@ -20,10 +20,12 @@ commands:
   accuracy  a compiled model's error against a reference (e.g. its fp32 original)
   run       run a model (model.so or ONNX) on input tensors (.npy or .pb), write its outputs
   bench     latency of a model: median, p90 and min over N runs
+  profile   every step of a model against this machine's roofline (text, JSON or an HTML page)
+  report    an HTML report of a tuning database: convergence per task, errors, latency
   inspect   print a model's graph, op counts and FLOPs
   ops       list the supported ONNX ops and their fusion mapping types
   bench-op  time one heavy kernel (matmul, conv2d) against the machine's measured FMA peak
-  db        share tuning records: export, import, merge, stats, best
+  db        share tuning records: export, import, merge, verify, stats, best
   target    print this machine's target description and key
 
 'tunec <command> --help' describes a command's flags.
@@ -49,6 +51,8 @@ int dispatch(int argc, char** argv) {
   if (command == "quantize") return tunec::cli::commandQuantize(args);
   if (command == "accuracy") return tunec::cli::commandAccuracy(args);
   if (command == "bench") return tunec::cli::commandBench(args);
+  if (command == "profile") return tunec::cli::commandProfile(args);
+  if (command == "report") return tunec::cli::commandReport(args);
   if (command == "inspect") return tunec::cli::commandInspect(args);
   if (command == "ops") return tunec::cli::commandOps(args);
   if (command == "bench-op") return tunec::cli::commandBenchOp(args);

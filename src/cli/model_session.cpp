@@ -46,8 +46,16 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
     if (tunec_model_run(raw, in, out) != 0) return Error(tunec_last_error());
     return {};
   };
-  for (int32_t i = 0; i < tunec_model_num_steps(raw); ++i)
-    s.stepLabels.push_back(tunec_model_step_label(raw, i));
+  for (int32_t i = 0; i < tunec_model_num_steps(raw); ++i) {
+    StepInfo step;
+    step.label = tunec_model_step_label(raw, i);
+    int32_t generated = 0;
+    if (tunec_model_step_cost(raw, i, &step.flops, &step.bytes, &generated) != 0)
+      return Error(tunec_last_error());
+    step.generated = generated != 0;
+    s.steps.push_back(std::move(step));
+  }
+  s.isa = tunec_model_isa(raw);
   s.runProfiled = [raw](const void* const* in, void* const* out,
                         std::vector<double>& seconds) -> Status {
     if (tunec_model_run_profiled(raw, in, out, seconds.data()) != 0)
@@ -107,6 +115,16 @@ std::string databaseForCompile(const Arguments& args) {
   return exists || ec ? path : std::string();
 }
 
+RunBuffers randomRunBuffers(const ModelSession& session, uint32_t seed) {
+  std::mt19937 rng(seed);
+  RunBuffers b;
+  for (const rt::IoSpec& io : session.inputs) b.inputs.push_back(randomInput(io, rng));
+  for (const rt::IoSpec& io : session.outputs) b.outputs.emplace_back(io.dtype, Shape(io.shape));
+  for (const Tensor& t : b.inputs) b.in.push_back(t.data());
+  for (Tensor& t : b.outputs) b.out.push_back(t.data());
+  return b;
+}
+
 Tensor randomInput(const rt::IoSpec& io, std::mt19937& rng) {
   Tensor t(io.dtype, Shape(io.shape));
   std::uniform_real_distribution<double> real(-1.0, 1.0);
@@ -134,7 +152,9 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::shared_ptr<rt::ModelExecutor> shared(std::move(executor));
   s.run = [shared](const void* const* in, void* const* out) { return shared->run(in, out); };
-  for (const rt::Step& step : shared->plan().steps) s.stepLabels.push_back(step.label);
+  for (const rt::Step& step : shared->plan().steps)
+    s.steps.push_back({step.label, step.kind == rt::StepKind::Kernel, step.flops, step.bytes});
+  s.isa = shared->plan().isa;
   s.runProfiled = [shared](const void* const* in, void* const* out, std::vector<double>& seconds) {
     std::vector<double> run;
     Status st = shared->run(in, out, &run);

@@ -15,12 +15,21 @@
 
 namespace tunec::cli {
 
+/// A step of the model, with its cost for rooflines (rt::Step's flops and bytes).
+struct StepInfo {
+  std::string label;
+  bool generated = false; ///< a generated kernel (else a loop kernel)
+  double flops = 0;
+  int64_t bytes = 0;
+};
+
 struct ModelSession {
   std::vector<rt::IoSpec> inputs, outputs;
   std::function<Status(const void* const*, void* const*)> run;
-  /// A run that adds each step's seconds to `stepSeconds` (sized to stepLabels).
+  /// A run that adds each step's seconds to `stepSeconds` (sized to steps).
   std::function<Status(const void* const*, void* const*, std::vector<double>&)> runProfiled;
-  std::vector<std::string> stepLabels;
+  std::vector<StepInfo> steps;
+  std::string isa; ///< what the kernels were compiled for
   std::shared_ptr<void> owner;
   std::string report; ///< the compile report (JIT only)
   double compileSeconds = 0;
@@ -48,6 +57,15 @@ std::string databaseForCompile(const Arguments& args);
 
 /// The logical CPUs this process may use: the default thread count of running here.
 int defaultThreads();
+
+/// A session's random inputs (randomInput, seeded) and output buffers, with the pointer arrays
+/// its run takes (`tunec bench` and `tunec profile`).
+struct RunBuffers {
+  std::vector<Tensor> inputs, outputs;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+};
+RunBuffers randomRunBuffers(const ModelSession& session, uint32_t seed);
 
 /// A random model input of `io`'s type and shape: floats uniform in [-1, 1], integers in 0..9
 /// (valid token ids and indices for the models tunec runs).

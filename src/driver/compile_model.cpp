@@ -3,6 +3,7 @@
 #include "ir/op_registry.h"
 #include "passes/memory_plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -151,6 +152,32 @@ void Lowering::defineAlias(ValueId v, int source, Phys phys) {
   ++stats_.aliases;
 }
 
+namespace {
+
+/// Arithmetic per run of a loop kernel from its parameters, counting one operation per element
+/// and step of the computation (exp as one): softmax's max, subtract, exp, sum and scale; layer
+/// norm's mean, variance (3) and normalize with scale and shift (4); a reduction's one per input.
+double loopKernelFlops(const rt::Step& step) {
+  auto product = [&](size_t first, size_t count) {
+    double p = 1;
+    for (size_t i = first; i < first + count && i < step.ints.size(); ++i)
+      p *= static_cast<double>(step.ints[i]);
+    return step.ints.size() >= first + count ? p : 0.0;
+  };
+  switch (step.kind) {
+  case rt::StepKind::Softmax:
+    return 5 * product(0, 3);
+  case rt::StepKind::LayerNorm:
+    return 8 * product(0, 2);
+  case rt::StepKind::Reduce:
+    return product(0, 2);
+  default:
+    return 0;
+  }
+}
+
+} // namespace
+
 void Lowering::addStep(rt::Step step, std::vector<int> reads, std::vector<int> writes) {
   int index = static_cast<int>(steps_.size());
   // A part lives as long as the tensor it lies in.
@@ -166,6 +193,17 @@ void Lowering::addStep(rt::Step step, std::vector<int> reads, std::vector<int> w
     if (info.first < 0) info.first = index;
     info.last = std::max(info.last, index);
   }
+  // The step's cost for profiles: the bytes of its distinct operands, and the arithmetic of the
+  // loop kernels whose parameters give it (generated kernels and elementwise programs set it).
+  if (step.bytes == 0) {
+    std::vector<int> all = reads;
+    all.insert(all.end(), writes.begin(), writes.end());
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    for (int t : all)
+      if (t >= 0) step.bytes += tensors_[static_cast<size_t>(t)].bytes;
+  }
+  if (step.flops == 0) step.flops = loopKernelFlops(step);
   stepKernel_.push_back(currentKernel_);
   if (step.kind == rt::StepKind::Kernel)
     ++stats_.generatedKernels;
@@ -218,6 +256,12 @@ void Lowering::addElementwise(const std::string& label, int out, const Shape& ou
   p.encode(step);
   step.tensors.push_back(out);
   for (const EwOperand& in : inputs) step.tensors.push_back(in.tensor);
+  double elements = 1;
+  for (int64_t d : p.dims) elements *= static_cast<double>(d);
+  step.flops = elements * static_cast<double>(
+                              std::count_if(p.code.begin(), p.code.end(), [](const rt::EwInstr& i) {
+                                return i.op != rt::EwOp::Copy;
+                              }));
   addStep(std::move(step), reads, {out});
 }
 

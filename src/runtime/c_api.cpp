@@ -125,6 +125,24 @@ const char* tunec_model_step_label(const tunec_model* model, int32_t step) {
   return steps[static_cast<size_t>(step)].label.c_str();
 }
 
+int tunec_model_step_cost(const tunec_model* model, int32_t step, double* flops, int64_t* bytes,
+                          int32_t* generated) {
+  if (!model || !flops || !bytes || !generated) return fail("tunec_model_step_cost: null argument");
+  const auto& steps = model->executor->plan().steps;
+  if (step < 0 || step >= static_cast<int32_t>(steps.size()))
+    return fail("tunec_model_step_cost: step " + std::to_string(step) + " out of range (" +
+                std::to_string(steps.size()) + " steps)");
+  const tunec::rt::Step& s = steps[static_cast<size_t>(step)];
+  *flops = s.flops;
+  *bytes = s.bytes;
+  *generated = s.kind == tunec::rt::StepKind::Kernel;
+  return 0;
+}
+
+const char* tunec_model_isa(const tunec_model* model) {
+  return model ? model->executor->plan().isa.c_str() : "";
+}
+
 int tunec_model_run_profiled(tunec_model* model, const void* const* inputs, void* const* outputs,
                              double* step_seconds) {
   if (!model || !inputs || !outputs || !step_seconds)

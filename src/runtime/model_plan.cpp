@@ -45,7 +45,9 @@ nlohmann::json stepToJson(const Step& s) {
           {"kernel", s.kernel},
           {"tensors", s.tensors},
           {"ints", s.ints},
-          {"floats", floatsToJson(s.floats)}};
+          {"floats", floatsToJson(s.floats)},
+          {"flops", s.flops},
+          {"bytes", s.bytes}};
 }
 
 nlohmann::json ioToJson(const IoSpec& io) {
@@ -125,6 +127,10 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       step.tensors = s.at("tensors").get<std::vector<int32_t>>();
       step.ints = s.at("ints").get<std::vector<int64_t>>();
       step.floats = floatsFromJson(s.at("floats"));
+      step.flops = s.value("flops", 0.0);
+      step.bytes = s.value("bytes", int64_t{0});
+      if (!(step.flops >= 0) || step.bytes < 0)
+        return makeError("corrupt model plan: step '", step.label, "' has a negative cost");
       plan.steps.push_back(std::move(step));
     }
     if (j.contains("inputs"))

@@ -46,6 +46,12 @@ struct Step {
   std::vector<int32_t> tensors; ///< tensor ids, -1 for none
   std::vector<int64_t> ints;
   std::vector<float> floats;
+  /// For profiles (`tunec profile`): the arithmetic operations of one run (a generated kernel's
+  /// workloads, 2mnk each; a loop kernel's one per element and operation; 0 for data movement)
+  /// and the bytes of its distinct operands, the traffic it cannot avoid. 0 when unknown (a plan
+  /// written before they were recorded).
+  double flops = 0;
+  int64_t bytes = 0;
 };
 
 /// Reads a step's ints in order; decoders check the total length first, so reads stay in

@@ -1,0 +1,38 @@
+// Import, the graph pipeline and the heavy kernels of each model, merged by workload key.
+#include "cli/model_tasks.h"
+
+#include "cli/load_model.h"
+#include "cli/pipeline.h"
+#include "driver/compile_model.h"
+#include "templates/isa.h"
+
+namespace tunec::cli {
+
+Expected<ModelTasks> modelTasks(const std::vector<std::string>& models,
+                                const std::map<std::string, Shape>& inputShapes,
+                                const Target& target, int threads) {
+  driver::CompileOptions co;
+  co.threads = threads;
+  co.target = target;
+  co.isa = widestIsa(target);
+  ModelTasks out;
+  std::map<std::string, size_t> index;
+  for (const std::string& path : models) {
+    TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, inputShapes));
+    TUNEC_ASSIGN_OR_RETURN(Graph optimized, runGraphPipeline(std::move(graph), nullptr));
+    TUNEC_ASSIGN_OR_RETURN(std::vector<driver::HeavyKernel> kernels,
+                           driver::extractHeavyKernels(optimized, co));
+    out.heavyKernels += kernels.size();
+    for (const driver::HeavyKernel& k : kernels) {
+      tuner::Task task = tuner::makeTask(k.workload, target);
+      auto [it, fresh] = index.emplace(task.key, out.tasks.size());
+      if (fresh)
+        out.tasks.push_back(std::move(task));
+      else
+        out.tasks[it->second].weight += 1;
+    }
+  }
+  return out;
+}
+
+} // namespace tunec::cli

@@ -1,0 +1,24 @@
+// The tuning tasks of one or more models: their heavy kernels' distinct workloads, each weighted
+// by how often the models run it (`tunec tune`, `tunec report --model`).
+#pragma once
+
+#include "ir/shape.h"
+#include "support/target.h"
+#include "tuner/task.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tunec::cli {
+
+struct ModelTasks {
+  std::vector<tuner::Task> tasks; ///< in the order the models first run them
+  size_t heavyKernels = 0;        ///< before deduplication
+};
+
+Expected<ModelTasks> modelTasks(const std::vector<std::string>& models,
+                                const std::map<std::string, Shape>& inputShapes,
+                                const Target& target, int threads);
+
+} // namespace tunec::cli
