@@ -36,8 +36,8 @@ build_packages=(build-essential cmake ninja-build lld llvm-16-dev libsqlite3-dev
   nlohmann-json3-dev libtbb-dev libgtest-dev libonnx-dev libprotobuf-dev protobuf-compiler
   libonnx-testdata)
 # The model exporter (scripts/export_models.py) and output comparison need PyTorch and numpy;
-# the fleet test starts a one-node Slurm (slurm-wlm, munge).
-test_packages=(python3-numpy python3-torch python3-torchvision slurm-wlm munge)
+# the fleet test starts a one-node Slurm (slurm-wlm, munge); the page tests render in Chromium.
+test_packages=(python3-numpy python3-torch python3-torchvision slurm-wlm munge chromium)
 
 install_packages() {
   local missing=()

@@ -185,8 +185,11 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
     if (options.earlyStopping > 0 && s.sinceImprovement >= options.earlyStopping) p.finished = true;
     // Retrain between batches, never while a measurement runs.
     TUNEC_TRY(retrain(s.task.kind, s.task.templateVersion));
+    double best = std::isfinite(p.bestSeconds) ? s.task.flops / p.bestSeconds / 1e9 : 0;
+    if (options.onBatch)
+      options.onBatch({summary.trials, budget, s.task.label, p.trials, best,
+                       estimatedLatency(progress) * 1e3, elapsed()});
     if (options.progress) {
-      double best = std::isfinite(p.bestSeconds) ? s.task.flops / p.bestSeconds / 1e9 : 0;
       double peak = options.peakGflops * s.task.threads;
       double rate = summary.trials / std::max(elapsed(), 1e-9);
       double left = options.timeBudgetSeconds > 0

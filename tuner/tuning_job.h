@@ -17,6 +17,16 @@
 
 namespace tunec::tuner {
 
+/// What a job reports after each committed batch (to `TuneOptions::onBatch`).
+struct TuneProgress {
+  int trials = 0, budget = 0; ///< measured in this run, and this run's budget
+  std::string task;           ///< the task of the batch
+  int taskTrials = 0;
+  double bestGflops = 0; ///< the task's best so far
+  double kernelsMs = 0;  ///< the estimated latency of the heavy kernels (Σ weight x best)
+  double elapsedSeconds = 0;
+};
+
 struct TuneOptions {
   Target target;     ///< this machine (a job measures where it runs): record keys, features
   int trials = 1000; ///< measured configs in this run (all tasks)
@@ -36,7 +46,9 @@ struct TuneOptions {
   uint32_t seed = 1;
   double peakGflops = 0; ///< one thread's measured FMA peak, for "% of peak"
   std::vector<std::string> workerArgv;
-  bool progress = true;
+  bool progress = true; ///< a line per batch on stderr
+  /// Called after every committed batch (the Python package's progress callable).
+  std::function<void(const TuneProgress&)> onBatch;
 };
 
 struct TaskOutcome {
