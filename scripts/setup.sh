@@ -34,10 +34,10 @@ cd "$(dirname "$0")/.."
 
 build_packages=(build-essential cmake ninja-build lld llvm-16-dev libsqlite3-dev libxgboost-dev
   nlohmann-json3-dev libtbb-dev libgtest-dev libonnx-dev libprotobuf-dev protobuf-compiler
-  libonnx-testdata)
+  libonnx-testdata pybind11-dev python3-dev)
 # The model exporter (scripts/export_models.py) and output comparison need PyTorch and numpy;
 # the fleet test starts a one-node Slurm (slurm-wlm, munge); the page tests render in Chromium.
-test_packages=(python3-numpy python3-torch python3-torchvision slurm-wlm munge chromium)
+test_packages=(python3-numpy python3-pytest python3-torch python3-torchvision slurm-wlm munge chromium)
 
 install_packages() {
   local missing=()

@@ -1,0 +1,88 @@
+"""tunec from Python: compile an ONNX model for this CPU, run it on NumPy arrays, tune it, and
+share the tuning records.
+
+    import numpy as np, tunec
+    tunec.tune("model.onnx", db="tuning.db", trials=200)          # measure on this machine
+    model = tunec.compile("model.onnx", db="tuning.db")           # JIT-compile in this process
+    y = model.run({"x": np.random.rand(1, 3, 224, 224).astype(np.float32)})["y"]
+    print(model.bench(runs=50))                                   # {'median_ms': ..., ...}
+
+Errors are tunec.Error (a RuntimeError) with the CLI's messages; an input of the wrong shape,
+dtype or memory order raises ValueError or TypeError naming it, an unknown or missing input
+KeyError. Nothing is copied or converted behind your back.
+"""
+import os
+import shutil
+
+# XGBoost's OpenMP threads (the tuner's cost model) spin while idle unless told not to; this must
+# be in the environment before the native module loads libgomp.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from . import _tunec  # noqa: E402
+from ._tunec import Database, Error, Model  # noqa: E402,F401
+
+try:
+    from ._paths import TUNEC_BINARY as _BUILT_BINARY
+except ImportError:  # pragma: no cover
+    _BUILT_BINARY = ""
+
+__all__ = ["compile", "compile_to_file", "load", "tune", "Database", "Model", "Error"]
+
+
+def compile(onnx_path, db=None, precision="fp32", target=None, threads=None, input_shapes=None,
+            output=None):
+    """Compiles an ONNX model for this machine in this process and returns a Model.
+
+    db: a tuning database (its best records for this machine; default: the analytical configs).
+    precision: "fp32" (the only one implemented). target: a target file ('tunec target --json')
+    of this machine. threads: the most threads a run uses (default: the CPUs this process may
+    use). input_shapes: {"x": (1, 3, 224, 224)} for dynamic inputs. output: also write the
+    compiled model.so there (and return it loaded).
+    """
+    return _tunec.compile(os.fspath(onnx_path), None if db is None else os.fspath(db), precision,
+                          None if target is None else os.fspath(target), threads,
+                          _shapes(input_shapes), None if output is None else os.fspath(output))
+
+
+def compile_to_file(onnx_path, output, db=None, target=None, threads=None, input_shapes=None):
+    """Compiles to model.so without loading it (for another machine too: target=its file).
+    Returns the compile report."""
+    return _tunec.compile_to_file(os.fspath(onnx_path), os.fspath(output),
+                                  None if db is None else os.fspath(db),
+                                  None if target is None else os.fspath(target), threads,
+                                  _shapes(input_shapes))
+
+
+def load(path, threads=None):
+    """Loads a compiled model.so (the runtime only, no compiler)."""
+    return _tunec.load(os.fspath(path), threads)
+
+
+def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None, progress=None,
+         seed=1, input_shapes=None):
+    """Tunes the model's heavy kernels on this machine into the database `db`.
+
+    onnx_path: a path or a list of paths (one task list). trials: configs to measure.
+    time_budget: seconds. progress: called with a dict after every batch (trials, budget, task,
+    best_gflops, kernels_ms, elapsed_s); if it raises, the job stops and the exception
+    propagates. Ctrl-C stops after the running candidate with everything measured saved and
+    raises KeyboardInterrupt; running the same call again resumes. Returns a summary dict.
+    """
+    models = [os.fspath(onnx_path)] if isinstance(onnx_path, (str, os.PathLike)) else \
+        [os.fspath(p) for p in onnx_path]
+    return _tunec.tune(models, os.fspath(db), trials, time_budget, threads, progress, seed,
+                       _shapes(input_shapes), _worker())
+
+
+def _shapes(input_shapes):
+    return {name: [int(d) for d in dims] for name, dims in (input_shapes or {}).items()}
+
+
+def _worker():
+    """The tunec binary that runs candidates in a separate process ($TUNEC_BINARY, then the
+    build's or install's own, then tunec on PATH)."""
+    for candidate in (os.environ.get("TUNEC_BINARY"), _BUILT_BINARY, shutil.which("tunec")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise Error("cannot find the tunec binary for the tuner's measurement worker: set "
+                "TUNEC_BINARY to its path")

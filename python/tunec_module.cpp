@@ -1,0 +1,493 @@
+// The Python package's native part, `tunec._tunec` (python/tunec/__init__.py is the API users
+// import): models compiled in this process or loaded from model.so, run on NumPy arrays with the
+// GIL released; tuning jobs; tuning databases. Every error the CLI would print is raised as
+// tunec.Error with the same message; wrong inputs raise TypeError, ValueError or KeyError naming
+// the input and what was expected.
+#include "cli/model_session.h"
+#include "cli/model_tasks.h"
+#include "cli/record_checks.h"
+#include "cli/target_flag.h"
+#include "codegen/peak_probe.h"
+#include "support/atomic_file.h"
+#include "templates/isa.h"
+#include "templates/template.h"
+#include "tuner/tuning_job.h"
+#include "tuning_db/database.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <sstream>
+
+namespace py = pybind11;
+
+namespace tunec::python {
+
+namespace {
+
+/// tunec.Error: what the CLI prints after "tunec: ".
+struct TunecError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T> T unwrap(Expected<T> e) {
+  if (!e) throw TunecError(e.error().message());
+  return std::move(*e);
+}
+
+void check(const Status& s) {
+  if (!s) throw TunecError(s.error().message());
+}
+
+/// NumPy's name of a tunec element type ("" when NumPy has none: bf16).
+std::string numpyName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "float32";
+  case DType::F64:
+    return "float64";
+  case DType::F16:
+    return "float16";
+  case DType::I64:
+    return "int64";
+  case DType::I32:
+    return "int32";
+  case DType::I16:
+    return "int16";
+  case DType::I8:
+    return "int8";
+  case DType::U8:
+    return "uint8";
+  case DType::U16:
+    return "uint16";
+  case DType::U32:
+    return "uint32";
+  case DType::U64:
+    return "uint64";
+  case DType::Bool:
+    return "bool";
+  default:
+    return "";
+  }
+}
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+std::string describe(const rt::IoSpec& io) {
+  return "'" + io.name + "' (" + numpyName(io.dtype) + ", shape " + shapeText(io.shape) + ")";
+}
+
+py::dict tensorInfo(const rt::IoSpec& io) {
+  py::dict d;
+  d["name"] = io.name;
+  d["shape"] = py::tuple(py::cast(io.shape));
+  d["dtype"] = numpyName(io.dtype);
+  return d;
+}
+
+std::map<std::string, Shape> inputShapes(const std::map<std::string, std::vector<int64_t>>& in) {
+  std::map<std::string, Shape> out;
+  for (const auto& [name, dims] : in) out.emplace(name, Shape(dims));
+  return out;
+}
+
+class Model {
+public:
+  Model(cli::ModelSession session, std::string source, int threads)
+      : session_(std::make_shared<cli::ModelSession>(std::move(session))),
+        source_(std::move(source)), threads_(threads) {}
+
+  py::list inputs() const {
+    py::list l;
+    for (const rt::IoSpec& io : session_->inputs) l.append(tensorInfo(io));
+    return l;
+  }
+  py::list outputs() const {
+    py::list l;
+    for (const rt::IoSpec& io : session_->outputs) l.append(tensorInfo(io));
+    return l;
+  }
+  const std::string& report() const { return session_->report; }
+
+  /// Checks every array against its input (name, type, dtype, shape, memory order) before any
+  /// run: a wrong one raises and nothing runs. No array is copied or converted.
+  py::dict run(const py::dict& feeds) {
+    std::string names;
+    for (const rt::IoSpec& io : session_->inputs)
+      names += (names.empty() ? "" : ", ") + describe(io);
+    for (const auto& item : feeds) {
+      std::string key = py::str(item.first);
+      bool known = std::any_of(session_->inputs.begin(), session_->inputs.end(),
+                               [&](const rt::IoSpec& io) { return io.name == key; });
+      if (!known)
+        throw py::key_error("unknown input '" + key + "'; the model's inputs are " + names);
+    }
+    std::vector<py::array> keep;
+    std::vector<const void*> in;
+    for (const rt::IoSpec& io : session_->inputs) {
+      std::string want = numpyName(io.dtype);
+      if (!feeds.contains(io.name.c_str()))
+        throw py::key_error("missing input " + describe(io) + "; the model's inputs are " + names);
+      py::object value = feeds[io.name.c_str()];
+      if (!py::isinstance<py::array>(value))
+        throw py::type_error("input '" + io.name + "': expected a numpy.ndarray of " + want +
+                             ", shape " + shapeText(io.shape) + "; got " +
+                             std::string(py::str(value.get_type().attr("__name__"))));
+      py::array a = value.cast<py::array>();
+      std::string got = py::str(a.dtype());
+      if (want.empty())
+        throw py::type_error("input '" + io.name + "' is " + std::string(dtypeName(io.dtype)) +
+                             ", which NumPy has no type for");
+      if (got != want)
+        throw py::type_error("input '" + io.name + "': dtype " + got + ", expected " + want +
+                             " (convert it with x.astype(numpy." + want + "))");
+      std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+      if (shape != io.shape)
+        throw py::value_error("input '" + io.name + "': shape " + shapeText(shape) + ", expected " +
+                              shapeText(io.shape));
+      if (!(a.flags() & py::array::c_style))
+        throw py::value_error("input '" + io.name +
+                              "': not C-contiguous (a transposed or sliced view); tunec reads "
+                              "arrays in place: pass numpy.ascontiguousarray(x)");
+      if (!py::bool_(a.attr("flags").attr("aligned")))
+        throw py::value_error("input '" + io.name +
+                              "': not aligned to its element size; pass numpy.array(x)");
+      in.push_back(a.data());
+      keep.push_back(std::move(a));
+    }
+    py::dict result;
+    std::vector<void*> out;
+    for (const rt::IoSpec& io : session_->outputs) {
+      py::array a(py::dtype(numpyName(io.dtype)), io.shape);
+      out.push_back(a.mutable_data());
+      result[io.name.c_str()] = a;
+    }
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = session_->run(in.data(), out.data());
+    }
+    check(status);
+    return result;
+  }
+
+  /// Whole runs on random inputs in C++, the GIL released: what `tunec bench` measures.
+  py::dict bench(int runs, int warmup) {
+    if (runs < 1 || warmup < 0) throw py::value_error("bench: runs >= 1 and warmup >= 0");
+    cli::RunBuffers buffers = cli::randomRunBuffers(*session_, 7);
+    std::vector<double> ms;
+    Status status;
+    {
+      py::gil_scoped_release release;
+      for (int i = 0; i < warmup + runs && status; ++i) {
+        auto start = std::chrono::steady_clock::now();
+        status = session_->run(buffers.in.data(), buffers.out.data());
+        if (i >= warmup)
+          ms.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count());
+      }
+    }
+    check(status);
+    std::sort(ms.begin(), ms.end());
+    py::dict d;
+    d["median_ms"] = ms[ms.size() / 2];
+    d["p90_ms"] = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
+    d["min_ms"] = ms.front();
+    d["runs"] = runs;
+    d["threads"] = threads_;
+    return d;
+  }
+
+  std::string repr() const {
+    return "<tunec.Model " + source_ + ": " + std::to_string(session_->inputs.size()) +
+           " inputs, " + std::to_string(session_->outputs.size()) + " outputs, " +
+           std::to_string(session_->steps.size()) + " steps, " + std::to_string(threads_) +
+           " threads>";
+  }
+
+private:
+  std::shared_ptr<cli::ModelSession> session_;
+  std::string source_;
+  int threads_;
+};
+
+int threadsOr(std::optional<int> threads) {
+  int t = threads.value_or(cli::defaultThreads());
+  if (t < 1) throw py::value_error("threads must be at least 1, not " + std::to_string(t));
+  return t;
+}
+
+Model compileModel(const std::string& onnx, std::optional<std::string> db,
+                   const std::string& precision, std::optional<std::string> target,
+                   std::optional<int> threads,
+                   const std::map<std::string, std::vector<int64_t>>& shapes,
+                   std::optional<std::string> output) {
+  if (precision != "fp32")
+    throw py::value_error("precision '" + precision +
+                          "' is not implemented: the kernels are fp32 (bf16 and int8 need an "
+                          "AVX512-BF16, VNNI or AMX machine and are not in this tunec yet)");
+  cli::SessionOptions options;
+  options.threads = threadsOr(threads);
+  options.dbPath = db.value_or("");
+  options.inputShapes = inputShapes(shapes);
+  if (target) {
+    options.target = unwrap(readTargetFile(*target));
+    if (cli::targetKey(options.target) != cli::targetKey(cli::thisMachine()) && !output)
+      throw TunecError("target " + *target +
+                       " is another machine: its code cannot run here; give output='model.so' "
+                       "(or use tunec.compile_to_file)");
+  }
+  if (output) {
+    unwrap(cli::compileToFile(onnx, *output, options));
+    if (cli::targetKey(options.target) != cli::targetKey(cli::thisMachine()))
+      throw TunecError("compiled " + *output + " for target " + *target +
+                       "; it cannot be loaded on this machine (use tunec.compile_to_file)");
+    return Model(unwrap(cli::openModel(*output, options)), *output, options.threads);
+  }
+  Model m(unwrap(cli::openModel(onnx, options)), onnx, options.threads);
+  return m;
+}
+
+std::string compileToFile(const std::string& onnx, const std::string& output,
+                          std::optional<std::string> db, std::optional<std::string> target,
+                          std::optional<int> threads,
+                          const std::map<std::string, std::vector<int64_t>>& shapes) {
+  cli::SessionOptions options;
+  options.threads = threadsOr(threads);
+  options.dbPath = db.value_or("");
+  options.inputShapes = inputShapes(shapes);
+  if (target) options.target = unwrap(readTargetFile(*target));
+  return unwrap(cli::compileToFile(onnx, output, options));
+}
+
+Model loadModel(const std::string& path, std::optional<int> threads) {
+  cli::SessionOptions options;
+  options.threads = threadsOr(threads);
+  if (path.size() < 3 || path.compare(path.size() - 3, 3, ".so") != 0)
+    throw py::value_error(path + ": tunec.load takes a compiled model.so (tunec.compile takes "
+                                 "an ONNX model)");
+  return Model(unwrap(cli::openModel(path, options)), path, options.threads);
+}
+
+std::atomic<bool> interrupted{false};
+void onInterrupt(int) {
+  interrupted.store(true);
+}
+
+/// A tuning job, as `tunec tune` runs it. Ctrl-C stops it after the running candidate, with
+/// everything measured committed, then raises KeyboardInterrupt; a progress callable that
+/// raises stops it the same way and its exception propagates.
+py::dict tune(const std::vector<std::string>& models, const std::string& dbPath, int trials,
+              std::optional<double> timeBudget, std::optional<int> threads,
+              std::optional<py::function> progress, uint32_t seed,
+              const std::map<std::string, std::vector<int64_t>>& shapes,
+              const std::string& worker) {
+  if (models.empty()) throw py::value_error("tune: no model given");
+  if (trials < 1) throw py::value_error("tune: trials must be at least 1");
+  const Target& target = cli::thisMachine();
+  int t = threads.value_or(target.cores);
+  if (t < 1) throw py::value_error("threads must be at least 1");
+  auto found = unwrap(cli::modelTasks(models, inputShapes(shapes), target, t));
+  db::TuningDatabase database = unwrap(db::TuningDatabase::open(dbPath, true));
+  tuner::TuneOptions o;
+  o.target = target;
+  o.trials = trials;
+  o.timeBudgetSeconds = timeBudget.value_or(0);
+  o.seed = seed;
+  o.progress = false;
+  o.workerArgv = {worker, "tune-worker"};
+  auto jit = unwrap(Jit::create(target));
+  if (auto peak = measureFmaPeak(*jit, widestIsa(target))) o.peakGflops = *peak;
+  std::optional<py::error_already_set> callbackError;
+  interrupted.store(false);
+  if (progress)
+    o.onBatch = [&](const tuner::TuneProgress& p) {
+      py::gil_scoped_acquire gil;
+      if (callbackError) return;
+      try {
+        py::dict d;
+        d["trials"] = p.trials;
+        d["budget"] = p.budget;
+        d["task"] = p.task;
+        d["task_trials"] = p.taskTrials;
+        d["best_gflops"] = p.bestGflops;
+        d["kernels_ms"] = p.kernelsMs;
+        d["elapsed_s"] = p.elapsedSeconds;
+        (*progress)(d);
+      } catch (py::error_already_set& e) {
+        callbackError = std::move(e);
+        interrupted.store(true);
+      }
+    };
+  auto previous = std::signal(SIGINT, onInterrupt);
+  Expected<tuner::TuneSummary> summary = Error("not run");
+  {
+    py::gil_scoped_release release;
+    summary = tuner::runTuningJob(found.tasks, database, o, interrupted);
+  }
+  std::signal(SIGINT, previous);
+  if (callbackError) throw std::move(*callbackError);
+  tuner::TuneSummary s = unwrap(std::move(summary));
+  if (s.interrupted) {
+    // Ctrl-C: everything measured is committed; the job resumes when run again.
+    PyErr_SetString(PyExc_KeyboardInterrupt,
+                    ("tuning stopped after " + std::to_string(s.trials) +
+                     " trials; every measurement is in " + dbPath + ", run it again to resume")
+                        .c_str());
+    throw py::error_already_set();
+  }
+  py::dict d;
+  d["trials"] = s.trials;
+  d["errors"] = s.errors;
+  d["seconds"] = s.seconds;
+  d["recorded_before"] = s.recordedBefore;
+  d["heavy_kernels"] = found.heavyKernels;
+  py::list tasks;
+  for (const tuner::TaskOutcome& o2 : s.tasks) {
+    py::dict td;
+    td["label"] = o2.label;
+    td["trials"] = o2.trials;
+    td["best_gflops"] = o2.bestGflops;
+    td["default_gflops"] = o2.defaultGflops;
+    tasks.append(td);
+  }
+  d["tasks"] = tasks;
+  return d;
+}
+
+class Database {
+public:
+  explicit Database(const std::string& path, bool create)
+      : path_(path),
+        db_(std::make_shared<db::TuningDatabase>(unwrap(db::TuningDatabase::open(path, create)))) {}
+
+  py::dict stats() {
+    db::DatabaseStats s = unwrap(db_->stats());
+    py::dict d;
+    d["workloads"] = s.workloads;
+    d["records"] = s.records;
+    d["targets"] = s.targets;
+    py::list per;
+    for (const db::WorkloadStats& w : s.perWorkload) {
+      py::dict e;
+      e["key"] = w.key;
+      e["template"] = w.templateName;
+      e["records"] = w.records;
+      e["best_gflops"] = w.bestGflops;
+      per.append(e);
+    }
+    d["per_workload"] = per;
+    return d;
+  }
+
+  /// The best record of a workload for this machine (a dict, as `tunec db best` prints it), or
+  /// None.
+  py::object best(const std::string& key, bool compatible) {
+    std::vector<db::Record> records = unwrap(db_->recordsOf(key));
+    if (records.empty()) return py::none();
+    auto kind = parseTemplateName(records.front().templateName());
+    if (!kind) throw TunecError("workload " + key + " has an unknown template");
+    auto best = unwrap(
+        db_->best(key, db::TargetInfo::fromTarget(cli::thisMachine()), templateVersion(*kind),
+                  compatible ? db::TargetMatch::IsaFeatures : db::TargetMatch::Exact));
+    if (!best) return py::none();
+    return py::module_::import("json").attr("loads")(best->record.toJson().dump());
+  }
+
+  int64_t exportTo(const std::string& path, bool bestOnly, const std::string& target) {
+    std::string text;
+    check(writeFileAtomically(path, [&](std::ostream& os) -> Status {
+      std::ostringstream buffer;
+      TUNEC_TRY(db_->exportJsonl(buffer, target, bestOnly));
+      text = buffer.str();
+      os << text;
+      return Status();
+    }));
+    return std::count(text.begin(), text.end(), '\n');
+  }
+
+  py::dict importFrom(const std::string& path) {
+    std::ifstream file(path);
+    if (!file) throw TunecError(path + ": cannot open file");
+    db::ImportReport r = unwrap(db_->importJsonl(file, cli::validateRecord));
+    py::dict d;
+    d["imported"] = r.imported;
+    d["duplicates"] = r.duplicates;
+    d["rejected"] = r.rejected;
+    d["lines"] = r.lines;
+    return d;
+  }
+
+  py::list merge(const std::vector<std::string>& inputs) {
+    py::list l;
+    for (const db::MergeInput& in :
+         unwrap(db::mergeDatabases(path_, inputs, cli::validateRecord))) {
+      py::dict d;
+      d["path"] = in.path;
+      d["skipped"] = in.skipped;
+      d["imported"] = in.report.imported;
+      d["duplicates"] = in.report.duplicates;
+      d["rejected"] = in.report.rejected;
+      l.append(d);
+    }
+    return l;
+  }
+
+  std::vector<std::string> verify() { return unwrap(db_->verify(cli::validateRecord)).problems; }
+
+  const std::string& path() const { return path_; }
+
+private:
+  std::string path_;
+  std::shared_ptr<db::TuningDatabase> db_;
+};
+
+} // namespace
+
+} // namespace tunec::python
+
+PYBIND11_MODULE(_tunec, m) {
+  using namespace tunec::python;
+  m.doc() = "tunec's native module; import tunec instead";
+  py::register_exception<TunecError>(m, "Error", PyExc_RuntimeError);
+  py::class_<Model>(m, "Model")
+      .def_property_readonly("inputs", &Model::inputs)
+      .def_property_readonly("outputs", &Model::outputs)
+      .def_property_readonly("report", &Model::report)
+      .def("run", &Model::run, py::arg("feeds"))
+      .def("bench", &Model::bench, py::arg("runs") = 50, py::arg("warmup") = 5)
+      .def("__repr__", &Model::repr);
+  m.def("compile", &compileModel, py::arg("onnx_path"), py::arg("db") = py::none(),
+        py::arg("precision") = "fp32", py::arg("target") = py::none(),
+        py::arg("threads") = py::none(),
+        py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
+        py::arg("output") = py::none());
+  m.def("compile_to_file", &compileToFile, py::arg("onnx_path"), py::arg("output"),
+        py::arg("db") = py::none(), py::arg("target") = py::none(), py::arg("threads") = py::none(),
+        py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{});
+  m.def("load", &loadModel, py::arg("path"), py::arg("threads") = py::none());
+  m.def("tune", &tune, py::arg("models"), py::arg("db"), py::arg("trials"), py::arg("time_budget"),
+        py::arg("threads"), py::arg("progress"), py::arg("seed"), py::arg("input_shapes"),
+        py::arg("worker"));
+  py::class_<Database>(m, "Database")
+      .def(py::init<const std::string&, bool>(), py::arg("path"), py::arg("create") = true)
+      .def_property_readonly("path", &Database::path)
+      .def("stats", &Database::stats)
+      .def("best", &Database::best, py::arg("workload_key"), py::arg("compatible") = false)
+      .def("export", &Database::exportTo, py::arg("path"), py::arg("best_only") = false,
+           py::arg("target") = "")
+      .def("import_", &Database::importFrom, py::arg("path"))
+      .def("merge", &Database::merge, py::arg("inputs"))
+      .def("verify", &Database::verify);
+}
