@@ -19,7 +19,7 @@ import shutil
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from . import _tunec  # noqa: E402
-from ._tunec import Database, Error, Model  # noqa: E402,F401
+from ._tunec import Error, Model  # noqa: E402,F401
 
 try:
     from ._paths import TUNEC_BINARY as _BUILT_BINARY
@@ -72,6 +72,52 @@ def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None,
         [os.fspath(p) for p in onnx_path]
     return _tunec.tune(models, os.fspath(db), trials, time_budget, threads, progress, seed,
                        _shapes(input_shapes), _worker())
+
+
+class Database:
+    """A tuning database (SQLite): the records `tune` writes and `compile` reads.
+
+    Database(path, create=True): opens it (creates it unless create=False); a file that is not a
+    tunec database raises tunec.Error and is left as it is.
+    """
+
+    def __init__(self, path, create=True):
+        self._db = _tunec.Database(os.fspath(path), create)
+
+    @property
+    def path(self):
+        return self._db.path
+
+    def stats(self):
+        """{"workloads", "records", "targets", "per_workload": [{"key", "template", "records",
+        "best_gflops"}]}"""
+        return self._db.stats()
+
+    def best(self, workload_key, compatible=False):
+        """The best record of a workload for this machine, as a dict, or None; compatible: also
+        records of other machines with the same ISA features."""
+        return self._db.best(workload_key, compatible)
+
+    def export(self, path, best_only=False, target=""):
+        """Writes one JSON record per line (written whole or not at all); returns the count."""
+        return self._db.export(os.fspath(path), best_only, target)
+
+    def import_(self, path):
+        """Validates and imports a JSONL file: {"imported", "duplicates", "rejected", "lines"};
+        each rejected line is "line N: reason"."""
+        return self._db.import_(os.fspath(path))
+
+    def merge(self, inputs):
+        """Merges other databases into this one (the fastest time per config is kept); returns
+        one dict per input."""
+        return self._db.merge([os.fspath(p) for p in inputs])
+
+    def verify(self):
+        """Integrity, schema and every record's config: a list of problems (empty: sound)."""
+        return self._db.verify()
+
+    def __repr__(self):
+        return f"<tunec.Database {self.path}>"
 
 
 def _shapes(input_shapes):

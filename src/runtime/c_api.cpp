@@ -55,6 +55,14 @@ int tunec_model_load(const char* path, int32_t threads, tunec_model** model) {
                                                                       : std::string(path);
   // Before dlopen: a truncated or edited file would fault inside the dynamic loader.
   if (tunec::Status s = tunec::rt::checkArtifactFile(path); !s) return fail(s.error().message());
+  // The model's code calls this library (tunec_parallel_for, ...) by name: its symbols must be
+  // global, also when the host loaded it with RTLD_LOCAL (a Python extension module does).
+  static const bool runtimeGlobal = [] {
+    Dl_info self;
+    return dladdr(reinterpret_cast<void*>(&tunec_model_load), &self) && self.dli_fname &&
+           dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL) != nullptr;
+  }();
+  (void)runtimeGlobal;
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) return fail(std::string(path) + ": cannot load: " + dlerror());
   std::shared_ptr<void> keep(handle, [](void* h) { dlclose(h); });

@@ -1,0 +1,214 @@
+"""The Python package against the CLI and the reference outputs, on the bundled example."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tunec
+
+SOURCE = Path(os.environ["TUNEC_SOURCE_DIR"])
+TUNEC = os.environ["TUNEC_BINARY"]
+EXAMPLE = SOURCE / "examples" / "tiny_cnn"
+MODEL = str(EXAMPLE / "model.onnx")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tunec.compile(MODEL, threads=2)
+
+
+@pytest.fixture
+def x():
+    return np.load(EXAMPLE / "x.npy")
+
+
+def test_compile_run_matches_pytorch_and_the_cli(model, x, tmp_path):
+    y = model.run({"x": x})["y"]
+    assert y.dtype == np.float32 and y.shape == (1, 10)
+    expected = np.load(EXAMPLE / "expected_y.npy")
+    assert np.linalg.norm(y - expected) / np.linalg.norm(expected) < 1e-5
+    # The CLI on the same input: the same bytes.
+    np.save(tmp_path / "x.npy", x)
+    subprocess.run([TUNEC, "run", MODEL, "--input", f"x={tmp_path / 'x.npy'}", "--output",
+                    str(tmp_path / "out"), "--threads", "2"], check=True, capture_output=True)
+    assert np.array_equal(np.load(tmp_path / "out" / "y.npy"), y)
+
+
+def test_inputs_and_outputs(model):
+    assert model.inputs == [{"name": "x", "shape": (1, 3, 32, 32), "dtype": "float32"}]
+    assert model.outputs == [{"name": "y", "shape": (1, 10), "dtype": "float32"}]
+    assert "steps" in repr(model)
+
+
+def test_load_a_compiled_library(model, x, tmp_path):
+    so = tmp_path / "m.so"
+    report = tunec.compile_to_file(MODEL, so, threads=2)
+    assert "heavy kernels" in report
+    loaded = tunec.load(so, threads=2)
+    assert np.array_equal(loaded.run({"x": x})["y"], model.run({"x": x})["y"])
+    with pytest.raises(ValueError, match="takes a compiled model.so"):
+        tunec.load(MODEL)
+    (tmp_path / "bad.so").write_bytes(b"not an elf")
+    with pytest.raises(tunec.Error, match="bad.so"):
+        tunec.load(tmp_path / "bad.so")
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda x: {"x": x.astype(np.float64)}, TypeError,
+     r"input 'x': dtype float64, expected float32 \(convert it with x.astype\(numpy.float32\)\)"),
+    (lambda x: {"x": x[:, :, :16]}, ValueError,
+     r"input 'x': shape \(1, 3, 16, 32\), expected \(1, 3, 32, 32\)"),
+    (lambda x: {"x": np.asfortranarray(x)}, ValueError,
+     r"input 'x': not C-contiguous .* numpy.ascontiguousarray"),
+    (lambda x: {"x": x.transpose(0, 1, 3, 2)}, ValueError, r"input 'x': not C-contiguous"),
+    (lambda x: {}, KeyError, r"missing input 'x' \(float32, shape \(1, 3, 32, 32\)\)"),
+    (lambda x: {"x": x, "z": x}, KeyError, r"unknown input 'z'; the model's inputs are 'x'"),
+    (lambda x: {"x": x.tolist()}, TypeError, r"input 'x': expected a numpy.ndarray of float32"),
+])
+def test_wrong_inputs_raise_naming_the_input(model, x, make, error, message):
+    with pytest.raises(error, match=message):
+        model.run(make(x))
+
+
+def test_unaligned_input_raises(model, x):
+    raw = np.zeros(x.nbytes + 1, dtype=np.uint8)
+    unaligned = raw[1:].view(np.float32).reshape(x.shape)
+    assert not unaligned.flags.aligned
+    with pytest.raises(ValueError, match="not aligned"):
+        model.run({"x": unaligned})
+
+
+def test_four_threads_at_once_give_identical_results(model):
+    rng = np.random.default_rng(3)
+    inputs = [rng.uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32) for _ in range(8)]
+    alone = [model.run({"x": a})["y"] for a in inputs]
+
+    def work(i):
+        return [model.run({"x": inputs[(i + j) % 8]})["y"] for j in range(40)]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(work, range(4)))
+    for i, got in enumerate(results):
+        for j, y in enumerate(got):
+            assert np.array_equal(y, alone[(i + j) % 8])
+
+
+def test_run_releases_the_gil(model):
+    # While one thread runs the model in C++, another Python thread keeps running.
+    ticks = []
+    done = threading.Event()
+
+    def tick():
+        while not done.is_set():
+            ticks.append(1)
+            done.wait(0.001)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    model.bench(runs=400, warmup=0)
+    done.set()
+    t.join()
+    assert len(ticks) > 5
+
+
+def test_bench(model):
+    stats = model.bench(runs=10, warmup=1)
+    assert stats["runs"] == 10 and 0 < stats["min_ms"] <= stats["median_ms"] <= stats["p90_ms"]
+
+
+def test_compile_errors():
+    with pytest.raises(tunec.Error, match="nothere.onnx: cannot open file"):
+        tunec.compile("nothere.onnx")
+    with pytest.raises(ValueError, match="precision 'int8' is not implemented"):
+        tunec.compile(MODEL, precision="int8")
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        tunec.compile(MODEL, threads=0)
+
+
+def test_tune_progress_resume_and_database(tmp_path, x):
+    db = tmp_path / "t.db"
+    events = []
+    summary = tunec.tune(MODEL, db=db, trials=10, progress=events.append)
+    assert summary["trials"] == 10 and summary["recorded_before"] == 0
+    assert events and events[-1]["trials"] == 10 and events[-1]["best_gflops"] > 0
+    again = tunec.tune(MODEL, db=db, trials=4)
+    assert again["recorded_before"] == 10
+    d = tunec.Database(db)
+    stats = d.stats()
+    assert stats["records"] == 14 and stats["targets"] == 1
+    assert d.verify() == []
+    key = stats["per_workload"][0]["key"]
+    assert d.best(key)["result"]["status"] == "ok"
+    assert d.best("0000000000000000") is None
+    assert d.export(tmp_path / "r.jsonl") == 14
+    other = tunec.Database(tmp_path / "o.db")
+    report = other.import_(tmp_path / "r.jsonl")
+    assert report["imported"] == 14 and report["rejected"] == []
+    merged = tunec.Database(tmp_path / "m.db")
+    assert [m["imported"] for m in merged.merge([str(db), str(tmp_path / "o.db")])] == [14, 0]
+    # A record edited to an impossible config is rejected with its line number.
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    bad = json.loads(lines[0])
+    bad["config"] = {"nonsense": 1}
+    (tmp_path / "bad.jsonl").write_text(json.dumps(bad) + "\n")
+    rejected = tunec.Database(tmp_path / "b.db").import_(tmp_path / "bad.jsonl")["rejected"]
+    assert len(rejected) == 1 and rejected[0].startswith("line 1:")
+    # The tuned database compiles a model that still matches.
+    tuned = tunec.compile(MODEL, db=db, threads=2)
+    expected = np.load(EXAMPLE / "expected_y.npy")
+    y = tuned.run({"x": x})["y"]
+    assert np.linalg.norm(y - expected) / np.linalg.norm(expected) < 1e-5
+    with pytest.raises(tunec.Error, match="not a tunec tuning database"):
+        (tmp_path / "junk.db").write_bytes(os.urandom(4096))
+        tunec.Database(tmp_path / "junk.db")
+
+
+def test_a_progress_callable_that_raises_stops_the_job(tmp_path):
+    def stop(progress):
+        raise RuntimeError("enough")
+
+    with pytest.raises(RuntimeError, match="enough"):
+        tunec.tune(MODEL, db=tmp_path / "s.db", trials=200, progress=stop)
+    # The batch measured before the callable raised is kept.
+    assert 0 < tunec.Database(tmp_path / "s.db").stats()["records"] < 200
+
+
+def test_ctrl_c_stops_tuning_cleanly(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, tunec
+        def progress(p):
+            print("batch", p["trials"], flush=True)
+        try:
+            tunec.tune({MODEL!r}, db={str(tmp_path / "c.db")!r}, trials=5000, progress=progress)
+        except KeyboardInterrupt as e:
+            print("interrupted:", e, flush=True)
+            sys.exit(3)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env=os.environ)
+    first = proc.stdout.readline()
+    assert first.startswith("batch")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out
+    assert "every measurement is in" in out
+    records = tunec.Database(tmp_path / "c.db").stats()["records"]
+    assert 0 < records < 5000
+
+
+def test_the_example_in_docs_python_md_runs(tmp_path):
+    text = (SOURCE / "docs" / "python.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "examples").symlink_to(SOURCE / "examples")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                            text=True, env=os.environ, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "matches PyTorch" in result.stdout
