@@ -7,8 +7,11 @@
 #include "frontend/tensor_io.h"
 #include "reference/reference.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -34,6 +37,11 @@ const CommandSpec kRunSpec{
         {"format", "npy|pb", "output file format (default npy)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
         {"optimize", "", "with --reference: run the graph passes first"},
+        {"expect", "NAME=FILE",
+         "compare output NAME with the tensor in FILE and print the verdict; exit status 1 if "
+         "they differ",
+         true},
+        {"tolerance", "R", "--expect: the largest relative L2 error that matches (default 1e-4)"},
     },
     1,
     1};
@@ -67,6 +75,51 @@ int writeOutputs(const std::string& dir, const std::string& format,
     std::printf("\n");
   }
   return 0;
+}
+
+/// --expect: each named output against its file, by relative L2 error (and the largest absolute
+/// difference, printed); 0 when all match, 1 otherwise.
+int checkExpected(const Arguments& args, const std::vector<std::string>& names,
+                  const std::vector<Tensor>& outputs) {
+  if (!args.has("expect")) return 0;
+  double tolerance = 1e-4;
+  if (args.has("tolerance")) {
+    char* end = nullptr;
+    tolerance = std::strtod(args.get("tolerance").c_str(), &end);
+    if (end == args.get("tolerance").c_str() || *end != 0 || !(tolerance >= 0))
+      return fail("--tolerance must be a non-negative number, not '" + args.get("tolerance") + "'");
+  }
+  int differing = 0;
+  for (const std::string& spec : args.getAll("expect")) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail("--expect '" + spec + "' is not of the form NAME=FILE");
+    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    auto at = std::find(names.begin(), names.end(), name);
+    if (at == names.end())
+      return fail("--expect names '" + name + "', which is not a model output");
+    const Tensor& got = outputs[static_cast<size_t>(at - names.begin())];
+    auto want = readTensorFile(file);
+    if (!want) return fail(want.error().message());
+    if (!(want->shape() == got.shape()))
+      return fail("--expect " + name + ": " + file + " is " + want->typeString() +
+                  ", but the output is " + got.typeString());
+    double diff = 0, norm = 0, largest = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      double d = got.getDouble(i) - want->getDouble(i);
+      diff += d * d;
+      norm += want->getDouble(i) * want->getDouble(i);
+      largest = std::max(largest, std::abs(d));
+    }
+    double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+    bool ok = rel <= tolerance;
+    differing += !ok;
+    std::printf("check %s: %s %s: relative L2 error %.2e (tolerance %.0e), largest difference "
+                "%.2e\n",
+                name.c_str(), ok ? "matches" : "DIFFERS from", file.c_str(), rel, tolerance,
+                largest);
+  }
+  return differing == 0 ? 0 : 1;
 }
 
 int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shapes,
@@ -117,7 +170,7 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
   std::printf("ran in %.2f ms on %d thread%s (%s)\n", ms, options.threads,
               options.threads > 1 ? "s" : "",
               path.size() > 3 && path.ends_with(".so") ? "model.so" : "JIT");
-  return 0;
+  return checkExpected(args, names, outputs);
 }
 
 } // namespace
@@ -196,7 +249,7 @@ int commandRun(const std::vector<std::string>& argv) {
   for (size_t i = 0; i < graph->outputs().size(); ++i) names.push_back(graph->outputName(i));
   if (int rc = writeOutputs(args->get("output"), format, names, *outputs)) return rc;
   std::printf("ran %zu nodes in %.1f ms (reference executor)\n", graph->nodes().size(), ms);
-  return 0;
+  return checkExpected(*args, names, *outputs);
 }
 
 } // namespace tunec::cli
