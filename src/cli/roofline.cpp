@@ -84,9 +84,18 @@ std::string roofsLine(const Roofs& r) {
 
 } // namespace
 
+/// A model compiled before its steps carried their costs has no bounds: say so, and how.
+std::string unknownCostsNote(const Profile& p) {
+  size_t unknown = std::count_if(p.steps.begin(), p.steps.end(),
+                                 [](const StepBound& b) { return b.bound == "unknown"; });
+  if (unknown == 0 || unknown < p.steps.size()) return "";
+  return "note: this model was compiled by a tunec that did not record the steps' FLOPs and "
+         "bytes, so they have no bounds; compile it again for them\n";
+}
+
 std::string profileText(const Profile& p, const std::string& model) {
   std::ostringstream os;
-  os << model << ": " << summaryLine(p) << "\n" << roofsLine(p.roofs) << "\n";
+  os << model << ": " << summaryLine(p) << "\n" << roofsLine(p.roofs) << "\n" << unknownCostsNote(p);
   char line[512];
   std::snprintf(line, sizeof(line), "%4s %9s %6s %8s %8s %7s %6s %-8s %7s  %s\n", "step", "ms",
                 "share", "GFLOP/s", "GB/s", "%peak", "%bw", "bound", "%bound", "label");
@@ -141,6 +150,8 @@ std::string profileHtml(const Profile& p, const std::string& model) {
        << "</td></tr><tr><td>time</td><td>" << escapeHtml(summaryLine(p))
        << "</td></tr><tr><td>roofs</td><td>" << escapeHtml(roofsLine(p.roofs))
        << "</td></tr></table>\n";
+  if (std::string note = unknownCostsNote(p); !note.empty())
+    body << "<p class=\"note\">" << escapeHtml(note) << "</p>\n";
   // The roofline: operational intensity (FLOP/byte) against GFLOP/s, both log scales. Steps that
   // compute nothing (copies, reorders) have no intensity: they are in the table only.
   double x0 = 1.0 / 64, x1 = 256, y0 = 0.01, y1 = 1;
