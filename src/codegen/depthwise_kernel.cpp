@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <llvm/IR/Intrinsics.h>
+#include <optional>
 
 namespace tunec {
 
@@ -22,6 +23,12 @@ public:
   DepthwiseEmitter(ModuleBuilder& mb, const DepthwiseWorkload& w, const DepthwiseConfig& c,
                    const Epilogue& e)
       : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
+    // A row normalization ends the epilogue: the tiles apply the rest, then each output row of
+    // the task (OW pixels of C channels, in cache) is normalized over its channels.
+    if (!epilogue_.empty() && epilogue_.back().kind == PostOpKind::LayerNormRow) {
+      normEpsilon_ = epilogue_.back().lo;
+      epilogue_.pop_back();
+    }
     lanes_ = isaInfo(c.isa).f32Lanes();
     cBlock_ = c.channelVectors * lanes_;
     cPad_ = (w.c + cBlock_ - 1) / cBlock_ * cBlock_;
@@ -109,9 +116,9 @@ private:
 
   llvm::Function* emitTask(const std::string& name) {
     std::vector<llvm::Value*> fields;
-    llvm::Function* fn = mb_.beginTask(b_, name, 6, fields);
+    llvm::Function* fn = mb_.beginTask(b_, name, 7, fields);
     llvm::Value *in = fields[0], *wt = fields[1], *out = fields[2], *bias = fields[3],
-                *add = fields[4], *scale = fields[5];
+                *add = fields[4], *scale = fields[5], *normParams = fields[6];
     llvm::Value* ohLo = i64(0);
     llvm::Value* ohHi = i64(w_.oh());
     if (c_.parallel == DepthwiseParallel::Oh) {
@@ -139,6 +146,17 @@ private:
             mb_.emitVariantCall(b_, which, tiles_, args);
           });
         });
+        if (normEpsilon_) {
+          llvm::FunctionCallee normRows = mb_.declare(
+              "tunec_layer_norm_rows_f32",
+              llvm::FunctionType::get(
+                  b_.getVoidTy(),
+                  {mb_.ptr(), mb_.i64(), mb_.i64(), mb_.i64(), mb_.ptr(), mb_.f32()}, false));
+          b_.CreateCall(normRows,
+                        {gep(out, b_.CreateMul(outRow, i64(w_.c))), i64(w_.ow()), i64(w_.c),
+                         i64(w_.c), normParams,
+                         llvm::ConstantFP::get(mb_.f32(), static_cast<double>(*normEpsilon_))});
+        }
       });
     });
     b_.CreateRetVoid();
@@ -154,14 +172,15 @@ private:
     int64_t tasks = c_.parallel == DepthwiseParallel::Oh ? w_.oh() : 1;
     mb_.emitRunTasks(b_, task,
                      {padded, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
-                      args[rt::kArgResidual], args[rt::kArgScales]},
+                      args[rt::kArgResidual], args[rt::kArgScales], args[rt::kArgNormParams]},
                      tasks, w_.threads);
     b_.CreateRetVoid();
   }
 
   const DepthwiseWorkload& w_;
   const DepthwiseConfig& c_;
-  const Epilogue& epilogue_;
+  Epilogue epilogue_;
+  std::optional<float> normEpsilon_;
   int lanes_;
   int64_t cBlock_, cPad_, hp_, wp_;
   llvm::Function* tiles_[4] = {};
@@ -175,6 +194,9 @@ Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string
                                             const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                             const Epilogue& e, const float* weights) {
   TUNEC_TRY(validateDepthwiseConfig(w, c));
+  for (size_t i = 0; i < e.size(); ++i)
+    if (e[i].kind == PostOpKind::LayerNormRow && i + 1 != e.size())
+      return makeError("depthwise: a row normalization must end the epilogue");
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
   DepthwiseEmitter emitter(mb, w, c, e);
   emitter.emit(symbol);

@@ -12,14 +12,16 @@
 
 namespace tunec {
 
-/// A compiled depthwise convolution with its epilogue (bias per channel, residual addend).
+/// A compiled depthwise convolution with its epilogue (bias per channel, residual addend, ...,
+/// and last a LayerNorm of each output pixel's channels: normParams = its scale then shift).
 class DepthwiseKernel {
 public:
   /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
   void run(const float* in, float* out, const float* bias = nullptr, const float* addend = nullptr,
-           const float* columnScale = nullptr) const {
+           const float* columnScale = nullptr, const float* normParams = nullptr) const {
     rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
     args.scales = columnScale;
+    args.normParams = normParams;
     fn_(&args);
   }
   /// The packed weights the kernel reads.

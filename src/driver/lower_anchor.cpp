@@ -134,7 +134,9 @@ bool buildEpilogue(Lowering& l, const passes::FusedKernel& kernel, int64_t chann
         e.scales[static_cast<size_t>(k)] = floatData(c)[c.type.shape.numel() == 1 ? 0 : k];
     } else if (step.op.kind == PostOpKind::LayerNormRow) {
       const Node& norm = g.node(step.node);
-      int64_t cols = outShape[outShape.rank() - 1];
+      // Rows of the normalized tensor: a matmul's output rows, or a depthwise conv's pixels
+      // (channels last, through its plain view).
+      int64_t cols = kernel.plainView >= 0 ? channels : outShape[outShape.rank() - 1];
       std::vector<float> params(static_cast<size_t>(2 * cols), 0.f);
       for (size_t i = 1; i < norm.inputs.size() && i < 3; ++i)
         if (norm.inputs[i] != kNoValue)
@@ -251,8 +253,10 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
              std::to_string(a.strides[0]) + (prologue ? " (input channel-scaled)" : "") +
              (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue);
   std::string label = hk.label;
+  // Through its plain [N, H, W, C] view (and the LayerNorm after it) the result's plain layout
+  // is the conv's NHWC bytes.
   return addKernelStep(l, {std::move(hk)}, label, *code, in, packedConstant(l, packed), e,
-                       Phys::Nhwc, -1, -1, scale);
+                       kernel.plainView >= 0 ? Phys::Plain : Phys::Nhwc, -1, -1, scale);
 }
 
 // How a view of a rows x cols matrix is stored: its leading dimension (0, the dense default,

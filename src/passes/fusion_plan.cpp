@@ -269,14 +269,20 @@ Expected<NodeId> matchAttention(const Graph& g, const FusedKernel& kernel, NodeI
 }
 
 // Why a LayerNormalization after the kernel's result `x` cannot end its epilogue ("" when it
-// can): a matmul of constant weights (its rows are one run of C), over the last axis only, with
-// constant f32 scale and bias of one value per column, and no mean or inverse-std outputs.
-std::string rowNormJoins(const Graph& g, const FusedKernel& kernel, NodeId id, ValueId x) {
+// can): a matmul of constant weights (its rows are one run of C), or a depthwise conv read
+// through its plain [N, H, W, C] view (`throughView`: each pixel's channels are a row), over the
+// last axis only, with constant f32 scale and bias of one value per column, and no mean or
+// inverse-std outputs.
+std::string rowNormJoins(const Graph& g, const FusedKernel& kernel, NodeId id, ValueId x,
+                         bool throughView = false) {
   const Node& n = g.node(id);
   const Node& anchor = g.node(kernel.anchor);
-  if (kernel.templ != TemplateKind::Matmul || !g.value(anchor.inputs[1]).constant)
-    return "a LayerNorm joins only a matmul of constant weights (whose output rows are whole)";
-  if (kernel.nodes.size() > kernel.epilogueNodes() + 1)
+  bool depthwiseRows = kernel.templ == TemplateKind::Depthwise && throughView;
+  if (!depthwiseRows &&
+      (kernel.templ != TemplateKind::Matmul || !g.value(anchor.inputs[1]).constant))
+    return "a LayerNorm joins only a matmul of constant weights (whose output rows are whole) "
+           "or a depthwise conv read as [N, H, W, C]";
+  if (kernel.nodes.size() > kernel.epilogueNodes() + 1 + (throughView ? 1 : 0))
     return "the LayerNorm reads a reshaped or permuted view of the matmul's output";
   const Shape& s = g.value(x).type.shape;
   const auto& a = std::get<NormAttrs>(n.attrs);
@@ -454,6 +460,39 @@ FusionPlan planFusion(const Graph& graph) {
         channels = {1, graph.value(out).type.shape[3]};
         last = next;
         continue;
+      }
+      if (kernel.anchor >= 0 && kernel.templ == TemplateKind::Depthwise && kernel.plainView < 0 &&
+          consumer.kind == OpKind::Transpose &&
+          std::get<TransposeAttrs>(consumer.attrs).perm == std::vector<int64_t>{0, 2, 3, 1} &&
+          graph.value(out).type.shape.rank() == 4 &&
+          kernel.nodes.size() == kernel.nodesInKernel()) {
+        // The depthwise conv's NHWC output read as [N, H, W, C]: the same bytes. It joins when
+        // a LayerNorm over C follows, which the kernel applies to each output row in cache.
+        ValueId view = consumer.outputs[0];
+        NodeId norm = uses[static_cast<size_t>(view)] == 1 && !isOutput[static_cast<size_t>(view)]
+                          ? consumers[static_cast<size_t>(view)].front()
+                          : -1;
+        if (norm < 0 || graph.node(norm).kind != OpKind::LayerNormalization ||
+            plan.kernelOf[static_cast<size_t>(norm)] >= 0) {
+          boundary("a depthwise conv's permute to [N, H, W, C] joins only with a LayerNorm after "
+                   "it");
+          break;
+        }
+        kernel.plainView = next;
+        join(next);
+        std::string why = rowNormJoins(graph, kernel, norm, view, true);
+        if (!why.empty()) {
+          kernel.plainView = -1;
+          kernel.nodes.pop_back();
+          plan.kernelOf[static_cast<size_t>(next)] = -1;
+          boundary(why);
+          break;
+        }
+        const auto& a = std::get<NormAttrs>(graph.node(norm).attrs);
+        kernel.epilogue.push_back(
+            {norm, {PostOpKind::LayerNormRow, a.epsilon}, graph.node(norm).inputs[1]});
+        join(norm);
+        break;
       }
       if (kernel.anchor >= 0 && consumer.kind == OpKind::LayerNormalization) {
         // A LayerNorm over the last axis ends a matmul's epilogue: the kernel normalizes each

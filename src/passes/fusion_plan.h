@@ -44,10 +44,15 @@ struct FusedKernel {
   /// NHWC, so the epilogue goes on after it with the channel on axis 1 (ConvNeXt's permute
   /// back before its layer scale and residual). -1 otherwise.
   NodeId nhwcView = -1;
+  /// A Transpose(0, 2, 3, 1) of a depthwise conv's [N, C, H, W] output (NHWC in memory): the
+  /// same bytes as plain [N, H, W, C] rows, which the LayerNorm after it normalizes over C
+  /// (ConvNeXt's permute before its LayerNorm). -1 otherwise.
+  NodeId plainView = -1;
   /// How many of `nodes` the anchor's generated kernel computes (the rest are views of it).
   size_t nodesInKernel() const {
-    return softmax >= 0 || split >= 0 ? nodes.size()
-                                      : 1 + epilogueNodes() + (nhwcView >= 0 ? 1 : 0);
+    return softmax >= 0 || split >= 0
+               ? nodes.size()
+               : 1 + epilogueNodes() + (nhwcView >= 0 ? 1 : 0) + (plainView >= 0 ? 1 : 0);
   }
   /// The post-ops of the epilogue, in order (merged biases counted once).
   Epilogue postOps() const;

@@ -90,6 +90,76 @@ TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
   EXPECT_GE(checked, 20);
 }
 
+// ConvNeXt's depthwise conv then LayerNorm over the channels of each pixel (through the permute
+// to [N, H, W, C]): random workloads and configs, one and two threads, against the reference's
+// grouped Conv, bias and LayerNormalization over the last axis of the NHWC result.
+TEST(DepthwiseTemplate, RowNormalizationOfEachPixelEndsTheEpilogue) {
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!targetSupports(hostTarget(), isa)) continue;
+    for (int trial = 0; trial < 12; ++trial) {
+      DepthwiseWorkload w;
+      std::uniform_int_distribution<int64_t> ch(1, 70), hw(3, 12), s(1, 2);
+      w.n = trial % 4 == 0 ? 2 : 1;
+      w.c = trial == 0 ? 96 : ch(rng);
+      w.h = hw(rng), w.w = hw(rng), w.kh = w.kw = trial % 2 ? 7 : 3;
+      w.padTop = w.padLeft = w.padBottom = w.padRight = w.kh / 2;
+      w.strideH = w.strideW = s(rng);
+      w.threads = trial % 3 == 0 ? 2 : 1;
+      if (!w.check().isOk()) continue;
+      DepthwiseConfig c = defaultDepthwiseConfig(w, isa);
+      if (trial % 2) {
+        KnobSpace space = depthwiseKnobSpace(w, isa);
+        std::vector<nlohmann::json> values;
+        for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+        auto drawn = depthwiseConfigFromKnobs(w, isa, space, values);
+        ASSERT_TRUE(drawn.isOk()) << drawn.error().message();
+        c = *drawn;
+      }
+      if (!validateDepthwiseConfig(w, c).isOk()) continue;
+      const float eps = 1e-6f;
+      Epilogue epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::LayerNormRow, eps}};
+      Tensor x = randomTensor(Shape{w.n, w.h, w.w, w.c}, rng);
+      Tensor weights = randomTensor(Shape{w.c, 1, w.kh, w.kw}, rng);
+      Tensor bias = randomTensor(Shape{w.c}, rng);
+      Tensor params = randomTensor(Shape{2, w.c}, rng);
+      auto kernel = compileDepthwise(jit(), w, c, epi, weights.dataAs<float>());
+      ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+      Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), w.c}, rng);
+      kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), nullptr, nullptr,
+                  params.dataAs<float>());
+      ConvAttrs attrs{{w.kh, w.kw},
+                      {w.strideH, w.strideW},
+                      {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                      {1, 1},
+                      w.c};
+      Epilogue before(epi.begin(), epi.end() - 1);
+      Tensor unusedAddend = randomTensor(out.shape(), rng),
+             unusedScale = randomTensor(bias.shape(), rng);
+      Tensor conv =
+          test::referenceNhwcConv(attrs, before, x, weights, bias, unusedAddend, unusedScale);
+      ASSERT_FALSE(conv.empty());
+      Graph g;
+      ValueId y = g.addInput("y", {DType::F32, conv.shape(), {}});
+      Tensor scale(DType::F32, Shape{w.c}), shift(DType::F32, Shape{w.c});
+      std::copy_n(params.dataAs<float>(), w.c, scale.dataAs<float>());
+      std::copy_n(params.dataAs<float>() + w.c, w.c, shift.dataAs<float>());
+      g.addOutput(test::addOp(g, OpKind::LayerNormalization, NormAttrs{-1, eps},
+                              {y, g.addConstant("scale", scale), g.addConstant("shift", shift)}));
+      auto want = runReference(g, {conv});
+      ASSERT_TRUE(want.isOk()) << want.error().message();
+      // Normalized by each pixel's deviation over its channels: relative to their spread.
+      double tol = 4.0 * static_cast<double>(w.kh * w.kw + w.c) * 1.1920929e-7 * 8 + 1e-5;
+      for (int64_t i = 0; i < out.numel(); ++i)
+        ASSERT_NEAR(out.getDouble(i), (*want)[0].getDouble(i), tol)
+            << "element " << i << " of " << w.toJson().dump() << " with " << c.toJson().dump();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 8);
+}
+
 TEST(DepthwiseTemplate, RegisterLimitIsReported) {
   DepthwiseWorkload w;
   w.c = 64, w.h = w.w = 20;
