@@ -95,7 +95,9 @@ std::string unknownCostsNote(const Profile& p) {
 
 std::string profileText(const Profile& p, const std::string& model) {
   std::ostringstream os;
-  os << model << ": " << summaryLine(p) << "\n" << roofsLine(p.roofs) << "\n" << unknownCostsNote(p);
+  os << model << ": " << summaryLine(p) << "\n"
+     << roofsLine(p.roofs) << "\n"
+     << unknownCostsNote(p);
   char line[512];
   std::snprintf(line, sizeof(line), "%4s %9s %6s %8s %8s %7s %6s %-8s %7s  %s\n", "step", "ms",
                 "share", "GFLOP/s", "GB/s", "%peak", "%bw", "bound", "%bound", "label");
