@@ -21,6 +21,9 @@ const std::vector<PassEntry>& graphPipeline() {
       {"recognize-gelu", passes::recognizeGelu},
       {"recognize-layer-norm", passes::recognizeLayerNorm},
       {"recognize-swish", passes::recognizeSwish},
+      // Before simplify-algebra, which would collapse the shuffle's reshape chain.
+      {"recognize-channel-shuffle", passes::recognizeChannelShuffle},
+      {"fold-slice-of-gather", passes::foldSliceOfGather},
       // After recognition, so that the recognizers see the forms PyTorch exports.
       {"simplify-algebra", passes::simplifyAlgebra},
       // After simplify-algebra has turned Sub/Div by constants into Add/Mul.

@@ -41,6 +41,14 @@ Expected<Graph> recognizeLayerNorm(const Graph& graph);
 /// (recognize_swish.cpp).
 Expected<Graph> recognizeSwish(const Graph& graph);
 
+/// Replaces a channel shuffle (Reshape to [N, g, C/g, H, W], Transpose (0, 2, 1, 3, 4), Reshape
+/// back) by a Gather of the channels with a constant permutation (recognize_channel_shuffle.cpp).
+Expected<Graph> recognizeChannelShuffle(const Graph& graph);
+
+/// Replaces a Slice of a constant-index Gather along the gathered axis by a Gather of the sliced
+/// indices (fold_slice_of_gather.cpp).
+Expected<Graph> foldSliceOfGather(const Graph& graph);
+
 /// Merges MatMuls of one input by constant weights of one shape (and their bias adds) into one
 /// MatMul and a Split of its output (merge_sibling_matmuls.cpp).
 Expected<Graph> mergeSiblingMatmuls(const Graph& graph);

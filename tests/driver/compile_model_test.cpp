@@ -811,6 +811,27 @@ TEST(CompileModel, ChannelConcatSplitAndSliceStayNhwc) {
 namespace tunec {
 namespace {
 
+// ShuffleNet's unit after the passes: the channel shuffle and its two halves are Gathers of the
+// concatenated channels, read and written NHWC: no reorder between the convs.
+TEST(CompileModel, ChannelShuffleGathersStayNhwc) {
+  Builder b;
+  ValueId x = b.input({1, 8, 6, 5});
+  ValueId a = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({6, 8, 1, 1})});
+  ValueId c = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({6, 8, 3, 3})});
+  ValueId cat = b.op(OpKind::Concat, AxisAttrs{1}, {a, c});
+  Tensor perm(DType::I64, Shape{12}), lo(DType::I64, Shape{6}), hi(DType::I64, Shape{6});
+  for (int64_t j = 0; j < 6; ++j)
+    for (int64_t i = 0; i < 2; ++i) perm.dataAs<int64_t>()[j * 2 + i] = i * 6 + j;
+  std::copy_n(perm.dataAs<int64_t>(), 6, lo.dataAs<int64_t>());
+  std::copy_n(perm.dataAs<int64_t>() + 6, 6, hi.dataAs<int64_t>());
+  ValueId first = b.op(OpKind::Gather, AxisAttrs{1}, {cat, b.g.addConstant("lo", lo)});
+  ValueId second = b.op(OpKind::Gather, AxisAttrs{1}, {cat, b.g.addConstant("hi", hi)});
+  ValueId y0 = b.op(OpKind::Conv, conv(1, 1, 0), {first, b.constant({5, 6, 1, 1})});
+  ValueId y1 = b.op(OpKind::Conv, conv(3, 1, 1, 6), {second, b.constant({6, 1, 3, 3})});
+  auto m = checkCompiled(b, {y0, y1});
+  EXPECT_EQ(m.stats.reorders, 1) << "the model input only";
+}
+
 // BERT's attention block after the passes: Q, K and V merged into one MatMul whose split output
 // the kernel writes as three dense tensors, the head transposes read in place, and the fused
 // attention: three generated kernels (the projections, attention, the output projection) and

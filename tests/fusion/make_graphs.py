@@ -105,6 +105,26 @@ class ChannelSplitConcat(nn.Module):
         return torch.cat((x1, self.dw(torch.relu(self.a(x2)))), dim=1)
 
 
+class ChannelShuffle(nn.Module):
+    """ShuffleNet's unit with its shuffle (view, transpose, view) and the chunk of the next unit:
+    the shuffle and each half are Gathers of the concatenated channels, NHWC, no reorder."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.stem = nn.Conv2d(c, c, 1)
+        self.a = nn.Conv2d(c // 2, c // 2, 1)
+        self.b = nn.Conv2d(c // 2, c // 2, 1)
+        self.dw = nn.Conv2d(c // 2, c // 2, 3, padding=1, groups=c // 2)
+
+    def forward(self, x):
+        x1, x2 = torch.relu(self.stem(x)).chunk(2, dim=1)
+        y = torch.cat((x1, self.dw(torch.relu(self.a(x2)))), dim=1)
+        n, c, h, w = y.shape
+        y = y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        y1, y2 = y.chunk(2, dim=1)
+        return torch.cat((y1, torch.relu(self.b(y2))), dim=1)
+
+
 class ConvSoftmax(nn.Module):
     """A boundary: Softmax after a Conv is a reduction no conv epilogue takes (the reason is
     printed)."""
@@ -124,6 +144,7 @@ GRAPHS = {
     "attention_layernorm": (Attention, (1, 11, 32)),
     "convnext_block": (ConvNextBlock, (1, 16, 8, 8)),
     "channel_split_concat": (ChannelSplitConcat, (1, 16, 6, 6)),
+    "channel_shuffle": (ChannelShuffle, (1, 16, 6, 6)),
     "conv_softmax": (ConvSoftmax, (1, 4, 5, 5)),
 }
 

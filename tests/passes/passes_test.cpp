@@ -437,6 +437,54 @@ TEST(Passes, RecognizeSwishFromSigmoidAndMul) {
   expectEquivalent(g, *out, 1e-6);
 }
 
+// ShuffleNet's channel shuffle (Reshape to [N, g, C/g, H, W], Transpose (0, 2, 1, 3, 4),
+// Reshape back) becomes one Gather of the channels; a different permutation, or an inner value
+// used twice, is left alone. A Slice of the Gather along its axis becomes a Gather of the sliced
+// indices; a Slice of another axis stays.
+TEST(Passes, RecognizeChannelShuffleAndFoldItsSlices) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 12, 3, 5}, {}});
+  ValueId r = add(g, OpKind::Reshape, ReshapeAttrs{{1, 3, 4, 3, 5}}, {x}, "r");
+  ValueId t = add(g, OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3, 4}}, {r}, "t");
+  ValueId shuffled = add(g, OpKind::Reshape, ReshapeAttrs{{1, 12, 3, 5}}, {t}, "shuffled");
+  ValueId half = add(g, OpKind::Slice, SliceAttrs{{0, 6, 0, 0}, {1, 1, 1, 1}, {1, 6, 3, 5}},
+                     {shuffled}, "half");
+  ValueId rows = add(g, OpKind::Slice, SliceAttrs{{0, 0, 1, 0}, {1, 1, 1, 1}, {1, 12, 2, 5}},
+                     {shuffled}, "rows");
+  g.addOutput(half);
+  g.addOutput(rows);
+  // Not a shuffle: the transpose keeps the group order.
+  ValueId r2 = add(g, OpKind::Reshape, ReshapeAttrs{{1, 3, 4, 3, 5}}, {x}, "r2");
+  ValueId t2 = add(g, OpKind::Transpose, TransposeAttrs{{0, 1, 2, 4, 3}}, {r2}, "t2");
+  g.addOutput(add(g, OpKind::Reshape, ReshapeAttrs{{1, 12, 5, 3}}, {t2}, "other"));
+  // A shuffle whose inner transpose is also an output.
+  ValueId r3 = add(g, OpKind::Reshape, ReshapeAttrs{{1, 2, 6, 3, 5}}, {x}, "r3");
+  ValueId t3 = add(g, OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3, 4}}, {r3}, "t3");
+  g.addOutput(add(g, OpKind::Reshape, ReshapeAttrs{{1, 12, 3, 5}}, {t3}, "kept"));
+  g.addOutput(t3);
+  auto shuffle = passes::recognizeChannelShuffle(g);
+  ASSERT_TRUE(shuffle.isOk()) << shuffle.error().message();
+  auto count = [](const Graph& graph, OpKind kind) {
+    return std::count_if(graph.nodes().begin(), graph.nodes().end(),
+                         [&](const Node& n) { return n.kind == kind; });
+  };
+  EXPECT_EQ(count(*shuffle, OpKind::Gather), 1);
+  EXPECT_EQ(count(*shuffle, OpKind::Transpose), 2) << "the two non-matches keep theirs";
+  for (const Node& n : shuffle->nodes())
+    if (n.kind == OpKind::Gather) {
+      const Tensor& perm = *shuffle->value(n.inputs[1]).constant;
+      std::vector<int64_t> want = {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11};
+      EXPECT_EQ(std::vector<int64_t>(perm.dataAs<int64_t>(), perm.dataAs<int64_t>() + 12), want);
+    }
+  expectEquivalent(g, *shuffle, 0);
+  auto folded = passes::foldSliceOfGather(*shuffle);
+  ASSERT_TRUE(folded.isOk()) << folded.error().message();
+  EXPECT_EQ(count(*folded, OpKind::Gather), 2)
+      << "the channel half folds, the row slice reads the shuffle";
+  EXPECT_EQ(count(*folded, OpKind::Slice), 1);
+  expectEquivalent(g, *folded, 0);
+}
+
 // The plan asks the anchor's template what its epilogue takes and names every boundary: a
 // second addend, a broadcast that grows the output, an op no epilogue applies, a reshaped view.
 TEST(Passes, FusionPlanEpiloguesAndTheirBoundaries) {
