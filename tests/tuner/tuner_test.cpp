@@ -305,11 +305,20 @@ TuneOptions shortJob(int trials) {
   return options;
 }
 
+// A database path of this process, with no file left from an earlier process of the same pid:
+// a stale -wal beside a fresh database would be replayed into it (records no job made).
 std::string freshDatabasePath(const std::string& name) {
   std::string path = std::filesystem::temp_directory_path() /
                      ("tunec_" + name + "_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    std::filesystem::remove(path + suffix);
   return path;
+}
+
+/// Removes a test database with its -wal and -shm files.
+void removeDatabase(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    std::filesystem::remove(path + suffix);
 }
 
 TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
@@ -337,7 +346,7 @@ TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
   auto stats = database->stats();
   ASSERT_TRUE(stats.isOk());
   EXPECT_EQ(stats->records, 20);
-  std::filesystem::remove(path);
+  removeDatabase(path);
 }
 
 // A config that timed out in an earlier job (here: the default, on a busy machine) is measured
@@ -373,7 +382,7 @@ TEST(TuningJob, ATimedOutConfigIsRetriedByTheNextJob) {
   records = database->recordsOf(task.key);
   ASSERT_TRUE(records.isOk());
   EXPECT_EQ(records->front().status, db::MeasureStatus::Ok);
-  std::filesystem::remove(path);
+  removeDatabase(path);
 }
 
 TEST(TuningJob, ATightBudgetMeasuresEveryTask) {
@@ -388,7 +397,7 @@ TEST(TuningJob, ATightBudgetMeasuresEveryTask) {
   ASSERT_TRUE(job.isOk()) << job.error().message();
   EXPECT_EQ(job->trials, 6);
   for (const TaskOutcome& t : job->tasks) EXPECT_EQ(t.trials, 2) << t.label;
-  std::filesystem::remove(path);
+  removeDatabase(path);
 }
 
 } // namespace
