@@ -876,21 +876,16 @@ bool lowerSingle(Lowering& l, const Node& n) {
       return false;
     }
     auto axis = static_cast<size_t>(normalizeAxis(std::get<AxisAttrs>(n.attrs).axis, xs.rank()));
-    // A gather of the channels of an NHWC activation (a channel shuffle, a channel slice of
-    // one) stays NHWC: per pixel, its channels are the gathered axis with nothing inside.
-    bool nhwc = axis == 1 && xs.rank() == 4 && idx.type.shape.rank() == 1 &&
-                l.producedPhys(n.inputs[0]) == Phys::Nhwc;
-    Phys phys = nhwc ? Phys::Nhwc : Phys::Plain;
-    int data = l.tensorIn(n.inputs[0], phys);
+    int data = l.tensorIn(n.inputs[0], Phys::Plain);
     int indices = l.tensorIn(n.inputs[1], Phys::Plain);
-    int out = l.defineOutput(n.outputs[0], phys);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
     rt::Step step;
     step.kind = rt::StepKind::Gather;
     step.label = label;
     step.tensors = {out, data, indices};
-    step.ints = {nhwc ? xs[0] * xs[2] * xs[3] : product(xs.dims(), 0, axis),
+    step.ints = {product(xs.dims(), 0, axis),
                  xs.dims()[axis],
-                 nhwc ? 1 : product(xs.dims(), axis + 1, xs.dims().size()),
+                 product(xs.dims(), axis + 1, xs.dims().size()),
                  idx.type.shape.numel(),
                  static_cast<int64_t>(dtypeSize(x.type.dtype)),
                  static_cast<int64_t>(dtypeSize(idx.type.dtype))};

@@ -553,7 +553,8 @@ void runPool(const PoolParams& p, const float* in, float* out, int threads) {
 Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int64_t outer,
                  int64_t axis, int64_t inner, int64_t count, int64_t elemBytes,
                  int64_t indexBytes) {
-  int64_t rowBytes = inner * elemBytes;
+  // The indices, read and checked once.
+  std::vector<int64_t> index(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     int64_t idx = 0;
     if (indexBytes == 8) {
@@ -566,10 +567,24 @@ Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int6
     if (idx < 0) idx += axis;
     if (idx < 0 || idx >= axis)
       return makeError("Gather: index ", idx, " is out of range for an axis of ", axis);
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(out + (o * count + i) * rowBytes, data + (o * axis + idx) * rowBytes,
-                  static_cast<size_t>(rowBytes));
+    index[static_cast<size_t>(i)] = idx;
   }
+  if (inner == 1 && elemBytes == 4) {
+    // Single elements (the channels of an NHWC pixel: a channel shuffle or slice): row by row,
+    // each source row and destination row in L1.
+    for (int64_t o = 0; o < outer; ++o) {
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(data) + o * axis;
+      uint32_t* dst = reinterpret_cast<uint32_t*>(out) + o * count;
+      for (int64_t i = 0; i < count; ++i) dst[i] = src[index[static_cast<size_t>(i)]];
+    }
+    return {};
+  }
+  int64_t rowBytes = inner * elemBytes;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i)
+      std::memcpy(out + (o * count + i) * rowBytes,
+                  data + (o * axis + index[static_cast<size_t>(i)]) * rowBytes,
+                  static_cast<size_t>(rowBytes));
   return {};
 }
 
