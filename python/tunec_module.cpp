@@ -10,13 +10,11 @@
 #include "codegen/peak_probe.h"
 #include "support/atomic_file.h"
 #include "templates/isa.h"
-#include "templates/template.h"
 #include "tuner/tuning_job.h"
 #include "tuning_db/database.h"
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <pybind11/functional.h>
@@ -185,25 +183,16 @@ public:
   py::dict bench(int runs, int warmup) {
     if (runs < 1 || warmup < 0) throw py::value_error("bench: runs >= 1 and warmup >= 0");
     cli::RunBuffers buffers = cli::randomRunBuffers(*session_, 7);
-    std::vector<double> ms;
-    Status status;
+    Expected<cli::LatencyStats> stats = Error("not run");
     {
       py::gil_scoped_release release;
-      for (int i = 0; i < warmup + runs && status; ++i) {
-        auto start = std::chrono::steady_clock::now();
-        status = session_->run(buffers.in.data(), buffers.out.data());
-        if (i >= warmup)
-          ms.push_back(
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count());
-      }
+      stats = cli::timeRuns(*session_, buffers.in.data(), buffers.out.data(), warmup, runs);
     }
-    check(status);
-    std::sort(ms.begin(), ms.end());
+    cli::LatencyStats s = unwrap(std::move(stats));
     py::dict d;
-    d["median_ms"] = ms[ms.size() / 2];
-    d["p90_ms"] = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
-    d["min_ms"] = ms.front();
+    d["median_ms"] = s.medianMs;
+    d["p90_ms"] = s.p90Ms;
+    d["min_ms"] = s.minMs;
     d["runs"] = runs;
     d["threads"] = threads_;
     return d;
@@ -394,15 +383,10 @@ public:
   /// The best record of a workload for this machine (a dict, as `tunec db best` prints it), or
   /// None.
   py::object best(const std::string& key, bool compatible) {
-    std::vector<db::Record> records = unwrap(db_->recordsOf(key));
-    if (records.empty()) return py::none();
-    auto kind = parseTemplateName(records.front().templateName());
-    if (!kind) throw TunecError("workload " + key + " has an unknown template");
-    auto best = unwrap(
-        db_->best(key, db::TargetInfo::fromTarget(cli::thisMachine()), templateVersion(*kind),
-                  compatible ? db::TargetMatch::IsaFeatures : db::TargetMatch::Exact));
-    if (!best) return py::none();
-    return py::module_::import("json").attr("loads")(best->record.toJson().dump());
+    cli::BestLookup found = unwrap(
+        cli::lookUpBest(*db_, key, db::TargetInfo::fromTarget(cli::thisMachine()), compatible));
+    if (!found.best) return py::none();
+    return py::module_::import("json").attr("loads")(found.best->record.toJson().dump());
   }
 
   int64_t exportTo(const std::string& path, bool bestOnly, const std::string& target) {

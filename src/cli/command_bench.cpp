@@ -5,7 +5,6 @@
 #include "ir/tensor.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -56,31 +55,19 @@ int commandBench(const std::vector<std::string>& argv) {
   }
   auto runs = positive("runs", args->get("runs"), 50);
   auto warmup = positive("warmup", args->get("warmup"), 5);
-  auto threads = parseThreads(args->get("threads"));
   if (!runs) return fail(runs.error().message());
   if (!warmup) return fail(warmup.error().message());
-  if (!threads) return fail(threads.error().message());
+  auto options = timingSessionOptions(*args);
+  if (!options) return fail(options.error().message());
   if (*runs < 1) return fail("--runs must be at least 1");
-  auto shapes = parseInputShapes(args->getAll("input-shape"));
-  if (!shapes) return fail(shapes.error().message());
-  SessionOptions options;
-  options.threads = *threads;
-  options.dbPath = databaseForCompile(*args);
-  options.inputShapes = *shapes;
-  auto session = openModel(args->positionals()[0], options);
+  const int threads = options->threads;
+  auto session = openModel(args->positionals()[0], *options);
   if (!session) return fail(session.error().message());
   RunBuffers buffers = randomRunBuffers(*session, 7);
   const void* const* in = buffers.in.data();
   void* const* out = buffers.out.data();
-  for (int i = 0; i < *warmup; ++i)
-    if (Status s = session->run(in, out); !s) return fail(s.error().message());
-  std::vector<double> ms;
-  for (int i = 0; i < *runs; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    if (Status s = session->run(in, out); !s) return fail(s.error().message());
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
+  auto stats = timeRuns(*session, in, out, *warmup, *runs);
+  if (!stats) return fail(stats.error().message());
   if (args->has("profile")) {
     std::vector<double> seconds(session->steps.size(), 0.0);
     for (int i = 0; i < *runs; ++i)
@@ -119,16 +106,14 @@ int commandBench(const std::vector<std::string>& argv) {
                   100.0 * grouped[i].second.first / total, grouped[i].second.second,
                   grouped[i].first.c_str());
   }
-  std::sort(ms.begin(), ms.end());
-  double median = ms[ms.size() / 2], p90 = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
   if (args->has("json")) {
     std::printf("{\"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"runs\": %d, "
                 "\"threads\": %d}\n",
-                median, p90, ms.front(), *runs, *threads);
+                stats->medianMs, stats->p90Ms, stats->minMs, *runs, threads);
   } else {
     std::printf("%s: %d runs on %d thread%s: median %.3f ms, p90 %.3f ms, min %.3f ms\n",
-                args->positionals()[0].c_str(), *runs, *threads, *threads > 1 ? "s" : "", median,
-                p90, ms.front());
+                args->positionals()[0].c_str(), *runs, threads, threads > 1 ? "s" : "",
+                stats->medianMs, stats->p90Ms, stats->minMs);
   }
   return 0;
 }

@@ -240,26 +240,18 @@ int commandDb(const std::vector<std::string>& argv) {
       if (!db) return fail(db.error().message());
       db::TargetInfo target = db::TargetInfo::fromTarget(thisMachine());
       std::string key = args.positionals()[0];
-      auto records = db->recordsOf(key);
-      if (!records) return fail(records.error().message());
-      if (records->empty()) return fail("no records of workload " + key + " in " + db->path());
-      auto kind = parseTemplateName(records->front().templateName());
-      if (!kind)
-        return fail("records of workload " + key + " have an unknown template '" +
-                    records->front().templateName().substr(0, 40) + "'");
-      int version = templateVersion(*kind);
-      auto best =
-          db->best(key, target, version,
-                   args.has("compatible") ? db::TargetMatch::IsaFeatures : db::TargetMatch::Exact);
-      if (!best) return fail(best.error().message());
-      if (!best->has_value())
+      auto found = lookUpBest(*db, key, target, args.has("compatible"));
+      if (!found) return fail(found.error().message());
+      if (!found->anyRecords) return fail("no records of workload " + key + " in " + db->path());
+      const std::optional<db::BestRecord>& best = found->best;
+      if (!best)
         return fail("no ok record of workload " + key + " for this target (" + target.key() +
-                    ") and template version " + std::to_string(version) +
+                    ") and template version " + std::to_string(found->templateVersion) +
                     (args.has("compatible") ? "" : "; try --compatible"));
-      if (!(*best)->exactTarget)
+      if (!best->exactTarget)
         std::fprintf(
             stderr, "tunec: note: record measured on another machine with the same ISA features\n");
-      std::printf("%s\n", (*best)->record.toJson().dump(2).c_str());
+      std::printf("%s\n", best->record.toJson().dump(2).c_str());
       return 0;
     });
   }

@@ -60,36 +60,31 @@ int commandProfile(const std::vector<std::string>& argv) {
   }
   auto runs = intFlag(*args, "runs", 30, false, 1, "tunec profile");
   auto warmup = intFlag(*args, "warmup", 3, false, 0, "tunec profile");
-  auto threads = parseThreads(args->get("threads"));
   if (!runs) return fail(runs.error().message());
   if (!warmup) return fail(warmup.error().message());
-  if (!threads) return fail(threads.error().message());
-  auto shapes = parseInputShapes(args->getAll("input-shape"));
-  if (!shapes) return fail(shapes.error().message());
-  SessionOptions options;
-  options.threads = *threads;
-  options.dbPath = databaseForCompile(*args);
-  options.inputShapes = *shapes;
+  auto options = timingSessionOptions(*args);
+  if (!options) return fail(options.error().message());
+  const int threads = options->threads;
   const std::string path = args->positionals()[0];
-  auto session = openModel(path, options);
+  auto session = openModel(path, *options);
   if (!session) return fail(session.error().message());
 
   // The roofs, once.
   Roofs roofs;
   roofs.isa = session->isa;
-  roofs.threads = *threads;
+  roofs.threads = threads;
   auto isa = parseIsa(session->isa);
   if (!isa) return fail(path + ": compiled for an unknown ISA '" + session->isa + "'");
   auto jit = Jit::create(thisMachine());
   if (!jit) return fail(jit.error().message());
   auto fma = measureFmaPeak(**jit, *isa);
   if (!fma) return fail(fma.error().message());
-  int cores = std::min(*threads, thisMachine().cores);
+  int cores = std::min(threads, thisMachine().cores);
   roofs.kernelGflops = *fma * cores;
   roofs.loopGflops = roofs.kernelGflops / 2;
-  roofs.bandwidthGBs = measureBandwidth(*threads, thisMachine().l3 * 4);
+  roofs.bandwidthGBs = measureBandwidth(threads, thisMachine().l3 * 4);
   roofs.cacheBytes = thisMachine().l3;
-  roofs.cacheGBs = measureBandwidth(*threads, thisMachine().l3 / 2);
+  roofs.cacheGBs = measureBandwidth(threads, thisMachine().l3 / 2);
 
   RunBuffers buffers = randomRunBuffers(*session, 7);
   const void* const* in = buffers.in.data();

@@ -165,25 +165,20 @@ Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, const Target& ta
   return o;
 }
 
-/// A shard's part of a job: its share of the job's budgets, and the trials its database
-/// already holds count toward them (a re-submitted shard resumes).
-struct ShardBudget {
-  double share = 1;
-  bool countRecorded = false;
-};
-
+/// `shardShare`: this run is a shard of a job and takes this share of the job's budgets; the
+/// trials its database already holds count toward them (a re-submitted shard resumes).
 int runJob(std::vector<tuner::Task> tasks, const Arguments& args, const Target& target,
-           const ShardBudget& shard = {}) {
+           std::optional<double> shardShare = std::nullopt) {
   std::string dbPath = args.get("db", defaultDatabasePath());
   auto database = db::TuningDatabase::open(dbPath, true);
   if (!database) return fail(database.error().message());
   auto options = tuneOptions(args, target);
   if (!options) return fail(options.error().message());
-  if (shard.countRecorded) {
+  if (shardShare) {
     options->countRecorded = true;
     options->trials = std::max(static_cast<int>(tasks.size()),
-                               static_cast<int>(std::lround(options->trials * shard.share)));
-    options->timeBudgetSeconds *= shard.share;
+                               static_cast<int>(std::lround(options->trials * *shardShare)));
+    options->timeBudgetSeconds *= *shardShare;
   }
   // SIGTERM (a scheduler's stop, kill) and SIGHUP (a closed terminal) stop the job as Ctrl-C
   // does: the batch in flight is committed and the job can be resumed.
@@ -258,17 +253,16 @@ int commandTune(const std::vector<std::string>& argv) {
   std::string what = args->positionals().size() == 1
                          ? args->positionals()[0]
                          : std::to_string(args->positionals().size()) + " models";
-  ShardBudget budget;
+  std::optional<double> share;
   if (shard) {
     tuner::ShardPlan plan = tuner::planShards(tasks, shard->count);
-    budget.share = tuner::shardShare(plan, *shard);
-    budget.countRecorded = true;
+    share = tuner::shardShare(plan, *shard);
     std::vector<tuner::Task> mine;
     for (size_t i = 0; i < tasks.size(); ++i)
       if (plan.shardOf[i] == shard->index) mine.push_back(std::move(tasks[i]));
-    std::fprintf(
-        stderr, "%s: shard %d/%d: %zu of %zu distinct tasks, %.0f%% of the expected load\n",
-        what.c_str(), shard->index, shard->count, mine.size(), tasks.size(), 100 * budget.share);
+    std::fprintf(stderr,
+                 "%s: shard %d/%d: %zu of %zu distinct tasks, %.0f%% of the expected load\n",
+                 what.c_str(), shard->index, shard->count, mine.size(), tasks.size(), 100 * *share);
     tasks = std::move(mine);
   }
   if (listOnly) {
@@ -279,7 +273,7 @@ int commandTune(const std::vector<std::string>& argv) {
   }
   std::fprintf(stderr, "%s: %zu heavy kernels, %zu distinct tasks%s\n", what.c_str(), heavyKernels,
                tasks.size(), shard ? " in this shard" : "");
-  return runJob(std::move(tasks), *args, *target, budget);
+  return runJob(std::move(tasks), *args, *target, share);
 }
 
 int commandTuneOp(const std::vector<std::string>& argv) {

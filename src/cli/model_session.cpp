@@ -1,12 +1,14 @@
 // Opening a model for running: model.so via the C API, ONNX via passes + driver + JIT.
 #include "cli/model_session.h"
 
+#include "cli/commands.h"
 #include "cli/load_model.h"
 #include "cli/pipeline.h"
 #include "driver/compile_model.h"
 #include "support/host.h"
 #include "tunec/runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -113,6 +115,29 @@ std::string databaseForCompile(const Arguments& args) {
   std::error_code ec;
   bool exists = std::filesystem::exists(path, ec);
   return exists || ec ? path : std::string();
+}
+
+Expected<SessionOptions> timingSessionOptions(const Arguments& args) {
+  SessionOptions options;
+  TUNEC_ASSIGN_OR_RETURN(options.threads, parseThreads(args.get("threads")));
+  TUNEC_ASSIGN_OR_RETURN(options.inputShapes, parseInputShapes(args.getAll("input-shape")));
+  options.dbPath = databaseForCompile(args);
+  return options;
+}
+
+Expected<LatencyStats> timeRuns(const ModelSession& session, const void* const* in,
+                                void* const* out, int warmup, int runs) {
+  for (int i = 0; i < warmup; ++i) TUNEC_TRY(session.run(in, out));
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    TUNEC_TRY(session.run(in, out));
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return LatencyStats{ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 9 / 10)],
+                      ms.front()};
 }
 
 RunBuffers randomRunBuffers(const ModelSession& session, uint32_t seed) {

@@ -58,6 +58,18 @@ std::string databaseForCompile(const Arguments& args);
 /// The logical CPUs this process may use: the default thread count of running here.
 int defaultThreads();
 
+/// The options of the commands that open a model to time it (`bench`, `profile`): --threads,
+/// --db (ONNX models) and --input-shape.
+Expected<SessionOptions> timingSessionOptions(const Arguments& args);
+
+/// Latency of whole runs, in milliseconds.
+struct LatencyStats {
+  double medianMs = 0, p90Ms = 0, minMs = 0;
+};
+/// `warmup` untimed runs, then `runs` (>= 1) timed ones on `in` and `out`.
+Expected<LatencyStats> timeRuns(const ModelSession& session, const void* const* in,
+                                void* const* out, int warmup, int runs);
+
 /// A session's random inputs (randomInput, seeded) and output buffers, with the pointer arrays
 /// its run takes (`tunec bench` and `tunec profile`).
 struct RunBuffers {

@@ -57,4 +57,21 @@ Status validateRecord(const db::Record& r) {
   return checkPlausible(r, workloadFlops(*w), workloadThreads(*w));
 }
 
+Expected<BestLookup> lookUpBest(db::TuningDatabase& db, const std::string& workloadKey,
+                                const db::TargetInfo& target, bool compatible) {
+  TUNEC_ASSIGN_OR_RETURN(std::vector<db::Record> records, db.recordsOf(workloadKey));
+  BestLookup found;
+  if (records.empty()) return found;
+  found.anyRecords = true;
+  auto kind = parseTemplateName(records.front().templateName());
+  if (!kind)
+    return makeError("records of workload ", workloadKey, " have an unknown template '",
+                     records.front().templateName().substr(0, 40), "'");
+  found.templateVersion = templateVersion(*kind);
+  TUNEC_ASSIGN_OR_RETURN(
+      found.best, db.best(workloadKey, target, found.templateVersion,
+                          compatible ? db::TargetMatch::IsaFeatures : db::TargetMatch::Exact));
+  return found;
+}
+
 } // namespace tunec::cli

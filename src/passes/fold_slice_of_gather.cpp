@@ -7,6 +7,8 @@
 #include "passes/pattern.h"
 #include "passes/rewriter.h"
 
+#include <map>
+
 namespace tunec::passes {
 
 namespace {
@@ -39,27 +41,20 @@ std::optional<Tensor> slicedIndices(const Graph& graph, const Node& slice, const
 } // namespace
 
 Expected<Graph> foldSliceOfGather(const Graph& graph) {
-  GraphRewriter rw(graph);
-  bool changed = false;
-  for (const Node& node : graph.nodes()) {
+  std::map<NodeId, Replacement> roots;
+  for (size_t n = 0; n < graph.nodes().size(); ++n) {
+    const Node& node = graph.nodes()[n];
     const Node* gather =
         node.kind == OpKind::Slice ? producerOf(graph, node.inputs[0], OpKind::Gather) : nullptr;
-    std::optional<Tensor> indices;
-    if (gather) indices = slicedIndices(graph, node, *gather);
-    if (!indices) {
-      TUNEC_TRY(rw.copy(node));
-      continue;
-    }
-    ValueId idx = rw.constant(node.name + ".gather_indices", *indices);
-    TUNEC_ASSIGN_OR_RETURN(std::vector<ValueId> outs,
-                           rw.add(node.name + ".gather", OpKind::Gather, gather->attrs,
-                                  {rw.map(gather->inputs[0]), idx},
-                                  {graph.value(node.outputs[0]).name}));
-    rw.replace(node.outputs[0], outs[0]);
-    changed = true;
+    if (!gather) continue;
+    if (std::optional<Tensor> indices = slicedIndices(graph, node, *gather))
+      roots.emplace(
+          static_cast<NodeId>(n),
+          Replacement{OpKind::Gather, gather->attrs, {gather->inputs[0]}, {std::move(*indices)}});
   }
-  if (!changed) return graph;
-  return rw.finish();
+  // The Gathers stay for their other readers; one read by nothing else is dead and goes.
+  if (roots.empty()) return graph;
+  return replaceMatches(graph, roots, {}, ".gather");
 }
 
 } // namespace tunec::passes

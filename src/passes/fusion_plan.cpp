@@ -270,7 +270,8 @@ Expected<NodeId> matchAttention(const Graph& g, const FusedKernel& kernel, NodeI
 
 // Why a LayerNormalization after the kernel's result `x` cannot end its epilogue ("" when it
 // can): a matmul of constant weights (its rows are one run of C), or a depthwise conv read
-// through its plain [N, H, W, C] view (`throughView`: each pixel's channels are a row), over the
+// through its plain [N, H, W, C] view (`throughView`, the view not joined yet: each pixel's
+// channels are a row), over the
 // last axis only, with constant f32 scale and bias of one value per column, and no mean or
 // inverse-std outputs.
 std::string rowNormJoins(const Graph& g, const FusedKernel& kernel, NodeId id, ValueId x,
@@ -282,7 +283,7 @@ std::string rowNormJoins(const Graph& g, const FusedKernel& kernel, NodeId id, V
       (kernel.templ != TemplateKind::Matmul || !g.value(anchor.inputs[1]).constant))
     return "a LayerNorm joins only a matmul of constant weights (whose output rows are whole) "
            "or a depthwise conv read as [N, H, W, C]";
-  if (kernel.nodes.size() > kernel.epilogueNodes() + 1 + (throughView ? 1 : 0))
+  if (kernel.nodes.size() > kernel.epilogueNodes() + 1)
     return "the LayerNorm reads a reshaped or permuted view of the matmul's output";
   const Shape& s = g.value(x).type.shape;
   const auto& a = std::get<NormAttrs>(n.attrs);
@@ -478,16 +479,12 @@ FusionPlan planFusion(const Graph& graph) {
                    "it");
           break;
         }
-        kernel.plainView = next;
-        join(next);
-        std::string why = rowNormJoins(graph, kernel, norm, view, true);
-        if (!why.empty()) {
-          kernel.plainView = -1;
-          kernel.nodes.pop_back();
-          plan.kernelOf[static_cast<size_t>(next)] = -1;
+        if (std::string why = rowNormJoins(graph, kernel, norm, view, true); !why.empty()) {
           boundary(why);
           break;
         }
+        kernel.plainView = next;
+        join(next);
         const auto& a = std::get<NormAttrs>(graph.node(norm).attrs);
         kernel.epilogue.push_back(
             {norm, {PostOpKind::LayerNormRow, a.epsilon}, graph.node(norm).inputs[1]});

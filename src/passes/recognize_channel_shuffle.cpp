@@ -8,6 +8,7 @@
 #include "passes/pattern.h"
 #include "passes/rewriter.h"
 
+#include <map>
 #include <set>
 
 namespace tunec::passes {
@@ -46,36 +47,22 @@ std::optional<Match> matchShuffle(const Graph& g, const Node& root, const std::v
 
 Expected<Graph> recognizeChannelShuffle(const Graph& graph) {
   std::vector<int> uses = useCounts(graph);
-  std::map<NodeId, Match> roots;
+  std::map<NodeId, Replacement> roots;
   std::set<NodeId> interior;
-  for (size_t n = 0; n < graph.nodes().size(); ++n)
-    if (auto m = matchShuffle(graph, graph.nodes()[n], uses)) {
-      roots.emplace(static_cast<NodeId>(n), *m);
-      interior.insert({m->first, m->transpose});
-    }
-  if (roots.empty()) return graph;
-  GraphRewriter rw(graph);
   for (size_t n = 0; n < graph.nodes().size(); ++n) {
-    const Node& node = graph.nodes()[n];
-    if (interior.count(static_cast<NodeId>(n))) continue;
-    auto root = roots.find(static_cast<NodeId>(n));
-    if (root == roots.end()) {
-      TUNEC_TRY(rw.copy(node));
-      continue;
-    }
+    auto m = matchShuffle(graph, graph.nodes()[n], uses);
+    if (!m) continue;
     // Output channel j * g + i is input channel i * (C / g) + j.
-    int64_t c = graph.value(root->second.x).type.shape[1], g = root->second.groups;
+    int64_t c = graph.value(m->x).type.shape[1], g = m->groups;
     Tensor perm(DType::I64, Shape{c});
     for (int64_t j = 0; j < c / g; ++j)
       for (int64_t i = 0; i < g; ++i) perm.dataAs<int64_t>()[j * g + i] = i * (c / g) + j;
-    ValueId indices = rw.constant(node.name + ".shuffle_indices", perm);
-    TUNEC_ASSIGN_OR_RETURN(std::vector<ValueId> outs,
-                           rw.add(node.name + ".channel_shuffle", OpKind::Gather, AxisAttrs{1},
-                                  {rw.map(root->second.x), indices},
-                                  {graph.value(node.outputs[0]).name}));
-    rw.replace(node.outputs[0], outs[0]);
+    roots.emplace(static_cast<NodeId>(n),
+                  Replacement{OpKind::Gather, AxisAttrs{1}, {m->x}, {std::move(perm)}});
+    interior.insert({m->first, m->transpose});
   }
-  return rw.finish();
+  if (roots.empty()) return graph;
+  return replaceMatches(graph, roots, interior, ".channel_shuffle");
 }
 
 } // namespace tunec::passes

@@ -66,6 +66,9 @@ Expected<Graph> replaceMatches(const Graph& graph, const std::map<NodeId, Replac
     }
     std::vector<ValueId> inputs;
     for (ValueId in : root->second.inputs) inputs.push_back(rw.map(in));
+    for (size_t c = 0; c < root->second.constants.size(); ++c)
+      inputs.push_back(
+          rw.constant(node.name + suffix + ".c" + std::to_string(c), root->second.constants[c]));
     TUNEC_ASSIGN_OR_RETURN(std::vector<ValueId> outs,
                            rw.add(node.name + suffix, root->second.kind, root->second.attrs, inputs,
                                   {graph.value(node.outputs[0]).name}));

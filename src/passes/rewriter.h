@@ -43,11 +43,12 @@ private:
 };
 
 /// One node that takes the place of a matched subgraph: its op, attributes and inputs (source
-/// values).
+/// values), then new constant inputs the match computed (a permutation, sliced indices).
 struct Replacement {
   OpKind kind;
   OpAttrs attrs;
   std::vector<ValueId> inputs;
+  std::vector<Tensor> constants = {};
 };
 
 /// Rewrites a graph in which each root node (by index) is replaced by its Replacement (named

@@ -5,12 +5,8 @@ set -uo pipefail
 tunec="$1"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/../check.sh"
 cd "$tmp"
-failures=0
-check() { # check NAME CONDITION-COMMAND...
-  local name="$1"; shift
-  if ! "$@"; then echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
 
 target=$("$tunec" target --json)
 check "target has a key" grep -q '"key"' <<<"$target"

@@ -45,6 +45,15 @@ void checkDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c, const 
         << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump();
 }
 
+// A config from uniformly drawn knob values (clamped by depthwiseConfigFromKnobs; may be
+// invalid).
+Expected<DepthwiseConfig> randomConfig(const DepthwiseWorkload& w, Isa isa, std::mt19937& rng) {
+  KnobSpace space = depthwiseKnobSpace(w, isa);
+  std::vector<nlohmann::json> values;
+  for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
+  return depthwiseConfigFromKnobs(w, isa, space, values);
+}
+
 TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
   std::mt19937 rng(11);
   int checked = 0;
@@ -65,10 +74,7 @@ TEST(DepthwiseTemplate, DefaultAndRandomConfigsMatchReference) {
       if (!w.check().isOk()) continue;
       DepthwiseConfig c = defaultDepthwiseConfig(w, isa);
       if (trial % 2) {
-        KnobSpace space = depthwiseKnobSpace(w, isa);
-        std::vector<nlohmann::json> values;
-        for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
-        auto drawn = depthwiseConfigFromKnobs(w, isa, space, values);
+        auto drawn = randomConfig(w, isa, rng);
         ASSERT_TRUE(drawn.isOk()) << drawn.error().message();
         c = *drawn;
       }
@@ -110,10 +116,7 @@ TEST(DepthwiseTemplate, RowNormalizationOfEachPixelEndsTheEpilogue) {
       if (!w.check().isOk()) continue;
       DepthwiseConfig c = defaultDepthwiseConfig(w, isa);
       if (trial % 2) {
-        KnobSpace space = depthwiseKnobSpace(w, isa);
-        std::vector<nlohmann::json> values;
-        for (const Knob& knob : space) values.push_back(knob.values[rng() % knob.values.size()]);
-        auto drawn = depthwiseConfigFromKnobs(w, isa, space, values);
+        auto drawn = randomConfig(w, isa, rng);
         ASSERT_TRUE(drawn.isOk()) << drawn.error().message();
         c = *drawn;
       }

@@ -4,18 +4,12 @@
 # with SIGKILL mid-job resumes from its database, measuring only what it has left.
 # usage: shard_test.sh TUNEC SOURCE_DIR
 set -uo pipefail
-tunec=$1
-src=$2
+tunec=$(realpath "$1")
+src=$(realpath "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-failures=0
-check() {
-  local what="$1"
-  shift
-  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
-records() { "$tunec" db stats --db "$1" | sed -n 's/.*workloads, \([0-9]*\) records.*/\1/p'; }
+source "$src/tests/check.sh"
 model=$src/examples/tiny_cnn/model.onnx
 
 "$tunec" tune "$model" --list-tasks 2>/dev/null | sort > all.txt
@@ -35,19 +29,19 @@ done
   > first.txt 2>&1 &
 pid=$!
 for _ in $(seq 1 120); do
-  [ -f shard.db ] && [ "$(records shard.db 2>/dev/null)" -ge 4 ] 2>/dev/null && break
+  [ -f shard.db ] && [ "$(db_records shard.db 2>/dev/null)" -ge 4 ] 2>/dev/null && break
   sleep 0.25
 done
 kill -KILL $pid
 wait $pid 2>/dev/null
-before=$(records shard.db)
+before=$(db_records shard.db)
 check "the killed shard kept its committed batches ($before records)" test "${before:-0}" -ge 4 -a "${before:-0}" -lt 20
 "$tunec" tune "$model" --shard 0/1 --db shard.db --trials 20 --batch 2 --min-seconds 0.05 > second.txt 2>&1
 cat second.txt
 check "the re-run says it resumed" grep -q "resumed: $before configs of these tasks were already measured" second.txt
 measured=$(sed -n 's/^\([0-9]*\) trials (.*/\1/p' second.txt)
 check "it measured only what was left ($before + $measured = 20)" test "$((before + measured))" -eq 20
-check "the database holds the job's 20 trials" test "$(records shard.db)" -eq 20
+check "the database holds the job's 20 trials" test "$(db_records shard.db)" -eq 20
 "$tunec" tune "$model" --shard 0/1 --db shard.db --trials 20 > third.txt 2>&1
 check "a finished shard measures nothing" grep -q "^0 trials" third.txt
 

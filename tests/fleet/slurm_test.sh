@@ -9,16 +9,11 @@ set -uo pipefail
 tunec=$(realpath "$1")
 src=$(realpath "$2")
 tmp=$(mktemp -d)
-failures=0
 skip() {
   echo "SKIP: the Slurm test did not run: $*"
   exit 77
 }
-check() {
-  local what="$1"
-  shift
-  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
+source "$src/tests/check.sh"
 
 cleanup() {
   "$src/scripts/slurm_local.sh" stop "$tmp/slurm"
@@ -70,13 +65,12 @@ check "tune_slurm.sh submitted the shards and the merge" test -n "$shards" -a -n
 
 # Cancel shard 1 once it has committed a batch, before it is done.
 for _ in $(seq 1 120); do
-  [ -f "$job/shard-1.db" ] && [ "$("$tunec" db stats --db "$job/shard-1.db" 2>/dev/null |
-    sed -n 's/.*workloads, \([0-9]*\) records.*/\1/p')" -ge 2 ] 2>/dev/null && break
+  [ -f "$job/shard-1.db" ] && [ "$(db_records "$job/shard-1.db" 2>/dev/null)" -ge 2 ] 2>/dev/null && break
   sleep 0.5
 done
 scancel --signal=TERM --full "${shards}_1"
 wait_jobs 60 "$shards"
-before=$("$tunec" db stats --db "$job/shard-1.db" | sed -n 's/.*workloads, \([0-9]*\) records.*/\1/p')
+before=$(db_records "$job/shard-1.db")
 check "shard 1 was cancelled mid-job with some records" test "${before:-0}" -ge 2
 # The merge's dependency (afterok) can no longer be met: Slurm removes it.
 wait_jobs 30 "$merge"
@@ -91,7 +85,7 @@ log=$(cat "$job/shard-1.$resub.log" 2>/dev/null)
 echo "$log" | tail -8
 check "the re-submitted shard resumed from its database" grep -q "resumed: $before configs of these tasks were already measured" <<<"$log"
 total=$(grep -o "shard 1/2: [0-9]* of [0-9]* distinct tasks" <<<"$log")
-after=$("$tunec" db stats --db "$job/shard-1.db" | sed -n 's/.*workloads, \([0-9]*\) records.*/\1/p')
+after=$(db_records "$job/shard-1.db")
 measured=$(sed -n 's/^\([0-9]*\) trials (.*/\1/p' <<<"$log")
 check "it measured only what was left ($before before + $measured now = $after records)" \
   test "$((before + measured))" -eq "${after:-0}"
@@ -99,8 +93,8 @@ check "shard 0 finished" grep -q "trials (.*recorded in" "$job"/shard-0.*.log
 merge_log=$(cat "$job/merge.$merge2.log" 2>/dev/null)
 echo "$merge_log"
 check "the merge job merged and verified the shards" grep -q "merged.db: .* records, .* workloads, 1 targets: ok" <<<"$merge_log"
-s0=$("$tunec" db stats --db "$job/shard-0.db" | sed -n 's/.*workloads, \([0-9]*\) records.*/\1/p')
-m=$("$tunec" db stats --db "$job/merged.db" | sed -n 's/.*workloads, \([0-9]*\) records.*/\1/p')
+s0=$(db_records "$job/shard-0.db")
+m=$(db_records "$job/merged.db")
 check "the merged database holds every record of both shards ($s0 + $after = $m)" test "$((s0 + after))" -eq "${m:-0}"
 report=$("$tunec" compile "$model" --db "$job/merged.db" -o "$tmp/model.so" 2>&1)
 echo "$report" | head -3

@@ -23,12 +23,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-failures=0
-check() {
-  local what="$1"
-  shift
-  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
+source "$src/tests/check.sh"
 chromium=$(command -v chromium || command -v chromium-browser) ||
   { echo "SKIP: the page tests did not run: chromium is not installed (scripts/setup.sh --test installs Debian's chromium)"; exit 77; }
 
