@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <vector>
 
 namespace tunec::rt {
 
@@ -24,6 +26,25 @@ nlohmann::json floatsToJson(const std::vector<float>& v) {
   return out;
 }
 
+/// An integer field, or an exception the parser reports as a corrupt plan: a float, or a value
+/// out of T's range, converted by a plain get<T>() would be undefined behaviour.
+template <typename T> T integer(const nlohmann::json& v) {
+  if (!v.is_number_integer()) throw std::runtime_error("a number that must be an integer is not");
+  if (v.is_number_unsigned()
+          ? v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+          : (v.get<int64_t>() < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+             v.get<int64_t>() > static_cast<int64_t>(std::numeric_limits<T>::max())))
+    throw std::runtime_error("an integer out of range");
+  return static_cast<T>(v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>())
+                                               : v.get<int64_t>());
+}
+
+template <typename T> std::vector<T> integers(const nlohmann::json& v) {
+  std::vector<T> out;
+  for (const auto& e : v) out.push_back(integer<T>(e));
+  return out;
+}
+
 std::vector<float> floatsFromJson(const nlohmann::json& j) {
   std::vector<float> out;
   for (const auto& f : j) {
@@ -33,7 +54,10 @@ std::vector<float> floatsFromJson(const nlohmann::json& j) {
                     : t == "-inf" ? -std::numeric_limits<float>::infinity()
                                   : std::numeric_limits<float>::quiet_NaN());
     } else {
-      out.push_back(f.get<float>());
+      double d = f.get<double>();
+      if (!(std::abs(d) <= std::numeric_limits<float>::max()))
+        throw std::runtime_error("a float out of range");
+      out.push_back(static_cast<float>(d));
     }
   }
   return out;
@@ -63,8 +87,8 @@ IoSpec ioFromJson(const nlohmann::json& j) {
   if (!parsed)
     throw std::runtime_error("tensor '" + io.name + "' has an unknown dtype '" + dtype + "'");
   io.dtype = *parsed;
-  io.shape = j.at("shape").get<std::vector<int64_t>>();
-  io.bytes = j.at("bytes").get<int64_t>();
+  io.shape = integers<int64_t>(j.at("shape"));
+  io.bytes = integer<int64_t>(j.at("bytes"));
   return io;
 }
 
@@ -108,27 +132,28 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
   ModelPlan& plan = parsed.plan;
   try {
     auto j = nlohmann::json::parse(blob + 16, blob + 16 + length);
-    if (j.at("format").get<int>() != ModelPlan::kFormatVersion)
-      return makeError("model format ", j.at("format").get<int>(), " is not the format ",
+    if (integer<int>(j.at("format")) != ModelPlan::kFormatVersion)
+      return makeError("model format ", integer<int>(j.at("format")), " is not the format ",
                        ModelPlan::kFormatVersion,
                        " this runtime reads; recompile the model with this tunec");
     plan.isa = j.at("isa").get<std::string>();
-    plan.threads = j.at("threads").get<int>();
-    plan.arenaBytes = j.at("arena_bytes").get<int64_t>();
-    plan.kernelCount = j.at("kernel_count").get<int64_t>();
-    parsed.constantBytes = j.at("constant_bytes").get<int64_t>();
+    plan.threads = integer<int>(j.at("threads"));
+    plan.arenaBytes = integer<int64_t>(j.at("arena_bytes"));
+    plan.kernelCount = integer<int64_t>(j.at("kernel_count"));
+    parsed.constantBytes = integer<int64_t>(j.at("constant_bytes"));
     for (const auto& t : j.at("tensors"))
-      plan.tensors.push_back({static_cast<Region>(t.at(0).get<int>()), t.at(1).get<int64_t>()});
+      plan.tensors.push_back(
+          {static_cast<Region>(integer<int>(t.at(0))), integer<int64_t>(t.at(1))});
     for (const auto& s : j.at("steps")) {
       Step step;
-      step.kind = static_cast<StepKind>(s.at("kind").get<int>());
+      step.kind = static_cast<StepKind>(integer<int>(s.at("kind")));
       step.label = s.at("label").get<std::string>();
-      step.kernel = s.at("kernel").get<int32_t>();
-      step.tensors = s.at("tensors").get<std::vector<int32_t>>();
-      step.ints = s.at("ints").get<std::vector<int64_t>>();
+      step.kernel = integer<int32_t>(s.at("kernel"));
+      step.tensors = integers<int32_t>(s.at("tensors"));
+      step.ints = integers<int64_t>(s.at("ints"));
       step.floats = floatsFromJson(s.at("floats"));
       step.flops = s.value("flops", 0.0);
-      step.bytes = s.value("bytes", int64_t{0});
+      step.bytes = (s.contains("bytes") ? integer<int64_t>(s.at("bytes")) : 0);
       if (!(step.flops >= 0) || step.bytes < 0)
         return makeError("corrupt model plan: step '", step.label, "' has a negative cost");
       plan.steps.push_back(std::move(step));
