@@ -146,23 +146,36 @@ Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt
 }
 
 Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt19937& rng) {
-  p.a = randomData(w.n * w.h * w.w * w.ic, rng);
+  // A strided input (in_ld) is the first ic channels of each pixel of a wider buffer; a strided
+  // output leaves NaN gaps the kernel must not write.
+  const int64_t pixels = w.n * w.h * w.w, inLd = w.inPixelStride(), outLd = w.outPixelStride();
+  p.a = randomData(pixels * inLd, rng);
   Shape ws{w.oc, w.icPerGroup(), w.kh, w.kw};
   p.b = randomData(ws.numel(), rng);
-  p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.oc), 0.f);
+  p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * outLd), 0.f);
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
                   w.groups};
-  std::vector<float> in = p.a;
+  std::vector<float> in(static_cast<size_t>(pixels * w.ic));
+  for (int64_t q = 0; q < pixels; ++q)
+    std::copy_n(p.a.begin() + q * inLd, w.ic, in.begin() + q * w.ic);
   if (w.channelScale) { // the reference scales the NHWC input itself
     p.scale = randomData(w.n * w.ic, rng);
     for (size_t i = 0; i < in.size(); ++i)
       in[i] *= p.scale[i / static_cast<size_t>(w.h * w.w * w.ic) * static_cast<size_t>(w.ic) +
                        i % static_cast<size_t>(w.ic)];
   }
-  TUNEC_ASSIGN_OR_RETURN(p.expected, referenceConv(in, p.b, ws, w.n, w.ic, w.h, w.w, attrs));
+  TUNEC_ASSIGN_OR_RETURN(std::vector<float> dense,
+                         referenceConv(in, p.b, ws, w.n, w.ic, w.h, w.w, attrs));
+  if (!w.outLd) {
+    p.expected = std::move(dense);
+    return {};
+  }
+  p.expected.assign(p.out.size(), std::nanf(""));
+  for (int64_t q = 0; q < w.n * w.oh() * w.ow(); ++q)
+    std::copy_n(dense.begin() + q * w.oc, w.oc, p.expected.begin() + q * outLd);
   return {};
 }
 

@@ -25,6 +25,9 @@ public:
       : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
     hp_ = w.h + w.padTop + w.padBottom;
     wp_ = w.w + w.padLeft + w.padRight;
+    // A padded input is copied dense first; an unpadded one is read in place, in_ld apart.
+    inLd_ = w.padded() ? w.ic : w.inPixelStride();
+    outLd_ = w.outPixelStride();
     panelsPerGroup_ = (w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock;
     panels_ = w.groups * panelsPerGroup_;
     icBlocks_ = w.icPerGroup() / c.icBlock;
@@ -32,7 +35,7 @@ public:
     // read adjacent pixels, so (kw, ic) is one contiguous run of kw*ic floats in the NHWC input
     // and in the packed weights: a kernel row becomes one batch entry of k = kw*ic (conv1's 7x7
     // over 3 channels: 7 entries of k = 21 instead of 49 of k = 3).
-    mergeKw_ = w.groups == 1 && icBlocks_ == 1 && w.dilationW == 1;
+    mergeKw_ = w.groups == 1 && icBlocks_ == 1 && w.dilationW == 1 && inLd_ == w.ic;
     kwEntries_ = mergeKw_ ? 1 : w.kw;
     entryK_ = mergeKw_ ? w.kw * w.ic : c.icBlock;
     batch_ = w.kh * kwEntries_ * icBlocks_;
@@ -53,7 +56,7 @@ public:
       spec.aRowGroup = group;
       spec.prefetchB = prefetchNextPanel();
       spec.prefetchBGroup = prefetchGroup();
-      spec.prefetchA = aRowsAliasInL1(rows, w_.strideW * w_.ic, group, w_.strideH * wp_ * w_.ic,
+      spec.prefetchA = aRowsAliasInL1(rows, w_.strideW * inLd_, group, w_.strideH * wp_ * inLd_,
                                       w_.types.srcBytes());
       spec.scaleK = w_.channelScale;
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
@@ -105,7 +108,7 @@ private:
   }
 
   void emitRow(llvm::Value* n, llvm::Value* panel, llvm::Value* oh, llvm::Value* ohHi) {
-    const int64_t ic = w_.ic, icg = w_.icPerGroup(), nr = c_.ocBlock;
+    const int64_t ic = inLd_, icg = w_.icPerGroup(), nr = c_.ocBlock;
     llvm::Value* panelWeights = gep(weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * icg * nr)));
     // The next panel (this one at the last), prefetched one cache-line column per tile.
     llvm::Value* nextWeights =
@@ -141,7 +144,10 @@ private:
         llvm::Value* base = b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), rowArr(), idx));
         b_.CreateStore(gep(base, shift), b_.CreateGEP(mb_.ptr(), aArr_, idx));
       });
-      llvm::Value* cOff = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(outRow, ow0), i64(w_.oc)), oc0);
+      llvm::Value* pixel0 = b_.CreateAdd(outRow, ow0);
+      llvm::Value* cOff = b_.CreateAdd(b_.CreateMul(pixel0, i64(outLd_)), oc0);
+      // The addend is a dense tensor of the output's shape.
+      llvm::Value* addOff = b_.CreateAdd(b_.CreateMul(pixel0, i64(w_.oc)), oc0);
       llvm::Value* owTail =
           c_.rowsPerTile > 1 ? b_.CreateICmpSGT(b_.CreateAdd(oh, i64(c_.rowsPerTile)), ohHi)
                              : b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
@@ -157,8 +163,8 @@ private:
       llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
       std::vector<llvm::Value*> args = {
           b_.CreateGEP(mb_.ptr(), aArr_, firstTap), b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
-          gep(out_, cOff), i64(entryK_), i64(w_.strideW * ic), i64(nr), i64(w_.oc), taps,
-          b_.getInt32(kUkrApplyEpilogue), gep(bias_, oc0), gep(addend_, cOff), i64(w_.oc),
+          gep(out_, cOff), i64(entryK_), i64(w_.strideW * ic), i64(nr), i64(outLd_), taps,
+          b_.getInt32(kUkrApplyEpilogue), gep(bias_, oc0), gep(addend_, addOff), i64(w_.oc),
           i64(w_.strideH * wp_ * ic),
           gep(nextWeights, b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
                                         b_.CreateAdd(b_.CreateMul(line, i64(16)),
@@ -243,7 +249,7 @@ private:
   const Conv2dWorkload& w_;
   const Conv2dConfig& c_;
   const Epilogue& epilogue_;
-  int64_t hp_, wp_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
+  int64_t hp_, wp_, inLd_, outLd_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
   bool mergeKw_ = false;
   int64_t kwEntries_ = 1, entryK_ = 1; ///< batch entries per kernel row, k of each entry
   llvm::Function* kernels_[4] = {};

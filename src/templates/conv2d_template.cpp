@@ -21,6 +21,12 @@ Status Conv2dWorkload::check() const {
       (kh != 1 || kw != 1 || strideH != 1 || strideW != 1 || padded() || groups != 1))
     return makeError("conv2d workload: channel_scale needs a 1x1 convolution with stride 1, no "
                      "padding and one group");
+  if ((inLd && inLd < ic) || (outLd && outLd < oc) || inLd < 0 || outLd < 0)
+    return makeError("conv2d workload: in_ld=", inLd, " and out_ld=", outLd,
+                     " must be 0 (dense) or at least ic=", ic, " and oc=", oc);
+  if (inLd && padded())
+    return makeError("conv2d workload: in_ld needs an unpadded convolution (a padded input is "
+                     "copied dense first)");
   return {};
 }
 
@@ -42,6 +48,8 @@ nlohmann::json Conv2dWorkload::toJson() const {
                       {"threads", threads}};
   if (coldWeights) j["cold_weights"] = true;
   if (channelScale) j["channel_scale"] = true;
+  if (inLd) j["in_ld"] = inLd;
+  if (outLd) j["out_ld"] = outLd;
   return j;
 }
 
@@ -62,6 +70,9 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
   if (j.contains("cold_weights") && !readField(j, "cold_weights", w.coldWeights, error))
     return makeError("conv2d workload: ", error);
   if (j.contains("channel_scale") && !readField(j, "channel_scale", w.channelScale, error))
+    return makeError("conv2d workload: ", error);
+  if ((j.contains("in_ld") && !readField(j, "in_ld", w.inLd, error)) ||
+      (j.contains("out_ld") && !readField(j, "out_ld", w.outLd, error)))
     return makeError("conv2d workload: ", error);
   if (stride.size() != 2 || pads.size() != 4 || dilation.size() != 2)
     return makeError("conv2d workload: stride, pads or dilation has the wrong length");

@@ -29,7 +29,13 @@ struct Conv2dWorkload {
   /// channel gate, a prologue: B scaled in registers); 1x1, stride 1, no padding, one group.
   /// "channel_scale": true in the key, absent when false.
   bool channelScale = false;
+  /// Pixel strides of the NHWC input and output in elements (0: dense, ic and oc): a channel
+  /// slice of a wider activation read or written in place (ShuffleNet's halves, a Concat's
+  /// inputs). "in_ld" / "out_ld" in the key, absent when 0. in_ld needs an unpadded input.
+  int64_t inLd = 0, outLd = 0;
 
+  int64_t inPixelStride() const { return inLd ? inLd : ic; }
+  int64_t outPixelStride() const { return outLd ? outLd : oc; }
   int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
   int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }
   int64_t icPerGroup() const { return ic / groups; }

@@ -30,13 +30,22 @@ Tensor referenceConv(const Conv2dWorkload& w, const Epilogue& epi, const Tensor&
 
 void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& epi, uint32_t seed) {
   std::mt19937 rng(seed);
-  Tensor x = randomTensor(Shape{w.n, w.h, w.w, w.ic}, rng);
+  // With in_ld / out_ld the operands are channel slices of wider NHWC tensors: the kernel reads
+  // the input at the last channels of a wider one and writes the output there, leaving the
+  // other channels as they were.
+  const int64_t inLd = w.inPixelStride(), outLd = w.outPixelStride();
+  const int64_t inOff = inLd - w.ic, outOff = outLd - w.oc;
+  Tensor wide = randomTensor(Shape{w.n, w.h, w.w, inLd}, rng);
+  Tensor x(DType::F32, Shape{w.n, w.h, w.w, w.ic});
+  for (int64_t p = 0; p < w.n * w.h * w.w; ++p)
+    std::copy_n(wide.dataAs<float>() + p * inLd + inOff, w.ic, x.dataAs<float>() + p * w.ic);
   Tensor weights = randomTensor(Shape{w.oc, w.icPerGroup(), w.kh, w.kw}, rng);
   Tensor bias = randomTensor(Shape{w.oc}, rng);
   Tensor addend = randomTensor(Shape{w.n, w.oh(), w.ow(), w.oc}, rng);
   auto kernel = compileConv2d(jit(), w, c, epi, weights.dataAs<float>());
   ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
-  Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), w.oc}, rng);
+  Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), outLd}, rng);
+  std::vector<float> before(out.dataAs<float>(), out.dataAs<float>() + out.numel());
   // A channel-scaled workload: the kernel gets the scales, the reference the scaled input.
   Tensor scale = randomTensor(Shape{w.n, w.ic}, rng);
   Tensor scaled(DType::F32, x.shape()); // Tensor copies share their data: a fresh one
@@ -45,14 +54,22 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
     for (int64_t i = 0; i < x.numel(); ++i)
       scaled.dataAs<float>()[i] *= scale.dataAs<float>()[i / (w.h * w.w * w.ic) * w.ic + i % w.ic];
   Tensor columnScale = randomTensor(Shape{w.oc}, rng);
-  kernel->run(x.dataAs<float>(), out.dataAs<float>(), bias.dataAs<float>(), addend.dataAs<float>(),
-              w.channelScale ? scale.dataAs<float>() : nullptr, columnScale.dataAs<float>());
+  kernel->run(wide.dataAs<float>() + inOff, out.dataAs<float>() + outOff, bias.dataAs<float>(),
+              addend.dataAs<float>(), w.channelScale ? scale.dataAs<float>() : nullptr,
+              columnScale.dataAs<float>());
   Tensor want = referenceConv(w, epi, scaled, weights, bias, addend, columnScale);
   double tol = 4.0 * static_cast<double>(w.icPerGroup() * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
-  for (int64_t i = 0; i < out.numel(); ++i)
-    ASSERT_NEAR(out.getDouble(i), want.getDouble(i),
-                test::epilogueTolerance(epi, tol, want.getDouble(i)))
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t channel = i % outLd - outOff;
+    if (channel < 0) {
+      ASSERT_EQ(out.dataAs<float>()[i], before[static_cast<size_t>(i)])
+          << "element " << i << " outside the output slice of " << w.toJson().dump();
+      continue;
+    }
+    double expect = want.getDouble(i / outLd * w.oc + channel);
+    ASSERT_NEAR(out.getDouble(i), expect, test::epilogueTolerance(epi, tol, expect))
         << "element " << i << " of " << w.toJson().dump() << " with config " << c.toJson().dump();
+  }
 }
 
 Conv2dWorkload conv(int64_t n, int64_t ic, int64_t hw, int64_t oc, int64_t k, int64_t stride,
@@ -197,6 +214,48 @@ TEST(Conv2dTemplate, ChannelScaledPointwiseConvsMatchReference) {
   Conv2dWorkload bad = conv(1, 8, 5, 8, 3, 1, 1);
   bad.channelScale = true;
   EXPECT_FALSE(bad.check().isOk()) << "a channel scale is a 1x1 conv's prologue only";
+}
+
+// Channel slices read and written in place (in_ld, out_ld: ShuffleNet's halves and a Concat's
+// inputs): random workloads and valid configs, 1x1 and unpadded 3x3 (whose kw taps can no
+// longer merge into one run), one and two threads, with epilogues; the output's other channels
+// are left as they were.
+TEST(Conv2dTemplate, StridedChannelSlicesMatchReference) {
+  std::mt19937 rng(41);
+  Isa isa = widestIsa(hostTarget());
+  int checked = 0;
+  for (int trial = 0; trial < 120 && checked < 24; ++trial) {
+    int64_t k = trial % 3 == 2 ? 3 : 1;
+    Conv2dWorkload w =
+        conv(1 + trial % 2, 3 + rng() % 60, 4 + rng() % 8, 1 + rng() % 40, k, 1 + trial % 2, 0);
+    if (trial % 4 != 1) w.inLd = w.ic + 1 + rng() % 40;
+    if (trial % 4 != 0) w.outLd = w.oc + 1 + rng() % 40;
+    w.threads = trial % 3 == 0 ? 2 : 1;
+    if (!w.check().isOk()) continue;
+    auto c = randomConfig(w, isa, rng);
+    ASSERT_TRUE(c.isOk());
+    if (!validateConv2dConfig(w, *c).isOk()) continue;
+    Epilogue epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
+    if (trial % 5 == 1) epi.push_back({PostOpKind::AddTensor});
+    checkConv(w, *c, epi, static_cast<uint32_t>(trial));
+    ++checked;
+  }
+  EXPECT_GE(checked, 16);
+  auto back = Conv2dWorkload::fromJson(conv(1, 8, 5, 8, 1, 1, 0).toJson());
+  ASSERT_TRUE(back.isOk());
+  EXPECT_FALSE(back->toJson().contains("in_ld")) << "dense workloads keep their keys";
+  Conv2dWorkload strided = conv(1, 8, 5, 8, 1, 1, 0);
+  strided.inLd = 24, strided.outLd = 16;
+  back = Conv2dWorkload::fromJson(strided.toJson());
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->inLd, 24);
+  EXPECT_EQ(back->outLd, 16);
+  Conv2dWorkload bad = conv(1, 8, 5, 8, 3, 1, 1);
+  bad.inLd = 16;
+  EXPECT_NE(bad.check().error().message().find("unpadded"), std::string::npos);
+  bad = conv(1, 8, 5, 8, 1, 1, 0);
+  bad.outLd = 4;
+  EXPECT_FALSE(bad.check().isOk()) << "out_ld below oc";
 }
 
 } // namespace
