@@ -160,7 +160,11 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
                   w.groups};
   std::vector<float> in(static_cast<size_t>(pixels * w.ic));
   for (int64_t q = 0; q < pixels; ++q)
-    std::copy_n(p.a.begin() + q * inLd, w.ic, in.begin() + q * w.ic);
+    for (int64_t ch = 0; ch < w.ic; ++ch) // an NCHW input is read as the same elements
+      in[static_cast<size_t>(q * w.ic + ch)] =
+          w.nchwInput ? p.a[static_cast<size_t>(((q / (w.h * w.w)) * w.ic + ch) * w.h * w.w +
+                                                q % (w.h * w.w))]
+                      : p.a[static_cast<size_t>(q * inLd + ch)];
   if (w.channelScale) { // the reference scales the NHWC input itself
     p.scale = randomData(w.n * w.ic, rng);
     for (size_t i = 0; i < in.size(); ++i)

@@ -65,7 +65,10 @@ void printFusion(const Graph& graph, const driver::CompileOutline& o, bool detai
     for (size_t i : steps)
       std::printf("    step %zu %s %s\n", i, o.steps[i].generated ? "generated" : "loop     ",
                   o.steps[i].label.c_str());
-    if (steps.empty()) std::printf("    no step (views, or transposes a matmul reads in place)\n");
+    if (steps.empty())
+      std::printf(
+          "    no step (views, parts of a Concat written in place or with it, or transposes a "
+          "matmul reads in place)\n");
   };
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const passes::FusedKernel& kernel = plan.kernels[k];

@@ -28,6 +28,16 @@ const std::vector<PassEntry>& graphPipeline() {
       {"simplify-algebra", passes::simplifyAlgebra},
       // After simplify-algebra has turned Sub/Div by constants into Add/Mul.
       {"fold-channel-affine", passes::foldChannelAffine},
+      // The channel shuffle's Concat and Gathers as ranges read and written in place: the
+      // Concat reordered so that each Gather reads one range (its parts of Gathers then cut by
+      // fold-slice-of-gather, its parts of Convs split from them), permutations moved past
+      // depthwise Convs, then absorbed into the weights of the Convs that read them. After
+      // fold-batch-norm and fold-channel-affine, which leave the weights final.
+      {"order-concat-for-gathers", passes::orderConcatForGathers},
+      {"fold-slice-of-gather", passes::foldSliceOfGather},
+      {"split-conv-for-slices", passes::splitConvForSlices},
+      {"push-gathers-through-depthwise", passes::pushGathersThroughDepthwise},
+      {"absorb-channel-gathers", passes::absorbChannelGathers},
       // After simplify-algebra, whose Div-by-constant to Mul would round differently at ties:
       // this pass's x / s must stay a division, as QuantizeLinear divides. After
       // fold-constants, which has folded the round trips of constant weights to f32 weights.

@@ -234,7 +234,7 @@ private:
     llvm::Value* in = args[rt::kArgSrc];
     if (w_.padded())
       in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_,
-                              w_.types.src);
+                              w_.types.src, 0, w_.nchwInput);
     int64_t tasks = c_.parallel == Conv2dParallel::N    ? w_.n
                     : c_.parallel == Conv2dParallel::Oh ? ohBlocks_
                     : c_.parallel == Conv2dParallel::Oc ? panels_

@@ -37,6 +37,7 @@ constexpr int64_t kShortChannels = 8;
 Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module)
     : graph_(graph), options_(options), module_(module), fusion_(passes::planFusion(graph)),
       views_(passes::planOperandViews(graph, fusion_)),
+      channelViews_(passes::planChannelViews(graph, fusion_)),
       weightsCold_(constantBytesRead(graph) > static_cast<size_t>(options.target.l3)) {}
 
 std::vector<int64_t> Lowering::logicalStrides(const Shape& shape, Phys phys) {
@@ -64,11 +65,54 @@ int Lowering::addArenaTensor(int64_t bytes) {
 }
 
 void Lowering::definePart(ValueId v, int parent, int64_t byteOffset) {
+  // A part of a part is a part of the tensor both lie in.
+  const TensorInfo& of = tensors_[static_cast<size_t>(parent)];
+  if (of.parent >= 0) {
+    byteOffset += of.offsetInParent;
+    parent = of.parent;
+  }
   TensorInfo part = tensors_[static_cast<size_t>(parent)];
   part.parent = parent;
   part.offsetInParent = byteOffset;
   tensors_.push_back(part);
   produced_[v] = {static_cast<int>(tensors_.size()) - 1, Phys::Plain};
+}
+
+int Lowering::concatBuffer(NodeId concat) {
+  if (auto it = concatBuffers_.find(concat); it != concatBuffers_.end()) return it->second;
+  ValueId y = graph_.node(concat).outputs[0];
+  int t = defineOutput(y, Phys::Nhwc);
+  concatBuffers_[concat] = t;
+  return t;
+}
+
+int Lowering::channelSlot(ValueId v, int64_t& ld) {
+  const passes::ChannelSlot& slot = channelViews_.writtenInPlace.at(v);
+  int buffer = concatBuffer(slot.concat);
+  ld = graph_.value(graph_.node(slot.concat).outputs[0]).type.shape[1];
+  defineStridedPart(v, buffer, slot.offset, ld);
+  inPlace_.insert(v);
+  return produced_[v].first;
+}
+
+void Lowering::defineStridedPart(ValueId v, int source, int64_t offset, int64_t ld) {
+  definePart(v, source, offset * static_cast<int64_t>(dtypeSize(graph_.value(v).type.dtype)));
+  produced_[v].second = Phys::Nhwc;
+  pixelStride_[v] = ld;
+}
+
+void Lowering::defineChannelView(ValueId v, int source, int64_t offset, int64_t ld) {
+  defineStridedPart(v, source, offset, ld);
+  ++stats_.aliases;
+}
+
+int Lowering::tensorStrided(ValueId v, int64_t& ld) {
+  if (auto it = pixelStride_.find(v); it != pixelStride_.end()) {
+    ld = it->second;
+    return produced_.at(v).first;
+  }
+  ld = 0;
+  return tensorIn(v, Phys::Nhwc);
 }
 
 int Lowering::addConstant(const void* data, size_t bytes) {
@@ -80,6 +124,23 @@ int Lowering::addConstant(const void* data, size_t bytes) {
 }
 
 int Lowering::tensorAny(ValueId v, Phys& phys) {
+  if (auto strided = pixelStride_.find(v); strided != pixelStride_.end()) {
+    // A channel view, for a consumer that reads dense tensors: copied dense once.
+    phys = Phys::Nhwc;
+    auto key = std::make_pair(v, Phys::Nhwc);
+    if (auto it = reordered_.find(key); it != reordered_.end()) return it->second;
+    const Shape& shape = graph_.value(v).type.shape;
+    int out =
+        addArenaTensor(shape.numel() * static_cast<int64_t>(dtypeSize(graph_.value(v).type.dtype)));
+    std::vector<int64_t> from = logicalStrides(shape, Phys::Nhwc);
+    from[0] = shape[2] * shape[3] * strided->second, from[2] = shape[3] * strided->second,
+    from[3] = strided->second;
+    copyTensor(*this, "copy '" + graph_.value(v).name + "' dense", out, shape,
+               logicalStrides(shape, Phys::Nhwc), produced_.at(v).first, from,
+               graph_.value(v).type.dtype);
+    reordered_[key] = out;
+    return out;
+  }
   auto it = produced_.find(v);
   if (it != produced_.end()) {
     phys = it->second.second;

@@ -3,8 +3,10 @@
 // or the template's analytical default.
 #include "codegen/attention_kernel.h"
 #include "driver/lowering.h"
+#include "passes/rewriter.h"
 #include "tuning_db/keys.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace tunec::driver {
@@ -12,10 +14,11 @@ namespace tunec::driver {
 namespace {
 
 // The config for a workload: the best record of the database, else the analytical default.
-// A cold_weights workload without records of its own takes the best record measured with warm
-// weights (a database tuned before the condition was part of the key). A kernel left at its
-// default while the database has records of its workload for other targets says so (hk).
-// Both through the typed template interface; the database's JSON is read here, once a record.
+// A cold_weights (or NCHW-input, or channel-slice) workload without records of its own takes
+// the best record measured without the condition (a database tuned before it was in the key). A
+// kernel left at its default while the database has records of its workload for other targets says
+// so (hk). Both through the typed template interface; the database's JSON is read here, once a
+// record.
 Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
   hk.tuned = false;
   const CompileOptions& options = l.options();
@@ -27,10 +30,14 @@ Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
   db::TargetInfo target = db::TargetInfo::fromTarget(options.target);
   nlohmann::json key = toJson(w);
   std::vector<nlohmann::json> keys = {key};
-  if (key.contains("cold_weights")) {
-    key.erase("cold_weights");
-    keys.push_back(key);
-  }
+  // Conditions that leave the template's knobs as they are fall back, in turn, to records
+  // measured without them: cold weights, an NCHW input read by the padded copy, channel slices
+  // read or written in place (a database tuned before they were part of the key).
+  for (const char* condition : {"cold_weights", "input_layout", "in_ld", "out_ld"})
+    if (key.contains(condition)) {
+      key.erase(condition);
+      keys.push_back(key);
+    }
   // Fastest first; a record whose config no longer parses or validates (an edited or imported
   // row) is skipped for the next one rather than sending the kernel back to its default.
   std::vector<std::vector<db::Record>> recordsByKey;
@@ -218,7 +225,24 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   if (!buildEpilogue(l, kernel, oc, Phys::Nhwc, e)) return false;
   // With a channel-scale prologue the kernel reads the activation the Mul scaled, and the scale.
   bool prologue = kernel.prologue >= 0;
-  int in = l.tensorIn(prologue ? kernel.prologueInput : n.inputs[0], Phys::Nhwc);
+  // A conv2d anchor without padding or prologue reads a channel range of a wider activation in
+  // place, and writes its result into its part of a Concat when the channel views say so.
+  bool unpadded = std::all_of(a.pads.begin(), a.pads.end(), [](int64_t p) { return p == 0; });
+  bool strided = kernel.templ == TemplateKind::Conv2d && !prologue && unpadded;
+  int64_t inLd = 0, outLd = 0;
+  // A plain input that only this padded conv2d reads (the model's image) is reordered by the
+  // kernel's own padded copy: one pass over it instead of a reorder step and the copy.
+  bool nchwInput = kernel.templ == TemplateKind::Conv2d && !prologue && !unpadded &&
+                   xs.rank() == 4 && l.producedPhys(n.inputs[0]) == Phys::Plain &&
+                   passes::useCounts(g)[static_cast<size_t>(n.inputs[0])] == 1;
+  Phys inPhys = Phys::Nhwc;
+  int in = nchwInput ? l.tensorAny(n.inputs[0], inPhys)
+           : strided ? l.tensorStrided(n.inputs[0], inLd)
+                     : l.tensorIn(prologue ? kernel.prologueInput : n.inputs[0], Phys::Nhwc);
+  nchwInput = nchwInput && inPhys == Phys::Plain;
+  int out = -1;
+  if (kernel.templ == TemplateKind::Conv2d && l.channelViews().writtenInPlace.count(e.result))
+    out = l.channelSlot(e.result, outLd);
   int scale = prologue ? l.tensorIn(kernel.channelScale, Phys::Plain) : -1;
   HeavyKernel hk;
   codegen::PackedWeights packed;
@@ -241,6 +265,9 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     w.threads = l.options().threads;
     w.coldWeights = l.weightsCold();
     w.channelScale = prologue;
+    w.inLd = inLd == w.ic ? 0 : inLd;
+    w.outLd = outLd == w.oc ? 0 : outLd;
+    w.nchwInput = nchwInput;
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
   }
@@ -251,12 +278,15 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   hk.label = "Conv '" + n.name + "' " + shapeText(xs) + " -> " + shapeText(ys) + " k" +
              std::to_string(a.kernel[0]) + "x" + std::to_string(a.kernel[1]) + " s" +
              std::to_string(a.strides[0]) + (prologue ? " (input channel-scaled)" : "") +
-             (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue);
+             (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue) +
+             (nchwInput ? " (reads its input NCHW)" : "") +
+             (inLd ? " (reads channels in place)" : "") +
+             (outLd ? " (writes its part of the Concat in place)" : "");
   std::string label = hk.label;
   // Through its plain [N, H, W, C] view (and the LayerNorm after it) the result's plain layout
   // is the conv's NHWC bytes.
   return addKernelStep(l, {std::move(hk)}, label, *code, in, packedConstant(l, packed), e,
-                       kernel.plainView >= 0 ? Phys::Plain : Phys::Nhwc, -1, -1, scale);
+                       kernel.plainView >= 0 ? Phys::Plain : Phys::Nhwc, -1, out, scale);
 }
 
 // How a view of a rows x cols matrix is stored: its leading dimension (0, the dense default,

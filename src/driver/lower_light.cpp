@@ -3,6 +3,7 @@
 // views; softmax, layer norm, pooling and gather have loop kernels of their own.
 #include "driver/lowering.h"
 #include "ir/op_registry.h"
+#include "passes/pattern.h"
 #include "runtime/typed_kernels.h"
 
 #include <cfloat>
@@ -494,6 +495,33 @@ bool lowerReduce(Lowering& l, const Node& n) {
     l.unsupported(n, "reductions over empty tensors are not compiled");
     return false;
   }
+  // The mean or max over H and W of an NHWC activation (a classifier's global pool written as
+  // ReduceMean) is a global pool reading it where it lies: no reorder to plain first.
+  bool spatial = xs.rank() == 4 && !reduced[0] && !reduced[1] && reduced[2] && reduced[3];
+  if (spatial && (n.kind == OpKind::ReduceMean || n.kind == OpKind::ReduceMax) &&
+      l.producedPhys(n.inputs[0]) == Phys::Nhwc) {
+    Phys phys;
+    int in = l.tensorAny(n.inputs[0], phys);
+    rt::PoolParams p{};
+    p.isMax = n.kind == OpKind::ReduceMax;
+    p.n = xs[0], p.c = xs[1], p.h = xs[2], p.w = xs[3], p.oh = 1, p.ow = 1;
+    p.kh = p.h, p.kw = p.w, p.sh = p.sw = p.dh = p.dw = 1;
+    std::vector<int64_t> is = Lowering::logicalStrides(xs, phys);
+    int64_t outStrides[4] = {xs[1], 1, 1, 1}; // [N, C] or [N, C, 1, 1]: the same bytes
+    for (size_t d = 0; d < 4; ++d) {
+      p.inStride[d] = is[d];
+      p.outStride[d] = outStrides[d];
+    }
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    rt::Step step;
+    step.kind = rt::StepKind::Pool;
+    step.label = std::string(opName(n.kind)) + " '" + n.name + "' (a global pool of NHWC)";
+    step.tensors = {out, in};
+    step.ints.resize(sizeof(p) / sizeof(int64_t));
+    std::memcpy(step.ints.data(), &p, sizeof(p));
+    l.addStep(std::move(step), {in}, {out});
+    return true;
+  }
   int in = l.tensorIn(n.inputs[0], Phys::Plain);
   bool moved = false;
   for (size_t i = 0; i < perm.size(); ++i) moved |= perm[i] != static_cast<int64_t>(i);
@@ -527,6 +555,83 @@ bool lowerReduce(Lowering& l, const Node& n) {
   step.tensors = {out, in};
   step.ints = {rows, len, static_cast<int64_t>(kinds.at(n.kind))};
   l.addStep(std::move(step), {in}, {out});
+  return true;
+}
+
+// The runs (src, dst, len) of a Gather of channels by constant indices `idx` out of `channels`,
+// written from channel `at` on, appended to `runs` (joined with the last run where they go
+// on); false for an index out of range.
+bool appendChannelRuns(const Value& idx, int64_t channels, int64_t at, std::vector<int64_t>& runs) {
+  for (int64_t k = 0; k < idx.type.shape.numel(); ++k) {
+    auto i = static_cast<int64_t>(idx.constant->getDouble(k));
+    if (i < 0) i += channels;
+    if (i < 0 || i >= channels) return false;
+    size_t m = runs.size();
+    if (m && runs[m - 3] + runs[m - 1] == i && runs[m - 2] + runs[m - 1] == at + k)
+      ++runs[m - 1];
+    else
+      runs.insert(runs.end(), {i, at + k, 1});
+  }
+  return true;
+}
+
+void addChannelRunsStep(Lowering& l, const std::string& label, int out, int in, int64_t pixels,
+                        int64_t inLd, int64_t outLd, const std::vector<int64_t>& runs) {
+  rt::Step step;
+  step.kind = rt::StepKind::ChannelRuns;
+  step.label = label;
+  step.tensors = {out, in};
+  step.ints = {pixels, inLd, outLd, static_cast<int64_t>(runs.size() / 3)};
+  step.ints.insert(step.ints.end(), runs.begin(), runs.end());
+  l.addStep(std::move(step), {in}, {out});
+}
+
+// A Concat along the channels of NHWC activations (passes/channel_views.h): one buffer, whose
+// parts its producers wrote in place; the Gathers of channels into it run here, one
+// ChannelRuns step per source they read, and any other input is copied into its part.
+bool lowerChannelConcat(Lowering& l, const Node& n, const std::string& label) {
+  const Graph& g = l.graph();
+  const Shape& ys = g.value(n.outputs[0]).type.shape;
+  int out = l.concatBuffer(g.value(n.outputs[0]).producer);
+  std::vector<int64_t> ystr = Lowering::logicalStrides(ys, Phys::Nhwc);
+  struct Source {
+    int64_t ld = 0;
+    std::string name;
+    std::vector<int64_t> runs; ///< (src, dst, len) triples
+  };
+  std::map<int, Source> sources;
+  int64_t start = 0;
+  for (ValueId v : n.inputs) {
+    const Shape& is = g.value(v).type.shape;
+    const Node* gather = passes::producerOf(g, v, OpKind::Gather);
+    if (l.wroteInPlace(v)) {
+      start += is[1];
+      continue;
+    }
+    if (gather && l.channelViews().writtenInPlace.count(v)) {
+      int64_t ld = 0;
+      int data = l.tensorStrided(gather->inputs[0], ld);
+      int64_t channels = g.value(gather->inputs[0]).type.shape[1];
+      Source& source = sources[data];
+      source.ld = ld ? ld : channels;
+      source.name = g.value(gather->inputs[0]).name;
+      if (!appendChannelRuns(g.value(gather->inputs[1]), channels, start, source.runs)) {
+        l.unsupported(*gather, "a Gather index is out of range for its axis");
+        return false;
+      }
+      start += is[1];
+      continue;
+    }
+    Phys phys;
+    int in = l.tensorAny(v, phys);
+    if (is.numel() > 0)
+      copyAny(l, label, out, is, start * ystr[1], ystr, in, Lowering::logicalStrides(is, phys), 0,
+              g.value(v).type.dtype);
+    start += is[1];
+  }
+  for (auto& [data, source] : sources)
+    addChannelRunsStep(l, label + " (channels of '" + source.name + "')", out, data,
+                       ys[0] * ys[2] * ys[3], source.ld, ys[1], source.runs);
   return true;
 }
 
@@ -689,9 +794,16 @@ bool lowerSingle(Lowering& l, const Node& n) {
                    Lowering::broadcastStrides(xs, xs.strides(), ys), 0, dt);
   }
   case OpKind::Slice: {
+    const auto& a = std::get<SliceAttrs>(n.attrs);
+    if (l.channelViews().slices.count(l.graph().value(n.outputs[0]).producer)) {
+      // Read in place by the convolutions after it: its channels where they lie.
+      int64_t ld = 0;
+      int in = l.tensorStrided(n.inputs[0], ld);
+      l.defineChannelView(n.outputs[0], in, a.starts[1], ld ? ld : xs[1]);
+      return true;
+    }
     // Data movement keeps its input's layout (a channel slice of an NHWC activation stays
     // NHWC, so the convolution after it needs no reorder).
-    const auto& a = std::get<SliceAttrs>(n.attrs);
     Phys phys;
     int in = l.tensorAny(n.inputs[0], phys);
     std::vector<int64_t> xstr = Lowering::logicalStrides(xs, phys), s;
@@ -721,6 +833,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
     return true;
   }
   case OpKind::Concat: {
+    if (l.channelViews().concats.count(l.graph().value(n.outputs[0]).producer))
+      return lowerChannelConcat(l, n, label);
     // NHWC when every input is (the branches of a ShuffleNet or Inception block); each input is
     // read in its own layout.
     int axis = static_cast<int>(normalizeAxis(std::get<AxisAttrs>(n.attrs).axis, ys.rank()));
@@ -870,12 +984,29 @@ bool lowerSingle(Lowering& l, const Node& n) {
     return true;
   }
   case OpKind::Gather: {
+    // A Gather into its part of a Concat's buffer runs with the Concat (lowerChannelConcat).
+    if (l.channelViews().writtenInPlace.count(n.outputs[0])) return true;
     const Value& idx = g.value(n.inputs[1]);
     if (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32) {
       l.unsupported(n, "Gather indices must be int64 or int32");
       return false;
     }
     auto axis = static_cast<size_t>(normalizeAxis(std::get<AxisAttrs>(n.attrs).axis, xs.rank()));
+    // Channels of an NHWC activation in runs of 4 or more (a shuffled half's parts): copied run
+    // by run, NHWC. Shorter runs (an interleaving shuffle) copy faster plane by plane, plain.
+    if (axis == 1 && xs.rank() == 4 && idx.constant && idx.type.shape.rank() == 1 &&
+        l.producedPhys(n.inputs[0]) == Phys::Nhwc && dtypeSize(x.type.dtype) == 4) {
+      std::vector<int64_t> runs;
+      if (appendChannelRuns(idx, xs[1], 0, runs) &&
+          static_cast<int64_t>(runs.size()) / 3 * 4 <= idx.type.shape.numel()) {
+        int64_t ld = 0;
+        int data = l.tensorStrided(n.inputs[0], ld);
+        int out = l.defineOutput(n.outputs[0], Phys::Nhwc);
+        addChannelRunsStep(l, label, out, data, xs[0] * xs[2] * xs[3], ld ? ld : xs[1], ys[1],
+                           runs);
+        return true;
+      }
+    }
     int data = l.tensorIn(n.inputs[0], Phys::Plain);
     int indices = l.tensorIn(n.inputs[1], Phys::Plain);
     int out = l.defineOutput(n.outputs[0], Phys::Plain);

@@ -4,12 +4,14 @@
 #pragma once
 
 #include "driver/compile_model.h"
+#include "passes/channel_views.h"
 #include "passes/fusion_plan.h"
 #include "passes/operand_views.h"
 #include "runtime/kernel_args.h"
 #include "runtime/light_kernels.h"
 
 #include <map>
+#include <set>
 
 namespace tunec::driver {
 
@@ -30,6 +32,8 @@ public:
   ModelModule* module() { return module_; }
   /// Transposes that MatMuls read or write in place (strided operands).
   const passes::OperandViews& operandViews() const { return views_; }
+  /// Concat inputs written in place and channel Slices read in place (NHWC channel ranges).
+  const passes::ChannelViews& channelViews() const { return channelViews_; }
   /// The constants the nodes read exceed this machine's L3, so every heavy kernel reads its
   /// weights from memory: its workload is marked cold_weights (tuned and looked up as such).
   bool weightsCold() const { return weightsCold_; }
@@ -45,6 +49,18 @@ public:
   int defineOutput(ValueId v, Phys phys);
   /// `v` shares the bytes of `source` (reshape-like ops).
   void defineAlias(ValueId v, int source, Phys phys);
+  /// `v` held NHWC, and its pixel stride when it is a channel range of a wider tensor (`ld`;
+  /// 0 when dense): for kernels that read channel slices in place.
+  int tensorStrided(ValueId v, int64_t& ld);
+  /// The NHWC buffer of a Concat of channel views (created on first use; the Concat's output).
+  int concatBuffer(NodeId concat);
+  /// For a Concat input its producer writes in place: its part of the Concat's buffer, whose
+  /// pixel stride is `ld`; `v` is defined as that part.
+  int channelSlot(ValueId v, int64_t& ld);
+  /// True when `v`'s producer wrote it in place (channelSlot was called for it).
+  bool wroteInPlace(ValueId v) const { return pixelStride_.count(v) && inPlace_.count(v); }
+  /// `v` is channels [offset, offset + C) of `source`, an NHWC tensor of pixel stride `ld`.
+  void defineChannelView(ValueId v, int source, int64_t offset, int64_t ld);
   /// A new arena tensor (a temporary between steps).
   int addArenaTensor(int64_t bytes);
   /// `v` is the bytes of arena tensor `parent` from `byteOffset` on, plain (a part of a split
@@ -81,6 +97,7 @@ public:
 
 private:
   void lowerKernel(const passes::FusedKernel& kernel);
+  void defineStridedPart(ValueId v, int source, int64_t offset, int64_t ld);
   void bindOutputs();
 
   const Graph& graph_;
@@ -91,6 +108,7 @@ private:
   std::vector<int> stepKernel_;
   std::vector<ReorderOutline> reorderNotes_;
   passes::OperandViews views_;
+  passes::ChannelViews channelViews_;
   bool weightsCold_ = false;
   struct TensorInfo {
     rt::TensorRef ref;
@@ -102,6 +120,9 @@ private:
   std::vector<TensorInfo> tensors_;
   std::map<ValueId, std::pair<int, Phys>> produced_;
   std::map<std::pair<ValueId, Phys>, int> reordered_;
+  std::map<ValueId, int64_t> pixelStride_; ///< NHWC channel views: their pixel stride
+  std::set<ValueId> inPlace_;              ///< values their producer wrote into a Concat
+  std::map<NodeId, int> concatBuffers_;
   std::vector<rt::Step> steps_;
   std::vector<uint8_t> constants_;
   std::vector<HeavyKernel> kernels_;

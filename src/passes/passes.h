@@ -49,6 +49,23 @@ Expected<Graph> recognizeChannelShuffle(const Graph& graph);
 /// indices (fold_slice_of_gather.cpp).
 Expected<Graph> foldSliceOfGather(const Graph& graph);
 
+/// Rebuilds a Concat read only by constant-index Gathers that partition its channels from slices
+/// of its inputs, ordered so that each Gather reads one contiguous range
+/// (order_concat_for_gathers.cpp).
+Expected<Graph> orderConcatForGathers(const Graph& graph);
+
+/// Splits a one-group Conv (and the activations after it) read only by channel Slices into one
+/// Conv per Slice over its output channels (split_conv_for_slices.cpp).
+Expected<Graph> splitConvForSlices(const Graph& graph);
+
+/// Moves a channel permutation (a constant-index Gather) from before a depthwise Conv to after
+/// it, permuting the filters (push_gathers_through_depthwise.cpp).
+Expected<Graph> pushGathersThroughDepthwise(const Graph& graph);
+
+/// Absorbs a Gather that permutes a contiguous channel range into the weights of the one-group
+/// Conv reading it, which then reads the range (a Slice) itself (absorb_channel_gathers.cpp).
+Expected<Graph> absorbChannelGathers(const Graph& graph);
+
 /// Merges MatMuls of one input by constant weights of one shape (and their bias adds) into one
 /// MatMul and a Split of its output (merge_sibling_matmuls.cpp).
 Expected<Graph> mergeSiblingMatmuls(const Graph& graph);

@@ -86,4 +86,12 @@ std::vector<int> useCounts(const Graph& graph) {
   return uses;
 }
 
+std::vector<std::vector<NodeId>> readersOf(const Graph& graph) {
+  std::vector<std::vector<NodeId>> readers(graph.values().size());
+  for (size_t n = 0; n < graph.nodes().size(); ++n)
+    for (ValueId in : graph.nodes()[n].inputs)
+      if (in != kNoValue) readers[static_cast<size_t>(in)].push_back(static_cast<NodeId>(n));
+  return readers;
+}
+
 } // namespace tunec::passes

@@ -59,5 +59,7 @@ Expected<Graph> replaceMatches(const Graph& graph, const std::map<NodeId, Replac
 
 /// How many source nodes use each value (model outputs count as a use).
 std::vector<int> useCounts(const Graph& graph);
+/// The nodes that read each value, in node order (once per input slot).
+std::vector<std::vector<NodeId>> readersOf(const Graph& graph);
 
 } // namespace tunec::passes

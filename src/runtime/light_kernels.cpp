@@ -588,6 +588,20 @@ Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int6
   return {};
 }
 
+void runChannelRuns(const uint8_t* in, uint8_t* out, int64_t pixels, int64_t inLd, int64_t outLd,
+                    const int64_t* runs, int64_t count, int threads) {
+  int64_t perPixel = 0;
+  for (int64_t r = 0; r < count; ++r) perPixel += runs[3 * r + 2];
+  parallelRange(pixels, threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(perPixel, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t p = lo; p < hi; ++p)
+                    for (int64_t r = 0; r < count; ++r)
+                      std::memcpy(out + (p * outLd + runs[3 * r + 1]) * 4,
+                                  in + (p * inLd + runs[3 * r]) * 4,
+                                  static_cast<size_t>(runs[3 * r + 2]) * 4);
+                });
+}
+
 } // namespace tunec::rt
 
 extern "C" void tunec_layer_norm_rows_f32(float* rows, int64_t count, int64_t cols, int64_t ld,

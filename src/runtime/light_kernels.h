@@ -111,6 +111,10 @@ void runLayerNorm(const float* in, float* out, const float* scale, const float* 
                   float* invStd, int64_t rows, int64_t cols, float epsilon, int threads);
 void runPool(const PoolParams& p, const float* in, float* out, int threads);
 /// Gather along one axis; indices are int64 or int32 (`indexBytes`), negative ones wrap.
+/// Per pixel, each run (src, dst, len) of 4-byte channels from in[p*inLd + src] to
+/// out[p*outLd + dst] (a ChannelRuns step; `runs` holds the triples).
+void runChannelRuns(const uint8_t* in, uint8_t* out, int64_t pixels, int64_t inLd, int64_t outLd,
+                    const int64_t* runs, int64_t count, int threads);
 Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int64_t outer,
                  int64_t axis, int64_t inner, int64_t count, int64_t elemBytes, int64_t indexBytes);
 

@@ -16,6 +16,22 @@ struct ThreadLimit {
   ~ThreadLimit() { tunec_set_thread_limit(0); }
 };
 
+// A ChannelRuns step's ints: the header, then whole triples that stay within a pixel.
+bool validChannelRuns(const Step& s) {
+  const std::vector<int64_t>& v = s.ints;
+  if (v.size() < 4 || v[0] < 0 || v[1] < 1 || v[2] < 1 || v[3] < 0 ||
+      v[3] > static_cast<int64_t>((v.size() - 4) / 3) ||
+      v.size() != 4 + 3 * static_cast<size_t>(v[3]))
+    return false;
+  for (size_t r = 4; r < v.size(); r += 3) {
+    int64_t src = v[r], dst = v[r + 1], len = v[r + 2];
+    if (src < 0 || dst < 0 || len < 0 || src > v[1] || dst > v[2] || len > v[1] - src ||
+        len > v[2] - dst)
+      return false;
+  }
+  return true;
+}
+
 } // namespace
 
 Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model,
@@ -51,6 +67,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::Reduce         ? 2
                   : s.kind == StepKind::ArgReduce      ? 2
                   : s.kind == StepKind::GatherElements ? 3
+                  : s.kind == StepKind::ChannelRuns    ? 2
                                                        : s.tensors.size();
     size_t ints = s.kind == StepKind::Softmax     ? 4
                   : s.kind == StepKind::Reduce    ? 3
@@ -61,7 +78,8 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                                                   : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
-        s.kind > StepKind::GatherElements ||
+        s.kind > StepKind::ChannelRuns ||
+        (s.kind == StepKind::ChannelRuns && !validChannelRuns(s)) ||
         (s.kind == StepKind::GatherElements &&
          (s.ints.size() < 4 || s.ints[0] < 1 ||
           s.ints.size() != static_cast<size_t>(4 + 2 * s.ints[0]) || s.ints[1] < 0 ||
@@ -188,6 +206,10 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
     runPool(p, f(1), f(0), threads_);
     return {};
   }
+  case StepKind::ChannelRuns:
+    runChannelRuns(static_cast<const uint8_t*>(ptr(1)), static_cast<uint8_t*>(ptr(0)), s.ints[0],
+                   s.ints[1], s.ints[2], s.ints.data() + 4, s.ints[3], threads_);
+    return {};
   case StepKind::Gather: {
     Status st = runGather(static_cast<const uint8_t*>(ptr(1)), static_cast<const uint8_t*>(ptr(2)),
                           static_cast<uint8_t*>(ptr(0)), s.ints[0], s.ints[1], s.ints[2], s.ints[3],

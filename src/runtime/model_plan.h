@@ -37,6 +37,10 @@ enum class StepKind : int32_t {
   Typed = 7,     ///< tensors {out, inputs...}; a typed elementwise op (typed_kernels.h)
   ArgReduce = 8, ///< tensors {out, in}; ints {outer, len, inner, is_max, select_last, ElemType}
   GatherElements = 9, ///< tensors {out, data, indices}; ints {rank, axis, elem, index, dims, idims}
+  /// tensors {out, in}; ints {pixels, in_ld, out_ld, runs, then (src, dst, len) per run}: per
+  /// pixel p, in[p*in_ld + src, +len) to out[p*out_ld + dst, +len), 4-byte elements (channel
+  /// ranges of NHWC activations: the parts of a Concat that no producer wrote in place).
+  ChannelRuns = 10,
 };
 
 struct Step {
@@ -83,7 +87,8 @@ struct ModelPlan {
   /// kernels take one KernelArgs pointer (runtime/kernel_args.h).
   /// 3: kernel steps have the slots of fused attention's V, of a row normalization's
   /// parameters and of an input channel scale (KernelArgs::values, normParams, channelScale).
-  static constexpr int kFormatVersion = 3;
+  /// 4: ChannelRuns steps, and kernels that read or write channel slices in place.
+  static constexpr int kFormatVersion = 4;
   std::string isa;
   int threads = 1; ///< the thread count the kernels were compiled for
   std::vector<TensorRef> tensors;

@@ -97,6 +97,22 @@ extern "C" void tunec_pack_b_f32(const float* b, int64_t ldb, int32_t transposed
   }
 }
 
+extern "C" void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w,
+                                           int64_t c, int64_t pt, int64_t pl, int64_t hp,
+                                           int64_t wp, float* dst) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < hp; ++y) {
+      float* row = dst + ((b * hp + y) * wp) * c;
+      int64_t sy = y - pt;
+      std::memset(row, 0, static_cast<size_t>(wp * c) * sizeof(float));
+      if (sy < 0 || sy >= h) continue;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float* plane = src + ((b * c + ch) * h + sy) * w;
+        for (int64_t x = 0; x < w; ++x) row[(pl + x) * c + ch] = plane[x];
+      }
+    }
+}
+
 extern "C" void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c,
                                    int64_t pt, int64_t pl, int64_t hp, int64_t wp, float* dst) {
   for (int64_t b = 0; b < n; ++b)

@@ -21,4 +21,8 @@ void tunec_pack_b_f32(const float* b, int64_t ldb, int32_t transposed, int64_t k
 /// at (pt, pl).
 void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,
                         int64_t pl, int64_t hp, int64_t wp, float* dst);
+/// As tunec_pad_nhwc_f32 from an NCHW source: the reorder to NHWC and the padding in one pass
+/// (a model's image input, read by its first convolution).
+void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c,
+                                int64_t pt, int64_t pl, int64_t hp, int64_t wp, float* dst);
 }

@@ -24,6 +24,9 @@ Status Conv2dWorkload::check() const {
   if ((inLd && inLd < ic) || (outLd && outLd < oc) || inLd < 0 || outLd < 0)
     return makeError("conv2d workload: in_ld=", inLd, " and out_ld=", outLd,
                      " must be 0 (dense) or at least ic=", ic, " and oc=", oc);
+  if (nchwInput && (!padded() || inLd))
+    return makeError("conv2d workload: input_layout nchw needs a padded convolution (its "
+                     "padded copy is the reorder) and no in_ld");
   if (inLd && padded())
     return makeError("conv2d workload: in_ld needs an unpadded convolution (a padded input is "
                      "copied dense first)");
@@ -50,6 +53,7 @@ nlohmann::json Conv2dWorkload::toJson() const {
   if (channelScale) j["channel_scale"] = true;
   if (inLd) j["in_ld"] = inLd;
   if (outLd) j["out_ld"] = outLd;
+  if (nchwInput) j["input_layout"] = "nchw";
   return j;
 }
 
@@ -74,6 +78,12 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
   if ((j.contains("in_ld") && !readField(j, "in_ld", w.inLd, error)) ||
       (j.contains("out_ld") && !readField(j, "out_ld", w.outLd, error)))
     return makeError("conv2d workload: ", error);
+  if (j.contains("input_layout")) {
+    std::string layout;
+    if (!readField(j, "input_layout", layout, error) || layout != "nchw")
+      return makeError("conv2d workload: input_layout must be \"nchw\" when present");
+    w.nchwInput = true;
+  }
   if (stride.size() != 2 || pads.size() != 4 || dilation.size() != 2)
     return makeError("conv2d workload: stride, pads or dilation has the wrong length");
   w.strideH = stride[0], w.strideW = stride[1], w.dilationH = dilation[0],

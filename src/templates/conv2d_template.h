@@ -33,6 +33,9 @@ struct Conv2dWorkload {
   /// slice of a wider activation read or written in place (ShuffleNet's halves, a Concat's
   /// inputs). "in_ld" / "out_ld" in the key, absent when 0. in_ld needs an unpadded input.
   int64_t inLd = 0, outLd = 0;
+  /// The input is N x C x H x W (plain), reordered to NHWC as the kernel pads it (a model's
+  /// image input); "input_layout": "nchw" in the key, absent when false. Needs padding.
+  bool nchwInput = false;
 
   int64_t inPixelStride() const { return inLd ? inLd : ic; }
   int64_t outPixelStride() const { return outLd ? outLd : oc; }

@@ -130,9 +130,9 @@ expect 1 "--format must be npy or pb" -- run "$model" --input x="$src/examples/t
 expect 0 "= Conv\(%x.*\{kernel=\[3,3\] strides=\[1,1\]" -- inspect "$model"
 expect 0 "Conv +3" -- inspect "$model" --summary
 expect 0 "fusion: 11 nodes -> 6 kernels \(4 anchored\); the steps compile builds" -- inspect "$model" --summary --fusion
-expect 0 "^  11 graph nodes -> 7 steps \(4 generated kernels, 3 loop kernels" -- inspect "$model" --summary --fusion
+expect 0 "^  11 graph nodes -> 6 steps \(4 generated kernels, 2 loop kernels; 0 reorders" -- inspect "$model" --summary --fusion
 expect 0 "kernel 2 \(conv2d anchor\): Conv Add Relu" -- inspect "$model" --fusion
-expect 0 "step 3 generated Conv '/conv3/Conv' .* \+ bias\+add\+relu" -- inspect "$model" --fusion
+expect 0 "step 2 generated Conv '/conv3/Conv' .* \+ bias\+add\+relu" -- inspect "$model" --fusion
 expect 0 "arena: 10 tensors, .* \(peak / bound 1.000\)" -- inspect "$model" --summary --memory
 expect 0 "// after fold-constants \(unchanged\)" -- inspect "$model" --summary --print-after-all
 expect 0 "ran 11 nodes" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --reference --optimize
@@ -150,7 +150,7 @@ expect 1 "fake.so: not a tunec model.so, or a truncated one" -- run "$tmp/fake.s
 cp /lib/x86_64-linux-gnu/libm.so.6 "$tmp/libm.so"
 expect 1 "libm.so: not a tunec model.so" -- bench "$tmp/libm.so"
 expect 0 "median .* ms, p90 .* ms, min .* ms" -- bench "$tmp/m.so" --runs 5 --warmup 1
-expect 0 "step profile .* 7 steps" -- bench "$tmp/m.so" --runs 3 --profile
+expect 0 "step profile .* 6 steps" -- bench "$tmp/m.so" --runs 3 --profile
 expect 0 "grouped by computation \([0-9]+ groups\)" -- bench "$tmp/m.so" --runs 3 --profile
 expect 1 "--runs must be at least 1" -- bench "$tmp/m.so" --runs 0
 # A bare file name is the file in the working directory (dlopen would search the library path).

@@ -39,6 +39,12 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
   Tensor x(DType::F32, Shape{w.n, w.h, w.w, w.ic});
   for (int64_t p = 0; p < w.n * w.h * w.w; ++p)
     std::copy_n(wide.dataAs<float>() + p * inLd + inOff, w.ic, x.dataAs<float>() + p * w.ic);
+  // An NCHW input (input_layout nchw): the kernel gets x transposed.
+  Tensor nchw(DType::F32, Shape{w.n, w.ic, w.h, w.w});
+  for (int64_t p = 0; p < w.n * w.h * w.w; ++p)
+    for (int64_t ch = 0; ch < w.ic; ++ch)
+      nchw.dataAs<float>()[(p / (w.h * w.w) * w.ic + ch) * w.h * w.w + p % (w.h * w.w)] =
+          x.dataAs<float>()[p * w.ic + ch];
   Tensor weights = randomTensor(Shape{w.oc, w.icPerGroup(), w.kh, w.kw}, rng);
   Tensor bias = randomTensor(Shape{w.oc}, rng);
   Tensor addend = randomTensor(Shape{w.n, w.oh(), w.ow(), w.oc}, rng);
@@ -54,9 +60,9 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
     for (int64_t i = 0; i < x.numel(); ++i)
       scaled.dataAs<float>()[i] *= scale.dataAs<float>()[i / (w.h * w.w * w.ic) * w.ic + i % w.ic];
   Tensor columnScale = randomTensor(Shape{w.oc}, rng);
-  kernel->run(wide.dataAs<float>() + inOff, out.dataAs<float>() + outOff, bias.dataAs<float>(),
-              addend.dataAs<float>(), w.channelScale ? scale.dataAs<float>() : nullptr,
-              columnScale.dataAs<float>());
+  kernel->run(w.nchwInput ? nchw.dataAs<float>() : wide.dataAs<float>() + inOff,
+              out.dataAs<float>() + outOff, bias.dataAs<float>(), addend.dataAs<float>(),
+              w.channelScale ? scale.dataAs<float>() : nullptr, columnScale.dataAs<float>());
   Tensor want = referenceConv(w, epi, scaled, weights, bias, addend, columnScale);
   double tol = 4.0 * static_cast<double>(w.icPerGroup() * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i) {
@@ -214,6 +220,40 @@ TEST(Conv2dTemplate, ChannelScaledPointwiseConvsMatchReference) {
   Conv2dWorkload bad = conv(1, 8, 5, 8, 3, 1, 1);
   bad.channelScale = true;
   EXPECT_FALSE(bad.check().isOk()) << "a channel scale is a 1x1 conv's prologue only";
+}
+
+// An NCHW input reordered while it is padded (input_layout nchw: a model's image input read by
+// its first conv): random padded workloads and valid configs, one and two images and threads.
+TEST(Conv2dTemplate, NchwInputsReorderedWhilePaddedMatchReference) {
+  std::mt19937 rng(43);
+  Isa isa = widestIsa(hostTarget());
+  int checked = 0;
+  for (int trial = 0; trial < 80 && checked < 12; ++trial) {
+    Conv2dWorkload w = conv(1 + trial % 2, 1 + rng() % 8, 5 + rng() % 12, 1 + rng() % 40,
+                            3 + 2 * (trial % 3 == 0), 1 + trial % 2, 1 + trial % 2);
+    w.nchwInput = true;
+    w.threads = trial % 3 == 1 ? 2 : 1;
+    if (!w.check().isOk()) continue;
+    auto c = randomConfig(w, isa, rng);
+    ASSERT_TRUE(c.isOk());
+    if (!validateConv2dConfig(w, *c).isOk()) continue;
+    checkConv(w, *c, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}},
+              static_cast<uint32_t>(trial));
+    ++checked;
+  }
+  EXPECT_GE(checked, 8);
+  auto back = Conv2dWorkload::fromJson(conv(1, 3, 9, 8, 3, 2, 1).toJson());
+  ASSERT_TRUE(back.isOk());
+  EXPECT_FALSE(back->nchwInput);
+  Conv2dWorkload nchw = conv(1, 3, 9, 8, 3, 2, 1);
+  nchw.nchwInput = true;
+  back = Conv2dWorkload::fromJson(nchw.toJson());
+  ASSERT_TRUE(back.isOk());
+  EXPECT_TRUE(back->nchwInput);
+  EXPECT_EQ(nchw.toJson().value("input_layout", ""), "nchw");
+  Conv2dWorkload unpadded = conv(1, 3, 9, 8, 1, 1, 0);
+  unpadded.nchwInput = true;
+  EXPECT_FALSE(unpadded.check().isOk()) << "the reorder is the padded copy";
 }
 
 // Channel slices read and written in place (in_ld, out_ld: ShuffleNet's halves and a Concat's

@@ -745,12 +745,15 @@ namespace {
 
 // The outline (what `inspect --fusion` and `--layouts` print) is what compile builds: the same
 // steps with the same labels, each under the plan kernel it lowers, and the reorders compile
-// inserts: the model input into conv1 only. NHWC in between; a Transpose reads conv2's NHWC
-// output through strides (no reorder), and one to [N, H, W, C] is a view of those bytes.
+// inserts: the model input, once, for conv1 and a 1x1 conv (a plain input that only one padded
+// conv reads is reordered by that conv's padded copy instead: the e2e and golden tests). NHWC
+// in between; a Transpose reads conv2's NHWC output through strides (no reorder), and one to
+// [N, H, W, C] is a view of those bytes.
 TEST(CompileModel, OutlineIsTheCompiledStepsAndReorders) {
   Builder b;
   ValueId x = b.input({1, 3, 8, 8});
   ValueId c1 = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({4, 3, 3, 3})});
+  ValueId side = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({2, 3, 1, 1})});
   ValueId r = b.op(OpKind::Relu, NoAttrs{}, {c1});
   ValueId p =
       b.op(OpKind::MaxPool, PoolAttrs{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, false, 2}, {r});
@@ -761,7 +764,7 @@ TEST(CompileModel, OutlineIsTheCompiledStepsAndReorders) {
   ValueId v = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {c2}); // NHWC bytes: a view
   ValueId back =
       b.op(OpKind::Transpose, TransposeAttrs{{0, 3, 1, 2}}, {b.op(OpKind::Relu, NoAttrs{}, {v})});
-  auto m = checkCompiled(b, {flat, t, back});
+  auto m = checkCompiled(b, {flat, t, back, side});
   driver::CompileOptions options;
   options.target = hostTarget();
   options.isa = widestIsa(options.target);
@@ -811,9 +814,10 @@ TEST(CompileModel, ChannelConcatSplitAndSliceStayNhwc) {
 namespace tunec {
 namespace {
 
-// ShuffleNet's unit after the passes: the channel shuffle's two halves are Gathers of the
-// concatenated channels (one copy each, in plain layout, where each channel is a contiguous
-// plane; the NHWC variant measured slower, docs/graph-compiler.md), against the reference.
+// ShuffleNet's unit after recognize-channel-shuffle: the channel shuffle's two halves are
+// Gathers of the concatenated channels. Without the channel passes each is one copy in plain
+// layout (where an interleaved channel is a contiguous plane); the channel passes below make
+// them ranges read and written in place. Both against the reference.
 TEST(CompileModel, ChannelShuffleGathersMatchTheReference) {
   Builder b;
   ValueId x = b.input({1, 8, 6, 5});
@@ -829,11 +833,29 @@ TEST(CompileModel, ChannelShuffleGathersMatchTheReference) {
   ValueId second = b.op(OpKind::Gather, AxisAttrs{1}, {cat, b.g.addConstant("hi", hi)});
   ValueId y0 = b.op(OpKind::Conv, conv(1, 1, 0), {first, b.constant({5, 6, 1, 1})});
   ValueId y1 = b.op(OpKind::Conv, conv(3, 1, 1, 6), {second, b.constant({6, 1, 3, 3})});
+  Builder passed = b;
+  passed.g.addOutput(y0);
+  passed.g.addOutput(y1);
   auto m = checkCompiled(b, {y0, y1});
-  // The input to NHWC, the concatenation to plain, each half back to NHWC.
+  // The input to NHWC, the concatenation (written in place by both convs) to plain, each half
+  // back to NHWC.
   EXPECT_EQ(m.stats.reorders, 4);
-  EXPECT_EQ(m.stats.loopKernels, 4 + 2 + 2 + 2)
-      << "4 reorders, the Concat's 2 copies, 2 Gathers, 2 outputs";
+  EXPECT_EQ(m.stats.loopKernels, 4 + 2 + 2) << "4 reorders, 2 Gathers, 2 outputs";
+  // After the channel passes: the Concat is [a's first 3 channels, c, a's last 3] (a split in
+  // two convs writing their parts in place) and the 1x1 conv absorbs its half's permutation and
+  // reads it in place. The depthwise conv's half interleaves c and a channel by channel: a
+  // Gather in plain layout (runs of one channel copy faster as planes) between two reorders.
+  for (auto pass :
+       {passes::orderConcatForGathers, passes::foldSliceOfGather, passes::splitConvForSlices,
+        passes::pushGathersThroughDepthwise, passes::absorbChannelGathers}) {
+    auto next = pass(passed.g);
+    ASSERT_TRUE(next.isOk()) << next.error().message();
+    passed.g = std::move(*next);
+  }
+  m = checkCompiled(passed, passed.g.outputs());
+  EXPECT_EQ(m.stats.generatedKernels, 5) << "a split in two";
+  EXPECT_EQ(m.stats.reorders, 3) << "the input, the Concat to plain, the half back";
+  EXPECT_EQ(m.stats.loopKernels, 3 + 1 + 2) << "3 reorders, the depthwise half, 2 outputs";
 }
 
 // BERT's attention block after the passes: Q, K and V merged into one MatMul whose split output

@@ -41,7 +41,10 @@ if ! grep -q "quantized model (.* QuantizeLinear/DequantizeLinear nodes): tunec 
 fi
 # Workload keys are what users' tuning databases are indexed by: every heavy kernel's key is the
 # one the code before the Target/dtype reshape gave it (tests/fixtures, made on that machine),
-# and BERT-base's merged Q/K/V projections (one new workload since merge-sibling-matmuls).
+# and BERT-base's merged Q/K/V projections (one new workload since merge-sibling-matmuls), and
+# the first conv of ResNet-50 and MobileNetV2, which reads the NCHW image itself since the
+# channel-view change ("input_layout": "nchw"; its config falls back to the records of the
+# key without it, so a database tuned before still applies: cli_target's old database).
 for m in resnet50 mobilenet_v2 bert_base; do
   keys=$("$tunec" tune "$work/$m/model.onnx" --list-tasks --threads 2 \
     --target "$src/tests/fixtures/zen3_target.json" 2>/dev/null | awk '{print $1}' | sort)
@@ -57,18 +60,18 @@ for m in resnet50 mobilenet_v2 bert_base; do
   got=$("$tunec" inspect "$work/$m/model.onnx" --summary --fusion | grep " graph nodes -> " | sed 's/^  //')
   [ "$got" = "$want" ] || { echo "FAIL: $m: inspect --fusion says '$got', compile '$want'"; status=1; }
 done
-# Layouts (those compile gives): NHWC from the first convolution on; ResNet-50 and MobileNetV2
-# need one reorder only, of the model input.
+# Layouts (those compile gives): NHWC from the first convolution on, which reads the NCHW model
+# input itself as it pads it; ResNet-50 and MobileNetV2 need no reorder at all.
 for m in resnet50 mobilenet_v2; do
   out=$("$tunec" inspect "$work/$m/model.onnx" --summary --layouts)
-  grep -q "layouts: .* NHWC tensors, 1 reorders" <<<"$out" || { echo "FAIL: $m reorders: $(grep layouts: <<<"$out")"; status=1; }
-  grep -q "reorder x to NHWC for" <<<"$out" || { echo "FAIL: $m: the reorder is not the input's"; status=1; }
+  grep -q "layouts: .* NHWC tensors, 0 reorders" <<<"$out" || { echo "FAIL: $m reorders: $(grep layouts: <<<"$out")"; status=1; }
+  grep -q "reads its input NCHW" "$work/out.$m.compile.txt" || { echo "FAIL: $m: the first conv does not read the input NCHW"; status=1; }
 done
 # The fusion models (SiLU + squeeze-excite, LayerNorm over channels between permutes, channel
 # shuffle with split and concat): model.so against PyTorch, and how they fuse. Bounds are what
 # this build reaches (docs/graph-compiler.md); a change that fuses less fails here.
 fusion_models=(efficientnet_b0 convnext_tiny shufflenet_v2)
-max_loop=(20 7 84) max_reorders=(1 1 21)
+max_loop=(17 7 15) max_reorders=(0 1 0)
 for i in "${!fusion_models[@]}"; do
   m=${fusion_models[$i]} d="$work/${fusion_models[$i]}"
   [ -f "$d/model.onnx" ] || /usr/bin/python3 "$src/scripts/export_models.py" --out "$work" --only "$m" 2>&1 | grep -v -i warn || true

@@ -125,6 +125,40 @@ class ChannelShuffle(nn.Module):
         return torch.cat((y1, torch.relu(self.b(y2))), dim=1)
 
 
+class ShuffleUnits(nn.Module):
+    """Three ShuffleNetV2 units (one downsampling, two basic) and a 1x1 conv, as torchvision
+    writes them: each branch's last conv writes its part of the shuffled output in place, the
+    next unit's first conv reads its half in place, and each basic unit copies its pass-through
+    half once (a ChannelRuns step); no reorder between convs."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        h = c // 2
+
+        def branch(cin, stride):
+            return nn.Sequential(nn.Conv2d(cin, h, 1), nn.ReLU(),
+                                 nn.Conv2d(h, h, 3, stride=stride, padding=1, groups=h),
+                                 nn.Conv2d(h, h, 1), nn.ReLU())
+
+        self.down1 = nn.Sequential(nn.Conv2d(c, c, 3, stride=2, padding=1, groups=c),
+                                   nn.Conv2d(c, h, 1), nn.ReLU())
+        self.down2 = branch(c, 2)
+        self.units = nn.ModuleList([branch(h, 1), branch(h, 1)])
+        self.head = nn.Conv2d(c, c, 1)
+
+    @staticmethod
+    def shuffle(y):
+        n, c, hh, w = y.shape
+        return y.view(n, 2, c // 2, hh, w).transpose(1, 2).reshape(n, c, hh, w)
+
+    def forward(self, x):
+        y = self.shuffle(torch.cat((self.down1(x), self.down2(x)), dim=1))
+        for unit in self.units:
+            x1, x2 = y.chunk(2, dim=1)
+            y = self.shuffle(torch.cat((x1, unit(x2)), dim=1))
+        return self.head(y)
+
+
 class ConvSoftmax(nn.Module):
     """A boundary: Softmax after a Conv is a reduction no conv epilogue takes (the reason is
     printed)."""
@@ -146,6 +180,7 @@ GRAPHS = {
     "channel_split_concat": (ChannelSplitConcat, (1, 16, 6, 6)),
     "channel_shuffle": (ChannelShuffle, (1, 16, 6, 6)),
     "conv_softmax": (ConvSoftmax, (1, 4, 5, 5)),
+    "shuffle_units": (ShuffleUnits, (1, 16, 12, 12)),
 }
 
 

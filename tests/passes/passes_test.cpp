@@ -585,3 +585,130 @@ TEST(Passes, MergeSiblingMatmulsIntoOneAndASplit) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+std::optional<OpKind> producerKind(const Graph& graph, ValueId v) {
+  NodeId p = graph.value(v).producer;
+  return p < 0 ? std::nullopt : std::optional<OpKind>(graph.node(p).kind);
+}
+
+long countOf(const Graph& graph, OpKind kind) {
+  return std::count_if(graph.nodes().begin(), graph.nodes().end(),
+                       [&](const Node& n) { return n.kind == kind; });
+}
+
+ValueId indices(Graph& g, const std::string& name, const std::vector<int64_t>& v) {
+  Tensor t(DType::I64, Shape{static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.dataAs<int64_t>());
+  return g.addConstant(name, t);
+}
+
+// The Gathers' index sets, each checked to permute one contiguous range of the new Concat.
+void expectEachGatherReadsARange(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (n.kind == OpKind::Gather && producerKind(g, n.inputs[0]) == OpKind::Concat) {
+      const Tensor& t = *g.value(n.inputs[1]).constant;
+      std::vector<int64_t> v(t.dataAs<int64_t>(), t.dataAs<int64_t>() + t.numel());
+      std::sort(v.begin(), v.end());
+      for (size_t k = 1; k < v.size(); ++k) EXPECT_EQ(v[k], v[0] + static_cast<int64_t>(k));
+    }
+}
+
+// ShuffleNet's unit after recognize-channel-shuffle and fold-slice-of-gather: Concat(x1, branch)
+// read by two Gathers, each of a quarter of both. The Concat becomes [x1's part for the first
+// half, the branch, x1's part for the second], each Gather a range of it; a Concat whose
+// Gathers overlap, or that something else reads, stays.
+TEST(Passes, OrderConcatForGathersMakesEachGatherARange) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 3, 4}, {}});
+  ValueId x1 = add(g, OpKind::Gather, AxisAttrs{1}, {x, indices(g, "p", {7, 6, 5, 4})}, "x1");
+  ValueId y = add(g, OpKind::Relu, NoAttrs{},
+                  {add(g, OpKind::Conv, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+                       {x, g.addConstant("w", randomTensor(Shape{4, 8, 1, 1}, 1))}, "conv")},
+                  "relu");
+  ValueId cat = add(g, OpKind::Concat, AxisAttrs{1}, {x1, y}, "cat");
+  g.addOutput(add(g, OpKind::Gather, AxisAttrs{1}, {cat, indices(g, "lo", {0, 4, 1, 5})}, "a"));
+  g.addOutput(add(g, OpKind::Gather, AxisAttrs{1}, {cat, indices(g, "hi", {2, 6, 3, 7})}, "b"));
+  ValueId cat2 = add(g, OpKind::Concat, AxisAttrs{1}, {x1, y}, "cat2");
+  g.addOutput(add(g, OpKind::Gather, AxisAttrs{1}, {cat2, indices(g, "o1", {0, 1, 2})}, "c"));
+  g.addOutput(
+      add(g, OpKind::Gather, AxisAttrs{1}, {cat2, indices(g, "o2", {2, 3, 4, 5, 6, 7})}, "d"));
+  auto out = passes::orderConcatForGathers(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  EXPECT_EQ(countOf(*out, OpKind::Slice), 2) << "x1 in two parts, the branch whole";
+  int threeInputs = 0;
+  for (const Node& n : out->nodes())
+    if (n.kind == OpKind::Concat) threeInputs += n.inputs.size() == 3;
+  EXPECT_EQ(threeInputs, 1) << "cat2's Gathers overlap: it stays";
+  expectEachGatherReadsARange(*out);
+  expectEquivalent(g, *out, 0);
+}
+
+// A one-group Conv (and its Relu) read only by channel Slices becomes one Conv per Slice; a
+// Conv whose result is also read whole stays.
+TEST(Passes, SplitConvForSlicesSplitsTheOutputChannels) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 5, 4, 4}, {}});
+  ConvAttrs pointwise{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
+  auto conv = [&](const std::string& name, uint32_t seed) {
+    return add(g, OpKind::Relu, NoAttrs{},
+               {add(g, OpKind::Conv, pointwise,
+                    {x, g.addConstant(name + ".w", randomTensor(Shape{6, 5, 1, 1}, seed)),
+                     g.addConstant(name + ".b", randomTensor(Shape{6}, seed + 1))},
+                    name)},
+               name + ".relu");
+  };
+  auto slice = [&](ValueId v, int64_t lo, int64_t n, const std::string& name) {
+    return add(g, OpKind::Slice, SliceAttrs{{0, lo, 0, 0}, {1, 1, 1, 1}, {1, n, 4, 4}}, {v}, name);
+  };
+  ValueId split = conv("split", 1);
+  g.addOutput(slice(split, 0, 2, "s0"));
+  g.addOutput(slice(split, 2, 4, "s1"));
+  ValueId kept = conv("kept", 3);
+  g.addOutput(slice(kept, 1, 3, "k0"));
+  g.addOutput(kept);
+  auto out = passes::splitConvForSlices(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  EXPECT_EQ(countOf(*out, OpKind::Conv), 3) << "two parts of 'split', 'kept' whole";
+  EXPECT_EQ(countOf(*out, OpKind::Slice), 1) << "kept's Slice stays";
+  expectEquivalent(g, *out, 1e-6);
+}
+
+// DW(Gather(x, p)) = Gather(DW'(x), p) with the filters and bias permuted; then a pointwise
+// Conv of a Gather that permutes a contiguous range reads that range (a Slice), its weights'
+// input channels permuted. A Gather that is not a range stays.
+TEST(Passes, ChannelGathersMovePastDepthwiseAndIntoConvWeights) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 6, 5, 5}, {}});
+  ValueId p = add(g, OpKind::Gather, AxisAttrs{1}, {x, indices(g, "p", {3, 0, 4, 1, 5, 2})}, "p");
+  ValueId dw = add(g, OpKind::Conv, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 6},
+                   {p, g.addConstant("dw.w", randomTensor(Shape{6, 1, 3, 3}, 1)),
+                    g.addConstant("dw.b", randomTensor(Shape{6}, 2))},
+                   "dw");
+  ConvAttrs pointwise{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
+  g.addOutput(add(g, OpKind::Conv, pointwise,
+                  {dw, g.addConstant("pw.w", randomTensor(Shape{4, 6, 1, 1}, 3))}, "pw"));
+  ValueId range = add(g, OpKind::Gather, AxisAttrs{1}, {x, indices(g, "r", {4, 2, 3})}, "range");
+  g.addOutput(add(g, OpKind::Conv, pointwise,
+                  {range, g.addConstant("rw.w", randomTensor(Shape{2, 3, 1, 1}, 4))}, "rw"));
+  ValueId gaps = add(g, OpKind::Gather, AxisAttrs{1}, {x, indices(g, "q", {0, 2})}, "gaps");
+  g.addOutput(add(g, OpKind::Conv, pointwise,
+                  {gaps, g.addConstant("qw.w", randomTensor(Shape{2, 2, 1, 1}, 5))}, "qw"));
+  auto pushed = passes::pushGathersThroughDepthwise(g);
+  ASSERT_TRUE(pushed.isOk()) << pushed.error().message();
+  for (const Node& n : pushed->nodes())
+    if (n.kind == OpKind::Conv && std::get<ConvAttrs>(n.attrs).group == 6) {
+      EXPECT_EQ(producerKind(*pushed, n.inputs[0]), std::nullopt) << "dw reads x itself";
+    }
+  expectEquivalent(g, *pushed, 1e-6);
+  auto absorbed = passes::absorbChannelGathers(*pushed);
+  ASSERT_TRUE(absorbed.isOk()) << absorbed.error().message();
+  EXPECT_EQ(countOf(*absorbed, OpKind::Gather), 1) << "only the Gather with a gap stays";
+  EXPECT_EQ(countOf(*absorbed, OpKind::Slice), 1) << "channels [2, 5) of x for 'rw'";
+  expectEquivalent(g, *absorbed, 1e-5);
+}
+
+} // namespace
+} // namespace tunec
