@@ -1,10 +1,12 @@
 // The tuner's parts: search space, features, cost model, scheduler, the measurer's isolation
 // (a crashing and a hanging candidate, injected), and a resumable job against a real database.
+#include "codegen/jit.h"
 #include "support/host.h"
 #include "support/timing.h"
 #include "templates/conv2d_template.h"
 #include "templates/depthwise_template.h"
 #include "templates/matmul_template.h"
+#include "tuner/candidate_runner.h"
 #include "tuner/cost_model.h"
 #include "tuner/features.h"
 #include "tuner/measurer.h"
@@ -398,6 +400,37 @@ TEST(TuningJob, ATightBudgetMeasuresEveryTask) {
   EXPECT_EQ(job->trials, 6);
   for (const TaskOutcome& t : job->tasks) EXPECT_EQ(t.trials, 2) << t.label;
   removeDatabase(path);
+}
+
+} // namespace
+} // namespace tunec::tuner
+
+namespace tunec::tuner {
+namespace {
+
+// The candidate runner measures the conv2d workloads of channel views and of an NCHW input:
+// each default config is checked against the reference (a strided output's gaps must stay
+// unwritten) before it is timed, so Ok means it computed the right result.
+TEST(CandidateRunner, MeasuresStridedAndNchwConvWorkloads) {
+  auto jit = Jit::create(hostTarget());
+  ASSERT_TRUE(jit.isOk()) << jit.error().message();
+  CandidateRunner runner(**jit);
+  std::vector<Conv2dWorkload> workloads(3);
+  for (Conv2dWorkload& w : workloads) w.ic = 12, w.h = 7, w.w = 9, w.oc = 20;
+  workloads[0].inLd = 29;
+  workloads[1].outLd = 40;
+  workloads[2].kh = workloads[2].kw = 3;
+  workloads[2].padTop = workloads[2].padLeft = workloads[2].padBottom = workloads[2].padRight = 1;
+  workloads[2].nchwInput = true;
+  for (const Conv2dWorkload& w : workloads) {
+    MeasureRequest request;
+    request.workload = w.toJson();
+    request.config = defaultConv2dConfig(w, widestIsa(hostTarget()), hostTarget()).toJson();
+    request.minSeconds = 0.001;
+    request.minRepeats = 1;
+    MeasureResult r = runner.measure(request);
+    EXPECT_EQ(r.status, db::MeasureStatus::Ok) << r.error << " " << request.workload.dump();
+  }
 }
 
 } // namespace
