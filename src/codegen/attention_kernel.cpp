@@ -1,7 +1,10 @@
 // The fused attention loop nest in LLVM IR: one task per batch element (a head): pack K and V
 // into microkernel panels once, then per block of query rows: the Q K tiles (the first matmul's
 // microkernels and epilogue) into the score buffer, a softmax over each score row in place, and
-// the P V tiles (the second matmul's microkernels) into O.
+// the P V tiles (the second matmul's microkernels) into O. When the keys do not fit one block
+// of score rows, the softmax is online over blocks of keys: per block the running row maximum
+// m and sum l are updated, O is rescaled by exp(m_old - m_new) and P V of the block added to
+// it; O is divided by l at the end (FlashAttention's recurrence).
 #include "codegen/attention_kernel.h"
 
 #include "codegen/microkernel_emitter.h"
@@ -16,9 +19,14 @@ namespace tunec {
 
 namespace {
 
-// Scores of one row padded to whole panels of the first matmul: the score buffer's row stride.
+// Scores of one row padded to whole panels of the first matmul.
 int64_t scoreStride(const AttentionParts& p) {
   return (p.qk.n + p.qkConfig.nr - 1) / p.qkConfig.nr * p.qkConfig.nr;
+}
+
+// Rows per block: a multiple of both mr.
+int64_t rowGrain(const AttentionParts& p) {
+  return std::lcm<int64_t>(p.qkConfig.mr, p.avConfig.mr);
 }
 
 using codegen::ModuleBuilder;
@@ -26,7 +34,8 @@ using codegen::ModuleBuilder;
 class AttentionEmitter : codegen::EmitterBase {
 public:
   AttentionEmitter(ModuleBuilder& mb, const AttentionParts& p)
-      : EmitterBase(mb), p_(p), ld_(scoreStride(p)), rows_(attentionRowBlock(p, mb.target().l1d)) {}
+      : EmitterBase(mb), p_(p), ld_(attentionKeyBlock(p, mb.target())),
+        rows_(attentionRowBlock(p, mb.target())), online_(ld_ < p.qk.n) {}
 
   void emit(const std::string& entryName) {
     qk_ = makeKernels(p_.qk, p_.qkConfig, p_.qkEpilogue, p_.qk.transA, "att_qk");
@@ -92,31 +101,67 @@ private:
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     acc_ = b_.CreateAlloca(mb_.f32Vector()); // in the entry block: allocas in loops grow the stack
+    if (online_) {
+      rowMax_ = b_.CreateAlloca(mb_.f32(), i64(rows_));
+      rowSum_ = b_.CreateAlloca(mb_.f32(), i64(rows_));
+    }
+    const int64_t full = qk.n / ld_, tail = qk.n % ld_;
     mb_.forLoop(b_, i64(0), i64(qk.m), rows_, "rowblk", [&](llvm::Value* ib) {
       llvm::Value* rows = min(i64(rows_), b_.CreateSub(i64(qk.m), ib));
-      // S[rows x n] = Q[ib.., :] K, with the first matmul's epilogue.
-      emitTiles(qk, p_.qkConfig, qk_, rows, kPanels, [&](llvm::Value* ir, llvm::Value* col) {
-        llvm::Value* row = b_.CreateAdd(ib, ir);
-        llvm::Value* a = qk.transA ? gep(q, row) : gep(q, b_.CreateMul(row, i64(qk.aLd())));
-        return Tile{a,
-                    i64(qk.aLd()),
-                    gep(scores, b_.CreateAdd(b_.CreateMul(ir, i64(ld_)), col)),
-                    i64(ld_),
-                    gep(mask, b_.CreateAdd(b_.CreateMul(row, i64(qk.n)), col)),
-                    i64(qk.n)};
+      auto oRow = [&](llvm::Value* r) {
+        return gep(o, b_.CreateMul(b_.CreateAdd(ib, r), i64(av.cLd())));
+      };
+      auto block = [&](llvm::Value* kb0, int64_t keys) {
+        // S[rows x keys] = Q[ib.., :] K[:, kb0 .., with the first matmul's epilogue.
+        emitTiles(qk, p_.qkConfig, qk_, rows, kPanels,
+                  [&](llvm::Value* ir, llvm::Value* col) {
+                    llvm::Value* row = b_.CreateAdd(ib, ir);
+                    llvm::Value* a =
+                        qk.transA ? gep(q, row) : gep(q, b_.CreateMul(row, i64(qk.aLd())));
+                    return Tile{a,
+                                i64(qk.aLd()),
+                                gep(scores, b_.CreateAdd(b_.CreateMul(ir, i64(ld_)),
+                                                         b_.CreateSub(col, kb0))),
+                                i64(ld_),
+                                gep(mask, b_.CreateAdd(b_.CreateMul(row, i64(qk.n)), col)),
+                                i64(qk.n)};
+                  },
+                  {kb0, b_.CreateAdd(kb0, i64(keys)), nullptr, nullptr, nullptr});
+        mb_.forLoop(b_, i64(0), rows, 1, "softmax", [&](llvm::Value* r) {
+          llvm::Value* row = gep(scores, b_.CreateMul(r, i64(ld_)));
+          if (!online_) return emitSoftmaxRow(row, keys);
+          llvm::Value* alpha = emitOnlineSoftmaxRow(row, keys, b_.CreateGEP(mb_.f32(), rowMax_, r),
+                                                    b_.CreateGEP(mb_.f32(), rowSum_, r));
+          // O's row so far, rescaled to the new maximum (garbage before the first block, which
+          // overwrites it).
+          emitScaleRow(oRow(r), av.n, alpha);
+        });
+        // O[ib.., :] (+)= P V[kb0 .., :].
+        emitTiles(av, p_.avConfig, av_, rows, vPanels,
+                  [&](llvm::Value* ir, llvm::Value* col) {
+                    return Tile{gep(scores, b_.CreateMul(ir, i64(ld_))),
+                                i64(ld_),
+                                gep(oRow(ir), col),
+                                i64(av.cLd()),
+                                nullptr,
+                                i64(0)};
+                  },
+                  {nullptr, nullptr, kb0, i64(keys),
+                   b_.CreateSelect(b_.CreateICmpEQ(kb0, i64(0)), b_.getInt32(kUkrApplyEpilogue),
+                                   b_.getInt32(kUkrApplyEpilogue | kUkrAccumulate))});
+      };
+      if (!online_) return block(i64(0), qk.n);
+      float inf = std::numeric_limits<float>::infinity();
+      mb_.forLoop(b_, i64(0), rows, 1, "init", [&](llvm::Value* r) {
+        b_.CreateStore(llvm::ConstantFP::get(mb_.f32(), -inf), b_.CreateGEP(mb_.f32(), rowMax_, r));
+        b_.CreateStore(llvm::ConstantFP::get(mb_.f32(), 0.0), b_.CreateGEP(mb_.f32(), rowSum_, r));
       });
-      mb_.forLoop(b_, i64(0), rows, 1, "softmax", [&](llvm::Value* r) {
-        emitSoftmaxRow(gep(scores, b_.CreateMul(r, i64(ld_))), qk.n);
-      });
-      // O[ib.., :] = P V.
-      emitTiles(av, p_.avConfig, av_, rows, vPanels, [&](llvm::Value* ir, llvm::Value* col) {
-        llvm::Value* row = b_.CreateAdd(ib, ir);
-        return Tile{gep(scores, b_.CreateMul(ir, i64(ld_))),
-                    i64(ld_),
-                    gep(o, b_.CreateAdd(b_.CreateMul(row, i64(av.cLd())), col)),
-                    i64(av.cLd()),
-                    nullptr,
-                    i64(0)};
+      mb_.forLoop(b_, i64(0), i64(full * ld_), ld_, "keyblk",
+                  [&](llvm::Value* kb0) { block(kb0, ld_); });
+      if (tail) block(i64(full * ld_), tail);
+      mb_.forLoop(b_, i64(0), rows, 1, "normalize", [&](llvm::Value* r) {
+        llvm::Value* sum = b_.CreateLoad(mb_.f32(), b_.CreateGEP(mb_.f32(), rowSum_, r));
+        emitScaleRow(oRow(r), av.n, b_.CreateFDiv(llvm::ConstantFP::get(mb_.f32(), 1.0), sum));
       });
     });
     b_.CreateRetVoid();
@@ -127,14 +172,135 @@ private:
     llvm::Value *a, *lda, *c, *ldc, *addend, *ldAdd;
   };
 
+  // One block of `n` scores of a row in place: the new maximum m' = max(m, max x) (NaN scores
+  // ignored by it, but kept NaN in P), P = exp(x - m') (m' = -inf counts as 0, so that a block
+  // of masked-out keys gives zeros, not NaN), l = l * exp(m - m') + sum P. Returns exp(m - m'),
+  // the factor for O's row so far.
+  llvm::Value* emitOnlineSoftmaxRow(llvm::Value* row, int64_t n, llvm::Value* maxPtr,
+                                    llvm::Value* sumPtr) {
+    llvm::Constant* minusInf =
+        llvm::ConstantFP::get(mb_.f32(), -std::numeric_limits<float>::infinity());
+    llvm::Constant* zero = llvm::ConstantFP::get(mb_.f32(), 0.0);
+    llvm::Value* oldMax = b_.CreateLoad(mb_.f32(), maxPtr);
+    llvm::Value* newMax = b_.CreateMaxNum(oldMax, emitRowMax(row, n));
+    llvm::Value* base = b_.CreateSelect(b_.CreateFCmpOEQ(newMax, minusInf), zero, newMax);
+    llvm::Value* total = emitExpInPlace(row, n, base);
+    unsigned lanes = static_cast<unsigned>(mb_.f32Vector()->getNumElements());
+    llvm::Value* alpha = b_.CreateExtractElement(
+        codegen::emitExp(b_, b_.CreateVectorSplat(lanes, b_.CreateFSub(oldMax, base))),
+        uint64_t{0});
+    // exp(-inf - base) is 0: nothing was added to O and l yet.
+    alpha = b_.CreateSelect(b_.CreateFCmpOEQ(oldMax, minusInf), zero, alpha);
+    b_.CreateStore(b_.CreateFAdd(b_.CreateFMul(b_.CreateLoad(mb_.f32(), sumPtr), alpha), total),
+                   sumPtr);
+    b_.CreateStore(newMax, maxPtr);
+    return alpha;
+  }
+
+  // The maximum of the n scores at `row` (a scalar; NaN ignored): whole vectors, then one
+  // masked vector for n % lanes.
+  llvm::Value* emitRowMax(llvm::Value* row, int64_t n) {
+    llvm::FixedVectorType* vecTy = mb_.f32Vector();
+    int lanes = static_cast<int>(vecTy->getNumElements());
+    int64_t full = n / lanes;
+    int tail = static_cast<int>(n % lanes);
+    llvm::Constant* minusInf =
+        llvm::ConstantFP::get(vecTy, -std::numeric_limits<float>::infinity());
+    // Accumulators through memory (forLoop bodies are separate blocks); mem2reg lifts them.
+    b_.CreateStore(minusInf, acc_);
+    mb_.forLoop(b_, i64(0), i64(full), 1, "max", [&](llvm::Value* i) {
+      llvm::Value* x =
+          b_.CreateAlignedLoad(vecTy, gep(row, b_.CreateMul(i, i64(lanes))), llvm::Align(4));
+      b_.CreateStore(b_.CreateMaxNum(b_.CreateLoad(vecTy, acc_), x), acc_);
+    });
+    llvm::Value* mx = b_.CreateLoad(vecTy, acc_);
+    if (tail)
+      mx =
+          b_.CreateMaxNum(mx, b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)),
+                                                  llvm::Align(4), tailMask(lanes, tail), minusInf));
+    return b_.CreateFPMaxReduce(mx);
+  }
+
+  // The n scores at `row` replaced by exp(x - base) (a NaN score stays NaN); returns their sum.
+  llvm::Value* emitExpInPlace(llvm::Value* row, int64_t n, llvm::Value* base) {
+    llvm::FixedVectorType* vecTy = mb_.f32Vector();
+    int lanes = static_cast<int>(vecTy->getNumElements());
+    int64_t full = n / lanes;
+    int tail = static_cast<int>(n % lanes);
+    llvm::Value* baseVec = b_.CreateVectorSplat(static_cast<unsigned>(lanes), base);
+    auto expOf = [&](llvm::Value* x) {
+      llvm::Value* e = codegen::emitExp(b_, b_.CreateFSub(x, baseVec));
+      return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, e);
+    };
+    llvm::Constant* zero = llvm::ConstantFP::get(vecTy, 0.0);
+    b_.CreateStore(zero, acc_);
+    mb_.forLoop(b_, i64(0), i64(full), 1, "exp", [&](llvm::Value* i) {
+      llvm::Value* p = gep(row, b_.CreateMul(i, i64(lanes)));
+      llvm::Value* e = expOf(b_.CreateAlignedLoad(vecTy, p, llvm::Align(4)));
+      b_.CreateAlignedStore(e, p, llvm::Align(4));
+      b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy, acc_), e), acc_);
+    });
+    llvm::Value* sum = b_.CreateLoad(vecTy, acc_);
+    if (tail) {
+      llvm::Value* mask = tailMask(lanes, tail);
+      llvm::Value* p = gep(row, i64(full * lanes));
+      llvm::Value* x = b_.CreateMaskedLoad(
+          vecTy, p, llvm::Align(4), mask,
+          llvm::ConstantFP::get(vecTy, -std::numeric_limits<float>::infinity()));
+      llvm::Value* e = b_.CreateSelect(mask, expOf(x), zero);
+      b_.CreateMaskedStore(e, p, llvm::Align(4), mask);
+      sum = b_.CreateFAdd(sum, e);
+    }
+    return b_.CreateFAddReduce(llvm::ConstantFP::get(mb_.f32(), 0.0), sum);
+  }
+
+  // row[0 .. n) *= factor (a scalar).
+  void emitScaleRow(llvm::Value* row, int64_t n, llvm::Value* factor) {
+    llvm::FixedVectorType* vecTy = mb_.f32Vector();
+    int lanes = static_cast<int>(vecTy->getNumElements());
+    int64_t full = n / lanes;
+    int tail = static_cast<int>(n % lanes);
+    llvm::Value* f = b_.CreateVectorSplat(static_cast<unsigned>(lanes), factor);
+    mb_.forLoop(b_, i64(0), i64(full), 1, "scale", [&](llvm::Value* i) {
+      llvm::Value* p = gep(row, b_.CreateMul(i, i64(lanes)));
+      b_.CreateAlignedStore(b_.CreateFMul(b_.CreateAlignedLoad(vecTy, p, llvm::Align(4)), f), p,
+                            llvm::Align(4));
+    });
+    if (tail) {
+      llvm::Value* mask = tailMask(lanes, tail);
+      llvm::Value* p = gep(row, i64(full * lanes));
+      llvm::Value* x =
+          b_.CreateMaskedLoad(vecTy, p, llvm::Align(4), mask, llvm::ConstantFP::get(vecTy, 0.0));
+      b_.CreateMaskedStore(b_.CreateFMul(x, f), p, llvm::Align(4), mask);
+    }
+  }
+
+  // The first `valid` of `lanes` lanes, or null when valid is 0.
+  llvm::Value* tailMask(int lanes, int valid) {
+    if (!valid) return nullptr;
+    std::vector<llvm::Constant*> bits;
+    for (int l = 0; l < lanes; ++l) bits.push_back(b_.getInt1(l < valid));
+    return llvm::ConstantVector::get(bits);
+  }
+
+  // The part of B and C one call of emitTiles covers: columns [begin, end) of C, and rows
+  // [kBegin, kBegin + k) of B (the whole k by default), accumulated into C or not.
+  struct Range {
+    llvm::Value *begin = nullptr, *end = nullptr, *kBegin = nullptr, *k = nullptr, *flags = nullptr;
+  };
+
   // The tiles of rows x w.n of one matmul whose whole k is one block: per panel of B, per mr
   // rows, one microkernel call (the tail variants at the edges) with the epilogue applied.
   template <typename TileAt>
   void emitTiles(const MatmulWorkload& w, const MatmulConfig& c, const Kernels& kernels,
-                 llvm::Value* rows, llvm::Value* panels, TileAt tileAt) {
-    mb_.forLoop(b_, i64(0), i64(w.n), c.nr, "jr", [&](llvm::Value* jr) {
+                 llvm::Value* rows, llvm::Value* panels, TileAt tileAt, Range range = {}) {
+    if (!range.begin) range.begin = i64(0), range.end = i64(w.n);
+    if (!range.k) range.kBegin = i64(0), range.k = i64(w.k);
+    if (!range.flags) range.flags = b_.getInt32(kUkrApplyEpilogue);
+    mb_.forLoop(b_, range.begin, range.end, c.nr, "jr", [&](llvm::Value* jr) {
       llvm::Value* panel = b_.CreateSDiv(jr, i64(c.nr));
-      llvm::Value* bPtr = gep(panels, b_.CreateMul(panel, i64(w.k * c.nr)));
+      llvm::Value* bPtr = gep(panels, b_.CreateAdd(b_.CreateMul(panel, i64(w.k * c.nr)),
+                                                   b_.CreateMul(range.kBegin, i64(c.nr))));
       b_.CreateStore(bPtr, bArr_);
       llvm::Value* nTail = b_.CreateICmpSLT(b_.CreateSub(i64(w.n), jr), i64(c.nr));
       mb_.forLoop(b_, i64(0), rows, c.mr, "ir", [&](llvm::Value* ir) {
@@ -145,12 +311,12 @@ private:
         std::vector<llvm::Value*> args = {aArr_,
                                           bArr_,
                                           t.c,
-                                          i64(w.k),
+                                          range.k,
                                           t.lda,
                                           i64(c.nr),
                                           t.ldc,
                                           i64(1),
-                                          b_.getInt32(kUkrApplyEpilogue),
+                                          range.flags,
                                           nullPtr,
                                           t.addend ? t.addend : nullPtr,
                                           t.ldAdd,
@@ -164,68 +330,18 @@ private:
   }
 
   // Softmax over the n scores at `row`, in place: the maximum, exp(x - max) and its sum, then
-  // the scaling by 1 / sum; whole vectors, then one masked vector for n % lanes. A NaN score
-  // makes its row NaN, as in the reference.
+  // the scaling by 1 / sum. A NaN score makes its row NaN, as in the reference.
   void emitSoftmaxRow(llvm::Value* row, int64_t n) {
-    llvm::FixedVectorType* vecTy = mb_.f32Vector();
-    int lanes = static_cast<int>(vecTy->getNumElements());
-    int64_t full = n / lanes;
-    int tail = static_cast<int>(n % lanes);
-    llvm::Value* mask = nullptr;
-    if (tail) {
-      std::vector<llvm::Constant*> bits;
-      for (int l = 0; l < lanes; ++l) bits.push_back(b_.getInt1(l < tail));
-      mask = llvm::ConstantVector::get(bits);
-    }
-    auto splat = [&](float x) { return llvm::ConstantFP::get(vecTy, x); };
-    float inf = std::numeric_limits<float>::infinity();
-    auto at = [&](llvm::Value* i) { return gep(row, b_.CreateMul(i, i64(lanes))); };
-    auto loadTail = [&](llvm::Value* fill) {
-      return b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)), llvm::Align(4), mask, fill);
-    };
-    // Accumulators through memory (forLoop bodies are separate blocks); mem2reg lifts them.
-    llvm::Value* acc = acc_;
-    b_.CreateStore(splat(-inf), acc);
-    mb_.forLoop(b_, i64(0), i64(full), 1, "max", [&](llvm::Value* i) {
-      llvm::Value* x = b_.CreateAlignedLoad(vecTy, at(i), llvm::Align(4));
-      b_.CreateStore(b_.CreateMaxNum(b_.CreateLoad(vecTy, acc), x), acc);
-    });
-    llvm::Value* mx = b_.CreateLoad(vecTy, acc);
-    if (tail) mx = b_.CreateMaxNum(mx, loadTail(splat(-inf)));
-    llvm::Value* rowMax =
-        b_.CreateVectorSplat(static_cast<unsigned>(lanes), b_.CreateFPMaxReduce(mx));
-    auto expOf = [&](llvm::Value* x) {
-      llvm::Value* e = codegen::emitExp(b_, b_.CreateFSub(x, rowMax));
-      return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, e);
-    };
-    b_.CreateStore(splat(0.f), acc);
-    mb_.forLoop(b_, i64(0), i64(full), 1, "exp", [&](llvm::Value* i) {
-      llvm::Value* e = expOf(b_.CreateAlignedLoad(vecTy, at(i), llvm::Align(4)));
-      b_.CreateAlignedStore(e, at(i), llvm::Align(4));
-      b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy, acc), e), acc);
-    });
-    llvm::Value* sum = b_.CreateLoad(vecTy, acc);
-    if (tail) {
-      llvm::Value* e = b_.CreateSelect(mask, expOf(loadTail(splat(-inf))), splat(0.f));
-      b_.CreateMaskedStore(e, gep(row, i64(full * lanes)), llvm::Align(4), mask);
-      sum = b_.CreateFAdd(sum, e);
-    }
-    llvm::Value* total = b_.CreateFAddReduce(llvm::ConstantFP::get(mb_.f32(), 0.0), sum);
-    llvm::Value* inv = b_.CreateVectorSplat(
-        static_cast<unsigned>(lanes), b_.CreateFDiv(llvm::ConstantFP::get(mb_.f32(), 1.0), total));
-    mb_.forLoop(b_, i64(0), i64(full), 1, "norm", [&](llvm::Value* i) {
-      llvm::Value* x = b_.CreateAlignedLoad(vecTy, at(i), llvm::Align(4));
-      b_.CreateAlignedStore(b_.CreateFMul(x, inv), at(i), llvm::Align(4));
-    });
-    if (tail)
-      b_.CreateMaskedStore(b_.CreateFMul(loadTail(splat(0.f)), inv), gep(row, i64(full * lanes)),
-                           llvm::Align(4), mask);
+    llvm::Value* total = emitExpInPlace(row, n, emitRowMax(row, n));
+    emitScaleRow(row, n, b_.CreateFDiv(llvm::ConstantFP::get(mb_.f32(), 1.0), total));
   }
 
   const AttentionParts& p_;
-  int64_t ld_, rows_;
+  int64_t ld_, rows_; ///< the score buffer's row stride (keys per block), rows per block
+  bool online_;       ///< more keys than one block: the online softmax
   Kernels qk_, av_;
   llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *acc_ = nullptr;
+  llvm::Value *rowMax_ = nullptr, *rowSum_ = nullptr; ///< per row of the block: m and l
 };
 
 } // namespace
@@ -248,16 +364,20 @@ Status checkAttention(const AttentionParts& p) {
     return makeError("attention: the two matmuls' configs name different ISAs");
   if (epilogueNeedsBias(p.qkEpilogue))
     return makeError("attention: the scores' epilogue cannot add a bias vector");
-  int64_t l = std::lcm<int64_t>(p.qkConfig.mr, p.avConfig.mr);
-  if (l * scoreStride(p) * 4 > 1 << 20)
-    return makeError("attention: ", qk.n,
-                     " keys do not fit one block of score rows (no online softmax yet)");
+  if (p.keyBlock < 0) return makeError("attention: key_block must be 0 (automatic) or positive");
   return {};
 }
 
-int64_t attentionRowBlock(const AttentionParts& p, int64_t l1Bytes) {
-  int64_t l = std::lcm<int64_t>(p.qkConfig.mr, p.avConfig.mr);
-  int64_t fit = std::max<int64_t>(1, l1Bytes / 2 / (scoreStride(p) * 4) / l) * l;
+int64_t attentionKeyBlock(const AttentionParts& p, const Target& target) {
+  int64_t nr = p.qkConfig.nr, all = scoreStride(p);
+  if (p.keyBlock > 0) return std::min(all, (p.keyBlock + nr - 1) / nr * nr);
+  if (rowGrain(p) * all * 4 <= target.l2 / 2) return all;
+  return std::max<int64_t>(nr, target.l1d / 2 / (rowGrain(p) * 4) / nr * nr);
+}
+
+int64_t attentionRowBlock(const AttentionParts& p, const Target& target) {
+  int64_t l = rowGrain(p);
+  int64_t fit = std::max<int64_t>(1, target.l1d / 2 / (attentionKeyBlock(p, target) * 4) / l) * l;
   int64_t all = (p.qk.m + l - 1) / l * l;
   return std::min(fit, all);
 }

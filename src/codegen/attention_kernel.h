@@ -19,16 +19,23 @@ struct AttentionParts {
   Epilogue qkEpilogue; ///< on S before the softmax: Scale, AddTensor (a mask of S's shape), ...
   MatmulWorkload av;   ///< O = P V: A is P (the scores), B is V (computed), C is O
   MatmulConfig avConfig;
+  /// Keys per block of the online softmax (rounded up to the scores' panel width); 0: all keys
+  /// in one block when a block of score rows holds them, else blocks that fit L1.
+  int64_t keyBlock = 0;
 };
 
 /// Whether the two matmuls form an attention the kernel computes (shapes that chain, computed
-/// B operands, an epilogue without a bias vector, a key axis one score block holds); the error
-/// says which condition fails.
+/// B operands, an epilogue without a bias vector); the error says which condition fails.
 Status checkAttention(const AttentionParts& parts);
+
+/// Keys per block of scores: all of them when the fewest rows of scores a block takes (a
+/// multiple of both mr) fit half of L2, else an online softmax over blocks that fit half of L1
+/// (or parts.keyBlock); a multiple of the first matmul's nr, or the padded key count.
+int64_t attentionKeyBlock(const AttentionParts& parts, const Target& target);
 
 /// Rows of scores one block holds: a multiple of both matmuls' mr, within half of L1 (the
 /// scores are written, soft-maxed and read as P V's A while they stay there).
-int64_t attentionRowBlock(const AttentionParts& parts, int64_t l1Bytes);
+int64_t attentionRowBlock(const AttentionParts& parts, const Target& target);
 
 namespace codegen {
 class ModuleBuilder;

@@ -250,9 +250,6 @@ Expected<NodeId> matchAttention(const Graph& g, const FusedKernel& kernel, NodeI
   auto axis = normalizeAxis(std::get<SoftmaxAttrs>(sm.attrs).axis, s.rank());
   if (sm.kind != OpKind::Softmax || !axis || *axis != s.rank() - 1 || s.rank() < 2)
     return Error("only a Softmax over the last axis joins a MatMul (attention)");
-  if (s[s.rank() - 1] > kMaxAttentionKeys)
-    return Error("more keys than an attention kernel holds (" + std::to_string(kMaxAttentionKeys) +
-                 ")");
   ValueId p = sm.outputs[0];
   if (uses[static_cast<size_t>(p)] != 1 || isOutput[static_cast<size_t>(p)])
     return Error("the probabilities have other uses than the MatMul with V");

@@ -76,9 +76,6 @@ struct FusionPlan {
 /// driver lowers this plan as it stands: it decides nothing about fusion itself.
 FusionPlan planFusion(const Graph& graph);
 
-/// Keys an attention kernel takes (its score rows are held whole; no online softmax yet).
-constexpr int64_t kMaxAttentionKeys = 16384;
-
 /// True for the heavy ops that templates implement (Conv, Gemm, MatMul).
 bool isAnchor(OpKind kind);
 

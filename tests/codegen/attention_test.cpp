@@ -48,11 +48,13 @@ Tensor referenceAttention(const AttentionParts& p, float scale, bool masked, con
   return (*out)[0];
 }
 
-TEST(AttentionKernel, RandomShapesAndConfigsMatchReference) {
-  std::mt19937 rng(7);
+// Random shapes and configs against the reference; `online`: with blocks of 1 to 5 score
+// panels, so that most shapes take the online softmax over several key blocks (with a tail).
+void checkRandomAttention(bool online, uint32_t seed) {
+  std::mt19937 rng(seed);
   Isa isa = widestIsa(hostTarget());
-  int checked = 0;
-  for (int trial = 0; trial < 40 && checked < 24; ++trial) {
+  int checked = 0, blocks = 0;
+  for (int trial = 0; trial < 60 && checked < 24; ++trial) {
     int64_t heads = 1 + rng() % 4, m = 1 + rng() % 70, keys = 1 + rng() % 150, d = 1 + rng() % 40,
             dv = 1 + rng() % 40;
     AttentionParts p;
@@ -68,6 +70,7 @@ TEST(AttentionKernel, RandomShapesAndConfigsMatchReference) {
     p.qkConfig = *qc, p.avConfig = *vc;
     if (!validateMatmulConfig(p.qk, p.qkConfig) || !validateMatmulConfig(p.av, p.avConfig))
       continue;
+    if (online) p.keyBlock = p.qkConfig.nr * (1 + static_cast<int64_t>(rng() % 5));
     bool masked = trial % 4 == 1;
     float scale = 1.f / std::sqrt(static_cast<float>(d)) * (trial % 2 ? 4.f : 1.f);
     p.qkEpilogue = {{PostOpKind::Scale, scale}};
@@ -88,10 +91,61 @@ TEST(AttentionKernel, RandomShapesAndConfigsMatchReference) {
       ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
           << "element " << i << " of heads " << heads << " m " << m << " keys " << keys << " d "
           << d << " dv " << dv << " qk " << p.qkConfig.toJson().dump() << " av "
-          << p.avConfig.toJson().dump() << (masked ? " masked" : "");
+          << p.avConfig.toJson().dump() << (masked ? " masked" : "") << " key block "
+          << attentionKeyBlock(p, hostTarget());
     ++checked;
+    blocks +=
+        (keys + attentionKeyBlock(p, hostTarget()) - 1) / attentionKeyBlock(p, hostTarget()) > 1;
   }
   EXPECT_GE(checked, 16);
+  if (online) {
+    EXPECT_GE(blocks, 8) << "shapes with several key blocks";
+  }
+}
+
+TEST(AttentionKernel, RandomShapesAndConfigsMatchReference) {
+  checkRandomAttention(false, 7);
+}
+
+// The online softmax (FlashAttention's recurrence over key blocks): the same checks with key
+// blocks forced small.
+TEST(AttentionKernel, OnlineSoftmaxOverKeyBlocksMatchesReference) {
+  checkRandomAttention(true, 11);
+}
+
+// Keys beyond what a block of score rows holds in L2 take the online softmax by themselves: the
+// smallest power-of-two context of at least 20000 keys that does on this machine, one head, a
+// mask that hides whole blocks of one row, against the reference.
+TEST(AttentionKernel, LongKeyAxesTakeTheOnlineSoftmax) {
+  AttentionParts p;
+  p.qk.batch = p.av.batch = 1;
+  p.qk.m = p.av.m = 9, p.qk.k = 16, p.av.n = 24;
+  p.qk.broadcastB = p.av.broadcastB = p.qk.constantB = p.av.constantB = false;
+  Isa isa = widestIsa(hostTarget());
+  for (int64_t keys = 20000;; keys *= 2) {
+    p.qk.n = p.av.k = keys;
+    p.qkConfig = defaultMatmulConfig(p.qk, isa, hostTarget());
+    p.avConfig = defaultMatmulConfig(p.av, isa, hostTarget());
+    if (attentionKeyBlock(p, hostTarget()) < keys) break;
+    ASSERT_LT(keys, 1 << 22) << "no key count takes the online softmax";
+  }
+  const int64_t n = p.qk.n;
+  p.qkEpilogue = {{PostOpKind::Scale, 0.25f}, {PostOpKind::AddTensor}};
+  auto kernel = compileAttention(jit(), p);
+  ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+  std::mt19937 rng(5);
+  Tensor q = randomTensor(Shape{1, 9, 16}, rng), k = randomTensor(Shape{1, 16, n}, rng),
+         v = randomTensor(Shape{1, n, 24}, rng), out = randomTensor(Shape{1, 9, 24}, rng);
+  Tensor mask = randomTensor(Shape{1, 9, n}, rng);
+  // Row 2 sees only its last 100 keys: whole blocks of it are masked out (-inf).
+  for (int64_t j = 0; j < n - 100; ++j)
+    mask.dataAs<float>()[2 * n + j] = -std::numeric_limits<float>::infinity();
+  kernel->run(q.dataAs<float>(), k.dataAs<float>(), v.dataAs<float>(), out.dataAs<float>(),
+              mask.dataAs<float>());
+  Tensor want = referenceAttention(p, 0.25f, true, q, k, v, mask);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    ASSERT_NEAR(out.getDouble(i), want.getDouble(i), 1e-4)
+        << "element " << i << ", " << n << " keys";
 }
 
 // Scores that are NaN make their row NaN (as the reference's softmax does), never a number.
