@@ -124,7 +124,8 @@ int Lowering::addConstant(const void* data, size_t bytes) {
 }
 
 int Lowering::tensorAny(ValueId v, Phys& phys) {
-  if (auto strided = pixelStride_.find(v); strided != pixelStride_.end()) {
+  if (auto strided = pixelStride_.find(v);
+      strided != pixelStride_.end() && strided->second != graph_.value(v).type.shape[1]) {
     // A channel view, for a consumer that reads dense tensors: copied dense once.
     phys = Phys::Nhwc;
     auto key = std::make_pair(v, Phys::Nhwc);
