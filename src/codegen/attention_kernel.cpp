@@ -215,9 +215,9 @@ private:
     });
     llvm::Value* mx = b_.CreateLoad(vecTy, acc_);
     if (tail)
-      mx =
-          b_.CreateMaxNum(mx, b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)),
-                                                  llvm::Align(4), tailMask(lanes, tail), minusInf));
+      mx = b_.CreateMaxNum(mx,
+                           b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)), llvm::Align(4),
+                                               codegen::laneMask(b_, lanes, tail), minusInf));
     return b_.CreateFPMaxReduce(mx);
   }
 
@@ -242,7 +242,7 @@ private:
     });
     llvm::Value* sum = b_.CreateLoad(vecTy, acc_);
     if (tail) {
-      llvm::Value* mask = tailMask(lanes, tail);
+      llvm::Value* mask = codegen::laneMask(b_, lanes, tail);
       llvm::Value* p = gep(row, i64(full * lanes));
       llvm::Value* x = b_.CreateMaskedLoad(
           vecTy, p, llvm::Align(4), mask,
@@ -267,20 +267,12 @@ private:
                             llvm::Align(4));
     });
     if (tail) {
-      llvm::Value* mask = tailMask(lanes, tail);
+      llvm::Value* mask = codegen::laneMask(b_, lanes, tail);
       llvm::Value* p = gep(row, i64(full * lanes));
       llvm::Value* x =
           b_.CreateMaskedLoad(vecTy, p, llvm::Align(4), mask, llvm::ConstantFP::get(vecTy, 0.0));
       b_.CreateMaskedStore(b_.CreateFMul(x, f), p, llvm::Align(4), mask);
     }
-  }
-
-  // The first `valid` of `lanes` lanes, or null when valid is 0.
-  llvm::Value* tailMask(int lanes, int valid) {
-    if (!valid) return nullptr;
-    std::vector<llvm::Constant*> bits;
-    for (int l = 0; l < lanes; ++l) bits.push_back(b_.getInt1(l < valid));
-    return llvm::ConstantVector::get(bits);
   }
 
   // The part of B and C one call of emitTiles covers: columns [begin, end) of C, and rows

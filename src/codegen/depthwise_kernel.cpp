@@ -64,13 +64,9 @@ private:
                 *bias = fn->getArg(3), *add = fn->getArg(4), *scale = fn->getArg(5);
     int vectors = (channels + lanes_ - 1) / lanes_;
     std::vector<llvm::Value*> masks(static_cast<size_t>(vectors), nullptr);
-    for (int v = 0; v < vectors; ++v) {
-      int valid = std::min(lanes_, channels - v * lanes_);
-      if (valid == lanes_) continue;
-      std::vector<llvm::Constant*> bits;
-      for (int l = 0; l < lanes_; ++l) bits.push_back(b_.getInt1(l < valid));
-      masks[static_cast<size_t>(v)] = llvm::ConstantVector::get(bits);
-    }
+    for (int v = 0; v < vectors; ++v)
+      masks[static_cast<size_t>(v)] =
+          codegen::laneMask(b_, lanes_, std::min(lanes_, channels - v * lanes_));
     llvm::Value* zero = llvm::ConstantAggregateZero::get(vec);
     auto load = [&](llvm::Value* base, int64_t offset, int v) -> llvm::Value* {
       llvm::Value* p = gep(base, i64(offset));

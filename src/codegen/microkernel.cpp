@@ -240,12 +240,7 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   next = strategy->toF32(b, next); // the accumulators as f32 vectors
   int validVectors = (spec.nValid + lanes - 1) / lanes;
   int tailLanes = spec.nValid - (validVectors - 1) * lanes;
-  llvm::Value* tailMask = nullptr;
-  if (tailLanes < lanes) {
-    std::vector<llvm::Constant*> bits;
-    for (int l = 0; l < lanes; ++l) bits.push_back(b.getInt1(l < tailLanes));
-    tailMask = llvm::ConstantVector::get(bits);
-  }
+  llvm::Value* tailMask = codegen::laneMask(b, lanes, tailLanes);
   auto loadVec = [&](llvm::Value* base, llvm::Value* offset, int j) -> llvm::Value* {
     llvm::Value* p = b.CreateGEP(f32, base, offset);
     if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)

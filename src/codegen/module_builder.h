@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tunec::codegen {
 
@@ -89,6 +90,15 @@ private:
   std::unique_ptr<llvm::Module> module_;
   std::map<llvm::Function*, int> taskFields_; ///< context fields each task reads (checked)
 };
+
+/// The mask of the first `valid` of `lanes` vector lanes (a tail vector's masked loads and
+/// stores); nullptr when there is no tail (valid <= 0 or valid >= lanes).
+inline llvm::Constant* laneMask(llvm::IRBuilder<>& b, int lanes, int valid) {
+  if (valid <= 0 || valid >= lanes) return nullptr;
+  std::vector<llvm::Constant*> bits;
+  for (int l = 0; l < lanes; ++l) bits.push_back(b.getInt1(l < valid));
+  return llvm::ConstantVector::get(bits);
+}
 
 /// Base of the template emitters: the module, an IRBuilder and the short helpers every loop
 /// nest uses.

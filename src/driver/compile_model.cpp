@@ -2,6 +2,7 @@
 #include "driver/lowering.h"
 #include "ir/op_registry.h"
 #include "passes/memory_plan.h"
+#include "passes/rewriter.h"
 
 #include <algorithm>
 #include <cstring>
@@ -37,16 +38,16 @@ constexpr int64_t kShortChannels = 8;
 Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModule* module)
     : graph_(graph), options_(options), module_(module), fusion_(passes::planFusion(graph)),
       views_(passes::planOperandViews(graph, fusion_)),
-      channelViews_(passes::planChannelViews(graph, fusion_)),
+      channelViews_(passes::planChannelViews(graph, fusion_)), uses_(passes::useCounts(graph)),
       weightsCold_(constantBytesRead(graph) > static_cast<size_t>(options.target.l3)) {}
 
 std::vector<int64_t> Lowering::logicalStrides(const Shape& shape, Phys phys) {
-  std::vector<int64_t> s = shape.strides();
-  if (phys == Phys::Nhwc && shape.rank() == 4) {
-    int64_t c = shape[1], h = shape[2], w = shape[3];
-    s = {h * w * c, 1, w * c, c};
-  }
-  return s;
+  if (phys == Phys::Nhwc && shape.rank() == 4) return nhwcStrides(shape, shape[1]);
+  return shape.strides();
+}
+
+std::vector<int64_t> Lowering::nhwcStrides(const Shape& shape, int64_t ld) {
+  return {shape[2] * shape[3] * ld, 1, shape[3] * ld, ld};
 }
 
 std::vector<int64_t> Lowering::broadcastStrides(const Shape& shape,
@@ -89,16 +90,19 @@ int Lowering::concatBuffer(NodeId concat) {
 int Lowering::channelSlot(ValueId v, int64_t& ld) {
   const passes::ChannelSlot& slot = channelViews_.writtenInPlace.at(v);
   int buffer = concatBuffer(slot.concat);
-  ld = graph_.value(graph_.node(slot.concat).outputs[0]).type.shape[1];
-  defineStridedPart(v, buffer, slot.offset, ld);
+  ld = defineStridedPart(v, buffer, slot.offset,
+                         graph_.value(graph_.node(slot.concat).outputs[0]).type.shape[1]);
   inPlace_.insert(v);
   return produced_[v].first;
 }
 
-void Lowering::defineStridedPart(ValueId v, int source, int64_t offset, int64_t ld) {
+int64_t Lowering::defineStridedPart(ValueId v, int source, int64_t offset, int64_t ld) {
   definePart(v, source, offset * static_cast<int64_t>(dtypeSize(graph_.value(v).type.dtype)));
   produced_[v].second = Phys::Nhwc;
+  // A part as wide as the tensor it lies in is that tensor's dense bytes.
+  if (ld == graph_.value(v).type.shape[1]) return 0;
   pixelStride_[v] = ld;
+  return ld;
 }
 
 void Lowering::defineChannelView(ValueId v, int source, int64_t offset, int64_t ld) {
@@ -124,8 +128,7 @@ int Lowering::addConstant(const void* data, size_t bytes) {
 }
 
 int Lowering::tensorAny(ValueId v, Phys& phys) {
-  if (auto strided = pixelStride_.find(v);
-      strided != pixelStride_.end() && strided->second != graph_.value(v).type.shape[1]) {
+  if (auto strided = pixelStride_.find(v); strided != pixelStride_.end()) {
     // A channel view, for a consumer that reads dense tensors: copied dense once.
     phys = Phys::Nhwc;
     auto key = std::make_pair(v, Phys::Nhwc);
@@ -133,12 +136,9 @@ int Lowering::tensorAny(ValueId v, Phys& phys) {
     const Shape& shape = graph_.value(v).type.shape;
     int out =
         addArenaTensor(shape.numel() * static_cast<int64_t>(dtypeSize(graph_.value(v).type.dtype)));
-    std::vector<int64_t> from = logicalStrides(shape, Phys::Nhwc);
-    from[0] = shape[2] * shape[3] * strided->second, from[2] = shape[3] * strided->second,
-    from[3] = strided->second;
     copyTensor(*this, "copy '" + graph_.value(v).name + "' dense", out, shape,
-               logicalStrides(shape, Phys::Nhwc), produced_.at(v).first, from,
-               graph_.value(v).type.dtype);
+               logicalStrides(shape, Phys::Nhwc), produced_.at(v).first,
+               nhwcStrides(shape, strided->second), graph_.value(v).type.dtype);
     reordered_[key] = out;
     return out;
   }

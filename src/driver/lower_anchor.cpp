@@ -3,7 +3,6 @@
 // or the template's analytical default.
 #include "codegen/attention_kernel.h"
 #include "driver/lowering.h"
-#include "passes/rewriter.h"
 #include "tuning_db/keys.h"
 
 #include <algorithm>
@@ -234,7 +233,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   // kernel's own padded copy: one pass over it instead of a reorder step and the copy.
   bool nchwInput = kernel.templ == TemplateKind::Conv2d && !prologue && !unpadded &&
                    xs.rank() == 4 && l.producedPhys(n.inputs[0]) == Phys::Plain &&
-                   passes::useCounts(g)[static_cast<size_t>(n.inputs[0])] == 1;
+                   l.uses(n.inputs[0]) == 1;
   Phys inPhys = Phys::Nhwc;
   int in = nchwInput ? l.tensorAny(n.inputs[0], inPhys)
            : strided ? l.tensorStrided(n.inputs[0], inLd)
@@ -265,8 +264,8 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     w.threads = l.options().threads;
     w.coldWeights = l.weightsCold();
     w.channelScale = prologue;
-    w.inLd = inLd == w.ic ? 0 : inLd;
-    w.outLd = outLd == w.oc ? 0 : outLd;
+    w.inLd = inLd;
+    w.outLd = outLd;
     w.nchwInput = nchwInput;
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);

@@ -558,21 +558,18 @@ bool lowerReduce(Lowering& l, const Node& n) {
   return true;
 }
 
-// The runs (src, dst, len) of a Gather of channels by constant indices `idx` out of `channels`,
-// written from channel `at` on, appended to `runs` (joined with the last run where they go
-// on); false for an index out of range.
-bool appendChannelRuns(const Value& idx, int64_t channels, int64_t at, std::vector<int64_t>& runs) {
-  for (int64_t k = 0; k < idx.type.shape.numel(); ++k) {
-    auto i = static_cast<int64_t>(idx.constant->getDouble(k));
-    if (i < 0) i += channels;
-    if (i < 0 || i >= channels) return false;
+// The runs (src, dst, len) of a Gather of channels by `indices` (normalized), written from
+// channel `at` on, appended to `runs` (joined with the last run where they go on).
+void appendChannelRuns(const std::vector<int64_t>& indices, int64_t at,
+                       std::vector<int64_t>& runs) {
+  for (size_t k = 0; k < indices.size(); ++k) {
+    int64_t i = indices[k], dst = at + static_cast<int64_t>(k);
     size_t m = runs.size();
-    if (m && runs[m - 3] + runs[m - 1] == i && runs[m - 2] + runs[m - 1] == at + k)
+    if (m && runs[m - 3] + runs[m - 1] == i && runs[m - 2] + runs[m - 1] == dst)
       ++runs[m - 1];
     else
-      runs.insert(runs.end(), {i, at + k, 1});
+      runs.insert(runs.end(), {i, dst, 1});
   }
-  return true;
 }
 
 void addChannelRunsStep(Lowering& l, const std::string& label, int out, int in, int64_t pixels,
@@ -611,14 +608,11 @@ bool lowerChannelConcat(Lowering& l, const Node& n, const std::string& label) {
     if (gather && l.channelViews().writtenInPlace.count(v)) {
       int64_t ld = 0;
       int data = l.tensorStrided(gather->inputs[0], ld);
-      int64_t channels = g.value(gather->inputs[0]).type.shape[1];
       Source& source = sources[data];
-      source.ld = ld ? ld : channels;
+      source.ld = ld ? ld : g.value(gather->inputs[0]).type.shape[1];
       source.name = g.value(gather->inputs[0]).name;
-      if (!appendChannelRuns(g.value(gather->inputs[1]), channels, start, source.runs)) {
-        l.unsupported(*gather, "a Gather index is out of range for its axis");
-        return false;
-      }
+      // The channel views took only Gathers by constant indices in range.
+      appendChannelRuns(*passes::constantGatherIndices(g, *gather, 1), start, source.runs);
       start += is[1];
       continue;
     }
@@ -994,11 +988,11 @@ bool lowerSingle(Lowering& l, const Node& n) {
     auto axis = static_cast<size_t>(normalizeAxis(std::get<AxisAttrs>(n.attrs).axis, xs.rank()));
     // Channels of an NHWC activation in runs of 4 or more (a shuffled half's parts): copied run
     // by run, NHWC. Shorter runs (an interleaving shuffle) copy faster plane by plane, plain.
-    if (axis == 1 && xs.rank() == 4 && idx.constant && idx.type.shape.rank() == 1 &&
-        l.producedPhys(n.inputs[0]) == Phys::Nhwc && dtypeSize(x.type.dtype) == 4) {
+    auto channels = xs.rank() == 4 ? passes::constantGatherIndices(g, n, 1) : std::nullopt;
+    if (channels && l.producedPhys(n.inputs[0]) == Phys::Nhwc && dtypeSize(x.type.dtype) == 4) {
       std::vector<int64_t> runs;
-      if (appendChannelRuns(idx, xs[1], 0, runs) &&
-          static_cast<int64_t>(runs.size()) / 3 * 4 <= idx.type.shape.numel()) {
+      appendChannelRuns(*channels, 0, runs);
+      if (static_cast<int64_t>(runs.size()) / 3 * 4 <= static_cast<int64_t>(channels->size())) {
         int64_t ld = 0;
         int data = l.tensorStrided(n.inputs[0], ld);
         int out = l.defineOutput(n.outputs[0], Phys::Nhwc);

@@ -55,10 +55,12 @@ public:
   /// The NHWC buffer of a Concat of channel views (created on first use; the Concat's output).
   int concatBuffer(NodeId concat);
   /// For a Concat input its producer writes in place: its part of the Concat's buffer, whose
-  /// pixel stride is `ld`; `v` is defined as that part.
+  /// pixel stride is `ld` (0 when the part is the whole buffer); `v` is defined as that part.
   int channelSlot(ValueId v, int64_t& ld);
   /// True when `v`'s producer wrote it in place (channelSlot was called for it).
-  bool wroteInPlace(ValueId v) const { return pixelStride_.count(v) && inPlace_.count(v); }
+  bool wroteInPlace(ValueId v) const { return inPlace_.count(v) > 0; }
+  /// How many nodes read `v` (model outputs count as a read).
+  int uses(ValueId v) const { return uses_[static_cast<size_t>(v)]; }
   /// `v` is channels [offset, offset + C) of `source`, an NHWC tensor of pixel stride `ld`.
   void defineChannelView(ValueId v, int source, int64_t offset, int64_t ld);
   /// A new arena tensor (a temporary between steps).
@@ -79,6 +81,8 @@ public:
   void unsupported(const Node& node, const std::string& why);
   /// Logical row-major strides of a tensor of `shape` stored in layout `phys`.
   static std::vector<int64_t> logicalStrides(const Shape& shape, Phys phys);
+  /// Logical strides of a 4-d tensor stored NHWC with `ld` elements between pixels.
+  static std::vector<int64_t> nhwcStrides(const Shape& shape, int64_t ld);
   CompileStats& stats() { return stats_; }
 
   /// Builds an elementwise step writing `out` (logical shape, layout) from the given operands.
@@ -97,7 +101,9 @@ public:
 
 private:
   void lowerKernel(const passes::FusedKernel& kernel);
-  void defineStridedPart(ValueId v, int source, int64_t offset, int64_t ld);
+  /// `v` as channels [offset, ..) of `source`, NHWC with pixel stride `ld`; returns the stride
+  /// recorded for it (0: the part is as wide as `source`, dense).
+  int64_t defineStridedPart(ValueId v, int source, int64_t offset, int64_t ld);
   void bindOutputs();
 
   const Graph& graph_;
@@ -109,6 +115,7 @@ private:
   std::vector<ReorderOutline> reorderNotes_;
   passes::OperandViews views_;
   passes::ChannelViews channelViews_;
+  std::vector<int> uses_; ///< per value, its readers (passes::useCounts)
   bool weightsCold_ = false;
   struct TensorInfo {
     rt::TensorRef ref;

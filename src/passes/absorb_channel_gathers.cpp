@@ -8,7 +8,6 @@
 #include "passes/pattern.h"
 #include "passes/rewriter.h"
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -25,30 +24,14 @@ struct Absorbed {
 std::optional<Absorbed> absorbable(const Graph& graph, const Node& conv) {
   const Node* g = producerOf(graph, conv.inputs[0], OpKind::Gather);
   const Value& w = graph.value(conv.inputs[1]);
-  if (!g || std::get<ConvAttrs>(conv.attrs).group != 1 || !w.constant || w.type.dtype != DType::F32)
+  if (!g || std::get<ConvAttrs>(conv.attrs).group != 1 || !w.constant ||
+      w.type.dtype != DType::F32 || graph.value(g->inputs[0]).type.shape.rank() != 4)
     return std::nullopt;
-  const Value& idx = graph.value(g->inputs[1]);
-  const Shape& xs = graph.value(g->inputs[0]).type.shape;
-  auto axis = normalizeAxis(std::get<AxisAttrs>(g->attrs).axis, xs.rank());
-  if (xs.rank() != 4 || !axis || *axis != 1 || !idx.constant || idx.type.shape.rank() != 1 ||
-      (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32))
-    return std::nullopt;
-  std::vector<int64_t> i;
-  for (int64_t k = 0; k < idx.type.shape[0]; ++k) {
-    auto v = static_cast<int64_t>(idx.constant->getDouble(k));
-    i.push_back(v < 0 ? v + xs[1] : v);
-  }
-  if (i.empty()) return std::nullopt;
-  int64_t lo = *std::min_element(i.begin(), i.end());
-  auto len = static_cast<int64_t>(i.size());
-  std::vector<bool> seen(i.size(), false);
-  Absorbed a{g->inputs[0], lo, {}};
-  for (int64_t v : i) {
-    int64_t o = v - lo;
-    if (o < 0 || o >= len || lo + len > xs[1] || seen[static_cast<size_t>(o)]) return std::nullopt;
-    seen[static_cast<size_t>(o)] = true;
-    a.offset.push_back(o);
-  }
+  auto indices = constantGatherIndices(graph, *g, 1);
+  std::optional<int64_t> start = indices ? permutedRangeStart(*indices) : std::nullopt;
+  if (!start) return std::nullopt;
+  Absorbed a{g->inputs[0], *start, {}};
+  for (int64_t i : *indices) a.offset.push_back(i - *start);
   return a;
 }
 
@@ -86,9 +69,9 @@ Expected<Graph> absorbChannelGathers(const Graph& graph) {
     auto len = static_cast<int64_t>(a.offset.size());
     ValueId in = rw.map(a.source);
     if (a.start != 0 || len != xs[1]) {
-      SliceAttrs s{{0, a.start, 0, 0}, {1, 1, 1, 1}, {xs[0], len, xs[2], xs[3]}};
       std::string name = node.name + ".input";
-      TUNEC_ASSIGN_OR_RETURN(auto outs, rw.add(name, OpKind::Slice, s, {in}, {name + "_output"}));
+      TUNEC_ASSIGN_OR_RETURN(auto outs, rw.add(name, OpKind::Slice, sliceAlong(xs, 1, a.start, len),
+                                               {in}, {name + "_output"}));
       in = outs[0];
     }
     std::vector<ValueId> inputs = {

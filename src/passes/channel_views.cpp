@@ -3,6 +3,7 @@
 #include "passes/channel_views.h"
 
 #include "ir/op_registry.h"
+#include "passes/pattern.h"
 #include "passes/rewriter.h"
 
 namespace tunec::passes {
@@ -10,16 +11,9 @@ namespace tunec::passes {
 namespace {
 
 bool channelSlice(const Graph& graph, const Node& n) {
-  if (n.kind != OpKind::Slice) return false;
-  const Shape& xs = graph.value(n.inputs[0]).type.shape;
-  const auto& a = std::get<SliceAttrs>(n.attrs);
-  if (xs.rank() != 4 || a.starts.size() != 4 || graph.value(n.inputs[0]).type.dtype != DType::F32)
-    return false;
-  for (int d = 0; d < 4; ++d) {
-    auto i = static_cast<size_t>(d);
-    if (a.steps[i] != 1 || (d != 1 && (a.starts[i] != 0 || a.counts[i] != xs[d]))) return false;
-  }
-  return true;
+  const Value& x = graph.value(n.inputs[0]);
+  return n.kind == OpKind::Slice && x.type.shape.rank() == 4 && x.type.dtype == DType::F32 &&
+         slicedRange(graph, n, 1);
 }
 
 // The value a fused kernel's generated code writes last (its result).
@@ -31,13 +25,9 @@ bool writesInPlace(const Graph& graph, const FusionPlan& fusion, ValueId v) {
   NodeId p = graph.value(v).producer;
   if (p < 0) return false;
   const Node& producer = graph.node(p);
-  if (producer.kind == OpKind::Gather) {
-    const Value& idx = graph.value(producer.inputs[1]);
-    auto axis = normalizeAxis(std::get<AxisAttrs>(producer.attrs).axis,
-                              graph.value(producer.inputs[0]).type.shape.rank());
-    return axis && *axis == 1 && idx.constant && idx.type.shape.rank() == 1 &&
-           graph.value(v).type.dtype == DType::F32;
-  }
+  if (producer.kind == OpKind::Gather)
+    return graph.value(producer.inputs[0]).type.shape.rank() == 4 &&
+           graph.value(v).type.dtype == DType::F32 && constantGatherIndices(graph, producer, 1);
   const FusedKernel& k =
       fusion.kernels[static_cast<size_t>(fusion.kernelOf[static_cast<size_t>(p)])];
   if (k.anchor < 0 || k.templ != TemplateKind::Conv2d || kernelResult(graph, k) != v ||

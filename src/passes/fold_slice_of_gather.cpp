@@ -7,6 +7,7 @@
 #include "passes/pattern.h"
 #include "passes/rewriter.h"
 
+#include <algorithm>
 #include <map>
 
 namespace tunec::passes {
@@ -16,25 +17,15 @@ namespace {
 // The indices of Gather `g` restricted to what `slice` keeps, or nullopt when the Slice does
 // more than cut the gathered axis (another axis, or a step).
 std::optional<Tensor> slicedIndices(const Graph& graph, const Node& slice, const Node& gather) {
-  const Value& idx = graph.value(gather.inputs[1]);
-  if (!idx.constant || idx.type.shape.rank() != 1 ||
-      (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32))
-    return std::nullopt;
-  const Shape& xs = graph.value(gather.outputs[0]).type.shape;
-  auto axis = normalizeAxis(std::get<AxisAttrs>(gather.attrs).axis, xs.rank());
+  auto axis = normalizeAxis(std::get<AxisAttrs>(gather.attrs).axis,
+                            graph.value(gather.inputs[0]).type.shape.rank());
   if (!axis) return std::nullopt;
-  const auto& a = std::get<SliceAttrs>(slice.attrs);
-  if (a.starts.size() != static_cast<size_t>(xs.rank())) return std::nullopt;
-  for (int d = 0; d < xs.rank(); ++d) {
-    size_t i = static_cast<size_t>(d);
-    bool whole = a.starts[i] == 0 && a.steps[i] == 1 && a.counts[i] == xs[d];
-    if (d != *axis && !whole) return std::nullopt;
-    if (d == *axis && a.steps[i] != 1) return std::nullopt;
-  }
-  size_t ax = static_cast<size_t>(*axis);
-  Tensor out(DType::I64, Shape{a.counts[ax]});
-  for (int64_t k = 0; k < a.counts[ax]; ++k)
-    out.dataAs<int64_t>()[k] = static_cast<int64_t>(idx.constant->getDouble(a.starts[ax] + k));
+  auto indices = constantGatherIndices(graph, gather, *axis);
+  auto range = slicedRange(graph, slice, *axis);
+  if (!indices || !range) return std::nullopt;
+  Tensor out(DType::I64, Shape{range->second - range->first});
+  std::copy(indices->begin() + range->first, indices->begin() + range->second,
+            out.dataAs<int64_t>());
   return out;
 }
 

@@ -27,35 +27,17 @@ struct Order {
   std::map<NodeId, Tensor> indices; ///< per Gather, its indices into the new Concat
 };
 
-std::optional<std::vector<int64_t>> constantIndices(const Graph& graph, const Node& gather,
-                                                    int64_t axis, int rank, int64_t length) {
-  const Value& idx = graph.value(gather.inputs[1]);
-  auto gatherAxis = normalizeAxis(std::get<AxisAttrs>(gather.attrs).axis, rank);
-  if (!idx.constant || idx.type.shape.rank() != 1 || !gatherAxis || *gatherAxis != axis ||
-      (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32))
-    return std::nullopt;
-  std::vector<int64_t> out;
-  for (int64_t k = 0; k < idx.type.shape.numel(); ++k) {
-    auto i = static_cast<int64_t>(idx.constant->getDouble(k));
-    if (i < 0) i += length;
-    if (i < 0 || i >= length) return std::nullopt;
-    out.push_back(i);
-  }
-  return out;
-}
-
 // A part that is not a whole input is only worth cutting when the cut costs no copy: the
 // input is a Gather by constant indices (fold-slice-of-gather cuts its indices) or a Conv, maybe
 // through one-to-one activations, read by nothing else (split-conv-for-slices splits it).
 bool cuttable(const Graph& graph, ValueId v, const std::vector<int>& uses) {
   const Node* p = producerOf(graph, v);
-  while (p && uses[static_cast<size_t>(v)] == 1 &&
-         (p->kind == OpKind::Relu || p->kind == OpKind::Clip || p->kind == OpKind::Sigmoid)) {
+  if (p && p->kind == OpKind::Gather) return true;
+  while (p && uses[static_cast<size_t>(v)] == 1 && isChannelwiseActivation(p->kind)) {
     v = p->inputs[0];
     p = producerOf(graph, v);
   }
-  if (!p || uses[static_cast<size_t>(v)] != 1) return p && p->kind == OpKind::Gather;
-  return p->kind == OpKind::Conv || p->kind == OpKind::Gather;
+  return p && uses[static_cast<size_t>(v)] == 1 && splitsByOutputChannels(graph, *p);
 }
 
 std::optional<Order> orderFor(const Graph& graph, const Node& concat,
@@ -72,13 +54,12 @@ std::optional<Order> orderFor(const Graph& graph, const Node& concat,
   for (size_t i = 0; i < concat.inputs.size(); ++i)
     for (int64_t c = 0; c < graph.value(concat.inputs[i]).type.shape[static_cast<int>(*axis)]; ++c)
       source.emplace_back(i, c);
-  const auto length = static_cast<int64_t>(source.size());
   std::vector<std::vector<int64_t>> idx;
   std::vector<int> taken(source.size(), 0);
   for (NodeId gid : gathers) {
     const Node& g = graph.node(gid);
     if (g.kind != OpKind::Gather || g.inputs[0] != concat.outputs[0]) return std::nullopt;
-    auto indices = constantIndices(graph, g, *axis, ys.rank(), length);
+    auto indices = constantGatherIndices(graph, g, *axis);
     if (!indices) return std::nullopt;
     for (int64_t i : *indices) ++taken[static_cast<size_t>(i)];
     idx.push_back(std::move(*indices));
@@ -168,13 +149,11 @@ Expected<Graph> orderConcatForGathers(const Graph& graph) {
           parts.push_back(rw.map(in));
           continue;
         }
-        SliceAttrs a{std::vector<int64_t>(static_cast<size_t>(is.rank()), 0),
-                     std::vector<int64_t>(static_cast<size_t>(is.rank()), 1), is.dims()};
-        a.starts[axis] = piece.lo;
-        a.counts[axis] = piece.hi - piece.lo;
         std::string name = node.name + ".part" + std::to_string(parts.size());
-        TUNEC_ASSIGN_OR_RETURN(auto outs,
-                               rw.add(name, OpKind::Slice, a, {rw.map(in)}, {name + "_output"}));
+        TUNEC_ASSIGN_OR_RETURN(auto outs, rw.add(name, OpKind::Slice,
+                                                 sliceAlong(is, static_cast<int64_t>(axis),
+                                                            piece.lo, piece.hi - piece.lo),
+                                                 {rw.map(in)}, {name + "_output"}));
         parts.push_back(outs[0]);
       }
       TUNEC_ASSIGN_OR_RETURN(auto outs, rw.add(node.name + ".ordered", OpKind::Concat, node.attrs,

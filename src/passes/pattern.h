@@ -1,9 +1,12 @@
-// Helpers for passes that recognize decomposed forms (GELU, LayerNorm) in the graph.
+// Helpers for passes that recognize decomposed forms (GELU, LayerNorm) in the graph, and the
+// channel Gathers and Slices that the channel passes and the channel-view plan read.
 #pragma once
 
 #include "ir/graph.h"
 
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace tunec::passes {
 
@@ -40,5 +43,27 @@ inline ValueId otherInput(const Node& node, ValueId known) {
   if (node.inputs[1] == known) return node.inputs[0];
   return kNoValue;
 }
+
+/// The indices of a Gather along `axis` of its data when they are a constant 1-D int64/int32
+/// tensor, each normalized (negative ones from the end) and in range; nullopt otherwise.
+std::optional<std::vector<int64_t>> constantGatherIndices(const Graph& graph, const Node& gather,
+                                                          int64_t axis);
+
+/// s when `indices` permute the contiguous range [s, s + indices.size()); nullopt otherwise.
+std::optional<int64_t> permutedRangeStart(const std::vector<int64_t>& indices);
+
+/// [start, start + count) of `axis` when the Slice cuts only that axis, with step 1.
+std::optional<std::pair<int64_t, int64_t>> slicedRange(const Graph& graph, const Node& slice,
+                                                       int64_t axis);
+
+/// The attributes of a Slice of [start, start + count) along `axis` of a value of `shape`.
+SliceAttrs sliceAlong(const Shape& shape, int64_t axis, int64_t start, int64_t count);
+
+/// One-to-one activations of one input that split-conv-for-slices carries into each part.
+bool isChannelwiseActivation(OpKind kind);
+
+/// A Conv that split-conv-for-slices can split by output channels: one group, constant weights
+/// and bias.
+bool splitsByOutputChannels(const Graph& graph, const Node& conv);
 
 } // namespace tunec::passes

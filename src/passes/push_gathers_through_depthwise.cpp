@@ -18,21 +18,11 @@ namespace {
 // The constant indices of a Gather along axis 1 of a 4-d value when they permute all of its
 // channels.
 std::optional<std::vector<int64_t>> channelPermutation(const Graph& graph, const Node& gather) {
-  const Value& idx = graph.value(gather.inputs[1]);
   const Shape& xs = graph.value(gather.inputs[0]).type.shape;
-  auto axis = normalizeAxis(std::get<AxisAttrs>(gather.attrs).axis, xs.rank());
-  if (xs.rank() != 4 || !axis || *axis != 1 || !idx.constant || idx.type.shape.rank() != 1 ||
-      idx.type.shape[0] != xs[1] || (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32))
+  if (xs.rank() != 4) return std::nullopt;
+  auto p = constantGatherIndices(graph, gather, 1);
+  if (!p || static_cast<int64_t>(p->size()) != xs[1] || permutedRangeStart(*p) != 0)
     return std::nullopt;
-  std::vector<int64_t> p;
-  std::vector<bool> seen(static_cast<size_t>(xs[1]), false);
-  for (int64_t k = 0; k < xs[1]; ++k) {
-    auto i = static_cast<int64_t>(idx.constant->getDouble(k));
-    if (i < 0) i += xs[1];
-    if (i < 0 || i >= xs[1] || seen[static_cast<size_t>(i)]) return std::nullopt;
-    seen[static_cast<size_t>(i)] = true;
-    p.push_back(i);
-  }
   return p;
 }
 

@@ -16,22 +16,11 @@ namespace tunec::passes {
 
 namespace {
 
-bool isActivation(OpKind k) {
-  return k == OpKind::Relu || k == OpKind::Sigmoid || k == OpKind::Tanh;
-}
-
 // A Slice of only the channels of a 4-d value (axis 1, step 1): its [lo, hi).
 std::optional<std::pair<int64_t, int64_t>> channelRange(const Graph& graph, const Node& slice) {
-  if (slice.kind != OpKind::Slice) return std::nullopt;
-  const Shape& xs = graph.value(slice.inputs[0]).type.shape;
-  const auto& a = std::get<SliceAttrs>(slice.attrs);
-  if (xs.rank() != 4 || a.starts.size() != 4) return std::nullopt;
-  for (int d = 0; d < 4; ++d) {
-    auto i = static_cast<size_t>(d);
-    if (a.steps[i] != 1) return std::nullopt;
-    if (d != 1 && (a.starts[i] != 0 || a.counts[i] != xs[d])) return std::nullopt;
-  }
-  return std::make_pair(a.starts[1], a.starts[1] + a.counts[1]);
+  if (slice.kind != OpKind::Slice || graph.value(slice.inputs[0]).type.shape.rank() != 4)
+    return std::nullopt;
+  return slicedRange(graph, slice, 1);
 }
 
 struct Split {
@@ -60,15 +49,11 @@ Expected<Graph> splitConvForSlices(const Graph& graph) {
   std::set<NodeId> dropped;
   for (size_t n = 0; n < graph.nodes().size(); ++n) {
     const Node& conv = graph.nodes()[n];
-    if (conv.kind != OpKind::Conv || std::get<ConvAttrs>(conv.attrs).group != 1 ||
-        !graph.value(conv.inputs[1]).constant ||
-        (conv.inputs.size() > 2 && conv.inputs[2] != kNoValue &&
-         !graph.value(conv.inputs[2]).constant))
-      continue;
+    if (!splitsByOutputChannels(graph, conv)) continue;
     Split split{static_cast<NodeId>(n), {}};
     ValueId v = conv.outputs[0];
     while (uses[static_cast<size_t>(v)] == 1 && readers[static_cast<size_t>(v)].size() == 1 &&
-           isActivation(graph.node(readers[static_cast<size_t>(v)][0]).kind)) {
+           isChannelwiseActivation(graph.node(readers[static_cast<size_t>(v)][0]).kind)) {
       split.chain.push_back(readers[static_cast<size_t>(v)][0]);
       v = graph.node(split.chain.back()).outputs[0];
     }

@@ -144,6 +144,18 @@ Expected<Conv2dConfig> randomConfig(const Conv2dWorkload& w, Isa isa, std::mt199
   return conv2dConfigFromKnobs(w, isa, space, values);
 }
 
+// Checks `w` under a random config of `isa` against the reference; false (nothing checked)
+// when the workload or the drawn config is not valid.
+bool checkRandomConfig(const Conv2dWorkload& w, Isa isa, const Epilogue& epi, std::mt19937& rng,
+                       uint32_t seed) {
+  if (!w.check().isOk()) return false;
+  auto c = randomConfig(w, isa, rng);
+  EXPECT_TRUE(c.isOk());
+  if (!c || !validateConv2dConfig(w, *c).isOk()) return false;
+  checkConv(w, *c, epi, seed);
+  return true;
+}
+
 TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
   std::mt19937 rng(3);
   int checked = 0;
@@ -155,10 +167,6 @@ TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
       Conv2dWorkload w =
           conv(trial % 5 == 0 ? 2 : 1, ch(rng), hw(rng), ch(rng), k(rng), s(rng), p(rng));
       w.threads = trial % 3 == 0 ? 2 : 1;
-      if (!w.check().isOk()) continue;
-      auto c = randomConfig(w, isa, rng);
-      ASSERT_TRUE(c.isOk());
-      if (!validateConv2dConfig(w, *c).isOk()) continue;
       Epilogue epi;
       if (trial % 2) epi.push_back({PostOpKind::BiasPerColumn});
       if (trial % 3 == 1) epi.push_back({PostOpKind::Clip, 0.f, 6.f});
@@ -169,8 +177,7 @@ TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
       if (trial % 6 == 4) epi.push_back({PostOpKind::Tanh});
       if (trial % 5 == 3) epi.push_back({PostOpKind::ScalePerColumn});
       if (trial % 5 == 4) epi.push_back({PostOpKind::PReluPerColumn});
-      checkConv(w, *c, epi, static_cast<uint32_t>(trial));
-      ++checked;
+      checked += checkRandomConfig(w, isa, epi, rng, static_cast<uint32_t>(trial));
     }
   EXPECT_GE(checked, 20);
 }
@@ -208,13 +215,9 @@ TEST(Conv2dTemplate, ChannelScaledPointwiseConvsMatchReference) {
     Conv2dWorkload w = conv(1 + trial % 2, 4 + rng() % 60, 3 + rng() % 8, 1 + rng() % 40, 1, 1, 0);
     w.channelScale = true;
     w.threads = trial % 3 == 0 ? 2 : 1;
-    auto c = randomConfig(w, isa, rng);
-    ASSERT_TRUE(c.isOk());
-    if (!validateConv2dConfig(w, *c).isOk()) continue;
     Epilogue epi = {{PostOpKind::BiasPerColumn}};
     if (trial % 2) epi.push_back({PostOpKind::AddTensor});
-    checkConv(w, *c, epi, static_cast<uint32_t>(trial));
-    ++checked;
+    checked += checkRandomConfig(w, isa, epi, rng, static_cast<uint32_t>(trial));
   }
   EXPECT_GE(checked, 10);
   Conv2dWorkload bad = conv(1, 8, 5, 8, 3, 1, 1);
@@ -233,13 +236,8 @@ TEST(Conv2dTemplate, NchwInputsReorderedWhilePaddedMatchReference) {
                             3 + 2 * (trial % 3 == 0), 1 + trial % 2, 1 + trial % 2);
     w.nchwInput = true;
     w.threads = trial % 3 == 1 ? 2 : 1;
-    if (!w.check().isOk()) continue;
-    auto c = randomConfig(w, isa, rng);
-    ASSERT_TRUE(c.isOk());
-    if (!validateConv2dConfig(w, *c).isOk()) continue;
-    checkConv(w, *c, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}},
-              static_cast<uint32_t>(trial));
-    ++checked;
+    checked += checkRandomConfig(w, isa, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}}, rng,
+                                 static_cast<uint32_t>(trial));
   }
   EXPECT_GE(checked, 8);
   auto back = Conv2dWorkload::fromJson(conv(1, 3, 9, 8, 3, 2, 1).toJson());
@@ -271,14 +269,9 @@ TEST(Conv2dTemplate, StridedChannelSlicesMatchReference) {
     if (trial % 4 != 1) w.inLd = w.ic + 1 + rng() % 40;
     if (trial % 4 != 0) w.outLd = w.oc + 1 + rng() % 40;
     w.threads = trial % 3 == 0 ? 2 : 1;
-    if (!w.check().isOk()) continue;
-    auto c = randomConfig(w, isa, rng);
-    ASSERT_TRUE(c.isOk());
-    if (!validateConv2dConfig(w, *c).isOk()) continue;
     Epilogue epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
     if (trial % 5 == 1) epi.push_back({PostOpKind::AddTensor});
-    checkConv(w, *c, epi, static_cast<uint32_t>(trial));
-    ++checked;
+    checked += checkRandomConfig(w, isa, epi, rng, static_cast<uint32_t>(trial));
   }
   EXPECT_GE(checked, 16);
   auto back = Conv2dWorkload::fromJson(conv(1, 8, 5, 8, 1, 1, 0).toJson());

@@ -1,0 +1,77 @@
+// The channel Gather and Slice helpers of passes/pattern.h.
+#include "passes/pattern.h"
+
+#include "ir/op_registry.h"
+
+#include <algorithm>
+
+namespace tunec::passes {
+
+std::optional<std::vector<int64_t>> constantGatherIndices(const Graph& graph, const Node& gather,
+                                                          int64_t axis) {
+  const Value& idx = graph.value(gather.inputs[1]);
+  const Shape& xs = graph.value(gather.inputs[0]).type.shape;
+  auto gatherAxis = normalizeAxis(std::get<AxisAttrs>(gather.attrs).axis, xs.rank());
+  if (!idx.constant || idx.type.shape.rank() != 1 || !gatherAxis || *gatherAxis != axis ||
+      (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32))
+    return std::nullopt;
+  const int64_t length = xs[static_cast<int>(axis)];
+  std::vector<int64_t> out;
+  for (int64_t k = 0; k < idx.type.shape.numel(); ++k) {
+    auto i = static_cast<int64_t>(idx.constant->getDouble(k));
+    if (i < 0) i += length;
+    if (i < 0 || i >= length) return std::nullopt;
+    out.push_back(i);
+  }
+  return out;
+}
+
+std::optional<int64_t> permutedRangeStart(const std::vector<int64_t>& indices) {
+  if (indices.empty()) return std::nullopt;
+  int64_t lo = *std::min_element(indices.begin(), indices.end());
+  std::vector<bool> seen(indices.size(), false);
+  for (int64_t i : indices) {
+    int64_t o = i - lo;
+    if (o >= static_cast<int64_t>(indices.size()) || seen[static_cast<size_t>(o)])
+      return std::nullopt;
+    seen[static_cast<size_t>(o)] = true;
+  }
+  return lo;
+}
+
+std::optional<std::pair<int64_t, int64_t>> slicedRange(const Graph& graph, const Node& slice,
+                                                       int64_t axis) {
+  if (slice.kind != OpKind::Slice) return std::nullopt;
+  const Shape& xs = graph.value(slice.inputs[0]).type.shape;
+  const auto& a = std::get<SliceAttrs>(slice.attrs);
+  if (a.starts.size() != static_cast<size_t>(xs.rank()) || axis < 0 || axis >= xs.rank())
+    return std::nullopt;
+  for (int d = 0; d < xs.rank(); ++d) {
+    auto i = static_cast<size_t>(d);
+    if (a.steps[i] != 1 || (d != axis && (a.starts[i] != 0 || a.counts[i] != xs[d])))
+      return std::nullopt;
+  }
+  auto ax = static_cast<size_t>(axis);
+  return std::make_pair(a.starts[ax], a.starts[ax] + a.counts[ax]);
+}
+
+SliceAttrs sliceAlong(const Shape& shape, int64_t axis, int64_t start, int64_t count) {
+  SliceAttrs a{std::vector<int64_t>(static_cast<size_t>(shape.rank()), 0),
+               std::vector<int64_t>(static_cast<size_t>(shape.rank()), 1), shape.dims()};
+  a.starts[static_cast<size_t>(axis)] = start;
+  a.counts[static_cast<size_t>(axis)] = count;
+  return a;
+}
+
+bool isChannelwiseActivation(OpKind kind) {
+  return kind == OpKind::Relu || kind == OpKind::Sigmoid || kind == OpKind::Tanh;
+}
+
+bool splitsByOutputChannels(const Graph& graph, const Node& conv) {
+  return conv.kind == OpKind::Conv && std::get<ConvAttrs>(conv.attrs).group == 1 &&
+         graph.value(conv.inputs[1]).constant &&
+         (conv.inputs.size() < 3 || conv.inputs[2] == kNoValue ||
+          graph.value(conv.inputs[2]).constant);
+}
+
+} // namespace tunec::passes
