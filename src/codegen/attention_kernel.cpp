@@ -1,10 +1,11 @@
 // The fused attention loop nest in LLVM IR: one task per batch element (a head): pack K and V
 // into microkernel panels once, then per block of query rows: the Q K tiles (the first matmul's
-// microkernels and epilogue) into the score buffer, a softmax over each score row in place, and
-// the P V tiles (the second matmul's microkernels) into O. When the keys do not fit one block
-// of score rows, the softmax is online over blocks of keys: per block the running row maximum
-// m and sum l are updated, O is rescaled by exp(m_old - m_new) and P V of the block added to
-// it; O is divided by l at the end (FlashAttention's recurrence).
+// microkernels and epilogue) into the score buffer, exp(x - max) and the sum of each score row
+// in place, the P V tiles (the second matmul's microkernels) into O, and O's rows divided by
+// their sums. When the keys do not fit one block of score rows, the softmax is online over
+// blocks of keys: per block the running row maximum m and sum l are updated, O is rescaled by
+// exp(m_old - m_new) and P V of the block added to it; O is divided by l at the end
+// (FlashAttention's recurrence).
 #include "codegen/attention_kernel.h"
 
 #include "codegen/microkernel_emitter.h"
@@ -101,10 +102,8 @@ private:
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     acc_ = b_.CreateAlloca(mb_.f32Vector()); // in the entry block: allocas in loops grow the stack
-    if (online_) {
-      rowMax_ = b_.CreateAlloca(mb_.f32(), i64(rows_));
-      rowSum_ = b_.CreateAlloca(mb_.f32(), i64(rows_));
-    }
+    rowSum_ = b_.CreateAlloca(mb_.f32(), i64(rows_));
+    if (online_) rowMax_ = b_.CreateAlloca(mb_.f32(), i64(rows_));
     const int64_t full = qk.n / ld_, tail = qk.n % ld_;
     mb_.forLoop(b_, i64(0), i64(qk.m), rows_, "rowblk", [&](llvm::Value* ib) {
       llvm::Value* rows = min(i64(rows_), b_.CreateSub(i64(qk.m), ib));
@@ -129,7 +128,12 @@ private:
                   {kb0, b_.CreateAdd(kb0, i64(keys)), nullptr, nullptr, nullptr});
         mb_.forLoop(b_, i64(0), rows, 1, "softmax", [&](llvm::Value* r) {
           llvm::Value* row = gep(scores, b_.CreateMul(r, i64(ld_)));
-          if (!online_) return emitSoftmaxRow(row, keys);
+          if (!online_) {
+            // P unnormalized; O's row is divided by the sum instead (half as many columns).
+            b_.CreateStore(emitExpInPlace(row, keys, emitRowMax(row, keys)),
+                           b_.CreateGEP(mb_.f32(), rowSum_, r));
+            return;
+          }
           llvm::Value* alpha = emitOnlineSoftmaxRow(row, keys, b_.CreateGEP(mb_.f32(), rowMax_, r),
                                                     b_.CreateGEP(mb_.f32(), rowSum_, r));
           // O's row so far, rescaled to the new maximum (garbage before the first block, which
@@ -150,7 +154,16 @@ private:
                    b_.CreateSelect(b_.CreateICmpEQ(kb0, i64(0)), b_.getInt32(kUkrApplyEpilogue),
                                    b_.getInt32(kUkrApplyEpilogue | kUkrAccumulate))});
       };
-      if (!online_) return block(i64(0), qk.n);
+      auto normalize = [&] {
+        mb_.forLoop(b_, i64(0), rows, 1, "normalize", [&](llvm::Value* r) {
+          llvm::Value* sum = b_.CreateLoad(mb_.f32(), b_.CreateGEP(mb_.f32(), rowSum_, r));
+          emitScaleRow(oRow(r), av.n, b_.CreateFDiv(llvm::ConstantFP::get(mb_.f32(), 1.0), sum));
+        });
+      };
+      if (!online_) {
+        block(i64(0), qk.n);
+        return normalize();
+      }
       float inf = std::numeric_limits<float>::infinity();
       mb_.forLoop(b_, i64(0), rows, 1, "init", [&](llvm::Value* r) {
         b_.CreateStore(llvm::ConstantFP::get(mb_.f32(), -inf), b_.CreateGEP(mb_.f32(), rowMax_, r));
@@ -159,10 +172,7 @@ private:
       mb_.forLoop(b_, i64(0), i64(full * ld_), ld_, "keyblk",
                   [&](llvm::Value* kb0) { block(kb0, ld_); });
       if (tail) block(i64(full * ld_), tail);
-      mb_.forLoop(b_, i64(0), rows, 1, "normalize", [&](llvm::Value* r) {
-        llvm::Value* sum = b_.CreateLoad(mb_.f32(), b_.CreateGEP(mb_.f32(), rowSum_, r));
-        emitScaleRow(oRow(r), av.n, b_.CreateFDiv(llvm::ConstantFP::get(mb_.f32(), 1.0), sum));
-      });
+      normalize();
     });
     b_.CreateRetVoid();
     return fn;
@@ -187,7 +197,7 @@ private:
     llvm::Value* total = emitExpInPlace(row, n, base);
     unsigned lanes = static_cast<unsigned>(mb_.f32Vector()->getNumElements());
     llvm::Value* alpha = b_.CreateExtractElement(
-        codegen::emitExp(b_, b_.CreateVectorSplat(lanes, b_.CreateFSub(oldMax, base))),
+        codegen::emitExpNonPositive(b_, b_.CreateVectorSplat(lanes, b_.CreateFSub(oldMax, base))),
         uint64_t{0});
     // exp(-inf - base) is 0: nothing was added to O and l yet.
     alpha = b_.CreateSelect(b_.CreateFCmpOEQ(oldMax, minusInf), zero, alpha);
@@ -197,8 +207,14 @@ private:
     return alpha;
   }
 
-  // The maximum of the n scores at `row` (a scalar; NaN ignored): whole vectors, then one
-  // masked vector for n % lanes.
+  // x86's max (the second operand where either is NaN): any NaN score makes its row NaN
+  // through P whatever the maximum then is, so the maximum need not order NaN.
+  llvm::Value* fastMax(llvm::Value* a, llvm::Value* x) {
+    return b_.CreateSelect(b_.CreateFCmpOGT(a, x), a, x);
+  }
+
+  // The maximum of the n scores at `row` (a scalar; see fastMax for NaN): whole vectors, then
+  // one masked vector for n % lanes, then the lanes halved log2(lanes) times.
   llvm::Value* emitRowMax(llvm::Value* row, int64_t n) {
     llvm::FixedVectorType* vecTy = mb_.f32Vector();
     int lanes = static_cast<int>(vecTy->getNumElements());
@@ -211,14 +227,18 @@ private:
     mb_.forLoop(b_, i64(0), i64(full), 1, "max", [&](llvm::Value* i) {
       llvm::Value* x =
           b_.CreateAlignedLoad(vecTy, gep(row, b_.CreateMul(i, i64(lanes))), llvm::Align(4));
-      b_.CreateStore(b_.CreateMaxNum(b_.CreateLoad(vecTy, acc_), x), acc_);
+      b_.CreateStore(fastMax(b_.CreateLoad(vecTy, acc_), x), acc_);
     });
     llvm::Value* mx = b_.CreateLoad(vecTy, acc_);
     if (tail)
-      mx = b_.CreateMaxNum(mx,
-                           b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)), llvm::Align(4),
-                                               codegen::laneMask(b_, lanes, tail), minusInf));
-    return b_.CreateFPMaxReduce(mx);
+      mx = fastMax(mx, b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)), llvm::Align(4),
+                                           codegen::laneMask(b_, lanes, tail), minusInf));
+    for (int half = lanes / 2; half >= 1; half /= 2) {
+      std::vector<int> upper(static_cast<size_t>(lanes));
+      for (int i = 0; i < lanes; ++i) upper[static_cast<size_t>(i)] = (i + half) % lanes;
+      mx = fastMax(mx, b_.CreateShuffleVector(mx, upper));
+    }
+    return b_.CreateExtractElement(mx, uint64_t{0});
   }
 
   // The n scores at `row` replaced by exp(x - base) (a NaN score stays NaN); returns their sum.
@@ -229,8 +249,7 @@ private:
     int tail = static_cast<int>(n % lanes);
     llvm::Value* baseVec = b_.CreateVectorSplat(static_cast<unsigned>(lanes), base);
     auto expOf = [&](llvm::Value* x) {
-      llvm::Value* e = codegen::emitExp(b_, b_.CreateFSub(x, baseVec));
-      return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, e);
+      return codegen::emitExpNonPositive(b_, b_.CreateFSub(x, baseVec));
     };
     llvm::Constant* zero = llvm::ConstantFP::get(vecTy, 0.0);
     b_.CreateStore(zero, acc_);
@@ -319,13 +338,6 @@ private:
         mb_.emitVariantCall(b_, mb_.tileVariant(b_, mTail, nTail), kernels.variants, args);
       });
     });
-  }
-
-  // Softmax over the n scores at `row`, in place: the maximum, exp(x - max) and its sum, then
-  // the scaling by 1 / sum. A NaN score makes its row NaN, as in the reference.
-  void emitSoftmaxRow(llvm::Value* row, int64_t n) {
-    llvm::Value* total = emitExpInPlace(row, n, emitRowMax(row, n));
-    emitScaleRow(row, n, b_.CreateFDiv(llvm::ConstantFP::get(mb_.f32(), 1.0), total));
   }
 
   const AttentionParts& p_;

@@ -3,7 +3,9 @@
 // own workload and config (tuned as matmuls): per head, K and V are packed once into the
 // panels the microkernels read, then for each block of query rows the Q K tiles go into a
 // per-thread score buffer (with the first matmul's epilogue: attention's scale, a mask), each
-// row is soft-maxed in place while it is in cache, and the P V tiles are written to O.
+// row is replaced in place by exp(x - its maximum) while it is in cache (P, not yet divided by
+// its sum), the P V tiles are written to O, and O's rows are divided by the sums (64 columns
+// per row for BERT's heads instead of the 128 of P).
 #pragma once
 
 #include "codegen/jit.h"

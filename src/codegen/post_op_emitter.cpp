@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 #include <limits>
+#include <llvm/IR/Intrinsics.h>
 
 namespace tunec::codegen {
 
@@ -13,11 +14,29 @@ llvm::Value* splat(llvm::Value* like, float value) {
   return llvm::ConstantFP::get(like->getType(), value);
 }
 
-// Horner's scheme: ((c0 * x + c1) * x + c2) ...
+// a * b + c, fused where the target has an FMA (llvm.fmuladd): one instruction, one rounding.
+llvm::Value* mulAdd(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y, llvm::Value* z) {
+  return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, z});
+}
+
+// Horner's scheme: ((c0 * x + c1) * x + c2) ..., each step one mulAdd.
 llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* x, std::initializer_list<float> coeffs) {
   llvm::Value* p = nullptr;
-  for (float c : coeffs) p = p ? b.CreateFAdd(b.CreateFMul(p, x), splat(x, c)) : splat(x, c);
+  for (float c : coeffs) p = p ? mulAdd(b, p, x, splat(x, c)) : splat(x, c);
   return p;
+}
+
+// exp's reduction: n = round(xc / ln 2) and exp(r), r = xc - n ln 2 (|r| <= ln2 / 2, ln 2 split
+// so that its high part times n is exact), by the degree-7 Taylor polynomial.
+std::pair<llvm::Value*, llvm::Value*> expReduced(llvm::IRBuilder<>& b, llvm::Value* xc) {
+  // rint (one vroundps), not round (four instructions): a tie may go either way.
+  llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::rint,
+                                          b.CreateFMul(xc, splat(xc, 1.44269504088896341f)));
+  llvm::Value* r = mulAdd(b, n, splat(xc, -0.693145751953125f), xc);
+  r = mulAdd(b, n, splat(xc, -1.428606765330187e-06f), r);
+  llvm::Value* p =
+      horner(b, r, {1.f / 5040.f, 1.f / 720.f, 1.f / 120.f, 1.f / 24.f, 1.f / 6.f, 0.5f, 1.f, 1.f});
+  return {n, p};
 }
 
 llvm::Value* maxKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v) {
@@ -35,13 +54,7 @@ llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x) {
   llvm::Type* intTy = llvm::FixedVectorType::get(b.getInt32Ty(), vecTy->getNumElements());
   llvm::Value* lo = splat(x, -87.33654f);
   llvm::Value* hi = splat(x, 88.72283f);
-  llvm::Value* xc = b.CreateMinNum(b.CreateMaxNum(x, lo), hi);
-  llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::round,
-                                          b.CreateFMul(xc, splat(x, 1.44269504088896341f)));
-  llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, splat(x, 0.693145751953125f)));
-  r = b.CreateFSub(r, b.CreateFMul(n, splat(x, 1.428606765330187e-06f)));
-  llvm::Value* p =
-      horner(b, r, {1.f / 5040.f, 1.f / 720.f, 1.f / 120.f, 1.f / 24.f, 1.f / 6.f, 0.5f, 1.f, 1.f});
+  auto [n, p] = expReduced(b, b.CreateMinNum(b.CreateMaxNum(x, lo), hi));
   // 2^n in two halves so that n = 128 does not overflow the exponent.
   llvm::Value* ni = b.CreateFPToSI(n, intTy);
   llvm::Value* half = b.CreateAShr(ni, 1);
@@ -53,6 +66,18 @@ llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x) {
   y = b.CreateSelect(b.CreateFCmpOLT(x, lo), splat(x, 0.f), y);
   return b.CreateSelect(b.CreateFCmpOGT(x, hi), splat(x, std::numeric_limits<float>::infinity()),
                         y);
+}
+
+llvm::Value* emitExpNonPositive(llvm::IRBuilder<>& b, llvm::Value* x) {
+  auto* vecTy = llvm::cast<llvm::FixedVectorType>(x->getType());
+  llvm::Type* intTy = llvm::FixedVectorType::get(b.getInt32Ty(), vecTy->getNumElements());
+  llvm::Value* lo = splat(x, -87.33654f);
+  // The clamp keeps a NaN (vmaxps with the bound first), so it stays NaN through the rest.
+  auto [n, p] = expReduced(b, maxKeepingNan(b, lo, x));
+  // n >= -126 and exp(r) >= 2^-0.5: 2^n p is p with n added to its exponent field.
+  llvm::Value* y = b.CreateBitCast(
+      b.CreateAdd(b.CreateBitCast(p, intTy), b.CreateShl(b.CreateFPToSI(n, intTy), 23)), vecTy);
+  return b.CreateSelect(b.CreateFCmpOLT(x, lo), splat(x, 0.f), y);
 }
 
 llvm::Value* emitErf(llvm::IRBuilder<>& b, llvm::Value* x) {

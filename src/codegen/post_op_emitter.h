@@ -14,8 +14,13 @@ namespace tunec::codegen {
 llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* column,
                         llvm::Value* addend);
 
-/// exp(x) per lane: the formula of rt::fast_exp (relative error < 3e-7 for normal results).
+/// exp(x) per lane: the formula of rt::fast_exp, its multiply-adds fused where the target has
+/// FMA (relative error < 3e-7 for normal results).
 llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x);
+/// exp(x) per lane for x <= 0 or -inf (a softmax's x - max): emitExp's polynomial with one
+/// exponent add instead of its overflow-safe scaling and clamps; 0 below -87.33654, NaN for
+/// NaN.
+llvm::Value* emitExpNonPositive(llvm::IRBuilder<>& b, llvm::Value* x);
 /// erf(x) per lane: Eigen's rational approximation on [-4, 4], absolute error < 4e-7.
 llvm::Value* emitErf(llvm::IRBuilder<>& b, llvm::Value* x);
 /// tanh(x) per lane: rt::fast_tanh's rational form, absolute error < 4e-7; NaN stays NaN.

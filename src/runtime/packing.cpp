@@ -89,6 +89,16 @@ extern "C" void tunec_pack_b_f32(const float* b, int64_t ldb, int32_t transposed
       packTransposedPanel(b, ldb, k, c0, valid, nr, panel);
       continue;
     }
+    if (valid == nr && nr % 8 == 0) {
+      // Whole rows of the panel in fixed 8-float pieces (vector moves; a memcpy call per row
+      // cost as much as the copy for attention's 16-float rows of V).
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const float* src = b + kk * ldb + c0;
+        float* out = panel + kk * nr;
+        for (int64_t j = 0; j < nr; j += 8) std::memcpy(out + j, src + j, 8 * sizeof(float));
+      }
+      continue;
+    }
     for (int64_t kk = 0; kk < k; ++kk) {
       float* out = panel + kk * nr;
       std::memcpy(out, b + kk * ldb + c0, static_cast<size_t>(valid) * sizeof(float));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace tunec {
 namespace {
@@ -79,6 +80,29 @@ TEST(PostOpIr, ExpMatchesStdExpIncludingTheClampedEnds) {
     } else if (exact >= 1.1754944e-38) {
       ASSERT_LT(std::abs(ys[i] - exact), 3e-7 * exact) << "x = " << xs[i];
     }
+  }
+}
+
+TEST(PostOpIr, NonPositiveExpMatchesStdExpDownToZero) {
+  ApplyFn exp = compileApply("exp_nonpositive", codegen::emitExpNonPositive);
+  ASSERT_NE(exp, nullptr);
+  // Every x <= 0 a softmax gives it (x - max): the whole normal range, the clamped end, -inf.
+  std::vector<float> xs = sweep(-100.f, 0.f, 40001);
+  xs.back() = -std::numeric_limits<float>::infinity();
+  xs[xs.size() - 2] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> ys(xs.size());
+  exp(xs.data(), ys.data(),
+      static_cast<int64_t>(xs.size()) / isaInfo(widestIsa(hostTarget())).f32Lanes());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double exact = std::exp(static_cast<double>(xs[i]));
+    if (std::isnan(xs[i]))
+      ASSERT_TRUE(std::isnan(ys[i]));
+    else if (xs[i] < -87.33654f)
+      ASSERT_EQ(ys[i], 0.f) << "x = " << xs[i];
+    else if (exact >= 1.1754944e-38 * 2)
+      ASSERT_LT(std::abs(ys[i] - exact), 3e-7 * exact) << "x = " << xs[i];
+    else
+      ASSERT_LT(std::abs(ys[i]), 2.4e-38) << "x = " << xs[i];
   }
 }
 
