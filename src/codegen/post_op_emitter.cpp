@@ -26,17 +26,15 @@ llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* x, std::initializer_list<
   return p;
 }
 
-// exp's reduction: n = round(xc / ln 2) and exp(r), r = xc - n ln 2 (|r| <= ln2 / 2, ln 2 split
-// so that its high part times n is exact), by the degree-7 Taylor polynomial.
-std::pair<llvm::Value*, llvm::Value*> expReduced(llvm::IRBuilder<>& b, llvm::Value* xc) {
-  // rint (one vroundps), not round (four instructions): a tie may go either way.
-  llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::rint,
-                                          b.CreateFMul(xc, splat(xc, 1.44269504088896341f)));
+constexpr float kLog2e = 1.44269504088896341f;
+
+// exp(r) for r = xc - n ln 2, n the integer nearest xc / ln 2 (|r| <= ln2 / 2; ln 2 split so
+// that its high part times n is exact), by the degree-7 Taylor polynomial.
+llvm::Value* expOfRemainder(llvm::IRBuilder<>& b, llvm::Value* xc, llvm::Value* n) {
   llvm::Value* r = mulAdd(b, n, splat(xc, -0.693145751953125f), xc);
   r = mulAdd(b, n, splat(xc, -1.428606765330187e-06f), r);
-  llvm::Value* p =
-      horner(b, r, {1.f / 5040.f, 1.f / 720.f, 1.f / 120.f, 1.f / 24.f, 1.f / 6.f, 0.5f, 1.f, 1.f});
-  return {n, p};
+  return horner(b, r,
+                {1.f / 5040.f, 1.f / 720.f, 1.f / 120.f, 1.f / 24.f, 1.f / 6.f, 0.5f, 1.f, 1.f});
 }
 
 llvm::Value* maxKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v) {
@@ -54,7 +52,11 @@ llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x) {
   llvm::Type* intTy = llvm::FixedVectorType::get(b.getInt32Ty(), vecTy->getNumElements());
   llvm::Value* lo = splat(x, -87.33654f);
   llvm::Value* hi = splat(x, 88.72283f);
-  auto [n, p] = expReduced(b, b.CreateMinNum(b.CreateMaxNum(x, lo), hi));
+  llvm::Value* xc = b.CreateMinNum(b.CreateMaxNum(x, lo), hi);
+  // rint (one vroundps), not round (four instructions): a tie may go either way.
+  llvm::Value* n =
+      b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, b.CreateFMul(xc, splat(xc, kLog2e)));
+  llvm::Value* p = expOfRemainder(b, xc, n);
   // 2^n in two halves so that n = 128 does not overflow the exponent.
   llvm::Value* ni = b.CreateFPToSI(n, intTy);
   llvm::Value* half = b.CreateAShr(ni, 1);
@@ -72,12 +74,18 @@ llvm::Value* emitExpNonPositive(llvm::IRBuilder<>& b, llvm::Value* x) {
   auto* vecTy = llvm::cast<llvm::FixedVectorType>(x->getType());
   llvm::Type* intTy = llvm::FixedVectorType::get(b.getInt32Ty(), vecTy->getNumElements());
   llvm::Value* lo = splat(x, -87.33654f);
-  // The clamp keeps a NaN (vmaxps with the bound first), so it stays NaN through the rest.
-  auto [n, p] = expReduced(b, maxKeepingNan(b, lo, x));
-  // n >= -126 and exp(r) >= 2^-0.5: 2^n p is p with n added to its exponent field.
-  llvm::Value* y = b.CreateBitCast(
-      b.CreateAdd(b.CreateBitCast(p, intTy), b.CreateShl(b.CreateFPToSI(n, intTy), 23)), vecTy);
-  return b.CreateSelect(b.CreateFCmpOLT(x, lo), splat(x, 0.f), y);
+  // The clamp keeps a NaN (vmaxps with the bound first); p is then NaN, and so is p 2^n.
+  llvm::Value* xc = maxKeepingNan(b, lo, x);
+  // n by the 1.5 * 2^23 shift: t = xc / ln 2 + 1.5 * 2^23 rounds to an integer, t - 1.5 * 2^23
+  // is n, and t's bits shifted left by 23 are n's (no float-to-int conversion, defined for NaN).
+  llvm::Value* magic = splat(x, 12582912.f);
+  llvm::Value* t = mulAdd(b, xc, splat(x, kLog2e), magic);
+  llvm::Value* p = expOfRemainder(b, xc, b.CreateFSub(t, magic));
+  // -126 <= n <= 0: 2^n is a normal float, its exponent field n + 127.
+  llvm::Value* scale = b.CreateBitCast(b.CreateAdd(b.CreateShl(b.CreateBitCast(t, intTy), 23),
+                                                   llvm::ConstantInt::get(intTy, 127 << 23)),
+                                       vecTy);
+  return b.CreateSelect(b.CreateFCmpOLT(x, lo), splat(x, 0.f), b.CreateFMul(p, scale));
 }
 
 llvm::Value* emitErf(llvm::IRBuilder<>& b, llvm::Value* x) {

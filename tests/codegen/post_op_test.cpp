@@ -6,6 +6,7 @@
 #include "test_support.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -90,6 +91,8 @@ TEST(PostOpIr, NonPositiveExpMatchesStdExpDownToZero) {
   std::vector<float> xs = sweep(-100.f, 0.f, 40001);
   xs.back() = -std::numeric_limits<float>::infinity();
   xs[xs.size() - 2] = std::numeric_limits<float>::quiet_NaN();
+  xs[xs.size() - 3] = std::bit_cast<float>(0x7fc00001u); // a NaN with payload bits
+  xs[xs.size() - 4] = -std::numeric_limits<float>::quiet_NaN();
   std::vector<float> ys(xs.size());
   exp(xs.data(), ys.data(),
       static_cast<int64_t>(xs.size()) / isaInfo(widestIsa(hostTarget())).f32Lanes());
