@@ -12,9 +12,9 @@ TEST(Packing, PackBMatchesItsDefinitionTransposedOrNot) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   int checked = 0;
-  for (int64_t nr : {16, 32, 64})
+  for (int64_t nr : {16, 24, 32, 64})
     for (int64_t k : {1, 7, 8, 13, 64})
-      for (int64_t n : {1, 8, 9, 40, 128})
+      for (int64_t n : {1, 8, 9, 40, 48, 128})
         for (int32_t transposed : {0, 1}) {
           int64_t ld = (transposed ? k : n) + 3; // a strided source: rows 3 floats apart
           std::vector<float> b(static_cast<size_t>((transposed ? n : k) * ld));
@@ -35,7 +35,7 @@ TEST(Packing, PackBMatchesItsDefinitionTransposedOrNot) {
               }
           ++checked;
         }
-  EXPECT_EQ(checked, 150);
+  EXPECT_EQ(checked, 240);
 }
 
 } // namespace
