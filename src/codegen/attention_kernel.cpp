@@ -207,14 +207,10 @@ private:
     return alpha;
   }
 
-  // x86's max (the second operand where either is NaN): any NaN score makes its row NaN
-  // through P whatever the maximum then is, so the maximum need not order NaN.
-  llvm::Value* fastMax(llvm::Value* a, llvm::Value* x) {
-    return b_.CreateSelect(b_.CreateFCmpOGT(a, x), a, x);
-  }
-
-  // The maximum of the n scores at `row` (a scalar; see fastMax for NaN): whole vectors, then
-  // one masked vector for n % lanes, then the lanes halved log2(lanes) times.
+  // The maximum of the n scores at `row` (a scalar): whole vectors, then one masked vector for
+  // n % lanes, then the lanes halved log2(lanes) times, each step one x86 max
+  // (codegen::maxKeepingNan). A NaN score makes its row NaN through P whatever the maximum then
+  // is, so the maximum need not order NaN.
   llvm::Value* emitRowMax(llvm::Value* row, int64_t n) {
     llvm::FixedVectorType* vecTy = mb_.f32Vector();
     int lanes = static_cast<int>(vecTy->getNumElements());
@@ -227,16 +223,18 @@ private:
     mb_.forLoop(b_, i64(0), i64(full), 1, "max", [&](llvm::Value* i) {
       llvm::Value* x =
           b_.CreateAlignedLoad(vecTy, gep(row, b_.CreateMul(i, i64(lanes))), llvm::Align(4));
-      b_.CreateStore(fastMax(b_.CreateLoad(vecTy, acc_), x), acc_);
+      b_.CreateStore(codegen::maxKeepingNan(b_, b_.CreateLoad(vecTy, acc_), x), acc_);
     });
     llvm::Value* mx = b_.CreateLoad(vecTy, acc_);
     if (tail)
-      mx = fastMax(mx, b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)), llvm::Align(4),
-                                           codegen::laneMask(b_, lanes, tail), minusInf));
+      mx = codegen::maxKeepingNan(
+          b_, mx,
+          b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)), llvm::Align(4),
+                              codegen::laneMask(b_, lanes, tail), minusInf));
     for (int half = lanes / 2; half >= 1; half /= 2) {
       std::vector<int> upper(static_cast<size_t>(lanes));
       for (int i = 0; i < lanes; ++i) upper[static_cast<size_t>(i)] = (i + half) % lanes;
-      mx = fastMax(mx, b_.CreateShuffleVector(mx, upper));
+      mx = codegen::maxKeepingNan(b_, mx, b_.CreateShuffleVector(mx, upper));
     }
     return b_.CreateExtractElement(mx, uint64_t{0});
   }

@@ -37,15 +37,22 @@ llvm::Value* expOfRemainder(llvm::IRBuilder<>& b, llvm::Value* xc, llvm::Value* 
                 {1.f / 5040.f, 1.f / 720.f, 1.f / 120.f, 1.f / 24.f, 1.f / 6.f, 0.5f, 1.f, 1.f});
 }
 
-llvm::Value* maxKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v) {
-  return b.CreateSelect(b.CreateFCmpOGT(bound, v), bound, v);
-}
-
 llvm::Value* minKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v) {
   return b.CreateSelect(b.CreateFCmpOLT(bound, v), bound, v);
 }
 
+// 2^n as a float vector for integer lanes n + 127 in [1, 254]: the exponent field alone. The
+// shift drops bits above the field, so n may sit in the low bits of a wider pattern.
+llvm::Value* powerOfTwo(llvm::IRBuilder<>& b, llvm::Value* n, llvm::Type* vecTy) {
+  llvm::Value* biased = b.CreateAdd(n, llvm::ConstantInt::get(n->getType(), 127));
+  return b.CreateBitCast(b.CreateShl(biased, 23), vecTy);
+}
+
 } // namespace
+
+llvm::Value* maxKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v) {
+  return b.CreateSelect(b.CreateFCmpOGT(bound, v), bound, v);
+}
 
 llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x) {
   auto* vecTy = llvm::cast<llvm::FixedVectorType>(x->getType());
@@ -60,11 +67,8 @@ llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x) {
   // 2^n in two halves so that n = 128 does not overflow the exponent.
   llvm::Value* ni = b.CreateFPToSI(n, intTy);
   llvm::Value* half = b.CreateAShr(ni, 1);
-  llvm::Value* bias = llvm::ConstantInt::get(intTy, 127);
-  llvm::Value* s1 = b.CreateBitCast(b.CreateShl(b.CreateAdd(half, bias), 23), vecTy);
-  llvm::Value* s2 =
-      b.CreateBitCast(b.CreateShl(b.CreateAdd(b.CreateSub(ni, half), bias), 23), vecTy);
-  llvm::Value* y = b.CreateFMul(b.CreateFMul(p, s1), s2);
+  llvm::Value* y = b.CreateFMul(b.CreateFMul(p, powerOfTwo(b, half, vecTy)),
+                                powerOfTwo(b, b.CreateSub(ni, half), vecTy));
   y = b.CreateSelect(b.CreateFCmpOLT(x, lo), splat(x, 0.f), y);
   return b.CreateSelect(b.CreateFCmpOGT(x, hi), splat(x, std::numeric_limits<float>::infinity()),
                         y);
@@ -77,14 +81,12 @@ llvm::Value* emitExpNonPositive(llvm::IRBuilder<>& b, llvm::Value* x) {
   // The clamp keeps a NaN (vmaxps with the bound first); p is then NaN, and so is p 2^n.
   llvm::Value* xc = maxKeepingNan(b, lo, x);
   // n by the 1.5 * 2^23 shift: t = xc / ln 2 + 1.5 * 2^23 rounds to an integer, t - 1.5 * 2^23
-  // is n, and t's bits shifted left by 23 are n's (no float-to-int conversion, defined for NaN).
+  // is n, and n sits in the low bits of t's pattern (no float-to-int conversion, defined for
+  // NaN). -126 <= n <= 0, so 2^n is a normal float.
   llvm::Value* magic = splat(x, 12582912.f);
   llvm::Value* t = mulAdd(b, xc, splat(x, kLog2e), magic);
   llvm::Value* p = expOfRemainder(b, xc, b.CreateFSub(t, magic));
-  // -126 <= n <= 0: 2^n is a normal float, its exponent field n + 127.
-  llvm::Value* scale = b.CreateBitCast(b.CreateAdd(b.CreateShl(b.CreateBitCast(t, intTy), 23),
-                                                   llvm::ConstantInt::get(intTy, 127 << 23)),
-                                       vecTy);
+  llvm::Value* scale = powerOfTwo(b, b.CreateBitCast(t, intTy), vecTy);
   return b.CreateSelect(b.CreateFCmpOLT(x, lo), splat(x, 0.f), b.CreateFMul(p, scale));
 }
 

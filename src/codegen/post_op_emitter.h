@@ -14,6 +14,8 @@ namespace tunec::codegen {
 llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* column,
                         llvm::Value* addend);
 
+/// max(bound, v) per lane as one x86 max: v where either is NaN (so a NaN v is kept).
+llvm::Value* maxKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v);
 /// exp(x) per lane: the formula of rt::fast_exp, its multiply-adds fused where the target has
 /// FMA (relative error < 3e-7 for normal results).
 llvm::Value* emitExp(llvm::IRBuilder<>& b, llvm::Value* x);

@@ -82,27 +82,24 @@ void packTransposedPanel(const float* b, int64_t ldb, int64_t k, int64_t c0, int
 
 extern "C" void tunec_pack_b_f32(const float* b, int64_t ldb, int32_t transposed, int64_t k,
                                  int64_t n, int64_t nr, float* dst) {
-  if (!transposed && n % nr == 0 && nr % 8 == 0) {
-    // Whole panels: each row of B read once, front to back, into every panel (one stream
-    // through memory instead of one pass per panel), in fixed 8-float pieces (vector moves).
-    for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t c0 = 0; c0 < n; c0 += nr) {
-        const float* src = b + kk * ldb + c0;
-        float* out = dst + c0 * k + kk * nr;
-        for (int64_t j = 0; j < nr; j += 8) std::memcpy(out + j, src + j, 8 * sizeof(float));
-      }
+  if (transposed) {
+    for (int64_t c0 = 0; c0 < n; c0 += nr)
+      packTransposedPanel(b, ldb, k, c0, std::min(nr, n - c0), nr, dst + c0 * k);
     return;
   }
-  for (int64_t p = 0; p * nr < n; ++p) {
-    float* panel = dst + p * k * nr;
-    int64_t c0 = p * nr, valid = std::min(nr, n - c0);
-    if (transposed) {
-      packTransposedPanel(b, ldb, k, c0, valid, nr, panel);
-      continue;
-    }
-    for (int64_t kk = 0; kk < k; ++kk) {
-      float* out = panel + kk * nr;
-      std::memcpy(out, b + kk * ldb + c0, static_cast<size_t>(valid) * sizeof(float));
+  // Each row of B read once, front to back, into every panel (one stream through memory, not
+  // one pass per panel); whole panel rows in fixed 8-float pieces (vector moves, not a memcpy
+  // call per row), the last panel's tail zero-padded.
+  const int64_t whole = nr % 8 == 0 ? n / nr * nr : 0; // columns in whole panels so copied
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float* row = b + kk * ldb;
+    for (int64_t c0 = 0; c0 < whole; c0 += nr)
+      for (int64_t j = 0; j < nr; j += 8)
+        std::memcpy(dst + c0 * k + kk * nr + j, row + c0 + j, 8 * sizeof(float));
+    for (int64_t c0 = whole; c0 < n; c0 += nr) {
+      float* out = dst + c0 * k + kk * nr;
+      int64_t valid = std::min(nr, n - c0);
+      std::memcpy(out, row + c0, static_cast<size_t>(valid) * sizeof(float));
       for (int64_t j = valid; j < nr; ++j) out[j] = 0.f;
     }
   }
