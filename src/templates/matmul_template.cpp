@@ -178,6 +178,9 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target&
   // most 8 (AVX-512: 6x64 or 8x32; AVX2: 6x16); narrower for small N so the tile is not padding.
   int64_t nVectors = std::min<int64_t>(isaInfo(isa).matmulNrVectors, (w.n + lanes - 1) / lanes);
   if (nVectors == 3) nVectors = 2;
+  // A split C (merged sibling matmuls) is written part by part: the tile must divide a part
+  // (an AVX-512 tile of 64 columns does not divide BERT-small's heads of 32).
+  while (nVectors > 1 && w.splitN % (nVectors * lanes)) --nVectors;
   c.nr = static_cast<int>(nVectors * lanes);
   int maxRows = maxTileRows(isa, c.nr);
   c.mr = static_cast<int>(std::min<int64_t>(std::min(maxRows, 8), w.m));
