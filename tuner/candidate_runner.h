@@ -29,6 +29,10 @@ public:
   struct Problem {
     std::vector<float> a, b, out, expected; ///< in/weights/out as the kernel reads them
     std::vector<float> scale;               ///< a conv's input channel scale (n x ic)
+    /// bf16 workloads: A, a runtime B and a bf16 C as the kernel reads and writes them (bits);
+    /// `a` and `b` then hold the same values as floats, for the reference.
+    std::vector<uint16_t> aBf16, bBf16, outBf16;
+    double tolerance = 1e-4; ///< relative L2 bound against the reference (per dtype)
   };
 
 private:

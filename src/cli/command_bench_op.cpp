@@ -40,7 +40,8 @@ CommandSpec makeBenchOpSpec() {
       "Times one kernel with the template's analytical default config, a given config, or the "
       "best\n"
       "of a sweep over the knob space, and prints the median time, GFLOP/s and the percentage of\n"
-      "this machine's measured fp32 FMA peak (probed at start, times the thread count).\n"
+      "this machine's measured peak of the kernel's instruction (probed at start, times the\n"
+      "thread count): the fp32 FMA, or vdpbf16ps for --dtype bf16.\n"
       "matmul shape: --m --n --k [--batch] [--trans-a] [--trans-b] [--runtime-b] [--lda ...]\n"
       "conv2d shape (NHWC): --n --ic --h --w --oc --kh --kw [--stride] [--pad] [--dilation]",
       {
@@ -97,15 +98,26 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, int threads) {
   auto a = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->aExtent()), rng));
   auto b = std::make_shared<std::vector<float>>(randomData(static_cast<size_t>(w->bExtent()), rng));
   auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->cExtent()));
+  // bf16 operands are 2-byte values: A (and a runtime B) rounded from the same random floats;
+  // a C of either type fits in `out`.
+  auto aBf16 = std::make_shared<std::vector<uint16_t>>(), bBf16 = aBf16;
+  if (w->types.src == DType::BF16) {
+    bBf16 = std::make_shared<std::vector<uint16_t>>();
+    for (float x : *a) aBf16->push_back(floatToBf16(x));
+    for (float x : *b) bBf16->push_back(floatToBf16(x));
+  }
   OpBench bench;
   bench.workload = *w;
-  bench.time = [w, a, b, out, &jit, compile = bench.compileSeconds](
+  bench.time = [w, a, b, out, aBf16, bBf16, &jit, compile = bench.compileSeconds](
                    const Config& config, double seconds) -> Expected<Timing> {
     const MatmulConfig& c = std::get<MatmulConfig>(config);
     TUNEC_ASSIGN_OR_RETURN(MatmulKernel kernel, timedCompile(*compile, [&] {
                              return compileMatmul(jit, *w, c, {}, b->data());
                            }));
-    return timeRepeated([&] { kernel.run(a->data(), b->data(), out->data()); }, seconds, 5,
+    const bool bf16 = w->types.src == DType::BF16;
+    const void* aIn = bf16 ? static_cast<const void*>(aBf16->data()) : a->data();
+    const void* bIn = bf16 ? static_cast<const void*>(bBf16->data()) : b->data();
+    return timeRepeated([&] { kernel.runTyped(aIn, bIn, out->data()); }, seconds, 5,
                         evictionOf(*w, kernel.packedWeights()));
   };
   return bench;
@@ -171,9 +183,16 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   auto bench = op == "matmul" ? matmulBench(*args, **jit, static_cast<int>(*threads))
                               : conv2dBench(*args, **jit, static_cast<int>(*threads));
   if (!bench) return fail(bench.error().message());
-  auto peak = measureFmaPeak(**jit, isa);
-  if (!peak) return fail(peak.error().message());
   const Workload& workload = bench->workload;
+  // The roof of the kernel's k-step: vdpbf16ps for bf16, the FMA for f32.
+  const bool bf16 = workloadTypes(workload).src == DType::BF16;
+  if (bf16 && isa != Isa::Avx512)
+    return fail("tunec bench-op: bf16 kernels are AVX-512 (vdpbf16ps); drop --isa avx2");
+  if (Status s = checkTargetSupports(*machine, isa, workloadTypes(workload)); !s)
+    return fail("tunec bench-op: " + s.error().message());
+  auto peak = bf16 ? measureBf16DotPeak(**jit) : measureFmaPeak(**jit, isa);
+  if (!peak) return fail(peak.error().message());
+  const char* peakName = bf16 ? "vdpbf16ps" : "FMA";
   const nlohmann::json workloadJson = toJson(workload);
   const TemplateKind kind = templateKind(workload);
   const double flops = workloadFlops(workload);
@@ -297,16 +316,18 @@ int commandBenchOp(const std::vector<std::string>& argv) {
                         {"gflops", gflops},
                         {"peak_gflops", machinePeak},
                         {"percent_of_peak", 100 * gflops / machinePeak},
+                        {"peak_probe", peakName},
                         {"compile_ms", *bench->compileSeconds * 1e3}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("workload %s\n", workloadJson.dump().c_str());
   std::printf("config   %s (%s)\n", toJson(config).dump().c_str(), source.c_str());
-  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured peak "
-              "(%.1f GFLOP/s x %d thread%s)\n",
+  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured %s "
+              "peak (%.1f GFLOP/s x %d thread%s)\n",
               measured->medianSeconds * 1e3, measured->minSeconds * 1e3, measured->runs, gflops,
-              100 * gflops / machinePeak, *peak, benchThreads, benchThreads == 1 ? "" : "s");
+              100 * gflops / machinePeak, peakName, *peak, benchThreads,
+              benchThreads == 1 ? "" : "s");
   std::printf("generated and JIT-compiled in %.1f ms\n", *bench->compileSeconds * 1e3);
   return 0;
 }

@@ -32,6 +32,9 @@ std::vector<FlagSpec> opShapeFlags() {
       {"pad", "P", "conv2d: padding on every side (default 0)"},
       {"dilation", "D", "conv2d: dilation (default 1)"},
       {"groups", "G", "conv2d: groups (default 1)"},
+      {"dtype", "f32|bf16",
+       "matmul: element type of A, B and C (default f32; bf16: vdpbf16ps, f32 accumulation)"},
+      {"dst", "f32|bf16", "matmul: element type of C when it differs from --dtype"},
       {"cold-weights", "",
        "constant weights come from memory, as in a model whose weights exceed the L3: evicted "
        "before every timed run (part of the workload key)"},
@@ -76,6 +79,17 @@ Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads) {
   w.coldWeights = args.has("cold-weights");
   if (!w.broadcastB && w.constantB)
     return makeError("tunec bench-op: --b-per-batch needs --runtime-b");
+  for (auto [flag, fallback] : {std::pair{"dtype", "f32"}, std::pair{"dst", ""}}) {
+    std::string name = args.has(flag) ? args.get(flag) : fallback;
+    if (name.empty()) continue;
+    if (name != "f32" && name != "bf16")
+      return makeError("--", flag, " must be f32 or bf16, not '", name, "'");
+    DType t = name == "bf16" ? DType::BF16 : DType::F32;
+    if (std::string(flag) == "dtype")
+      w.types = {t, t, DType::F32, t};
+    else
+      w.types.dst = t;
+  }
   TUNEC_TRY(w.check());
   return w;
 }

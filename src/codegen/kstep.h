@@ -46,6 +46,9 @@ public:
 /// The f32 strategy (kstep_broadcast_fma.cpp).
 std::unique_ptr<KStepStrategy> makeBroadcastFmaStep(ModuleBuilder& mb, const MicrokernelSpec& spec);
 
+/// The bf16 strategy, vdpbf16ps on k-pairs (kstep_bf16_dot.cpp).
+std::unique_ptr<KStepStrategy> makeBf16DotStep(ModuleBuilder& mb, const MicrokernelSpec& spec);
+
 /// The strategy of a spec (its ISA and element types), chosen here and nowhere else; the spec
 /// passed checkMicrokernelSpec.
 std::unique_ptr<KStepStrategy> kStepStrategyFor(ModuleBuilder& mb, const MicrokernelSpec& spec);

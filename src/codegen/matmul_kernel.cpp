@@ -132,23 +132,25 @@ private:
       llvm::Value* lo = b_.CreateMul(t, i64(block));
       ranges_[d] = {lo, min(b_.CreateAdd(lo, i64(block)), i64(size))};
     }
+    const KernelTypes& types = w_.types;
     mb_.forLoop(b_, bLo, bHi, 1, "batch", [&](llvm::Value* batch) {
-      aBatch_ = gep(a_, b_.CreateMul(batch, i64(w_.aStride())));
-      cBatch_ = gep(cArg_, b_.CreateMul(batch, i64(w_.cStride())));
-      addBatch_ = gep(addend_, b_.CreateMul(batch, i64(w_.m * w_.n)));
+      aBatch_ = gep(types.src, a_, b_.CreateMul(batch, i64(w_.aStride())));
+      cBatch_ = gep(types.dst, cArg_, b_.CreateMul(batch, i64(w_.cStride())));
+      addBatch_ = gep(types.dst, addend_, b_.CreateMul(batch, i64(w_.m * w_.n)));
       llvm::Value* bRaw =
-          w_.broadcastB ? bArg_ : gep(bArg_, b_.CreateMul(batch, i64(w_.bStride())));
+          w_.broadcastB ? bArg_ : gep(types.wei, bArg_, b_.CreateMul(batch, i64(w_.bStride())));
       if (w_.constantB) {
-        bPanels_ =
-            w_.broadcastB
-                ? bArg_
-                : gep(bArg_, b_.CreateMul(batch, i64(codegen::matmulPackedBElements(w_, c_))));
+        bPanels_ = w_.broadcastB
+                       ? bArg_
+                       : gep(types.wei, bArg_,
+                             b_.CreateMul(batch, i64(codegen::matmulPackedBElements(w_, c_))));
       } else {
-        llvm::FunctionCallee pack = mb_.declare(
-            "tunec_pack_b_f32", llvm::FunctionType::get(b_.getVoidTy(),
-                                                        {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(),
-                                                         mb_.i64(), mb_.i64(), mb_.ptr()},
-                                                        false));
+        llvm::FunctionCallee pack =
+            mb_.declare(types.wei == DType::BF16 ? "tunec_pack_b_bf16" : "tunec_pack_b_f32",
+                        llvm::FunctionType::get(b_.getVoidTy(),
+                                                {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(),
+                                                 mb_.i64(), mb_.i64(), mb_.ptr()},
+                                                false));
         b_.CreateCall(pack, {bRaw, i64(w_.bLd()), b_.getInt32(w_.transB), i64(w_.k), i64(w_.n),
                              i64(c_.nr), bPack_});
         bPanels_ = bPack_;
@@ -188,8 +190,10 @@ private:
     llvm::Value* flags = b_.CreateOr(accumulate, last);
     // A element (i, k) of the block.
     int64_t lda = w_.aLd();
-    llvm::Value* aBlock = w_.transA ? gep(aBatch_, b_.CreateAdd(b_.CreateMul(pc, i64(lda)), ic))
-                                    : gep(aBatch_, b_.CreateAdd(b_.CreateMul(ic, i64(lda)), pc));
+    const KernelTypes& t = w_.types;
+    llvm::Value* aBlock = w_.transA
+                              ? gep(t.src, aBatch_, b_.CreateAdd(b_.CreateMul(pc, i64(lda)), ic))
+                              : gep(t.src, aBatch_, b_.CreateAdd(b_.CreateMul(ic, i64(lda)), pc));
     if (c_.packA) {
       llvm::FunctionCallee pack = mb_.declare(
           "tunec_pack_a_f32", llvm::FunctionType::get(b_.getVoidTy(),
@@ -202,15 +206,19 @@ private:
     mb_.forLoop(b_, i64(0), ncur, c_.nr, "jr", [&](llvm::Value* jr) {
       llvm::Value* col = b_.CreateAdd(jc, jr);
       llvm::Value* panel = b_.CreateSDiv(col, i64(c_.nr));
-      llvm::Value* bPtr = gep(bPanels_, b_.CreateAdd(b_.CreateMul(panel, i64(w_.k * c_.nr)),
-                                                     b_.CreateMul(pc, i64(c_.nr))));
+      const int64_t panelElements = codegen::matmulPackedBElements(w_, c_) /
+                                    ((w_.n + c_.nr - 1) / c_.nr); // k (whole pairs) x nr
+      llvm::Value* bPtr =
+          gep(t.wei, bPanels_,
+              b_.CreateAdd(b_.CreateMul(panel, i64(panelElements)), b_.CreateMul(pc, i64(c_.nr))));
       b_.CreateStore(bPtr, bArr_);
       // The next panel (this one at the last): each mr tile prefetches one of its cache-line
       // columns, so the first ceil(nr/16) tiles of this panel bring all of it into L2.
       int64_t panels = (w_.n + c_.nr - 1) / c_.nr;
       llvm::Value* nextPanel = min(b_.CreateAdd(panel, i64(1)), i64(panels - 1));
-      llvm::Value* nextB = gep(bPanels_, b_.CreateAdd(b_.CreateMul(nextPanel, i64(w_.k * c_.nr)),
-                                                      b_.CreateMul(pc, i64(c_.nr))));
+      llvm::Value* nextB = gep(
+          t.wei, bPanels_,
+          b_.CreateAdd(b_.CreateMul(nextPanel, i64(panelElements)), b_.CreateMul(pc, i64(c_.nr))));
       llvm::Value* nTail = b_.CreateICmpSLT(b_.CreateSub(ncur, jr), i64(c_.nr));
       mb_.forLoop(b_, i64(0), mcur, c_.mr, "ir", [&](llvm::Value* ir) {
         llvm::Value* row = b_.CreateAdd(ic, ir);
@@ -220,18 +228,22 @@ private:
           aPtr = gep(aPack_, b_.CreateMul(ir, kcur));
           ldaV = i64(c_.mr);
         } else {
-          aPtr = w_.transA ? gep(aBlock, ir) : gep(aBlock, b_.CreateMul(ir, i64(lda)));
+          aPtr =
+              w_.transA ? gep(t.src, aBlock, ir) : gep(t.src, aBlock, b_.CreateMul(ir, i64(lda)));
           ldaV = i64(lda);
         }
         b_.CreateStore(aPtr, aArr_);
-        llvm::Value* cPtr = gep(cBatch_, b_.CreateAdd(b_.CreateMul(row, i64(w_.cLd())), col));
+        llvm::Value* cPtr =
+            gep(t.dst, cBatch_, b_.CreateAdd(b_.CreateMul(row, i64(w_.cLd())), col));
         if (w_.splitN) { // part col / splitN of C, its own dense m x splitN matrix
           llvm::Value* part = b_.CreateSDiv(col, i64(w_.splitN));
           llvm::Value* local = b_.CreateSub(col, b_.CreateMul(part, i64(w_.splitN)));
-          cPtr = gep(cBatch_, b_.CreateAdd(b_.CreateMul(part, i64(w_.m * w_.splitN)),
-                                           b_.CreateAdd(b_.CreateMul(row, i64(w_.splitN)), local)));
+          cPtr = gep(t.dst, cBatch_,
+                     b_.CreateAdd(b_.CreateMul(part, i64(w_.m * w_.splitN)),
+                                  b_.CreateAdd(b_.CreateMul(row, i64(w_.splitN)), local)));
         }
-        llvm::Value* addPtr = gep(addBatch_, b_.CreateAdd(b_.CreateMul(row, i64(w_.n)), col));
+        llvm::Value* addPtr =
+            gep(t.dst, addBatch_, b_.CreateAdd(b_.CreateMul(row, i64(w_.n)), col));
         llvm::Value* biasPtr = gep(bias_, col);
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));
         llvm::Value* which = mb_.tileVariant(b_, mTail, nTail);
@@ -240,8 +252,11 @@ private:
         llvm::Value* tile = b_.CreateSDiv(ir, i64(c_.mr));
         llvm::Value* line = b_.CreateSRem(tile, i64(columns));
         llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
-        llvm::Value* pf =
-            gep(nextB, b_.CreateAdd(b_.CreateMul(line, i64(16)), b_.CreateMul(phase, i64(c_.nr))));
+        // A line is 16 floats, or 16 bf16 pairs (32 values) of one pair row.
+        int64_t lineElems = t.wei == DType::BF16 ? 32 : 16, rowElems = lineElems / 16 * c_.nr;
+        llvm::Value* pf = gep(
+            t.wei, nextB,
+            b_.CreateAdd(b_.CreateMul(line, i64(lineElems)), b_.CreateMul(phase, i64(rowElems))));
         std::vector<llvm::Value*> args = {aArr_,
                                           bArr_,
                                           cPtr,
@@ -307,7 +322,9 @@ Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& s
         (i + 1 != e.size() || w.splitN || (w.batch > 1 && w.cStride() != w.m * w.cLd())))
       return makeError("matmul: a row normalization must end the epilogue of a matmul whose C "
                        "rows are one run (no split, no strided batches)");
-  TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
+  TUNEC_TRY(checkTargetSupports(mb.target(), c.isa, w.types));
+  if (w.types.dst != DType::F32 && !e.empty() && e.back().kind == PostOpKind::LayerNormRow)
+    return makeError("matmul: a row normalization needs an f32 C");
   if (w.constantB && !constantB) return makeError("internal: constant B data is required");
   PackedWeights packed;
   if (w.constantB) packed = packMatmulB(w, c, constantB);

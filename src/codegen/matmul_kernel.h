@@ -23,8 +23,15 @@ public:
   void run(const float* a, const float* b, float* c, const float* bias = nullptr,
            const float* addend = nullptr, const float* normParams = nullptr,
            const float* columnScale = nullptr) const {
-    rt::KernelArgs args = rt::kernelArgs(
-        a, packedB_.empty() ? static_cast<const void*>(b) : packedB_.data.get(), c, bias, addend);
+    runTyped(a, b, c, bias, addend, normParams, columnScale);
+  }
+  /// Operands of the workload's element types (bf16: uint16_t bits); bias, normalization
+  /// parameters and column scales are f32 whatever the types.
+  void runTyped(const void* a, const void* b, void* c, const float* bias = nullptr,
+                const void* addend = nullptr, const float* normParams = nullptr,
+                const float* columnScale = nullptr) const {
+    rt::KernelArgs args =
+        rt::kernelArgs(a, packedB_.empty() ? b : packedB_.data.get(), c, bias, addend);
     args.normParams = normParams;
     args.scales = columnScale;
     fn_(&args);

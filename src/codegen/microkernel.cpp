@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <vector>
 
 namespace tunec {
@@ -28,6 +29,9 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   if (spec.nr < lanes || spec.nr % lanes != 0)
     return makeError("microkernel nr=", spec.nr, " must be a positive multiple of ", lanes, " for ",
                      info.name);
+  if (spec.types.src == DType::BF16 && (spec.aTransposed || spec.scaleK))
+    return makeError("microkernel: bf16 reads A's k-pairs from its rows (no transposed A) and "
+                     "scales no input channels");
   if (spec.prefetchA && spec.aTransposed)
     return makeError("microkernel A prefetch needs a non-transposed A");
   if (spec.aRowGroup < 0 || (spec.aRowGroup > 0 && spec.aTransposed))
@@ -129,11 +133,15 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   llvm::Function* prefetch =
       llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::prefetch, {ptr});
   // Prefetch the C tile for writing; it is read and written only after the k loop.
+  // C (and the addend) hold the destination type: f32, or bf16 rounded to nearest even.
+  const bool bf16C = spec.types.dst == DType::BF16;
+  llvm::Type* cElem = bf16C ? llvm::Type::getInt16Ty(ctx) : f32;
+  const int lineElems = 64 / static_cast<int>(spec.types.dstBytes());
   if (spec.prefetchC) {
     for (int i = 0; i < mr; ++i)
-      for (int j = 0; j < spec.nValid; j += 16) {
+      for (int j = 0; j < spec.nValid; j += lineElems) {
         llvm::Value* p =
-            b.CreateGEP(f32, c, b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j)));
+            b.CreateGEP(cElem, c, b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j)));
         b.CreateCall(prefetch, {p, b.getInt32(1), b.getInt32(3), b.getInt32(1)});
       }
   }
@@ -247,6 +255,24 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
       return b.CreateMaskedLoad(vecTy, p, llvm::Align(4), tailMask, zero);
     return b.CreateAlignedLoad(vecTy, p, llvm::Align(4));
   };
+  // A vector of C or of the addend as f32 (bf16 widened: its bits are a float's upper half).
+  auto* halfTy = llvm::FixedVectorType::get(cElem, static_cast<unsigned>(lanes));
+  auto loadC = [&](llvm::Value* base, llvm::Value* offset, int j) -> llvm::Value* {
+    if (!bf16C) return loadVec(base, offset, j);
+    llvm::Value* p = b.CreateGEP(cElem, base, offset);
+    llvm::Value* h = nullptr;
+    if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
+      h = b.CreateMaskedLoad(halfTy, p, llvm::Align(2), tailMask,
+                             llvm::Constant::getNullValue(halfTy));
+    else
+      h = b.CreateAlignedLoad(halfTy, p, llvm::Align(2));
+    auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), static_cast<unsigned>(lanes));
+    return b.CreateBitCast(b.CreateShl(b.CreateZExt(h, wide), 16), vecTy);
+  };
+  llvm::Function* toBf16 =
+      bf16C ? llvm::Intrinsic::getDeclaration(&mb.module(),
+                                              llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512)
+            : nullptr;
   llvm::Value* accumulate =
       b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrAccumulate)), b.getInt32(0));
   llvm::Value* applyEpilogue =
@@ -264,25 +290,27 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
       llvm::Value* v = next[static_cast<size_t>(i * nv + j)];
       llvm::Value* cOffset = b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j * lanes));
       // The C tile is always valid memory, so it is loaded unconditionally and selected.
-      llvm::Value* old = loadVec(c, cOffset, j);
+      llvm::Value* old = loadC(c, cOffset, j);
       v = b.CreateSelect(accumulate, b.CreateFAdd(v, old), v);
       llvm::Value* post = v;
       for (const PostOp& op : spec.epilogue) {
         llvm::Value* other = nullptr;
         if (op.kind == PostOpKind::AddTensor)
-          other = loadVec(addend,
-                          b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes)), j);
+          other = loadC(addend,
+                        b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes)), j);
         post = emitPostOp(b, op, post,
                           readsColumnScale(op.kind) ? scaleVec[static_cast<size_t>(j)]
                                                     : biasVec[static_cast<size_t>(j)],
                           other);
       }
       if (!spec.epilogue.empty()) v = b.CreateSelect(applyEpilogue, post, v);
-      llvm::Value* p = b.CreateGEP(f32, c, cOffset);
+      llvm::Value* p = b.CreateGEP(cElem, c, cOffset);
+      llvm::Align align(spec.types.dstBytes());
+      if (bf16C) v = b.CreateBitCast(b.CreateCall(toBf16, {v}), halfTy);
       if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
-        b.CreateMaskedStore(v, p, llvm::Align(4), tailMask);
+        b.CreateMaskedStore(v, p, align, tailMask);
       else
-        b.CreateAlignedStore(v, p, llvm::Align(4));
+        b.CreateAlignedStore(v, p, align);
     }
   }
   b.CreateRetVoid();
@@ -291,18 +319,21 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
 
 std::unique_ptr<KStepStrategy> kStepStrategyFor(ModuleBuilder& mb, const MicrokernelSpec& spec) {
   TUNEC_ASSERT(hasKStepStrategy(spec), "no k-step strategy for the spec's element types");
+  if (spec.types.src == DType::BF16) return makeBf16DotStep(mb, spec);
   return makeBroadcastFmaStep(mb, spec);
 }
 
 bool hasKStepStrategy(const MicrokernelSpec& spec) {
-  return spec.types.allF32(); // the broadcast FMA, on every ISA
+  if (spec.types.allF32()) return true; // the broadcast FMA, on every ISA
+  // vdpbf16ps on AVX-512: bf16 A and B, f32 accumulators, an f32 or bf16 C.
+  return spec.isa == Isa::Avx512 && isBf16Gemm(spec.types);
 }
 
 } // namespace codegen
 
 Expected<MicrokernelFn> compileMicrokernel(Jit& jit, const MicrokernelSpec& spec) {
   TUNEC_TRY(checkMicrokernelSpec(spec));
-  TUNEC_TRY(checkTargetSupports(jit.target(), spec.isa));
+  TUNEC_TRY(checkTargetSupports(jit.target(), spec.isa, spec.types));
   auto module = jit.newModule(spec.isa, microkernelName(spec));
   std::string name = module->module().getModuleIdentifier(); // unique within the JIT
   codegen::emitMicrokernel(*module, spec, name, false);

@@ -38,6 +38,12 @@ public:
   llvm::Type* i64() { return llvm::Type::getInt64Ty(*context_); }
   llvm::Type* i32() { return llvm::Type::getInt32Ty(*context_); }
   llvm::PointerType* ptr() { return llvm::PointerType::getUnqual(*context_); }
+  /// How kernels hold an element of `type` in memory: float for f32, i16 for bf16 (its bits).
+  llvm::Type* storageType(DType type) {
+    TUNEC_ASSERT(type == DType::F32 || type == DType::BF16,
+                 "no kernel stores " << dtypeName(type) << " elements");
+    return type == DType::BF16 ? llvm::Type::getInt16Ty(*context_) : f32();
+  }
   /// <lanes x float> for this ISA.
   llvm::FixedVectorType* f32Vector() {
     return llvm::FixedVectorType::get(f32(), isaInfo(isa_).f32Lanes());
@@ -113,6 +119,10 @@ protected:
   /// Address of base[offset] for float elements.
   llvm::Value* gep(llvm::Value* base, llvm::Value* offset) {
     return b_.CreateGEP(mb_.f32(), base, offset);
+  }
+  /// Address of base[offset] for elements of `type`.
+  llvm::Value* gep(DType type, llvm::Value* base, llvm::Value* offset) {
+    return b_.CreateGEP(mb_.storageType(type), base, offset);
   }
 
   ModuleBuilder& mb_;

@@ -2,21 +2,32 @@
 // on both pipes (2 pipes x 4-5 cycles), few enough that they and the two operands stay in the
 // register file: 16 chains spill on AVX2's 16 ymm registers (measured on Zen 3: 47-51 GFLOP/s,
 // below the 65 GFLOP/s a 512^3 GEMM reaches; 12 chains: the true peak). Timed over a fixed
-// iteration count.
+// iteration count. The bf16 probe runs the same chains of vdpbf16ps, the bf16 GEMM's roof.
 #include "codegen/peak_probe.h"
 
 #include "codegen/module_builder.h"
+#include "templates/knobs.h"
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <vector>
 
 namespace tunec {
 
-Expected<double> measureFmaPeak(Jit& jit, Isa isa) {
+namespace {
+
+// Times kChains independent chains acc = step(acc) (one vector instruction each) in a loop and
+// returns the fastest of nine runs in GFLOP/s, `flopsPerStep` per instruction.
+using ChainStep = std::function<llvm::Value*(llvm::IRBuilder<>&, llvm::Value* acc)>;
+
+Expected<double> measureChains(Jit& jit, Isa isa, const std::string& probeName,
+                               const std::function<ChainStep(codegen::ModuleBuilder&)>& makeStep,
+                               double flopsPerStep) {
   const int kChains = std::min(16, isaInfo(isa).vectorRegisters - 4);
-  auto module = jit.newModule(isa, "tunec_fma_probe");
+  auto module = jit.newModule(isa, probeName);
   std::string name = module->module().getModuleIdentifier();
   codegen::ModuleBuilder& mb = *module;
   llvm::FixedVectorType* vec = mb.f32Vector();
@@ -30,17 +41,14 @@ Expected<double> measureFmaPeak(Jit& jit, Isa isa) {
   b.SetInsertPoint(loop);
   llvm::PHINode* i = b.CreatePHI(mb.i64(), 2);
   i->addIncoming(b.getInt64(0), entry);
-  llvm::Function* fma = llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::fma, {vec});
-  llvm::Value* x = llvm::ConstantFP::get(vec, 0.999999);
-  llvm::Value* y = llvm::ConstantFP::get(vec, 1e-7);
+  ChainStep step = makeStep(mb);
   std::vector<llvm::PHINode*> acc;
   std::vector<llvm::Value*> next;
   for (int c = 0; c < kChains; ++c) {
     acc.push_back(b.CreatePHI(vec, 2));
     acc.back()->addIncoming(llvm::ConstantFP::get(vec, 1.0 + c), entry);
   }
-  for (int c = 0; c < kChains; ++c)
-    next.push_back(b.CreateCall(fma, {acc[static_cast<size_t>(c)], x, y}));
+  for (int c = 0; c < kChains; ++c) next.push_back(step(b, acc[static_cast<size_t>(c)]));
   for (int c = 0; c < kChains; ++c)
     acc[static_cast<size_t>(c)]->addIncoming(next[static_cast<size_t>(c)], loop);
   llvm::Value* inext = b.CreateAdd(i, b.getInt64(1));
@@ -54,8 +62,7 @@ Expected<double> measureFmaPeak(Jit& jit, Isa isa) {
   auto probe = reinterpret_cast<float (*)(int64_t)>(address);
 
   const int64_t iterations = 8'000'000;
-  const double flopsPerCall =
-      2.0 * kChains * isaInfo(isa).f32Lanes() * static_cast<double>(iterations);
+  const double flopsPerCall = flopsPerStep * kChains * static_cast<double>(iterations);
   volatile float sink = probe(iterations / 10); // warm up
   std::vector<double> rates;
   for (int run = 0; run < 9; ++run) {
@@ -66,6 +73,46 @@ Expected<double> measureFmaPeak(Jit& jit, Isa isa) {
   }
   // Noise (a busy neighbour, clock drift) only slows the probe down: the fastest run is the peak.
   return *std::max_element(rates.begin(), rates.end());
+}
+
+} // namespace
+
+Expected<double> measureFmaPeak(Jit& jit, Isa isa) {
+  return measureChains(
+      jit, isa, "tunec_fma_probe",
+      [](codegen::ModuleBuilder& mb) -> ChainStep {
+        llvm::FixedVectorType* vec = mb.f32Vector();
+        llvm::Function* fma =
+            llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::fma, {vec});
+        llvm::Value* x = llvm::ConstantFP::get(vec, 0.999999);
+        llvm::Value* y = llvm::ConstantFP::get(vec, 1e-7);
+        return [=](llvm::IRBuilder<>& b, llvm::Value* acc) {
+          return b.CreateCall(fma, {acc, x, y});
+        };
+      },
+      2.0 * isaInfo(isa).f32Lanes());
+}
+
+Expected<double> measureBf16DotPeak(Jit& jit) {
+  TUNEC_TRY(checkTargetSupports(jit.target(), Isa::Avx512,
+                                KernelTypes{DType::BF16, DType::BF16, DType::F32, DType::F32}));
+  return measureChains(
+      jit, Isa::Avx512, "tunec_bf16_dot_probe",
+      [](codegen::ModuleBuilder& mb) -> ChainStep {
+        llvm::Function* dot = llvm::Intrinsic::getDeclaration(
+            &mb.module(), llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512);
+        llvm::Type* pairs = dot->getFunctionType()->getParamType(1);
+        // Pairs of bf16 0.5 and 2^-20 (the bits 0x3f00, 0x3580): the sums stay finite.
+        auto* i32s = llvm::FixedVectorType::get(mb.i32(), 16);
+        llvm::Value* x =
+            llvm::ConstantExpr::getBitCast(llvm::ConstantInt::get(i32s, 0x3f003f00u), pairs);
+        llvm::Value* y =
+            llvm::ConstantExpr::getBitCast(llvm::ConstantInt::get(i32s, 0x35803580u), pairs);
+        return [=](llvm::IRBuilder<>& b, llvm::Value* acc) {
+          return b.CreateCall(dot, {acc, x, y});
+        };
+      },
+      4.0 * 16); // 16 lanes, two products and two adds each
 }
 
 } // namespace tunec

@@ -10,4 +10,8 @@ namespace tunec {
 /// vector FMAs; the fastest of nine timed runs, since noise only slows it down).
 Expected<double> measureFmaPeak(Jit& jit, Isa isa);
 
+/// Measured single-core peak of AVX512-BF16's `vdpbf16ps` in GFLOP/s (two multiplies and two
+/// adds per f32 lane), the roof of the bf16 GEMM; an error on a target without avx512_bf16.
+Expected<double> measureBf16DotPeak(Jit& jit);
+
 } // namespace tunec

@@ -1,5 +1,4 @@
-// The packer family of compile-time weights (f32 today: the workloads' check() admits no other
-// weight type, so each packer writes floats).
+// The packer family of compile-time weights: f32, and a matmul's B in bf16 k-pairs.
 #include "codegen/weight_packing.h"
 
 #include "runtime/packing.h"
@@ -32,11 +31,20 @@ float* floatsOf(PackedWeights& p) {
 } // namespace
 
 int64_t matmulPackedBElements(const MatmulWorkload& w, const MatmulConfig& c) {
-  return (w.n + c.nr - 1) / c.nr * c.nr * w.k;
+  int64_t k = w.types.wei == DType::BF16 ? (w.k + 1) / 2 * 2 : w.k; // whole k-pairs
+  return (w.n + c.nr - 1) / c.nr * c.nr * k;
 }
 
 PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const float* b) {
   int64_t batches = w.broadcastB ? 1 : w.batch, per = matmulPackedBElements(w, c);
+  if (w.types.wei == DType::BF16) { // k-pair panels of bf16 (vdpbf16ps)
+    PackedWeights packed = allocate(per * batches, DType::BF16, WeightLayout::MatmulPairPanels);
+    auto* dst = reinterpret_cast<uint16_t*>(packed.data.get());
+    for (int64_t i = 0; i < batches; ++i)
+      tunec_pack_b_f32_to_bf16(b + i * w.k * w.n, w.transB ? w.k : w.n, w.transB, w.k, w.n, c.nr,
+                               dst + i * per);
+    return packed;
+  }
   PackedWeights packed = allocate(per * batches, w.types.wei, WeightLayout::MatmulPanels);
   float* dst = floatsOf(packed);
   for (int64_t i = 0; i < batches; ++i)

@@ -16,10 +16,11 @@
 namespace tunec::codegen {
 
 enum class WeightLayout : uint8_t {
-  None,          ///< the kernel reads no packed weights
-  MatmulPanels,  ///< nr-column panels of k rows: [panel][k][nr], zero past n
-  Conv2dPanels,  ///< [group][panel][kh][kw][ic/g][ocBlock], zero past each group's channels
-  DepthwiseTaps, ///< [kh*kw][c rounded up to the channel block], zero past c
+  None,             ///< the kernel reads no packed weights
+  MatmulPanels,     ///< nr-column panels of k rows: [panel][k][nr], zero past n
+  MatmulPairPanels, ///< bf16 panels of k-pairs: [panel][k/2][nr][2], zero past n and k
+  Conv2dPanels,     ///< [group][panel][kh][kw][ic/g][ocBlock], zero past each group's channels
+  DepthwiseTaps,    ///< [kh*kw][c rounded up to the channel block], zero past c
 };
 
 struct PackedWeights {

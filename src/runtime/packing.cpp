@@ -1,6 +1,8 @@
 // Packing of A panels, B panels and zero-padding of NHWC activations.
 #include "runtime/packing.h"
 
+#include "support/dtype.h"
+
 #include <algorithm>
 #include <cstring>
 #include <immintrin.h>
@@ -103,6 +105,41 @@ extern "C" void tunec_pack_b_f32(const float* b, int64_t ldb, int32_t transposed
       for (int64_t j = valid; j < nr; ++j) out[j] = 0.f;
     }
   }
+}
+
+namespace {
+
+// B in k-pair panels (tunec_pack_b_bf16's layout); `bits(x)` is the bf16 of a source element.
+// Row pairs are read front to back, each into every panel.
+template <typename T, typename Bits>
+void packPairPanels(const T* b, int64_t ldb, bool transposed, int64_t k, int64_t n, int64_t nr,
+                    uint16_t* dst, Bits bits) {
+  const int64_t kp = (k + 1) / 2 * 2, panels = (n + nr - 1) / nr;
+  auto at = [&](int64_t kk, int64_t j) -> uint16_t {
+    if (kk >= k || j >= n) return 0;
+    return bits(transposed ? b[j * ldb + kk] : b[kk * ldb + j]);
+  };
+  for (int64_t kk = 0; kk < kp; kk += 2)
+    for (int64_t p = 0; p < panels; ++p) {
+      uint16_t* out = dst + p * kp * nr + kk * nr;
+      for (int64_t j = 0; j < nr; ++j) {
+        out[2 * j] = at(kk, p * nr + j);
+        out[2 * j + 1] = at(kk + 1, p * nr + j);
+      }
+    }
+}
+
+} // namespace
+
+extern "C" void tunec_pack_b_bf16(const uint16_t* b, int64_t ldb, int32_t transposed, int64_t k,
+                                  int64_t n, int64_t nr, uint16_t* dst) {
+  packPairPanels(b, ldb, transposed != 0, k, n, nr, dst, [](uint16_t x) { return x; });
+}
+
+extern "C" void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t transposed, int64_t k,
+                                         int64_t n, int64_t nr, uint16_t* dst) {
+  packPairPanels(b, ldb, transposed != 0, k, n, nr, dst,
+                 [](float x) { return tunec::floatToBf16(x); });
 }
 
 extern "C" void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w,

@@ -17,6 +17,17 @@ void tunec_pack_a_f32(const float* a, int64_t lda, int32_t transposed, int64_t r
 void tunec_pack_b_f32(const float* b, int64_t ldb, int32_t transposed, int64_t k, int64_t n,
                       int64_t nr, float* dst);
 
+/// Packs a k x n block of bf16 B into nr-column panels of k-pairs (the layout vdpbf16ps reads):
+/// element (kk, j) of panel p at dst[p*kp*nr + (kk/2)*2*nr + 2*j + kk%2], kp = k rounded up to
+/// even; zero past n and past k. Source element (kk, j) is b[kk*ldb + j], or b[j*ldb + kk] if
+/// transposed.
+void tunec_pack_b_bf16(const uint16_t* b, int64_t ldb, int32_t transposed, int64_t k, int64_t n,
+                       int64_t nr, uint16_t* dst);
+/// As tunec_pack_b_bf16 from f32 B, each element rounded to the nearest even bf16 (weights
+/// packed at compile time).
+void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t transposed, int64_t k, int64_t n,
+                              int64_t nr, uint16_t* dst);
+
 /// Copies an NHWC tensor into a zero-padded one of spatial size hp x wp, with the source placed
 /// at (pt, pl).
 void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,

@@ -1,6 +1,8 @@
 // The per-ISA table and ISA selection for a target.
 #include "templates/isa.h"
 
+#include "templates/knobs.h"
+
 namespace tunec {
 
 namespace {
@@ -54,6 +56,14 @@ Status checkTargetSupports(const Target& target, Isa isa) {
   for (const std::string& f : target.featureNames()) has += (has.empty() ? "" : ", ") + f;
   return makeError("isa '", isaInfo(isa).name, "': the target '", target.model,
                    "' cannot run it (its features: ", has, ")");
+}
+
+Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& types) {
+  TUNEC_TRY(checkTargetSupports(target, isa));
+  if (types.src == DType::BF16 && !target.avx512bf16)
+    return makeError("bf16 kernels need avx512_bf16 (vdpbf16ps), which the target '", target.model,
+                     "' lacks; run them in f32 or compile for a target that has it");
+  return {};
 }
 
 Isa widestIsa(const Target& target) {

@@ -10,6 +10,8 @@
 
 namespace tunec {
 
+struct KernelTypes; // templates/knobs.h
+
 /// The vector ISAs codegen targets. A new ISA is a compile error in isaInfo() until it has a row.
 enum class Isa { Avx2, Avx512 };
 
@@ -45,6 +47,9 @@ std::optional<Isa> parseIsa(std::string_view name);
 bool targetSupports(const Target& target, Isa isa);
 /// An error naming the ISA and what the target lacks, unless the target supports it.
 Status checkTargetSupports(const Target& target, Isa isa);
+/// As above, and the target has the instructions of these element types' kernels (bf16:
+/// avx512_bf16); the error names the feature the target lacks.
+Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& types);
 /// The widest ISA `target` supports (AVX2 at least is required of every target).
 Isa widestIsa(const Target& target);
 

@@ -59,6 +59,12 @@ struct KernelTypes {
   size_t dstBytes() const { return dtypeSize(dst); }
 };
 
+/// bf16 A and B with f32 accumulators, and an f32 or bf16 C: the bf16 GEMM (vdpbf16ps).
+inline bool isBf16Gemm(const KernelTypes& t) {
+  return t.src == DType::BF16 && t.wei == DType::BF16 && t.acc == DType::F32 &&
+         (t.dst == DType::F32 || t.dst == DType::BF16);
+}
+
 /// A workload's "dtype" field: one type name when source, weights and destination share it and
 /// the accumulator is its natural one (f32 for floats, i32 for integers): "f32", the spelling of
 /// every workload key so far, or "bf16"; else {"src": .., "wei": .., "acc": .., "dst": ..}.

@@ -19,7 +19,16 @@ int64_t roundUp(int64_t v, int64_t m) {
 } // namespace
 
 Status MatmulWorkload::check() const {
-  TUNEC_TRY(checkKernelTypes(types, "matmul"));
+  if (isBf16Gemm(types)) {
+    // vdpbf16ps multiplies k-pairs of A's rows: two adjacent values of a row (runtime/packing.h
+    // pads B's k, but A is read in place).
+    if (transA)
+      return makeError("bf16 matmul workload: A must be stored row-major (trans_a is f32 only)");
+    if (k % 2)
+      return makeError("bf16 matmul workload: k=", k, " must be even (k-pairs of A's rows)");
+  } else {
+    TUNEC_TRY(checkKernelTypes(types, "matmul"));
+  }
   if (batch < 1 || m < 1 || n < 1 || k < 1)
     return makeError("matmul workload needs positive batch, m, n, k (got ", batch, ", ", m, ", ", n,
                      ", ", k, ")");
@@ -167,6 +176,16 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
     return makeError("matmul config: parallel over batch needs batch > 1");
   if (c.parallel != MatmulParallel::None && w.threads < 2)
     return makeError("matmul config: parallel loops need threads > 1");
+  if (isBf16Gemm(w.types)) {
+    if (c.isa != Isa::Avx512)
+      return makeError("matmul config: bf16 kernels are AVX-512 (vdpbf16ps), not ", info.name);
+    if (c.packA) return makeError("matmul config: bf16 reads A in place (pack_a is f32 only)");
+    if (c.kc % 2 && c.kc != w.k)
+      return makeError("matmul config: kc=", c.kc, " must be even for bf16 (k-pairs)");
+    if (w.types.dst == DType::BF16 && c.kc < w.k)
+      return makeError("matmul config: a bf16 C is written once, so kc=", c.kc,
+                       " must cover k=", w.k, " (K blocks accumulate in f32 only)");
+  }
   return {};
 }
 
@@ -193,6 +212,7 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target&
   int64_t kcMax = std::clamp<int64_t>(target.l1d / (c.mr * aBytes), 256, 1024);
   int64_t kBlocks = (w.k + kcMax - 1) / kcMax; // equal blocks: no short last block
   c.kc = std::min(w.k, roundUp((w.k + kBlocks - 1) / kBlocks, 16));
+  if (w.types.dst == DType::BF16) c.kc = w.k; // a bf16 C is written once (validateMatmulConfig)
   // M is split into equal blocks, so that no thin last block re-streams B for a few rows.
   // When K is split and A's row stride is a multiple of a large power of two, the kc-wide
   // pieces of the A block's rows fall into only some of L2's sets (rows 8 KiB apart, pieces of
@@ -259,7 +279,14 @@ KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa) {
     parallel.values.emplace_back("n");
   }
   space.push_back(parallel);
-  space.push_back({"pack_a", {true, false}});
+  if (isBf16Gemm(w.types)) { // bf16: A read in place, whole k-pairs, a bf16 C in one K block
+    space.push_back({"pack_a", {false}});
+    std::erase_if(space[4].values, [&](const nlohmann::json& v) {
+      return v.get<int64_t>() != w.k && (w.types.dst == DType::BF16 || v.get<int64_t>() % 2);
+    });
+  } else {
+    space.push_back({"pack_a", {true, false}});
+  }
   return space;
 }
 
@@ -272,6 +299,7 @@ Expected<MatmulConfig> matmulConfigFromKnobs(const MatmulWorkload& w, Isa isa,
   c.mc = std::clamp<int64_t>(c.mc / c.mr * c.mr, c.mr, roundUp(w.m, c.mr));
   c.nc = std::clamp<int64_t>(c.nc / c.nr * c.nr, c.nr, roundUp(w.n, c.nr));
   c.kc = std::clamp<int64_t>(c.kc, 1, w.k);
+  if (isBf16Gemm(w.types)) c.packA = false;
   return c;
 }
 

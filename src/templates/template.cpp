@@ -177,6 +177,10 @@ int workloadThreads(const Workload& w) {
   return std::visit([](const auto& x) { return x.threads; }, w);
 }
 
+KernelTypes workloadTypes(const Workload& w) {
+  return std::visit([](const auto& x) { return x.types; }, w);
+}
+
 std::string workloadLabel(const Workload& w) {
   return std::visit(
       [](const auto& x) {

@@ -61,6 +61,8 @@ uint64_t templateJsonParses();
 
 double workloadFlops(const Workload& w);
 int workloadThreads(const Workload& w);
+/// The element types of a workload's kernel (src, wei, acc, dst).
+KernelTypes workloadTypes(const Workload& w);
 /// A short description for progress lines ("matmul 128x768x768 t1").
 std::string workloadLabel(const Workload& w);
 

@@ -25,10 +25,10 @@ check "import is idempotent" grep -q "imported 0 records into tuning.db (3 alrea
 record 64 4 0.001 > fast.jsonl
 out=$("$tunec" db import --db fast.db fast.jsonl 2>&1)
 check "a time faster than the target's FMA peak is rejected" grep -q "line 1: implausible time" <<<"$out"
-record 64 4 10 | sed 's/"dtype":"f32"/"dtype":"bf16"/' > bf16.jsonl
+record 64 4 10 | sed 's/"dtype":"f32"/"dtype":"f16"/' > bf16.jsonl
 out=$("$tunec" db import --db bf16.db bf16.jsonl 2>&1)
 check "a record with an unsupported dtype is rejected with its line and that reason" \
-  grep -q "line 1: .*dtype 'bf16' is not supported" <<<"$out"
+  grep -q "line 1: .*dtype 'f16' is not supported" <<<"$out"
 out=$("$tunec" db stats)
 check "stats counts" grep -q "2 workloads, 3 records, 1 targets" <<<"$out"
 key=$(/usr/bin/python3 - <<'PY'

@@ -3,8 +3,10 @@
 // operands, batches, constant and runtime B, two threads), with epilogues.
 // Tolerance: 4 * k * eps * max|a| * max|b| + 1e-5 (inputs in [-1, 1]).
 #include "codegen/matmul_kernel.h"
+#include "codegen/weight_packing.h"
 #include "ir/graph.h"
 #include "reference/reference.h"
+#include "runtime/packing.h"
 #include "support/host.h"
 #include "templates/conv2d_template.h"
 #include "test_support.h"
@@ -308,13 +310,19 @@ TEST(MatmulTemplate, WorkloadElementTypesAreReadAndUnsupportedOnesRefused) {
   EXPECT_EQ(types, (KernelTypes{DType::BF16, DType::BF16, DType::F32, DType::BF16}));
   EXPECT_EQ(types.srcBytes(), 2u);
   EXPECT_EQ(kernelTypesToJson(types), "bf16");
-  EXPECT_EQ(
-      MatmulWorkload::fromJson(j).error().message(),
-      "matmul workload: dtype 'bf16' is not supported (matmul kernels are f32 in this tunec)");
+  EXPECT_TRUE(MatmulWorkload::fromJson(j).isOk()); // the bf16 GEMM (vdpbf16ps)
+  j["k"] = 33;
+  EXPECT_EQ(MatmulWorkload::fromJson(j).error().message(),
+            "bf16 matmul workload: k=33 must be even (k-pairs of A's rows)");
+  j["k"] = 32;
   j["dtype"] = {{"src", "u8"}, {"wei", "i8"}, {"acc", "i32"}, {"dst", "u8"}};
   ASSERT_TRUE(readKernelTypes(j, "matmul", types).isOk());
   EXPECT_EQ(types, (KernelTypes{DType::U8, DType::I8, DType::I32, DType::U8}));
   EXPECT_EQ(kernelTypesToJson(types), j.at("dtype"));
+  EXPECT_EQ(
+      MatmulWorkload::fromJson(j).error().message(),
+      "matmul workload: dtype '{\"acc\":\"i32\",\"dst\":\"u8\",\"src\":\"u8\",\"wei\":\"i8\"}' "
+      "is not supported (matmul kernels are f32 in this tunec)");
   j["dtype"] = "f31";
   EXPECT_EQ(MatmulWorkload::fromJson(j).error().message(),
             "matmul workload: dtype 'f31' is unknown");
@@ -345,6 +353,257 @@ TEST(WeightPacking, MatmulPanelsCarryTypeLayoutAndZeroPadding) {
     for (int64_t j = 0; j < 8; ++j)
       EXPECT_EQ(f[kk * 8 + j], j < 5 ? b[static_cast<size_t>(kk * 5 + j)] : 0.f)
           << "k " << kk << ", column " << j;
+}
+
+// ---- bf16 (vdpbf16ps): inputs rounded to bf16, f32 accumulation, an f32 or bf16 C ----
+
+bool hostHasBf16() {
+  return hostTarget().avx512bf16 && targetSupports(hostTarget(), Isa::Avx512);
+}
+
+#define SKIP_WITHOUT_BF16()                                                                        \
+  if (!hostHasBf16())                                                                              \
+  GTEST_SKIP() << "this machine has no avx512_bf16 (vdpbf16ps): bf16 kernels cannot run here"
+
+// The bf16 bits of a tensor's values (round to nearest even), and the values they stand for.
+std::vector<uint16_t> bf16Bits(const Tensor& t) {
+  std::vector<uint16_t> out(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[static_cast<size_t>(i)] = floatToBf16(t.dataAs<float>()[i]);
+  return out;
+}
+Tensor roundedToBf16(const Tensor& t) {
+  Tensor r = t;
+  for (int64_t i = 0; i < r.numel(); ++i)
+    r.dataAs<float>()[i] = bf16ToFloat(floatToBf16(r.dataAs<float>()[i]));
+  return r;
+}
+
+Tensor smallIntegers(Shape shape, std::mt19937& rng, int range) {
+  Tensor t(DType::F32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.dataAs<float>()[i] = static_cast<float>(static_cast<int>(rng() % (2 * range + 1)) - range);
+  return t;
+}
+
+// Runs a bf16 workload on (a, b, bias, addend) and checks it against the reference executor on
+// the bf16-rounded operands: exactly when `exact` (small integers: every product and sum is an
+// integer f32 holds), else within f32 accumulation's bound; a bf16 C is compared with the
+// reference rounded to bf16 (exactly, or within one bf16 step of the bound).
+void checkBf16(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& epi, const Tensor& a,
+               const Tensor& b, const Tensor& bias, const Tensor& addend, bool exact) {
+  ASSERT_TRUE(validateMatmulConfig(w, c).isOk()) << validateMatmulConfig(w, c).error().message();
+  const bool bf16C = w.types.dst == DType::BF16;
+  Tensor ra = roundedToBf16(a), rb = roundedToBf16(b),
+         radd = bf16C ? roundedToBf16(addend) : addend;
+  std::vector<uint16_t> aBits = bf16Bits(a), bBits = bf16Bits(b), addBits = bf16Bits(addend);
+  auto kernel = compileMatmul(jit(), w, c, epi, w.constantB ? b.dataAs<float>() : nullptr);
+  ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+  const size_t outElems = static_cast<size_t>(w.batch * w.m * w.n);
+  std::vector<float> outF(outElems, 1234.5f);
+  std::vector<uint16_t> outH(outElems, floatToBf16(1234.5f));
+  kernel->runTyped(aBits.data(), bBits.data(),
+                   bf16C ? static_cast<void*>(outH.data()) : outF.data(), bias.dataAs<float>(),
+                   bf16C ? static_cast<const void*>(addBits.data()) : addend.dataAs<float>());
+  Tensor want = referenceResult(w, epi, ra, rb, bias, radd);
+  double tol = exact ? 0.0 : 4.0 * static_cast<double>(w.k) * 1.1920929e-7 + 1e-5;
+  for (size_t i = 0; i < outElems; ++i) {
+    double ref = want.getDouble(static_cast<int64_t>(i));
+    double got = bf16C ? bf16ToFloat(outH[i]) : outF[i];
+    double bound = test::epilogueTolerance(epi, tol, ref);
+    if (bf16C) { // the f32 result rounded once more, to bf16 (8 bits of significand)
+      if (exact) {
+        ref = bf16ToFloat(floatToBf16(static_cast<float>(ref)));
+      } else {
+        bound += std::abs(ref) / 256.0;
+      }
+    }
+    ASSERT_NEAR(got, ref, bound) << "element " << i << " of " << w.toJson().dump()
+                                 << " with config " << c.toJson().dump() << " epilogue '"
+                                 << epilogueName(epi) << "'";
+  }
+}
+
+MatmulWorkload bf16Workload(int64_t m, int64_t n, int64_t k, DType dst) {
+  MatmulWorkload w;
+  w.m = m, w.n = n, w.k = k;
+  w.types = {DType::BF16, DType::BF16, DType::F32, dst};
+  return w;
+}
+
+// Every register tile the AVX-512 file allows, exactly: small integers in [-4, 4], so that every
+// product and sum is exact in f32 and the kernel must equal the reference bit for bit; M and N
+// tails (m, n not multiples of the tile), K blocks (kc < k), constant and runtime B, an f32 and
+// a bf16 C.
+TEST(Bf16Matmul, EveryTileIsExactOnSmallIntegers) {
+  SKIP_WITHOUT_BF16();
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (int nr = 16; nr <= 64; nr += 16)
+    for (int mr = 1; mr <= maxTileRows(Isa::Avx512, nr); ++mr)
+      for (DType dst : {DType::F32, DType::BF16}) {
+        MatmulWorkload w = bf16Workload(2 * mr + 1, nr + 5 + (mr % 3) * 16, 2 * (17 + mr), dst);
+        w.constantB = (mr + nr / 16) % 2 == 0;
+        MatmulConfig c = defaultMatmulConfig(w, Isa::Avx512, hostTarget());
+        c.mr = mr, c.nr = nr;
+        c.mc = (w.m + mr - 1) / mr * mr, c.nc = (w.n + nr - 1) / nr * nr;
+        if (dst == DType::F32 && mr % 2) c.kc = 16; // several K blocks, accumulated in C
+        Tensor a = smallIntegers(Shape{1, w.m, w.k}, rng, 4);
+        Tensor b = smallIntegers(Shape{w.k, w.n}, rng, 4);
+        Tensor bias = smallIntegers(Shape{w.n}, rng, 8);
+        Tensor addend = smallIntegers(Shape{1, w.m, w.n}, rng, 8);
+        Epilogue epi;
+        if (mr % 2)
+          epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::AddTensor}, {PostOpKind::Relu}};
+        checkBf16(w, c, epi, a, b, bias, addend, true);
+        ++checked;
+      }
+  EXPECT_GE(checked, 40);
+}
+
+// Random workloads and configs drawn from the bf16 knob space, on random data in [-1, 1]:
+// batches, broadcast and per-batch B, two threads, epilogues (activations, residual), f32 and
+// bf16 C. Within f32 accumulation's bound of the reference on the bf16-rounded operands.
+TEST(Bf16Matmul, RandomConfigsMatchReferenceOnRoundedOperands) {
+  SKIP_WITHOUT_BF16();
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::uniform_int_distribution<int64_t> dim(1, 140);
+    MatmulWorkload w =
+        bf16Workload(dim(rng), dim(rng), 2 * dim(rng), trial % 3 == 0 ? DType::BF16 : DType::F32);
+    w.batch = trial % 4 == 0 ? 3 : 1;
+    w.transB = rng() % 2;
+    w.constantB = rng() % 2;
+    w.broadcastB = rng() % 2;
+    w.threads = trial % 3 == 1 ? 2 : 1;
+    auto c = randomConfig(w, Isa::Avx512, rng);
+    ASSERT_TRUE(c.isOk());
+    if (!validateMatmulConfig(w, *c).isOk()) continue; // e.g. a register tile too large
+    Epilogue epi;
+    if (trial % 2) epi.push_back({PostOpKind::BiasPerColumn});
+    const PostOp activations[] = {
+        {PostOpKind::Relu}, {PostOpKind::Gelu}, {PostOpKind::Sigmoid}, {PostOpKind::Tanh}};
+    if (trial % 5 < 4) epi.push_back(activations[trial % 5]);
+    if (trial % 3 == 2) epi.push_back({PostOpKind::AddTensor});
+    Shape aShape{w.batch, w.m, w.k};
+    Shape bBase = w.transB ? Shape{w.n, w.k} : Shape{w.k, w.n};
+    Shape bShape = w.broadcastB ? bBase : Shape{w.batch, bBase[0], bBase[1]};
+    Tensor a = randomTensor(aShape, rng), b = randomTensor(bShape, rng);
+    Tensor bias = randomTensor(Shape{w.n}, rng),
+           addend = randomTensor(Shape{w.batch, w.m, w.n}, rng);
+    checkBf16(w, *c, epi, a, b, bias, addend, false);
+    ++checked;
+  }
+  EXPECT_GE(checked, 30);
+}
+
+// The bf16 GEMM against the f32 one on the same f32 data: the error bf16's 8-bit significand
+// brings, which a user of `--dtype bf16` accepts (relative L2 below 1e-2 at k = 768).
+TEST(Bf16Matmul, StaysWithinBf16PrecisionOfTheF32Result) {
+  SKIP_WITHOUT_BF16();
+  std::mt19937 rng(3);
+  MatmulWorkload w = bf16Workload(64, 96, 768, DType::F32);
+  w.constantB = true;
+  Tensor a = randomTensor(Shape{1, w.m, w.k}, rng), b = randomTensor(Shape{w.k, w.n}, rng);
+  auto kernel = compileMatmul(jit(), w, defaultMatmulConfig(w, Isa::Avx512, hostTarget()), {},
+                              b.dataAs<float>());
+  ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+  std::vector<uint16_t> aBits = bf16Bits(a);
+  std::vector<float> out(static_cast<size_t>(w.m * w.n));
+  kernel->runTyped(aBits.data(), nullptr, out.data());
+  MatmulWorkload f32 = w;
+  f32.types = {};
+  Tensor want = referenceResult(f32, {}, a, b, Tensor(DType::F32, Shape{w.n}),
+                                Tensor(DType::F32, Shape{1, w.m, w.n}));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    double d = out[i] - want.getDouble(static_cast<int64_t>(i));
+    num += d * d,
+        den += want.getDouble(static_cast<int64_t>(i)) * want.getDouble(static_cast<int64_t>(i));
+  }
+  double rel = std::sqrt(num / den);
+  EXPECT_LT(rel, 1e-2);
+  EXPECT_GT(rel, 1e-5); // the operands really were rounded to bf16
+}
+
+// What bf16 cannot take is refused by name: a transposed A, packed A, odd kc, a bf16 C over
+// several K blocks, a target without avx512_bf16.
+TEST(Bf16Matmul, ConfigsAndTargetsItCannotRunAreRefused) {
+  MatmulWorkload w = bf16Workload(16, 32, 64, DType::BF16);
+  MatmulConfig c = defaultMatmulConfig(w, Isa::Avx512, hostTarget());
+  EXPECT_EQ(c.kc, 64);
+  EXPECT_FALSE(c.packA);
+  EXPECT_TRUE(validateMatmulConfig(w, c).isOk());
+  c.kc = 32;
+  EXPECT_EQ(validateMatmulConfig(w, c).error().message(),
+            "matmul config: a bf16 C is written once, so kc=32 must cover k=64 (K blocks "
+            "accumulate in f32 only)");
+  w.types.dst = DType::F32;
+  EXPECT_TRUE(validateMatmulConfig(w, c).isOk());
+  c.kc = 31;
+  EXPECT_EQ(validateMatmulConfig(w, c).error().message(),
+            "matmul config: kc=31 must be even for bf16 (k-pairs)");
+  c.kc = 32, c.packA = true;
+  EXPECT_EQ(validateMatmulConfig(w, c).error().message(),
+            "matmul config: bf16 reads A in place (pack_a is f32 only)");
+  c.packA = false, c.isa = Isa::Avx2, c.nr = 16, c.mr = 4, c.mc = 16, c.nc = 32;
+  EXPECT_EQ(validateMatmulConfig(w, c).error().message(),
+            "matmul config: bf16 kernels are AVX-512 (vdpbf16ps), not avx2");
+  MatmulWorkload t = w;
+  t.transA = true;
+  EXPECT_EQ(t.check().error().message(),
+            "bf16 matmul workload: A must be stored row-major (trans_a is f32 only)");
+  for (const Knob& knob : matmulKnobSpace(w, Isa::Avx512))
+    for (const nlohmann::json& v : knob.values) {
+      if (knob.name == "pack_a") {
+        EXPECT_EQ(v, false);
+      }
+      if (knob.name == "kc") {
+        EXPECT_EQ(v.get<int64_t>() % 2, 0);
+      }
+    }
+  Target noBf16 = hostTarget();
+  noBf16.avx512f = true, noBf16.fma = true, noBf16.avx512bf16 = false;
+  Status s = checkTargetSupports(noBf16, Isa::Avx512, w.types);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.error().message().find("bf16 kernels need avx512_bf16 (vdpbf16ps)"),
+            std::string::npos);
+}
+
+// B in k-pair panels: element (kk, j) of panel p at p*kp*nr + (kk/2)*2*nr + 2*j + kk%2, zero
+// past n and past an odd k; the f32 packer rounds to nearest even, the bf16 one copies bits.
+TEST(WeightPacking, Bf16PairPanelsInterleaveKPairsAndPad) {
+  std::mt19937 rng(5);
+  for (bool transposed : {false, true})
+    for (auto [k, n, nr] : {std::array<int64_t, 3>{5, 21, 16}, {8, 32, 32}, {3, 7, 16}}) {
+      Tensor b = randomTensor(transposed ? Shape{n, k} : Shape{k, n}, rng);
+      std::vector<uint16_t> bits = bf16Bits(b);
+      int64_t kp = (k + 1) / 2 * 2, panels = (n + nr - 1) / nr, ldb = transposed ? k : n;
+      std::vector<uint16_t> fromF32(static_cast<size_t>(kp * panels * nr), 0xffff),
+          fromBits(fromF32.size(), 0xffff);
+      tunec_pack_b_f32_to_bf16(b.dataAs<float>(), ldb, transposed, k, n, nr, fromF32.data());
+      tunec_pack_b_bf16(bits.data(), ldb, transposed, k, n, nr, fromBits.data());
+      for (int64_t p = 0; p < panels; ++p)
+        for (int64_t kk = 0; kk < kp; ++kk)
+          for (int64_t j = 0; j < nr; ++j) {
+            int64_t col = p * nr + j;
+            uint16_t want = 0;
+            if (kk < k && col < n)
+              want = bits[static_cast<size_t>(transposed ? col * ldb + kk : kk * ldb + col)];
+            size_t at = static_cast<size_t>(p * kp * nr + (kk / 2) * 2 * nr + 2 * j + kk % 2);
+            ASSERT_EQ(fromF32[at], want) << "k " << kk << " column " << col;
+            ASSERT_EQ(fromBits[at], want) << "k " << kk << " column " << col;
+          }
+    }
+  MatmulWorkload w = bf16Workload(2, 21, 6, DType::F32);
+  MatmulConfig c;
+  c.nr = 16;
+  Tensor b = randomTensor(Shape{6, 21}, rng);
+  codegen::PackedWeights packed = codegen::packMatmulB(w, c, b.dataAs<float>());
+  EXPECT_EQ(packed.dtype, DType::BF16);
+  EXPECT_EQ(packed.layout, codegen::WeightLayout::MatmulPairPanels);
+  EXPECT_EQ(packed.bytes, 2u * 32u * 6u);
 }
 
 TEST(MatmulTemplate, JsonRoundTrips) {

@@ -1,0 +1,98 @@
+// The bf16 k-step (AVX512-BF16): one step consumes a k-pair. A's elements (i, kk) and
+// (i, kk + 1) are adjacent in a row, so one 32-bit load is the pair, broadcast to every lane;
+// B is packed in k-pair (VNNI) order, [k / 2][nr][2], so one 64-byte load holds 16 columns'
+// pairs; `vdpbf16ps` adds a.even * b.even + a.odd * b.odd to each f32 accumulator. The products
+// of two bf16 values are exact in f32, so only the accumulation rounds.
+#include "codegen/kstep.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+
+namespace tunec::codegen {
+
+namespace {
+
+class Bf16DotStep final : public KStepStrategy {
+public:
+  Bf16DotStep(ModuleBuilder& mb, const MicrokernelSpec& spec)
+      : spec_(spec), i16_(llvm::Type::getInt16Ty(mb.context())), i32_(mb.i32()),
+        vec_(mb.f32Vector()), lanes_(static_cast<int>(vec_->getNumElements())),
+        pairs_(llvm::FixedVectorType::get(i32_, static_cast<unsigned>(lanes_))),
+        nv_(spec.nr / lanes_), dot_(llvm::Intrinsic::getDeclaration(
+                                   &mb.module(), llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512)),
+        prefetch_(
+            llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::prefetch, {mb.ptr()})),
+        pairArg_(dot_->getFunctionType()->getParamType(1)) {}
+
+  llvm::Type* accumulatorType() const override { return vec_; }
+  int kPerStep() const override { return 2; }
+
+  std::vector<llvm::Value*> step(llvm::IRBuilder<>& b, const KStepOperands& in, llvm::Value* kk,
+                                 const std::vector<llvm::Value*>& acc) const override {
+    const int mr = spec_.mr;
+    // Pair row kk / 2 of the packed panel: 2 * nr bf16 values, at kk * nr (ldb = nr).
+    llvm::Value* bRow = b.CreateGEP(i16_, in.bBase, b.CreateMul(kk, in.ldb));
+    if (in.prefetchB) { // read prefetch into L2 (prefetcht1), as the f32 step does
+      llvm::Value* row =
+          spec_.prefetchBGroup > 1 ? b.CreateAnd(kk, b.getInt64(-2 * spec_.prefetchBGroup)) : kk;
+      b.CreateCall(prefetch_, {b.CreateGEP(i16_, in.prefetchB, b.CreateMul(row, in.ldb)),
+                               b.getInt32(0), b.getInt32(2), b.getInt32(1)});
+    }
+    std::vector<llvm::Value*> bv(static_cast<size_t>(nv_));
+    for (int j = 0; j < nv_; ++j)
+      bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
+          pairs_, b.CreateGEP(i16_, bRow, b.getInt64(2 * j * lanes_)), llvm::Align(4), "bv");
+    auto rowOffset = [&](llvm::Value* i) { // row i of A, in rows of lda (groups: see the spec)
+      if (spec_.aRowGroup <= 0) return b.CreateMul(i, in.lda);
+      llvm::Value* g = b.getInt64(spec_.aRowGroup);
+      return b.CreateAdd(b.CreateMul(b.CreateUDiv(i, g), in.ldaGroup),
+                         b.CreateMul(b.CreateURem(i, g), in.lda));
+    };
+    if (spec_.prefetchA) {
+      // Row (kk / 2) mod mr of A, 64 values (two cache lines) ahead, into L1: every row is
+      // touched at least once per 16 pairs (one line) while mr <= 16.
+      llvm::Value* r = b.CreateURem(b.CreateLShr(kk, b.getInt64(1)), b.getInt64(mr));
+      llvm::Value* at = b.CreateAdd(b.CreateAdd(rowOffset(r), kk), b.getInt64(64));
+      b.CreateCall(prefetch_,
+                   {b.CreateGEP(i16_, in.aBase, at), b.getInt32(0), b.getInt32(3), b.getInt32(1)});
+    }
+    std::vector<llvm::Value*> out(acc.size());
+    for (int i = 0; i < mr; ++i) {
+      llvm::Value* row = rowOffset(b.getInt64(i));
+      llvm::Value* pair = b.CreateAlignedLoad(
+          i32_, b.CreateGEP(i16_, in.aBase, b.CreateAdd(row, kk)), llvm::Align(2), "apair");
+      llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes_), pair);
+      for (int j = 0; j < nv_; ++j) {
+        size_t idx = static_cast<size_t>(i * nv_ + j);
+        out[idx] = b.CreateCall(dot_, {acc[idx], b.CreateBitCast(splat, pairArg_),
+                                       b.CreateBitCast(bv[static_cast<size_t>(j)], pairArg_)});
+      }
+    }
+    return out;
+  }
+
+  std::vector<llvm::Value*> toF32(llvm::IRBuilder<>&,
+                                  const std::vector<llvm::Value*>& acc) const override {
+    return acc;
+  }
+
+private:
+  const MicrokernelSpec& spec_;
+  llvm::Type* i16_;
+  llvm::Type* i32_;
+  llvm::FixedVectorType* vec_;
+  int lanes_;
+  llvm::FixedVectorType* pairs_;
+  int nv_;
+  llvm::Function* dot_;
+  llvm::Function* prefetch_;
+  llvm::Type* pairArg_; ///< the intrinsic's type of 32 bf16 values (LLVM's, as it declares it)
+};
+
+} // namespace
+
+std::unique_ptr<KStepStrategy> makeBf16DotStep(ModuleBuilder& mb, const MicrokernelSpec& spec) {
+  return std::make_unique<Bf16DotStep>(mb, spec);
+}
+
+} // namespace tunec::codegen
