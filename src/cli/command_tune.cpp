@@ -162,6 +162,8 @@ Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, const Target& ta
   if (!jit) return jit.error();
   auto peak = measureFmaPeak(**jit, widestIsa(target));
   if (peak) o.peakGflops = *peak;
+  if (target.avx512bf16)
+    if (auto bf16 = measureBf16DotPeak(**jit)) o.bf16PeakGflops = *bf16;
   return o;
 }
 
