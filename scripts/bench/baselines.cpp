@@ -3,6 +3,8 @@
 // timing), timed like `tunec bench-op`: warm-up, repeats for a minimum duration, median.
 //
 // usage: baselines gemm M N K SECONDS
+//        baselines matmul f32|bf16 M N K SECONDS   (oneDNN's matmul primitive: A and B of that
+//                type, f32 C, weights in the layout oneDNN picks, reordered once = pre-packed)
 //        baselines conv N IC H W OC KH KW STRIDE PAD SECONDS
 // Prints one JSON object. Threads come from OMP_NUM_THREADS / OPENBLAS_NUM_THREADS.
 #include "dnnl.hpp"
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -56,6 +59,34 @@ int gemm(long m, long n, long k, double seconds) {
       seconds);
   std::printf("{\"openblas_gflops\": %.2f, \"onednn_gflops\": %.2f}\n", flops / blas / 1e9,
               flops / dnnl / 1e9);
+  return 0;
+}
+
+int onednnMatmul(const std::string& type, long m, long n, long k, double seconds) {
+  using namespace dnnl;
+  engine eng(engine::kind::cpu, 0);
+  stream s(eng);
+  memory::data_type dt = type == "bf16" ? memory::data_type::bf16 : memory::data_type::f32;
+  memory::dims a{m, k}, b{k, n}, c{m, n};
+  memory::desc aDesc(a, dt, memory::format_tag::ab), bAny(b, dt, memory::format_tag::any),
+      cDesc(c, memory::data_type::f32, memory::format_tag::ab);
+  auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(aDesc, bAny, cDesc), eng);
+  auto aF32 = randomVector(static_cast<size_t>(m * k)),
+       bF32 = randomVector(static_cast<size_t>(k * n));
+  memory aPlain({a, memory::data_type::f32, memory::format_tag::ab}, eng, aF32.data());
+  memory bPlain({b, memory::data_type::f32, memory::format_tag::ab}, eng, bF32.data());
+  memory aMem(aDesc, eng), bMem(pd.weights_desc(), eng), cMem(cDesc, eng);
+  reorder(aPlain, aMem).execute(s, aPlain, aMem);
+  reorder(bPlain, bMem).execute(s, bPlain, bMem);
+  dnnl::matmul prim(pd);
+  double t = medianSeconds(
+      [&] {
+        prim.execute(s, {{DNNL_ARG_SRC, aMem}, {DNNL_ARG_WEIGHTS, bMem}, {DNNL_ARG_DST, cMem}});
+        s.wait();
+      },
+      seconds);
+  std::printf("{\"onednn_gflops\": %.2f, \"onednn_impl\": \"%s\"}\n", 2.0 * m * n * k / t / 1e9,
+              pd.impl_info_str());
   return 0;
 }
 
@@ -104,10 +135,13 @@ int main(int argc, char** argv) {
   auto arg = [&](int i) { return std::atol(argv[i]); };
   if (argc == 6 && std::string(argv[1]) == "gemm")
     return gemm(arg(2), arg(3), arg(4), std::atof(argv[5]));
+  if (argc == 7 && std::string(argv[1]) == "matmul")
+    return onednnMatmul(argv[2], arg(3), arg(4), arg(5), std::atof(argv[6]));
   if (argc == 12 && std::string(argv[1]) == "conv")
     return conv(arg(2), arg(3), arg(4), arg(5), arg(6), arg(7), arg(8), arg(9), arg(10),
                 std::atof(argv[11]));
   std::fprintf(stderr,
-               "usage: baselines gemm M N K SECONDS | conv N IC H W OC KH KW STRIDE PAD SECONDS\n");
+               "usage: baselines gemm M N K SECONDS | matmul f32|bf16 M N K SECONDS | conv N IC H "
+               "W OC KH KW STRIDE PAD SECONDS\n");
   return 2;
 }
