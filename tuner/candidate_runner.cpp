@@ -113,13 +113,15 @@ Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt
   p.b = randomData(w.bExtent(), rng);
   p.out.assign(static_cast<size_t>(w.cExtent()), 0.f);
   if (isBf16Gemm(w.types)) {
-    // The kernel reads A (and a runtime B) as bf16 and the reference the same values as floats;
-    // f32 accumulation keeps the 1e-4 bound, a bf16 C rounds each result once more (2^-9).
+    // The kernel reads A (and a runtime B) as bf16 and the reference the same values as floats
+    // (an f32 A, which the kernel rounds itself, is given rounded); f32 accumulation keeps the
+    // 1e-4 bound, a bf16 C rounds each result once more (2^-9).
     for (auto [values, bits] : {std::pair{&p.a, &p.aBf16}, std::pair{&p.b, &p.bBf16}})
       for (float& x : *values) {
         bits->push_back(floatToBf16(x));
         x = bf16ToFloat(bits->back());
       }
+    if (convertsA(w.types)) p.aBf16.clear();
     if (w.types.dst == DType::BF16) {
       p.outBf16.assign(p.out.size(), 0);
       p.tolerance = 4e-3;
@@ -231,13 +233,11 @@ Candidate candidateOf(Kernel k, bool coldWeights, Run run) {
 Expected<Candidate> compileCandidate(Jit& jit, const MatmulWorkload& w, const MatmulConfig& c,
                                      CandidateRunner::Problem& p) {
   TUNEC_ASSIGN_OR_RETURN(MatmulKernel k, compileMatmul(jit, w, c, {}, p.b.data()));
-  if (!p.aBf16.empty())
-    return candidateOf(std::move(k), w.coldWeights, [&p](const MatmulKernel& kernel) {
-      kernel.runTyped(p.aBf16.data(), p.bBf16.data(),
-                      p.outBf16.empty() ? static_cast<void*>(p.out.data()) : p.outBf16.data());
-    });
   return candidateOf(std::move(k), w.coldWeights, [&p](const MatmulKernel& kernel) {
-    kernel.run(p.a.data(), p.b.data(), p.out.data());
+    // Each operand as the kernel's types hold it (tensors of bf16 bits where filled).
+    kernel.runTyped(p.aBf16.empty() ? static_cast<const void*>(p.a.data()) : p.aBf16.data(),
+                    p.bBf16.empty() ? static_cast<const void*>(p.b.data()) : p.bBf16.data(),
+                    p.outBf16.empty() ? static_cast<void*>(p.out.data()) : p.outBf16.data());
   });
 }
 

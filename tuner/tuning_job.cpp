@@ -190,7 +190,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       options.onBatch({summary.trials, budget, s.task.label, p.trials, best,
                        estimatedLatency(progress) * 1e3, elapsed()});
     if (options.progress) {
-      double peak = (workloadTypes(s.task.workload).src == DType::BF16 ? options.bf16PeakGflops
+      double peak = (isBf16Gemm(workloadTypes(s.task.workload)) ? options.bf16PeakGflops
                                                                        : options.peakGflops) *
                     s.task.threads;
       double rate = summary.trials / std::max(elapsed(), 1e-9);

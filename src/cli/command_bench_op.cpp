@@ -100,12 +100,12 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, int threads) {
   auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(w->cExtent()));
   // bf16 operands are 2-byte values: A (and a runtime B) rounded from the same random floats;
   // a C of either type fits in `out`.
-  auto aBf16 = std::make_shared<std::vector<uint16_t>>(), bBf16 = aBf16;
-  if (w->types.src == DType::BF16) {
-    bBf16 = std::make_shared<std::vector<uint16_t>>();
+  auto aBf16 = std::make_shared<std::vector<uint16_t>>(),
+       bBf16 = std::make_shared<std::vector<uint16_t>>();
+  if (w->types.src == DType::BF16)
     for (float x : *a) aBf16->push_back(floatToBf16(x));
+  if (w->types.wei == DType::BF16)
     for (float x : *b) bBf16->push_back(floatToBf16(x));
-  }
   OpBench bench;
   bench.workload = *w;
   bench.time = [w, a, b, out, aBf16, bBf16, &jit, compile = bench.compileSeconds](
@@ -114,9 +114,8 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, int threads) {
     TUNEC_ASSIGN_OR_RETURN(MatmulKernel kernel, timedCompile(*compile, [&] {
                              return compileMatmul(jit, *w, c, {}, b->data());
                            }));
-    const bool bf16 = w->types.src == DType::BF16;
-    const void* aIn = bf16 ? static_cast<const void*>(aBf16->data()) : a->data();
-    const void* bIn = bf16 ? static_cast<const void*>(bBf16->data()) : b->data();
+    const void* aIn = aBf16->empty() ? static_cast<const void*>(a->data()) : aBf16->data();
+    const void* bIn = bBf16->empty() ? static_cast<const void*>(b->data()) : bBf16->data();
     return timeRepeated([&] { kernel.runTyped(aIn, bIn, out->data()); }, seconds, 5,
                         evictionOf(*w, kernel.packedWeights()));
   };
@@ -185,7 +184,7 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   if (!bench) return fail(bench.error().message());
   const Workload& workload = bench->workload;
   // The roof of the kernel's k-step: vdpbf16ps for bf16, the FMA for f32.
-  const bool bf16 = workloadTypes(workload).src == DType::BF16;
+  const bool bf16 = isBf16Gemm(workloadTypes(workload));
   if (bf16 && isa != Isa::Avx512)
     return fail("tunec bench-op: bf16 kernels are AVX-512 (vdpbf16ps); drop --isa avx2");
   if (Status s = checkTargetSupports(*machine, isa, workloadTypes(workload)); !s)

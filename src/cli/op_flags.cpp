@@ -34,6 +34,9 @@ std::vector<FlagSpec> opShapeFlags() {
       {"groups", "G", "conv2d: groups (default 1)"},
       {"dtype", "f32|bf16",
        "matmul: element type of A, B and C (default f32; bf16: vdpbf16ps, f32 accumulation)"},
+      {"src", "f32|bf16",
+       "matmul: element type of A when it differs from --dtype (bf16 weights with an f32 A: the "
+       "kernel rounds A to bf16 per block, as --precision bf16 builds do)"},
       {"dst", "f32|bf16", "matmul: element type of C when it differs from --dtype"},
       {"cold-weights", "",
        "constant weights come from memory, as in a model whose weights exceed the L3: evicted "
@@ -79,7 +82,8 @@ Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads) {
   w.coldWeights = args.has("cold-weights");
   if (!w.broadcastB && w.constantB)
     return makeError("tunec bench-op: --b-per-batch needs --runtime-b");
-  for (auto [flag, fallback] : {std::pair{"dtype", "f32"}, std::pair{"dst", ""}}) {
+  for (auto [flag, fallback] :
+       {std::pair{"dtype", "f32"}, std::pair{"src", ""}, std::pair{"dst", ""}}) {
     std::string name = args.has(flag) ? args.get(flag) : fallback;
     if (name.empty()) continue;
     if (name != "f32" && name != "bf16")
@@ -87,6 +91,8 @@ Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads) {
     DType t = name == "bf16" ? DType::BF16 : DType::F32;
     if (std::string(flag) == "dtype")
       w.types = {t, t, DType::F32, t};
+    else if (std::string(flag) == "src")
+      w.types.src = t;
     else
       w.types.dst = t;
   }

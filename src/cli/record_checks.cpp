@@ -20,7 +20,7 @@ Status checkPlausible(const db::Record& r, double flops, int threads, const Kern
               r.target.isaFeatures.end();
   double lanes = wide ? 16 : 8;
   double cores = std::max(1, std::min(threads, r.target.cores));
-  double peak = cores * 6e9 * 2 * 2 * lanes * (types.src == DType::BF16 ? 2 : 1);
+  double peak = cores * 6e9 * 2 * 2 * lanes * (isBf16Gemm(types) ? 2 : 1);
   double achieved = flops / (r.medianUs * 1e-6);
   if (achieved > peak) {
     char text[200];

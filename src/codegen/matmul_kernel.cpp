@@ -66,14 +66,18 @@ public:
 private:
   // Microkernel variants: full tile, and the static M/N tails.
   void emitKernels() {
-    bool aTransposed = c_.packA || w_.transA;
+    // An f32 A of a bf16 GEMM is converted into bf16 rows per block: the microkernel reads those.
+    const bool converted = convertsA(w_.types);
+    bool aTransposed = !converted && (c_.packA || w_.transA);
     int mTail = static_cast<int>(w_.m % c_.mr), nTail = static_cast<int>(w_.n % c_.nr);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
       spec.types = w_.types;
+      if (converted) spec.types.src = DType::BF16;
       spec.prefetchB = prefetchNextPanel();
       spec.prefetchBGroup = prefetchGroup();
-      spec.prefetchA = !aTransposed && aRowsAliasInL1(rows, w_.aLd(), 0, 0, w_.types.srcBytes());
+      spec.prefetchA =
+          !aTransposed && !converted && aRowsAliasInL1(rows, w_.aLd(), 0, 0, w_.types.srcBytes());
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == c_.mr && cols == c_.nr);
     };
@@ -115,6 +119,8 @@ private:
     auto aBytes = static_cast<int64_t>(w_.types.srcBytes()),
          bBytes = static_cast<int64_t>(w_.types.weiBytes());
     if (c_.packA) aPack_ = mb_.emitScratch(b_, 0, c_.mc * c_.kc * aBytes);
+    if (convertsA(w_.types)) // bf16 rows of whole k-pairs
+      aPack_ = mb_.emitScratch(b_, 0, c_.mc * (c_.kc + 1) / 2 * 2 * 2);
     if (!w_.constantB)
       bPack_ = mb_.emitScratch(b_, 1, codegen::matmulPackedBElements(w_, c_) * bBytes);
     // Ranges of the batch and block loops; the parallel one covers block t only.
@@ -194,6 +200,16 @@ private:
     llvm::Value* aBlock = w_.transA
                               ? gep(t.src, aBatch_, b_.CreateAdd(b_.CreateMul(pc, i64(lda)), ic))
                               : gep(t.src, aBatch_, b_.CreateAdd(b_.CreateMul(ic, i64(lda)), pc));
+    // Rows of the converted block: kcur rounded up to whole pairs (a zero after an odd row).
+    llvm::Value* kcPairs = b_.CreateAnd(b_.CreateAdd(kcur, i64(1)), i64(-2));
+    if (convertsA(w_.types)) {
+      llvm::FunctionCallee pack = mb_.declare(
+          "tunec_pack_a_f32_to_bf16",
+          llvm::FunctionType::get(
+              b_.getVoidTy(), {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(), mb_.i64(), mb_.ptr()},
+              false));
+      b_.CreateCall(pack, {aBlock, i64(lda), b_.getInt32(w_.transA), mcur, kcur, aPack_});
+    }
     if (c_.packA) {
       llvm::FunctionCallee pack = mb_.declare(
           "tunec_pack_a_f32", llvm::FunctionType::get(b_.getVoidTy(),
@@ -224,7 +240,10 @@ private:
         llvm::Value* row = b_.CreateAdd(ic, ir);
         llvm::Value* aPtr;
         llvm::Value* ldaV;
-        if (c_.packA) {
+        if (convertsA(t)) {
+          aPtr = gep(DType::BF16, aPack_, b_.CreateMul(ir, kcPairs));
+          ldaV = kcPairs;
+        } else if (c_.packA) {
           aPtr = gep(aPack_, b_.CreateMul(ir, kcur));
           ldaV = i64(c_.mr);
         } else {

@@ -325,8 +325,9 @@ std::unique_ptr<KStepStrategy> kStepStrategyFor(ModuleBuilder& mb, const Microke
 
 bool hasKStepStrategy(const MicrokernelSpec& spec) {
   if (spec.types.allF32()) return true; // the broadcast FMA, on every ISA
-  // vdpbf16ps on AVX-512: bf16 A and B, f32 accumulators, an f32 or bf16 C.
-  return spec.isa == Isa::Avx512 && isBf16Gemm(spec.types);
+  // vdpbf16ps on AVX-512: bf16 A and B, f32 accumulators, an f32 or bf16 C (an f32 A is
+  // converted by the loop nest before the microkernel reads it).
+  return spec.isa == Isa::Avx512 && isBf16Gemm(spec.types) && spec.types.src == DType::BF16;
 }
 
 } // namespace codegen

@@ -28,6 +28,13 @@ void tunec_pack_b_bf16(const uint16_t* b, int64_t ldb, int32_t transposed, int64
 void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t transposed, int64_t k, int64_t n,
                               int64_t nr, uint16_t* dst);
 
+/// Rounds a rows x cols block of f32 A to bf16 (nearest even) as rows of bf16 k-pairs: element
+/// (i, k) at dst[i*cp + k], cp = cols rounded up to even, a zero after an odd row. Source element
+/// (i, k) is a[i*lda + k], or a[k*lda + i] if transposed (the f32 activations of a GEMM with
+/// bf16 weights, converted once per block).
+void tunec_pack_a_f32_to_bf16(const float* a, int64_t lda, int32_t transposed, int64_t rows,
+                              int64_t cols, uint16_t* dst);
+
 /// Copies an NHWC tensor into a zero-padded one of spatial size hp x wp, with the source placed
 /// at (pt, pl).
 void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,

@@ -60,7 +60,7 @@ Status checkTargetSupports(const Target& target, Isa isa) {
 
 Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& types) {
   TUNEC_TRY(checkTargetSupports(target, isa));
-  if (types.src == DType::BF16 && !target.avx512bf16)
+  if (isBf16Gemm(types) && !target.avx512bf16)
     return makeError("bf16 kernels need avx512_bf16 (vdpbf16ps), which the target '", target.model,
                      "' lacks; run them in f32 or compile for a target that has it");
   return {};

@@ -59,10 +59,16 @@ struct KernelTypes {
   size_t dstBytes() const { return dtypeSize(dst); }
 };
 
-/// bf16 A and B with f32 accumulators, and an f32 or bf16 C: the bf16 GEMM (vdpbf16ps).
+/// bf16 weights with f32 accumulators and an f32 or bf16 C: the bf16 GEMM (vdpbf16ps). A is
+/// bf16, or f32 that the kernel converts to bf16 block by block (convertsA: a model's f32
+/// activations times weights packed to bf16, `--precision bf16`).
 inline bool isBf16Gemm(const KernelTypes& t) {
-  return t.src == DType::BF16 && t.wei == DType::BF16 && t.acc == DType::F32 &&
-         (t.dst == DType::F32 || t.dst == DType::BF16);
+  return (t.src == DType::BF16 || t.src == DType::F32) && t.wei == DType::BF16 &&
+         t.acc == DType::F32 && (t.dst == DType::F32 || t.dst == DType::BF16);
+}
+/// A bf16 GEMM whose A is f32: rounded to bf16 (nearest even) into a scratch per block.
+inline bool convertsA(const KernelTypes& t) {
+  return isBf16Gemm(t) && t.src == DType::F32;
 }
 
 /// A workload's "dtype" field: one type name when source, weights and destination share it and

@@ -19,14 +19,14 @@ int64_t roundUp(int64_t v, int64_t m) {
 } // namespace
 
 Status MatmulWorkload::check() const {
-  if (isBf16Gemm(types)) {
+  if (isBf16Gemm(types) && !convertsA(types)) {
     // vdpbf16ps multiplies k-pairs of A's rows: two adjacent values of a row (runtime/packing.h
-    // pads B's k, but A is read in place).
+    // pads B's k, but a bf16 A is read in place; an f32 A is converted and padded per block).
     if (transA)
       return makeError("bf16 matmul workload: A must be stored row-major (trans_a is f32 only)");
     if (k % 2)
       return makeError("bf16 matmul workload: k=", k, " must be even (k-pairs of A's rows)");
-  } else {
+  } else if (!isBf16Gemm(types)) {
     TUNEC_TRY(checkKernelTypes(types, "matmul"));
   }
   if (batch < 1 || m < 1 || n < 1 || k < 1)
@@ -179,7 +179,8 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   if (isBf16Gemm(w.types)) {
     if (c.isa != Isa::Avx512)
       return makeError("matmul config: bf16 kernels are AVX-512 (vdpbf16ps), not ", info.name);
-    if (c.packA) return makeError("matmul config: bf16 reads A in place (pack_a is f32 only)");
+    if (c.packA)
+      return makeError("matmul config: bf16 reads A in place or converts it (pack_a is f32 only)");
     if (c.kc % 2 && c.kc != w.k)
       return makeError("matmul config: kc=", c.kc, " must be even for bf16 (k-pairs)");
     if (w.types.dst == DType::BF16 && c.kc < w.k)

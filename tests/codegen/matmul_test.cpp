@@ -402,8 +402,10 @@ void checkBf16(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& e
   const size_t outElems = static_cast<size_t>(w.batch * w.m * w.n);
   std::vector<float> outF(outElems, 1234.5f);
   std::vector<uint16_t> outH(outElems, floatToBf16(1234.5f));
-  kernel->runTyped(aBits.data(), bBits.data(),
-                   bf16C ? static_cast<void*>(outH.data()) : outF.data(), bias.dataAs<float>(),
+  // An f32 A (convertsA) is given as it is: the kernel rounds it to bf16 itself.
+  const void* aIn = convertsA(w.types) ? static_cast<const void*>(a.dataAs<float>()) : aBits.data();
+  kernel->runTyped(aIn, bBits.data(), bf16C ? static_cast<void*>(outH.data()) : outF.data(),
+                   bias.dataAs<float>(),
                    bf16C ? static_cast<const void*>(addBits.data()) : addend.dataAs<float>());
   Tensor want = referenceResult(w, epi, ra, rb, bias, radd);
   double tol = exact ? 0.0 : 4.0 * static_cast<double>(w.k) * 1.1920929e-7 + 1e-5;
@@ -424,31 +426,36 @@ void checkBf16(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& e
   }
 }
 
-MatmulWorkload bf16Workload(int64_t m, int64_t n, int64_t k, DType dst) {
+MatmulWorkload bf16Workload(int64_t m, int64_t n, int64_t k, DType dst, DType src = DType::BF16) {
   MatmulWorkload w;
   w.m = m, w.n = n, w.k = k;
-  w.types = {DType::BF16, DType::BF16, DType::F32, dst};
+  w.types = {src, DType::BF16, DType::F32, dst};
   return w;
 }
 
 // Every register tile the AVX-512 file allows, exactly: small integers in [-4, 4], so that every
 // product and sum is exact in f32 and the kernel must equal the reference bit for bit; M and N
 // tails (m, n not multiples of the tile), K blocks (kc < k), constant and runtime B, an f32 and
-// a bf16 C.
+// a bf16 C, a bf16 A and an f32 A the kernel converts (then also transposed, and odd k).
 TEST(Bf16Matmul, EveryTileIsExactOnSmallIntegers) {
   SKIP_WITHOUT_BF16();
   std::mt19937 rng(7);
   int checked = 0;
   for (int nr = 16; nr <= 64; nr += 16)
     for (int mr = 1; mr <= maxTileRows(Isa::Avx512, nr); ++mr)
-      for (DType dst : {DType::F32, DType::BF16}) {
-        MatmulWorkload w = bf16Workload(2 * mr + 1, nr + 5 + (mr % 3) * 16, 2 * (17 + mr), dst);
+      for (auto [src, dst] :
+           {std::pair{DType::BF16, DType::F32}, std::pair{DType::BF16, DType::BF16},
+            std::pair{DType::F32, DType::F32}}) {
+        bool converted = src == DType::F32;
+        int64_t k = 2 * (17 + mr) + (converted && mr % 2 ? 1 : 0);
+        MatmulWorkload w = bf16Workload(2 * mr + 1, nr + 5 + (mr % 3) * 16, k, dst, src);
+        w.transA = converted && mr % 3 == 0;
         w.constantB = (mr + nr / 16) % 2 == 0;
         MatmulConfig c = defaultMatmulConfig(w, Isa::Avx512, hostTarget());
         c.mr = mr, c.nr = nr;
         c.mc = (w.m + mr - 1) / mr * mr, c.nc = (w.n + nr - 1) / nr * nr;
         if (dst == DType::F32 && mr % 2) c.kc = 16; // several K blocks, accumulated in C
-        Tensor a = smallIntegers(Shape{1, w.m, w.k}, rng, 4);
+        Tensor a = smallIntegers(w.transA ? Shape{1, w.k, w.m} : Shape{1, w.m, w.k}, rng, 4);
         Tensor b = smallIntegers(Shape{w.k, w.n}, rng, 4);
         Tensor bias = smallIntegers(Shape{w.n}, rng, 8);
         Tensor addend = smallIntegers(Shape{1, w.m, w.n}, rng, 8);
@@ -458,7 +465,7 @@ TEST(Bf16Matmul, EveryTileIsExactOnSmallIntegers) {
         checkBf16(w, c, epi, a, b, bias, addend, true);
         ++checked;
       }
-  EXPECT_GE(checked, 40);
+  EXPECT_GE(checked, 60);
 }
 
 // Random workloads and configs drawn from the bf16 knob space, on random data in [-1, 1]:
@@ -470,8 +477,12 @@ TEST(Bf16Matmul, RandomConfigsMatchReferenceOnRoundedOperands) {
   int checked = 0;
   for (int trial = 0; trial < 60; ++trial) {
     std::uniform_int_distribution<int64_t> dim(1, 140);
-    MatmulWorkload w =
-        bf16Workload(dim(rng), dim(rng), 2 * dim(rng), trial % 3 == 0 ? DType::BF16 : DType::F32);
+    // Every other trial an f32 A the kernel converts: any k, A transposed or not.
+    bool converted = trial % 2 == 1;
+    MatmulWorkload w = bf16Workload(dim(rng), dim(rng), converted ? dim(rng) : 2 * dim(rng),
+                                    trial % 3 == 0 ? DType::BF16 : DType::F32,
+                                    converted ? DType::F32 : DType::BF16);
+    w.transA = converted && rng() % 2;
     w.batch = trial % 4 == 0 ? 3 : 1;
     w.transB = rng() % 2;
     w.constantB = rng() % 2;
@@ -486,7 +497,7 @@ TEST(Bf16Matmul, RandomConfigsMatchReferenceOnRoundedOperands) {
         {PostOpKind::Relu}, {PostOpKind::Gelu}, {PostOpKind::Sigmoid}, {PostOpKind::Tanh}};
     if (trial % 5 < 4) epi.push_back(activations[trial % 5]);
     if (trial % 3 == 2) epi.push_back({PostOpKind::AddTensor});
-    Shape aShape{w.batch, w.m, w.k};
+    Shape aShape = w.transA ? Shape{w.batch, w.k, w.m} : Shape{w.batch, w.m, w.k};
     Shape bBase = w.transB ? Shape{w.n, w.k} : Shape{w.k, w.n};
     Shape bShape = w.broadcastB ? bBase : Shape{w.batch, bBase[0], bBase[1]};
     Tensor a = randomTensor(aShape, rng), b = randomTensor(bShape, rng);
@@ -546,7 +557,7 @@ TEST(Bf16Matmul, ConfigsAndTargetsItCannotRunAreRefused) {
             "matmul config: kc=31 must be even for bf16 (k-pairs)");
   c.kc = 32, c.packA = true;
   EXPECT_EQ(validateMatmulConfig(w, c).error().message(),
-            "matmul config: bf16 reads A in place (pack_a is f32 only)");
+            "matmul config: bf16 reads A in place or converts it (pack_a is f32 only)");
   c.packA = false, c.isa = Isa::Avx2, c.nr = 16, c.mr = 4, c.mc = 16, c.nc = 32;
   EXPECT_EQ(validateMatmulConfig(w, c).error().message(),
             "matmul config: bf16 kernels are AVX-512 (vdpbf16ps), not avx2");
@@ -554,6 +565,8 @@ TEST(Bf16Matmul, ConfigsAndTargetsItCannotRunAreRefused) {
   t.transA = true;
   EXPECT_EQ(t.check().error().message(),
             "bf16 matmul workload: A must be stored row-major (trans_a is f32 only)");
+  t.types.src = DType::F32, t.k = 63; // an f32 A is converted: transposed and odd k are fine
+  EXPECT_TRUE(t.check().isOk());
   for (const Knob& knob : matmulKnobSpace(w, Isa::Avx512))
     for (const nlohmann::json& v : knob.values) {
       if (knob.name == "pack_a") {
@@ -595,6 +608,22 @@ TEST(WeightPacking, Bf16PairPanelsInterleaveKPairsAndPad) {
             ASSERT_EQ(fromF32[at], want) << "k " << kk << " column " << col;
             ASSERT_EQ(fromBits[at], want) << "k " << kk << " column " << col;
           }
+    }
+  // A's f32 rows rounded to bf16 rows of whole pairs (16 at a time with vcvtneps2bf16 where the
+  // CPU has it, the same bits as floatToBf16), from A stored either way.
+  for (bool transposed : {false, true})
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{3, 37}, {5, 32}, {1, 1}}) {
+      Tensor a = randomTensor(transposed ? Shape{cols, rows} : Shape{rows, cols}, rng);
+      int64_t cp = (cols + 1) / 2 * 2, lda = transposed ? rows : cols;
+      std::vector<uint16_t> out(static_cast<size_t>(rows * cp), 0xffff);
+      tunec_pack_a_f32_to_bf16(a.dataAs<float>(), lda, transposed, rows, cols, out.data());
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t kk = 0; kk < cp; ++kk) {
+          uint16_t want =
+              kk < cols ? floatToBf16(a.dataAs<float>()[transposed ? kk * lda + i : i * lda + kk])
+                        : 0;
+          ASSERT_EQ(out[static_cast<size_t>(i * cp + kk)], want) << "row " << i << " k " << kk;
+        }
     }
   MatmulWorkload w = bf16Workload(2, 21, 6, DType::F32);
   MatmulConfig c;
