@@ -222,11 +222,12 @@ Model compileModel(const std::string& onnx, std::optional<std::string> db,
                    std::optional<int> threads,
                    const std::map<std::string, std::vector<int64_t>>& shapes,
                    std::optional<std::string> output) {
-  if (precision != "fp32")
-    throw py::value_error("precision '" + precision +
-                          "' is not implemented: the kernels are fp32 (bf16 and int8 need an "
-                          "AVX512-BF16, VNNI or AMX machine and are not in this tunec yet)");
+  auto parsed = driver::parsePrecision(precision);
+  if (!parsed)
+    throw py::value_error(parsed.error().message() + " (int8: quantize the model with 'tunec "
+                                                     "quantize'; its kernels run dequantized)");
   cli::SessionOptions options;
+  options.precision = *parsed;
   options.threads = threadsOr(threads);
   options.dbPath = db.value_or("");
   options.inputShapes = inputShapes(shapes);

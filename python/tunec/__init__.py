@@ -34,7 +34,9 @@ def compile(onnx_path, db=None, precision="fp32", target=None, threads=None, inp
     """Compiles an ONNX model for this machine in this process and returns a Model.
 
     db: a tuning database (its best records for this machine; default: the analytical configs).
-    precision: "fp32" (the only one implemented). target: a target file ('tunec target --json')
+    precision: "fp32", or "bf16" (MatMul/Gemm layers with constant weights in bf16, f32
+    accumulation; needs avx512_bf16, else tunec.Error says what the machine lacks).
+    target: a target file ('tunec target --json')
     of this machine. threads: the most threads a run uses (default: the CPUs this process may
     use). input_shapes: {"x": (1, 3, 224, 224)} for dynamic inputs. output: also write the
     compiled model.so there (and return it loaded).

@@ -29,6 +29,7 @@ const CommandSpec kAccuracySpec{
         {"random", "N", "inputs: N random samples (default 4)"},
         {"threads", "N", "threads of the compiled model (default: the machine's cores)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        precisionFlag(),
     },
     1,
     1};
@@ -76,6 +77,9 @@ int commandAccuracy(const std::vector<std::string>& argv) {
   if (!shapes) return fail(shapes.error().message());
   SessionOptions options;
   options.inputShapes = *shapes;
+  auto precision = precisionFromArgs(*args);
+  if (!precision) return fail(precision.error().message());
+  options.precision = *precision;
   auto threads = args->has("threads") ? parseThreads(args->get("threads")) : defaultThreads();
   if (!threads) return fail(threads.error().message());
   options.threads = *threads;

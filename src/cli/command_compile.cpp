@@ -28,6 +28,7 @@ const CommandSpec kCompileSpec{
         targetFlag("build for the machine this file describes ('tunec target --json > FILE' "
                    "there): its ISA, its caches and its tuning records (default: this machine)"),
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        precisionFlag(),
     },
     1,
     1};
@@ -53,6 +54,9 @@ int commandCompile(const std::vector<std::string>& argv) {
   if (!shapes) return fail(shapes.error().message());
   options.inputShapes = *shapes;
   options.dbPath = databaseForCompile(*args);
+  auto precision = precisionFromArgs(*args);
+  if (!precision) return fail(precision.error().message());
+  options.precision = *precision;
   auto target = targetFromArgs(*args);
   if (!target) return fail(target.error().message());
   options.target = *target;

@@ -39,6 +39,7 @@ const CommandSpec kProfileSpec{
         {"db", "FILE",
          "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        precisionFlag(),
     },
     1,
     1};
@@ -73,7 +74,7 @@ int commandProfile(const std::vector<std::string>& argv) {
   Roofs roofs;
   roofs.isa = session->isa;
   roofs.threads = threads;
-  auto isa = parseIsa(session->isa);
+  auto isa = parseIsa(session->isa.substr(0, session->isa.find('+'))); // "avx512+avx512_bf16"
   if (!isa) return fail(path + ": compiled for an unknown ISA '" + session->isa + "'");
   auto jit = Jit::create(thisMachine());
   if (!jit) return fail(jit.error().message());

@@ -36,6 +36,7 @@ const CommandSpec kRunSpec{
         {"output", "DIR", "directory for the outputs (default: print a summary only)"},
         {"format", "npy|pb", "output file format (default npy)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        precisionFlag(),
         {"optimize", "", "with --reference: run the graph passes first"},
         {"expect", "NAME=FILE",
          "compare output NAME with the tensor in FILE and print the verdict; exit status 1 if "
@@ -127,6 +128,9 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
   SessionOptions options;
   options.inputShapes = shapes;
   options.dbPath = databaseForCompile(args);
+  auto precision = precisionFromArgs(args);
+  if (!precision) return fail(precision.error().message());
+  options.precision = *precision;
   auto threads = parseThreads(args.get("threads"));
   if (!threads) return fail(threads.error().message());
   options.threads = *threads;

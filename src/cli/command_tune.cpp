@@ -78,6 +78,7 @@ const CommandSpec& tuneSpec() {
         tuneFlags(),
         1,
         1 << 20};
+    s.flags.push_back(precisionFlag());
     s.flags.push_back({"input-shape", "NAME=SHAPE",
                        "static shape for a dynamic input, e.g. x=1x3x224x224", true});
     s.flags.push_back({"list-tasks", "",
@@ -248,7 +249,9 @@ int commandTune(const std::vector<std::string>& argv) {
     shard = *parsed;
   }
   // Distinct workloads over all the models, weighted by how often the models run them.
-  auto found = modelTasks(args->positionals(), *shapes, *target, *threads);
+  auto precision = precisionFromArgs(*args);
+  if (!precision) return fail(precision.error().message());
+  auto found = modelTasks(args->positionals(), *shapes, *target, *threads, *precision);
   if (!found) return fail(found.error().message());
   std::vector<tuner::Task> tasks = std::move(found->tasks);
   size_t heavyKernels = found->heavyKernels;

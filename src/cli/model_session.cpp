@@ -87,6 +87,7 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
   co.threads = options.threads;
   co.target = options.target;
   co.isa = widestIsa(options.target);
+  co.precision = options.precision;
   if (!options.dbPath.empty()) {
     auto opened = db::TuningDatabase::openReadOnly(options.dbPath);
     if (!opened) return opened.error().withContext("--db " + options.dbPath);
@@ -117,8 +118,21 @@ std::string databaseForCompile(const Arguments& args) {
   return exists || ec ? path : std::string();
 }
 
+FlagSpec precisionFlag() {
+  return {"precision", "fp32|bf16",
+          "ONNX models: bf16 runs the MatMul/Gemm layers with constant weights in bf16 (weights "
+          "packed to bf16, f32 accumulation; needs avx512_bf16), the rest in fp32 (default fp32)"};
+}
+
+Expected<driver::Precision> precisionFromArgs(const Arguments& args) {
+  auto p = driver::parsePrecision(args.get("precision", "fp32"));
+  if (!p) return makeError("--", p.error().message());
+  return *p;
+}
+
 Expected<SessionOptions> timingSessionOptions(const Arguments& args) {
   SessionOptions options;
+  TUNEC_ASSIGN_OR_RETURN(options.precision, precisionFromArgs(args));
   TUNEC_ASSIGN_OR_RETURN(options.threads, parseThreads(args.get("threads")));
   TUNEC_ASSIGN_OR_RETURN(options.inputShapes, parseInputShapes(args.getAll("input-shape")));
   options.dbPath = databaseForCompile(args);

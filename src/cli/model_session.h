@@ -4,6 +4,7 @@
 
 #include "cli/arguments.h"
 #include "cli/target_flag.h"
+#include "driver/compile_model.h"
 #include "ir/graph.h"
 #include "runtime/model_plan.h"
 
@@ -41,7 +42,13 @@ struct SessionOptions {
   int threads = 1;
   std::string dbPath; ///< tuned configs for the JIT path ("" for defaults)
   std::map<std::string, Shape> inputShapes;
+  driver::Precision precision = driver::Precision::Fp32; ///< --precision (ONNX models)
 };
+
+/// The --precision flag's spec, shared by the commands that compile a model.
+FlagSpec precisionFlag();
+/// --precision when given (fp32 or bf16), else fp32; the error names the flag.
+Expected<driver::Precision> precisionFromArgs(const Arguments& args);
 
 /// Opens `path`: a .so file is loaded, anything else is imported, optimized and JIT-compiled.
 Expected<ModelSession> openModel(const std::string& path, const SessionOptions& options);

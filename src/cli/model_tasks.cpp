@@ -10,8 +10,9 @@ namespace tunec::cli {
 
 Expected<ModelTasks> modelTasks(const std::vector<std::string>& models,
                                 const std::map<std::string, Shape>& inputShapes,
-                                const Target& target, int threads) {
+                                const Target& target, int threads, driver::Precision precision) {
   driver::CompileOptions co;
+  co.precision = precision;
   co.threads = threads;
   co.target = target;
   co.isa = widestIsa(target);

@@ -2,6 +2,7 @@
 // by how often the models run it (`tunec tune`, `tunec report --model`).
 #pragma once
 
+#include "driver/compile_model.h"
 #include "ir/shape.h"
 #include "support/target.h"
 #include "tuner/task.h"
@@ -19,6 +20,7 @@ struct ModelTasks {
 
 Expected<ModelTasks> modelTasks(const std::vector<std::string>& models,
                                 const std::map<std::string, Shape>& inputShapes,
-                                const Target& target, int threads);
+                                const Target& target, int threads,
+                                driver::Precision precision = driver::Precision::Fp32);
 
 } // namespace tunec::cli

@@ -376,7 +376,27 @@ void Lowering::bindOutputs() {
   }
 }
 
+Expected<Precision> parsePrecision(const std::string& name) {
+  if (name == "fp32") return Precision::Fp32;
+  if (name == "bf16") return Precision::Bf16;
+  return makeError("precision '", name, "' is not one of fp32, bf16");
+}
+
+Status checkPrecision(const CompileOptions& options) {
+  if (options.precision != Precision::Bf16) return {};
+  const Target& t = options.target;
+  if (options.isa == Isa::Avx512 && t.avx512bf16) return {};
+  std::string has;
+  for (const std::string& f : t.featureNames()) has += (has.empty() ? "" : ", ") + f;
+  return makeError(
+      "--precision bf16 needs AVX-512 with avx512_bf16 (vdpbf16ps), which the target '", t.model,
+      "' (", has,
+      ") lacks; use --precision fp32, or compile for a target "
+      "that has it (--target FILE)");
+}
+
 Status Lowering::run() {
+  TUNEC_TRY(checkPrecision(options_));
   stats_.graphNodes = static_cast<int64_t>(graph_.nodes().size());
   for (ValueId in : graph_.inputs()) {
     Phys phys;
@@ -423,7 +443,11 @@ CompiledModel Lowering::finish() {
   stats_.steps = static_cast<int64_t>(steps_.size());
 
   rt::ModelPlan& plan = m.plan;
+  // A model with bf16 kernels needs avx512_bf16 too: model.so refuses to load without it.
   plan.isa = std::string(isaInfo(options_.isa).name);
+  if (std::any_of(kernels_.begin(), kernels_.end(),
+                  [](const HeavyKernel& k) { return isBf16Gemm(workloadTypes(k.workload)); }))
+    plan.isa += "+avx512_bf16";
   plan.threads = options_.threads;
   plan.arenaBytes = arena.peakBytes;
   plan.kernelCount = module_ ? module_->kernelCount() : 0;
@@ -495,6 +519,13 @@ std::string compileReport(const CompiledModel& model) {
   for (const HeavyKernel& k : model.kernels) tuned += k.tuned;
   os << model.kernels.size() << " heavy kernels: " << tuned << " tuned, "
      << model.kernels.size() - static_cast<size_t>(tuned) << " with the analytical default\n";
+  size_t bf16 = static_cast<size_t>(
+      std::count_if(model.kernels.begin(), model.kernels.end(),
+                    [](const HeavyKernel& k) { return isBf16Gemm(workloadTypes(k.workload)); }));
+  if (bf16)
+    os << bf16 << " of them in bf16 (weights packed to bf16, f32 accumulation); the other "
+       << model.kernels.size() - bf16
+       << " in fp32 (convolutions, attention and matmuls of computed operands)\n";
   for (const HeavyKernel& k : model.kernels)
     os << "  " << (k.tuned ? "tuned  " : "default") << "  " << k.label << "\n";
   std::set<std::string> others;

@@ -20,17 +20,29 @@
 
 namespace tunec::driver {
 
+/// What the heavy kernels compute in. bf16 (automatic mixed precision, as PyTorch's CPU
+/// autocast): a MatMul or Gemm with constant weights multiplies them packed to bf16 with its A
+/// rounded to bf16, accumulating in f32 (vdpbf16ps); its output, every other op (convolutions,
+/// attention, softmax, normalizations) and the model's inputs and outputs stay f32.
+enum class Precision { Fp32, Bf16 };
+
 struct CompileOptions {
   int threads = 1;     ///< threads of every kernel (part of the workload key)
   Target target;       ///< the machine the model is for: caches, record lookup (the Jit's target)
   Isa isa = Isa::Avx2; ///< the ISA of every kernel: widestIsa(target) unless restricted
   db::TuningDatabase* database = nullptr; ///< tuned configs; defaults without one
   db::TargetMatch targetMatch = db::TargetMatch::Exact;
+  Precision precision = Precision::Fp32;
 };
+
+/// "fp32" or "bf16" (the --precision flag); an error names the spellings.
+Expected<Precision> parsePrecision(const std::string& name);
+/// The target runs the precision's kernels at this ISA; the error names what the target lacks.
+Status checkPrecision(const CompileOptions& options);
 
 /// One heavy kernel of the model, for the compile report and for task extraction.
 struct HeavyKernel {
-  std::string label; ///< "Conv 'conv1' + bias+relu"
+  std::string label; ///< "Conv 'conv1' + bias+relu" (" in bf16" for a bf16 kernel)
   Workload workload; ///< the tuning key (toJson: its canonical JSON)
   Config config;
   bool tuned = false; ///< the config came from the database

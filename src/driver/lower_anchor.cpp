@@ -354,6 +354,9 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
   }
   w.constantB = mo.bData != nullptr;
   w.coldWeights = w.constantB && l.weightsCold();
+  // --precision bf16: weights packed to bf16, A rounded per block by the kernel, f32 out.
+  if (l.options().precision == Precision::Bf16 && w.constantB)
+    w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
   mo.aSource = n.inputs[0], mo.bSource = n.inputs[1];
   const passes::OperandViews& views = l.operandViews();
   if (auto it = views.a.find(id); it != views.a.end()) {
@@ -421,6 +424,7 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   int in = l.tensorIn(mo.aSource, Phys::Plain);
   int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(mo.bSource, Phys::Plain);
   if (w.splitN) hk.label += " split " + std::to_string(w.n / w.splitN) + " ways";
+  if (isBf16Gemm(w.types)) hk.label += " in bf16";
   std::string label = hk.label;
   // Read through an NHWC view, the matmul's rows are the NHWC layout of the result.
   Phys phys = kernel.nhwcView >= 0 ? Phys::Nhwc : Phys::Plain;

@@ -29,8 +29,14 @@ void fillInfo(const tunec::rt::IoSpec& io, tunec_tensor_info* info) {
   info->bytes = io.bytes;
 }
 
-bool hostHas(const std::string& isa) {
+// The plan's ISA ("avx512"), and the features its kernels need besides ("+avx512_bf16").
+bool hostHas(const std::string& planIsa) {
   __builtin_cpu_init();
+  std::string isa = planIsa.substr(0, planIsa.find('+'));
+  for (size_t at = planIsa.find('+'); at != std::string::npos; at = planIsa.find('+', at + 1)) {
+    std::string feature = planIsa.substr(at + 1, planIsa.find('+', at + 1) - at - 1);
+    if (feature != "avx512_bf16" || !__builtin_cpu_supports("avx512bf16")) return false;
+  }
   if (isa == "avx512")
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");

@@ -124,10 +124,22 @@ def test_bench(model):
     assert stats["runs"] == 10 and 0 < stats["min_ms"] <= stats["median_ms"] <= stats["p90_ms"]
 
 
+def test_bf16_precision_runs_or_names_what_the_machine_lacks():
+    x = np.random.default_rng(3).uniform(-1, 1, size=(1, 3, 32, 32)).astype(np.float32)
+    want = tunec.compile(MODEL).run({"x": x})["y"]
+    try:
+        got = tunec.compile(MODEL, precision="bf16").run({"x": x})["y"]
+    except tunec.Error as e:  # a machine without avx512_bf16
+        assert "--precision bf16 needs AVX-512 with avx512_bf16" in str(e)
+        pytest.skip("this machine has no avx512_bf16: " + str(e))
+    rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+    assert 0 < rel < 2e-2  # its Gemm ran in bf16: close to fp32, not equal
+
+
 def test_compile_errors():
     with pytest.raises(tunec.Error, match="nothere.onnx: cannot open file"):
         tunec.compile("nothere.onnx")
-    with pytest.raises(ValueError, match="precision 'int8' is not implemented"):
+    with pytest.raises(ValueError, match="precision 'int8' is not one of fp32, bf16"):
         tunec.compile(MODEL, precision="int8")
     with pytest.raises(ValueError, match="threads must be at least 1"):
         tunec.compile(MODEL, threads=0)
