@@ -91,6 +91,25 @@ cp "$src/tests/fixtures/tiny_cnn_tuned_before_target.db" "$tmp/old.db"
 expect 0 " 0 with the analytical default" -- compile "$ex/model.onnx" --db "$tmp/old.db" \
   --target "$src/tests/fixtures/zen3_target.json" -o "$tmp/old.so"
 
+# --precision bf16 for a target without avx512_bf16 names what it lacks, whatever this machine
+# has; a bf16 build for one that has it (a file written from this one, with the feature added)
+# records the feature, so a CPU without it refuses to load the library.
+expect 1 "precision bf16 needs AVX-512 with avx512_bf16 \(vdpbf16ps\), which the target .AMD EPYC. \(avx2, fma\) lacks" -- \
+  compile "$ex/model.onnx" --precision bf16 --target "$src/tests/fixtures/zen3_target.json" -o "$tmp/x.so"
+expect 1 "precision 'int8' is not one of fp32, bf16" -- compile "$ex/model.onnx" --precision int8 -o "$tmp/x.so"
+/usr/bin/python3 - "$tmp/here.json" "$tmp/bf16.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["isa"] = sorted(set(t["isa"]) | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"})
+json.dump(t, open(sys.argv[2], "w"))
+PY
+expect 0 "of them in bf16" -- compile "$ex/model.onnx" --precision bf16 --target "$tmp/bf16.json" -o "$tmp/bf16.so"
+if grep -q avx512_bf16 /proc/cpuinfo; then
+  expect 0 "ran in" -- run "$tmp/bf16.so" --input "x=$ex/x.npy" --output "$tmp/bf16_out"
+else
+  expect 1 "compiled for avx512+avx512_bf16, which this CPU lacks" -- run "$tmp/bf16.so" --input "x=$ex/x.npy"
+fi
+
 # Malformed target files name the field.
 echo '{"isa": ["avx2", "fma", "sse9"], "cores": 2, "l1d": 1, "l2": 1, "l3": 1, "model": "x"}' >"$tmp/bad1.json"
 expect 1 "bad1.json: field 'isa': unknown feature \"sse9\"" -- compile "$ex/model.onnx" --target "$tmp/bad1.json" -o "$tmp/x.so"

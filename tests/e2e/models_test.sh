@@ -34,6 +34,21 @@ for m in "${models[@]}"; do
   "$tunec" run "$d/model.onnx" --input "$name=$input" --output "$work/out/$m.optimized" --reference --optimize
   /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/$m.optimized/y.npy" --max-rel-l2 1e-4 || status=1
 done
+# --precision bf16 (BERT-base's Linear layers in bf16, f32 accumulation): within 2e-2 of
+# PyTorch fp32, weights packed to bf16. Needs avx512_bf16; elsewhere it is a clear error.
+d="$work/bert_base"
+if grep -q avx512_bf16 /proc/cpuinfo; then
+  "$tunec" compile "$d/model.onnx" --precision bf16 -o "$work/bert_base.bf16.so" > "$work/out.bert_base.bf16.compile.txt"
+  grep -q "48 of them in bf16" "$work/out.bert_base.bf16.compile.txt" || { echo "FAIL: BERT-base bf16: not 48 bf16 kernels"; status=1; }
+  "$tunec" run "$work/bert_base.bf16.so" --input "input_ids=$d/input_ids.npy" --output "$work/out/bert_base.bf16"
+  /usr/bin/python3 "$src/scripts/compare_outputs.py" "$d/expected_y.npy" "$work/out/bert_base.bf16/y.npy" --max-rel-l2 2e-2 || status=1
+  f32=$(sed -nE 's/.*constants ([0-9.]+) MB.*/\1/p' "$work/out.bert_base.compile.txt")
+  bf16=$(sed -nE 's/.*constants ([0-9.]+) MB.*/\1/p' "$work/out.bert_base.bf16.compile.txt")
+  echo "bert_base bf16: constants $bf16 MB (fp32 $f32 MB)"
+  /usr/bin/python3 -c "import sys; sys.exit(0 if $bf16 < 0.65 * $f32 else 1)" || { echo "FAIL: bf16 constants not below 0.65x fp32"; status=1; }
+else
+  echo "SKIP: bert_base --precision bf16: this machine has no avx512_bf16"
+fi
 # A quantized model says how it runs: dequantized, until tunec has int8 kernels.
 if ! grep -q "quantized model (.* QuantizeLinear/DequantizeLinear nodes): tunec has no int8 kernels yet" \
     "$work/out.qdq_tiny_cnn.compile.txt"; then
