@@ -14,6 +14,7 @@
 #include "codegen/weight_packing.h"
 
 #include <limits>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <numeric>
 
 namespace tunec {
@@ -36,10 +37,11 @@ class AttentionEmitter : codegen::EmitterBase {
 public:
   AttentionEmitter(ModuleBuilder& mb, const AttentionParts& p)
       : EmitterBase(mb), p_(p), ld_(attentionKeyBlock(p, mb.target())),
-        rows_(attentionRowBlock(p, mb.target())), online_(ld_ < p.qk.n) {}
+        rows_(attentionRowBlock(p, mb.target())), online_(ld_ < p.qk.n),
+        bf16_(p.qk.types.wei == DType::BF16) {}
 
   void emit(const std::string& entryName) {
-    qk_ = makeKernels(p_.qk, p_.qkConfig, p_.qkEpilogue, p_.qk.transA, "att_qk");
+    qk_ = makeKernels(p_.qk, p_.qkConfig, p_.qkEpilogue, p_.qk.transA && !bf16_, "att_qk");
     av_ = makeKernels(p_.av, p_.avConfig, {}, false, "att_av");
     llvm::Function* task = emitTask(entryName + "_task");
     auto args = mb_.beginKernelEntry(b_, entryName);
@@ -62,6 +64,7 @@ private:
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c.isa, rows, c.nr, cols, aTransposed, true, e};
       spec.types = w.types;
+      if (convertsA(w.types)) spec.types.src = DType::BF16; // Q rounded per row block
       return codegen::emitMicrokernel(mb_, spec, name + "_" + suffix, true,
                                       rows == c.mr && cols == c.nr);
     };
@@ -73,11 +76,12 @@ private:
     return k;
   }
 
+  // K or V (f32 tensors) into the panels the microkernels read: f32, or bf16 k-pair panels.
   llvm::Value* packB(const MatmulWorkload& w, const MatmulConfig& c, llvm::Value* raw, int slot) {
-    llvm::Value* packed =
-        mb_.emitScratch(b_, slot, codegen::matmulPackedBElements(w, c) * 4); // f32 panels
+    llvm::Value* packed = mb_.emitScratch(
+        b_, slot, codegen::matmulPackedBElements(w, c) * static_cast<int64_t>(w.types.weiBytes()));
     llvm::FunctionCallee pack = mb_.declare(
-        "tunec_pack_b_f32",
+        w.types.wei == DType::BF16 ? "tunec_pack_b_f32_to_bf16" : "tunec_pack_b_f32",
         llvm::FunctionType::get(
             b_.getVoidTy(),
             {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(), mb_.i64(), mb_.i64(), mb_.ptr()}, false));
@@ -99,6 +103,14 @@ private:
     llvm::Value* kPanels = packB(qk, p_.qkConfig, k, 0);
     llvm::Value* vPanels = packB(av, p_.avConfig, v, 1);
     llvm::Value* scores = mb_.emitScratch(b_, 3, rows_ * ld_ * 4);
+    // bf16: the block's Q rows rounded to bf16 (whole k-pairs) and P rounded to bf16, in one
+    // scratch (the score buffer keeps the f32 scores and their exponentials).
+    llvm::Value *qBf16 = nullptr, *pBf16 = nullptr;
+    const int64_t qPairs = (qk.k + 1) / 2 * 2;
+    if (bf16_) {
+      qBf16 = mb_.emitScratch(b_, 2, (rows_ * qPairs + rows_ * ld_) * 2);
+      pBf16 = gep(DType::BF16, qBf16, i64(rows_ * qPairs));
+    }
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     acc_ = b_.CreateAlloca(mb_.f32Vector()); // in the entry block: allocas in loops grow the stack
@@ -110,15 +122,26 @@ private:
       auto oRow = [&](llvm::Value* r) {
         return gep(o, b_.CreateMul(b_.CreateAdd(ib, r), i64(av.cLd())));
       };
+      if (bf16_) { // Q's rows of this block, rounded once for every key block
+        llvm::FunctionCallee toBf16 = mb_.declare(
+            "tunec_pack_a_f32_to_bf16",
+            llvm::FunctionType::get(
+                b_.getVoidTy(), {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(), mb_.i64(), mb_.ptr()},
+                false));
+        llvm::Value* first = qk.transA ? gep(q, ib) : gep(q, b_.CreateMul(ib, i64(qk.aLd())));
+        b_.CreateCall(toBf16,
+                      {first, i64(qk.aLd()), b_.getInt32(qk.transA), rows, i64(qk.k), qBf16});
+      }
       auto block = [&](llvm::Value* kb0, int64_t keys) {
         // S[rows x keys] = Q[ib.., :] K[:, kb0 .., with the first matmul's epilogue.
         emitTiles(qk, p_.qkConfig, qk_, rows, kPanels,
                   [&](llvm::Value* ir, llvm::Value* col) {
                     llvm::Value* row = b_.CreateAdd(ib, ir);
-                    llvm::Value* a =
-                        qk.transA ? gep(q, row) : gep(q, b_.CreateMul(row, i64(qk.aLd())));
+                    llvm::Value* a = bf16_ ? gep(DType::BF16, qBf16, b_.CreateMul(ir, i64(qPairs)))
+                                     : qk.transA ? gep(q, row)
+                                                 : gep(q, b_.CreateMul(row, i64(qk.aLd())));
                     return Tile{a,
-                                i64(qk.aLd()),
+                                i64(bf16_ ? qPairs : qk.aLd()),
                                 gep(scores, b_.CreateAdd(b_.CreateMul(ir, i64(ld_)),
                                                          b_.CreateSub(col, kb0))),
                                 i64(ld_),
@@ -132,10 +155,12 @@ private:
             // P unnormalized; O's row is divided by the sum instead (half as many columns).
             b_.CreateStore(emitExpInPlace(row, keys, emitRowMax(row, keys)),
                            b_.CreateGEP(mb_.f32(), rowSum_, r));
+            if (bf16_) emitRowToBf16(row, keys, gep(DType::BF16, pBf16, b_.CreateMul(r, i64(ld_))));
             return;
           }
           llvm::Value* alpha = emitOnlineSoftmaxRow(row, keys, b_.CreateGEP(mb_.f32(), rowMax_, r),
                                                     b_.CreateGEP(mb_.f32(), rowSum_, r));
+          if (bf16_) emitRowToBf16(row, keys, gep(DType::BF16, pBf16, b_.CreateMul(r, i64(ld_))));
           // O's row so far, rescaled to the new maximum (garbage before the first block, which
           // overwrites it).
           emitScaleRow(oRow(r), av.n, alpha);
@@ -143,7 +168,8 @@ private:
         // O[ib.., :] (+)= P V[kb0 .., :].
         emitTiles(av, p_.avConfig, av_, rows, vPanels,
                   [&](llvm::Value* ir, llvm::Value* col) {
-                    return Tile{gep(scores, b_.CreateMul(ir, i64(ld_))),
+                    return Tile{bf16_ ? gep(DType::BF16, pBf16, b_.CreateMul(ir, i64(ld_)))
+                                      : gep(scores, b_.CreateMul(ir, i64(ld_))),
                                 i64(ld_),
                                 gep(oRow(ir), col),
                                 i64(av.cLd()),
@@ -271,6 +297,34 @@ private:
     return b_.CreateFAddReduce(llvm::ConstantFP::get(mb_.f32(), 0.0), sum);
   }
 
+  // The n f32 values at `row` rounded to bf16 at `out` (nearest even), and a zero after an odd n:
+  // P's k-pairs for P V (V's pair panels are zero past the keys, and a NaN there would poison).
+  void emitRowToBf16(llvm::Value* row, int64_t n, llvm::Value* out) {
+    llvm::FixedVectorType* vecTy = mb_.f32Vector();
+    int lanes = static_cast<int>(vecTy->getNumElements());
+    auto* halfTy = llvm::FixedVectorType::get(b_.getInt16Ty(), static_cast<unsigned>(lanes));
+    llvm::Function* cvt = llvm::Intrinsic::getDeclaration(
+        &mb_.module(), llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512);
+    auto convert = [&](llvm::Value* x) {
+      return b_.CreateBitCast(b_.CreateCall(cvt, {x}), halfTy);
+    };
+    int64_t full = n / lanes;
+    int tail = static_cast<int>(n % lanes);
+    mb_.forLoop(b_, i64(0), i64(full), 1, "tobf16", [&](llvm::Value* i) {
+      llvm::Value* at = b_.CreateMul(i, i64(lanes));
+      b_.CreateAlignedStore(convert(b_.CreateAlignedLoad(vecTy, gep(row, at), llvm::Align(4))),
+                            gep(DType::BF16, out, at), llvm::Align(2));
+    });
+    if (tail) {
+      llvm::Value* mask = codegen::laneMask(b_, lanes, tail);
+      llvm::Value* x = b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)), llvm::Align(4), mask,
+                                           llvm::ConstantFP::get(vecTy, 0.0));
+      b_.CreateMaskedStore(convert(x), gep(DType::BF16, out, i64(full * lanes)), llvm::Align(2),
+                           mask);
+    }
+    if (n % 2) b_.CreateStore(b_.getInt16(0), gep(DType::BF16, out, i64(n)));
+  }
+
   // row[0 .. n) *= factor (a scalar).
   void emitScaleRow(llvm::Value* row, int64_t n, llvm::Value* factor) {
     llvm::FixedVectorType* vecTy = mb_.f32Vector();
@@ -308,8 +362,11 @@ private:
     if (!range.flags) range.flags = b_.getInt32(kUkrApplyEpilogue);
     mb_.forLoop(b_, range.begin, range.end, c.nr, "jr", [&](llvm::Value* jr) {
       llvm::Value* panel = b_.CreateSDiv(jr, i64(c.nr));
-      llvm::Value* bPtr = gep(panels, b_.CreateAdd(b_.CreateMul(panel, i64(w.k * c.nr)),
-                                                   b_.CreateMul(range.kBegin, i64(c.nr))));
+      const int64_t panelElements =
+          codegen::matmulPackedBElements(w, c) / ((w.n + c.nr - 1) / c.nr);
+      llvm::Value* bPtr = gep(w.types.wei, panels,
+                              b_.CreateAdd(b_.CreateMul(panel, i64(panelElements)),
+                                           b_.CreateMul(range.kBegin, i64(c.nr))));
       b_.CreateStore(bPtr, bArr_);
       llvm::Value* nTail = b_.CreateICmpSLT(b_.CreateSub(i64(w.n), jr), i64(c.nr));
       mb_.forLoop(b_, i64(0), rows, c.mr, "ir", [&](llvm::Value* ir) {
@@ -341,6 +398,7 @@ private:
   const AttentionParts& p_;
   int64_t ld_, rows_; ///< the score buffer's row stride (keys per block), rows per block
   bool online_;       ///< more keys than one block: the online softmax
+  bool bf16_;         ///< vdpbf16ps: Q, K, P and V rounded to bf16, f32 scores and sums
   Kernels qk_, av_;
   llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *acc_ = nullptr;
   llvm::Value *rowMax_ = nullptr, *rowSum_ = nullptr; ///< per row of the block: m and l
@@ -354,8 +412,14 @@ Status checkAttention(const AttentionParts& p) {
   TUNEC_TRY(av.check());
   TUNEC_TRY(validateMatmulConfig(qk, p.qkConfig));
   TUNEC_TRY(validateMatmulConfig(av, p.avConfig));
-  if (!qk.types.allF32() || !av.types.allF32())
-    return makeError("attention: the matmuls must be f32 (this tunec fuses f32 attention)");
+  // f32, or bf16: Q (f32, rounded per row block) times K packed to bf16 pairs, then P (rounded
+  // by the softmax) times V packed to bf16 pairs; f32 accumulation, scores and O.
+  bool f32 = qk.types.allF32() && av.types.allF32();
+  bool bf16 = convertsA(qk.types) && qk.types.dst == DType::F32 && isBf16Gemm(av.types) &&
+              !convertsA(av.types) && av.types.dst == DType::F32;
+  if (!f32 && !bf16)
+    return makeError("attention: the matmuls must be f32, or f32 Q x bf16 K then bf16 P x bf16 V "
+                     "with f32 results");
   if (qk.constantB || av.constantB) return makeError("attention: K and V must be computed");
   if (qk.batch != av.batch || qk.m != av.m || qk.n != av.k)
     return makeError("attention: Q K is ", qk.batch, "x", qk.m, "x", qk.n, " but P V reads ",
@@ -388,7 +452,7 @@ namespace codegen {
 
 Status emitAttentionKernel(ModuleBuilder& mb, const std::string& symbol, const AttentionParts& p) {
   TUNEC_TRY(checkAttention(p));
-  TUNEC_TRY(checkTargetSupports(mb.target(), p.qkConfig.isa));
+  TUNEC_TRY(checkTargetSupports(mb.target(), p.qkConfig.isa, p.qk.types));
   AttentionEmitter(mb, p).emit(symbol);
   return {};
 }

@@ -522,10 +522,13 @@ std::string compileReport(const CompiledModel& model) {
   size_t bf16 = static_cast<size_t>(
       std::count_if(model.kernels.begin(), model.kernels.end(),
                     [](const HeavyKernel& k) { return isBf16Gemm(workloadTypes(k.workload)); }));
-  if (bf16)
-    os << bf16 << " of them in bf16 (weights packed to bf16, f32 accumulation); the other "
-       << model.kernels.size() - bf16
-       << " in fp32 (convolutions, attention and matmuls of computed operands)\n";
+  if (bf16) {
+    os << bf16 << " of them in bf16 (f32 accumulation)";
+    if (bf16 < model.kernels.size())
+      os << ", the other " << model.kernels.size() - bf16
+         << " in fp32 (convolutions, and matmuls of computed operands outside attention)";
+    os << "\n";
+  }
   for (const HeavyKernel& k : model.kernels)
     os << "  " << (k.tuned ? "tuned  " : "default") << "  " << k.label << "\n";
   std::set<std::string> others;

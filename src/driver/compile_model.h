@@ -22,8 +22,9 @@ namespace tunec::driver {
 
 /// What the heavy kernels compute in. bf16 (automatic mixed precision, as PyTorch's CPU
 /// autocast): a MatMul or Gemm with constant weights multiplies them packed to bf16 with its A
-/// rounded to bf16, accumulating in f32 (vdpbf16ps); its output, every other op (convolutions,
-/// attention, softmax, normalizations) and the model's inputs and outputs stay f32.
+/// rounded to bf16, accumulating in f32 (vdpbf16ps); a fused attention multiplies Q, K, P and V
+/// rounded to bf16 (an even key count), with f32 scores, softmax and output. Their outputs, the
+/// other ops (convolutions, normalizations) and the model's inputs and outputs stay f32.
 enum class Precision { Fp32, Bf16 };
 
 struct CompileOptions {

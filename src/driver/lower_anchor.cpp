@@ -441,6 +441,13 @@ bool lowerAttention(Lowering& l, const passes::FusedKernel& kernel) {
   // One head: the batch was folded into M; as one batch element of its own B it is the same.
   for (MatmulWorkload* w : {&qk.w, &av.w})
     if (w->batch == 1) w->broadcastB = false;
+  // --precision bf16: Q rounded per row block times K packed to bf16, P rounded by the softmax
+  // times V packed to bf16 (P's k-pairs need an even key count; else the attention stays f32).
+  bool bf16 = l.options().precision == Precision::Bf16 && qk.w.n % 2 == 0;
+  if (bf16) {
+    qk.w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    av.w.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};
+  }
   EpilogueBuild e;
   if (!buildEpilogue(l, kernel, qk.w.n, Phys::Plain, e)) return false;
   e.result = av.result; // the scores' epilogue is inside; the kernel writes O
@@ -462,7 +469,8 @@ bool lowerAttention(Lowering& l, const passes::FusedKernel& kernel) {
   std::string label = "Attention '" + n.name + "' " + std::to_string(qk.w.batch) + " heads, " +
                       std::to_string(qk.w.m) + " queries x " + std::to_string(qk.w.n) + " keys x " +
                       std::to_string(qk.w.k) + (e.epilogue.empty() ? "" : " + ") +
-                      epilogueName(e.epilogue) + " + softmax x V " + std::to_string(av.w.n);
+                      epilogueName(e.epilogue) + " + softmax x V " + std::to_string(av.w.n) +
+                      (bf16 ? " in bf16" : "");
   hq.label = label + ": scores, MatMul " + matmulDims(qk.w);
   hv.label = label + ": values, MatMul '" + g.node(kernel.values).name + "' " + matmulDims(av.w);
   int q = l.tensorIn(qk.aSource, Phys::Plain), k = l.tensorIn(qk.bSource, Phys::Plain),

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <immintrin.h>
+#include <vector>
 
 extern "C" void tunec_pack_a_f32(const float* a, int64_t lda, int32_t transposed, int64_t rows,
                                  int64_t cols, int64_t mr, float* dst) {
@@ -170,8 +171,60 @@ extern "C" void tunec_pack_b_bf16(const uint16_t* b, int64_t ldb, int32_t transp
   packPairPanels(b, ldb, transposed != 0, k, n, nr, dst, [](uint16_t x) { return x; });
 }
 
+namespace {
+
+// tunec_pack_b_f32_to_bf16 with AVX512-BF16 (attention packs K and V of every head at run time):
+// an untransposed B two rows at a time, 16 columns of k-pairs per store (the row pair rounded by
+// vcvtneps2bf16 and interleaved as 32-bit pairs); a transposed B (K^T: a column of B is a row of
+// K, its k-pairs adjacent) a row at a time, rounded in one pass, then its pairs put in place.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void
+packPairPanelsAvx512(const float* b, int64_t ldb, bool transposed, int64_t k, int64_t n, int64_t nr,
+                     uint16_t* dst) {
+  const int64_t kp = (k + 1) / 2 * 2, panels = (n + nr - 1) / nr;
+  auto* out32 = reinterpret_cast<uint32_t*>(dst);
+  if (transposed) {
+    std::vector<uint16_t> row(static_cast<size_t>(kp), 0);
+    const auto* pairs = reinterpret_cast<const uint32_t*>(row.data());
+    for (int64_t p = 0; p < panels; ++p)
+      for (int64_t jl = 0; jl < nr; ++jl) {
+        int64_t j = p * nr + jl;
+        uint32_t* col = out32 + (p * kp * nr) / 2 + jl;
+        if (j >= n) {
+          for (int64_t q = 0; q < kp / 2; ++q) col[q * nr] = 0;
+          continue;
+        }
+        rowToBf16Avx512(b + j * ldb, k, row.data());
+        for (int64_t q = 0; q < kp / 2; ++q) col[q * nr] = pairs[q];
+      }
+    return;
+  }
+  for (int64_t kk = 0; kk < kp; kk += 2) {
+    const float* r0 = b + kk * ldb;
+    const float* r1 = kk + 1 < k ? b + (kk + 1) * ldb : nullptr;
+    for (int64_t p = 0; p < panels; ++p)
+      for (int64_t j = 0; j < nr; j += 16) {
+        int64_t c = p * nr + j, valid = std::clamp<int64_t>(n - c, 0, 16);
+        auto mask = static_cast<__mmask16>((1u << valid) - 1);
+        __m512i lo = _mm512_maskz_cvtepu16_epi32(
+            0xffff,
+            reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, r0 + c))));
+        __m512i hi =
+            r1 ? _mm512_maskz_cvtepu16_epi32(0xffff, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(
+                                                         _mm512_maskz_loadu_ps(mask, r1 + c))))
+               : _mm512_setzero_si512();
+        _mm512_storeu_si512(dst + p * kp * nr + kk * nr + 2 * j,
+                            _mm512_or_si512(lo, _mm512_maskz_slli_epi32(0xffff, hi, 16)));
+      }
+  }
+}
+
+} // namespace
+
 extern "C" void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t transposed, int64_t k,
                                          int64_t n, int64_t nr, uint16_t* dst) {
+  static const bool fast =
+      __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+  if (fast && nr % 16 == 0) return packPairPanelsAvx512(b, ldb, transposed != 0, k, n, nr, dst);
   packPairPanels(b, ldb, transposed != 0, k, n, nr, dst,
                  [](float x) { return tunec::floatToBf16(x); });
 }

@@ -48,16 +48,30 @@ Tensor referenceAttention(const AttentionParts& p, float scale, bool masked, con
   return (*out)[0];
 }
 
+Tensor roundedToBf16(Tensor t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.dataAs<float>()[i] = bf16ToFloat(floatToBf16(t.dataAs<float>()[i]));
+  return t;
+}
+
 // Random shapes and configs against the reference; `online`: with blocks of 1 to 5 score
 // panels, so that most shapes take the online softmax over several key blocks (with a tail).
-void checkRandomAttention(bool online, uint32_t seed) {
+// `bf16`: Q x K and P x V on vdpbf16ps (keys even, as P's k-pairs need), against the reference
+// on Q, K and V rounded to bf16; P is rounded too (8 bits), so O, a convex combination of V's
+// rows, is within 2^-8 of it: an absolute 8e-3.
+void checkRandomAttention(bool online, uint32_t seed, bool bf16 = false) {
   std::mt19937 rng(seed);
   Isa isa = widestIsa(hostTarget());
   int checked = 0, blocks = 0;
   for (int trial = 0; trial < 60 && checked < 24; ++trial) {
     int64_t heads = 1 + rng() % 4, m = 1 + rng() % 70, keys = 1 + rng() % 150, d = 1 + rng() % 40,
             dv = 1 + rng() % 40;
+    if (bf16) keys += keys % 2;
     AttentionParts p;
+    if (bf16) {
+      p.qk.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+      p.av.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};
+    }
     p.qk.batch = p.av.batch = heads;
     p.qk.m = p.av.m = m, p.qk.n = p.av.k = keys, p.qk.k = d, p.av.n = dv;
     p.qk.broadcastB = p.av.broadcastB = false;
@@ -85,8 +99,10 @@ void checkRandomAttention(bool online, uint32_t seed) {
     Tensor out = randomTensor(Shape{heads, m, dv}, rng); // garbage that must be overwritten
     kernel->run(q.dataAs<float>(), k.dataAs<float>(), v.dataAs<float>(), out.dataAs<float>(),
                 mask.dataAs<float>());
-    Tensor want = referenceAttention(p, scale, masked, q, k, v, mask);
-    double tol = 2e-5 + 4.0 * static_cast<double>(d + keys) * 1.1920929e-7;
+    Tensor want = bf16 ? referenceAttention(p, scale, masked, roundedToBf16(q), roundedToBf16(k),
+                                            roundedToBf16(v), mask)
+                       : referenceAttention(p, scale, masked, q, k, v, mask);
+    double tol = bf16 ? 8e-3 : 2e-5 + 4.0 * static_cast<double>(d + keys) * 1.1920929e-7;
     for (int64_t i = 0; i < out.numel(); ++i)
       ASSERT_NEAR(out.getDouble(i), want.getDouble(i), tol)
           << "element " << i << " of heads " << heads << " m " << m << " keys " << keys << " d "
@@ -105,6 +121,14 @@ void checkRandomAttention(bool online, uint32_t seed) {
 
 TEST(AttentionKernel, RandomShapesAndConfigsMatchReference) {
   checkRandomAttention(false, 7);
+}
+
+// bf16 attention (--precision bf16): one block of keys, and the online softmax over several.
+TEST(AttentionKernel, Bf16MatchesReferenceOnRoundedOperands) {
+  if (!hostTarget().avx512bf16 || !targetSupports(hostTarget(), Isa::Avx512))
+    GTEST_SKIP() << "this machine has no avx512_bf16 (vdpbf16ps): bf16 kernels cannot run here";
+  checkRandomAttention(false, 5, true);
+  checkRandomAttention(true, 13, true);
 }
 
 // The online softmax (FlashAttention's recurrence over key blocks): the same checks with key
