@@ -13,7 +13,10 @@ and the ratio baseline / tunec (> 1: this build is faster).
 
 usage: scripts/bench_models.py --tunec build/src/tunec [--models resnet50,bert_base]
        [--threads 1,2] [--rounds 3] [--runs 20] [--db tuning.db] [--baseline OTHER_TUNEC]
-       [--work DIR]
+       [--precision fp32|bf16] [--work DIR]
+
+--precision bf16 compiles tunec with --precision bf16 and runs PyTorch under its CPU autocast
+(torch.autocast("cpu", dtype=torch.bfloat16), traced and frozen under it).
 """
 import argparse
 import json
@@ -29,11 +32,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_models  # noqa: E402
 
 
-def torch_model(name):
+def torch_model(name, precision="fp32"):
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
     model, inputs = export_models.build(name, generator)
     model.eval()
+    if precision == "bf16":  # PyTorch's CPU autocast, traced and frozen under it
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
+            traced = torch.jit.trace(model, tuple(inputs.values()), check_trace=False)
+            frozen = torch.jit.freeze(traced)
+        return frozen, tuple(inputs.values())
     with torch.no_grad():
         traced = torch.jit.trace(model, tuple(inputs.values()))
         frozen = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
@@ -69,6 +77,8 @@ def main():
     parser.add_argument("--baseline", default="", help="another tunec build to time side by side")
     parser.add_argument("--skip-pytorch", action="store_true",
                         help="time only tunec (and the baseline build): PyTorch's column is '-'")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                        help="bf16: tunec --precision bf16 against PyTorch's bf16 autocast")
     parser.add_argument("--work", default="build/bench_models")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -77,14 +87,15 @@ def main():
         onnx = os.path.join(args.work, name, "model.onnx")
         if not os.path.exists(onnx):
             export_models.export(name, args.work)
-        model, inputs = (None, None) if args.skip_pytorch else torch_model(name)
+        model, inputs = (None, None) if args.skip_pytorch else torch_model(name, args.precision)
         for threads in [int(t) for t in args.threads.split(",")]:
             # The defaults (no database: TUNEC_DB points nowhere), and the tuned records.
             env = dict(os.environ, TUNEC_DB=os.path.join(args.work, "no-such.db"))
             so = os.path.join(args.work, name, f"model_t{threads}.so")
             start = time.perf_counter()
-            subprocess.run([args.tunec, "compile", onnx, "-o", so, "--threads", str(threads)],
-                           check=True, capture_output=True, env=env)
+            subprocess.run([args.tunec, "compile", onnx, "-o", so, "--threads", str(threads),
+                            "--precision", args.precision], check=True, capture_output=True,
+                           env=env)
             compile_s = time.perf_counter() - start
             tuned_so = None
             if args.db:
@@ -115,7 +126,9 @@ def main():
             base = statistics.median(tb) if tb else None
             rows.append((name, threads, p, t, tuned, base, compile_s))
     tuned_cols = args.db != ""
-    print("| model | threads | PyTorch (jit freeze + optimize_for_inference) ms | tunec defaults ms "
+    pytorch_path = ("bf16 autocast, jit trace + freeze" if args.precision == "bf16"
+                    else "jit freeze + optimize_for_inference")
+    print(f"| model | threads | PyTorch ({pytorch_path}) ms | tunec defaults ms "
           "| PyTorch / tunec defaults |" + (" tunec tuned ms | PyTorch / tuned | defaults / tuned |"
                                           if tuned_cols else "") +
           (" baseline build ms | baseline / tunec |" if args.baseline else "") + " tunec compile s |")

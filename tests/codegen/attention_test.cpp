@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <random>
 
@@ -202,9 +203,14 @@ namespace tunec {
 namespace {
 
 // Not a test: times BERT-base's attention (12 heads, 128 x 128 x 64) and its parts, for
-// profiling (--gtest_also_run_disabled_tests --gtest_filter='*TimeBert*').
+// profiling (--gtest_also_run_disabled_tests --gtest_filter='*TimeBert*'); TUNEC_BF16=1 times
+// the bf16 kernel (--precision bf16).
 TEST(AttentionKernel, DISABLED_TimeBertShapes) {
   AttentionParts p;
+  if (std::getenv("TUNEC_BF16")) {
+    p.qk.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    p.av.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};
+  }
   p.qk.batch = p.av.batch = 12;
   p.qk.m = p.av.m = 128, p.qk.n = p.av.k = 128, p.qk.k = 64, p.av.n = 64;
   p.qk.broadcastB = p.av.broadcastB = p.qk.constantB = p.av.constantB = false;
