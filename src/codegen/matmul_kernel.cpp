@@ -120,7 +120,7 @@ private:
          bBytes = static_cast<int64_t>(w_.types.weiBytes());
     if (c_.packA) aPack_ = mb_.emitScratch(b_, 0, c_.mc * c_.kc * aBytes);
     if (convertsA(w_.types)) // bf16 rows of whole k-pairs
-      aPack_ = mb_.emitScratch(b_, 0, c_.mc * (c_.kc + 1) / 2 * 2 * 2);
+      aPack_ = mb_.emitScratch(b_, 0, c_.mc * ((c_.kc + 1) / 2 * 2) * 2);
     if (!w_.constantB)
       bPack_ = mb_.emitScratch(b_, 1, codegen::matmulPackedBElements(w_, c_) * bBytes);
     // Ranges of the batch and block loops; the parallel one covers block t only.

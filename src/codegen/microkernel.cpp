@@ -132,11 +132,11 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
 
   llvm::Function* prefetch =
       llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::prefetch, {ptr});
-  // Prefetch the C tile for writing; it is read and written only after the k loop.
   // C (and the addend) hold the destination type: f32, or bf16 rounded to nearest even.
   const bool bf16C = spec.types.dst == DType::BF16;
   llvm::Type* cElem = bf16C ? llvm::Type::getInt16Ty(ctx) : f32;
   const int lineElems = 64 / static_cast<int>(spec.types.dstBytes());
+  // Prefetch the C tile for writing; it is read and written only after the k loop.
   if (spec.prefetchC) {
     for (int i = 0; i < mr; ++i)
       for (int j = 0; j < spec.nValid; j += lineElems) {

@@ -33,6 +33,10 @@ template <> struct TemplateOf<MatmulWorkload> {
   static void label(std::ostream& os, const MatmulWorkload& w) {
     os << "matmul " << (w.batch > 1 ? std::to_string(w.batch) + "x" : "") << w.m << "x" << w.n
        << "x" << w.k << (w.dense() ? "" : " strided");
+    // bf16 kernels say so: "bf16" (all bf16), "f32xbf16" (f32 A, bf16 weights)
+    if (!w.types.allF32())
+      os << " " << (w.types.src == w.types.wei ? "" : std::string(dtypeName(w.types.src)) + "x")
+         << dtypeName(w.types.wei);
   }
   static bool cold(const MatmulWorkload& w) { return w.coldWeights; }
 };
