@@ -169,6 +169,9 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
   Shape ws{w.oc, w.icPerGroup(), w.kh, w.kw};
   p.b = randomData(ws.numel(), rng);
   p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * outLd), 0.f);
+  if (convertsA(w.types)) // bf16: the values the kernel rounds to, for the reference too
+    for (std::vector<float>* values : {&p.a, &p.b})
+      for (float& x : *values) x = bf16ToFloat(floatToBf16(x));
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},

@@ -25,8 +25,11 @@ public:
       : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
     hp_ = w.h + w.padTop + w.padBottom;
     wp_ = w.w + w.padLeft + w.padRight;
-    // A padded input is copied dense first; an unpadded one is read in place, in_ld apart.
-    inLd_ = w.padded() ? w.ic : w.inPixelStride();
+    // A padded input is copied dense first; an unpadded one is read in place, in_ld apart. A
+    // bf16 convolution (f32 input, bf16 weights) reads a dense bf16 copy, padded or not.
+    bf16_ = convertsA(w.types);
+    aType_ = bf16_ ? DType::BF16 : w.types.src;
+    inLd_ = w.padded() || bf16_ ? w.ic : w.inPixelStride();
     outLd_ = w.outPixelStride();
     panelsPerGroup_ = (w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock;
     panels_ = w.groups * panelsPerGroup_;
@@ -53,11 +56,12 @@ public:
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.ocBlock, cols, false, true, epilogue_};
       spec.types = w_.types;
+      spec.types.src = aType_;
       spec.aRowGroup = group;
       spec.prefetchB = prefetchNextPanel();
       spec.prefetchBGroup = prefetchGroup();
       spec.prefetchA = aRowsAliasInL1(rows, w_.strideW * inLd_, group, w_.strideH * wp_ * inLd_,
-                                      w_.types.srcBytes());
+                                      dtypeSize(aType_));
       spec.scaleK = w_.channelScale;
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
                                       rows == tileRows && cols == c_.ocBlock);
@@ -109,11 +113,13 @@ private:
 
   void emitRow(llvm::Value* n, llvm::Value* panel, llvm::Value* oh, llvm::Value* ohHi) {
     const int64_t ic = inLd_, icg = w_.icPerGroup(), nr = c_.ocBlock;
-    llvm::Value* panelWeights = gep(weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * icg * nr)));
+    const DType wei = w_.types.wei; // bf16 panels hold k-pairs: the same element counts
+    llvm::Value* panelWeights =
+        gep(wei, weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * icg * nr)));
     // The next panel (this one at the last), prefetched one cache-line column per tile.
-    llvm::Value* nextWeights =
-        gep(weights_, b_.CreateMul(min(b_.CreateAdd(panel, i64(1)), i64(panels_ - 1)),
-                                   i64(w_.kh * w_.kw * icg * nr)));
+    llvm::Value* nextWeights = gep(wei, weights_,
+                                   b_.CreateMul(min(b_.CreateAdd(panel, i64(1)), i64(panels_ - 1)),
+                                                i64(w_.kh * w_.kw * icg * nr)));
     // Panel p covers output channels [g*OCg + lp*nr, +nr) of group g = p / panelsPerGroup.
     llvm::Value* group = b_.CreateSDiv(panel, i64(panelsPerGroup_));
     llvm::Value* localOc = b_.CreateMul(b_.CreateSRem(panel, i64(panelsPerGroup_)), i64(nr));
@@ -129,11 +135,13 @@ private:
           int64_t idx = (kh * kwEntries_ + kw) * icBlocks_ + cb;
           llvm::Value* pixel =
               b_.CreateAdd(rowBase, i64(kh * w_.dilationH * wp_ + kw * w_.dilationW));
-          llvm::Value* a = gep(in_, b_.CreateAdd(b_.CreateMul(pixel, i64(ic)),
-                                                 b_.CreateAdd(icBase, i64(cb * c_.icBlock))));
+          llvm::Value* a = gep(aType_, in_,
+                               b_.CreateAdd(b_.CreateMul(pixel, i64(ic)),
+                                            b_.CreateAdd(icBase, i64(cb * c_.icBlock))));
           b_.CreateStore(a, b_.CreateGEP(mb_.ptr(), rowArr(), i64(idx)));
-          b_.CreateStore(gep(panelWeights, i64(((kh * w_.kw + kw) * icg + cb * c_.icBlock) * nr)),
-                         b_.CreateGEP(mb_.ptr(), bArr_, i64(idx)));
+          b_.CreateStore(
+              gep(wei, panelWeights, i64(((kh * w_.kw + kw) * icg + cb * c_.icBlock) * nr)),
+              b_.CreateGEP(mb_.ptr(), bArr_, i64(idx)));
         }
     llvm::Value* outRow =
         b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, i64(w_.oh())), oh), i64(w_.ow()));
@@ -142,7 +150,7 @@ private:
       llvm::Value* shift = b_.CreateMul(ow0, i64(w_.strideW * ic));
       mb_.forLoop(b_, i64(0), i64(batch_), 1, "fill", [&](llvm::Value* idx) {
         llvm::Value* base = b_.CreateLoad(mb_.ptr(), b_.CreateGEP(mb_.ptr(), rowArr(), idx));
-        b_.CreateStore(gep(base, shift), b_.CreateGEP(mb_.ptr(), aArr_, idx));
+        b_.CreateStore(gep(aType_, base, shift), b_.CreateGEP(mb_.ptr(), aArr_, idx));
       });
       llvm::Value* pixel0 = b_.CreateAdd(outRow, ow0);
       llvm::Value* cOff = b_.CreateAdd(b_.CreateMul(pixel0, i64(outLd_)), oc0);
@@ -156,6 +164,8 @@ private:
       // Tile t of the panel prefetches line column t % columns of the next panel, rows of phase
       // (t / columns) % group (MicrokernelSpec::prefetchBGroup).
       int64_t columns = (nr + 15) / 16, group = prefetchGroup();
+      // A line is 16 floats, or 16 bf16 pairs (32 values) of one pair row.
+      int64_t lineElems = wei == DType::BF16 ? 32 : 16, rowElems = lineElems / 16 * nr;
       llvm::Value* tile = b_.CreateAdd(b_.CreateMul(b_.CreateSDiv(oh, i64(c_.rowsPerTile)),
                                                     i64((w_.ow() + owStep - 1) / owStep)),
                                        b_.CreateSDiv(ow0, i64(owStep)));
@@ -163,12 +173,13 @@ private:
       llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
       std::vector<llvm::Value*> args = {
           b_.CreateGEP(mb_.ptr(), aArr_, firstTap), b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
-          gep(out_, cOff), i64(entryK_), i64(w_.strideW * ic), i64(nr), i64(outLd_), taps,
-          b_.getInt32(kUkrApplyEpilogue), gep(bias_, oc0), gep(addend_, addOff), i64(w_.oc),
+          gep(w_.types.dst, out_, cOff), i64(entryK_), i64(w_.strideW * ic), i64(nr), i64(outLd_),
+          taps, b_.getInt32(kUkrApplyEpilogue), gep(bias_, oc0), gep(addend_, addOff), i64(w_.oc),
           i64(w_.strideH * wp_ * ic),
-          gep(nextWeights, b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
-                                        b_.CreateAdd(b_.CreateMul(line, i64(16)),
-                                                     b_.CreateMul(phase, i64(nr))))),
+          gep(wei, nextWeights,
+              b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
+                           b_.CreateAdd(b_.CreateMul(line, i64(lineElems)),
+                                        b_.CreateMul(phase, i64(rowElems))))),
           // Image n's input-channel scales; entry bi (channel block bi of a 1x1) reads from
           // bi * k on (MicrokernelSpec::scaleK).
           gep(scale_, b_.CreateMul(n, i64(w_.ic))), gep(columnScale_, oc0)};
@@ -232,7 +243,10 @@ private:
   void emitEntry(const std::string& name, llvm::Function* task) {
     auto args = mb_.beginKernelEntry(b_, name);
     llvm::Value* in = args[rt::kArgSrc];
-    if (w_.padded())
+    if (bf16_)
+      in = mb_.emitBf16Nhwc(b_, in, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic, w_.padTop,
+                            w_.padLeft, hp_, wp_);
+    else if (w_.padded())
       in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_,
                               w_.types.src, 0, w_.nchwInput);
     int64_t tasks = c_.parallel == Conv2dParallel::N    ? w_.n
@@ -251,6 +265,8 @@ private:
   const Epilogue& epilogue_;
   int64_t hp_, wp_, inLd_, outLd_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
   bool mergeKw_ = false;
+  bool bf16_ = false;        ///< f32 input rounded into a bf16 copy, bf16 weights (vdpbf16ps)
+  DType aType_ = DType::F32; ///< what the microkernels read as A
   int64_t kwEntries_ = 1, entryK_ = 1; ///< batch entries per kernel row, k of each entry
   llvm::Function* kernels_[4] = {};
   llvm::Value *in_ = nullptr, *weights_ = nullptr, *out_ = nullptr, *bias_ = nullptr,
@@ -266,7 +282,7 @@ Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& s
                                          const Conv2dWorkload& w, const Conv2dConfig& c,
                                          const Epilogue& e, const float* weights) {
   TUNEC_TRY(validateConv2dConfig(w, c));
-  TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
+  TUNEC_TRY(checkTargetSupports(mb.target(), c.isa, w.types));
   Conv2dEmitter(mb, w, c, e).emit(symbol);
   return packConv2dWeights(w, c, weights);
 }

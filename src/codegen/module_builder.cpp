@@ -143,4 +143,18 @@ llvm::Value* ModuleBuilder::emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in
   return padded;
 }
 
+llvm::Value* ModuleBuilder::emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t srcLd,
+                                         int64_t n, int64_t h, int64_t w, int64_t c, int64_t padTop,
+                                         int64_t padLeft, int64_t hp, int64_t wp) {
+  llvm::Value* copy = emitScratch(b, 2, n * hp * wp * c * 2);
+  llvm::Type* i = i64();
+  llvm::FunctionCallee convert = declare(
+      "tunec_pad_nhwc_f32_to_bf16",
+      llvm::FunctionType::get(b.getVoidTy(), {ptr(), i, i, i, i, i, i, i, i, i, ptr()}, false));
+  b.CreateCall(convert,
+               {in, b.getInt64(srcLd), b.getInt64(n), b.getInt64(h), b.getInt64(w), b.getInt64(c),
+                b.getInt64(padTop), b.getInt64(padLeft), b.getInt64(hp), b.getInt64(wp), copy});
+  return copy;
+}
+
 } // namespace tunec::codegen

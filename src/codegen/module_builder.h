@@ -83,6 +83,12 @@ public:
                               int64_t w, int64_t c, int64_t padTop, int64_t padLeft, int64_t hp,
                               int64_t wp, DType type, int64_t extra = 0, bool fromNchw = false);
 
+  /// An NHWC f32 input (pixels srcLd floats apart) rounded to a zero-padded bf16 copy of
+  /// N x hp x wp x C, the source at (padTop, padLeft): a bf16 convolution's input.
+  llvm::Value* emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t srcLd, int64_t n,
+                            int64_t h, int64_t w, int64_t c, int64_t padTop, int64_t padLeft,
+                            int64_t hp, int64_t wp);
+
   /// Moves the context and module out (for the JIT).
   std::unique_ptr<llvm::LLVMContext> takeContext() { return std::move(context_); }
   std::unique_ptr<llvm::Module> takeModule() { return std::move(module_); }

@@ -1,4 +1,5 @@
-// The packer family of compile-time weights: f32, and a matmul's B in bf16 k-pairs.
+// The packer family of compile-time weights: f32, and a matmul's B and a convolution's weights
+// in bf16 k-pairs.
 #include "codegen/weight_packing.h"
 
 #include "runtime/packing.h"
@@ -57,6 +58,24 @@ PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, 
   int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
   int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
   int64_t count = w.groups * perGroup * w.kh * w.kw * icg * c.ocBlock;
+  if (w.types.wei == DType::BF16) {
+    // [group][panel][kh][kw][ic/2][ocBlock][2]: input-channel pairs (icg is even), bf16.
+    PackedWeights packed = allocate(count, DType::BF16, WeightLayout::Conv2dPairPanels);
+    auto* dst = reinterpret_cast<uint16_t*>(packed.data.get());
+    for (int64_t g = 0; g < w.groups; ++g)
+      for (int64_t p = 0; p < perGroup; ++p)
+        for (int64_t kh = 0; kh < w.kh; ++kh)
+          for (int64_t kw = 0; kw < w.kw; ++kw)
+            for (int64_t ic = 0; ic < icg; ic += 2)
+              for (int64_t j = 0; j < c.ocBlock; ++j)
+                for (int64_t q = 0; q < 2; ++q) {
+                  int64_t local = p * c.ocBlock + j, oc = g * ocg + local;
+                  *dst++ = local < ocg
+                               ? floatToBf16(src[((oc * icg + ic + q) * w.kh + kh) * w.kw + kw])
+                               : 0;
+                }
+    return packed;
+  }
   PackedWeights packed = allocate(count, w.types.wei, WeightLayout::Conv2dPanels);
   float* dst = floatsOf(packed);
   for (int64_t g = 0; g < w.groups; ++g)

@@ -20,6 +20,7 @@ enum class WeightLayout : uint8_t {
   MatmulPanels,     ///< nr-column panels of k rows: [panel][k][nr], zero past n
   MatmulPairPanels, ///< bf16 panels of k-pairs: [panel][k/2][nr][2], zero past n and k
   Conv2dPanels,     ///< [group][panel][kh][kw][ic/g][ocBlock], zero past each group's channels
+  Conv2dPairPanels, ///< bf16: [group][panel][kh][kw][ic/g/2][ocBlock][2], input-channel pairs
   DepthwiseTaps,    ///< [kh*kw][c rounded up to the channel block], zero past c
 };
 

@@ -526,7 +526,8 @@ std::string compileReport(const CompiledModel& model) {
     os << bf16 << " of them in bf16 (f32 accumulation)";
     if (bf16 < model.kernels.size())
       os << ", the other " << model.kernels.size() - bf16
-         << " in fp32 (convolutions, and matmuls of computed operands outside attention)";
+         << " in fp32 (no bf16 form: depthwise, an odd number of input channels, a fused channel "
+            "scale, a matmul of computed operands outside attention)";
     os << "\n";
   }
   for (const HeavyKernel& k : model.kernels)

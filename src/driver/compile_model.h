@@ -22,9 +22,11 @@ namespace tunec::driver {
 
 /// What the heavy kernels compute in. bf16 (automatic mixed precision, as PyTorch's CPU
 /// autocast): a MatMul or Gemm with constant weights multiplies them packed to bf16 with its A
-/// rounded to bf16, accumulating in f32 (vdpbf16ps); a fused attention multiplies Q, K, P and V
-/// rounded to bf16 (an even key count), with f32 scores, softmax and output. Their outputs, the
-/// other ops (convolutions, normalizations) and the model's inputs and outputs stay f32.
+/// rounded to bf16, accumulating in f32 (vdpbf16ps); a convolution (an even number of input
+/// channels per group, no fused channel scale) reads a bf16 copy of its input with weights in
+/// bf16 input-channel pairs; a fused attention multiplies Q, K, P and V rounded to bf16 (an even
+/// key count), with f32 scores, softmax and output. Their outputs, the other ops (depthwise
+/// convolutions, normalizations) and the model's inputs and outputs stay f32.
 enum class Precision { Fp32, Bf16 };
 
 struct CompileOptions {

@@ -267,6 +267,11 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     w.inLd = inLd;
     w.outLd = outLd;
     w.nchwInput = nchwInput;
+    // --precision bf16: the input rounded into a bf16 copy, the weights packed to bf16, f32
+    // out; where channels do not come in pairs (an RGB image) or a channel scale is fused, f32.
+    if (l.options().precision == Precision::Bf16 && w.icPerGroup() % 2 == 0 && !prologue &&
+        !nchwInput)
+      w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
   }
@@ -280,7 +285,8 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
              (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue) +
              (nchwInput ? " (reads its input NCHW)" : "") +
              (inLd ? " (reads channels in place)" : "") +
-             (outLd ? " (writes its part of the Concat in place)" : "");
+             (outLd ? " (writes its part of the Concat in place)" : "") +
+             (isBf16Gemm(workloadTypes(hk.workload)) ? " in bf16" : "");
   std::string label = hk.label;
   // Through its plain [N, H, W, C] view (and the LayerNorm after it) the result's plain layout
   // is the conv's NHWC bytes.

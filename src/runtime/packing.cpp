@@ -166,6 +166,30 @@ extern "C" void tunec_pack_a_f32_to_bf16(const float* a, int64_t lda, int32_t tr
   }
 }
 
+extern "C" void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h,
+                                           int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
+                                           int64_t wp, uint16_t* dst) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < hp; ++y) {
+      uint16_t* row = dst + (b * hp + y) * wp * c;
+      int64_t sy = y - pt;
+      if (sy < 0 || sy >= h) {
+        std::memset(row, 0, static_cast<size_t>(wp * c) * sizeof(uint16_t));
+        continue;
+      }
+      std::memset(row, 0, static_cast<size_t>(pl * c) * sizeof(uint16_t));
+      const float* in = src + (b * h + sy) * w * srcLd;
+      if (srcLd == c) {
+        rowToBf16(in, w * c, row + pl * c);
+      } else {
+        for (int64_t x = 0; x < w; ++x) rowToBf16(in + x * srcLd, c, row + (pl + x) * c);
+      }
+      int64_t right = wp - pl - w;
+      if (right > 0)
+        std::memset(row + (pl + w) * c, 0, static_cast<size_t>(right * c) * sizeof(uint16_t));
+    }
+}
+
 extern "C" void tunec_pack_b_bf16(const uint16_t* b, int64_t ldb, int32_t transposed, int64_t k,
                                   int64_t n, int64_t nr, uint16_t* dst) {
   packPairPanels(b, ldb, transposed != 0, k, n, nr, dst, [](uint16_t x) { return x; });

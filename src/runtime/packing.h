@@ -35,6 +35,13 @@ void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t transposed, i
 void tunec_pack_a_f32_to_bf16(const float* a, int64_t lda, int32_t transposed, int64_t rows,
                               int64_t cols, uint16_t* dst);
 
+/// An NHWC f32 tensor (pixels `srcLd` floats apart: a channel range of a wider tensor, or dense
+/// when srcLd == c) rounded to bf16 into a zero-padded N x hp x wp x C copy, the source at
+/// (pt, pl): the input of a bf16 convolution (--precision bf16).
+void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h, int64_t w,
+                                int64_t c, int64_t pt, int64_t pl, int64_t hp, int64_t wp,
+                                uint16_t* dst);
+
 /// Copies an NHWC tensor into a zero-padded one of spatial size hp x wp, with the source placed
 /// at (pt, pl).
 void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,

@@ -6,7 +6,16 @@
 namespace tunec {
 
 Status Conv2dWorkload::check() const {
-  TUNEC_TRY(checkKernelTypes(types, "conv2d"));
+  if (convertsA(types)) {
+    // bf16 (--precision bf16): the f32 input rounded into a bf16 copy, weights in input-channel
+    // pairs, so the channels of a group come in pairs; f32 out.
+    if (types.dst != DType::F32 || icPerGroup() % 2 || channelScale || nchwInput)
+      return makeError("bf16 conv2d workload: needs an even number of input channels per group, "
+                       "an f32 output and no channel_scale or NCHW input (ic=",
+                       ic, ", groups=", groups, ")");
+  } else {
+    TUNEC_TRY(checkKernelTypes(types, "conv2d"));
+  }
   if (n < 1 || ic < 1 || h < 1 || w < 1 || oc < 1 || kh < 1 || kw < 1)
     return makeError("conv2d workload needs positive sizes");
   if (strideH < 1 || strideW < 1 || dilationH < 1 || dilationW < 1)
@@ -133,6 +142,10 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (c.icBlock < 1 || w.icPerGroup() % c.icBlock)
     return makeError("conv2d config: ic_block=", c.icBlock, " must divide ic=", w.icPerGroup(),
                      w.groups > 1 ? " (per group)" : "");
+  if (convertsA(w.types) && (c.icBlock % 2 || c.isa != Isa::Avx512))
+    return makeError("conv2d config: bf16 needs AVX-512 and an even ic_block (input-channel "
+                     "pairs), not ",
+                     info.name, " and ", c.icBlock);
   if (c.ohBlock < 1 || c.ohBlock > w.oh())
     return makeError("conv2d config: oh_block=", c.ohBlock, " must be in 1..", w.oh());
   if (c.owBlock > w.ow())
@@ -195,7 +208,9 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target&
   // The weights of one panel for one ic block (kh*kw*icb*ocBlock floats) should stay in L1/L2.
   c.icBlock = w.icPerGroup();
   auto weiBytes = static_cast<int64_t>(w.types.weiBytes());
-  while (c.icBlock % 2 == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * weiBytes > target.l2 / 2 &&
+  // (bf16 keeps whole input-channel pairs: a block halves only while the half stays even.)
+  const int64_t grain = convertsA(w.types) ? 4 : 2;
+  while (c.icBlock % grain == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * weiBytes > target.l2 / 2 &&
          c.icBlock > 16)
     c.icBlock /= 2;
   c.loopOrder = Conv2dLoopOrder::OcOh;
@@ -217,6 +232,8 @@ KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa) {
     if (v % 2) break;
   }
   if (icb.values.empty()) icb.values.emplace_back(w.icPerGroup());
+  if (convertsA(w.types)) // bf16: input-channel pairs
+    std::erase_if(icb.values, [](const nlohmann::json& v) { return v.get<int64_t>() % 2; });
   for (int64_t v : {1, 2, 4, 7, 8, 14})
     if (v <= w.oh()) ohb.values.emplace_back(v);
   space = {oc, owb, icb, ohb, {"loop_order", {"oc_oh", "oh_oc"}}};

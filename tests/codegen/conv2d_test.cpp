@@ -28,14 +28,31 @@ Tensor referenceConv(const Conv2dWorkload& w, const Epilogue& epi, const Tensor&
   return test::referenceNhwcConv(attrs, epi, x, weights, bias, addend, columnScale);
 }
 
-void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& epi, uint32_t seed) {
+// Small integers in [-3, 3] (exact in bf16, and every product and sum exact in f32).
+void toSmallIntegers(Tensor& t, std::mt19937& rng) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.dataAs<float>()[i] = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+}
+
+// A bf16 workload (f32 input rounded by the kernel, bf16 weights) is checked against the
+// reference on the rounded input and weights, within f32 accumulation's bound; `integers`: on
+// small integers, exactly.
+void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& epi, uint32_t seed,
+               bool integers = false) {
   std::mt19937 rng(seed);
+  auto prepare = [&](Tensor& t) {
+    if (integers) toSmallIntegers(t, rng);
+    if (convertsA(w.types))
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.dataAs<float>()[i] = bf16ToFloat(floatToBf16(t.dataAs<float>()[i]));
+  };
   // With in_ld / out_ld the operands are channel slices of wider NHWC tensors: the kernel reads
   // the input at the last channels of a wider one and writes the output there, leaving the
   // other channels as they were.
   const int64_t inLd = w.inPixelStride(), outLd = w.outPixelStride();
   const int64_t inOff = inLd - w.ic, outOff = outLd - w.oc;
   Tensor wide = randomTensor(Shape{w.n, w.h, w.w, inLd}, rng);
+  prepare(wide);
   Tensor x(DType::F32, Shape{w.n, w.h, w.w, w.ic});
   for (int64_t p = 0; p < w.n * w.h * w.w; ++p)
     std::copy_n(wide.dataAs<float>() + p * inLd + inOff, w.ic, x.dataAs<float>() + p * w.ic);
@@ -48,6 +65,8 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
   Tensor weights = randomTensor(Shape{w.oc, w.icPerGroup(), w.kh, w.kw}, rng);
   Tensor bias = randomTensor(Shape{w.oc}, rng);
   Tensor addend = randomTensor(Shape{w.n, w.oh(), w.ow(), w.oc}, rng);
+  prepare(weights);
+  if (integers) toSmallIntegers(bias, rng), toSmallIntegers(addend, rng);
   auto kernel = compileConv2d(jit(), w, c, epi, weights.dataAs<float>());
   ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
   Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), outLd}, rng);
@@ -64,7 +83,9 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
               out.dataAs<float>() + outOff, bias.dataAs<float>(), addend.dataAs<float>(),
               w.channelScale ? scale.dataAs<float>() : nullptr, columnScale.dataAs<float>());
   Tensor want = referenceConv(w, epi, scaled, weights, bias, addend, columnScale);
-  double tol = 4.0 * static_cast<double>(w.icPerGroup() * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
+  double tol = integers
+                   ? 0.0
+                   : 4.0 * static_cast<double>(w.icPerGroup() * w.kh * w.kw) * 1.1920929e-7 + 1e-5;
   for (int64_t i = 0; i < out.numel(); ++i) {
     int64_t channel = i % outLd - outOff;
     if (channel < 0) {
@@ -147,13 +168,45 @@ Expected<Conv2dConfig> randomConfig(const Conv2dWorkload& w, Isa isa, std::mt199
 // Checks `w` under a random config of `isa` against the reference; false (nothing checked)
 // when the workload or the drawn config is not valid.
 bool checkRandomConfig(const Conv2dWorkload& w, Isa isa, const Epilogue& epi, std::mt19937& rng,
-                       uint32_t seed) {
+                       uint32_t seed, bool integers = false) {
   if (!w.check().isOk()) return false;
   auto c = randomConfig(w, isa, rng);
   EXPECT_TRUE(c.isOk());
   if (!c || !validateConv2dConfig(w, *c).isOk()) return false;
-  checkConv(w, *c, epi, seed);
+  checkConv(w, *c, epi, seed, integers);
   return true;
+}
+
+// bf16 convolutions (--precision bf16: the input rounded into a bf16 copy, weights in bf16
+// input-channel pairs): random workloads with even channels per group, strides, pads,
+// dilations, groups, 1x1 and strided channel slices read in place, random valid configs; every
+// other trial on small integers, exactly.
+TEST(Conv2dTemplate, Bf16RandomConfigsMatchReference) {
+  if (!hostTarget().avx512bf16 || !targetSupports(hostTarget(), Isa::Avx512))
+    GTEST_SKIP() << "this machine has no avx512_bf16 (vdpbf16ps): bf16 kernels cannot run here";
+  std::mt19937 rng(17);
+  int checked = 0;
+  for (int trial = 0; trial < 120 && checked < 40; ++trial) {
+    std::uniform_int_distribution<int64_t> ch(1, 24), hw(3, 12), k(1, 3), s(1, 2), p(0, 2);
+    int64_t groups = trial % 7 == 3 ? 2 : 1;
+    Conv2dWorkload w = conv(trial % 5 == 0 ? 2 : 1, 2 * groups * ch(rng), hw(rng), groups * ch(rng),
+                            k(rng), s(rng), p(rng), trial % 9 == 4 ? 2 : 1);
+    w.groups = groups;
+    if (trial % 6 == 5 && !w.padded()) w.inLd = w.ic + 2 + rng() % 9;
+    w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    w.threads = trial % 3 == 0 ? 2 : 1;
+    Epilogue epi = {{PostOpKind::BiasPerColumn}};
+    if (trial % 2) epi.push_back({PostOpKind::Relu});
+    if (trial % 4 == 3) epi.push_back({PostOpKind::AddTensor});
+    checked +=
+        checkRandomConfig(w, Isa::Avx512, epi, rng, static_cast<uint32_t>(trial), trial % 2 == 0);
+  }
+  EXPECT_GE(checked, 30);
+  Conv2dWorkload odd = conv(1, 3, 8, 16, 3, 1, 1);
+  odd.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+  EXPECT_EQ(odd.check().error().message(),
+            "bf16 conv2d workload: needs an even number of input channels per group, an f32 "
+            "output and no channel_scale or NCHW input (ic=3, groups=1)");
 }
 
 TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
