@@ -33,7 +33,8 @@ std::vector<FlagSpec> opShapeFlags() {
       {"dilation", "D", "conv2d: dilation (default 1)"},
       {"groups", "G", "conv2d: groups (default 1)"},
       {"dtype", "f32|bf16",
-       "matmul: element type of A, B and C (default f32; bf16: vdpbf16ps, f32 accumulation)"},
+       "matmul: element type of A, B and C (default f32; bf16: vdpbf16ps, f32 accumulation); "
+       "conv2d: bf16 rounds the input and weights to bf16, f32 output"},
       {"src", "f32|bf16",
        "matmul: element type of A when it differs from --dtype (bf16 weights with an f32 A: the "
        "kernel rounds A to bf16 per block, as --precision bf16 builds do)"},
@@ -120,6 +121,11 @@ Expected<Conv2dWorkload> conv2dFromFlags(const Arguments& args, int threads) {
   w.dilationH = w.dilationW = dilation;
   w.threads = threads;
   w.coldWeights = args.has("cold-weights");
+  std::string dtype = args.get("dtype", "f32");
+  if (dtype != "f32" && dtype != "bf16")
+    return makeError("--dtype must be f32 or bf16, not '", dtype, "'");
+  if (dtype == "bf16") // the bf16 convolution: f32 input rounded by the kernel, bf16 weights
+    w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
   TUNEC_TRY(w.check());
   return w;
 }

@@ -46,6 +46,15 @@ if grep -q avx512_bf16 /proc/cpuinfo; then
   bf16=$(sed -nE 's/.*constants ([0-9.]+) MB.*/\1/p' "$work/out.bert_base.bf16.compile.txt")
   echo "bert_base bf16: constants $bf16 MB (fp32 $f32 MB)"
   /usr/bin/python3 -c "import sys; sys.exit(0 if $bf16 < 0.65 * $f32 else 1)" || { echo "FAIL: bf16 constants not below 0.65x fp32"; status=1; }
+  # The CNNs: every convolution with an even number of input channels in bf16 (ResNet-50: all
+  # but conv1's RGB; MobileNetV2: all but conv1 and the depthwise ones).
+  for m in resnet50:53 mobilenet_v2:35; do
+    name=${m%%:*} want=${m##*:}
+    "$tunec" compile "$work/$name/model.onnx" --precision bf16 -o "$work/$name.bf16.so" > "$work/out.$name.bf16.compile.txt"
+    grep -q "^$want of them in bf16" "$work/out.$name.bf16.compile.txt" || { echo "FAIL: $name bf16: $(grep 'of them in bf16' "$work/out.$name.bf16.compile.txt")"; status=1; }
+    "$tunec" run "$work/$name.bf16.so" --input "x=$work/$name/x.npy" --output "$work/out/$name.bf16"
+    /usr/bin/python3 "$src/scripts/compare_outputs.py" "$work/$name/expected_y.npy" "$work/out/$name.bf16/y.npy" --max-rel-l2 2e-2 || status=1
+  done
 else
   echo "SKIP: bert_base --precision bf16: this machine has no avx512_bf16"
 fi
