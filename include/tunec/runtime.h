@@ -54,6 +54,9 @@ int tunec_model_run_profiled(tunec_model* model, const void* const* inputs, void
  * range. */
 int tunec_model_step_cost(const tunec_model* model, int32_t step, double* flops, int64_t* bytes,
                           int32_t* generated);
+/* Of a step's operations (tunec_model_step_cost), those of bf16 kernels (--precision bf16),
+ * whose roof is the bf16 dot-product peak; 0 in an fp32 model. Non-zero if out of range. */
+int tunec_model_step_bf16_flops(const tunec_model* model, int32_t step, double* flops);
 /* The instruction set the model's kernels were compiled for ("avx2", "avx512", ...). */
 const char* tunec_model_isa(const tunec_model* model);
 

@@ -83,6 +83,13 @@ int commandProfile(const std::vector<std::string>& argv) {
   int cores = std::min(threads, thisMachine().cores);
   roofs.kernelGflops = *fma * cores;
   roofs.loopGflops = roofs.kernelGflops / 2;
+  bool bf16 = std::any_of(session->steps.begin(), session->steps.end(),
+                          [](const StepInfo& s) { return s.bf16Flops > 0; });
+  if (bf16) {
+    auto dot = measureBf16DotPeak(**jit);
+    if (!dot) return fail(path + ": " + dot.error().message());
+    roofs.bf16Gflops = *dot * cores;
+  }
   roofs.bandwidthGBs = measureBandwidth(threads, thisMachine().l3 * 4);
   roofs.cacheBytes = thisMachine().l3;
   roofs.cacheGBs = measureBandwidth(threads, thisMachine().l3 / 2);

@@ -22,6 +22,7 @@ struct StepInfo {
   bool generated = false; ///< a generated kernel (else a loop kernel)
   double flops = 0;
   int64_t bytes = 0;
+  double bf16Flops = 0; ///< of flops, those of bf16 kernels (their roof: the vdpbf16ps peak)
 };
 
 struct ModelSession {

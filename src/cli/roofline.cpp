@@ -19,6 +19,11 @@ Profile boundSteps(const std::vector<StepInfo>& steps, const std::vector<double>
     b.step = steps[i];
     b.seconds = medianSeconds[i];
     double peak = (b.step.generated ? roofs.kernelGflops : roofs.loopGflops) * 1e9;
+    // A step with bf16 kernels: its roof time is their operations at the vdpbf16ps peak plus
+    // the rest at the FMA peak, and its peak the rate that time gives.
+    if (b.step.bf16Flops > 0 && roofs.bf16Gflops > 0 && peak > 0)
+      peak = b.step.flops / (b.step.bf16Flops / (roofs.bf16Gflops * 1e9) +
+                             (b.step.flops - b.step.bf16Flops) / peak);
     bool inCache = roofs.cacheGBs > 0 && b.step.bytes <= roofs.cacheBytes;
     double bandwidth = (inCache ? roofs.cacheGBs : roofs.bandwidthGBs) * 1e9;
     if (b.seconds > 0) {
@@ -79,7 +84,13 @@ std::string roofsLine(const Roofs& r) {
                 "cache %.1f GB/s for operands up to %lld MiB (triads, measured)",
                 r.threads, r.threads > 1 ? "s" : "", r.isa.c_str(), r.kernelGflops, r.loopGflops,
                 r.bandwidthGBs, r.cacheGBs, static_cast<long long>(r.cacheBytes >> 20));
-  return buf;
+  std::string line = buf;
+  if (r.bf16Gflops > 0) {
+    std::snprintf(buf, sizeof(buf), "; bf16 kernels %.1f GFLOP/s (vdpbf16ps peak, measured)",
+                  r.bf16Gflops);
+    line += buf;
+  }
+  return line;
 }
 
 } // namespace
@@ -136,6 +147,7 @@ nlohmann::json profileJson(const Profile& p, const std::string& model) {
           {"threads", p.roofs.threads},
           {"kernel_peak_gflops", p.roofs.kernelGflops},
           {"loop_peak_gflops", p.roofs.loopGflops},
+          {"bf16_peak_gflops", p.roofs.bf16Gflops},
           {"bandwidth_gbs", p.roofs.bandwidthGBs},
           {"cache_gbs", p.roofs.cacheGBs},
           {"cache_bytes", p.roofs.cacheBytes},
@@ -157,7 +169,7 @@ std::string profileHtml(const Profile& p, const std::string& model) {
   // The roofline: operational intensity (FLOP/byte) against GFLOP/s, both log scales. Steps that
   // compute nothing (copies, reorders) have no intensity: they are in the table only.
   double x0 = 1.0 / 64, x1 = 256, y0 = 0.01, y1 = 1;
-  double peak = std::max(p.roofs.kernelGflops, 1e-3);
+  double peak = std::max({p.roofs.kernelGflops, p.roofs.bf16Gflops, 1e-3});
   while (y1 < peak * 1.5) y1 *= 10;
   for (const StepBound& b : p.steps)
     if (b.step.flops > 0 && b.step.bytes > 0) {
@@ -195,6 +207,12 @@ std::string profileHtml(const Profile& p, const std::string& model) {
       << "\" text-anchor=\"end\">generated kernels (fp32 FMA peak)</text>\n<text x=\""
       << chart.px(x1) - 4 << "\" y=\"" << chart.py(p.roofs.loopGflops) + 14
       << "\" text-anchor=\"end\">loop kernels</text>\n";
+  if (p.roofs.bf16Gflops > 0) { // a model with bf16 kernels: their roof above the FMA one
+    roof(p.roofs.bf16Gflops, p.roofs.cacheGBs, "#8e44ad", "");
+    roof(p.roofs.bf16Gflops, p.roofs.bandwidthGBs, "#8e44ad", "");
+    svg << "<text x=\"" << chart.px(x1) - 4 << "\" y=\"" << chart.py(p.roofs.bf16Gflops) - 5
+        << "\" text-anchor=\"end\">bf16 kernels (vdpbf16ps peak)</text>\n";
+  }
   int plotted = 0;
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const StepBound& b = p.steps[i];

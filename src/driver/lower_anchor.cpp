@@ -190,7 +190,10 @@ bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::strin
   step.tensors[rt::kArgNormParams] = e.normParams;
   step.tensors[rt::kArgChannelScale] = channelScale;
   step.tensors[rt::kArgScales] = scales;
-  for (const HeavyKernel& hk : parts) step.flops += workloadFlops(hk.workload);
+  for (const HeavyKernel& hk : parts) {
+    step.flops += workloadFlops(hk.workload);
+    if (isBf16Gemm(workloadTypes(hk.workload))) step.bf16Flops += workloadFlops(hk.workload);
+  }
   l.addStep(std::move(step),
             {in, weights, bias, e.addend, values, e.normParams, channelScale, scales}, {out});
   for (HeavyKernel& hk : parts) l.noteHeavy(std::move(hk));

@@ -153,6 +153,16 @@ int tunec_model_step_cost(const tunec_model* model, int32_t step, double* flops,
   return 0;
 }
 
+int tunec_model_step_bf16_flops(const tunec_model* model, int32_t step, double* flops) {
+  if (!model || !flops) return fail("tunec_model_step_bf16_flops: null argument");
+  const auto& steps = model->executor->plan().steps;
+  if (step < 0 || step >= static_cast<int32_t>(steps.size()))
+    return fail("tunec_model_step_bf16_flops: step " + std::to_string(step) + " out of range (" +
+                std::to_string(steps.size()) + " steps)");
+  *flops = steps[static_cast<size_t>(step)].bf16Flops;
+  return 0;
+}
+
 const char* tunec_model_isa(const tunec_model* model) {
   return model ? model->executor->plan().isa.c_str() : "";
 }

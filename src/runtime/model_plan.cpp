@@ -64,14 +64,16 @@ std::vector<float> floatsFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json stepToJson(const Step& s) {
-  return {{"kind", static_cast<int>(s.kind)},
-          {"label", s.label},
-          {"kernel", s.kernel},
-          {"tensors", s.tensors},
-          {"ints", s.ints},
-          {"floats", floatsToJson(s.floats)},
-          {"flops", s.flops},
-          {"bytes", s.bytes}};
+  nlohmann::json j = {{"kind", static_cast<int>(s.kind)},
+                      {"label", s.label},
+                      {"kernel", s.kernel},
+                      {"tensors", s.tensors},
+                      {"ints", s.ints},
+                      {"floats", floatsToJson(s.floats)},
+                      {"flops", s.flops},
+                      {"bytes", s.bytes}};
+  if (s.bf16Flops > 0) j["bf16_flops"] = s.bf16Flops; // absent: an fp32 step, as before
+  return j;
 }
 
 nlohmann::json ioToJson(const IoSpec& io) {
@@ -154,8 +156,11 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       step.floats = floatsFromJson(s.at("floats"));
       step.flops = s.value("flops", 0.0);
       step.bytes = (s.contains("bytes") ? integer<int64_t>(s.at("bytes")) : 0);
-      if (!(step.flops >= 0) || step.bytes < 0)
-        return makeError("corrupt model plan: step '", step.label, "' has a negative cost");
+      step.bf16Flops = s.value("bf16_flops", 0.0);
+      if (!(step.flops >= 0) || step.bytes < 0 || !(step.bf16Flops >= 0) ||
+          step.bf16Flops > step.flops)
+        return makeError("corrupt model plan: step '", step.label,
+                         "' has a negative cost, or more bf16 operations than operations");
       plan.steps.push_back(std::move(step));
     }
     if (j.contains("inputs"))

@@ -56,6 +56,8 @@ struct Step {
   /// written before they were recorded).
   double flops = 0;
   int64_t bytes = 0;
+  /// Of `flops`, those of bf16 kernels (vdpbf16ps), whose roof is that instruction's peak.
+  double bf16Flops = 0;
 };
 
 /// Reads a step's ints in order; decoders check the total length first, so reads stay in

@@ -664,6 +664,76 @@ TEST(CompileModel, SharedLibraryThroughTheCApi) {
       << tunec_last_error();
 }
 
+// --precision bf16 through model.so: the convolution and the Gemm run in bf16 (labels, the
+// steps' bf16 operations for profiles), the plan's ISA names avx512_bf16, the output is within
+// bf16's error of the reference; a target without avx512_bf16 is refused by name.
+TEST(CompileModel, Bf16PrecisionThroughTheCApi) {
+  Builder b;
+  ValueId x = b.input({1, 4, 8, 8});
+  // Unpadded: a padded conv reading the model's NCHW input would reorder it in its own copy,
+  // which is f32 (a bf16 convolution reads NHWC).
+  ValueId y = b.op(OpKind::Conv, conv(3, 1, 0), {x, b.constant({8, 4, 3, 3}), b.constant({8})});
+  y = b.op(OpKind::Relu, NoAttrs{}, {y});
+  y = b.op(OpKind::Reshape, ReshapeAttrs{{1, 288}}, {y});
+  y = b.op(OpKind::Gemm, GemmAttrs{}, {y, b.constant({288, 10}), b.constant({10})});
+  b.g.addOutput(y);
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  options.precision = driver::Precision::Bf16;
+  Target noBf16 = options.target;
+  noBf16.avx512bf16 = false;
+  driver::CompileOptions refused = options;
+  refused.target = noBf16;
+  auto outline = driver::outlineCompile(b.g, refused);
+  ASSERT_FALSE(outline.isOk());
+  EXPECT_NE(outline.error().message().find("--precision bf16 needs AVX-512 with avx512_bf16"),
+            std::string::npos)
+      << outline.error().message();
+  if (!hostTarget().avx512bf16 || options.isa != Isa::Avx512)
+    GTEST_SKIP() << "this machine has no avx512_bf16 (vdpbf16ps): bf16 kernels cannot run here";
+  auto want = runReference(b.g, b.inputs);
+  ASSERT_TRUE(want.isOk());
+  auto compiled = driver::compileModel(b.g, *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  ASSERT_EQ(compiled->kernels.size(), 2u);
+  for (const driver::HeavyKernel& k : compiled->kernels)
+    EXPECT_NE(k.label.find(" in bf16"), std::string::npos) << k.label;
+  EXPECT_EQ(compiled->plan.isa, "avx512+avx512_bf16");
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("tunec_bf16_" + std::to_string(::getpid()) + ".so"))
+                         .string();
+  Status written = driver::writeSharedLibrary(std::move(*compiled), path);
+  ASSERT_TRUE(written.isOk()) << written.error().message();
+  tunec_model* model = nullptr;
+  ASSERT_EQ(tunec_model_load(path.c_str(), 1, &model), 0) << tunec_last_error();
+  EXPECT_STREQ(tunec_model_isa(model), "avx512+avx512_bf16");
+  int kernelsWithBf16 = 0;
+  for (int32_t i = 0; i < tunec_model_num_steps(model); ++i) {
+    double flops = 0, bf16 = 0;
+    int64_t bytes = 0;
+    int32_t generated = 0;
+    ASSERT_EQ(tunec_model_step_cost(model, i, &flops, &bytes, &generated), 0);
+    ASSERT_EQ(tunec_model_step_bf16_flops(model, i, &bf16), 0);
+    if (generated) {
+      EXPECT_EQ(bf16, flops) << tunec_model_step_label(model, i);
+    }
+    kernelsWithBf16 += bf16 > 0;
+  }
+  EXPECT_EQ(kernelsWithBf16, 2);
+  double unused = 0;
+  EXPECT_NE(tunec_model_step_bf16_flops(model, 99, &unused), 0);
+  Tensor out(DType::F32, {1, 10});
+  const void* in[] = {b.inputs[0].data()};
+  void* outs[] = {out.data()};
+  ASSERT_EQ(tunec_model_run(model, in, outs), 0) << tunec_last_error();
+  double rel = relativeL2(out, (*want)[0]);
+  EXPECT_LT(rel, 2e-2);
+  EXPECT_GT(rel, 0.0); // really rounded to bf16
+  tunec_model_free(model);
+  std::filesystem::remove(path);
+}
+
 TEST(CompileModel, CorruptPlansAreRejectedBeforeRunning) {
   rt::ModelPlan plan;
   plan.isa = "avx2";
@@ -684,6 +754,15 @@ TEST(CompileModel, CorruptPlansAreRejectedBeforeRunning) {
   EXPECT_NE(parsed.error().message().find("bad magic"), std::string::npos);
   parsed = rt::parseModel(blob.data(), 20);
   EXPECT_FALSE(parsed.isOk());
+  // More bf16 operations than operations: a corrupt cost.
+  plan.steps[0].tensors = {0, 0};
+  plan.steps[0].flops = 10, plan.steps[0].bf16Flops = 20;
+  blob = rt::serializeModel(plan, {});
+  parsed = rt::parseModel(blob.data(), static_cast<int64_t>(blob.size()));
+  ASSERT_FALSE(parsed.isOk());
+  EXPECT_NE(parsed.error().message().find("more bf16 operations than operations"),
+            std::string::npos)
+      << parsed.error().message();
 }
 
 } // namespace
