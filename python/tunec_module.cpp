@@ -281,14 +281,16 @@ void onInterrupt(int) {
 py::dict tune(const std::vector<std::string>& models, const std::string& dbPath, int trials,
               std::optional<double> timeBudget, std::optional<int> threads,
               std::optional<py::function> progress, uint32_t seed,
-              const std::map<std::string, std::vector<int64_t>>& shapes,
-              const std::string& worker) {
+              const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& worker,
+              const std::string& precision) {
   if (models.empty()) throw py::value_error("tune: no model given");
+  auto parsed = driver::parsePrecision(precision);
+  if (!parsed) throw py::value_error(parsed.error().message());
   if (trials < 1) throw py::value_error("tune: trials must be at least 1");
   const Target& target = cli::thisMachine();
   int t = threads.value_or(target.cores);
   if (t < 1) throw py::value_error("threads must be at least 1");
-  auto found = unwrap(cli::modelTasks(models, inputShapes(shapes), target, t));
+  auto found = unwrap(cli::modelTasks(models, inputShapes(shapes), target, t, *parsed));
   db::TuningDatabase database = unwrap(db::TuningDatabase::open(dbPath, true));
   tuner::TuneOptions o;
   o.target = target;
@@ -299,6 +301,8 @@ py::dict tune(const std::vector<std::string>& models, const std::string& dbPath,
   o.workerArgv = {worker, "tune-worker"};
   auto jit = unwrap(Jit::create(target));
   if (auto peak = measureFmaPeak(*jit, widestIsa(target))) o.peakGflops = *peak;
+  if (target.avx512bf16)
+    if (auto peak = measureBf16DotPeak(*jit)) o.bf16PeakGflops = *peak;
   std::optional<py::error_already_set> callbackError;
   interrupted.store(false);
   if (progress)
@@ -464,7 +468,7 @@ PYBIND11_MODULE(_tunec, m) {
   m.def("load", &loadModel, py::arg("path"), py::arg("threads") = py::none());
   m.def("tune", &tune, py::arg("models"), py::arg("db"), py::arg("trials"), py::arg("time_budget"),
         py::arg("threads"), py::arg("progress"), py::arg("seed"), py::arg("input_shapes"),
-        py::arg("worker"));
+        py::arg("worker"), py::arg("precision") = "fp32");
   py::class_<Database>(m, "Database")
       .def(py::init<const std::string&, bool>(), py::arg("path"), py::arg("create") = true)
       .def_property_readonly("path", &Database::path)

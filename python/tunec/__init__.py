@@ -61,10 +61,11 @@ def load(path, threads=None):
 
 
 def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None, progress=None,
-         seed=1, input_shapes=None):
+         seed=1, input_shapes=None, precision="fp32"):
     """Tunes the model's heavy kernels on this machine into the database `db`.
 
     onnx_path: a path or a list of paths (one task list). trials: configs to measure.
+    precision: the kernels of compile(..., precision=...) to tune ("fp32" or "bf16").
     time_budget: seconds. progress: called with a dict after every batch (trials, budget, task,
     best_gflops, kernels_ms, elapsed_s); if it raises, the job stops and the exception
     propagates. Ctrl-C stops after the running candidate with everything measured saved and
@@ -73,7 +74,7 @@ def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None,
     models = [os.fspath(onnx_path)] if isinstance(onnx_path, (str, os.PathLike)) else \
         [os.fspath(p) for p in onnx_path]
     return _tunec.tune(models, os.fspath(db), trials, time_budget, threads, progress, seed,
-                       _shapes(input_shapes), _worker())
+                       _shapes(input_shapes), _worker(), precision)
 
 
 class Database:

@@ -124,7 +124,7 @@ def test_bench(model):
     assert stats["runs"] == 10 and 0 < stats["min_ms"] <= stats["median_ms"] <= stats["p90_ms"]
 
 
-def test_bf16_precision_runs_or_names_what_the_machine_lacks():
+def test_bf16_precision_runs_or_names_what_the_machine_lacks(tmp_path):
     x = np.random.default_rng(3).uniform(-1, 1, size=(1, 3, 32, 32)).astype(np.float32)
     want = tunec.compile(MODEL).run({"x": x})["y"]
     try:
@@ -134,6 +134,11 @@ def test_bf16_precision_runs_or_names_what_the_machine_lacks():
         pytest.skip("this machine has no avx512_bf16: " + str(e))
     rel = np.linalg.norm(got - want) / np.linalg.norm(want)
     assert 0 < rel < 2e-2  # its Gemm ran in bf16: close to fp32, not equal
+    db = str(tmp_path / "bf16.db")
+    summary = tunec.tune(MODEL, db=db, trials=8, precision="bf16")
+    assert summary["trials"] >= 4
+    tuned = tunec.compile(MODEL, db=db, precision="bf16")
+    assert np.linalg.norm(tuned.run({"x": x})["y"] - want) / np.linalg.norm(want) < 2e-2
 
 
 def test_compile_errors():
