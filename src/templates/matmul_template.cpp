@@ -68,6 +68,7 @@ int64_t MatmulWorkload::bExtent() const {
 }
 
 int64_t MatmulWorkload::cExtent() const {
+  if (splitN) return m * n; // the parts, each a dense m x split_n matrix, one after the other
   return (batch - 1) * cStride() + (m - 1) * cLd() + n;
 }
 

@@ -275,6 +275,26 @@ TEST(Measurer, StridedAttentionWorkloadsAreCheckedAgainstTheReference) {
   EXPECT_GT(r.medianUs, 0);
 }
 
+// Merged sibling projections (split_n: BERT's Q, K and V as one matmul writing three dense
+// parts), in fp32 and in bf16 (--precision bf16): measured and checked, not a crashed worker
+// (the C buffer is the parts, m x n, not m rows of split_n).
+TEST(Measurer, SplitOutputWorkloadsAreMeasured) {
+  MatmulWorkload w;
+  w.m = 24, w.k = 32, w.splitN = 32, w.n = 96;
+  w.coldWeights = true;
+  std::vector<KernelTypes> types = {{}};
+  if (hostTarget().avx512bf16 && targetSupports(hostTarget(), Isa::Avx512))
+    types.push_back({DType::F32, DType::BF16, DType::F32, DType::F32});
+  Measurer m(worker(), 10.0);
+  for (const KernelTypes& t : types) {
+    w.types = t;
+    auto task = makeTask(w.toJson(), hostTarget());
+    ASSERT_TRUE(task.isOk()) << task.error().message();
+    MeasureResult r = m.measure({task->workloadJson, toJson(task->defaultConfig), 0.01, 2, false});
+    EXPECT_EQ(r.status, db::MeasureStatus::Ok) << task->label << ": " << r.error;
+  }
+}
+
 // A cold_weights workload is timed with its packed weights evicted before every run: as a
 // model with more weights than the L3 runs it, slower than with the same weights warm.
 TEST(Measurer, ColdWeightsAreEvictedBeforeEveryTimedRun) {
