@@ -2,6 +2,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/load_model.h"
+#include "cli/model_session.h"
 #include "cli/pipeline.h"
 #include "cli/target_flag.h"
 #include "driver/compile_model.h"
@@ -25,6 +26,7 @@ const CommandSpec kInspectSpec{
     "Prints the imported graph (typed attributes, static shapes), then op counts and FLOPs.",
     {
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        precisionFlag(),
         {"summary", "", "print only the summary, not the graph"},
         {"print-after-all", "",
          "run the graph passes and print the graph after each one that changes it"},
@@ -134,6 +136,9 @@ int commandInspect(const std::vector<std::string>& argv) {
     driver::CompileOptions options;
     options.target = thisMachine();
     options.isa = widestIsa(options.target);
+    auto precision = precisionFromArgs(*args);
+    if (!precision) return fail(precision.error().message());
+    options.precision = *precision;
     auto o = driver::outlineCompile(*graph, options);
     if (!o) return fail(o.error().message());
     if (args->has("fusion")) printFusion(*graph, *o, !args->has("summary"));
