@@ -151,16 +151,16 @@ private:
                   {kb0, b_.CreateAdd(kb0, i64(keys)), nullptr, nullptr, nullptr});
         mb_.forLoop(b_, i64(0), rows, 1, "softmax", [&](llvm::Value* r) {
           llvm::Value* row = gep(scores, b_.CreateMul(r, i64(ld_)));
+          // bf16: P goes straight to its bf16 row (the f32 one is not read again).
+          llvm::Value* pRow = bf16_ ? gep(DType::BF16, pBf16, b_.CreateMul(r, i64(ld_))) : nullptr;
           if (!online_) {
             // P unnormalized; O's row is divided by the sum instead (half as many columns).
-            b_.CreateStore(emitExpInPlace(row, keys, emitRowMax(row, keys)),
+            b_.CreateStore(emitExp(row, keys, emitRowMax(row, keys), pRow),
                            b_.CreateGEP(mb_.f32(), rowSum_, r));
-            if (bf16_) emitRowToBf16(row, keys, gep(DType::BF16, pBf16, b_.CreateMul(r, i64(ld_))));
             return;
           }
           llvm::Value* alpha = emitOnlineSoftmaxRow(row, keys, b_.CreateGEP(mb_.f32(), rowMax_, r),
-                                                    b_.CreateGEP(mb_.f32(), rowSum_, r));
-          if (bf16_) emitRowToBf16(row, keys, gep(DType::BF16, pBf16, b_.CreateMul(r, i64(ld_))));
+                                                    b_.CreateGEP(mb_.f32(), rowSum_, r), pRow);
           // O's row so far, rescaled to the new maximum (garbage before the first block, which
           // overwrites it).
           emitScaleRow(oRow(r), av.n, alpha);
@@ -208,19 +208,19 @@ private:
     llvm::Value *a, *lda, *c, *ldc, *addend, *ldAdd;
   };
 
-  // One block of `n` scores of a row in place: the new maximum m' = max(m, max x) (NaN scores
-  // ignored by it, but kept NaN in P), P = exp(x - m') (m' = -inf counts as 0, so that a block
-  // of masked-out keys gives zeros, not NaN), l = l * exp(m - m') + sum P. Returns exp(m - m'),
-  // the factor for O's row so far.
+  // One block of `n` scores of a row in place (or P to `bf16Out`, see emitExp): the new maximum
+  // m' = max(m, max x) (NaN scores ignored by it, but kept NaN in P), P = exp(x - m') (m' = -inf
+  // counts as 0, so that a block of masked-out keys gives zeros, not NaN), l = l * exp(m - m') +
+  // sum P. Returns exp(m - m'), the factor for O's row so far.
   llvm::Value* emitOnlineSoftmaxRow(llvm::Value* row, int64_t n, llvm::Value* maxPtr,
-                                    llvm::Value* sumPtr) {
+                                    llvm::Value* sumPtr, llvm::Value* bf16Out) {
     llvm::Constant* minusInf =
         llvm::ConstantFP::get(mb_.f32(), -std::numeric_limits<float>::infinity());
     llvm::Constant* zero = llvm::ConstantFP::get(mb_.f32(), 0.0);
     llvm::Value* oldMax = b_.CreateLoad(mb_.f32(), maxPtr);
     llvm::Value* newMax = b_.CreateMaxNum(oldMax, emitRowMax(row, n));
     llvm::Value* base = b_.CreateSelect(b_.CreateFCmpOEQ(newMax, minusInf), zero, newMax);
-    llvm::Value* total = emitExpInPlace(row, n, base);
+    llvm::Value* total = emitExp(row, n, base, bf16Out);
     unsigned lanes = static_cast<unsigned>(mb_.f32Vector()->getNumElements());
     llvm::Value* alpha = b_.CreateExtractElement(
         codegen::emitExpNonPositive(b_, b_.CreateVectorSplat(lanes, b_.CreateFSub(oldMax, base))),
@@ -265,8 +265,10 @@ private:
     return b_.CreateExtractElement(mx, uint64_t{0});
   }
 
-  // The n scores at `row` replaced by exp(x - base) (a NaN score stays NaN); returns their sum.
-  llvm::Value* emitExpInPlace(llvm::Value* row, int64_t n, llvm::Value* base) {
+  // P = exp(x - base) of the n scores at `row` (a NaN score stays NaN), in place, or, with
+  // `bf16Out`, rounded to bf16 there (P's k-pairs for P V, and a zero after an odd n: V's pair
+  // panels are zero past the keys, and a NaN there would poison); returns the f32 sum of P.
+  llvm::Value* emitExp(llvm::Value* row, int64_t n, llvm::Value* base, llvm::Value* bf16Out) {
     llvm::FixedVectorType* vecTy = mb_.f32Vector();
     int lanes = static_cast<int>(vecTy->getNumElements());
     int64_t full = n / lanes;
@@ -275,54 +277,41 @@ private:
     auto expOf = [&](llvm::Value* x) {
       return codegen::emitExpNonPositive(b_, b_.CreateFSub(x, baseVec));
     };
+    auto* halfTy = llvm::FixedVectorType::get(b_.getInt16Ty(), static_cast<unsigned>(lanes));
+    llvm::Function* cvt =
+        bf16Out ? llvm::Intrinsic::getDeclaration(&mb_.module(),
+                                                  llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512)
+                : nullptr;
+    // P's vector at element `at` (masked when `mask`), f32 in place or bf16 to bf16Out.
+    auto store = [&](llvm::Value* e, llvm::Value* at, llvm::Value* mask) {
+      llvm::Value* p = bf16Out ? gep(DType::BF16, bf16Out, at) : gep(row, at);
+      if (bf16Out) e = b_.CreateBitCast(b_.CreateCall(cvt, {e}), halfTy);
+      llvm::Align align(bf16Out ? 2 : 4);
+      if (mask)
+        b_.CreateMaskedStore(e, p, align, mask);
+      else
+        b_.CreateAlignedStore(e, p, align);
+    };
     llvm::Constant* zero = llvm::ConstantFP::get(vecTy, 0.0);
     b_.CreateStore(zero, acc_);
     mb_.forLoop(b_, i64(0), i64(full), 1, "exp", [&](llvm::Value* i) {
-      llvm::Value* p = gep(row, b_.CreateMul(i, i64(lanes)));
-      llvm::Value* e = expOf(b_.CreateAlignedLoad(vecTy, p, llvm::Align(4)));
-      b_.CreateAlignedStore(e, p, llvm::Align(4));
+      llvm::Value* at = b_.CreateMul(i, i64(lanes));
+      llvm::Value* e = expOf(b_.CreateAlignedLoad(vecTy, gep(row, at), llvm::Align(4)));
+      store(e, at, nullptr);
       b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy, acc_), e), acc_);
     });
     llvm::Value* sum = b_.CreateLoad(vecTy, acc_);
     if (tail) {
       llvm::Value* mask = codegen::laneMask(b_, lanes, tail);
-      llvm::Value* p = gep(row, i64(full * lanes));
       llvm::Value* x = b_.CreateMaskedLoad(
-          vecTy, p, llvm::Align(4), mask,
+          vecTy, gep(row, i64(full * lanes)), llvm::Align(4), mask,
           llvm::ConstantFP::get(vecTy, -std::numeric_limits<float>::infinity()));
       llvm::Value* e = b_.CreateSelect(mask, expOf(x), zero);
-      b_.CreateMaskedStore(e, p, llvm::Align(4), mask);
+      store(e, i64(full * lanes), mask);
       sum = b_.CreateFAdd(sum, e);
     }
+    if (bf16Out && n % 2) b_.CreateStore(b_.getInt16(0), gep(DType::BF16, bf16Out, i64(n)));
     return b_.CreateFAddReduce(llvm::ConstantFP::get(mb_.f32(), 0.0), sum);
-  }
-
-  // The n f32 values at `row` rounded to bf16 at `out` (nearest even), and a zero after an odd n:
-  // P's k-pairs for P V (V's pair panels are zero past the keys, and a NaN there would poison).
-  void emitRowToBf16(llvm::Value* row, int64_t n, llvm::Value* out) {
-    llvm::FixedVectorType* vecTy = mb_.f32Vector();
-    int lanes = static_cast<int>(vecTy->getNumElements());
-    auto* halfTy = llvm::FixedVectorType::get(b_.getInt16Ty(), static_cast<unsigned>(lanes));
-    llvm::Function* cvt = llvm::Intrinsic::getDeclaration(
-        &mb_.module(), llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512);
-    auto convert = [&](llvm::Value* x) {
-      return b_.CreateBitCast(b_.CreateCall(cvt, {x}), halfTy);
-    };
-    int64_t full = n / lanes;
-    int tail = static_cast<int>(n % lanes);
-    mb_.forLoop(b_, i64(0), i64(full), 1, "tobf16", [&](llvm::Value* i) {
-      llvm::Value* at = b_.CreateMul(i, i64(lanes));
-      b_.CreateAlignedStore(convert(b_.CreateAlignedLoad(vecTy, gep(row, at), llvm::Align(4))),
-                            gep(DType::BF16, out, at), llvm::Align(2));
-    });
-    if (tail) {
-      llvm::Value* mask = codegen::laneMask(b_, lanes, tail);
-      llvm::Value* x = b_.CreateMaskedLoad(vecTy, gep(row, i64(full * lanes)), llvm::Align(4), mask,
-                                           llvm::ConstantFP::get(vecTy, 0.0));
-      b_.CreateMaskedStore(convert(x), gep(DType::BF16, out, i64(full * lanes)), llvm::Align(2),
-                           mask);
-    }
-    if (n % 2) b_.CreateStore(b_.getInt16(0), gep(DType::BF16, out, i64(n)));
   }
 
   // row[0 .. n) *= factor (a scalar).
