@@ -130,12 +130,9 @@ void packPairPanels(const T* b, int64_t ldb, bool transposed, int64_t k, int64_t
     }
 }
 
-} // namespace
-
-namespace {
-
 // One row of n floats to bf16 (nearest even, NaN kept quiet): 16 at a time with AVX512-BF16's
-// vcvtneps2bf16 where the CPU has it, the rest as floatToBf16 does (the same bits).
+// vcvtneps2bf16 where the CPU has it, the rest as floatToBf16 does (the same bits, except that
+// the instruction treats subnormal inputs as zero).
 __attribute__((target("avx512f,avx512bf16"))) void rowToBf16Avx512(const float* src, int64_t n,
                                                                    uint16_t* dst) {
   int64_t j = 0;
