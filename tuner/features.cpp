@@ -76,6 +76,7 @@ Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Ta
   f[29] = lg(w.flops());
   f[30] = static_cast<float>(w.threads);
   f[31] = w.constantB ? 0.f : 1.f;
+  f[32] = isBf16Gemm(w.types); // vdpbf16ps: twice the f32 rate, half the bytes per element
   return f;
 }
 
@@ -130,6 +131,7 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ta
   f[27] = lg(ocg);
   f[28] = lg(ow);
   f[29] = w.padded();
+  f[30] = isBf16Gemm(w.types); // vdpbf16ps on a bf16 copy of the input
   return f;
 }
 
@@ -217,7 +219,8 @@ const std::array<const char*, kFeatureLength>& featureNames(TemplateKind kind) {
       "idle fraction of the last wave",
       "log2 flops",
       "threads",
-      "B computed at run time"};
+      "B computed at run time",
+      "bf16 (vdpbf16ps)"};
   static const std::array<const char*, kFeatureLength> conv = {"log2 oc_block",
                                                                "log2 ow_block",
                                                                "log2 ic_block",
@@ -248,6 +251,7 @@ const std::array<const char*, kFeatureLength>& featureNames(TemplateKind kind) {
                                                                "log2 OC per group",
                                                                "log2 OW",
                                                                "padded",
+                                                               "bf16 (vdpbf16ps)",
                                                                "-",
                                                                "-"};
   static const std::array<const char*, kFeatureLength> depthwise = {
@@ -267,6 +271,7 @@ const std::array<const char*, kFeatureLength>& featureNames(TemplateKind kind) {
       "log2 OW",
       "parallel tasks per thread",
       "idle fraction of the last wave",
+      "-",
       "-",
       "-",
       "-",

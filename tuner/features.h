@@ -15,8 +15,8 @@
 
 namespace tunec::tuner {
 
-inline constexpr int kFeatureSchemaVersion = 1;
-inline constexpr int kFeatureLength = 32;
+inline constexpr int kFeatureSchemaVersion = 2;
+inline constexpr int kFeatureLength = 33;
 
 using Features = std::array<float, kFeatureLength>;
 
