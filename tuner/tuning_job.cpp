@@ -191,7 +191,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
                        estimatedLatency(progress) * 1e3, elapsed()});
     if (options.progress) {
       double peak = (isBf16Gemm(workloadTypes(s.task.workload)) ? options.bf16PeakGflops
-                                                                       : options.peakGflops) *
+                                                                : options.peakGflops) *
                     s.task.threads;
       double rate = summary.trials / std::max(elapsed(), 1e-9);
       double left = options.timeBudgetSeconds > 0

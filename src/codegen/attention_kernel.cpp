@@ -351,8 +351,7 @@ private:
     if (!range.flags) range.flags = b_.getInt32(kUkrApplyEpilogue);
     mb_.forLoop(b_, range.begin, range.end, c.nr, "jr", [&](llvm::Value* jr) {
       llvm::Value* panel = b_.CreateSDiv(jr, i64(c.nr));
-      const int64_t panelElements =
-          codegen::matmulPackedBElements(w, c) / ((w.n + c.nr - 1) / c.nr);
+      const int64_t panelElements = codegen::matmulPanelElements(w, c);
       llvm::Value* bPtr = gep(w.types.wei, panels,
                               b_.CreateAdd(b_.CreateMul(panel, i64(panelElements)),
                                            b_.CreateMul(range.kBegin, i64(c.nr))));

@@ -27,9 +27,8 @@ public:
     wp_ = w.w + w.padLeft + w.padRight;
     // A padded input is copied dense first; an unpadded one is read in place, in_ld apart. A
     // bf16 convolution (f32 input, bf16 weights) reads a dense bf16 copy, padded or not.
-    bf16_ = convertsA(w.types);
-    aType_ = bf16_ ? DType::BF16 : w.types.src;
-    inLd_ = w.padded() || bf16_ ? w.ic : w.inPixelStride();
+    aType_ = convertsA(w.types) ? DType::BF16 : w.types.src;
+    inLd_ = w.padded() || convertsA(w.types) ? w.ic : w.inPixelStride();
     outLd_ = w.outPixelStride();
     panelsPerGroup_ = (w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock;
     panels_ = w.groups * panelsPerGroup_;
@@ -243,7 +242,7 @@ private:
   void emitEntry(const std::string& name, llvm::Function* task) {
     auto args = mb_.beginKernelEntry(b_, name);
     llvm::Value* in = args[rt::kArgSrc];
-    if (bf16_)
+    if (convertsA(w_.types))
       in = mb_.emitBf16Nhwc(b_, in, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic, w_.padTop,
                             w_.padLeft, hp_, wp_);
     else if (w_.padded())
@@ -265,8 +264,7 @@ private:
   const Epilogue& epilogue_;
   int64_t hp_, wp_, inLd_, outLd_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
   bool mergeKw_ = false;
-  bool bf16_ = false;        ///< f32 input rounded into a bf16 copy, bf16 weights (vdpbf16ps)
-  DType aType_ = DType::F32; ///< what the microkernels read as A
+  DType aType_ = DType::F32;           ///< what the microkernels read as A
   int64_t kwEntries_ = 1, entryK_ = 1; ///< batch entries per kernel row, k of each entry
   llvm::Function* kernels_[4] = {};
   llvm::Value *in_ = nullptr, *weights_ = nullptr, *out_ = nullptr, *bias_ = nullptr,

@@ -38,10 +38,18 @@ public:
   virtual std::vector<llvm::Value*> step(llvm::IRBuilder<>& b, const KStepOperands& in,
                                          llvm::Value* kk,
                                          const std::vector<llvm::Value*>& acc) const = 0;
-  /// The accumulators as f32 vectors, row-major over (row, vector), for the epilogue.
-  virtual std::vector<llvm::Value*> toF32(llvm::IRBuilder<>& b,
-                                          const std::vector<llvm::Value*>& acc) const = 0;
+  /// The accumulators as f32 vectors, row-major over (row, vector), for the epilogue: as they
+  /// are when they are f32 (the FMA and vdpbf16ps steps); an i32 strategy converts them.
+  virtual std::vector<llvm::Value*> toF32(llvm::IRBuilder<>&,
+                                          const std::vector<llvm::Value*>& acc) const {
+    return acc;
+  }
 };
+
+/// Where row `row` (an i64) of A starts, in elements from in.aBase: row * lda, or, for a spec
+/// with row groups, (row / g) * ldaGroup + (row % g) * lda. Shared by the strategies.
+llvm::Value* aRowOffset(llvm::IRBuilder<>& b, const MicrokernelSpec& spec, const KStepOperands& in,
+                        llvm::Value* row);
 
 /// The f32 strategy (kstep_broadcast_fma.cpp).
 std::unique_ptr<KStepStrategy> makeBroadcastFmaStep(ModuleBuilder& mb, const MicrokernelSpec& spec);

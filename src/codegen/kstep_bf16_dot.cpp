@@ -42,23 +42,17 @@ public:
     for (int j = 0; j < nv_; ++j)
       bv[static_cast<size_t>(j)] = b.CreateAlignedLoad(
           pairs_, b.CreateGEP(i16_, bRow, b.getInt64(2 * j * lanes_)), llvm::Align(4), "bv");
-    auto rowOffset = [&](llvm::Value* i) { // row i of A, in rows of lda (groups: see the spec)
-      if (spec_.aRowGroup <= 0) return b.CreateMul(i, in.lda);
-      llvm::Value* g = b.getInt64(spec_.aRowGroup);
-      return b.CreateAdd(b.CreateMul(b.CreateUDiv(i, g), in.ldaGroup),
-                         b.CreateMul(b.CreateURem(i, g), in.lda));
-    };
     if (spec_.prefetchA) {
       // Row (kk / 2) mod mr of A, 64 values (two cache lines) ahead, into L1: every row is
       // touched at least once per 16 pairs (one line) while mr <= 16.
       llvm::Value* r = b.CreateURem(b.CreateLShr(kk, b.getInt64(1)), b.getInt64(mr));
-      llvm::Value* at = b.CreateAdd(b.CreateAdd(rowOffset(r), kk), b.getInt64(64));
+      llvm::Value* at = b.CreateAdd(b.CreateAdd(aRowOffset(b, spec_, in, r), kk), b.getInt64(64));
       b.CreateCall(prefetch_,
                    {b.CreateGEP(i16_, in.aBase, at), b.getInt32(0), b.getInt32(3), b.getInt32(1)});
     }
     std::vector<llvm::Value*> out(acc.size());
     for (int i = 0; i < mr; ++i) {
-      llvm::Value* row = rowOffset(b.getInt64(i));
+      llvm::Value* row = aRowOffset(b, spec_, in, b.getInt64(i));
       llvm::Value* pair = b.CreateAlignedLoad(
           i32_, b.CreateGEP(i16_, in.aBase, b.CreateAdd(row, kk)), llvm::Align(2), "apair");
       llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes_), pair);
@@ -69,11 +63,6 @@ public:
       }
     }
     return out;
-  }
-
-  std::vector<llvm::Value*> toF32(llvm::IRBuilder<>&,
-                                  const std::vector<llvm::Value*>& acc) const override {
-    return acc;
   }
 
 private:

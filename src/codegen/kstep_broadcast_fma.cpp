@@ -35,12 +35,7 @@ public:
       // Row kk mod mr of A, four cache lines ahead, into L1: every row is touched at least once
       // per 16 k steps (one line) while mr <= 16.
       llvm::Value* r = b.CreateURem(kk, b.getInt64(mr));
-      llvm::Value* rowOff =
-          spec_.aRowGroup > 0
-              ? b.CreateAdd(b.CreateMul(b.CreateUDiv(r, b.getInt64(spec_.aRowGroup)), in.ldaGroup),
-                            b.CreateMul(b.CreateURem(r, b.getInt64(spec_.aRowGroup)), in.lda))
-              : b.CreateMul(r, in.lda);
-      llvm::Value* at = b.CreateAdd(b.CreateAdd(rowOff, kk), b.getInt64(64));
+      llvm::Value* at = b.CreateAdd(b.CreateAdd(aRowOffset(b, spec_, in, r), kk), b.getInt64(64));
       b.CreateCall(prefetch_,
                    {b.CreateGEP(f32_, in.aBase, at), b.getInt32(0), b.getInt32(3), b.getInt32(1)});
     }
@@ -56,17 +51,9 @@ public:
     }
     std::vector<llvm::Value*> out(acc.size());
     for (int i = 0; i < mr; ++i) {
-      llvm::Value* index;
-      if (spec_.aTransposed) {
-        index = b.CreateAdd(b.CreateMul(kk, in.lda), b.getInt64(i));
-      } else if (spec_.aRowGroup > 0) {
-        // Rows come in groups of aRowGroup: row i at (i / g) * ldaGroup + (i % g) * lda.
-        llvm::Value* row = b.CreateAdd(b.CreateMul(b.getInt64(i / spec_.aRowGroup), in.ldaGroup),
-                                       b.CreateMul(b.getInt64(i % spec_.aRowGroup), in.lda));
-        index = b.CreateAdd(row, kk);
-      } else {
-        index = b.CreateAdd(b.CreateMul(b.getInt64(i), in.lda), kk);
-      }
+      llvm::Value* index = spec_.aTransposed
+                               ? b.CreateAdd(b.CreateMul(kk, in.lda), b.getInt64(i))
+                               : b.CreateAdd(aRowOffset(b, spec_, in, b.getInt64(i)), kk);
       llvm::Value* scalar = b.CreateLoad(f32_, b.CreateGEP(f32_, in.aBase, index), "aik");
       llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes_), scalar);
       for (int j = 0; j < nv_; ++j) {
@@ -75,11 +62,6 @@ public:
       }
     }
     return out;
-  }
-
-  std::vector<llvm::Value*> toF32(llvm::IRBuilder<>&,
-                                  const std::vector<llvm::Value*>& acc) const override {
-    return acc;
   }
 
 private:

@@ -222,8 +222,7 @@ private:
     mb_.forLoop(b_, i64(0), ncur, c_.nr, "jr", [&](llvm::Value* jr) {
       llvm::Value* col = b_.CreateAdd(jc, jr);
       llvm::Value* panel = b_.CreateSDiv(col, i64(c_.nr));
-      const int64_t panelElements = codegen::matmulPackedBElements(w_, c_) /
-                                    ((w_.n + c_.nr - 1) / c_.nr); // k (whole pairs) x nr
+      const int64_t panelElements = codegen::matmulPanelElements(w_, c_);
       llvm::Value* bPtr =
           gep(t.wei, bPanels_,
               b_.CreateAdd(b_.CreateMul(panel, i64(panelElements)), b_.CreateMul(pc, i64(c_.nr))));

@@ -317,6 +317,14 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   return fn;
 }
 
+llvm::Value* aRowOffset(llvm::IRBuilder<>& b, const MicrokernelSpec& spec, const KStepOperands& in,
+                        llvm::Value* row) {
+  if (spec.aRowGroup <= 0) return b.CreateMul(row, in.lda);
+  llvm::Value* g = b.getInt64(spec.aRowGroup);
+  return b.CreateAdd(b.CreateMul(b.CreateUDiv(row, g), in.ldaGroup),
+                     b.CreateMul(b.CreateURem(row, g), in.lda));
+}
+
 std::unique_ptr<KStepStrategy> kStepStrategyFor(ModuleBuilder& mb, const MicrokernelSpec& spec) {
   TUNEC_ASSERT(hasKStepStrategy(spec), "no k-step strategy for the spec's element types");
   if (spec.types.src == DType::BF16) return makeBf16DotStep(mb, spec);

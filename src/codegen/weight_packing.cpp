@@ -31,9 +31,13 @@ float* floatsOf(PackedWeights& p) {
 
 } // namespace
 
-int64_t matmulPackedBElements(const MatmulWorkload& w, const MatmulConfig& c) {
+int64_t matmulPanelElements(const MatmulWorkload& w, const MatmulConfig& c) {
   int64_t k = w.types.wei == DType::BF16 ? (w.k + 1) / 2 * 2 : w.k; // whole k-pairs
-  return (w.n + c.nr - 1) / c.nr * c.nr * k;
+  return k * c.nr;
+}
+
+int64_t matmulPackedBElements(const MatmulWorkload& w, const MatmulConfig& c) {
+  return (w.n + c.nr - 1) / c.nr * matmulPanelElements(w, c);
 }
 
 PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const float* b) {

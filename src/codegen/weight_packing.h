@@ -37,6 +37,8 @@ struct PackedWeights {
 
 /// Elements of one batch's packed B of a matmul (n rounded up to nr, times k).
 int64_t matmulPackedBElements(const MatmulWorkload& w, const MatmulConfig& c);
+/// Elements of one nr-column panel of it: k (whole pairs for bf16) times nr.
+int64_t matmulPanelElements(const MatmulWorkload& w, const MatmulConfig& c);
 
 /// The packers: weights as the model stores them (f32, ONNX order; a matmul's B in its stored
 /// layout, one matrix per batch unless broadcast) to the layout and element type (the
