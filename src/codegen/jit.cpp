@@ -4,6 +4,7 @@
 #include "codegen/module_builder.h"
 #include "runtime/packing.h"
 #include "runtime/parallel.h"
+#include "runtime/tile_permission.h"
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -44,6 +45,7 @@ struct Jit::Impl {
   std::mutex mutex;
   int counter = 0;
   JitPipeline pipeline = JitPipeline::Lean;
+  bool twins = false;
 };
 
 namespace {
@@ -107,7 +109,8 @@ Status verify(llvm::Module& module) {
 Jit::Jit() : impl_(std::make_unique<Impl>()) {}
 Jit::~Jit() = default;
 
-Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pipeline) {
+Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pipeline,
+                                           JitInstructions instructions) {
   if (!targetSupports(target, Isa::Avx2))
     return makeError("the target '", target.model,
                      "' lacks AVX2 and FMA, which tunec's kernels need");
@@ -120,6 +123,7 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   Impl& impl = *jit->impl_;
   impl.pipeline = pipeline;
   impl.target = target;
+  impl.twins = instructions == JitInstructions::Twins;
   // The JIT runs code in this process, so it is built for this CPU; functions carry the
   // target's CPU and features as attributes, and object files are emitted for the target.
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -128,6 +132,9 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   llvm::StringMap<bool> hostFeatures;
   llvm::sys::getHostCPUFeatures(hostFeatures);
   std::set<std::string> targetLlvm = splitFeatures(target.llvmFeatures());
+  if (impl.twins) // the twins stand in for these instructions; the code uses none of them
+    for (const char* f : {"amx-tile", "amx-bf16", "amx-int8", "avx512vnni"}) targetLlvm.erase(f);
+  if (impl.twins && !hostFeatures.lookup("avx512bf16")) targetLlvm.erase("avx512bf16");
   for (const std::string& f : targetLlvm)
     if (!hostFeatures.lookup(f)) impl.missingHere.push_back(f);
   llvm::StringMap<bool> features;
@@ -195,20 +202,23 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   bind("tunec_pack_b_f32", &tunec_pack_b_f32);
   bind("tunec_pack_a_f32_to_bf16", &tunec_pack_a_f32_to_bf16);
   bind("tunec_pack_b_bf16", &tunec_pack_b_bf16);
+  bind("tunec_pack_a_bf16_rows", &tunec_pack_a_bf16_rows);
   bind("tunec_pad_nhwc_f32_to_bf16", &tunec_pad_nhwc_f32_to_bf16);
   bind("tunec_pad_nhwc_f32", &tunec_pad_nhwc_f32);
   bind("tunec_pad_nchw_to_nhwc_f32", &tunec_pad_nchw_to_nhwc_f32);
   if (auto err = impl.jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
     return makeError("cannot bind the runtime into the JIT: ", llvmErrorText(std::move(err)));
+  // Tile instructions fault until the OS grants this process the tile state.
+  if (!impl.twins && impl.missingHere.empty() && target.amx) TUNEC_TRY(requestAmxPermission());
   return jit;
 }
 
 std::unique_ptr<codegen::ModuleBuilder> Jit::newModule(Isa isa, const std::string& name) {
   std::lock_guard lock(impl_->mutex);
-  const std::string& features = isa == Isa::Avx512 ? impl_->avx512Features : impl_->avx2Features;
+  const std::string& features = isa == Isa::Avx2 ? impl_->avx2Features : impl_->avx512Features;
   return std::make_unique<codegen::ModuleBuilder>(
       isa, impl_->target, name + "_m" + std::to_string(impl_->counter++), impl_->cpu, features,
-      impl_->jit->getDataLayout(), impl_->jit->getTargetTriple().str());
+      impl_->jit->getDataLayout(), impl_->jit->getTargetTriple().str(), impl_->twins);
 }
 
 const Target& Jit::target() const {
@@ -246,6 +256,8 @@ Expected<void*> Jit::addAndLookup(std::unique_ptr<codegen::ModuleBuilder> module
 }
 
 Status Jit::emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std::string& path) {
+  if (impl_->twins)
+    return makeError("internal: twin kernels are for tests and are never written to an object");
   TUNEC_TRY(verify(module->module()));
   std::lock_guard lock(impl_->mutex);
   optimize(module->module(), *impl_->machine, impl_->pipeline);

@@ -20,14 +20,23 @@ class ModuleBuilder;
 /// already vectorized and register-tiled (docs/benchmarks.md). O3: LLVM's full default pipeline.
 enum class JitPipeline { Lean, O3 };
 
+/// Which code the ISA-specific instructions become (codegen/tile_ops.h). Real: the
+/// instructions. Twins: plain IR with the silicon's exact arithmetic, so kernels for AMX,
+/// AVX512-BF16 or VNNI run (slowly) on any x86-64 CPU and are tested exactly there. Twin code is
+/// for tests: it is never tuned, and a twin JIT refuses to write objects (model.so).
+enum class JitInstructions { Real, Twins };
+
 /// Owns the JIT session; every compiled kernel lives as long as the Jit.
 class Jit {
 public:
   /// Creates a code generator for `target`. Its JIT runs code in this process, so for a target
   /// with features this CPU lacks it only emits objects (addModule says which are missing).
   /// Fails with a message when the target lacks AVX2+FMA.
-  static Expected<std::unique_ptr<Jit>> create(const Target& target,
-                                               JitPipeline pipeline = JitPipeline::Lean);
+  /// With twins, the target may name AMX, AVX512-BF16 and VNNI features this CPU lacks: their
+  /// instructions are emitted as twins (the bf16 rounding of a bf16 C still needs avx512_bf16).
+  static Expected<std::unique_ptr<Jit>>
+  create(const Target& target, JitPipeline pipeline = JitPipeline::Lean,
+         JitInstructions instructions = JitInstructions::Real);
   /// The machine the code is for: what codegen's choices (ISA, prefetch, cache fits) read.
   const Target& target() const;
   ~Jit();

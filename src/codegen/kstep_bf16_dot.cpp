@@ -4,6 +4,7 @@
 // pairs; `vdpbf16ps` adds a.even * b.even + a.odd * b.odd to each f32 accumulator. The products
 // of two bf16 values are exact in f32, so only the accumulation rounds.
 #include "codegen/kstep.h"
+#include "codegen/tile_ops.h"
 
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsX86.h>
@@ -15,14 +16,11 @@ namespace {
 class Bf16DotStep final : public KStepStrategy {
 public:
   Bf16DotStep(ModuleBuilder& mb, const MicrokernelSpec& spec)
-      : spec_(spec), i16_(llvm::Type::getInt16Ty(mb.context())), i32_(mb.i32()),
+      : mb_(mb), spec_(spec), i16_(llvm::Type::getInt16Ty(mb.context())), i32_(mb.i32()),
         vec_(mb.f32Vector()), lanes_(static_cast<int>(vec_->getNumElements())),
         pairs_(llvm::FixedVectorType::get(i32_, static_cast<unsigned>(lanes_))),
-        nv_(spec.nr / lanes_), dot_(llvm::Intrinsic::getDeclaration(
-                                   &mb.module(), llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512)),
-        prefetch_(
-            llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::prefetch, {mb.ptr()})),
-        pairArg_(dot_->getFunctionType()->getParamType(1)) {}
+        nv_(spec.nr / lanes_), prefetch_(llvm::Intrinsic::getDeclaration(
+                                   &mb.module(), llvm::Intrinsic::prefetch, {mb.ptr()})) {}
 
   llvm::Type* accumulatorType() const override { return vec_; }
   int kPerStep() const override { return 2; }
@@ -58,14 +56,14 @@ public:
       llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(lanes_), pair);
       for (int j = 0; j < nv_; ++j) {
         size_t idx = static_cast<size_t>(i * nv_ + j);
-        out[idx] = b.CreateCall(dot_, {acc[idx], b.CreateBitCast(splat, pairArg_),
-                                       b.CreateBitCast(bv[static_cast<size_t>(j)], pairArg_)});
+        out[idx] = emitDotBf16Pairs(mb_, b, acc[idx], splat, bv[static_cast<size_t>(j)]);
       }
     }
     return out;
   }
 
 private:
+  ModuleBuilder& mb_;
   const MicrokernelSpec& spec_;
   llvm::Type* i16_;
   llvm::Type* i32_;
@@ -73,9 +71,7 @@ private:
   int lanes_;
   llvm::FixedVectorType* pairs_;
   int nv_;
-  llvm::Function* dot_;
   llvm::Function* prefetch_;
-  llvm::Type* pairArg_; ///< the intrinsic's type of 32 bf16 values (LLVM's, as it declares it)
 };
 
 } // namespace

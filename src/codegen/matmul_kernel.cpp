@@ -67,15 +67,15 @@ private:
   // Microkernel variants: full tile, and the static M/N tails.
   void emitKernels() {
     // An f32 A of a bf16 GEMM is converted into bf16 rows per block: the microkernel reads those.
-    const bool converted = convertsA(w_.types);
+    const bool converted = convertsA(w_.types) || amx();
     bool aTransposed = !converted && (c_.packA || w_.transA);
     int mTail = static_cast<int>(w_.m % c_.mr), nTail = static_cast<int>(w_.n % c_.nr);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
       spec.types = w_.types;
       if (converted) spec.types.src = DType::BF16;
-      spec.prefetchB = prefetchNextPanel();
-      spec.prefetchBGroup = prefetchGroup();
+      spec.prefetchB = !amx() && prefetchNextPanel();
+      spec.prefetchBGroup = amx() ? 1 : prefetchGroup();
       spec.prefetchA =
           !aTransposed && !converted && aRowsAliasInL1(rows, w_.aLd(), 0, 0, w_.types.srcBytes());
       return codegen::emitMicrokernel(mb_, spec, "ukr_" + suffix, true,
@@ -86,6 +86,10 @@ private:
     kernels_[2] = mTail ? make(mTail, c_.nr, "mtail") : kernels_[0];
     kernels_[3] = mTail ? (nTail ? make(mTail, nTail, "mntail") : kernels_[2]) : kernels_[1];
   }
+
+  // AMX reads A as bf16 rows padded to whole tile rows (tunec_pack_a_bf16_rows, per block).
+  bool amx() const { return c_.isa == Isa::Amx; }
+  int64_t kGroup() const { return tunec::kGroup(c_.isa, w_.types); }
 
   // Prefetching the next B panel pays when B comes cold from memory (constant weights in a
   // model) and when the A block, this panel and the next fit in L2 together; otherwise the
@@ -119,8 +123,8 @@ private:
     auto aBytes = static_cast<int64_t>(w_.types.srcBytes()),
          bBytes = static_cast<int64_t>(w_.types.weiBytes());
     if (c_.packA) aPack_ = mb_.emitScratch(b_, 0, c_.mc * c_.kc * aBytes);
-    if (convertsA(w_.types)) // bf16 rows of whole k-pairs
-      aPack_ = mb_.emitScratch(b_, 0, c_.mc * ((c_.kc + 1) / 2 * 2) * 2);
+    if (convertsA(w_.types) || amx()) // bf16 rows of whole k groups
+      aPack_ = mb_.emitScratch(b_, 0, c_.mc * ((c_.kc + kGroup() - 1) / kGroup() * kGroup()) * 2);
     if (!w_.constantB)
       bPack_ = mb_.emitScratch(b_, 1, codegen::matmulPackedBElements(w_, c_) * bBytes);
     // Ranges of the batch and block loops; the parallel one covers block t only.
@@ -200,9 +204,18 @@ private:
     llvm::Value* aBlock = w_.transA
                               ? gep(t.src, aBatch_, b_.CreateAdd(b_.CreateMul(pc, i64(lda)), ic))
                               : gep(t.src, aBatch_, b_.CreateAdd(b_.CreateMul(ic, i64(lda)), pc));
-    // Rows of the converted block: kcur rounded up to whole pairs (a zero after an odd row).
-    llvm::Value* kcPairs = b_.CreateAnd(b_.CreateAdd(kcur, i64(1)), i64(-2));
-    if (convertsA(w_.types)) {
+    // Rows of the converted block: kcur rounded up to whole k groups (zeros after the last k).
+    llvm::Value* kcPairs = b_.CreateAnd(b_.CreateAdd(kcur, i64(kGroup() - 1)), i64(-kGroup()));
+    if (amx()) {
+      llvm::FunctionCallee pack =
+          mb_.declare("tunec_pack_a_bf16_rows",
+                      llvm::FunctionType::get(b_.getVoidTy(),
+                                              {mb_.ptr(), mb_.i32(), mb_.i64(), mb_.i32(),
+                                               mb_.i64(), mb_.i64(), mb_.i64(), mb_.ptr()},
+                                              false));
+      b_.CreateCall(pack, {aBlock, b_.getInt32(w_.types.src == DType::BF16), i64(lda),
+                           b_.getInt32(w_.transA), mcur, kcur, kcPairs, aPack_});
+    } else if (convertsA(w_.types)) {
       llvm::FunctionCallee pack = mb_.declare(
           "tunec_pack_a_f32_to_bf16",
           llvm::FunctionType::get(
@@ -239,7 +252,7 @@ private:
         llvm::Value* row = b_.CreateAdd(ic, ir);
         llvm::Value* aPtr;
         llvm::Value* ldaV;
-        if (convertsA(t)) {
+        if (convertsA(t) || amx()) {
           aPtr = gep(DType::BF16, aPack_, b_.CreateMul(ir, kcPairs));
           ldaV = kcPairs;
         } else if (c_.packA) {
@@ -278,7 +291,7 @@ private:
         std::vector<llvm::Value*> args = {aArr_,
                                           bArr_,
                                           cPtr,
-                                          kcur,
+                                          amx() ? kcPairs : kcur, // AMX: whole tile rows
                                           ldaV,
                                           i64(c_.nr),
                                           i64(w_.cLd()),

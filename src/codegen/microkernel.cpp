@@ -26,6 +26,19 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   if (!codegen::hasKStepStrategy(spec))
     return makeError("microkernel: no k-step strategy for element types ",
                      kernelTypesToJson(spec.types).dump(), " on ", info.name);
+  if (spec.isa == Isa::Amx) {
+    if (spec.mr > 48 || spec.nr % 16 || spec.nr > 64 || amxTileCount(spec.mr, spec.nr) > 8)
+      return makeError("AMX tile grid ", spec.mr, "x", spec.nr, " needs ",
+                       amxTileCount(spec.mr, spec.nr),
+                       " tiles (C, A and B); AMX has 8 (e.g. 32x32: 4 C + 2 A + 2 B)");
+    if (spec.aTransposed || spec.aRowGroup || spec.scaleK || spec.prefetchA || spec.prefetchB ||
+        spec.kUnroll != 1)
+      return makeError("AMX microkernel: A is read as rows of bf16 (no transposed or grouped A, "
+                       "no k scale, prefetch or unroll)");
+    if (spec.nValid < 1 || spec.nValid > spec.nr)
+      return makeError("microkernel nValid=", spec.nValid, " must be in 1..nr=", spec.nr);
+    return {};
+  }
   if (spec.nr < lanes || spec.nr % lanes != 0)
     return makeError("microkernel nr=", spec.nr, " must be a positive multiple of ", lanes, " for ",
                      info.name);
@@ -91,8 +104,90 @@ std::string microkernelName(const MicrokernelSpec& spec) {
 
 namespace codegen {
 
+void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const MicrokernelSpec& spec,
+                      const std::function<llvm::Value*(int, int)>& acc,
+                      const TileEpilogueOperands& operands) {
+  llvm::LLVMContext& ctx = mb.context();
+  llvm::Type* f32 = mb.f32();
+  llvm::FixedVectorType* vecTy = mb.f32Vector();
+  const int lanes = static_cast<int>(vecTy->getNumElements());
+  const int mr = spec.mr;
+  llvm::Value* zero = llvm::ConstantAggregateZero::get(vecTy);
+  auto [c, ldc, flags, bias, addend, ldAdd, columnScale] = operands;
+  const bool bf16C = spec.types.dst == DType::BF16;
+  llvm::Type* cElem = bf16C ? llvm::Type::getInt16Ty(ctx) : f32;
+  int validVectors = (spec.nValid + lanes - 1) / lanes;
+  int tailLanes = spec.nValid - (validVectors - 1) * lanes;
+  llvm::Value* tailMask = codegen::laneMask(b, lanes, tailLanes);
+  auto loadVec = [&](llvm::Value* base, llvm::Value* offset, int j) -> llvm::Value* {
+    llvm::Value* p = b.CreateGEP(f32, base, offset);
+    if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
+      return b.CreateMaskedLoad(vecTy, p, llvm::Align(4), tailMask, zero);
+    return b.CreateAlignedLoad(vecTy, p, llvm::Align(4));
+  };
+  // A vector of C or of the addend as f32 (bf16 widened: its bits are a float's upper half).
+  auto* halfTy = llvm::FixedVectorType::get(cElem, static_cast<unsigned>(lanes));
+  auto loadC = [&](llvm::Value* base, llvm::Value* offset, int j) -> llvm::Value* {
+    if (!bf16C) return loadVec(base, offset, j);
+    llvm::Value* p = b.CreateGEP(cElem, base, offset);
+    llvm::Value* h = nullptr;
+    if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
+      h = b.CreateMaskedLoad(halfTy, p, llvm::Align(2), tailMask,
+                             llvm::Constant::getNullValue(halfTy));
+    else
+      h = b.CreateAlignedLoad(halfTy, p, llvm::Align(2));
+    auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), static_cast<unsigned>(lanes));
+    return b.CreateBitCast(b.CreateShl(b.CreateZExt(h, wide), 16), vecTy);
+  };
+  llvm::Function* toBf16 =
+      bf16C ? llvm::Intrinsic::getDeclaration(&mb.module(),
+                                              llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512)
+            : nullptr;
+  llvm::Value* accumulate =
+      b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrAccumulate)), b.getInt32(0));
+  llvm::Value* applyEpilogue =
+      b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrApplyEpilogue)), b.getInt32(0));
+  std::vector<llvm::Value*> biasVec(static_cast<size_t>(validVectors)),
+      scaleVec(static_cast<size_t>(validVectors));
+  if (epilogueNeedsBias(spec.epilogue))
+    for (int j = 0; j < validVectors; ++j)
+      biasVec[static_cast<size_t>(j)] = loadVec(bias, b.getInt64(j * lanes), j);
+  if (epilogueNeedsColumnScale(spec.epilogue))
+    for (int j = 0; j < validVectors; ++j)
+      scaleVec[static_cast<size_t>(j)] = loadVec(columnScale, b.getInt64(j * lanes), j);
+  for (int i = 0; i < mr; ++i) {
+    for (int j = 0; j < validVectors; ++j) {
+      llvm::Value* v = acc(i, j);
+      llvm::Value* cOffset = b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j * lanes));
+      // The C tile is always valid memory, so it is loaded unconditionally and selected.
+      llvm::Value* old = loadC(c, cOffset, j);
+      v = b.CreateSelect(accumulate, b.CreateFAdd(v, old), v);
+      llvm::Value* post = v;
+      for (const PostOp& op : spec.epilogue) {
+        llvm::Value* other = nullptr;
+        if (op.kind == PostOpKind::AddTensor)
+          other = loadC(addend,
+                        b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes)), j);
+        post = emitPostOp(b, op, post,
+                          readsColumnScale(op.kind) ? scaleVec[static_cast<size_t>(j)]
+                                                    : biasVec[static_cast<size_t>(j)],
+                          other);
+      }
+      if (!spec.epilogue.empty()) v = b.CreateSelect(applyEpilogue, post, v);
+      llvm::Value* p = b.CreateGEP(cElem, c, cOffset);
+      llvm::Align align(spec.types.dstBytes());
+      if (bf16C) v = b.CreateBitCast(b.CreateCall(toBf16, {v}), halfTy);
+      if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
+        b.CreateMaskedStore(v, p, align, tailMask);
+      else
+        b.CreateAlignedStore(v, p, align);
+    }
+  }
+}
+
 llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
                                 const std::string& name, bool internal, bool inlined) {
+  if (spec.isa == Isa::Amx) return emitAmxMicrokernel(mb, spec, name, internal, inlined);
   llvm::LLVMContext& ctx = mb.context();
   llvm::Type* f32 = mb.f32();
   llvm::Type* i64 = mb.i64();
@@ -126,7 +221,6 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   auto* epilogue = llvm::BasicBlock::Create(ctx, "epilogue", fn);
   llvm::IRBuilder<> b(entry);
 
-  llvm::Value* zero = llvm::ConstantAggregateZero::get(vecTy);
   llvm::Value* zero64 = b.getInt64(0);
   llvm::Value* one64 = b.getInt64(1);
 
@@ -246,73 +340,8 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   // is masked when the tile has fewer valid columns.
   b.SetInsertPoint(epilogue);
   next = strategy->toF32(b, next); // the accumulators as f32 vectors
-  int validVectors = (spec.nValid + lanes - 1) / lanes;
-  int tailLanes = spec.nValid - (validVectors - 1) * lanes;
-  llvm::Value* tailMask = codegen::laneMask(b, lanes, tailLanes);
-  auto loadVec = [&](llvm::Value* base, llvm::Value* offset, int j) -> llvm::Value* {
-    llvm::Value* p = b.CreateGEP(f32, base, offset);
-    if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
-      return b.CreateMaskedLoad(vecTy, p, llvm::Align(4), tailMask, zero);
-    return b.CreateAlignedLoad(vecTy, p, llvm::Align(4));
-  };
-  // A vector of C or of the addend as f32 (bf16 widened: its bits are a float's upper half).
-  auto* halfTy = llvm::FixedVectorType::get(cElem, static_cast<unsigned>(lanes));
-  auto loadC = [&](llvm::Value* base, llvm::Value* offset, int j) -> llvm::Value* {
-    if (!bf16C) return loadVec(base, offset, j);
-    llvm::Value* p = b.CreateGEP(cElem, base, offset);
-    llvm::Value* h = nullptr;
-    if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
-      h = b.CreateMaskedLoad(halfTy, p, llvm::Align(2), tailMask,
-                             llvm::Constant::getNullValue(halfTy));
-    else
-      h = b.CreateAlignedLoad(halfTy, p, llvm::Align(2));
-    auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), static_cast<unsigned>(lanes));
-    return b.CreateBitCast(b.CreateShl(b.CreateZExt(h, wide), 16), vecTy);
-  };
-  llvm::Function* toBf16 =
-      bf16C ? llvm::Intrinsic::getDeclaration(&mb.module(),
-                                              llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512)
-            : nullptr;
-  llvm::Value* accumulate =
-      b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrAccumulate)), b.getInt32(0));
-  llvm::Value* applyEpilogue =
-      b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrApplyEpilogue)), b.getInt32(0));
-  std::vector<llvm::Value*> biasVec(static_cast<size_t>(validVectors)),
-      scaleVec(static_cast<size_t>(validVectors));
-  if (epilogueNeedsBias(spec.epilogue))
-    for (int j = 0; j < validVectors; ++j)
-      biasVec[static_cast<size_t>(j)] = loadVec(bias, b.getInt64(j * lanes), j);
-  if (epilogueNeedsColumnScale(spec.epilogue))
-    for (int j = 0; j < validVectors; ++j)
-      scaleVec[static_cast<size_t>(j)] = loadVec(columnScale, b.getInt64(j * lanes), j);
-  for (int i = 0; i < mr; ++i) {
-    for (int j = 0; j < validVectors; ++j) {
-      llvm::Value* v = next[static_cast<size_t>(i * nv + j)];
-      llvm::Value* cOffset = b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j * lanes));
-      // The C tile is always valid memory, so it is loaded unconditionally and selected.
-      llvm::Value* old = loadC(c, cOffset, j);
-      v = b.CreateSelect(accumulate, b.CreateFAdd(v, old), v);
-      llvm::Value* post = v;
-      for (const PostOp& op : spec.epilogue) {
-        llvm::Value* other = nullptr;
-        if (op.kind == PostOpKind::AddTensor)
-          other = loadC(addend,
-                        b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes)), j);
-        post = emitPostOp(b, op, post,
-                          readsColumnScale(op.kind) ? scaleVec[static_cast<size_t>(j)]
-                                                    : biasVec[static_cast<size_t>(j)],
-                          other);
-      }
-      if (!spec.epilogue.empty()) v = b.CreateSelect(applyEpilogue, post, v);
-      llvm::Value* p = b.CreateGEP(cElem, c, cOffset);
-      llvm::Align align(spec.types.dstBytes());
-      if (bf16C) v = b.CreateBitCast(b.CreateCall(toBf16, {v}), halfTy);
-      if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
-        b.CreateMaskedStore(v, p, align, tailMask);
-      else
-        b.CreateAlignedStore(v, p, align);
-    }
-  }
+  emitTileEpilogue(mb, b, spec, [&](int i, int j) { return next[static_cast<size_t>(i * nv + j)]; },
+                   {c, ldc, flags, bias, addend, ldAdd, columnScale});
   b.CreateRetVoid();
   return fn;
 }
@@ -335,7 +364,9 @@ bool hasKStepStrategy(const MicrokernelSpec& spec) {
   if (spec.types.allF32()) return true; // the broadcast FMA, on every ISA
   // vdpbf16ps on AVX-512: bf16 A and B, f32 accumulators, an f32 or bf16 C (an f32 A is
   // converted by the loop nest before the microkernel reads it).
-  return spec.isa == Isa::Avx512 && isBf16Gemm(spec.types) && spec.types.src == DType::BF16;
+  // AMX: tdpbf16ps on the same operands.
+  return (spec.isa == Isa::Avx512 || spec.isa == Isa::Amx) && isBf16Gemm(spec.types) &&
+         spec.types.src == DType::BF16;
 }
 
 } // namespace codegen

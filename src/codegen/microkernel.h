@@ -75,6 +75,9 @@ using MicrokernelFn = void (*)(const float* const* a, const float* const* b, flo
                                int64_t ldaGroup, const float* prefetchB, const float* kScale,
                                const float* columnScale);
 
+/// Tiles an AMX tile grid of mr x nr uses: ceil(mr/16) x nr/16 C tiles, their A and B tiles.
+int amxTileCount(int mr, int nr);
+
 /// Checks the generator's contract; the error says which limit a tile breaks.
 Status checkMicrokernelSpec(const MicrokernelSpec& spec);
 /// Vector registers the tile needs: accumulators, B vectors and one broadcast.

@@ -4,6 +4,8 @@
 #include "codegen/microkernel.h"
 #include "codegen/module_builder.h"
 
+#include <functional>
+
 namespace tunec::codegen {
 
 /// Emits the microkernel as a function with the MicrokernelFn signature. The spec must satisfy
@@ -11,5 +13,22 @@ namespace tunec::codegen {
 /// tile of a loop nest) and kept out of line otherwise (tail tiles: less code to optimize).
 llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
                                 const std::string& name, bool internal, bool inlined = false);
+
+/// What the epilogue of a tile reads and writes: the MicrokernelFn arguments of those names.
+struct TileEpilogueOperands {
+  llvm::Value *c, *ldc, *flags, *bias, *addend, *ldAdd, *columnScale;
+};
+
+/// The shared epilogue of every reduction core (vector k steps and AMX tiles): for each row i and
+/// f32 vector j of the tile, acc(i, j) (+ C when accumulating), the post-ops (last K block), then
+/// the store of f32 or bf16 C, the last vector of a row masked to spec.nValid.
+void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const MicrokernelSpec& spec,
+                      const std::function<llvm::Value*(int, int)>& acc,
+                      const TileEpilogueOperands& operands);
+
+/// The AMX reduction core (amx_microkernel.cpp): C tiles instead of vector accumulators, with the
+/// same signature and epilogue as emitMicrokernel, which calls it for spec.isa == Isa::Amx.
+llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
+                                   const std::string& name, bool internal, bool inlined);
 
 } // namespace tunec::codegen

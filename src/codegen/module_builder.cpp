@@ -5,9 +5,9 @@ namespace tunec::codegen {
 
 ModuleBuilder::ModuleBuilder(Isa isa, const Target& target, const std::string& name,
                              std::string cpu, std::string features, const llvm::DataLayout& layout,
-                             const std::string& triple)
-    : isa_(isa), target_(target), cpu_(std::move(cpu)), features_(std::move(features)),
-      context_(std::make_unique<llvm::LLVMContext>()),
+                             const std::string& triple, bool twins)
+    : isa_(isa), twins_(twins), target_(target), cpu_(std::move(cpu)),
+      features_(std::move(features)), context_(std::make_unique<llvm::LLVMContext>()),
       module_(std::make_unique<llvm::Module>(name, *context_)) {
   module_->setDataLayout(layout);
   module_->setTargetTriple(triple);

@@ -21,9 +21,12 @@ namespace tunec::codegen {
 class ModuleBuilder {
 public:
   ModuleBuilder(Isa isa, const Target& target, const std::string& name, std::string cpu,
-                std::string features, const llvm::DataLayout& layout, const std::string& triple);
+                std::string features, const llvm::DataLayout& layout, const std::string& triple,
+                bool twins = false);
 
   Isa isa() const { return isa_; }
+  /// ISA-specific instructions are emitted as their twins (tile_ops.h; JitInstructions).
+  bool twins() const { return twins_; }
   /// The machine the code is for (its caches decide prefetching; it outlives the builder).
   const Target& target() const { return target_; }
   llvm::LLVMContext& context() { return *context_; }
@@ -95,6 +98,7 @@ public:
 
 private:
   Isa isa_;
+  bool twins_;
   const Target& target_;
   std::string cpu_;
   std::string features_;

@@ -6,6 +6,7 @@
 #include "support/error.h"
 
 #include <cstdlib>
+#include <vector>
 
 namespace tunec::codegen {
 
@@ -32,8 +33,8 @@ float* floatsOf(PackedWeights& p) {
 } // namespace
 
 int64_t matmulPanelElements(const MatmulWorkload& w, const MatmulConfig& c) {
-  int64_t k = w.types.wei == DType::BF16 ? (w.k + 1) / 2 * 2 : w.k; // whole k-pairs
-  return k * c.nr;
+  const int64_t group = kGroup(c.isa, w.types); // whole k-pairs, or AMX tile rows
+  return (w.k + group - 1) / group * group * c.nr;
 }
 
 int64_t matmulPackedBElements(const MatmulWorkload& w, const MatmulConfig& c) {
@@ -45,9 +46,20 @@ PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const 
   if (w.types.wei == DType::BF16) { // k-pair panels of bf16 (vdpbf16ps)
     PackedWeights packed = allocate(per * batches, DType::BF16, WeightLayout::MatmulPairPanels);
     auto* dst = reinterpret_cast<uint16_t*>(packed.data.get());
-    for (int64_t i = 0; i < batches; ++i)
+    // Panels of whole k-pairs, then (AMX) each moved to its slot of k padded to a tile row: the
+    // rows past k stay zero.
+    const int64_t pairPanel = (w.k + 1) / 2 * 2 * c.nr, slot = matmulPanelElements(w, c);
+    const int64_t panels = (w.n + c.nr - 1) / c.nr;
+    std::vector<uint16_t> pairs(static_cast<size_t>(slot == pairPanel ? 0 : panels * pairPanel));
+    for (int64_t i = 0; i < batches; ++i) {
+      uint16_t* out = slot == pairPanel ? dst + i * per : pairs.data();
       tunec_pack_b_f32_to_bf16(b + i * w.k * w.n, w.transB ? w.k : w.n, w.transB, w.k, w.n, c.nr,
-                               dst + i * per);
+                               out);
+      if (slot != pairPanel)
+        for (int64_t p = 0; p < panels; ++p)
+          std::copy(pairs.begin() + p * pairPanel, pairs.begin() + (p + 1) * pairPanel,
+                    dst + i * per + p * slot);
+    }
     return packed;
   }
   PackedWeights packed = allocate(per * batches, w.types.wei, WeightLayout::MatmulPanels);

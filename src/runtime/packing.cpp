@@ -163,6 +163,25 @@ extern "C" void tunec_pack_a_f32_to_bf16(const float* a, int64_t lda, int32_t tr
   }
 }
 
+extern "C" void tunec_pack_a_bf16_rows(const void* a, int32_t srcIsBf16, int64_t lda,
+                                       int32_t transposed, int64_t rows, int64_t cols,
+                                       int64_t ldDst, uint16_t* dst) {
+  const auto* f = static_cast<const float*>(a);
+  const auto* h = static_cast<const uint16_t*>(a);
+  for (int64_t i = 0; i < rows; ++i) {
+    uint16_t* out = dst + i * ldDst;
+    if (srcIsBf16 && transposed)
+      for (int64_t k = 0; k < cols; ++k) out[k] = h[k * lda + i];
+    else if (srcIsBf16)
+      std::memcpy(out, h + i * lda, static_cast<size_t>(cols) * sizeof(uint16_t));
+    else if (transposed)
+      for (int64_t k = 0; k < cols; ++k) out[k] = tunec::floatToBf16(f[k * lda + i]);
+    else
+      rowToBf16(f + i * lda, cols, out);
+    std::memset(out + cols, 0, static_cast<size_t>(ldDst - cols) * sizeof(uint16_t));
+  }
+}
+
 extern "C" void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h,
                                            int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
                                            int64_t wp, uint16_t* dst) {

@@ -14,18 +14,26 @@ bool avx512Supported(const Target& t) {
   return t.avx512f && t.fma;
 }
 
-constexpr Isa kIsas[] = {Isa::Avx2, Isa::Avx512};
+// AMX kernels need its tiles and their bf16 dot, and AVX-512 (with BF16, for a bf16 C) around them.
+bool amxSupported(const Target& t) {
+  return t.amx && t.avx512f && t.avx512bw && t.avx512bf16 && t.fma;
+}
+
+constexpr Isa kVectorIsas[] = {Isa::Avx2, Isa::Avx512};
 
 } // namespace
 
 const IsaInfo& isaInfo(Isa isa) {
   static const IsaInfo kAvx2{Isa::Avx2, spell(Isa::Avx2), 32, 16, avx2Supported, 2, 4};
   static const IsaInfo kAvx512{Isa::Avx512, spell(Isa::Avx512), 64, 32, avx512Supported, 4, 7};
+  static const IsaInfo kAmx{Isa::Amx, spell(Isa::Amx), 64, 32, amxSupported, 2, 7};
   switch (isa) {
   case Isa::Avx2:
     return kAvx2;
   case Isa::Avx512:
     return kAvx512;
+  case Isa::Amx:
+    return kAmx;
   }
   TUNEC_ASSERT(false, "isa " << static_cast<int>(isa) << " has no row");
 }
@@ -68,10 +76,23 @@ Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& typ
 
 Isa widestIsa(const Target& target) {
   Isa best = Isa::Avx2;
-  for (Isa isa : kIsas)
+  for (Isa isa : kVectorIsas)
     if (targetSupports(target, isa) && isaInfo(isa).vectorBytes > isaInfo(best).vectorBytes)
       best = isa;
   return best;
+}
+
+} // namespace tunec
+
+namespace tunec {
+
+Isa bf16GemmIsa(const Target& target) {
+  return targetSupports(target, Isa::Amx) ? Isa::Amx : Isa::Avx512;
+}
+
+int kGroup(Isa isa, const KernelTypes& types) {
+  if (!isBf16Gemm(types)) return 1;
+  return isa == Isa::Amx ? 32 : 2;
 }
 
 } // namespace tunec

@@ -12,20 +12,21 @@ namespace tunec {
 
 struct KernelTypes; // templates/knobs.h
 
-/// The vector ISAs codegen targets. A new ISA is a compile error in isaInfo() until it has a row.
-enum class Isa { Avx2, Avx512 };
+/// The ISAs codegen targets. A new ISA is a compile error in isaInfo() until it has a row. Amx:
+/// the matmul's reduction on AMX tiles (bf16 today), with AVX-512 vectors for everything else.
+enum class Isa { Avx2, Avx512, Amx };
 
 /// The ISAs' names in configs, records and flags.
 template <> struct Spellings<Isa> {
-  static constexpr std::pair<Isa, std::string_view> values[] = {{Isa::Avx2, "avx2"},
-                                                                {Isa::Avx512, "avx512"}};
+  static constexpr std::pair<Isa, std::string_view> values[] = {
+      {Isa::Avx2, "avx2"}, {Isa::Avx512, "avx512"}, {Isa::Amx, "amx"}};
 };
 
 /// What the templates and the microkernel generator need to know about an ISA.
 struct IsaInfo {
   Isa isa;
-  std::string_view name;              ///< spell(isa): "avx2", "avx512"
-  int vectorBytes;                    ///< 32 (ymm) or 64 (zmm)
+  std::string_view name;              ///< spell(isa): "avx2", "avx512", "amx"
+  int vectorBytes;                    ///< 32 (ymm) or 64 (zmm; AMX's epilogue vectors)
   int vectorRegisters;                ///< 16 ymm or 32 zmm
   bool (*supportedBy)(const Target&); ///< the target has every feature this ISA's code uses
   int matmulNrVectors;                ///< default matmul tile width in vectors (fp32)
@@ -50,7 +51,15 @@ Status checkTargetSupports(const Target& target, Isa isa);
 /// As above, and the target has the instructions of these element types' kernels (bf16:
 /// avx512_bf16); the error names the feature the target lacks.
 Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& types);
-/// The widest ISA `target` supports (AVX2 at least is required of every target).
+/// The widest vector ISA `target` supports (AVX2 at least is required of every target): the
+/// ISA of fp32 kernels. AMX is chosen per kernel by its element types (bf16GemmIsa).
 Isa widestIsa(const Target& target);
+/// The ISA of a bf16 GEMM on `target`: AMX where the target has it, else AVX-512 (vdpbf16ps);
+/// decided here and passed, never re-derived.
+Isa bf16GemmIsa(const Target& target);
+/// The k that packed operands of these element types are padded to on `isa`: 1 (f32), 2 (bf16
+/// pairs for vdpbf16ps), 32 (an AMX tile row of 64 bytes of bf16). The one source of the k
+/// grouping for packers and loop nests.
+int kGroup(Isa isa, const KernelTypes& types);
 
 } // namespace tunec

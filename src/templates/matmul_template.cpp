@@ -154,10 +154,27 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   TUNEC_TRY(w.check());
   const IsaInfo& info = isaInfo(c.isa);
   int lanes = info.f32Lanes();
-  if (c.mr < 1 || c.nr < lanes || c.nr % lanes)
+  if (c.isa == Isa::Amx) {
+    // A grid of C tiles of 16 rows x 16 columns: mr and nr whole tiles, at most 8 tiles in all.
+    if (!isBf16Gemm(w.types))
+      return makeError("matmul config: AMX kernels are bf16 (tdpbf16ps); ",
+                       kernelTypesToJson(w.types).dump(), " runs on avx512 or avx2");
+    if (c.mr % 16 || c.nr % 16 || c.mr < 16 || c.nr < 16 || c.mr > 48 || c.nr > 64 ||
+        (c.mr / 16) * (c.nr / 16) + c.mr / 16 + c.nr / 16 > 8)
+      return makeError("matmul config: AMX tile grid mr=", c.mr, " nr=", c.nr,
+                       " must be whole 16x16 tiles using at most 8 tiles with their A and B "
+                       "(16x16..16x48, 32x16, 32x32, 48x16)");
+    if (!w.constantB)
+      return makeError("matmul config: AMX reads B from panels packed at compile time (a "
+                       "constant B); this B is computed");
+    if (c.kc % 32 && c.kc != w.k)
+      return makeError("matmul config: kc=", c.kc,
+                       " must be a multiple of 32 on AMX (one tile "
+                       "row of bf16), or cover k");
+  } else if (c.mr < 1 || c.nr < lanes || c.nr % lanes)
     return makeError("matmul config: nr=", c.nr, " must be a multiple of ", lanes, " and mr=", c.mr,
                      " positive");
-  if (tileRegisters(c.isa, c.mr, c.nr) > info.vectorRegisters)
+  if (c.isa != Isa::Amx && tileRegisters(c.isa, c.mr, c.nr) > info.vectorRegisters)
     return makeError("matmul config: tile ", c.mr, "x", c.nr, " needs ",
                      tileRegisters(c.isa, c.mr, c.nr), " vector registers, ", info.name, " has ",
                      info.vectorRegisters);
@@ -178,8 +195,9 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   if (c.parallel != MatmulParallel::None && w.threads < 2)
     return makeError("matmul config: parallel loops need threads > 1");
   if (isBf16Gemm(w.types)) {
-    if (c.isa != Isa::Avx512)
-      return makeError("matmul config: bf16 kernels are AVX-512 (vdpbf16ps), not ", info.name);
+    if (c.isa != Isa::Avx512 && c.isa != Isa::Amx)
+      return makeError("matmul config: bf16 kernels are AMX or AVX-512 (vdpbf16ps), not ",
+                       info.name);
     if (c.packA)
       return makeError("matmul config: bf16 reads A in place or converts it (pack_a is f32 only)");
     if (c.kc % 2 && c.kc != w.k)
@@ -191,7 +209,50 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   return {};
 }
 
+namespace {
+
+// AMX: a 2x2 grid of C tiles (32x32) where M and N allow, else 16 rows of up to 3 tiles; K in
+// blocks whose B panel (kc x nr bf16) stays in half of L1 while the M tiles stream by; M blocks
+// whose A block fits half of L2.
+MatmulConfig defaultAmxConfig(const MatmulWorkload& w, const Target& target) {
+  MatmulConfig c;
+  c.isa = Isa::Amx;
+  int64_t nTiles = std::clamp<int64_t>((w.n + 15) / 16, 1, 3);
+  while (nTiles > 1 && w.splitN % (16 * nTiles)) --nTiles;
+  if (w.m > 16 && nTiles >= 2) {
+    c.mr = 32;
+    c.nr = 32;
+  } else {
+    c.mr = w.m > 16 && nTiles == 1 ? 32 : 16;
+    c.nr = static_cast<int>(16 * nTiles);
+  }
+  int64_t kcMax = std::max<int64_t>(32, target.l1d / 2 / (c.nr * 2) / 32 * 32);
+  int64_t kBlocks = (w.k + kcMax - 1) / kcMax;
+  c.kc = kBlocks == 1 ? w.k : roundUp((w.k + kBlocks - 1) / kBlocks, 32);
+  if (w.types.dst == DType::BF16) c.kc = w.k;
+  int64_t mcMax = std::max<int64_t>(c.mr, target.l2 / 2 / (roundUp(c.kc, 32) * 2));
+  int64_t mBlocks = (w.m + mcMax - 1) / mcMax;
+  c.mc =
+      std::clamp<int64_t>(roundUp((w.m + mBlocks - 1) / mBlocks, c.mr), c.mr, roundUp(w.m, c.mr));
+  c.nc = roundUp(w.n, c.nr);
+  c.loopOrder = MatmulLoopOrder::Nkm;
+  c.packA = false;
+  c.parallel = MatmulParallel::None;
+  if (w.threads > 1 && w.flops() >= 4e6) {
+    if (w.batch >= w.threads) {
+      c.parallel = MatmulParallel::Batch;
+    } else {
+      c.nc = std::max<int64_t>(c.nr, roundUp((w.n + w.threads - 1) / w.threads, c.nr));
+      c.parallel = MatmulParallel::N;
+    }
+  }
+  return c;
+}
+
+} // namespace
+
 MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target& target) {
+  if (isa == Isa::Amx) return defaultAmxConfig(w, target);
   MatmulConfig c;
   c.isa = isa;
   int lanes = isaInfo(isa).f32Lanes();
@@ -259,10 +320,17 @@ KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa) {
   int lanes = isaInfo(isa).f32Lanes();
   KnobSpace space;
   Knob mr{"mr", {}}, nr{"nr", {}}, mc{"mc", {}}, nc{"nc", {}}, kc{"kc", {}};
-  for (int v = 1; v <= 16; ++v)
-    if (v <= w.m) mr.values.emplace_back(v);
-  for (int v = lanes; v <= 4 * lanes; v += lanes)
-    if (v <= roundUp(w.n, lanes)) nr.values.emplace_back(v);
+  if (isa == Isa::Amx) { // whole tiles (validateMatmulConfig refuses grids over 8 tiles)
+    for (int v : {16, 32, 48})
+      if (v == 16 || v <= roundUp(w.m, 16)) mr.values.emplace_back(v);
+    for (int v : {16, 32, 48})
+      if (v == 16 || v <= roundUp(w.n, 16)) nr.values.emplace_back(v);
+  } else {
+    for (int v = 1; v <= 16; ++v)
+      if (v <= w.m) mr.values.emplace_back(v);
+    for (int v = lanes; v <= 4 * lanes; v += lanes)
+      if (v <= roundUp(w.n, lanes)) nr.values.emplace_back(v);
+  }
   for (int64_t v : {24, 48, 96, 128, 192, 256, 384, 512}) mc.values.emplace_back(v);
   for (int64_t v : {64, 128, 256, 512, 1024, 2048, 4096}) nc.values.emplace_back(v);
   for (int64_t v : {32, 64, 128, 192, 256, 384, 512, 768, 1024})
@@ -283,8 +351,9 @@ KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa) {
   space.push_back(parallel);
   if (isBf16Gemm(w.types)) { // bf16: A read in place, whole k-pairs, a bf16 C in one K block
     space.push_back({"pack_a", {false}});
+    const int64_t group = kGroup(isa, w.types);
     std::erase_if(space[4].values, [&](const nlohmann::json& v) {
-      return v.get<int64_t>() != w.k && (w.types.dst == DType::BF16 || v.get<int64_t>() % 2);
+      return v.get<int64_t>() != w.k && (w.types.dst == DType::BF16 || v.get<int64_t>() % group);
     });
   } else {
     space.push_back({"pack_a", {true, false}});

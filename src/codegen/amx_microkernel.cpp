@@ -1,0 +1,116 @@
+// The AMX reduction core: a grid of C tiles (up to 4 of 16 rows x 16 f32) with its A and B tiles,
+// at most 8 tiles in all. Per k step of 32 bf16 (one 64-byte tile row): the A tiles (rows of A,
+// k contiguous), the B tiles (16 columns each of the k-pair panels [k/2][nr][2] that the bf16 path
+// packs, so a B tile row is one pair row of 16 columns) and one tdpbf16ps per C tile. The palette
+// is static per variant (the rows of an M tail), loaded once at entry, outside the loops; the C
+// tiles are stored to a 64-byte aligned scratch that the shared epilogue reads (microkernel.cpp).
+// K (the k argument) is a multiple of 32: the loop nest pads A's rows and B's panels with zeros.
+#include "codegen/microkernel_emitter.h"
+#include "codegen/tile_ops.h"
+
+#include <algorithm>
+
+namespace tunec {
+
+int amxTileCount(int mr, int nr) {
+  int rowTiles = (mr + 15) / 16, colTiles = nr / 16;
+  return rowTiles * colTiles + rowTiles + colTiles;
+}
+
+} // namespace tunec
+
+namespace tunec::codegen {
+
+namespace {
+
+/// The tile indices of a spec: C tiles first (row-major over the grid), then A, then B.
+struct TileGrid {
+  int rowTiles, colTiles;
+  int c(int ti, int tj) const { return ti * colTiles + tj; }
+  int a(int ti) const { return rowTiles * colTiles + ti; }
+  int b(int tj) const { return rowTiles * colTiles + rowTiles + tj; }
+};
+
+} // namespace
+
+llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
+                                   const std::string& name, bool internal, bool inlined) {
+  llvm::LLVMContext& ctx = mb.context();
+  llvm::Type* i64 = mb.i64();
+  llvm::Type* ptr = mb.ptr();
+  llvm::Type* i16 = llvm::Type::getInt16Ty(ctx);
+  llvm::FixedVectorType* vecTy = mb.f32Vector();
+  auto* fnTy = llvm::FunctionType::get(
+      llvm::Type::getVoidTy(ctx),
+      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr, ptr, ptr}, false);
+  llvm::Function* fn = mb.createFunction(name, fnTy, internal);
+  if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
+  auto args = fn->arg_begin();
+  llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
+              *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
+              *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *columnScale = &args[15];
+  fn->addParamAttr(2, llvm::Attribute::NoAlias);
+
+  const TileGrid grid{(spec.mr + 15) / 16, spec.nr / 16};
+  auto rowsOf = [&](int ti) { return std::min(16, spec.mr - 16 * ti); };
+  TilePalette palette;
+  for (int ti = 0; ti < grid.rowTiles; ++ti) {
+    for (int tj = 0; tj < grid.colTiles; ++tj) {
+      palette.rows[static_cast<size_t>(grid.c(ti, tj))] = rowsOf(ti);
+      palette.colsb[static_cast<size_t>(grid.c(ti, tj))] = 64;
+    }
+    palette.rows[static_cast<size_t>(grid.a(ti))] = rowsOf(ti);
+    palette.colsb[static_cast<size_t>(grid.a(ti))] = 64;
+  }
+  for (int tj = 0; tj < grid.colTiles; ++tj) {
+    palette.rows[static_cast<size_t>(grid.b(tj))] = 16;
+    palette.colsb[static_cast<size_t>(grid.b(tj))] = 64;
+  }
+
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
+  llvm::IRBuilder<> b(entry);
+  // The C tiles as stored for the epilogue: rowTiles * 16 rows of nr floats.
+  const int cRows = grid.rowTiles * 16;
+  auto* scratch = b.CreateAlloca(mb.f32(), b.getInt64(cRows * spec.nr), "ctiles");
+  scratch->setAlignment(llvm::Align(64));
+  std::unique_ptr<TileOps> tiles = makeTileOps(mb);
+  tiles->configure(b, palette);
+  for (int ti = 0; ti < grid.rowTiles; ++ti)
+    for (int tj = 0; tj < grid.colTiles; ++tj) tiles->zero(b, grid.c(ti, tj));
+
+  llvm::Value* aStride = b.CreateMul(lda, b.getInt64(2)); // bytes between A rows
+  llvm::Value* bStride = b.CreateMul(ldb, b.getInt64(4)); // bytes between pair rows
+  mb.forLoop(b, b.getInt64(0), batch, 1, "batch", [&](llvm::Value* bi) {
+    llvm::Value* aBase = b.CreateLoad(ptr, b.CreateGEP(ptr, aPtrs, bi), "a");
+    llvm::Value* bBase = b.CreateLoad(ptr, b.CreateGEP(ptr, bPtrs, bi), "bp");
+    mb.forLoop(b, b.getInt64(0), k, 32, "kt", [&](llvm::Value* kk) {
+      for (int tj = 0; tj < grid.colTiles; ++tj) // pair row kk / 2 at kk * nr, 16 columns a tile
+        tiles->load(b, grid.b(tj),
+                    b.CreateGEP(i16, bBase, b.CreateAdd(b.CreateMul(kk, ldb), b.getInt64(32 * tj))),
+                    bStride);
+      for (int ti = 0; ti < grid.rowTiles; ++ti) {
+        llvm::Value* rows = b.CreateMul(b.getInt64(16 * ti), lda);
+        tiles->load(b, grid.a(ti), b.CreateGEP(i16, aBase, b.CreateAdd(rows, kk)), aStride);
+        for (int tj = 0; tj < grid.colTiles; ++tj)
+          tiles->dotBf16(b, grid.c(ti, tj), grid.a(ti), grid.b(tj));
+      }
+    });
+  });
+  llvm::Value* cStride = b.getInt64(4 * spec.nr);
+  for (int ti = 0; ti < grid.rowTiles; ++ti)
+    for (int tj = 0; tj < grid.colTiles; ++tj)
+      tiles->store(b, grid.c(ti, tj),
+                   b.CreateGEP(mb.f32(), scratch, b.getInt64(16 * ti * spec.nr + 16 * tj)),
+                   cStride);
+  emitTileEpilogue(mb, b, spec,
+                   [&](int i, int j) -> llvm::Value* {
+                     return b.CreateAlignedLoad(
+                         vecTy, b.CreateGEP(mb.f32(), scratch, b.getInt64(i * spec.nr + 16 * j)),
+                         llvm::Align(64));
+                   },
+                   {c, ldc, flags, bias, addend, ldAdd, columnScale});
+  b.CreateRetVoid();
+  return fn;
+}
+
+} // namespace tunec::codegen

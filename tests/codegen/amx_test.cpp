@@ -1,0 +1,374 @@
+// AMX and the AVX-512 dot products through their twins (codegen/tile_ops.h), on any machine:
+// every line of the Xeon's recorded results (tests/fixtures/amx/golden.jsonl, copied from
+// shared/amx) replayed bit for bit; the AMX matmul over every tile grid its template allows, with
+// M, N and K tails and K blocks, exactly equal to a reference that splits K as tdpbf16ps does and
+// within tolerance of the double-precision reference. On a machine with AMX the real kernels run
+// too and equal the twins bit for bit, from two threads at once; elsewhere those tests skip,
+// saying so, and TUNEC_REQUIRE_AMX=1 turns the skip into a failure.
+#include "codegen/matmul_kernel.h"
+#include "codegen/module_builder.h"
+#include "codegen/tile_ops.h"
+#include "test_support.h"
+
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <llvm/IR/IRBuilder.h>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace tunec {
+namespace {
+
+using test::jit;
+
+bool hostHasAmx() {
+  return targetSupports(hostTarget(), Isa::Amx);
+}
+
+#define SKIP_WITHOUT_REAL_AMX()                                                                    \
+  do {                                                                                             \
+    if (!hostHasAmx()) {                                                                           \
+      if (std::getenv("TUNEC_REQUIRE_AMX") &&                                                      \
+          std::string(std::getenv("TUNEC_REQUIRE_AMX")) == "1")                                    \
+        FAIL() << "TUNEC_REQUIRE_AMX=1 but this machine has no AMX (amx_tile, amx_bf16)";          \
+      GTEST_SKIP()                                                                                 \
+          << "this machine has no AMX: the real tile instructions cannot run here (their "         \
+             "twins are tested on every machine)";                                                 \
+    }                                                                                              \
+  } while (0)
+
+/// The twin JIT: the host's target with AMX, BF16 and VNNI set, their instructions as twins.
+Jit& twinJit() {
+  static std::unique_ptr<Jit> instance = [] {
+    Target t = hostTarget();
+    t.amx = t.avx512bf16 = t.avx512vnni = t.avx512f;
+    auto j = Jit::create(t, JitPipeline::Lean, JitInstructions::Twins);
+    if (!j) ADD_FAILURE() << j.error().message();
+    return std::move(*j);
+  }();
+  return *instance;
+}
+
+std::vector<uint8_t> hexBytes(const std::string& hex) {
+  std::vector<uint8_t> out(hex.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return out;
+}
+
+// ---- golden.jsonl: one instruction per line ----
+
+using GoldenFn = void (*)(const void* a, const void* b, void* c);
+
+/// A function running one recorded instruction on (a, b) into c (c_in in, c_out out).
+Expected<GoldenFn> goldenKernel(Jit& j, const nlohmann::json& r) {
+  const std::string op = r["op"];
+  const bool tile = op[0] == 't';
+  Isa isa = tile ? Isa::Amx : Isa::Avx512;
+  if (!targetSupports(j.target(), isa)) isa = widestIsa(j.target());
+  auto mb = j.newModule(isa, "golden");
+  llvm::LLVMContext& ctx = mb->context();
+  std::string name = mb->module().getModuleIdentifier();
+  auto* fnTy =
+      llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {mb->ptr(), mb->ptr(), mb->ptr()}, false);
+  llvm::Function* fn = mb->createFunction(name, fnTy);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  llvm::Value *a = fn->getArg(0), *bv = fn->getArg(1), *c = fn->getArg(2);
+  if (tile) {
+    const int m = r["m"], n = r["n"];
+    const int kGroups = op == "tdpbf16ps" ? r["k_pairs"].get<int>() : r["k_quads"].get<int>();
+    codegen::TilePalette palette;
+    palette.rows = {m, m, kGroups, 0, 0, 0, 0, 0};
+    palette.colsb = {4 * n, 4 * kGroups, 4 * n, 0, 0, 0, 0, 0};
+    auto ops = codegen::makeTileOps(*mb);
+    ops->configure(b, palette);
+    ops->load(b, 0, c, b.getInt64(4 * n));
+    ops->load(b, 1, a, b.getInt64(4 * kGroups));
+    ops->load(b, 2, bv, b.getInt64(4 * n));
+    if (op == "tdpbf16ps") {
+      ops->dotBf16(b, 0, 1, 2);
+    } else {
+      codegen::TileIntDot kind = op == "tdpbusd"   ? codegen::TileIntDot::Busd
+                                 : op == "tdpbssd" ? codegen::TileIntDot::Bssd
+                                 : op == "tdpbsud" ? codegen::TileIntDot::Bsud
+                                                   : codegen::TileIntDot::Buud;
+      ops->dotInt8(b, kind, 0, 1, 2);
+    }
+    ops->store(b, 0, c, b.getInt64(4 * n));
+  } else {
+    auto* ints = llvm::FixedVectorType::get(b.getInt32Ty(), 16);
+    llvm::Value* x = b.CreateAlignedLoad(ints, a, llvm::Align(4));
+    llvm::Value* y = b.CreateAlignedLoad(ints, bv, llvm::Align(4));
+    llvm::Value* out;
+    if (op == "vdpbf16ps") {
+      auto* floats = llvm::FixedVectorType::get(b.getFloatTy(), 16);
+      out = codegen::emitDotBf16Pairs(*mb, b, b.CreateAlignedLoad(floats, c, llvm::Align(4)), x, y);
+    } else {
+      out = codegen::emitDotU8S8Quads(*mb, b, b.CreateAlignedLoad(ints, c, llvm::Align(4)), x, y);
+    }
+    b.CreateAlignedStore(out, c, llvm::Align(4));
+  }
+  b.CreateRetVoid();
+  TUNEC_ASSIGN_OR_RETURN(void* address, j.addAndLookup(std::move(mb), name));
+  return reinterpret_cast<GoldenFn>(address);
+}
+
+/// Equal bits, or both NaN (payloads are not compared), for f32 results; equal for s32.
+bool sameResult(uint32_t got, uint32_t want, bool isFloat) {
+  if (got == want) return true;
+  if (!isFloat) return false;
+  float g = std::bit_cast<float>(got), w = std::bit_cast<float>(want);
+  return std::isnan(g) && std::isnan(w);
+}
+
+/// Replays every line through `j`'s instructions; returns the lines checked.
+int replayGolden(Jit& j, bool realOnly) {
+  std::ifstream in(std::string(TUNEC_SOURCE_DIR) + "/tests/fixtures/amx/golden.jsonl");
+  EXPECT_TRUE(in.good()) << "tests/fixtures/amx/golden.jsonl is missing";
+  std::string line;
+  int lines = 0, lineNo = 0;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    nlohmann::json r = nlohmann::json::parse(line);
+    const std::string op = r["op"];
+    if (realOnly) { // the real instruction only where this CPU has it
+      const Target& t = hostTarget();
+      if (op[0] == 't' && !hostHasAmx()) continue;
+      if (op == "vdpbf16ps" && !t.avx512bf16) continue;
+      if (op == "vpdpbusd" && !t.avx512vnni) continue;
+    }
+    auto fn = goldenKernel(j, r);
+    if (!fn) {
+      ADD_FAILURE() << "line " << lineNo << " (" << op << "): " << fn.error().message();
+      continue;
+    }
+    std::vector<uint8_t> a = hexBytes(r["a"]), b = hexBytes(r["b"]), c = hexBytes(r["c_in"]),
+                         want = hexBytes(r["c_out"]);
+    (*fn)(a.data(), b.data(), c.data());
+    const bool isFloat = op == "tdpbf16ps" || op == "vdpbf16ps";
+    int bad = 0;
+    for (size_t e = 0; e < c.size() / 4; ++e) {
+      uint32_t got, exp;
+      std::memcpy(&got, c.data() + 4 * e, 4);
+      std::memcpy(&exp, want.data() + 4 * e, 4);
+      if (!sameResult(got, exp, isFloat) && bad++ < 3)
+        ADD_FAILURE() << "line " << lineNo << " (" << op << ", families " << r["families"].dump()
+                      << ") element " << e << ": got 0x" << std::hex << got << ", the Xeon gave 0x"
+                      << exp << std::dec;
+    }
+    ++lines;
+  }
+  return lines;
+}
+
+TEST(TileTwins, GoldenReplaysEveryRecordedInstructionBitForBit) {
+  EXPECT_EQ(replayGolden(twinJit(), false), 166);
+}
+
+TEST(TileReal, GoldenOnThisCpuEqualsTheRecordedXeon) {
+  SKIP_WITHOUT_REAL_AMX();
+  EXPECT_EQ(replayGolden(jit(), true), 166);
+}
+
+// ---- the AMX matmul ----
+
+uint32_t bitsOf(float x) {
+  return std::bit_cast<uint32_t>(x);
+}
+float flushSub(float x) { // DAZ/FTZ: subnormals as signed zeros
+  uint32_t u = bitsOf(x);
+  return (u & 0x7f800000u) == 0 ? std::bit_cast<float>(u & 0x80000000u) : x;
+}
+
+/// C = A * B (+ bias, relu) as the AMX kernel computes it: per K block of kc, tdpbf16ps steps of
+/// 16 k-pairs (zeros past the block's k), each two partial sums added into the block's tile, the
+/// blocks added in order through C.
+std::vector<float> splitKReference(const MatmulWorkload& w, const MatmulConfig& c,
+                                   const std::vector<float>& a, const std::vector<float>& b,
+                                   const std::vector<float>& bias, bool relu) {
+  auto bf = [](float x) { return flushSub(bf16ToFloat(floatToBf16(x))); };
+  std::vector<float> out(static_cast<size_t>(w.m * w.n));
+  for (int64_t i = 0; i < w.m; ++i)
+    for (int64_t j = 0; j < w.n; ++j) {
+      float cv = 0.f;
+      for (int64_t pc = 0; pc < w.k; pc += c.kc) {
+        int64_t kcur = std::min(c.kc, w.k - pc);
+        float acc = 0.f;
+        for (int64_t s = 0; s < kcur; s += 32) {
+          float sums[2] = {0.f, 0.f};
+          for (int64_t p = 0; p < 32; ++p) {
+            int64_t kk = pc + s + p;
+            float x = s + p < kcur ? bf(a[static_cast<size_t>(i * w.k + kk)]) : 0.f;
+            float y = s + p < kcur ? bf(b[static_cast<size_t>(kk * w.n + j)]) : 0.f;
+            sums[p % 2] = flushSub(std::fma(x, y, sums[p % 2]));
+          }
+          acc = flushSub(flushSub(acc) + flushSub(sums[0] + sums[1]));
+        }
+        cv = pc > 0 ? acc + cv : acc;
+      }
+      cv = cv + bias[static_cast<size_t>(j)];
+      if (relu) cv = std::max(cv, 0.f);
+      out[static_cast<size_t>(i * w.n + j)] = cv;
+    }
+  return out;
+}
+
+struct AmxCase {
+  int64_t m, n, k, kc;
+  int mr, nr;
+  bool bf16A;
+};
+
+std::vector<AmxCase> amxCases() {
+  std::vector<AmxCase> cases;
+  const std::pair<int, int> grids[] = {{16, 16}, {16, 32}, {16, 48}, {32, 16}, {32, 32}, {48, 16}};
+  const int64_t shapes[][3] = {{1, 16, 32}, {17, 33, 50}, {40, 64, 96}, {64, 80, 200}, {33, 47, 7}};
+  int i = 0;
+  for (auto [mr, nr] : grids)
+    for (const auto& s : shapes) {
+      int64_t kc = (i % 3 == 0) ? s[2] : (i % 3 == 1 ? 32 : 64);
+      cases.push_back({s[0], s[1], s[2], std::min(kc, s[2]), mr, nr, i % 2 == 1 && s[2] % 2 == 0});
+      ++i;
+    }
+  return cases;
+}
+
+struct AmxRun {
+  std::vector<float> out;
+  std::string error;
+};
+
+AmxRun runAmx(Jit& j, const AmxCase& t, const std::vector<float>& a, const std::vector<float>& b,
+              const std::vector<float>& bias, int repeats = 1) {
+  MatmulWorkload w;
+  w.m = t.m, w.n = t.n, w.k = t.k;
+  w.types = {t.bf16A ? DType::BF16 : DType::F32, DType::BF16, DType::F32, DType::F32};
+  MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, j.target());
+  c.mr = t.mr, c.nr = t.nr, c.kc = t.kc;
+  c.mc = std::min<int64_t>(64, (t.m + t.mr - 1) / t.mr * t.mr) / t.mr * t.mr;
+  c.nc = (t.n + t.nr - 1) / t.nr * t.nr;
+  AmxRun run;
+  if (Status s = validateMatmulConfig(w, c); !s) {
+    run.error = s.error().message();
+    return run;
+  }
+  Epilogue epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
+  auto kernel = compileMatmul(j, w, c, epi, b.data());
+  if (!kernel) {
+    run.error = kernel.error().message();
+    return run;
+  }
+  std::vector<uint16_t> aBits(a.size());
+  for (size_t i = 0; i < a.size(); ++i) aBits[i] = floatToBf16(a[i]);
+  const void* aIn = t.bf16A ? static_cast<const void*>(aBits.data()) : a.data();
+  run.out.assign(static_cast<size_t>(t.m * t.n), 1234.5f);
+  for (int r = 0; r < repeats; ++r) kernel->runTyped(aIn, nullptr, run.out.data(), bias.data());
+  return run;
+}
+
+std::string caseName(const AmxCase& t) {
+  return std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k) + " kc " +
+         std::to_string(t.kc) + " grid " + std::to_string(t.mr) + "x" + std::to_string(t.nr) +
+         (t.bf16A ? " bf16 A" : " f32 A");
+}
+
+struct AmxData {
+  std::vector<float> a, b, bias;
+};
+AmxData amxData(const AmxCase& t, std::mt19937& rng, bool smallIntegers) {
+  AmxData d;
+  auto fill = [&](size_t n) {
+    std::vector<float> v = test::randomVector(n, rng);
+    if (smallIntegers)
+      for (float& x : v) x = std::round(x * 4.f);
+    return v;
+  };
+  d.a = fill(static_cast<size_t>(t.m * t.k));
+  d.b = fill(static_cast<size_t>(t.k * t.n));
+  d.bias = fill(static_cast<size_t>(t.n));
+  return d;
+}
+
+TEST(AmxMatmulTwin, EveryGridWithTailsEqualsTheSplitKReference) {
+  std::mt19937 rng(29);
+  for (const AmxCase& t : amxCases()) {
+    AmxData d = amxData(t, rng, false);
+    AmxRun run = runAmx(twinJit(), t, d.a, d.b, d.bias);
+    ASSERT_TRUE(run.error.empty()) << caseName(t) << ": " << run.error;
+    MatmulWorkload w;
+    w.m = t.m, w.n = t.n, w.k = t.k;
+    MatmulConfig c;
+    c.kc = t.kc;
+    std::vector<float> want = splitKReference(w, c, d.a, d.b, d.bias, true);
+    int bad = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      if (bitsOf(run.out[i]) != bitsOf(want[i]) && bad++ < 3)
+        ADD_FAILURE() << caseName(t) << " element " << i << ": " << run.out[i] << " != " << want[i];
+    // And within f32 accumulation's bound of the double-precision product of the bf16 values.
+    for (int64_t i = 0; i < t.m; ++i)
+      for (int64_t j = 0; j < t.n; ++j) {
+        double ref = d.bias[static_cast<size_t>(j)];
+        for (int64_t kk = 0; kk < t.k; ++kk)
+          ref += static_cast<double>(
+                     bf16ToFloat(floatToBf16(d.a[static_cast<size_t>(i * t.k + kk)]))) *
+                 bf16ToFloat(floatToBf16(d.b[static_cast<size_t>(kk * t.n + j)]));
+        ref = std::max(ref, 0.0);
+        double tol = 4.0 * static_cast<double>(t.k) * 1.1920929e-7 + 1e-5;
+        EXPECT_NEAR(run.out[static_cast<size_t>(i * t.n + j)], ref, tol) << caseName(t);
+      }
+  }
+}
+
+TEST(AmxMatmulTwin, SmallIntegersAreExact) {
+  std::mt19937 rng(30);
+  for (const AmxCase& t : amxCases()) {
+    AmxData d = amxData(t, rng, true);
+    AmxRun run = runAmx(twinJit(), t, d.a, d.b, d.bias);
+    ASSERT_TRUE(run.error.empty()) << caseName(t) << ": " << run.error;
+    for (int64_t i = 0; i < t.m; ++i)
+      for (int64_t j = 0; j < t.n; ++j) {
+        double ref = d.bias[static_cast<size_t>(j)];
+        for (int64_t kk = 0; kk < t.k; ++kk)
+          ref += static_cast<double>(d.a[static_cast<size_t>(i * t.k + kk)]) *
+                 d.b[static_cast<size_t>(kk * t.n + j)];
+        ASSERT_EQ(run.out[static_cast<size_t>(i * t.n + j)], std::max(ref, 0.0)) << caseName(t);
+      }
+  }
+}
+
+TEST(AmxMatmulTwin, GridsOverEightTilesAreRefusedByName) {
+  MatmulWorkload w;
+  w.m = 64, w.n = 64, w.k = 64;
+  w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+  MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, twinJit().target());
+  c.mr = 32, c.nr = 48; // 6 C + 2 A + 3 B
+  Status s = validateMatmulConfig(w, c);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.error().message().find("at most 8 tiles"), std::string::npos) << s.error().message();
+}
+
+TEST(AmxMatmulReal, EqualsItsTwinBitForBitFromTwoThreads) {
+  SKIP_WITHOUT_REAL_AMX();
+  std::mt19937 rng(31);
+  for (const AmxCase& t : amxCases()) {
+    AmxData d = amxData(t, rng, false);
+    AmxRun twin = runAmx(twinJit(), t, d.a, d.b, d.bias);
+    ASSERT_TRUE(twin.error.empty()) << caseName(t) << ": " << twin.error;
+    AmxRun real[2];
+    std::thread workers[2];
+    for (int th = 0; th < 2; ++th)
+      workers[th] = std::thread([&, th] { real[th] = runAmx(jit(), t, d.a, d.b, d.bias, 3); });
+    for (auto& w : workers) w.join();
+    for (const AmxRun& r : real) {
+      ASSERT_TRUE(r.error.empty()) << caseName(t) << ": " << r.error;
+      for (size_t i = 0; i < twin.out.size(); ++i)
+        ASSERT_EQ(bitsOf(r.out[i]), bitsOf(twin.out[i]))
+            << caseName(t) << " element " << i << ": real " << r.out[i] << ", twin " << twin.out[i];
+    }
+  }
+}
+
+} // namespace
+} // namespace tunec
