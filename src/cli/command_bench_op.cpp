@@ -165,7 +165,7 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   Isa isa = widestIsa(*machine);
   if (args->has("isa")) {
     auto parsed = parseIsa(args->get("isa"));
-    if (!parsed) return fail("tunec bench-op: --isa must be avx512 or avx2");
+    if (!parsed) return fail("tunec bench-op: --isa must be amx, avx512 or avx2");
     if (Status s = checkTargetSupports(*machine, *parsed); !s)
       return fail("tunec bench-op: --isa " + s.error().message());
     isa = *parsed;
@@ -183,17 +183,23 @@ int commandBenchOp(const std::vector<std::string>& argv) {
                               : conv2dBench(*args, **jit, static_cast<int>(*threads));
   if (!bench) return fail(bench.error().message());
   const Workload& workload = bench->workload;
-  // The roof of the kernel's k-step: vdpbf16ps for bf16, the FMA for f32.
+  // A bf16 GEMM runs on AMX where the machine has it (bf16GemmIsa), else vdpbf16ps; the roof is
+  // the chosen strategy's.
   const bool bf16 = isBf16Gemm(workloadTypes(workload));
-  if (bf16 && isa != Isa::Avx512)
-    return fail("tunec bench-op: bf16 kernels are AVX-512 (vdpbf16ps); drop --isa avx2");
+  const TemplateKind kind = templateKind(workload);
+  if (bf16 && !args->has("isa") && kind == TemplateKind::Matmul) isa = bf16GemmIsa(*machine);
+  if (bf16 && isa == Isa::Avx2)
+    return fail("tunec bench-op: bf16 kernels are AMX or AVX-512 (vdpbf16ps); drop --isa avx2");
+  if (isa == Isa::Amx && (!bf16 || kind != TemplateKind::Matmul))
+    return fail("tunec bench-op: --isa amx runs bf16 matmuls (--dtype bf16 or --src f32 "
+                "--dtype bf16)");
   if (Status s = checkTargetSupports(*machine, isa, workloadTypes(workload)); !s)
     return fail("tunec bench-op: " + s.error().message());
-  auto peak = bf16 ? measureBf16DotPeak(**jit) : measureFmaPeak(**jit, isa);
-  if (!peak) return fail(peak.error().message());
-  const char* peakName = bf16 ? "vdpbf16ps" : "FMA";
+  auto roof = measureReductionPeak(**jit, isa, workloadTypes(workload));
+  if (!roof) return fail(roof.error().message());
+  const double* peak = &roof->gflops;
+  const char* peakName = roof->instruction;
   const nlohmann::json workloadJson = toJson(workload);
-  const TemplateKind kind = templateKind(workload);
   const double flops = workloadFlops(workload);
   const int benchThreads = workloadThreads(workload);
   const KnobSpace space = knobSpace(workload, isa);

@@ -1,6 +1,6 @@
 // The AMX reduction core: a grid of C tiles (up to 4 of 16 rows x 16 f32) with its A and B tiles,
-// at most 8 tiles in all. Per k step of 32 bf16 (one 64-byte tile row): the A tiles (rows of A,
-// k contiguous), the B tiles (16 columns each of the k-pair panels [k/2][nr][2] that the bf16 path
+// at most 8 tiles in all. Per k step of 32 bf16 (one 64-byte tile row): the A tiles (packed as
+// whole 1 KiB tiles by tunec_pack_a_bf16_tiles), the B tiles (16 columns each of the k-pair panels [k/2][nr][2] that the bf16 path
 // packs, so a B tile row is one pair row of 16 columns) and one tdpbf16ps per C tile. The palette
 // is static per variant (the rows of an M tail), loaded once at entry, outside the loops; the C
 // tiles are stored to a 64-byte aligned scratch that the shared epilogue reads (microkernel.cpp).
@@ -78,7 +78,7 @@ llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spe
   for (int ti = 0; ti < grid.rowTiles; ++ti)
     for (int tj = 0; tj < grid.colTiles; ++tj) tiles->zero(b, grid.c(ti, tj));
 
-  llvm::Value* aStride = b.CreateMul(lda, b.getInt64(2)); // bytes between A rows
+  llvm::Value* aStride = b.getInt64(64); // A comes in tiles (tunec_pack_a_bf16_tiles)
   llvm::Value* bStride = b.CreateMul(ldb, b.getInt64(4)); // bytes between pair rows
   mb.forLoop(b, b.getInt64(0), batch, 1, "batch", [&](llvm::Value* bi) {
     llvm::Value* aBase = b.CreateLoad(ptr, b.CreateGEP(ptr, aPtrs, bi), "a");
@@ -89,8 +89,10 @@ llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spe
                     b.CreateGEP(i16, bBase, b.CreateAdd(b.CreateMul(kk, ldb), b.getInt64(32 * tj))),
                     bStride);
       for (int ti = 0; ti < grid.rowTiles; ++ti) {
+        // Row block ti at 16 ti lda, its k step kk / 32 at 16 kk (512 values a step).
         llvm::Value* rows = b.CreateMul(b.getInt64(16 * ti), lda);
-        tiles->load(b, grid.a(ti), b.CreateGEP(i16, aBase, b.CreateAdd(rows, kk)), aStride);
+        llvm::Value* step = b.CreateMul(kk, b.getInt64(16));
+        tiles->load(b, grid.a(ti), b.CreateGEP(i16, aBase, b.CreateAdd(rows, step)), aStride);
         for (int tj = 0; tj < grid.colTiles; ++tj)
           tiles->dotBf16(b, grid.c(ti, tj), grid.a(ti), grid.b(tj));
       }

@@ -28,6 +28,7 @@
 #include <llvm/Transforms/Scalar/SROA.h>
 #include <llvm/Transforms/Scalar/SimplifyCFG.h>
 #include <mutex>
+#include <llvm/Transforms/Utils/Cloning.h>
 #include <set>
 #include <sstream>
 
@@ -202,7 +203,7 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   bind("tunec_pack_b_f32", &tunec_pack_b_f32);
   bind("tunec_pack_a_f32_to_bf16", &tunec_pack_a_f32_to_bf16);
   bind("tunec_pack_b_bf16", &tunec_pack_b_bf16);
-  bind("tunec_pack_a_bf16_rows", &tunec_pack_a_bf16_rows);
+  bind("tunec_pack_a_bf16_tiles", &tunec_pack_a_bf16_tiles);
   bind("tunec_pad_nhwc_f32_to_bf16", &tunec_pad_nhwc_f32_to_bf16);
   bind("tunec_pad_nhwc_f32", &tunec_pad_nhwc_f32);
   bind("tunec_pad_nchw_to_nhwc_f32", &tunec_pad_nchw_to_nhwc_f32);
@@ -236,6 +237,14 @@ Status Jit::addModule(std::unique_ptr<codegen::ModuleBuilder> module) {
   TUNEC_TRY(verify(module->module()));
   std::lock_guard lock(impl_->mutex);
   optimize(module->module(), *impl_->machine, impl_->pipeline);
+  if (const char* dump = std::getenv("TUNEC_DUMP_ASM")) {
+    auto copy = llvm::CloneModule(module->module());
+    std::error_code ec;
+    llvm::raw_fd_ostream out(std::string(dump) + "/" + module->module().getModuleIdentifier() + ".s", ec);
+    llvm::legacy::PassManager pm;
+    impl_->machine->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_AssemblyFile);
+    pm.run(*copy);
+  }
   llvm::orc::ThreadSafeModule tsm(module->takeModule(), module->takeContext());
   if (auto err = impl_->jit->addIRModule(std::move(tsm)))
     return makeError("JIT: ", llvmErrorText(std::move(err)));

@@ -87,7 +87,7 @@ private:
     kernels_[3] = mTail ? (nTail ? make(mTail, nTail, "mntail") : kernels_[2]) : kernels_[1];
   }
 
-  // AMX reads A as bf16 rows padded to whole tile rows (tunec_pack_a_bf16_rows, per block).
+  // AMX reads A as bf16 rows padded to whole tile rows (tunec_pack_a_bf16_tiles, per block).
   bool amx() const { return c_.isa == Isa::Amx; }
   int64_t kGroup() const { return tunec::kGroup(c_.isa, w_.types); }
 
@@ -208,7 +208,7 @@ private:
     llvm::Value* kcPairs = b_.CreateAnd(b_.CreateAdd(kcur, i64(kGroup() - 1)), i64(-kGroup()));
     if (amx()) {
       llvm::FunctionCallee pack =
-          mb_.declare("tunec_pack_a_bf16_rows",
+          mb_.declare("tunec_pack_a_bf16_tiles",
                       llvm::FunctionType::get(b_.getVoidTy(),
                                               {mb_.ptr(), mb_.i32(), mb_.i64(), mb_.i32(),
                                                mb_.i64(), mb_.i64(), mb_.i64(), mb_.ptr()},

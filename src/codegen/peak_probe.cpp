@@ -6,6 +6,7 @@
 #include "codegen/peak_probe.h"
 
 #include "codegen/module_builder.h"
+#include "codegen/tile_ops.h"
 #include "templates/knobs.h"
 
 #include <algorithm>
@@ -113,6 +114,60 @@ Expected<double> measureBf16DotPeak(Jit& jit) {
         };
       },
       4.0 * 16); // 16 lanes, two products and two adds each
+}
+
+Expected<double> measureAmxBf16Peak(Jit& jit) {
+  TUNEC_TRY(checkTargetSupports(jit.target(), Isa::Amx,
+                                KernelTypes{DType::BF16, DType::BF16, DType::F32, DType::F32}));
+  auto module = jit.newModule(Isa::Amx, "tunec_amx_probe");
+  std::string name = module->module().getModuleIdentifier();
+  codegen::ModuleBuilder& mb = *module;
+  auto* fnTy = llvm::FunctionType::get(mb.f32(), {mb.i64(), mb.ptr()}, false);
+  llvm::Function* fn = mb.createFunction(name, fnTy);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(mb.context(), "entry", fn));
+  // The kernel's 2x2 grid: C tiles 0-3, A tiles 4-5, B tiles 6-7, all 16 rows of 64 bytes; four
+  // independent tdpbf16ps per trip on operands loaded once.
+  codegen::TilePalette palette;
+  palette.rows.fill(16);
+  palette.colsb.fill(64);
+  std::unique_ptr<codegen::TileOps> tiles = codegen::makeTileOps(mb);
+  tiles->configure(b, palette);
+  llvm::Value* buffer = fn->getArg(1);
+  for (int t = 0; t < 4; ++t) tiles->zero(b, t);
+  for (int t = 4; t < 8; ++t) tiles->load(b, t, buffer, b.getInt64(64));
+  mb.forLoop(b, b.getInt64(0), fn->getArg(0), 1, "i", [&](llvm::Value*) {
+    for (int c = 0; c < 4; ++c) tiles->dotBf16(b, c, 4 + c / 2, 6 + c % 2);
+  });
+  tiles->store(b, 0, buffer, b.getInt64(64));
+  b.CreateRet(b.CreateLoad(mb.f32(), buffer));
+  TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
+  auto probe = reinterpret_cast<float (*)(int64_t, void*)>(address);
+  std::vector<uint16_t> operands(512, 0x3c00); // bf16 2^-7: the sums stay finite
+  const int64_t iterations = 200'000;
+  const double flopsPerCall = 4.0 * 2 * 16 * 16 * 32 * static_cast<double>(iterations);
+  volatile float sink = probe(iterations / 10, operands.data());
+  std::vector<double> rates;
+  for (int run = 0; run < 9; ++run) {
+    std::fill(operands.begin(), operands.end(), 0x3c00);
+    auto t0 = std::chrono::steady_clock::now();
+    sink = sink + probe(iterations, operands.data());
+    double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rates.push_back(flopsPerCall / sec / 1e9);
+  }
+  return *std::max_element(rates.begin(), rates.end());
+}
+
+Expected<ReductionPeak> measureReductionPeak(Jit& jit, Isa isa, const KernelTypes& types) {
+  if (isa == Isa::Amx) {
+    TUNEC_ASSIGN_OR_RETURN(double g, measureAmxBf16Peak(jit));
+    return ReductionPeak{g, "tdpbf16ps"};
+  }
+  if (isBf16Gemm(types)) {
+    TUNEC_ASSIGN_OR_RETURN(double g, measureBf16DotPeak(jit));
+    return ReductionPeak{g, "vdpbf16ps"};
+  }
+  TUNEC_ASSIGN_OR_RETURN(double g, measureFmaPeak(jit, isa));
+  return ReductionPeak{g, "FMA"};
 }
 
 } // namespace tunec

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "templates/knobs.h"
 
 namespace tunec {
 
@@ -13,5 +14,18 @@ Expected<double> measureFmaPeak(Jit& jit, Isa isa);
 /// Measured single-core peak of AVX512-BF16's `vdpbf16ps` in GFLOP/s (two multiplies and two
 /// adds per f32 lane), the roof of the bf16 GEMM; an error on a target without avx512_bf16.
 Expected<double> measureBf16DotPeak(Jit& jit);
+
+/// Measured single-core peak of AMX's `tdpbf16ps` in GFLOP/s (the AMX kernel's 2x2 grid of
+/// independent tile dots); an error on a target without AMX.
+Expected<double> measureAmxBf16Peak(Jit& jit);
+
+/// The roof of one reduction strategy and the instruction it is named for.
+struct ReductionPeak {
+  double gflops;
+  const char* instruction; ///< "FMA", "vdpbf16ps", "tdpbf16ps"
+};
+/// The peak of the strategy that kernels of these element types use on `isa` (the one choice of
+/// roof for bench-op, tune-op's progress and the profile).
+Expected<ReductionPeak> measureReductionPeak(Jit& jit, Isa isa, const KernelTypes& types);
 
 } // namespace tunec

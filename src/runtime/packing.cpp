@@ -163,13 +163,15 @@ extern "C" void tunec_pack_a_f32_to_bf16(const float* a, int64_t lda, int32_t tr
   }
 }
 
-extern "C" void tunec_pack_a_bf16_rows(const void* a, int32_t srcIsBf16, int64_t lda,
-                                       int32_t transposed, int64_t rows, int64_t cols,
-                                       int64_t ldDst, uint16_t* dst) {
+extern "C" void tunec_pack_a_bf16_tiles(const void* a, int32_t srcIsBf16, int64_t lda,
+                                        int32_t transposed, int64_t rows, int64_t cols,
+                                        int64_t kPad, uint16_t* dst) {
   const auto* f = static_cast<const float*>(a);
   const auto* h = static_cast<const uint16_t*>(a);
+  std::vector<uint16_t> row(static_cast<size_t>(kPad), 0);
+  const int64_t steps = kPad / 32;
   for (int64_t i = 0; i < rows; ++i) {
-    uint16_t* out = dst + i * ldDst;
+    uint16_t* out = row.data();
     if (srcIsBf16 && transposed)
       for (int64_t k = 0; k < cols; ++k) out[k] = h[k * lda + i];
     else if (srcIsBf16)
@@ -178,7 +180,10 @@ extern "C" void tunec_pack_a_bf16_rows(const void* a, int32_t srcIsBf16, int64_t
       for (int64_t k = 0; k < cols; ++k) out[k] = tunec::floatToBf16(f[k * lda + i]);
     else
       rowToBf16(f + i * lda, cols, out);
-    std::memset(out + cols, 0, static_cast<size_t>(ldDst - cols) * sizeof(uint16_t));
+    // Row i % 16 of the tiles of row block i / 16: 32 values (64 bytes) per k step.
+    uint16_t* block = dst + (i / 16) * steps * 512 + (i % 16) * 32;
+    for (int64_t s = 0; s < steps; ++s)
+      std::memcpy(block + s * 512, out + s * 32, 32 * sizeof(uint16_t));
   }
 }
 

@@ -28,10 +28,12 @@ void tunec_pack_b_bf16(const uint16_t* b, int64_t ldb, int32_t transposed, int64
 void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t transposed, int64_t k, int64_t n,
                               int64_t nr, uint16_t* dst);
 
-/// Copies a rows x cols block of A (bf16, or f32 rounded to the nearest even bf16) into rows of
-/// ldDst bf16 values, zero past cols: the A of an AMX kernel (k padded to whole tile rows).
-void tunec_pack_a_bf16_rows(const void* a, int32_t srcIsBf16, int64_t lda, int32_t transposed,
-                            int64_t rows, int64_t cols, int64_t ldDst, uint16_t* dst);
+/// Copies a rows x cols block of A (bf16, or f32 rounded to the nearest even bf16) into AMX
+/// tiles: for each block of 16 rows and each k step of 32, one 16 x 32 bf16 tile of 1 KiB
+/// (row r at 64 r bytes), k padded with zeros to kPad (a multiple of 32). Tile (q, s) starts at
+/// (q * kPad / 32 + s) * 512 elements, so rows i.. of a 16-row block start at i * kPad.
+void tunec_pack_a_bf16_tiles(const void* a, int32_t srcIsBf16, int64_t lda, int32_t transposed,
+                             int64_t rows, int64_t cols, int64_t kPad, uint16_t* dst);
 /// Rounds a rows x cols block of f32 A to bf16 (nearest even) as rows of bf16 k-pairs: element
 /// (i, k) at dst[i*cp + k], cp = cols rounded up to even, a zero after an odd row. Source element
 /// (i, k) is a[i*lda + k], or a[k*lda + i] if transposed (the f32 activations of a GEMM with
