@@ -14,7 +14,7 @@ Task makeTask(const Workload& workload, const Target& target) {
   t.templateVersion = templateVersion(t.kind);
   t.flops = workloadFlops(workload);
   t.threads = workloadThreads(workload);
-  t.isa = widestIsa(target);
+  t.isa = kernelIsa(workload, widestIsa(target), target);
   t.label = workloadLabel(workload);
   t.space = knobSpace(workload, t.isa);
   t.defaultConfig = defaultConfig(workload, t.isa, target);

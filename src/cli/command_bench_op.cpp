@@ -187,7 +187,7 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   // the chosen strategy's.
   const bool bf16 = isBf16Gemm(workloadTypes(workload));
   const TemplateKind kind = templateKind(workload);
-  if (bf16 && !args->has("isa") && kind == TemplateKind::Matmul) isa = bf16GemmIsa(*machine);
+  if (!args->has("isa")) isa = kernelIsa(workload, isa, *machine);
   if (bf16 && isa == Isa::Avx2)
     return fail("tunec bench-op: bf16 kernels are AMX or AVX-512 (vdpbf16ps); drop --isa avx2");
   if (isa == Isa::Amx && (!bf16 || kind != TemplateKind::Matmul))

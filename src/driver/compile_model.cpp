@@ -448,6 +448,10 @@ CompiledModel Lowering::finish() {
   if (std::any_of(kernels_.begin(), kernels_.end(),
                   [](const HeavyKernel& k) { return isBf16Gemm(workloadTypes(k.workload)); }))
     plan.isa += "+avx512_bf16";
+  // AMX kernels need the tile unit and the OS's permission (model.so asks for it at load).
+  if (std::any_of(kernels_.begin(), kernels_.end(),
+                  [](const HeavyKernel& k) { return configIsa(k.config) == Isa::Amx; }))
+    plan.isa += "+amx";
   plan.threads = options_.threads;
   plan.arenaBytes = arena.peakBytes;
   plan.kernelCount = module_ ? module_->kernelCount() : 0;

@@ -21,7 +21,8 @@ namespace {
 Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
   hk.tuned = false;
   const CompileOptions& options = l.options();
-  auto makeDefault = [&] { return defaultConfig(w, options.isa, options.target); };
+  const Isa isa = kernelIsa(w, options.isa, options.target);
+  auto makeDefault = [&] { return defaultConfig(w, isa, options.target); };
   db::TuningDatabase* database = options.database;
   if (!database) return makeDefault();
   TemplateKind kind = templateKind(w);
@@ -54,7 +55,7 @@ Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
         if (r.status != db::MeasureStatus::Ok || r.templateVersion != version || !sameTarget)
           continue;
         auto config = parseConfig(kind, r.config);
-        if (config && configIsa(*config) == options.isa && validateConfig(w, *config)) {
+        if (config && configIsa(*config) == isa && validateConfig(w, *config)) {
           hk.tuned = true;
           return *config;
         }

@@ -2,6 +2,8 @@
 // kernel table bound to a ModelExecutor.
 #include "runtime/artifact_file.h"
 #include "runtime/model_executor.h"
+#include "runtime/tile_permission.h"
+#include "support/host.h"
 #include "tunec/runtime.h"
 
 #include <dlfcn.h>
@@ -35,7 +37,9 @@ bool hostHas(const std::string& planIsa) {
   std::string isa = planIsa.substr(0, planIsa.find('+'));
   for (size_t at = planIsa.find('+'); at != std::string::npos; at = planIsa.find('+', at + 1)) {
     std::string feature = planIsa.substr(at + 1, planIsa.find('+', at + 1) - at - 1);
-    if (feature != "avx512_bf16" || !__builtin_cpu_supports("avx512bf16")) return false;
+    if (feature == "amx" ? !tunec::hostTarget().amx
+                         : feature != "avx512_bf16" || !__builtin_cpu_supports("avx512bf16"))
+      return false;
   }
   if (isa == "avx512")
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -84,6 +88,9 @@ int tunec_model_load(const char* path, int32_t threads, tunec_model** model) {
   if (!hostHas(parsed->plan.isa))
     return fail(std::string(path) + ": compiled for " + parsed->plan.isa +
                 ", which this CPU lacks; compile the model on (or for) this machine");
+  if (parsed->plan.isa.find("+amx") != std::string::npos)
+    if (tunec::Status s = tunec::requestAmxPermission(); !s)
+      return fail(std::string(path) + ": " + s.error().message());
   std::vector<void*> kernels(table, table + *count);
   auto executor =
       tunec::rt::ModelExecutor::create(std::move(*parsed), std::move(kernels), threads, keep);

@@ -55,7 +55,10 @@ Target detect() {
     h.avx512bw = h.avx512f && (b & (1u << 30));
     h.avx512vl = h.avx512f && (b & (1u << 31));
     h.avx512vnni = h.avx512f && (c & (1u << 11));
-    h.amx = d & (1u << 24);
+    // AMX: the tile unit with its bf16 and int8 dots (CPUID.7.0:EDX bits 24, 22, 25), and the
+    // OS saving the tile state (XCR0 bits 17 XTILECFG and 18 XTILEDATA).
+    bool tileOs = (xcr0lo & 0x60000u) == 0x60000u;
+    h.amx = tileOs && (d & (1u << 24)) && (d & (1u << 22)) && (d & (1u << 25));
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) h.avx512bf16 = h.avx512f && (a & (1u << 5));
   char brand[49] = {};

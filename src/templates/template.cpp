@@ -232,4 +232,11 @@ Isa configIsa(const Config& c) {
   return std::visit([](const auto& x) { return x.isa; }, c);
 }
 
+Isa kernelIsa(const Workload& w, Isa vectorIsa, const Target& target) {
+  const auto* m = std::get_if<MatmulWorkload>(&w);
+  if (m && vectorIsa == Isa::Avx512 && isBf16Gemm(m->types) && m->constantB)
+    return bf16GemmIsa(target);
+  return vectorIsa;
+}
+
 } // namespace tunec

@@ -68,6 +68,10 @@ std::string workloadLabel(const Workload& w);
 
 /// Candidate values of every knob for this workload on `isa`.
 KnobSpace knobSpace(const Workload& w, Isa isa);
+/// The ISA a kernel of `w` runs on when the compile's vector ISA is `vectorIsa`: AMX for a bf16
+/// matmul with constant weights on a target that has it (its B is packed at compile time),
+/// else the vector ISA. The one choice for the lowering, the tuner's tasks and bench-op.
+Isa kernelIsa(const Workload& w, Isa vectorIsa, const Target& target);
 /// The analytical default for `target`.
 Config defaultConfig(const Workload& w, Isa isa, const Target& target);
 /// One value per knob of `space` (knobSpace(w, isa)) to a config; not yet validated.

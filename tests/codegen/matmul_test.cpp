@@ -560,7 +560,7 @@ TEST(Bf16Matmul, ConfigsAndTargetsItCannotRunAreRefused) {
             "matmul config: bf16 reads A in place or converts it (pack_a is f32 only)");
   c.packA = false, c.isa = Isa::Avx2, c.nr = 16, c.mr = 4, c.mc = 16, c.nc = 32;
   EXPECT_EQ(validateMatmulConfig(w, c).error().message(),
-            "matmul config: bf16 kernels are AVX-512 (vdpbf16ps), not avx2");
+            "matmul config: bf16 kernels are AMX or AVX-512 (vdpbf16ps), not avx2");
   MatmulWorkload t = w;
   t.transA = true;
   EXPECT_EQ(t.check().error().message(),
