@@ -27,8 +27,8 @@
 #include <llvm/Transforms/Scalar/LoopPassManager.h>
 #include <llvm/Transforms/Scalar/SROA.h>
 #include <llvm/Transforms/Scalar/SimplifyCFG.h>
-#include <mutex>
 #include <llvm/Transforms/Utils/Cloning.h>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -237,13 +237,18 @@ Status Jit::addModule(std::unique_ptr<codegen::ModuleBuilder> module) {
   TUNEC_TRY(verify(module->module()));
   std::lock_guard lock(impl_->mutex);
   optimize(module->module(), *impl_->machine, impl_->pipeline);
+  // TUNEC_DUMP_ASM=DIR: each module's assembly as DIR/<module>.s, for reading what a kernel
+  // became (emitted from a copy: code generation changes the IR).
   if (const char* dump = std::getenv("TUNEC_DUMP_ASM")) {
     auto copy = llvm::CloneModule(module->module());
+    std::string path = std::string(dump) + "/" + module->module().getModuleIdentifier() + ".s";
     std::error_code ec;
-    llvm::raw_fd_ostream out(std::string(dump) + "/" + module->module().getModuleIdentifier() + ".s", ec);
+    llvm::raw_fd_ostream out(path, ec);
     llvm::legacy::PassManager pm;
-    impl_->machine->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_AssemblyFile);
-    pm.run(*copy);
+    if (ec || impl_->machine->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_AssemblyFile))
+      llvm::errs() << "tunec: TUNEC_DUMP_ASM: cannot write " << path << "\n";
+    else
+      pm.run(*copy);
   }
   llvm::orc::ThreadSafeModule tsm(module->takeModule(), module->takeContext());
   if (auto err = impl_->jit->addIRModule(std::move(tsm)))

@@ -223,6 +223,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   const Shape& xs = x.type.shape;
   const Shape& ys = g.value(n.outputs[0]).type.shape;
   int64_t oc = wv.type.shape[0];
+  bool bf16Slower = false; // --precision bf16 keeps this conv fp32 (vectorBf16Pays)
   EpilogueBuild e;
   e.result = n.outputs[0];
   if (!buildEpilogue(l, kernel, oc, Phys::Nhwc, e)) return false;
@@ -273,8 +274,9 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     w.nchwInput = nchwInput;
     // --precision bf16: the input rounded into a bf16 copy, the weights packed to bf16, f32
     // out; where channels do not come in pairs (an RGB image) or a channel scale is fused, f32.
+    bf16Slower = l.options().precision == Precision::Bf16 && !vectorBf16Pays(l.options().target);
     if (l.options().precision == Precision::Bf16 && w.icPerGroup() % 2 == 0 && !prologue &&
-        !nchwInput)
+        !nchwInput && !bf16Slower)
       w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
@@ -290,7 +292,9 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
              (nchwInput ? " (reads its input NCHW)" : "") +
              (inLd ? " (reads channels in place)" : "") +
              (outLd ? " (writes its part of the Concat in place)" : "") +
-             (isBf16Gemm(workloadTypes(hk.workload)) ? " in bf16" : "");
+             (isBf16Gemm(workloadTypes(hk.workload)) ? " in bf16"
+              : bf16Slower                           ? kVectorBf16SlowerNote
+                                                     : "");
   std::string label = hk.label;
   // Through its plain [N, H, W, C] view (and the LayerNorm after it) the result's plain layout
   // is the conv's NHWC bytes.
@@ -364,8 +368,11 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
   }
   w.constantB = mo.bData != nullptr;
   w.coldWeights = w.constantB && l.weightsCold();
-  // --precision bf16: weights packed to bf16, A rounded per block by the kernel, f32 out.
-  if (l.options().precision == Precision::Bf16 && w.constantB)
+  // --precision bf16: weights packed to bf16, A rounded per block by the kernel, f32 out; on AMX,
+  // or on vdpbf16ps where that beats the FMA.
+  const Target& target = l.options().target;
+  if (l.options().precision == Precision::Bf16 && w.constantB &&
+      (bf16GemmIsa(target) == Isa::Amx || vectorBf16Pays(target)))
     w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
   mo.aSource = n.inputs[0], mo.bSource = n.inputs[1];
   const passes::OperandViews& views = l.operandViews();
@@ -453,7 +460,8 @@ bool lowerAttention(Lowering& l, const passes::FusedKernel& kernel) {
     if (w->batch == 1) w->broadcastB = false;
   // --precision bf16: Q rounded per row block times K packed to bf16, P rounded by the softmax
   // times V packed to bf16 (P's k-pairs need an even key count; else the attention stays f32).
-  bool bf16 = l.options().precision == Precision::Bf16 && qk.w.n % 2 == 0;
+  bool bf16 = l.options().precision == Precision::Bf16 && qk.w.n % 2 == 0 &&
+              vectorBf16Pays(l.options().target);
   if (bf16) {
     qk.w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
     av.w.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};

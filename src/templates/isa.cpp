@@ -90,6 +90,10 @@ Isa bf16GemmIsa(const Target& target) {
   return targetSupports(target, Isa::Amx) ? Isa::Amx : Isa::Avx512;
 }
 
+bool vectorBf16Pays(const Target& target) {
+  return target.avx512bf16 && !target.amx;
+}
+
 int kGroup(Isa isa, const KernelTypes& types) {
   if (!isBf16Gemm(types)) return 1;
   return isa == Isa::Amx ? 32 : 2;

@@ -57,6 +57,16 @@ Isa widestIsa(const Target& target);
 /// The ISA of a bf16 GEMM on `target`: AMX where the target has it, else AVX-512 (vdpbf16ps);
 /// decided here and passed, never re-derived.
 Isa bf16GemmIsa(const Target& target);
+/// Whether a bf16 kernel on AVX512-BF16's vdpbf16ps beats the same kernel in f32 on `target`:
+/// measured 2x the FMA rate on AMD Zen 4 and 5, but about 0.65x on the Intel Xeon with AMX
+/// (Sapphire Rapids issues vdpbf16ps on one port: 99-101 GFLOP/s against 152-155 in f32), where
+/// bf16 pays only on the AMX tiles. --precision bf16 keeps a kernel fp32 where its bf16 strategy
+/// is vdpbf16ps and this is false; decided here.
+bool vectorBf16Pays(const Target& target);
+/// The compile report's reason for such a kernel.
+inline constexpr const char* kVectorBf16SlowerNote =
+    " (fp32: vdpbf16ps is slower than the FMA on this target, and only matmuls run on AMX)";
+
 /// The k that packed operands of these element types are padded to on `isa`: 1 (f32), 2 (bf16
 /// pairs for vdpbf16ps), 32 (an AMX tile row of 64 bytes of bf16). The one source of the k
 /// grouping for packers and loop nests.

@@ -39,6 +39,14 @@ bool hostHasAmx() {
     }                                                                                              \
   } while (0)
 
+/// The AMX kernel's epilogue and packing are AVX-512 code: its twin runs wherever AVX-512 does
+/// (the tile operations' own twins, TileTwins, run on every machine).
+#define SKIP_WITHOUT_AVX512()                                                                      \
+  if (!hostTarget().avx512f)                                                                       \
+  GTEST_SKIP()                                                                                     \
+      << "this machine has no AVX-512: the AMX kernel's epilogue (AVX-512 vectors) cannot "        \
+         "run here; the tile twins are tested by TileTwins"
+
 /// The twin JIT: the host's target with AMX, BF16 and VNNI set, their instructions as twins.
 Jit& twinJit() {
   static std::unique_ptr<Jit> instance = [] {
@@ -292,6 +300,7 @@ AmxData amxData(const AmxCase& t, std::mt19937& rng, bool smallIntegers) {
 }
 
 TEST(AmxMatmulTwin, EveryGridWithTailsEqualsTheSplitKReference) {
+  SKIP_WITHOUT_AVX512();
   std::mt19937 rng(29);
   for (const AmxCase& t : amxCases()) {
     AmxData d = amxData(t, rng, false);
@@ -322,6 +331,7 @@ TEST(AmxMatmulTwin, EveryGridWithTailsEqualsTheSplitKReference) {
 }
 
 TEST(AmxMatmulTwin, SmallIntegersAreExact) {
+  SKIP_WITHOUT_AVX512();
   std::mt19937 rng(30);
   for (const AmxCase& t : amxCases()) {
     AmxData d = amxData(t, rng, true);
@@ -339,6 +349,7 @@ TEST(AmxMatmulTwin, SmallIntegersAreExact) {
 }
 
 TEST(AmxMatmulTwin, GridsOverEightTilesAreRefusedByName) {
+  SKIP_WITHOUT_AVX512();
   MatmulWorkload w;
   w.m = 64, w.n = 64, w.k = 64;
   w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
