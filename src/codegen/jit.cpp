@@ -97,6 +97,22 @@ void optimize(llvm::Module& module, llvm::TargetMachine& machine, JitPipeline pi
   mpm.run(module, mam);
 }
 
+// TUNEC_DUMP_ASM=DIR: each module's assembly as DIR/<module>.s, for reading what a kernel became
+// (emitted from a copy: code generation changes the IR).
+void dumpAssembly(llvm::Module& module, llvm::TargetMachine& machine) {
+  const char* dump = std::getenv("TUNEC_DUMP_ASM");
+  if (!dump) return;
+  auto copy = llvm::CloneModule(module);
+  std::string path = std::string(dump) + "/" + module.getModuleIdentifier() + ".s";
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  llvm::legacy::PassManager pm;
+  if (ec || machine.addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_AssemblyFile))
+    llvm::errs() << "tunec: TUNEC_DUMP_ASM: cannot write " << path << "\n";
+  else
+    pm.run(*copy);
+}
+
 Status verify(llvm::Module& module) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -237,19 +253,7 @@ Status Jit::addModule(std::unique_ptr<codegen::ModuleBuilder> module) {
   TUNEC_TRY(verify(module->module()));
   std::lock_guard lock(impl_->mutex);
   optimize(module->module(), *impl_->machine, impl_->pipeline);
-  // TUNEC_DUMP_ASM=DIR: each module's assembly as DIR/<module>.s, for reading what a kernel
-  // became (emitted from a copy: code generation changes the IR).
-  if (const char* dump = std::getenv("TUNEC_DUMP_ASM")) {
-    auto copy = llvm::CloneModule(module->module());
-    std::string path = std::string(dump) + "/" + module->module().getModuleIdentifier() + ".s";
-    std::error_code ec;
-    llvm::raw_fd_ostream out(path, ec);
-    llvm::legacy::PassManager pm;
-    if (ec || impl_->machine->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_AssemblyFile))
-      llvm::errs() << "tunec: TUNEC_DUMP_ASM: cannot write " << path << "\n";
-    else
-      pm.run(*copy);
-  }
+  dumpAssembly(module->module(), *impl_->machine);
   llvm::orc::ThreadSafeModule tsm(module->takeModule(), module->takeContext());
   if (auto err = impl_->jit->addIRModule(std::move(tsm)))
     return makeError("JIT: ", llvmErrorText(std::move(err)));
@@ -275,6 +279,7 @@ Status Jit::emitObject(std::unique_ptr<codegen::ModuleBuilder> module, const std
   TUNEC_TRY(verify(module->module()));
   std::lock_guard lock(impl_->mutex);
   optimize(module->module(), *impl_->machine, impl_->pipeline);
+  dumpAssembly(module->module(), *impl_->objectMachine);
   std::error_code ec;
   llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
   if (ec) return makeError(path, ": cannot open for writing: ", ec.message());

@@ -5,6 +5,7 @@
 // within tolerance of the double-precision reference. On a machine with AMX the real kernels run
 // too and equal the twins bit for bit, from two threads at once; elsewhere those tests skip,
 // saying so, and TUNEC_REQUIRE_AMX=1 turns the skip into a failure.
+#include "codegen/kernel_emitters.h"
 #include "codegen/matmul_kernel.h"
 #include "codegen/module_builder.h"
 #include "codegen/tile_ops.h"
@@ -13,10 +14,13 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <llvm/IR/IRBuilder.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
+#include <unistd.h>
 
 namespace tunec {
 namespace {
@@ -358,6 +362,53 @@ TEST(AmxMatmulTwin, GridsOverEightTilesAreRefusedByName) {
   Status s = validateMatmulConfig(w, c);
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.error().message().find("at most 8 tiles"), std::string::npos) << s.error().message();
+}
+
+// On any machine: the real AMX kernel emitted as an object for an AMX target (the Xeon's target
+// file) has one tile configuration, at the kernel's entry outside its loops, and exactly the tile
+// loads, dots and stores of its 2x2 grid: no tile is spilled.
+TEST(AmxMatmulObject, OneTileConfigurationAndNoTileSpill) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("tunec_amx_asm_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::create_directories(dir);
+  auto xeon =
+      readTargetFile(std::string(TUNEC_SOURCE_DIR) + "/tests/fixtures/amx/xeon_target.json");
+  ASSERT_TRUE(xeon.isOk()) << xeon.error().message();
+  auto j = Jit::create(*xeon);
+  ASSERT_TRUE(j.isOk()) << j.error().message();
+  MatmulWorkload w;
+  w.m = 64, w.n = 64, w.k = 256;
+  w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+  MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, *xeon);
+  ASSERT_EQ(c.isa, Isa::Amx);
+  ASSERT_EQ(c.mr, 32);
+  ASSERT_EQ(c.nr, 32);
+  std::vector<float> b(static_cast<size_t>(w.k * w.n), 0.5f);
+  auto mb = (*j)->newModule(Isa::Avx512, "amx_object");
+  std::string id = mb->module().getModuleIdentifier();
+  auto packed = codegen::emitMatmulKernel(*mb, "amx_matmul", w, c, {}, b.data());
+  ASSERT_TRUE(packed.isOk()) << packed.error().message();
+  ::setenv("TUNEC_DUMP_ASM", dir.c_str(), 1);
+  Status written = (*j)->emitObject(std::move(mb), dir + "/amx.o");
+  ::unsetenv("TUNEC_DUMP_ASM");
+  ASSERT_TRUE(written.isOk()) << written.error().message();
+  std::ifstream in(dir + "/" + id + ".s");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove_all(dir);
+  auto count = [&](const std::string& mnemonic) {
+    int n = 0;
+    std::istringstream lines(text.str());
+    for (std::string line; std::getline(lines, line);)
+      n += line.find("\t" + mnemonic + "\t") != std::string::npos;
+    return n;
+  };
+  // m and n are whole tiles and one K block: a single variant, inlined into the loop nest.
+  EXPECT_EQ(count("ldtilecfg"), 1);
+  EXPECT_EQ(count("tdpbf16ps"), 4);
+  EXPECT_EQ(count("tileloadd"), 4);  // 2 A + 2 B tiles per k step
+  EXPECT_EQ(count("tilestored"), 4); // the 4 C tiles, once, to the epilogue's scratch
 }
 
 TEST(AmxMatmulReal, EqualsItsTwinBitForBitFromTwoThreads) {
