@@ -1,10 +1,11 @@
 // The AMX reduction core: a grid of C tiles (up to 4 of 16 rows x 16 f32) with its A and B tiles,
 // at most 8 tiles in all. Per k step of 32 bf16 (one 64-byte tile row): the A tiles (packed as
-// whole 1 KiB tiles by tunec_pack_a_bf16_tiles), the B tiles (16 columns each of the k-pair panels [k/2][nr][2] that the bf16 path
-// packs, so a B tile row is one pair row of 16 columns) and one tdpbf16ps per C tile. The palette
-// is static per variant (the rows of an M tail), loaded once at entry, outside the loops; the C
-// tiles are stored to a 64-byte aligned scratch that the shared epilogue reads (microkernel.cpp).
-// K (the k argument) is a multiple of 32: the loop nest pads A's rows and B's panels with zeros.
+// whole 1 KiB tiles by tunec_pack_a_bf16_tiles), the B tiles (16 columns each of the k-pair panels
+// [k/2][nr][2] that the bf16 path packs, so a B tile row is one pair row of 16 columns) and one
+// tdpbf16ps per C tile. The palette is static per variant (the rows of an M tail), loaded once at
+// entry, outside the loops; the C tiles are stored to a 64-byte aligned scratch that the shared
+// epilogue reads (microkernel.cpp). K (the k argument) is a multiple of 32: the loop nest pads A's
+// rows and B's panels with zeros.
 #include "codegen/microkernel_emitter.h"
 #include "codegen/tile_ops.h"
 
