@@ -37,20 +37,14 @@ struct TileGrid {
 llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
                                    const std::string& name, bool internal, bool inlined) {
   llvm::LLVMContext& ctx = mb.context();
-  llvm::Type* i64 = mb.i64();
   llvm::Type* ptr = mb.ptr();
   llvm::Type* i16 = llvm::Type::getInt16Ty(ctx);
   llvm::FixedVectorType* vecTy = mb.f32Vector();
-  auto* fnTy = llvm::FunctionType::get(
-      llvm::Type::getVoidTy(ctx),
-      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr, ptr, ptr}, false);
-  llvm::Function* fn = mb.createFunction(name, fnTy, internal);
-  if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
+  llvm::Function* fn = createMicrokernelFunction(mb, name, internal, inlined);
   auto args = fn->arg_begin();
   llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
               *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
               *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *columnScale = &args[15];
-  fn->addParamAttr(2, llvm::Attribute::NoAlias);
 
   const TileGrid grid{(spec.mr + 15) / 16, spec.nr / 16};
   auto rowsOf = [&](int ti) { return std::min(16, spec.mr - 16 * ti); };

@@ -185,6 +185,19 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
   }
 }
 
+llvm::Function* createMicrokernelFunction(ModuleBuilder& mb, const std::string& name, bool internal,
+                                          bool inlined) {
+  llvm::Type* i64 = mb.i64();
+  llvm::Type* ptr = mb.ptr();
+  auto* fnTy = llvm::FunctionType::get(
+      llvm::Type::getVoidTy(mb.context()),
+      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr, ptr, ptr}, false);
+  llvm::Function* fn = mb.createFunction(name, fnTy, internal);
+  if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
+  fn->addParamAttr(2, llvm::Attribute::NoAlias); // C
+  return fn;
+}
+
 llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
                                 const std::string& name, bool internal, bool inlined) {
   if (spec.isa == Isa::Amx) return emitAmxMicrokernel(mb, spec, name, internal, inlined);
@@ -197,17 +210,12 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   const int nv = spec.nr / lanes;
   const int mr = spec.mr;
 
-  auto* fnTy = llvm::FunctionType::get(
-      llvm::Type::getVoidTy(ctx),
-      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr, ptr, ptr}, false);
-  llvm::Function* fn = mb.createFunction(name, fnTy, internal);
-  if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
+  llvm::Function* fn = createMicrokernelFunction(mb, name, internal, inlined);
   auto args = fn->arg_begin();
   llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
               *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
               *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *ldaGroup = &args[12],
               *prefetchB = &args[13], *kScale = &args[14], *columnScale = &args[15];
-  fn->addParamAttr(2, llvm::Attribute::NoAlias);
 
   // The k steps are the strategy's; the loops around them are this frame's.
   std::unique_ptr<KStepStrategy> strategy = kStepStrategyFor(mb, spec);

@@ -14,6 +14,12 @@ namespace tunec::codegen {
 llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
                                 const std::string& name, bool internal, bool inlined = false);
 
+/// A function of the MicrokernelFn signature (C noalias), inlined into its caller when internal
+/// and `inlined`, kept out of line when internal otherwise: the one declaration of every
+/// reduction core's entry.
+llvm::Function* createMicrokernelFunction(ModuleBuilder& mb, const std::string& name, bool internal,
+                                          bool inlined);
+
 /// What the epilogue of a tile reads and writes: the MicrokernelFn arguments of those names.
 struct TileEpilogueOperands {
   llvm::Value *c, *ldc, *flags, *bias, *addend, *ldAdd, *columnScale;
