@@ -2,10 +2,11 @@
 // at most 8 tiles in all. Per k step of 32 bf16 (one 64-byte tile row): the A tiles (packed as
 // whole 1 KiB tiles by tunec_pack_a_bf16_tiles), the B tiles (16 columns each of the k-pair panels
 // [k/2][nr][2] that the bf16 path packs, so a B tile row is one pair row of 16 columns) and one
-// tdpbf16ps per C tile. The palette is static per variant (the rows of an M tail), loaded once at
-// entry, outside the loops; the C tiles are stored to a 64-byte aligned scratch that the shared
-// epilogue reads (microkernel.cpp). K (the k argument) is a multiple of 32: the loop nest pads A's
-// rows and B's panels with zeros.
+// tdpbf16ps per C tile. Every tile is 16 rows of 64 bytes in all variants (amxPalette), so the loop
+// nest loads the palette once per task and an M tail computes the zero rows its packed A is
+// padded with (and the epilogue drops them); the C tiles are stored to a 64-byte aligned scratch
+// that the shared epilogue reads (microkernel.cpp). K (the k argument) is a multiple of 32: the
+// loop nest pads A's rows and B's panels with zeros.
 #include "codegen/microkernel_emitter.h"
 #include "codegen/tile_ops.h"
 
@@ -34,6 +35,13 @@ struct TileGrid {
 
 } // namespace
 
+TilePalette amxPalette() {
+  TilePalette palette;
+  palette.rows.fill(16);
+  palette.colsb.fill(64);
+  return palette;
+}
+
 llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
                                    const std::string& name, bool internal, bool inlined) {
   llvm::LLVMContext& ctx = mb.context();
@@ -47,20 +55,7 @@ llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spe
               *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *columnScale = &args[15];
 
   const TileGrid grid{(spec.mr + 15) / 16, spec.nr / 16};
-  auto rowsOf = [&](int ti) { return std::min(16, spec.mr - 16 * ti); };
-  TilePalette palette;
-  for (int ti = 0; ti < grid.rowTiles; ++ti) {
-    for (int tj = 0; tj < grid.colTiles; ++tj) {
-      palette.rows[static_cast<size_t>(grid.c(ti, tj))] = rowsOf(ti);
-      palette.colsb[static_cast<size_t>(grid.c(ti, tj))] = 64;
-    }
-    palette.rows[static_cast<size_t>(grid.a(ti))] = rowsOf(ti);
-    palette.colsb[static_cast<size_t>(grid.a(ti))] = 64;
-  }
-  for (int tj = 0; tj < grid.colTiles; ++tj) {
-    palette.rows[static_cast<size_t>(grid.b(tj))] = 16;
-    palette.colsb[static_cast<size_t>(grid.b(tj))] = 64;
-  }
+  const TilePalette palette = amxPalette();
 
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
   llvm::IRBuilder<> b(entry);
@@ -69,7 +64,10 @@ llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spe
   auto* scratch = b.CreateAlloca(mb.f32(), b.getInt64(cRows * spec.nr), "ctiles");
   scratch->setAlignment(llvm::Align(64));
   std::unique_ptr<TileOps> tiles = makeTileOps(mb);
-  tiles->configure(b, palette);
+  if (spec.tilesConfigured)
+    tiles->assumeConfigured(b, palette);
+  else
+    tiles->configure(b, palette);
   for (int ti = 0; ti < grid.rowTiles; ++ti)
     for (int tj = 0; tj < grid.colTiles; ++tj) tiles->zero(b, grid.c(ti, tj));
 
@@ -82,12 +80,13 @@ llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spe
       for (int tj = 0; tj < grid.colTiles; ++tj) // pair row kk / 2 at kk * nr, 16 columns a tile
         tiles->load(b, grid.b(tj),
                     b.CreateGEP(i16, bBase, b.CreateAdd(b.CreateMul(kk, ldb), b.getInt64(32 * tj))),
-                    bStride);
+                    bStride, spec.amxStreamed == 'b');
       for (int ti = 0; ti < grid.rowTiles; ++ti) {
         // Row block ti at 16 ti lda, its k step kk / 32 at 16 kk (512 values a step).
         llvm::Value* rows = b.CreateMul(b.getInt64(16 * ti), lda);
         llvm::Value* step = b.CreateMul(kk, b.getInt64(16));
-        tiles->load(b, grid.a(ti), b.CreateGEP(i16, aBase, b.CreateAdd(rows, step)), aStride);
+        tiles->load(b, grid.a(ti), b.CreateGEP(i16, aBase, b.CreateAdd(rows, step)), aStride,
+                    spec.amxStreamed == 'a');
         for (int tj = 0; tj < grid.colTiles; ++tj)
           tiles->dotBf16(b, grid.c(ti, tj), grid.a(ti), grid.b(tj));
       }

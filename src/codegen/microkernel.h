@@ -47,6 +47,12 @@ struct MicrokernelSpec {
   /// Row kk of batch element bi's B is multiplied by kScale[bi * k + kk] (a per-input-channel
   /// scale of A applied to B in registers: squeeze-excite's channel gate in a 1x1 conv).
   bool scaleK = false;
+  /// AMX: the caller loaded amxPalette() once for its task (ldtilecfg costs a quarter of a
+  /// short kernel call), so the kernel does not configure the tiles itself.
+  bool tilesConfigured = false;
+  /// AMX: which operand's tiles are read once per call from L2 (tileloaddt1) so that the other,
+  /// reused by the next calls, stays in L1: 'a', 'b' or 0 for neither.
+  char amxStreamed = 0;
 };
 
 /// The prefetchBGroup for a panel that `tiles` tiles of width nr read in turn: as many times the

@@ -3,6 +3,7 @@
 
 #include "codegen/microkernel.h"
 #include "codegen/module_builder.h"
+#include "codegen/tile_ops.h"
 
 #include <functional>
 
@@ -31,6 +32,11 @@ struct TileEpilogueOperands {
 void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const MicrokernelSpec& spec,
                       const std::function<llvm::Value*(int, int)>& acc,
                       const TileEpilogueOperands& operands);
+
+/// The palette of every AMX kernel: all 8 tiles 16 rows of 64 bytes (C tiles of 16x16 f32, A and
+/// B tiles of 16 rows of one k step). One for all tail variants, so that a loop nest loads it once
+/// per task (MicrokernelSpec::tilesConfigured).
+TilePalette amxPalette();
 
 /// The AMX reduction core (amx_microkernel.cpp): C tiles instead of vector accumulators, with the
 /// same signature and epilogue as emitMicrokernel, which calls it for spec.isa == Isa::Amx.

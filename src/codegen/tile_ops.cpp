@@ -61,11 +61,15 @@ public:
     global->setAlignment(llvm::Align(64));
     b.CreateCall(intrinsic(llvm::Intrinsic::x86_ldtilecfg), {global});
   }
+  void assumeConfigured(llvm::IRBuilder<>&, const TilePalette&) override {}
   void zero(llvm::IRBuilder<>& b, int tile) override {
     b.CreateCall(intrinsic(llvm::Intrinsic::x86_tilezero), {b.getInt8(tile)});
   }
-  void load(llvm::IRBuilder<>& b, int tile, llvm::Value* ptr, llvm::Value* stride) override {
-    b.CreateCall(intrinsic(llvm::Intrinsic::x86_tileloadd64), {b.getInt8(tile), ptr, stride});
+  void load(llvm::IRBuilder<>& b, int tile, llvm::Value* ptr, llvm::Value* stride,
+            bool streamed) override {
+    b.CreateCall(
+        intrinsic(streamed ? llvm::Intrinsic::x86_tileloaddt164 : llvm::Intrinsic::x86_tileloadd64),
+        {b.getInt8(tile), ptr, stride});
   }
   void store(llvm::IRBuilder<>& b, int tile, llvm::Value* ptr, llvm::Value* stride) override {
     b.CreateCall(intrinsic(llvm::Intrinsic::x86_tilestored64), {b.getInt8(tile), ptr, stride});
@@ -103,10 +107,14 @@ public:
     tiles_ = alloca;
     b.CreateMemSet(tiles_, b.getInt8(0), 8 * kTileBytes, llvm::MaybeAlign(64));
   }
+  void assumeConfigured(llvm::IRBuilder<>& b, const TilePalette& palette) override {
+    // The twin's tile file is this function's own; zeroed so that its contents are defined.
+    configure(b, palette);
+  }
   void zero(llvm::IRBuilder<>& b, int tile) override {
     b.CreateMemSet(tileRow(b, tile, 0), b.getInt8(0), kTileBytes, llvm::MaybeAlign(64));
   }
-  void load(llvm::IRBuilder<>& b, int tile, llvm::Value* ptr, llvm::Value* stride) override {
+  void load(llvm::IRBuilder<>& b, int tile, llvm::Value* ptr, llvm::Value* stride, bool) override {
     // The configured rows and bytes; the rest of each row reads as zero.
     zero(b, tile);
     for (int r = 0; r < rows(tile); ++r)

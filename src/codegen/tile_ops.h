@@ -31,9 +31,15 @@ class TileOps {
 public:
   virtual ~TileOps() = default;
   virtual void configure(llvm::IRBuilder<>& b, const TilePalette& palette) = 0;
+  /// Instead of configure(): the caller of this function loaded `palette`; the tiles' contents
+  /// are unknown until zeroed or loaded.
+  virtual void assumeConfigured(llvm::IRBuilder<>& b, const TilePalette& palette) = 0;
   virtual void zero(llvm::IRBuilder<>& b, int tile) = 0;
-  /// Rows of the tile from ptr, `stride` (i64) bytes apart.
-  virtual void load(llvm::IRBuilder<>& b, int tile, llvm::Value* ptr, llvm::Value* stride) = 0;
+  /// Rows of the tile from ptr, `stride` (i64) bytes apart. `streamed`: the rows are read once
+  /// from L2 (tileloaddt1, which keeps them out of L1 so that the operand reused from L1 stays);
+  /// the same values either way.
+  virtual void load(llvm::IRBuilder<>& b, int tile, llvm::Value* ptr, llvm::Value* stride,
+                    bool streamed = false) = 0;
   virtual void store(llvm::IRBuilder<>& b, int tile, llvm::Value* ptr, llvm::Value* stride) = 0;
   /// tdpbf16ps: C (f32) += A (bf16 pairs) * B (bf16 pairs, VNNI rows).
   virtual void dotBf16(llvm::IRBuilder<>& b, int c, int a, int bt) = 0;

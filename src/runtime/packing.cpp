@@ -185,6 +185,11 @@ extern "C" void tunec_pack_a_bf16_tiles(const void* a, int32_t srcIsBf16, int64_
     for (int64_t s = 0; s < steps; ++s)
       std::memcpy(block + s * 512, out + s * 32, 32 * sizeof(uint16_t));
   }
+  // The rows after the last up to a whole tile are zeros: the kernels load all 16 rows.
+  for (int64_t i = rows; i % 16; ++i) {
+    uint16_t* block = dst + (i / 16) * steps * 512 + (i % 16) * 32;
+    for (int64_t s = 0; s < steps; ++s) std::memset(block + s * 512, 0, 32 * sizeof(uint16_t));
+  }
 }
 
 extern "C" void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h,

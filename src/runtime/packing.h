@@ -31,7 +31,8 @@ void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t transposed, i
 /// Copies a rows x cols block of A (bf16, or f32 rounded to the nearest even bf16) into AMX
 /// tiles: for each block of 16 rows and each k step of 32, one 16 x 32 bf16 tile of 1 KiB
 /// (row r at 64 r bytes), k padded with zeros to kPad (a multiple of 32). Tile (q, s) starts at
-/// (q * kPad / 32 + s) * 512 elements, so rows i.. of a 16-row block start at i * kPad.
+/// (q * kPad / 32 + s) * 512 elements, so rows i.. of a 16-row block start at i * kPad. The
+/// rows after the last, up to a multiple of 16, are zeros (dst holds rows rounded up to 16).
 void tunec_pack_a_bf16_tiles(const void* a, int32_t srcIsBf16, int64_t lda, int32_t transposed,
                              int64_t rows, int64_t cols, int64_t kPad, uint16_t* dst);
 /// Rounds a rows x cols block of f32 A to bf16 (nearest even) as rows of bf16 k-pairs: element
