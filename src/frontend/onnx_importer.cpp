@@ -213,7 +213,9 @@ public:
       auto it = names_.find(output.name());
       if (it == names_.end())
         return makeError("graph output '", output.name(), "' is produced by no node");
-      graph_.addOutput(it->second);
+      // The model's name, also for a value a converter's expansion computes under its own
+      // (DynamicQuantizeLinear's zero point).
+      graph_.addOutput(it->second, output.name());
     }
     return std::move(graph_);
   }

@@ -180,8 +180,14 @@ Result convertDropout(ConvertContext& ctx) {
     return makeError("training-mode Dropout (is_test=0) is not supported");
   if (ctx.opset >= 12) {
     TUNEC_ASSIGN_OR_RETURN(auto training, ctx.constantInput(2, "training_mode"));
-    if (training && training->getInt(0) != 0)
-      return makeError("training_mode=true is not supported (inference only)");
+    if (training && training->getInt(0) != 0) {
+      // Training mode drops at random unless the ratio is a constant 0 (exporters emit that
+      // for a model in train mode with p = 0): then it is the identity, as in inference.
+      TUNEC_ASSIGN_OR_RETURN(auto ratio, ctx.constantInput(1, "ratio"));
+      if (!ratio || ratio->numel() != 1 || ratio->getDouble(0) != 0.0)
+        return makeError("training_mode=true with a ratio other than a constant 0 drops values at "
+                         "random (tunec compiles inference: export the model in eval mode)");
+    }
   }
   Conversion c{OpKind::Dropout, NoAttrs{}, {ctx.inputs[0]}};
   if (ctx.numOutputs > 1) {

@@ -59,6 +59,17 @@ public:
     for (int64_t x : v) t->add_int64_data(x);
     return *this;
   }
+  /// A scalar initializer of ONNX type `elem` holding `v` (float data, or int32 data for bool).
+  ModelBuilder& initializerScalar(const std::string& name, int elem, double v) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(elem);
+    if (elem == onnx::TensorProto::FLOAT)
+      t->add_float_data(static_cast<float>(v));
+    else
+      t->add_int32_data(static_cast<int32_t>(v));
+    return *this;
+  }
   std::string bytes() const { return model_.SerializeAsString(); }
 
 private:
@@ -152,6 +163,43 @@ TEST(Importer, DropoutWithItsMaskOutputImportsAsAnAllTrueMask) {
   EXPECT_EQ(mask.type.shape, (Shape{2, 3}));
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(mask.constant->getInt(i), 1);
   EXPECT_EQ(g->outputName(1), "mask");
+}
+
+// torchvision's ViT exported in training mode: Dropout(ratio 0, training_mode true) drops
+// nothing, so it is the identity; any other ratio in training mode is refused, saying why.
+TEST(Importer, TrainingModeDropoutWithRatioZeroIsTheIdentity) {
+  for (double ratio : {0.0, 0.1}) {
+    ModelBuilder b;
+    b.input("x", {2, 3}).output("y").output("mask");
+    b.initializerScalar("ratio", onnx::TensorProto::FLOAT, ratio)
+        .initializerScalar("training", onnx::TensorProto::BOOL, 1);
+    b.node("Dropout", {"x", "ratio", "training"}, {"y", "mask"}, "drop");
+    auto g = import(b);
+    if (ratio != 0.0) {
+      ASSERT_FALSE(g.isOk());
+      EXPECT_NE(g.error().message().find("eval mode"), std::string::npos) << g.error().message();
+      continue;
+    }
+    ASSERT_TRUE(g.isOk()) << g.error().message();
+    ASSERT_EQ(g->outputs().size(), 2u);
+    const Value& mask = g->value(g->outputs()[1]);
+    ASSERT_TRUE(mask.constant.has_value());
+    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(mask.constant->getInt(i), 1);
+  }
+}
+
+// The outputs a converter's expansion computes keep the model's names (DynamicQuantizeLinear's
+// y_zero_point was written as its part's name).
+TEST(Importer, DynamicQuantizeLinearOutputsKeepTheirGraphNames) {
+  ModelBuilder b;
+  b.input("x", {2, 3}).output("y").output("y_scale").output("y_zero_point");
+  b.node("DynamicQuantizeLinear", {"x"}, {"y", "y_scale", "y_zero_point"}, "dql");
+  auto g = import(b);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  ASSERT_EQ(g->outputs().size(), 3u);
+  EXPECT_EQ(g->outputName(0), "y");
+  EXPECT_EQ(g->outputName(1), "y_scale");
+  EXPECT_EQ(g->outputName(2), "y_zero_point");
 }
 
 // Found by the ONNX fuzzer: an op over a dimension of a scalar indexed an empty shape.
