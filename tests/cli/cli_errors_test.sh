@@ -108,6 +108,16 @@ if [ -d "$ln" ]; then
       --input W="$ln/test_data_set_0/input_1.pb" --input B="$ln/test_data_set_0/input_2.pb" --output "$tmp/ln_$form"
   done
 fi
+# Outputs a converter's expansion computes (DynamicQuantizeLinear's scale and zero point) are
+# written and checked under their graph names.
+node=/usr/share/libonnx-testdata/data/node
+for t in test_dynamicquantizelinear test_dynamicquantizelinear_max_adjusted \
+  test_dynamicquantizelinear_min_adjusted; do
+  [ -d "$node/$t" ] || continue
+  d="$node/$t/test_data_set_0"
+  expect 0 "check y_zero_point: matches" -- run "$node/$t/model.onnx" --input x="$d/input_0.pb" \
+    --expect y="$d/output_0.pb" --expect y_scale="$d/output_1.pb" --expect y_zero_point="$d/output_2.pb"
+done
 # A tuning database on a read-only mount is read by compile (read-only open, immutable), where
 # this runs as root and can mount; skipped elsewhere, and said.
 mkdir -p "$tmp/ro"
