@@ -6,10 +6,10 @@
 # usage: scripts/fuzz.sh TARGET [SECONDS|runs=N] [BUILD_DIR]
 #   runs=N: N inputs from a fixed seed (deterministic for a given build: what ctest runs)
 #   TARGET: records (db import of JSONL lines), onnx (the ONNX importer), tensor (.npy and .pb
-#           files), plan (model.so's plan blob)
+#           files), plan (model.so's plan blob), flags (count, number and duration flag values)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target="${1:?usage: scripts/fuzz.sh records|onnx|tensor|plan [SECONDS] [BUILD_DIR]}"
+target="${1:?usage: scripts/fuzz.sh records|onnx|tensor|plan|flags [SECONDS] [BUILD_DIR]}"
 seconds="${2:-60}" out="${3:-build/fuzz}/$target"
 cxx=$(command -v clang++-14 || command -v clang++ || true)
 if [ -z "$cxx" ]; then
@@ -65,7 +65,12 @@ plan["steps"] = []
 open(sys.argv[1] + "/empty.bin", "wb").write(blob(plan, b"\0" * 16))
 PY
     ;;
-  *) echo "fuzz.sh: unknown target '$target' (records, onnx, tensor, plan)" >&2; exit 2 ;;
+  flags)
+    sources="tests/fuzz/flag_values_fuzzer.cpp src/cli/flag_values.cpp $support"
+    libs="" flags=""
+    printf '%s\n' 4294967297 2147483648 nan inf -1 1e3 0x10 " 5" 90s 30m 2h 0.5 >"$out/corpus/seeds.txt"
+    for v in 4294967297 nan 1e308 90s 2h -0 0x1p3; do printf '%s' "$v" >"$out/corpus/$v"; done ;;
+  *) echo "fuzz.sh: unknown target '$target' (records, onnx, tensor, plan, flags)" >&2; exit 2 ;;
 esac
 echo "fuzz: building $target"
 # shellcheck disable=SC2086

@@ -3,6 +3,7 @@
 // original of a quantized model), on the same random inputs.
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/flag_values.h"
 #include "cli/load_model.h"
 #include "cli/model_session.h"
 #include "reference/reference.h"
@@ -71,8 +72,8 @@ int commandAccuracy(const std::vector<std::string>& argv) {
   }
   const std::string& model = args->positionals()[0];
   std::string against = args->get("against", model);
-  auto samples = parseThreads(args->get("random", "4"));
-  if (!samples) return fail("tunec accuracy: --random must be a positive number of samples");
+  auto samples = parseInteger("random", args->get("random", "4"), 1, 100'000);
+  if (!samples) return fail("tunec accuracy: " + samples.error().message());
   auto shapes = parseInputShapes(args->getAll("input-shape"));
   if (!shapes) return fail(shapes.error().message());
   SessionOptions options;
@@ -93,7 +94,7 @@ int commandAccuracy(const std::vector<std::string>& argv) {
                 " do not have the same inputs and outputs");
   std::mt19937 rng(11);
   std::vector<Agreement> agree(session->outputs.size());
-  for (int s = 0; s < *samples; ++s) {
+  for (int64_t s = 0; s < *samples; ++s) {
     std::vector<Tensor> inputs;
     std::vector<const void*> in;
     for (size_t i = 0; i < session->inputs.size(); ++i) {
@@ -119,7 +120,7 @@ int commandAccuracy(const std::vector<std::string>& argv) {
     }
   }
   std::printf("%s against %s (reference executor), %d random samples:\n", model.c_str(),
-              against.c_str(), *samples);
+              against.c_str(), static_cast<int>(*samples));
   for (size_t o = 0; o < agree.size(); ++o) {
     const Agreement& a = agree[o];
     std::printf("  %-24s relative L2 %.3e, max abs %.3e", session->outputs[o].name.c_str(),

@@ -1,6 +1,7 @@
 // `tunec bench`: warm-up, then latency statistics over N runs on random inputs.
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/flag_values.h"
 #include "cli/model_session.h"
 #include "ir/tensor.h"
 
@@ -36,13 +37,8 @@ const CommandSpec kBenchSpec{
 
 Expected<int> positive(const std::string& flag, const std::string& text, int fallback) {
   if (text.empty()) return fallback;
-  try {
-    size_t used = 0;
-    int n = std::stoi(text, &used);
-    if (used == text.size() && n >= 0) return n;
-  } catch (const std::exception&) {
-  }
-  return makeError("--", flag, " must be a whole number, not '", text, "'");
+  TUNEC_ASSIGN_OR_RETURN(int64_t n, parseInteger(flag, text, 0, 1'000'000'000));
+  return static_cast<int>(n);
 }
 
 } // namespace

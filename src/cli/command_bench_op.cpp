@@ -2,6 +2,7 @@
 // GFLOP/s and the percentage of this machine's measured FMA peak.
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/flag_values.h"
 #include "cli/op_flags.h"
 #include "cli/target_flag.h"
 #include "codegen/conv2d_kernel.h"
@@ -170,8 +171,9 @@ int commandBenchOp(const std::vector<std::string>& argv) {
       return fail("tunec bench-op: --isa " + s.error().message());
     isa = *parsed;
   }
-  double seconds = std::atof(args->get("seconds", "1.0").c_str());
-  if (seconds <= 0) return fail("tunec bench-op: --seconds must be positive");
+  auto secondsFlag = parseDuration("seconds", args->get("seconds", "1.0"), 3600);
+  if (!secondsFlag) return fail("tunec bench-op: " + secondsFlag.error().message());
+  double seconds = *secondsFlag;
   bool json = args->has("json");
 
   std::string pipeline = args->get("pipeline", "lean");
@@ -241,7 +243,7 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   if (Status s = validateConfig(workload, config); !s) return fail(s.error().message());
 
   if (args->has("sweep")) {
-    auto n = intFlag(*args, "sweep", 1, true);
+    auto n = intFlag(*args, "sweep", 1, true, 1, "tunec bench-op", 1'000'000);
     if (!n) return fail(n.error().message());
     std::mt19937 rng(7);
     std::set<std::string> seen{toJson(config).dump()};

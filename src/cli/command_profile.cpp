@@ -59,8 +59,8 @@ int commandProfile(const std::vector<std::string>& argv) {
     std::fputs(helpText(kProfileSpec).c_str(), stdout);
     return 0;
   }
-  auto runs = intFlag(*args, "runs", 30, false, 1, "tunec profile");
-  auto warmup = intFlag(*args, "warmup", 3, false, 0, "tunec profile");
+  auto runs = intFlag(*args, "runs", 30, false, 1, "tunec profile", 1'000'000);
+  auto warmup = intFlag(*args, "warmup", 3, false, 0, "tunec profile", 1'000'000);
   if (!runs) return fail(runs.error().message());
   if (!warmup) return fail(warmup.error().message());
   auto options = timingSessionOptions(*args);

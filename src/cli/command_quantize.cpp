@@ -2,6 +2,7 @@
 // calibrated on sample inputs run by the reference executor.
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/flag_values.h"
 #include "cli/load_model.h"
 #include "frontend/onnx_quantize.h"
 #include "frontend/tensor_io.h"
@@ -44,11 +45,10 @@ Expected<std::vector<std::map<std::string, Tensor>>> loadSamples(const Arguments
                                                                  const Graph& g) {
   std::vector<std::map<std::string, Tensor>> samples;
   if (args.has("random")) {
-    auto n = parseThreads(args.get("random"));
-    if (!n) return makeError("--random must be a positive number of samples");
+    TUNEC_ASSIGN_OR_RETURN(int64_t n, parseInteger("random", args.get("random"), 1, 100'000));
     std::mt19937 rng(7);
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
-    for (int s = 0; s < *n; ++s) {
+    for (int64_t s = 0; s < n; ++s) {
       std::map<std::string, Tensor> sample;
       for (ValueId in : g.inputs()) {
         const Value& v = g.value(in);

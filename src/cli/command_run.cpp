@@ -1,6 +1,7 @@
 // `tunec run`: run a model on tensor files and write its outputs.
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/flag_values.h"
 #include "cli/load_model.h"
 #include "cli/model_session.h"
 #include "cli/pipeline.h"
@@ -89,10 +90,9 @@ int checkExpected(const Arguments& args, const std::vector<std::string>& names,
   if (!args.has("expect")) return 0;
   double tolerance = bf16 ? 2e-2 : 1e-4;
   if (args.has("tolerance")) {
-    char* end = nullptr;
-    tolerance = std::strtod(args.get("tolerance").c_str(), &end);
-    if (end == args.get("tolerance").c_str() || *end != 0 || !(tolerance >= 0))
-      return fail("--tolerance must be a non-negative number, not '" + args.get("tolerance") + "'");
+    auto parsed = parseNumber("tolerance", args.get("tolerance"), 0, 1000);
+    if (!parsed) return fail(parsed.error().message());
+    tolerance = *parsed;
   }
   int differing = 0;
   for (const std::string& spec : args.getAll("expect")) {
@@ -185,13 +185,8 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
 
 Expected<int> parseThreads(const std::string& text) {
   if (text.empty()) return defaultThreads();
-  try {
-    size_t used = 0;
-    int n = std::stoi(text, &used);
-    if (used == text.size() && n >= 1 && n <= 1024) return n;
-  } catch (const std::exception&) {
-  }
-  return makeError("--threads must be a whole number from 1 to 1024, not '", text, "'");
+  TUNEC_ASSIGN_OR_RETURN(int64_t n, parseInteger("threads", text, 1, 1024));
+  return static_cast<int>(n);
 }
 
 int fail(const std::string& message) {

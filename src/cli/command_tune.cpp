@@ -2,6 +2,7 @@
 // `tunec tune-worker` (the measurement child process).
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/flag_values.h"
 #include "cli/model_session.h"
 #include "cli/model_tasks.h"
 #include "cli/op_flags.h"
@@ -108,17 +109,6 @@ const CommandSpec& tuneOpSpec() {
   return spec;
 }
 
-Expected<double> parseDuration(const std::string& text) {
-  if (text.empty()) return 0.0;
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  std::string unit = end ? end : "";
-  double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-  if (end == text.c_str() || scale < 0 || v <= 0)
-    return makeError("--time-budget must look like 90s, 30m or 2h, not '", text, "'");
-  return v * scale;
-}
-
 // XGBoost's OpenMP threads spin while waiting unless OMP_WAIT_POLICY=PASSIVE is in the
 // environment at start-up (setenv later is too late): run the command again with it set.
 void ensurePassiveOpenMp(const std::vector<std::string>& argv, const char* command) {
@@ -141,19 +131,27 @@ std::vector<std::string> workerCommand() {
 Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, const Target& target) {
   tuner::TuneOptions o;
   o.target = target;
-  TUNEC_ASSIGN_OR_RETURN(int64_t trials, intFlag(args, "trials", 1000, false, 1, "tunec tune"));
-  TUNEC_ASSIGN_OR_RETURN(int64_t early, intFlag(args, "early-stopping", 0, false, 0, "tunec tune"));
-  TUNEC_ASSIGN_OR_RETURN(int64_t batch, intFlag(args, "batch", 16, false, 1, "tunec tune"));
-  TUNEC_ASSIGN_OR_RETURN(int64_t seed, intFlag(args, "seed", 1, false, 0, "tunec tune"));
-  TUNEC_ASSIGN_OR_RETURN(o.timeBudgetSeconds, parseDuration(args.get("time-budget")));
+  constexpr int64_t kMaxCount = 1'000'000'000;
+  TUNEC_ASSIGN_OR_RETURN(int64_t trials,
+                         intFlag(args, "trials", 1000, false, 1, "tunec tune", kMaxCount));
+  TUNEC_ASSIGN_OR_RETURN(int64_t early,
+                         intFlag(args, "early-stopping", 0, false, 0, "tunec tune", kMaxCount));
+  TUNEC_ASSIGN_OR_RETURN(int64_t batch,
+                         intFlag(args, "batch", 16, false, 1, "tunec tune", 100'000));
+  TUNEC_ASSIGN_OR_RETURN(int64_t seed,
+                         intFlag(args, "seed", 1, false, 0, "tunec tune", UINT32_MAX));
+  // A duration flag, or its default when absent.
+  auto duration = [&](const char* flag, double fallback, double most) -> Expected<double> {
+    if (!args.has(flag)) return fallback;
+    return parseDuration(flag, args.get(flag), most);
+  };
+  TUNEC_ASSIGN_OR_RETURN(o.timeBudgetSeconds, duration("time-budget", 0, 365.0 * 24 * 3600));
+  TUNEC_ASSIGN_OR_RETURN(o.minSeconds, duration("min-seconds", 0.1, 60));
+  TUNEC_ASSIGN_OR_RETURN(o.timeoutSeconds, duration("timeout", 30, 86400));
   o.trials = static_cast<int>(trials);
   o.earlyStopping = static_cast<int>(early);
   o.search.batchSize = static_cast<int>(batch);
   o.seed = static_cast<uint32_t>(seed);
-  o.minSeconds = std::atof(args.get("min-seconds", "0.1").c_str());
-  o.timeoutSeconds = std::atof(args.get("timeout", "30").c_str());
-  if (o.minSeconds <= 0 || o.timeoutSeconds <= 0)
-    return makeError("--min-seconds and --timeout must be positive");
   o.flushCache = args.has("flush-cache");
   o.randomSearch = args.has("random");
   o.measureDefault = !args.has("no-default");

@@ -1,6 +1,8 @@
 // Shape flags of matmul and conv2d workloads.
 #include "cli/op_flags.h"
 
+#include "cli/flag_values.h"
+
 #include <cstdlib>
 #include <tuple>
 
@@ -46,17 +48,15 @@ std::vector<FlagSpec> opShapeFlags() {
 }
 
 Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback,
-                          bool required, int64_t minimum, const std::string& command) {
+                          bool required, int64_t minimum, const std::string& command,
+                          int64_t maximum) {
   if (!args.has(name)) {
     if (required) return makeError(command, ": --", name, " is required");
     return fallback;
   }
-  std::string v = args.get(name);
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || x < minimum)
-    return makeError(command, ": --", name, " must be an integer >= ", minimum, ", not '", v, "'");
-  return static_cast<int64_t>(x);
+  auto v = parseInteger(name, args.get(name), minimum, maximum);
+  if (!v) return makeError(command, ": ", v.error().message());
+  return *v;
 }
 
 Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads) {

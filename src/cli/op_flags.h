@@ -13,10 +13,11 @@ namespace tunec::cli {
 /// --stride-c, --ic --h --w --oc --kh --kw --stride
 /// --pad --dilation --groups.
 std::vector<FlagSpec> opShapeFlags();
-/// An integer flag >= minimum; `command` names the command in errors.
+/// An integer flag in [minimum, maximum]; `command` names the command in errors.
 Expected<int64_t> intFlag(const Arguments& args, const std::string& name, int64_t fallback,
                           bool required, int64_t minimum = 1,
-                          const std::string& command = "tunec bench-op");
+                          const std::string& command = "tunec bench-op",
+                          int64_t maximum = int64_t{1} << 31);
 Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads);
 Expected<Conv2dWorkload> conv2dFromFlags(const Arguments& args, int threads);
 

@@ -170,8 +170,20 @@ popd >/dev/null
 expect 1 "--threads must be a whole number from 1 to 1024, not 'two'" -- bench "$tmp/m.so" --threads two
 
 # Tuning.
-expect 1 "--time-budget must look like 90s, 30m or 2h, not '5x'" -- tune "$model" --db "$tmp/t.db" --time-budget 5x
+expect 1 "--time-budget must be a duration such as 0.5, 90s, 30m or 2h \(positive, at most 8760h\), not '5x'" -- tune "$model" --db "$tmp/t.db" --time-budget 5x
 expect 1 "tunec bench-op: --m is required" -- tune-op matmul --n 8 --k 8 --db "$tmp/t.db"
+# Counts and durations out of range, NaN or infinite: refused by name with the range, never
+# wrapped (4294967297 trials ran 1) or recorded (NaN durations made every config an error).
+expect 1 "--trials must be a whole number from 1 to 1000000000, not '4294967297'" -- tune "$model" --db "$tmp/t.db" --trials 4294967297
+expect 1 "--trials must be a whole number from 1 to 1000000000, not '2147483648'" -- tune "$model" --db "$tmp/t.db" --trials 2147483648
+expect 1 "--min-seconds must be a duration .*not 'nan'" -- tune "$model" --db "$tmp/t.db" --min-seconds nan
+expect 1 "--time-budget must be a duration .*not 'nan'" -- tune "$model" --db "$tmp/t.db" --time-budget nan
+expect 1 "--timeout must be a duration .*not 'inf'" -- tune-op matmul --m 8 --n 8 --k 8 --db "$tmp/t.db" --timeout inf
+expect 1 "--seconds must be a duration .*not '-1'" -- bench-op matmul --m 8 --n 8 --k 8 --seconds -1
+expect 1 "--m must be a whole number from 1 to 2147483648, not '99999999999999999999'" -- bench-op matmul --m 99999999999999999999 --n 8 --k 8
+expect 1 "--random must be a whole number from 1 to 100000, not '1000000000'" -- quantize "$model" -o "$tmp/q.onnx" --random 1000000000
+expect 1 "--tolerance must be a number from 0 to 1000, not 'nan'" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --expect y="$src/examples/tiny_cnn/x.npy" --tolerance nan
+expect 1 "--runs must be a whole number from 0 to 1000000000, not '1e3'" -- bench "$model" --runs 1e3
 expect 0 "4 trials \(0 errors\)" -- tune-op matmul --m 64 --n 64 --k 64 --trials 4 --db "$tmp/t.db" --min-seconds 0.01
 expect 0 "config_source.:.best in" -- bench-op matmul --m 64 --n 64 --k 64 --db "$tmp/t.db" --seconds 0.05 --json
 expect 0 "tuned +Gemm|4 heavy kernels: [0-4] tuned" -- compile "$model" -o "$tmp/m2.so" --db "$tmp/t.db"
