@@ -185,8 +185,9 @@ Result convertDropout(ConvertContext& ctx) {
       // for a model in train mode with p = 0): then it is the identity, as in inference.
       TUNEC_ASSIGN_OR_RETURN(auto ratio, ctx.constantInput(1, "ratio"));
       if (!ratio || ratio->numel() != 1 || ratio->getDouble(0) != 0.0)
-        return makeError("training_mode=true with a ratio other than a constant 0 drops values at "
-                         "random (tunec compiles inference: export the model in eval mode)");
+        return makeError("training_mode=true with a ratio other than a constant 0 is not "
+                         "supported: it drops values at random (tunec compiles inference: export "
+                         "the model in eval mode)");
     }
   }
   Conversion c{OpKind::Dropout, NoAttrs{}, {ctx.inputs[0]}};
