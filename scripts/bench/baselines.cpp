@@ -3,8 +3,9 @@
 // timing), timed like `tunec bench-op`: warm-up, repeats for a minimum duration, median.
 //
 // usage: baselines gemm M N K SECONDS
-//        baselines matmul f32|bf16 M N K SECONDS   (oneDNN's matmul primitive: A and B of that
-//                type, f32 C, weights in the layout oneDNN picks, reordered once = pre-packed)
+//        baselines matmul f32|bf16|u8s8 M N K SECONDS   (oneDNN's matmul primitive: A and B of
+//                that type (u8s8: u8 A, s8 B, full-range integers), f32 C, weights in the layout
+//                oneDNN picks, reordered once = pre-packed)
 //        baselines conv N IC H W OC KH KW STRIDE PAD SECONDS
 // Prints one JSON object. Threads come from OMP_NUM_THREADS / OPENBLAS_NUM_THREADS.
 #include "dnnl.hpp"
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cblas.h>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -70,13 +72,21 @@ int onednnMatmul(const std::string& type, long m, long n, long k, double seconds
   using namespace dnnl;
   engine eng(engine::kind::cpu, 0);
   stream s(eng);
-  memory::data_type dt = type == "bf16" ? memory::data_type::bf16 : memory::data_type::f32;
+  const bool int8 = type == "u8s8";
+  memory::data_type aType = int8             ? memory::data_type::u8
+                            : type == "bf16" ? memory::data_type::bf16
+                                             : memory::data_type::f32,
+                    bType = int8 ? memory::data_type::s8 : aType;
   memory::dims a{m, k}, b{k, n}, c{m, n};
-  memory::desc aDesc(a, dt, memory::format_tag::ab), bAny(b, dt, memory::format_tag::any),
+  memory::desc aDesc(a, aType, memory::format_tag::ab), bAny(b, bType, memory::format_tag::any),
       cDesc(c, memory::data_type::f32, memory::format_tag::ab);
   auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(aDesc, bAny, cDesc), eng);
   auto aF32 = randomVector(static_cast<size_t>(m * k)),
        bF32 = randomVector(static_cast<size_t>(k * n));
+  if (int8) { // integers over the whole u8 and s8 ranges, as tunec bench-op --dtype u8s8 uses
+    for (float& x : aF32) x = std::round((x + 1) * 127.5f);
+    for (float& x : bF32) x = std::round(x * 127.f);
+  }
   memory aPlain({a, memory::data_type::f32, memory::format_tag::ab}, eng, aF32.data());
   memory bPlain({b, memory::data_type::f32, memory::format_tag::ab}, eng, bF32.data());
   memory aMem(aDesc, eng), bMem(pd.weights_desc(), eng), cMem(cDesc, eng);
@@ -144,8 +154,9 @@ int main(int argc, char** argv) {
   if (argc == 12 && std::string(argv[1]) == "conv")
     return conv(arg(2), arg(3), arg(4), arg(5), arg(6), arg(7), arg(8), arg(9), arg(10),
                 std::atof(argv[11]));
-  std::fprintf(stderr,
-               "usage: baselines gemm M N K SECONDS | matmul f32|bf16 M N K SECONDS | conv N IC H "
-               "W OC KH KW STRIDE PAD SECONDS\n");
+  std::fprintf(
+      stderr,
+      "usage: baselines gemm M N K SECONDS | matmul f32|bf16|u8s8 M N K SECONDS | conv N IC H "
+      "W OC KH KW STRIDE PAD SECONDS\n");
   return 2;
 }

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -107,15 +108,24 @@ Expected<OpBench> matmulBench(const Arguments& args, Jit& jit, int threads) {
     for (float x : *a) aBf16->push_back(floatToBf16(x));
   if (w->types.wei == DType::BF16)
     for (float x : *b) bBf16->push_back(floatToBf16(x));
+  // The int8 GEMM: u8 A over its whole range, and the s8 weights as the compiler passes them
+  // (f32 integers in [-128, 127], packed to i8 at compile time).
+  auto aU8 = std::make_shared<std::vector<uint8_t>>();
+  if (isInt8Gemm(w->types)) {
+    for (float x : *a) aU8->push_back(static_cast<uint8_t>(std::lround((x + 1) * 127.5f)));
+    for (float& x : *b) x = std::round(x * 127.f);
+  }
   OpBench bench;
   bench.workload = *w;
-  bench.time = [w, a, b, out, aBf16, bBf16, &jit, compile = bench.compileSeconds](
+  bench.time = [w, a, b, out, aBf16, bBf16, aU8, &jit, compile = bench.compileSeconds](
                    const Config& config, double seconds) -> Expected<Timing> {
     const MatmulConfig& c = std::get<MatmulConfig>(config);
     TUNEC_ASSIGN_OR_RETURN(MatmulKernel kernel, timedCompile(*compile, [&] {
                              return compileMatmul(jit, *w, c, {}, b->data());
                            }));
-    const void* aIn = aBf16->empty() ? static_cast<const void*>(a->data()) : aBf16->data();
+    const void* aIn = !aU8->empty()     ? static_cast<const void*>(aU8->data())
+                      : !aBf16->empty() ? static_cast<const void*>(aBf16->data())
+                                        : a->data();
     const void* bIn = bBf16->empty() ? static_cast<const void*>(b->data()) : bBf16->data();
     return timeRepeated([&] { kernel.runTyped(aIn, bIn, out->data()); }, seconds, 5,
                         evictionOf(*w, kernel.packedWeights()));
@@ -187,14 +197,14 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   const Workload& workload = bench->workload;
   // A bf16 GEMM runs on AMX where the machine has it (bf16GemmIsa), else vdpbf16ps; the roof is
   // the chosen strategy's.
-  const bool bf16 = isBf16Gemm(workloadTypes(workload));
+  const bool bf16 = isBf16Gemm(workloadTypes(workload)), int8 = isInt8Gemm(workloadTypes(workload));
   const TemplateKind kind = templateKind(workload);
   if (!args->has("isa")) isa = kernelIsa(workload, isa, *machine);
   if (bf16 && isa == Isa::Avx2)
     return fail("tunec bench-op: bf16 kernels are AMX or AVX-512 (vdpbf16ps); drop --isa avx2");
-  if (isa == Isa::Amx && (!bf16 || kind != TemplateKind::Matmul))
-    return fail("tunec bench-op: --isa amx runs bf16 matmuls (--dtype bf16 or --src f32 "
-                "--dtype bf16)");
+  if (isa == Isa::Amx && (!(bf16 || int8) || kind != TemplateKind::Matmul))
+    return fail("tunec bench-op: --isa amx runs bf16 and u8s8 matmuls (--dtype bf16, --src f32 "
+                "--dtype bf16 or --dtype u8s8)");
   if (Status s = checkTargetSupports(*machine, isa, workloadTypes(workload)); !s)
     return fail("tunec bench-op: " + s.error().message());
   auto roof = measureReductionPeak(**jit, isa, workloadTypes(workload));
@@ -330,10 +340,12 @@ int commandBenchOp(const std::vector<std::string>& argv) {
   }
   std::printf("workload %s\n", workloadJson.dump().c_str());
   std::printf("config   %s (%s)\n", toJson(config).dump().c_str(), source.c_str());
-  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f GFLOP/s, %.1f%% of the measured %s "
-              "peak (%.1f GFLOP/s x %d thread%s)\n",
+  // Integer products are operations, not floating-point ones (the JSON keys keep one name).
+  const char* unit = int8 ? "GOP/s" : "GFLOP/s";
+  std::printf("median %.3f ms, min %.3f ms over %d runs: %.1f %s, %.1f%% of the measured %s "
+              "peak (%.1f %s x %d thread%s)\n",
               measured->medianSeconds * 1e3, measured->minSeconds * 1e3, measured->runs, gflops,
-              100 * gflops / machinePeak, peakName, *peak, benchThreads,
+              unit, 100 * gflops / machinePeak, peakName, *peak, unit, benchThreads,
               benchThreads == 1 ? "" : "s");
   std::printf("generated and JIT-compiled in %.1f ms\n", *bench->compileSeconds * 1e3);
   return 0;

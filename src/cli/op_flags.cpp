@@ -34,8 +34,9 @@ std::vector<FlagSpec> opShapeFlags() {
       {"pad", "P", "conv2d: padding on every side (default 0)"},
       {"dilation", "D", "conv2d: dilation (default 1)"},
       {"groups", "G", "conv2d: groups (default 1)"},
-      {"dtype", "f32|bf16",
-       "matmul: element type of A, B and C (default f32; bf16: vdpbf16ps, f32 accumulation); "
+      {"dtype", "f32|bf16|u8s8",
+       "matmul: element type of A, B and C (default f32; bf16: vdpbf16ps or AMX, f32 "
+       "accumulation; u8s8: u8 A, s8 B, i32 sums, f32 C, on AMX's tdpbusd); "
        "conv2d: bf16 rounds the input and weights to bf16, f32 output"},
       {"src", "f32|bf16",
        "matmul: element type of A when it differs from --dtype (bf16 weights with an f32 A: the "
@@ -87,6 +88,12 @@ Expected<MatmulWorkload> matmulFromFlags(const Arguments& args, int threads) {
        {std::pair{"dtype", "f32"}, std::pair{"src", ""}, std::pair{"dst", ""}}) {
     std::string name = args.has(flag) ? args.get(flag) : fallback;
     if (name.empty()) continue;
+    if (std::string(flag) == "dtype" && name == "u8s8") {
+      w.types = {DType::U8, DType::I8, DType::I32, DType::F32};
+      continue;
+    }
+    if (isInt8Gemm(w.types))
+      return makeError("--", flag, " cannot change the types of --dtype u8s8 (u8 A, f32 C)");
     if (name != "f32" && name != "bf16")
       return makeError("--", flag, " must be f32 or bf16, not '", name, "'");
     DType t = name == "bf16" ? DType::BF16 : DType::F32;

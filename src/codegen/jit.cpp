@@ -220,6 +220,7 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   bind("tunec_pack_a_f32_to_bf16", &tunec_pack_a_f32_to_bf16);
   bind("tunec_pack_b_bf16", &tunec_pack_b_bf16);
   bind("tunec_pack_a_bf16_tiles", &tunec_pack_a_bf16_tiles);
+  bind("tunec_pack_a_u8_tiles", &tunec_pack_a_u8_tiles);
   bind("tunec_pad_nhwc_f32_to_bf16", &tunec_pad_nhwc_f32_to_bf16);
   bind("tunec_pad_nhwc_f32", &tunec_pad_nhwc_f32);
   bind("tunec_pad_nchw_to_nhwc_f32", &tunec_pad_nchw_to_nhwc_f32);

@@ -73,7 +73,7 @@ private:
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c_.isa, rows, c_.nr, cols, aTransposed, true, epilogue_};
       spec.types = w_.types;
-      if (converted) spec.types.src = DType::BF16;
+      if (converted && !isInt8Gemm(w_.types)) spec.types.src = DType::BF16;
       spec.prefetchB = !amx() && prefetchNextPanel();
       spec.prefetchBGroup = amx() ? 1 : prefetchGroup();
       spec.tilesConfigured = amx(); // emitTask loads the palette
@@ -89,9 +89,12 @@ private:
     kernels_[3] = mTail ? (nTail ? make(mTail, nTail, "mntail") : kernels_[2]) : kernels_[1];
   }
 
-  // AMX reads A as bf16 rows padded to whole tile rows (tunec_pack_a_bf16_tiles, per block).
+  // AMX reads A as whole tiles packed per block (tunec_pack_a_bf16_tiles or, for the int8
+  // GEMM, tunec_pack_a_u8_tiles).
   bool amx() const { return c_.isa == Isa::Amx; }
   int64_t kGroup() const { return tunec::kGroup(c_.isa, w_.types); }
+  // The element type of the packed or converted A: u8 for the int8 GEMM, else bf16.
+  DType aPackType() const { return isInt8Gemm(w_.types) ? DType::U8 : DType::BF16; }
 
   // The panel loop is outside the tile loop of a block: the B panel is reused from L1 by the
   // block's row tiles and A streams, unless the block has one row tile and A's tile is what the
@@ -131,9 +134,11 @@ private:
     auto aBytes = static_cast<int64_t>(w_.types.srcBytes()),
          bBytes = static_cast<int64_t>(w_.types.weiBytes());
     if (c_.packA) aPack_ = mb_.emitScratch(b_, 0, c_.mc * c_.kc * aBytes);
-    if (convertsA(w_.types) || amx()) { // bf16 rows of whole k groups (AMX: and whole tiles)
+    if (convertsA(w_.types) || amx()) { // rows of whole k groups (AMX: and whole tiles)
       int64_t rows = amx() ? (c_.mc + 15) / 16 * 16 : c_.mc;
-      aPack_ = mb_.emitScratch(b_, 0, rows * ((c_.kc + kGroup() - 1) / kGroup() * kGroup()) * 2);
+      aPack_ = mb_.emitScratch(b_, 0,
+                               rows * ((c_.kc + kGroup() - 1) / kGroup() * kGroup()) *
+                                   static_cast<int64_t>(dtypeSize(aPackType())));
     }
     // One palette for every AMX variant, loaded once per task on its thread.
     if (amx()) codegen::makeTileOps(mb_)->configure(b_, codegen::amxPalette());
@@ -218,7 +223,14 @@ private:
                               : gep(t.src, aBatch_, b_.CreateAdd(b_.CreateMul(ic, i64(lda)), pc));
     // Rows of the converted block: kcur rounded up to whole k groups (zeros after the last k).
     llvm::Value* kcPairs = b_.CreateAnd(b_.CreateAdd(kcur, i64(kGroup() - 1)), i64(-kGroup()));
-    if (amx()) {
+    if (amx() && isInt8Gemm(t)) {
+      llvm::FunctionCallee pack = mb_.declare(
+          "tunec_pack_a_u8_tiles",
+          llvm::FunctionType::get(
+              b_.getVoidTy(), {mb_.ptr(), mb_.i64(), mb_.i64(), mb_.i64(), mb_.i64(), mb_.ptr()},
+              false));
+      b_.CreateCall(pack, {aBlock, i64(lda), mcur, kcur, kcPairs, aPack_});
+    } else if (amx()) {
       llvm::FunctionCallee pack =
           mb_.declare("tunec_pack_a_bf16_tiles",
                       llvm::FunctionType::get(b_.getVoidTy(),
@@ -265,7 +277,7 @@ private:
         llvm::Value* aPtr;
         llvm::Value* ldaV;
         if (convertsA(t) || amx()) {
-          aPtr = gep(DType::BF16, aPack_, b_.CreateMul(ir, kcPairs));
+          aPtr = gep(aPackType(), aPack_, b_.CreateMul(ir, kcPairs));
           ldaV = kcPairs;
         } else if (c_.packA) {
           aPtr = gep(aPack_, b_.CreateMul(ir, kcur));
@@ -295,8 +307,9 @@ private:
         llvm::Value* tile = b_.CreateSDiv(ir, i64(c_.mr));
         llvm::Value* line = b_.CreateSRem(tile, i64(columns));
         llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
-        // A line is 16 floats, or 16 bf16 pairs (32 values) of one pair row.
-        int64_t lineElems = t.wei == DType::BF16 ? 32 : 16, rowElems = lineElems / 16 * c_.nr;
+        // A line is 16 floats, 16 bf16 pairs (32 values) of one pair row, or 16 i8 quads.
+        int64_t lineElems = 64 / static_cast<int64_t>(t.weiBytes()),
+                rowElems = lineElems / 16 * c_.nr;
         llvm::Value* pf = gep(
             t.wei, nextB,
             b_.CreateAdd(b_.CreateMul(line, i64(lineElems)), b_.CreateMul(phase, i64(rowElems))));

@@ -33,7 +33,7 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
                        " tiles (C, A and B); AMX has 8 (e.g. 32x32: 4 C + 2 A + 2 B)");
     if (spec.aTransposed || spec.aRowGroup || spec.scaleK || spec.prefetchA || spec.prefetchB ||
         spec.kUnroll != 1)
-      return makeError("AMX microkernel: A is read as rows of bf16 (no transposed or grouped A, "
+      return makeError("AMX microkernel: A is read as packed tiles (no transposed or grouped A, "
                        "no k scale, prefetch or unroll)");
     if (spec.nValid < 1 || spec.nValid > spec.nr)
       return makeError("microkernel nValid=", spec.nValid, " must be in 1..nr=", spec.nr);
@@ -372,7 +372,8 @@ bool hasKStepStrategy(const MicrokernelSpec& spec) {
   if (spec.types.allF32()) return true; // the broadcast FMA, on every ISA
   // vdpbf16ps on AVX-512: bf16 A and B, f32 accumulators, an f32 or bf16 C (an f32 A is
   // converted by the loop nest before the microkernel reads it).
-  // AMX: tdpbf16ps on the same operands.
+  // AMX: tdpbf16ps on the same operands, and tdpbusd on u8 A and i8 B into i32.
+  if (spec.isa == Isa::Amx && isInt8Gemm(spec.types)) return true;
   return (spec.isa == Isa::Avx512 || spec.isa == Isa::Amx) && isBf16Gemm(spec.types) &&
          spec.types.src == DType::BF16;
 }

@@ -41,11 +41,23 @@ public:
   llvm::Type* i64() { return llvm::Type::getInt64Ty(*context_); }
   llvm::Type* i32() { return llvm::Type::getInt32Ty(*context_); }
   llvm::PointerType* ptr() { return llvm::PointerType::getUnqual(*context_); }
-  /// How kernels hold an element of `type` in memory: float for f32, i16 for bf16 (its bits).
+  /// How kernels hold an element of `type` in memory: float for f32, i16 for bf16 (its bits),
+  /// i8 for u8 and i8 (the int8 GEMM's operands), i32 for i32.
   llvm::Type* storageType(DType type) {
-    TUNEC_ASSERT(type == DType::F32 || type == DType::BF16,
-                 "no kernel stores " << dtypeName(type) << " elements");
-    return type == DType::BF16 ? llvm::Type::getInt16Ty(*context_) : f32();
+    switch (type) {
+    case DType::F32:
+      return f32();
+    case DType::BF16:
+      return llvm::Type::getInt16Ty(*context_);
+    case DType::U8:
+    case DType::I8:
+      return llvm::Type::getInt8Ty(*context_);
+    case DType::I32:
+      return i32();
+    default:
+      TUNEC_ASSERT(false, "no kernel stores " << dtypeName(type) << " elements");
+    }
+    return nullptr;
   }
   /// <lanes x float> for this ISA.
   llvm::FixedVectorType* f32Vector() {

@@ -116,7 +116,7 @@ Expected<double> measureBf16DotPeak(Jit& jit) {
       4.0 * 16); // 16 lanes, two products and two adds each
 }
 
-Expected<double> measureAmxBf16Peak(Jit& jit) {
+Expected<double> measureAmxPeak(Jit& jit, bool int8) {
   TUNEC_TRY(checkTargetSupports(jit.target(), Isa::Amx,
                                 KernelTypes{DType::BF16, DType::BF16, DType::F32, DType::F32}));
   auto module = jit.newModule(Isa::Amx, "tunec_amx_probe");
@@ -126,7 +126,7 @@ Expected<double> measureAmxBf16Peak(Jit& jit) {
   llvm::Function* fn = mb.createFunction(name, fnTy);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(mb.context(), "entry", fn));
   // The kernel's 2x2 grid: C tiles 0-3, A tiles 4-5, B tiles 6-7, all 16 rows of 64 bytes; four
-  // independent tdpbf16ps per trip on operands loaded once.
+  // independent tdpbf16ps (tdpbusd) per trip on operands loaded once.
   codegen::TilePalette palette;
   palette.rows.fill(16);
   palette.colsb.fill(64);
@@ -136,15 +136,21 @@ Expected<double> measureAmxBf16Peak(Jit& jit) {
   for (int t = 0; t < 4; ++t) tiles->zero(b, t);
   for (int t = 4; t < 8; ++t) tiles->load(b, t, buffer, b.getInt64(64));
   mb.forLoop(b, b.getInt64(0), fn->getArg(0), 1, "i", [&](llvm::Value*) {
-    for (int c = 0; c < 4; ++c) tiles->dotBf16(b, c, 4 + c / 2, 6 + c % 2);
+    for (int c = 0; c < 4; ++c) {
+      if (int8)
+        tiles->dotInt8(b, codegen::TileIntDot::Busd, c, 4 + c / 2, 6 + c % 2);
+      else
+        tiles->dotBf16(b, c, 4 + c / 2, 6 + c % 2);
+    }
   });
   tiles->store(b, 0, buffer, b.getInt64(64));
   b.CreateRet(b.CreateLoad(mb.f32(), buffer));
   TUNEC_ASSIGN_OR_RETURN(void* address, jit.addAndLookup(std::move(module), name));
   auto probe = reinterpret_cast<float (*)(int64_t, void*)>(address);
-  std::vector<uint16_t> operands(512, 0x3c00); // bf16 2^-7: the sums stay finite
-  const int64_t iterations = 200'000;
-  const double flopsPerCall = 4.0 * 2 * 16 * 16 * 32 * static_cast<double>(iterations);
+  // bf16 2^-7 (the sums stay finite), or the bytes 0x00 and 0x3c as int8 (i32 sums wrap).
+  std::vector<uint16_t> operands(512, 0x3c00);
+  const int64_t iterations = 200'000, kPerRow = int8 ? 64 : 32;
+  const double flopsPerCall = 4.0 * 2 * 16 * 16 * kPerRow * static_cast<double>(iterations);
   volatile float sink = probe(iterations / 10, operands.data());
   std::vector<double> rates;
   for (int run = 0; run < 9; ++run) {
@@ -159,8 +165,9 @@ Expected<double> measureAmxBf16Peak(Jit& jit) {
 
 Expected<ReductionPeak> measureReductionPeak(Jit& jit, Isa isa, const KernelTypes& types) {
   if (isa == Isa::Amx) {
-    TUNEC_ASSIGN_OR_RETURN(double g, measureAmxBf16Peak(jit));
-    return ReductionPeak{g, "tdpbf16ps"};
+    const bool int8 = isInt8Gemm(types);
+    TUNEC_ASSIGN_OR_RETURN(double g, measureAmxPeak(jit, int8));
+    return ReductionPeak{g, int8 ? "tdpbusd" : "tdpbf16ps"};
   }
   if (isBf16Gemm(types)) {
     TUNEC_ASSIGN_OR_RETURN(double g, measureBf16DotPeak(jit));

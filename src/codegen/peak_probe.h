@@ -15,9 +15,9 @@ Expected<double> measureFmaPeak(Jit& jit, Isa isa);
 /// adds per f32 lane), the roof of the bf16 GEMM; an error on a target without avx512_bf16.
 Expected<double> measureBf16DotPeak(Jit& jit);
 
-/// Measured single-core peak of AMX's `tdpbf16ps` in GFLOP/s (the AMX kernel's 2x2 grid of
-/// independent tile dots); an error on a target without AMX.
-Expected<double> measureAmxBf16Peak(Jit& jit);
+/// Measured single-core peak of AMX's `tdpbf16ps` in GFLOP/s, or with `int8` of `tdpbusd` in
+/// GOP/s (the AMX kernel's 2x2 grid of independent tile dots); an error on a target without AMX.
+Expected<double> measureAmxPeak(Jit& jit, bool int8);
 
 /// The roof of one reduction strategy and the instruction it is named for.
 struct ReductionPeak {

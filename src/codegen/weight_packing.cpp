@@ -1,10 +1,11 @@
-// The packer family of compile-time weights: f32, and a matmul's B and a convolution's weights
-// in bf16 k-pairs.
+// The packer family of compile-time weights: f32, a matmul's B and a convolution's weights in
+// bf16 k-pairs, and a matmul's B in i8 k-quads.
 #include "codegen/weight_packing.h"
 
 #include "runtime/packing.h"
 #include "support/error.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -60,6 +61,22 @@ PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const 
           std::copy(pairs.begin() + p * pairPanel, pairs.begin() + (p + 1) * pairPanel,
                     dst + i * per + p * slot);
     }
+    return packed;
+  }
+  if (w.types.wei == DType::I8) { // k-quad panels of i8 (tdpbusd), k padded to whole tile rows
+    PackedWeights packed = allocate(per * batches, DType::I8, WeightLayout::MatmulQuadPanels);
+    auto* dst = reinterpret_cast<int8_t*>(packed.data.get());
+    const int64_t slot = matmulPanelElements(w, c), ldb = w.transB ? w.k : w.n;
+    for (int64_t i = 0; i < batches; ++i)
+      for (int64_t col = 0; col < w.n; ++col)
+        for (int64_t kk = 0; kk < w.k; ++kk) {
+          float v = b[i * w.k * w.n + (w.transB ? col * ldb + kk : kk * ldb + col)];
+          TUNEC_ASSERT(v == std::nearbyint(v) && v >= -128 && v <= 127,
+                       "i8 weight " << v << " is not an integer in [-128, 127]");
+          int64_t panel = col / c.nr, j = col % c.nr;
+          dst[i * per + panel * slot + (kk / 4) * c.nr * 4 + j * 4 + kk % 4] =
+              static_cast<int8_t>(v);
+        }
     return packed;
   }
   PackedWeights packed = allocate(per * batches, w.types.wei, WeightLayout::MatmulPanels);

@@ -22,6 +22,7 @@ enum class WeightLayout : uint8_t {
   Conv2dPanels,     ///< [group][panel][kh][kw][ic/g][ocBlock], zero past each group's channels
   Conv2dPairPanels, ///< bf16: [group][panel][kh][kw][ic/g/2][ocBlock][2], input-channel pairs
   DepthwiseTaps,    ///< [kh*kw][c rounded up to the channel block], zero past c
+  MatmulQuadPanels, ///< i8 panels of k-quads: [panel][k/4][nr][4], zero past n and k
 };
 
 struct PackedWeights {
@@ -42,7 +43,8 @@ int64_t matmulPanelElements(const MatmulWorkload& w, const MatmulConfig& c);
 
 /// The packers: weights as the model stores them (f32, ONNX order; a matmul's B in its stored
 /// layout, one matrix per batch unless broadcast) to the layout and element type (the
-/// workload's wei) the kernel reads.
+/// workload's wei) the kernel reads. For i8 weights each value is an integer in [-128, 127]
+/// (the quantized weights; the compiler passes them as f32, which holds them exactly).
 PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const float* b);
 PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, const float* src);
 /// `cPad`: the channels rounded up to the kernel's channel block.

@@ -192,6 +192,20 @@ extern "C" void tunec_pack_a_bf16_tiles(const void* a, int32_t srcIsBf16, int64_
   }
 }
 
+extern "C" void tunec_pack_a_u8_tiles(const uint8_t* a, int64_t lda, int64_t rows, int64_t cols,
+                                      int64_t kPad, uint8_t* dst) {
+  const int64_t steps = kPad / 64;
+  for (int64_t i = 0; i < (rows + 15) / 16 * 16; ++i) {
+    // Row i % 16 of the tiles of row block i / 16: 64 values per k step.
+    uint8_t* block = dst + (i / 16) * steps * 1024 + (i % 16) * 64;
+    for (int64_t s = 0; s < steps; ++s) {
+      int64_t k0 = s * 64, valid = i < rows ? std::clamp<int64_t>(cols - k0, 0, 64) : 0;
+      if (valid) std::memcpy(block + s * 1024, a + i * lda + k0, static_cast<size_t>(valid));
+      std::memset(block + s * 1024 + valid, 0, static_cast<size_t>(64 - valid));
+    }
+  }
+}
+
 extern "C" void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h,
                                            int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
                                            int64_t wp, uint16_t* dst) {

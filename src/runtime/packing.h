@@ -35,6 +35,12 @@ void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t transposed, i
 /// rows after the last, up to a multiple of 16, are zeros (dst holds rows rounded up to 16).
 void tunec_pack_a_bf16_tiles(const void* a, int32_t srcIsBf16, int64_t lda, int32_t transposed,
                              int64_t rows, int64_t cols, int64_t kPad, uint16_t* dst);
+/// The same tiles of u8 A (the int8 GEMM, tdpbusd): for each block of 16 rows and each k step
+/// of 64, one 16 x 64 byte tile; tile (q, s) starts at (q * kPad / 64 + s) * 1024 bytes, so rows
+/// i.. of a 16-row block start at i * kPad. k is padded with zeros to kPad (a multiple of 64) and
+/// the rows after the last, up to a multiple of 16, are zeros.
+void tunec_pack_a_u8_tiles(const uint8_t* a, int64_t lda, int64_t rows, int64_t cols, int64_t kPad,
+                           uint8_t* dst);
 /// Rounds a rows x cols block of f32 A to bf16 (nearest even) as rows of bf16 k-pairs: element
 /// (i, k) at dst[i*cp + k], cp = cols rounded up to even, a zero after an odd row. Source element
 /// (i, k) is a[i*lda + k], or a[k*lda + i] if transposed (the f32 activations of a GEMM with

@@ -68,6 +68,11 @@ Status checkTargetSupports(const Target& target, Isa isa) {
 
 Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& types) {
   TUNEC_TRY(checkTargetSupports(target, isa));
+  if (isInt8Gemm(types) && isa != Isa::Amx)
+    return makeError("u8 x s8 kernels run on AMX (tdpbusd) in this tunec, which the target '",
+                     target.model,
+                     "' lacks; its VNNI and AVX2 strategies are not built yet: run the model "
+                     "dequantized in f32, or compile for a target with AMX");
   if (isBf16Gemm(types) && !target.avx512bf16)
     return makeError("bf16 kernels need avx512_bf16 (vdpbf16ps), which the target '", target.model,
                      "' lacks; run them in f32 or compile for a target that has it");
@@ -95,6 +100,7 @@ bool vectorBf16Pays(const Target& target) {
 }
 
 int kGroup(Isa isa, const KernelTypes& types) {
+  if (isInt8Gemm(types)) return isa == Isa::Amx ? 64 : 4; // tile rows of 64 bytes, or quads
   if (!isBf16Gemm(types)) return 1;
   return isa == Isa::Amx ? 32 : 2;
 }

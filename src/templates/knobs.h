@@ -66,6 +66,16 @@ inline bool isBf16Gemm(const KernelTypes& t) {
   return (t.src == DType::BF16 || t.src == DType::F32) && t.wei == DType::BF16 &&
          t.acc == DType::F32 && (t.dst == DType::F32 || t.dst == DType::BF16);
 }
+/// u8 activations times s8 weights (i8) with i32 accumulators and an f32 C: the int8 GEMM
+/// (AMX tdpbusd). The i32 sums are exact; the epilogue converts them to f32 (round to nearest)
+/// before its bias, scales and post-ops.
+inline bool isInt8Gemm(const KernelTypes& t) {
+  return t.src == DType::U8 && t.wei == DType::I8 && t.acc == DType::I32 && t.dst == DType::F32;
+}
+/// A GEMM of k groups (pairs of bf16, quads of int8) packed into B's panels: a low-precision GEMM.
+inline bool isLowPrecisionGemm(const KernelTypes& t) {
+  return isBf16Gemm(t) || isInt8Gemm(t);
+}
 /// A bf16 GEMM whose A is f32: rounded to bf16 (nearest even) into a scratch per block.
 inline bool convertsA(const KernelTypes& t) {
   return isBf16Gemm(t) && t.src == DType::F32;

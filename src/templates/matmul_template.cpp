@@ -26,6 +26,10 @@ Status MatmulWorkload::check() const {
       return makeError("bf16 matmul workload: A must be stored row-major (trans_a is f32 only)");
     if (k % 2)
       return makeError("bf16 matmul workload: k=", k, " must be even (k-pairs of A's rows)");
+  } else if (isInt8Gemm(types)) {
+    // The A tiles are packed from A's rows (runtime/packing.h: tunec_pack_a_u8_tiles).
+    if (transA)
+      return makeError("int8 matmul workload: A must be stored row-major (trans_a is f32 only)");
   } else if (!isBf16Gemm(types)) {
     TUNEC_TRY(checkKernelTypes(types, "matmul"));
   }
@@ -156,8 +160,8 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   int lanes = info.f32Lanes();
   if (c.isa == Isa::Amx) {
     // A grid of C tiles of 16 rows x 16 columns: mr and nr whole tiles, at most 8 tiles in all.
-    if (!isBf16Gemm(w.types))
-      return makeError("matmul config: AMX kernels are bf16 (tdpbf16ps); ",
+    if (!isLowPrecisionGemm(w.types))
+      return makeError("matmul config: AMX kernels are bf16 (tdpbf16ps) or u8 x i8 (tdpbusd); ",
                        kernelTypesToJson(w.types).dump(), " runs on avx512 or avx2");
     if (c.mr % 16 || c.nr % 16 || c.mr < 16 || c.nr < 16 || c.mr > 48 || c.nr > 64 ||
         (c.mr / 16) * (c.nr / 16) + c.mr / 16 + c.nr / 16 > 8)
@@ -167,10 +171,11 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
     if (!w.constantB)
       return makeError("matmul config: AMX reads B from panels packed at compile time (a "
                        "constant B); this B is computed");
-    if (c.kc % 32 && c.kc != w.k)
-      return makeError("matmul config: kc=", c.kc,
-                       " must be a multiple of 32 on AMX (one tile "
-                       "row of bf16), or cover k");
+    if (const int group = kGroup(c.isa, w.types); c.kc % group && c.kc != w.k)
+      return makeError("matmul config: kc=", c.kc, " must be a multiple of ", group,
+                       " on AMX (one tile row of ", dtypeName(w.types.wei), "), or cover k");
+    if (c.packA)
+      return makeError("matmul config: AMX packs A into tiles itself (pack_a is f32 only)");
   } else if (c.mr < 1 || c.nr < lanes || c.nr % lanes)
     return makeError("matmul config: nr=", c.nr, " must be a multiple of ", lanes, " and mr=", c.mr,
                      " positive");
@@ -194,6 +199,9 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
     return makeError("matmul config: parallel over batch needs batch > 1");
   if (c.parallel != MatmulParallel::None && w.threads < 2)
     return makeError("matmul config: parallel loops need threads > 1");
+  if (isInt8Gemm(w.types) && c.isa != Isa::Amx)
+    return makeError("matmul config: int8 kernels run on AMX (tdpbusd) in this tunec, not ",
+                     info.name, " (its VNNI and AVX2 strategies are not built yet)");
   if (isBf16Gemm(w.types)) {
     if (c.isa != Isa::Avx512 && c.isa != Isa::Amx)
       return makeError("matmul config: bf16 kernels are AMX or AVX-512 (vdpbf16ps), not ",
@@ -229,12 +237,15 @@ MatmulConfig defaultAmxConfig(const MatmulWorkload& w, const Target& target) {
     c.mr = w.m > 16 && nTiles == 1 ? 32 : 16;
     c.nr = static_cast<int>(16 * nTiles);
   }
-  int64_t kcMax = std::max<int64_t>(32, target.l1d * 2 / 3 / (c.mr * 2) / 32 * 32);
+  const int64_t group = kGroup(Isa::Amx, w.types), srcBytes = w.types.srcBytes(),
+                weiBytes = w.types.weiBytes();
+  int64_t kcMax = std::max<int64_t>(group, target.l1d * 2 / 3 / (c.mr * srcBytes) / group * group);
   int64_t kBlocks = (w.k + kcMax - 1) / kcMax;
-  c.kc = kBlocks == 1 ? w.k : roundUp((w.k + kBlocks - 1) / kBlocks, 32);
+  c.kc = kBlocks == 1 ? w.k : roundUp((w.k + kBlocks - 1) / kBlocks, group);
   if (w.types.dst == DType::BF16) c.kc = w.k;
   c.mc = c.mr;
-  int64_t ncMax = std::max<int64_t>(c.nr, target.l2 / 2 / (roundUp(c.kc, 32) * 2) / c.nr * c.nr);
+  int64_t ncMax =
+      std::max<int64_t>(c.nr, target.l2 / 2 / (roundUp(c.kc, group) * weiBytes) / c.nr * c.nr);
   int64_t nBlocks = (w.n + ncMax - 1) / ncMax;
   c.nc =
       std::clamp<int64_t>(roundUp((w.n + nBlocks - 1) / nBlocks, c.nr), c.nr, roundUp(w.n, c.nr));
@@ -353,7 +364,7 @@ KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa) {
     parallel.values.emplace_back("n");
   }
   space.push_back(parallel);
-  if (isBf16Gemm(w.types)) { // bf16: A read in place, whole k-pairs, a bf16 C in one K block
+  if (isLowPrecisionGemm(w.types)) { // A read in place or packed to tiles, whole k groups
     space.push_back({"pack_a", {false}});
     const int64_t group = kGroup(isa, w.types);
     std::erase_if(space[4].values, [&](const nlohmann::json& v) {
@@ -374,7 +385,7 @@ Expected<MatmulConfig> matmulConfigFromKnobs(const MatmulWorkload& w, Isa isa,
   c.mc = std::clamp<int64_t>(c.mc / c.mr * c.mr, c.mr, roundUp(w.m, c.mr));
   c.nc = std::clamp<int64_t>(c.nc / c.nr * c.nr, c.nr, roundUp(w.n, c.nr));
   c.kc = std::clamp<int64_t>(c.kc, 1, w.k);
-  if (isBf16Gemm(w.types)) c.packA = false;
+  if (isLowPrecisionGemm(w.types)) c.packA = false;
   return c;
 }
 

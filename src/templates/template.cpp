@@ -236,6 +236,8 @@ Isa kernelIsa(const Workload& w, Isa vectorIsa, const Target& target) {
   const auto* m = std::get_if<MatmulWorkload>(&w);
   if (m && vectorIsa == Isa::Avx512 && isBf16Gemm(m->types) && m->constantB)
     return bf16GemmIsa(target);
+  // The int8 GEMM's one strategy so far is AMX's tdpbusd (its VNNI and AVX2 ones are to come).
+  if (m && isInt8Gemm(m->types) && targetSupports(target, Isa::Amx)) return Isa::Amx;
   return vectorIsa;
 }
 

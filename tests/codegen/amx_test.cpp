@@ -252,32 +252,48 @@ struct AmxRun {
   std::string error;
 };
 
-AmxRun runAmx(Jit& j, const AmxCase& t, const std::vector<float>& a, const std::vector<float>& b,
-              const std::vector<float>& bias, int repeats = 1) {
+MatmulWorkload workloadOf(int64_t m, int64_t n, int64_t k, KernelTypes types) {
   MatmulWorkload w;
-  w.m = t.m, w.n = t.n, w.k = t.k;
-  w.types = {t.bf16A ? DType::BF16 : DType::F32, DType::BF16, DType::F32, DType::F32};
+  w.m = m, w.n = n, w.k = k;
+  w.types = types;
+  return w;
+}
+
+/// Compiles the AMX matmul m x n x k of `types` with a grid of mr x nr, K blocks of kc and a bias
+/// and relu epilogue, and runs it `repeats` times on A (of types.src) and the bias; the error
+/// of validation or compilation instead, if any.
+AmxRun runAmxKernel(Jit& j, int64_t m, int64_t n, int64_t k, int64_t kc, int mr, int nr,
+                    KernelTypes types, const void* a, const float* b, const float* bias,
+                    int repeats) {
+  MatmulWorkload w = workloadOf(m, n, k, types);
   MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, j.target());
-  c.mr = t.mr, c.nr = t.nr, c.kc = t.kc;
-  c.mc = std::min<int64_t>(64, (t.m + t.mr - 1) / t.mr * t.mr) / t.mr * t.mr;
-  c.nc = (t.n + t.nr - 1) / t.nr * t.nr;
+  c.mr = mr, c.nr = nr, c.kc = kc;
+  c.mc = std::min<int64_t>(64, (m + mr - 1) / mr * mr) / mr * mr;
+  c.nc = (n + nr - 1) / nr * nr;
   AmxRun run;
   if (Status s = validateMatmulConfig(w, c); !s) {
     run.error = s.error().message();
     return run;
   }
   Epilogue epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
-  auto kernel = compileMatmul(j, w, c, epi, b.data());
+  auto kernel = compileMatmul(j, w, c, epi, b);
   if (!kernel) {
     run.error = kernel.error().message();
     return run;
   }
+  run.out.assign(static_cast<size_t>(m * n), 1234.5f);
+  for (int r = 0; r < repeats; ++r) kernel->runTyped(a, nullptr, run.out.data(), bias);
+  return run;
+}
+
+AmxRun runAmx(Jit& j, const AmxCase& t, const std::vector<float>& a, const std::vector<float>& b,
+              const std::vector<float>& bias, int repeats = 1) {
   std::vector<uint16_t> aBits(a.size());
   for (size_t i = 0; i < a.size(); ++i) aBits[i] = floatToBf16(a[i]);
   const void* aIn = t.bf16A ? static_cast<const void*>(aBits.data()) : a.data();
-  run.out.assign(static_cast<size_t>(t.m * t.n), 1234.5f);
-  for (int r = 0; r < repeats; ++r) kernel->runTyped(aIn, nullptr, run.out.data(), bias.data());
-  return run;
+  return runAmxKernel(j, t.m, t.n, t.k, t.kc, t.mr, t.nr,
+                      {t.bf16A ? DType::BF16 : DType::F32, DType::BF16, DType::F32, DType::F32},
+                      aIn, b.data(), bias.data(), repeats);
 }
 
 std::string caseName(const AmxCase& t) {
@@ -354,14 +370,118 @@ TEST(AmxMatmulTwin, SmallIntegersAreExact) {
 
 TEST(AmxMatmulTwin, GridsOverEightTilesAreRefusedByName) {
   SKIP_WITHOUT_AVX512();
-  MatmulWorkload w;
-  w.m = 64, w.n = 64, w.k = 64;
-  w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+  MatmulWorkload w = workloadOf(64, 64, 64, {DType::F32, DType::BF16, DType::F32, DType::F32});
   MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, twinJit().target());
   c.mr = 32, c.nr = 48; // 6 C + 2 A + 3 B
   Status s = validateMatmulConfig(w, c);
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.error().message().find("at most 8 tiles"), std::string::npos) << s.error().message();
+}
+
+// ---- the int8 AMX matmul (tdpbusd): u8 A, i8 B, exact i32 sums ----
+
+struct Int8Case {
+  int64_t m, n, k, kc;
+  int mr, nr;
+};
+
+std::vector<Int8Case> int8Cases() {
+  std::vector<Int8Case> cases;
+  const std::pair<int, int> grids[] = {{16, 16}, {16, 32}, {16, 48}, {32, 16}, {32, 32}, {48, 16}};
+  // K tails (50, 7, 1000), M and N tails, and K long enough (1000) that the i32 sums of
+  // full-range data round on their way to f32.
+  const int64_t shapes[][3] = {
+      {1, 16, 64}, {17, 33, 50}, {40, 64, 192}, {33, 47, 7}, {20, 32, 1000}};
+  int i = 0;
+  for (auto [mr, nr] : grids)
+    for (const auto& s : shapes) {
+      int64_t kc = (i % 3 == 0) ? s[2] : (i % 3 == 1 ? 64 : 128);
+      cases.push_back({s[0], s[1], s[2], std::min(kc, s[2]), mr, nr});
+      ++i;
+    }
+  return cases;
+}
+
+std::string int8CaseName(const Int8Case& t) {
+  return std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k) + " kc " +
+         std::to_string(t.kc) + " grid " + std::to_string(t.mr) + "x" + std::to_string(t.nr) +
+         " u8 x i8";
+}
+
+struct Int8Data {
+  std::vector<uint8_t> a;
+  std::vector<float> b, bias; // b: the i8 weights as the compiler passes them (integer floats)
+};
+
+/// Full range: A in [0, 255], B in [-128, 127]; small: A in [0, 3], B in [-3, 3].
+Int8Data int8Data(const Int8Case& t, std::mt19937& rng, bool small) {
+  Int8Data d;
+  std::uniform_int_distribution<int> aDist(0, small ? 3 : 255),
+      bDist(small ? -3 : -128, small ? 3 : 127);
+  d.a.resize(static_cast<size_t>(t.m * t.k));
+  for (uint8_t& x : d.a) x = static_cast<uint8_t>(aDist(rng));
+  d.b.resize(static_cast<size_t>(t.k * t.n));
+  for (float& x : d.b) x = static_cast<float>(bDist(rng));
+  d.bias = test::randomVector(static_cast<size_t>(t.n), rng);
+  return d;
+}
+
+AmxRun runAmxInt8(Jit& j, const Int8Case& t, const Int8Data& d, int repeats = 1) {
+  return runAmxKernel(j, t.m, t.n, t.k, t.kc, t.mr, t.nr,
+                      {DType::U8, DType::I8, DType::I32, DType::F32}, d.a.data(), d.b.data(),
+                      d.bias.data(), repeats);
+}
+
+/// What the kernel computes: per K block of kc the exact integer sum, rounded to f32, the blocks
+/// added in order through C (f32), then the bias and relu.
+float int8Reference(const Int8Case& t, const Int8Data& d, int64_t i, int64_t j) {
+  float cv = 0.f;
+  for (int64_t pc = 0; pc < t.k; pc += t.kc) {
+    int64_t sum = 0;
+    for (int64_t kk = pc; kk < std::min(t.k, pc + t.kc); ++kk)
+      sum += static_cast<int64_t>(d.a[static_cast<size_t>(i * t.k + kk)]) *
+             static_cast<int64_t>(d.b[static_cast<size_t>(kk * t.n + j)]);
+    float block = static_cast<float>(static_cast<int32_t>(sum));
+    cv = pc > 0 ? block + cv : block;
+  }
+  return std::max(cv + d.bias[static_cast<size_t>(j)], 0.f);
+}
+
+TEST(AmxInt8MatmulTwin, EveryGridWithTailsEqualsTheExactIntegerReference) {
+  SKIP_WITHOUT_AVX512();
+  std::mt19937 rng(41);
+  for (bool small : {true, false})
+    for (const Int8Case& t : int8Cases()) {
+      Int8Data d = int8Data(t, rng, small);
+      AmxRun run = runAmxInt8(twinJit(), t, d);
+      ASSERT_TRUE(run.error.empty()) << int8CaseName(t) << ": " << run.error;
+      int bad = 0;
+      for (int64_t i = 0; i < t.m; ++i)
+        for (int64_t j = 0; j < t.n; ++j) {
+          float want = int8Reference(t, d, i, j), got = run.out[static_cast<size_t>(i * t.n + j)];
+          if (bitsOf(got) != bitsOf(want) && bad++ < 3)
+            ADD_FAILURE() << int8CaseName(t) << (small ? " small" : " full range") << " (" << i
+                          << ", " << j << "): " << got << " != " << want;
+        }
+      EXPECT_EQ(bad, 0) << int8CaseName(t);
+    }
+}
+
+TEST(AmxInt8MatmulTwin, KBlocksOffTileRowsAndVectorIsasAreRefusedByName) {
+  SKIP_WITHOUT_AVX512();
+  MatmulWorkload w = workloadOf(32, 32, 64, {DType::U8, DType::I8, DType::I32, DType::F32});
+  MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, twinJit().target());
+  ASSERT_EQ(c.isa, Isa::Amx);
+  c.kc = 32;
+  Status s = validateMatmulConfig(w, c);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.error().message().find("multiple of 64"), std::string::npos) << s.error().message();
+  MatmulConfig avx = defaultMatmulConfig(w, Isa::Avx512, twinJit().target());
+  avx.isa = Isa::Avx512;
+  s = validateMatmulConfig(w, avx);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.error().message().find("int8 kernels run on AMX"), std::string::npos)
+      << s.error().message();
 }
 
 // On any machine: the real AMX kernel emitted as an object for an AMX target (the Xeon's target
@@ -430,6 +550,28 @@ TEST(AmxMatmulReal, EqualsItsTwinBitForBitFromTwoThreads) {
       for (size_t i = 0; i < twin.out.size(); ++i)
         ASSERT_EQ(bitsOf(r.out[i]), bitsOf(twin.out[i]))
             << caseName(t) << " element " << i << ": real " << r.out[i] << ", twin " << twin.out[i];
+    }
+  }
+}
+
+TEST(AmxInt8MatmulReal, EqualsItsTwinBitForBitFromTwoThreads) {
+  SKIP_WITHOUT_REAL_AMX();
+  std::mt19937 rng(42);
+  for (const Int8Case& t : int8Cases()) {
+    Int8Data d = int8Data(t, rng, false);
+    AmxRun twin = runAmxInt8(twinJit(), t, d);
+    ASSERT_TRUE(twin.error.empty()) << int8CaseName(t) << ": " << twin.error;
+    AmxRun real[2];
+    std::thread workers[2];
+    for (int th = 0; th < 2; ++th)
+      workers[th] = std::thread([&, th] { real[th] = runAmxInt8(jit(), t, d, 3); });
+    for (auto& w : workers) w.join();
+    for (const AmxRun& r : real) {
+      ASSERT_TRUE(r.error.empty()) << int8CaseName(t) << ": " << r.error;
+      for (size_t i = 0; i < twin.out.size(); ++i)
+        ASSERT_EQ(bitsOf(r.out[i]), bitsOf(twin.out[i]))
+            << int8CaseName(t) << " element " << i << ": real " << r.out[i] << ", twin "
+            << twin.out[i];
     }
   }
 }
