@@ -260,11 +260,13 @@ MatmulWorkload workloadOf(int64_t m, int64_t n, int64_t k, KernelTypes types) {
 }
 
 /// Compiles the AMX matmul m x n x k of `types` with a grid of mr x nr, K blocks of kc and a bias
-/// and relu epilogue, and runs it `repeats` times on A (of types.src) and the bias; the error
-/// of validation or compilation instead, if any.
+/// and relu epilogue (or `epi`), and runs it `repeats` times on A (of types.src) and the bias; the
+/// error of validation or compilation instead, if any.
 AmxRun runAmxKernel(Jit& j, int64_t m, int64_t n, int64_t k, int64_t kc, int mr, int nr,
                     KernelTypes types, const void* a, const float* b, const float* bias,
-                    int repeats) {
+                    int repeats,
+                    const Epilogue& epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}},
+                    const float* columnScale = nullptr) {
   MatmulWorkload w = workloadOf(m, n, k, types);
   MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, j.target());
   c.mr = mr, c.nr = nr, c.kc = kc;
@@ -275,14 +277,14 @@ AmxRun runAmxKernel(Jit& j, int64_t m, int64_t n, int64_t k, int64_t kc, int mr,
     run.error = s.error().message();
     return run;
   }
-  Epilogue epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
   auto kernel = compileMatmul(j, w, c, epi, b);
   if (!kernel) {
     run.error = kernel.error().message();
     return run;
   }
   run.out.assign(static_cast<size_t>(m * n), 1234.5f);
-  for (int r = 0; r < repeats; ++r) kernel->runTyped(a, nullptr, run.out.data(), bias);
+  for (int r = 0; r < repeats; ++r)
+    kernel->runTyped(a, nullptr, run.out.data(), bias, nullptr, nullptr, columnScale);
   return run;
 }
 
@@ -465,6 +467,49 @@ TEST(AmxInt8MatmulTwin, EveryGridWithTailsEqualsTheExactIntegerReference) {
         }
       EXPECT_EQ(bad, 0) << int8CaseName(t);
     }
+}
+
+// A quantized linear layer, y = (sa (xq - za)) (sb[n] wq) + bias, as the int8 kernel runs it:
+// the u8 x s8 sums, then the column scale sa sb[n] and a bias that carries the zero point's
+// compensation, bias[n] - sa sb[n] za sum_k wq[k][n] (both folded at compile time). Within
+// f32's rounding of the sums of the double-precision reference, K blocks included.
+TEST(AmxInt8MatmulTwin, ScaleAndZeroPointCompensationDequantizeWithinF32Rounding) {
+  SKIP_WITHOUT_AVX512();
+  std::mt19937 rng(43);
+  const float sa = 0.0213f;
+  const int za = 117;
+  for (const Int8Case& t : int8Cases()) {
+    Int8Data d = int8Data(t, rng, false);
+    std::vector<float> scale(static_cast<size_t>(t.n)), bias(static_cast<size_t>(t.n));
+    std::uniform_real_distribution<float> sbDist(0.001f, 0.02f);
+    for (int64_t j = 0; j < t.n; ++j) {
+      double colsum = 0;
+      for (int64_t kk = 0; kk < t.k; ++kk) colsum += d.b[static_cast<size_t>(kk * t.n + j)];
+      scale[static_cast<size_t>(j)] = sa * sbDist(rng);
+      bias[static_cast<size_t>(j)] = static_cast<float>(
+          d.bias[static_cast<size_t>(j)] - scale[static_cast<size_t>(j)] * za * colsum);
+    }
+    AmxRun run = runAmxKernel(
+        twinJit(), t.m, t.n, t.k, t.kc, t.mr, t.nr, {DType::U8, DType::I8, DType::I32, DType::F32},
+        d.a.data(), d.b.data(), bias.data(), 1,
+        {{PostOpKind::ScalePerColumn}, {PostOpKind::BiasPerColumn}}, scale.data());
+    ASSERT_TRUE(run.error.empty()) << int8CaseName(t) << ": " << run.error;
+    for (int64_t i = 0; i < t.m; ++i)
+      for (int64_t j = 0; j < t.n; ++j) {
+        double sum = 0, magnitude = 0;
+        for (int64_t kk = 0; kk < t.k; ++kk) {
+          double p = (d.a[static_cast<size_t>(i * t.k + kk)] - za) *
+                     static_cast<double>(d.b[static_cast<size_t>(kk * t.n + j)]);
+          sum += p;
+          magnitude += std::abs(p) + za * std::abs(d.b[static_cast<size_t>(kk * t.n + j)]);
+        }
+        const double s = scale[static_cast<size_t>(j)];
+        double want = s * sum + d.bias[static_cast<size_t>(j)];
+        double tol = 8 * 1.1920929e-7 * (s * magnitude + std::abs(want)) + 1e-6;
+        EXPECT_NEAR(run.out[static_cast<size_t>(i * t.n + j)], want, tol)
+            << int8CaseName(t) << " (" << i << ", " << j << ")";
+      }
+  }
 }
 
 TEST(AmxInt8MatmulTwin, KBlocksOffTileRowsAndVectorIsasAreRefusedByName) {
