@@ -379,6 +379,7 @@ Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& s
       return makeError("matmul: a row normalization must end the epilogue of a matmul whose C "
                        "rows are one run (no split, no strided batches)");
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa, w.types));
+  TUNEC_TRY(checkEpilogueStores(e, w.types.dst));
   if (w.types.dst != DType::F32 && !e.empty() && e.back().kind == PostOpKind::LayerNormRow)
     return makeError("matmul: a row normalization needs an f32 C");
   if (w.constantB && !constantB) return makeError("internal: constant B data is required");

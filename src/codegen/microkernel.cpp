@@ -23,6 +23,7 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   const IsaInfo& info = isaInfo(spec.isa);
   int lanes = info.f32Lanes();
   if (spec.mr < 1) return makeError("microkernel mr=", spec.mr, " must be at least 1");
+  TUNEC_TRY(checkEpilogueStores(spec.epilogue, spec.types.dst));
   if (!codegen::hasKStepStrategy(spec))
     return makeError("microkernel: no k-step strategy for element types ",
                      kernelTypesToJson(spec.types).dump(), " on ", info.name);
@@ -107,7 +108,6 @@ namespace codegen {
 void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const MicrokernelSpec& spec,
                       const std::function<llvm::Value*(int, int)>& acc,
                       const TileEpilogueOperands& operands) {
-  llvm::LLVMContext& ctx = mb.context();
   llvm::Type* f32 = mb.f32();
   llvm::FixedVectorType* vecTy = mb.f32Vector();
   const int lanes = static_cast<int>(vecTy->getNumElements());
@@ -115,7 +115,10 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
   llvm::Value* zero = llvm::ConstantAggregateZero::get(vecTy);
   auto [c, ldc, flags, bias, addend, ldAdd, columnScale] = operands;
   const bool bf16C = spec.types.dst == DType::BF16;
-  llvm::Type* cElem = bf16C ? llvm::Type::getInt16Ty(ctx) : f32;
+  // A u8 C is the requantizing epilogue's (QuantizeU8 last, one K block: checkMicrokernelSpec):
+  // written once, never read back.
+  const bool u8C = spec.types.dst == DType::U8;
+  llvm::Type* cElem = mb.storageType(spec.types.dst);
   int validVectors = (spec.nValid + lanes - 1) / lanes;
   int tailLanes = spec.nValid - (validVectors - 1) * lanes;
   llvm::Value* tailMask = codegen::laneMask(b, lanes, tailLanes);
@@ -160,8 +163,7 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
       llvm::Value* v = acc(i, j);
       llvm::Value* cOffset = b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j * lanes));
       // The C tile is always valid memory, so it is loaded unconditionally and selected.
-      llvm::Value* old = loadC(c, cOffset, j);
-      v = b.CreateSelect(accumulate, b.CreateFAdd(v, old), v);
+      if (!u8C) v = b.CreateSelect(accumulate, b.CreateFAdd(v, loadC(c, cOffset, j)), v);
       llvm::Value* post = v;
       for (const PostOp& op : spec.epilogue) {
         llvm::Value* other = nullptr;
@@ -177,6 +179,9 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
       llvm::Value* p = b.CreateGEP(cElem, c, cOffset);
       llvm::Align align(spec.types.dstBytes());
       if (bf16C) v = b.CreateBitCast(b.CreateCall(toBf16, {v}), halfTy);
+      if (u8C) // integers in [0, 255] from QuantizeU8
+        v = b.CreateTrunc(b.CreateFPToSI(v, llvm::FixedVectorType::get(b.getInt32Ty(), lanes)),
+                          llvm::FixedVectorType::get(cElem, static_cast<unsigned>(lanes)));
       if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
         b.CreateMaskedStore(v, p, align, tailMask);
       else

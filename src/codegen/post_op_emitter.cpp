@@ -179,6 +179,15 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
     return b.CreateSelect(b.CreateFCmpUNO(v, v), v, emitExp(b, v));
   case PostOpKind::LayerNormRow: // applied to whole rows by the loop nest, not per vector
     return v;
+  case PostOpKind::QuantizeU8: {
+    // rint rounds half to even (the default rounding mode), as QuantizeLinear does; the clamp
+    // keeps the zero point's value for NaN (maxnum and minnum return the number).
+    llvm::Value* q =
+        b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, b.CreateFDiv(v, splat(v, op.lo)));
+    q = b.CreateFAdd(q, splat(v, op.hi));
+    q = b.CreateMinNum(b.CreateMaxNum(q, splat(v, 0.f)), splat(v, 255.f));
+    return b.CreateSelect(b.CreateFCmpUNO(v, v), splat(v, op.hi), q);
+  }
   }
   return v;
 }

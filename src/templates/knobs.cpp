@@ -56,12 +56,12 @@ Status readKernelTypes(const nlohmann::json& j, const char* templ, KernelTypes& 
   return {};
 }
 
-Status checkKernelTypes(const KernelTypes& t, const char* templ) {
+Status checkKernelTypes(const KernelTypes& t, const char* templ, const char* supported) {
   if (t.allF32()) return {};
   nlohmann::json spelled = kernelTypesToJson(t);
   return makeError(templ, " workload: dtype '",
                    spelled.is_string() ? spelled.get<std::string>() : spelled.dump(),
-                   "' is not supported (", templ, " kernels are f32 in this tunec)");
+                   "' is not supported (", templ, " kernels are ", supported, " in this tunec)");
 }
 
 } // namespace tunec

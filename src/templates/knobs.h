@@ -66,11 +66,18 @@ inline bool isBf16Gemm(const KernelTypes& t) {
   return (t.src == DType::BF16 || t.src == DType::F32) && t.wei == DType::BF16 &&
          t.acc == DType::F32 && (t.dst == DType::F32 || t.dst == DType::BF16);
 }
-/// u8 activations times s8 weights (i8) with i32 accumulators and an f32 C: the int8 GEMM
-/// (AMX tdpbusd). The i32 sums are exact; the epilogue converts them to f32 (round to nearest)
-/// before its bias, scales and post-ops.
+/// u8 activations times s8 weights (i8) with i32 accumulators and an f32 C, or a u8 C written
+/// by a requantizing epilogue (PostOpKind::QuantizeU8 last): the int8 GEMM (AMX tdpbusd). The
+/// i32 sums are exact; the epilogue converts them to f32 (round to nearest) before its bias,
+/// scales and post-ops.
 inline bool isInt8Gemm(const KernelTypes& t) {
-  return t.src == DType::U8 && t.wei == DType::I8 && t.acc == DType::I32 && t.dst == DType::F32;
+  return t.src == DType::U8 && t.wei == DType::I8 && t.acc == DType::I32 &&
+         (t.dst == DType::F32 || t.dst == DType::U8);
+}
+/// A C that is not f32 (bf16, or the u8 of a requantizing epilogue) is written once, after the
+/// whole of K: K blocks accumulate through an f32 C only.
+inline bool writesCOnce(const KernelTypes& t) {
+  return t.dst != DType::F32;
 }
 /// A GEMM of k groups (pairs of bf16, quads of int8) packed into B's panels: a low-precision GEMM.
 inline bool isLowPrecisionGemm(const KernelTypes& t) {
@@ -87,9 +94,9 @@ inline bool convertsA(const KernelTypes& t) {
 nlohmann::json kernelTypesToJson(const KernelTypes& t);
 /// Reads a workload's "dtype"; the error names the field or the unknown type name.
 Status readKernelTypes(const nlohmann::json& j, const char* templ, KernelTypes& out);
-/// Refuses types the template's kernels do not implement (today every heavy kernel is f32),
-/// naming them: part of every workload's check().
-Status checkKernelTypes(const KernelTypes& t, const char* templ);
+/// Refuses types other than f32 (the templates check the others they implement first), naming
+/// them and what the template implements (`supported`): part of every workload's check().
+Status checkKernelTypes(const KernelTypes& t, const char* templ, const char* supported = "f32");
 
 /// One field of a config: its name in records and how it is read and written. A template's
 /// table of fields generates its config's toJson, fromJson and config-from-knobs (by name), so

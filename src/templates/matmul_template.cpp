@@ -31,7 +31,9 @@ Status MatmulWorkload::check() const {
     if (transA)
       return makeError("int8 matmul workload: A must be stored row-major (trans_a is f32 only)");
   } else if (!isBf16Gemm(types)) {
-    TUNEC_TRY(checkKernelTypes(types, "matmul"));
+    TUNEC_TRY(checkKernelTypes(types, "matmul",
+                               "f32, bf16 (bf16 B; f32 or bf16 A and C) or u8 x i8 (i32 sums; an "
+                               "f32 or u8 C)"));
   }
   if (batch < 1 || m < 1 || n < 1 || k < 1)
     return makeError("matmul workload needs positive batch, m, n, k (got ", batch, ", ", m, ", ", n,
@@ -210,10 +212,11 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
       return makeError("matmul config: bf16 reads A in place or converts it (pack_a is f32 only)");
     if (c.kc % 2 && c.kc != w.k)
       return makeError("matmul config: kc=", c.kc, " must be even for bf16 (k-pairs)");
-    if (w.types.dst == DType::BF16 && c.kc < w.k)
-      return makeError("matmul config: a bf16 C is written once, so kc=", c.kc,
-                       " must cover k=", w.k, " (K blocks accumulate in f32 only)");
   }
+  if (writesCOnce(w.types) && c.kc < w.k)
+    return makeError("matmul config: a ", dtypeName(w.types.dst),
+                     " C is written once, so kc=", c.kc, " must cover k=", w.k,
+                     " (K blocks accumulate in f32 only)");
   return {};
 }
 
@@ -242,7 +245,7 @@ MatmulConfig defaultAmxConfig(const MatmulWorkload& w, const Target& target) {
   int64_t kcMax = std::max<int64_t>(group, target.l1d * 2 / 3 / (c.mr * srcBytes) / group * group);
   int64_t kBlocks = (w.k + kcMax - 1) / kcMax;
   c.kc = kBlocks == 1 ? w.k : roundUp((w.k + kBlocks - 1) / kBlocks, group);
-  if (w.types.dst == DType::BF16) c.kc = w.k;
+  if (writesCOnce(w.types)) c.kc = w.k;
   c.mc = c.mr;
   int64_t ncMax =
       std::max<int64_t>(c.nr, target.l2 / 2 / (roundUp(c.kc, group) * weiBytes) / c.nr * c.nr);
@@ -290,7 +293,7 @@ MatmulConfig defaultMatmulConfig(const MatmulWorkload& w, Isa isa, const Target&
   int64_t kcMax = std::clamp<int64_t>(target.l1d / (c.mr * aBytes), 256, 1024);
   int64_t kBlocks = (w.k + kcMax - 1) / kcMax; // equal blocks: no short last block
   c.kc = std::min(w.k, roundUp((w.k + kBlocks - 1) / kBlocks, 16));
-  if (w.types.dst == DType::BF16) c.kc = w.k; // a bf16 C is written once (validateMatmulConfig)
+  if (writesCOnce(w.types)) c.kc = w.k; // written once (validateMatmulConfig)
   // M is split into equal blocks, so that no thin last block re-streams B for a few rows.
   // When K is split and A's row stride is a multiple of a large power of two, the kc-wide
   // pieces of the A block's rows fall into only some of L2's sets (rows 8 KiB apart, pieces of
@@ -368,7 +371,7 @@ KnobSpace matmulKnobSpace(const MatmulWorkload& w, Isa isa) {
     space.push_back({"pack_a", {false}});
     const int64_t group = kGroup(isa, w.types);
     std::erase_if(space[4].values, [&](const nlohmann::json& v) {
-      return v.get<int64_t>() != w.k && (w.types.dst == DType::BF16 || v.get<int64_t>() % group);
+      return v.get<int64_t>() != w.k && (writesCOnce(w.types) || v.get<int64_t>() % group);
     });
   } else {
     space.push_back({"pack_a", {true, false}});

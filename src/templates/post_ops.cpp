@@ -56,6 +56,9 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::PReluPerColumn:
       s += "prelu";
       break;
+    case PostOpKind::QuantizeU8:
+      s += "quantize";
+      break;
     }
   }
   return s;
@@ -79,9 +82,23 @@ bool epilogueNeedsAddend(const Epilogue& epilogue) {
   return false;
 }
 
+Status checkEpilogueStores(const Epilogue& epilogue, DType dst) {
+  const bool quantizes = !epilogue.empty() && epilogue.back().kind == PostOpKind::QuantizeU8;
+  if ((dst == DType::U8) != quantizes)
+    return Error("a u8 C is written by a requantizing epilogue (quantize last), and only a u8 C "
+                 "is; this one is " +
+                 std::string(dtypeName(dst)) + " with " +
+                 (epilogue.empty() ? std::string("no epilogue") : epilogueName(epilogue)));
+  if (dst == DType::U8 && epilogueNeedsAddend(epilogue))
+    return Error("a residual add into a u8 C is not built yet (the addend would be u8 too)");
+  return {};
+}
+
 Status epilogueAccepts(const Epilogue& sofar, const PostOp& next) {
   if (!sofar.empty() && sofar.back().kind == PostOpKind::LayerNormRow)
     return Error("nothing follows a row normalization in an epilogue");
+  if (!sofar.empty() && sofar.back().kind == PostOpKind::QuantizeU8)
+    return Error("nothing follows the quantization to u8 in an epilogue (it is how C is stored)");
   if (next.kind == PostOpKind::BiasPerColumn && epilogueNeedsBias(sofar))
     return Error("the kernel reads one bias vector and its epilogue has one already (a "
                  "per-channel add right after it merges into it)");

@@ -3,6 +3,7 @@
 // (DESIGN.md, decision 4).
 #pragma once
 
+#include "support/dtype.h"
 #include "support/error.h"
 
 #include <string>
@@ -29,6 +30,10 @@ enum class PostOpKind {
   /// Each output row normalized (LayerNorm over the last axis, epsilon lo, the scale and bias
   /// from the kernel's norm parameters) once the row is complete: the last op, matmul only.
   LayerNormRow,
+  /// y = clamp(round(y / lo) + hi, 0, 255), round half to even (ONNX QuantizeLinear to u8 with
+  /// scale lo and zero point hi; NaN gives the zero point): the requantizing last op of a kernel
+  /// whose C is u8 (the next int8 layer's A).
+  QuantizeU8,
 };
 
 struct PostOp {
@@ -58,5 +63,9 @@ inline bool readsColumnScale(PostOpKind kind) {
 /// (templates/template.h); nothing else decides what an epilogue takes. One vector of each
 /// kind per kernel: a bias, a column scale, an addend.
 Status epilogueAccepts(const Epilogue& sofar, const PostOp& next);
+
+/// Whether a kernel with this epilogue can store a C of `dst`: a u8 C is written by the
+/// requantizing epilogue (QuantizeU8 last, no residual add yet), and only a u8 C is.
+Status checkEpilogueStores(const Epilogue& epilogue, DType dst);
 
 } // namespace tunec

@@ -435,8 +435,9 @@ AmxRun runAmxInt8(Jit& j, const Int8Case& t, const Int8Data& d, int repeats = 1)
 }
 
 /// What the kernel computes: per K block of kc the exact integer sum, rounded to f32, the blocks
-/// added in order through C (f32), then the bias and relu.
-float int8Reference(const Int8Case& t, const Int8Data& d, int64_t i, int64_t j) {
+/// added in order through C (f32), then (unless !biasAndRelu) the bias and relu.
+float int8Reference(const Int8Case& t, const Int8Data& d, int64_t i, int64_t j,
+                    bool biasAndRelu = true) {
   float cv = 0.f;
   for (int64_t pc = 0; pc < t.k; pc += t.kc) {
     int64_t sum = 0;
@@ -446,7 +447,7 @@ float int8Reference(const Int8Case& t, const Int8Data& d, int64_t i, int64_t j) 
     float block = static_cast<float>(static_cast<int32_t>(sum));
     cv = pc > 0 ? block + cv : block;
   }
-  return std::max(cv + d.bias[static_cast<size_t>(j)], 0.f);
+  return biasAndRelu ? std::max(cv + d.bias[static_cast<size_t>(j)], 0.f) : cv;
 }
 
 TEST(AmxInt8MatmulTwin, EveryGridWithTailsEqualsTheExactIntegerReference) {
@@ -510,6 +511,68 @@ TEST(AmxInt8MatmulTwin, ScaleAndZeroPointCompensationDequantizeWithinF32Rounding
             << int8CaseName(t) << " (" << i << ", " << j << ")";
       }
   }
+}
+
+// The requantizing epilogue: a u8 C (the next int8 layer's A), y = clamp(round(y / so) + zo, 0,
+// 255) after the column scale and bias, exactly as the float arithmetic of the reference steps
+// (round half to even; values far enough out to saturate at both ends).
+TEST(AmxInt8MatmulTwin, RequantizingEpilogueWritesTheExactU8) {
+  SKIP_WITHOUT_AVX512();
+  std::mt19937 rng(44);
+  int saturatedLow = 0, saturatedHigh = 0;
+  // Full-range data (the sums' exactness on small integers is tested above).
+  for (Int8Case t : int8Cases()) {
+    t.kc = t.k; // a u8 C is written once
+    Int8Data d = int8Data(t, rng, false);
+    std::vector<float> scale(static_cast<size_t>(t.n));
+    std::uniform_real_distribution<float> sDist(0.5f, 2.f);
+    for (float& x : scale) x = sDist(rng) / 64.f;
+    const float so = 40.f, zo = 100.f;
+    AmxRun run = runAmxKernel(twinJit(), t.m, t.n, t.k, t.kc, t.mr, t.nr,
+                              {DType::U8, DType::I8, DType::I32, DType::U8}, d.a.data(), d.b.data(),
+                              d.bias.data(), 1,
+                              {{PostOpKind::ScalePerColumn},
+                               {PostOpKind::BiasPerColumn},
+                               {PostOpKind::QuantizeU8, so, zo}},
+                              scale.data());
+    ASSERT_TRUE(run.error.empty()) << int8CaseName(t) << ": " << run.error;
+    // The kernel wrote m x n bytes at the start of the output buffer.
+    const auto* got = reinterpret_cast<const uint8_t*>(run.out.data());
+    int bad = 0;
+    for (int64_t i = 0; i < t.m; ++i)
+      for (int64_t j = 0; j < t.n; ++j) {
+        float y = int8Reference(t, d, i, j, false);
+        y = y * scale[static_cast<size_t>(j)] + d.bias[static_cast<size_t>(j)];
+        float q = std::clamp(std::nearbyint(y / so) + zo, 0.f, 255.f);
+        saturatedLow += q == 0.f, saturatedHigh += q == 255.f;
+        if (got[i * t.n + j] != static_cast<uint8_t>(q) && bad++ < 3)
+          ADD_FAILURE() << int8CaseName(t) << " (" << i << ", " << j
+                        << "): " << int(got[i * t.n + j]) << " != " << q;
+      }
+  }
+  EXPECT_GT(saturatedLow, 0);
+  EXPECT_GT(saturatedHigh, 0);
+}
+
+TEST(AmxInt8MatmulTwin, AU8CNeedsTheRequantizingEpilogueAndOneKBlock) {
+  SKIP_WITHOUT_AVX512();
+  Int8Case t{32, 32, 128, 128, 32, 32};
+  std::mt19937 rng(45);
+  Int8Data d = int8Data(t, rng, true);
+  AmxRun run = runAmxKernel(twinJit(), t.m, t.n, t.k, t.kc, t.mr, t.nr,
+                            {DType::U8, DType::I8, DType::I32, DType::U8}, d.a.data(), d.b.data(),
+                            d.bias.data(), 1, {{PostOpKind::BiasPerColumn}});
+  EXPECT_NE(run.error.find("a u8 C is written by a requantizing epilogue"), std::string::npos)
+      << run.error;
+  run = runAmxKernel(twinJit(), t.m, t.n, t.k, t.kc, t.mr, t.nr,
+                     {DType::U8, DType::I8, DType::I32, DType::F32}, d.a.data(), d.b.data(),
+                     d.bias.data(), 1, {{PostOpKind::QuantizeU8, 1.f, 0.f}});
+  EXPECT_NE(run.error.find("only a u8 C is"), std::string::npos) << run.error;
+  run = runAmxKernel(twinJit(), t.m, t.n, t.k, 64, t.mr, t.nr,
+                     {DType::U8, DType::I8, DType::I32, DType::U8}, d.a.data(), d.b.data(),
+                     d.bias.data(), 1, {{PostOpKind::QuantizeU8, 1.f, 0.f}});
+  EXPECT_NE(run.error.find("a u8 C is written once, so kc=64 must cover k=128"), std::string::npos)
+      << run.error;
 }
 
 TEST(AmxInt8MatmulTwin, KBlocksOffTileRowsAndVectorIsasAreRefusedByName) {

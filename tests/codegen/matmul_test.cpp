@@ -319,10 +319,12 @@ TEST(MatmulTemplate, WorkloadElementTypesAreReadAndUnsupportedOnesRefused) {
   ASSERT_TRUE(readKernelTypes(j, "matmul", types).isOk());
   EXPECT_EQ(types, (KernelTypes{DType::U8, DType::I8, DType::I32, DType::U8}));
   EXPECT_EQ(kernelTypesToJson(types), j.at("dtype"));
-  EXPECT_EQ(
-      MatmulWorkload::fromJson(j).error().message(),
-      "matmul workload: dtype '{\"acc\":\"i32\",\"dst\":\"u8\",\"src\":\"u8\",\"wei\":\"i8\"}' "
-      "is not supported (matmul kernels are f32 in this tunec)");
+  EXPECT_TRUE(MatmulWorkload::fromJson(j).isOk()); // the int8 GEMM, requantizing (tdpbusd)
+  j["dtype"] = {{"src", "u8"}, {"wei", "u8"}, {"acc", "i32"}, {"dst", "f32"}};
+  EXPECT_EQ(MatmulWorkload::fromJson(j).error().message(),
+            "matmul workload: dtype '{\"acc\":\"i32\",\"dst\":\"f32\",\"src\":\"u8\",\"wei\":"
+            "\"u8\"}' is not supported (matmul kernels are f32, bf16 (bf16 B; f32 or bf16 A and C) "
+            "or u8 x i8 (i32 sums; an f32 or u8 C) in this tunec)");
   j["dtype"] = "f31";
   EXPECT_EQ(MatmulWorkload::fromJson(j).error().message(),
             "matmul workload: dtype 'f31' is unknown");
