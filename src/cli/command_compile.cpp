@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/model_session.h"
 #include "cli/target_flag.h"
+#include "support/terminal_text.h"
 
 #include <chrono>
 #include <cstdio>
@@ -69,7 +70,7 @@ int commandCompile(const std::vector<std::string>& argv) {
   auto report = compileToFile(args->positionals()[0], args->get("o"), options);
   if (!report) return fail(report.error().message());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fputs(report->c_str(), stdout);
+  std::fputs(forTerminal(*report).c_str(), stdout);
   std::printf("wrote %s in %.1f s (kernels for %d thread%s)\n", args->get("o").c_str(), seconds,
               options.threads, options.threads > 1 ? "s" : "");
   return 0;

@@ -5,6 +5,7 @@
 #include "cli/record_checks.h"
 #include "cli/target_flag.h"
 #include "support/atomic_file.h"
+#include "support/terminal_text.h"
 #include "templates/template.h"
 #include "tuning_db/database.h"
 
@@ -134,7 +135,8 @@ int commandDb(const std::vector<std::string>& argv) {
       auto report = db->importJsonl(path == "-" ? std::cin : file, validateRecord);
       if (!report) return fail(report.error().message());
       for (const std::string& line : report->rejected)
-        std::fprintf(stderr, "tunec: %s: rejected %s\n", path.c_str(), line.c_str());
+        std::fprintf(stderr, "tunec: %s: rejected %s\n", forTerminal(path).c_str(),
+                     forTerminal(line).c_str());
       std::printf(
           "imported %lld records into %s (%lld already present, %zu rejected, %lld lines)\n",
           static_cast<long long>(report->imported), db->path().c_str(),
@@ -170,7 +172,8 @@ int commandDb(const std::vector<std::string>& argv) {
           continue;
         }
         for (const std::string& why : in.report.rejected)
-          std::fprintf(stderr, "tunec: %s: rejected record %s\n", in.path.c_str(), why.c_str());
+          std::fprintf(stderr, "tunec: %s: rejected record %s\n", forTerminal(in.path).c_str(),
+                       forTerminal(why).c_str());
         rejected += in.report.rejected.size();
         std::printf("%s: %lld records added or improved, %lld already there, %zu rejected\n",
                     in.path.c_str(), static_cast<long long>(in.report.imported),

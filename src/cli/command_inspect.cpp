@@ -12,6 +12,7 @@
 #include "ir/verifier.h"
 #include "passes/fusion_plan.h"
 #include "passes/memory_plan.h"
+#include "support/terminal_text.h"
 
 #include <cstdio>
 #include <map>
@@ -66,7 +67,7 @@ void printFusion(const Graph& graph, const driver::CompileOutline& o, bool detai
   auto printSteps = [&](const std::vector<size_t>& steps) {
     for (size_t i : steps)
       std::printf("    step %zu %s %s\n", i, o.steps[i].generated ? "generated" : "loop     ",
-                  o.steps[i].label.c_str());
+                  forTerminal(o.steps[i].label).c_str());
     if (steps.empty())
       std::printf(
           "    no step (views, parts of a Concat written in place or with it, or transposes a "
@@ -110,7 +111,7 @@ int commandInspect(const std::vector<std::string>& argv) {
   if (!graph) return fail(graph.error().message());
   if (Status s = verifyGraph(*graph); !s)
     return fail("internal: imported graph fails verification: " + s.error().message());
-  if (!args->has("summary")) std::fputs(printGraph(*graph).c_str(), stdout);
+  if (!args->has("summary")) std::fputs(forTerminal(printGraph(*graph)).c_str(), stdout);
   bool outline = args->has("fusion") || args->has("layouts");
   if (args->has("print-after-all") || outline) {
     bool print = args->has("print-after-all");
@@ -118,7 +119,7 @@ int commandInspect(const std::vector<std::string>& argv) {
         std::move(*graph), [print](const std::string& pass, const Graph& g, bool changed) {
           if (!print) return;
           std::printf("// after %s%s\n", pass.c_str(), changed ? "" : " (unchanged)");
-          if (changed) std::fputs(printGraph(g).c_str(), stdout);
+          if (changed) std::fputs(forTerminal(printGraph(g)).c_str(), stdout);
         });
     if (!optimized) return fail(optimized.error().message());
     graph = std::move(optimized);
@@ -146,8 +147,8 @@ int commandInspect(const std::vector<std::string>& argv) {
       std::printf("layouts: %lld NHWC tensors, %zu reorders\n",
                   static_cast<long long>(o->nhwcTensors), o->reorders.size());
       for (const auto& r : o->reorders)
-        std::printf("  reorder %s to %s for %s\n", r.value.c_str(), r.toNhwc ? "NHWC" : "plain",
-                    r.consumer.c_str());
+        std::printf("  reorder %s to %s for %s\n", forTerminal(r.value).c_str(),
+                    r.toNhwc ? "NHWC" : "plain", forTerminal(r.consumer).c_str());
     }
   }
   if (args->has("memory")) {

@@ -7,6 +7,7 @@
 #include "codegen/peak_probe.h"
 #include "support/atomic_file.h"
 #include "support/bandwidth_probe.h"
+#include "support/terminal_text.h"
 #include "templates/isa.h"
 
 #include <algorithm>
@@ -128,7 +129,7 @@ int commandProfile(const std::vector<std::string>& argv) {
   if (args->has("json"))
     std::printf("%s\n", profileJson(profile, path).dump(2).c_str());
   else
-    std::fputs(profileText(profile, path).c_str(), stdout);
+    std::fputs(forTerminal(profileText(profile, path)).c_str(), stdout);
   if (args->has("html")) std::fprintf(stderr, "wrote %s\n", args->get("html").c_str());
   return 0;
 }

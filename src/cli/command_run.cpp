@@ -7,6 +7,7 @@
 #include "cli/pipeline.h"
 #include "frontend/tensor_io.h"
 #include "reference/reference.h"
+#include "support/terminal_text.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 
 namespace tunec::cli {
 
@@ -53,8 +55,25 @@ const CommandSpec kRunSpec{
 std::string fileNameFor(const std::string& valueName) {
   std::string s = valueName;
   for (char& c : s)
-    if (c == '/' || c == '\\' || c == ':' || c == ' ') c = '_';
+    if (c == '/' || c == '\\' || c == ':' || c == ' ' || static_cast<unsigned char>(c) < 0x20 ||
+        c == 0x7f)
+      c = '_';
   return s.empty() ? "output" : s;
+}
+
+/// The file name of each output: fileNameFor, and where two names map to the same file (a/b and
+/// a_b), the later ones numbered (a_b_2) so that none is overwritten; the printed "-> path"
+/// gives the mapping.
+std::vector<std::string> outputFileNames(const std::vector<std::string>& names) {
+  std::vector<std::string> files;
+  std::set<std::string> taken;
+  for (const std::string& name : names) {
+    std::string base = fileNameFor(name), file = base;
+    for (int i = 2; taken.count(file); ++i) file = base + "_" + std::to_string(i);
+    taken.insert(file);
+    files.push_back(file);
+  }
+  return files;
 }
 
 int writeOutputs(const std::string& dir, const std::string& format,
@@ -64,17 +83,18 @@ int writeOutputs(const std::string& dir, const std::string& format,
     std::filesystem::create_directories(dir, ec);
     if (ec) return fail("cannot create output directory " + dir + ": " + ec.message());
   }
+  const std::vector<std::string> files = outputFileNames(names);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& t = outputs[i];
     double sum = 0;
     for (int64_t j = 0; j < t.numel(); ++j) sum += t.getDouble(j);
-    std::printf("output %s: %s mean %.6g", names[i].c_str(), t.typeString().c_str(),
+    std::printf("output %s: %s mean %.6g", forTerminal(names[i]).c_str(), t.typeString().c_str(),
                 t.numel() ? sum / static_cast<double>(t.numel()) : 0.0);
     if (!dir.empty()) {
-      std::string path = dir + "/" + fileNameFor(names[i]) + "." + format;
+      std::string path = dir + "/" + files[i] + "." + format;
       Status s = format == "npy" ? writeNpy(path, t) : writeTensorProto(path, t, names[i]);
       if (!s) return fail(s.error().message());
-      std::printf(" -> %s", path.c_str());
+      std::printf(" -> %s", forTerminal(path).c_str());
     }
     std::printf("\n");
   }
@@ -121,8 +141,8 @@ int checkExpected(const Arguments& args, const std::vector<std::string>& names,
     differing += !ok;
     std::printf("check %s: %s %s: relative L2 error %.2e (tolerance %.0e), largest difference "
                 "%.2e\n",
-                name.c_str(), ok ? "matches" : "DIFFERS from", file.c_str(), rel, tolerance,
-                largest);
+                forTerminal(name).c_str(), ok ? "matches" : "DIFFERS from",
+                forTerminal(file).c_str(), rel, tolerance, largest);
   }
   return differing == 0 ? 0 : 1;
 }
@@ -141,7 +161,7 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
   const std::string& path = args.positionals()[0];
   auto session = openModel(path, options);
   if (!session) return fail(session.error().message());
-  if (args.has("report")) std::fputs(session->report.c_str(), stdout);
+  if (args.has("report")) std::fputs(forTerminal(session->report).c_str(), stdout);
   std::vector<Tensor> inputs;
   std::vector<const void*> inPtrs;
   for (const rt::IoSpec& io : session->inputs) {
@@ -190,7 +210,7 @@ Expected<int> parseThreads(const std::string& text) {
 }
 
 int fail(const std::string& message) {
-  std::fprintf(stderr, "tunec: %s\n", message.c_str());
+  std::fprintf(stderr, "tunec: %s\n", forTerminal(message).c_str());
   return 1;
 }
 

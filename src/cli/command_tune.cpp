@@ -8,6 +8,7 @@
 #include "cli/op_flags.h"
 #include "cli/target_flag.h"
 #include "codegen/peak_probe.h"
+#include "support/terminal_text.h"
 #include "tuner/candidate_runner.h"
 #include "tuner/shard.h"
 #include "tuner/tuning_job.h"
@@ -271,7 +272,7 @@ int commandTune(const std::vector<std::string>& argv) {
   if (listOnly) {
     // What a job would tune, measuring nothing: workload key, occurrences, label.
     for (const tuner::Task& t : tasks)
-      std::printf("%s %3g  %s\n", t.key.c_str(), t.weight, t.label.c_str());
+      std::printf("%s %3g  %s\n", t.key.c_str(), t.weight, forTerminal(t.label).c_str());
     return 0;
   }
   std::fprintf(stderr, "%s: %zu heavy kernels, %zu distinct tasks%s\n", what.c_str(), heavyKernels,

@@ -41,7 +41,8 @@ Expected<double> parseDuration(const std::string& flag, const std::string& text,
         maxSeconds >= 3600 ? std::to_string(static_cast<int64_t>(maxSeconds / 3600)) + "h"
         : maxSeconds >= 60 ? std::to_string(static_cast<int64_t>(maxSeconds / 60)) + "m"
                            : std::to_string(static_cast<int64_t>(maxSeconds)) + "s";
-    return makeError("--", flag, " must be a duration such as 0.5, 90s, 30m or 2h (positive, at most ", most,
+    return makeError("--", flag,
+                     " must be a duration such as 0.5, 90s, 30m or 2h (positive, at most ", most,
                      "), not '", text, "'");
   }
   return v * scale;

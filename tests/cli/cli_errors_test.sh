@@ -210,5 +210,32 @@ fi
 saved=$(grep -o "^interrupted: [0-9]*" "$tmp/int.out" | grep -o "[0-9]*$")
 expect 0 "1 workloads, ${saved:-x} records" -- db stats --db "$tmp/int.db"
 
+# Output names from the model: two that map to one file name (a/b and a_b) are both written,
+# the second numbered, and a name with escape sequences reaches the terminal escaped.
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  /usr/bin/python3 - "$tmp/names.onnx" "$tmp/names_x.npy" <<'PY'
+import sys, numpy as np, torch
+class Three(torch.nn.Module):
+    def forward(self, x):
+        return x + 1, x * 3, x - 1
+x = torch.ones(2, 3)
+torch.onnx.export(Three(), (x,), sys.argv[1], input_names=["x"], opset_version=13,
+                  output_names=["a/b", "a_b", "evil\x1b]0;pwned\x07\x1b[2J"])
+np.save(sys.argv[2], x.numpy())
+PY
+  out=$("$tunec" run "$tmp/names.onnx" --input "x=$tmp/names_x.npy" --output "$tmp/names_out" 2>&1)
+  checks=$((checks + 1))
+  if grep -q $'\x1b' <<<"$out" || ! grep -qF 'evil\x1b]0;pwned\x07\x1b[2J' <<<"$out" ||
+     [ "$(/usr/bin/python3 -c "import numpy as np; print(np.load('$tmp/names_out/a_b.npy')[0,0], np.load('$tmp/names_out/a_b_2.npy')[0,0])")" != "2.0 3.0" ] ||
+     [ ! -f "$tmp/names_out/evil_]0;pwned__[2J.npy" ]; then
+    echo "FAIL: output names: escapes on the terminal, or an output file lost; output:"
+    echo "$out" | cat -v | sed 's/^/    /'
+    ls "$tmp/names_out" | cat -v | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
+else
+  echo "skipped: output names (no python3-torch to export the model)"
+fi
+
 echo "cli errors: $((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
