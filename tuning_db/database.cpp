@@ -13,6 +13,7 @@
 #include <sstream>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
 
 namespace tunec::db {
@@ -81,7 +82,81 @@ Status checkOwnership(Connection& conn, bool created, int64_t& version) {
   if (!fresh && appId != kApplicationId)
     return makeError(conn.path(), ": not a tunec tuning database (SQLite application_id ", appId,
                      "); give another --db file");
+  if (version < 0)
+    return makeError(conn.path(), ": schema version ", version,
+                     " is not one tunec writes (an edited file?); restore it from a 'tunec db "
+                     "export' file with 'tunec db import', or give another --db file");
   return {};
+}
+
+// One object of a database's schema as sqlite_schema lists it.
+struct SchemaObject {
+  std::string type, name, table, sql;
+  bool operator<(const SchemaObject& o) const {
+    return std::tie(type, name, table, sql) < std::tie(o.type, o.name, o.table, o.sql);
+  }
+  bool operator==(const SchemaObject& o) const = default;
+};
+
+Expected<std::vector<SchemaObject>> schemaOf(Connection& conn) {
+  // SQLite's own tables (sqlite_stat1 after an ANALYZE, sqlite_sequence) are its business.
+  TUNEC_ASSIGN_OR_RETURN(Statement stmt,
+                         conn.prepare("SELECT type, name, tbl_name, coalesce(sql, '') FROM "
+                                      "sqlite_schema WHERE name NOT LIKE 'sqlite\\_stat%' ESCAPE "
+                                      "'\\' AND name <> 'sqlite_sequence'"));
+  std::vector<SchemaObject> objects;
+  while (true) {
+    TUNEC_ASSIGN_OR_RETURN(bool row, stmt.step());
+    if (!row) break;
+    objects.push_back(
+        {stmt.columnText(0), stmt.columnText(1), stmt.columnText(2), stmt.columnText(3)});
+  }
+  std::sort(objects.begin(), objects.end());
+  return objects;
+}
+
+// The schema this build's migrations make, from a database in memory: what every tunec
+// database at kSchemaVersion holds, object for object.
+const std::vector<SchemaObject>& expectedSchema() {
+  static const std::vector<SchemaObject> schema = [] {
+    auto conn = Connection::open(":memory:", true, false);
+    TUNEC_ASSERT(conn.isOk(), "an in-memory SQLite database: " << conn.error().message());
+    for (const std::string& step : migrations())
+      TUNEC_ASSERT(conn->exec(step).isOk(), "this build's migrations fail in memory");
+    auto objects = schemaOf(*conn);
+    TUNEC_ASSERT(objects.isOk(), "reading the in-memory schema");
+    return *objects;
+  }();
+  return schema;
+}
+
+// A database is tunec's only if its schema is: the tables and indexes of this build's
+// migrations and nothing else (no triggers, views or tables of its own: code or data that
+// tunec's writes and reads would run into), checked before anything is read or written.
+Status checkSchema(Connection& conn) {
+  TUNEC_ASSIGN_OR_RETURN(std::vector<SchemaObject> have, schemaOf(conn));
+  const std::vector<SchemaObject>& want = expectedSchema();
+  auto name = [](const SchemaObject& o) { return o.type + " '" + o.name + "'"; };
+  std::string differences;
+  auto add = [&](const std::string& what) {
+    differences += (differences.empty() ? "" : ", ") + what;
+  };
+  for (const SchemaObject& o : have)
+    if (!std::binary_search(want.begin(), want.end(), o)) {
+      bool known = std::any_of(want.begin(), want.end(), [&](const SchemaObject& w) {
+        return w.type == o.type && w.name == o.name;
+      });
+      add((known ? "a changed " : "an extra ") + name(o));
+    }
+  for (const SchemaObject& o : want)
+    if (!std::any_of(have.begin(), have.end(),
+                     [&](const SchemaObject& h) { return h.type == o.type && h.name == o.name; }))
+      add("no " + name(o));
+  if (differences.empty()) return {};
+  return makeError(conn.path(), ": its schema is not tunec's (", differences,
+                   "); tunec runs nothing a database file brings: export its records where it "
+                   "was made ('tunec db export') and import them into a new file, or give "
+                   "another --db file");
 }
 
 Status checkIntegrity(Connection& conn) {
@@ -111,9 +186,11 @@ Status checkReadable(Connection& conn) {
                      "; this build reads up to ", kSchemaVersion, "); upgrade tunec to use it");
   if (version < kSchemaVersion)
     return makeError(conn.path(), ": written by an older tunec (schema version ", version,
-                     ") and not writable here, so it cannot be upgraded to version ",
-                     kSchemaVersion, "; open it once where it is writable");
-  return {};
+                     "); this command only reads, so it does not upgrade it to version ",
+                     kSchemaVersion,
+                     ": open it once with a command that writes (e.g. 'tunec db "
+                     "merge', or 'tunec tune') where it is writable");
+  return checkSchema(conn);
 }
 
 Status migrate(Connection& conn, bool created) {
@@ -123,7 +200,9 @@ Status migrate(Connection& conn, bool created) {
     return makeError(conn.path(), ": written by a newer tunec (schema version ", version,
                      "; this build reads up to ", kSchemaVersion,
                      "); upgrade tunec to use it, or export it there with 'tunec db export'");
-  if (version == kSchemaVersion) return {};
+  if (version == kSchemaVersion) return checkSchema(conn);
+  // The migrated schema is checked before the upgrade commits: a trigger or view it came with
+  // rolls it back.
   TUNEC_ASSIGN_OR_RETURN(Transaction tx, Transaction::begin(conn));
   // Re-read inside the write lock: another process may have migrated meanwhile.
   TUNEC_ASSIGN_OR_RETURN(version, pragmaInt(conn, "user_version"));
@@ -131,6 +210,7 @@ Status migrate(Connection& conn, bool created) {
     TUNEC_TRY(conn.exec(migrations()[static_cast<size_t>(v)]));
   TUNEC_TRY(conn.exec("PRAGMA application_id = " + std::to_string(kApplicationId)));
   TUNEC_TRY(conn.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)));
+  TUNEC_TRY(checkSchema(conn));
   return tx.commit();
 }
 
@@ -338,14 +418,7 @@ Expected<TuningDatabase> TuningDatabase::openWith(const std::string& path, bool 
   }
   TUNEC_ASSIGN_OR_RETURN(Connection conn, Connection::open(path, false, readOnly));
   TUNEC_TRY(checkIntegrity(conn));
-  if (readOnly) {
-    int64_t version = 0;
-    TUNEC_TRY(checkOwnership(conn, false, version));
-    if (version < kSchemaVersion) {
-      // An older schema is upgraded in place when the file is writable, as any open does.
-      auto upgraded = openWith(path, false, false);
-      if (upgraded) return upgraded;
-    }
+  if (readOnly) { // never migrated: a command that reads changes nothing
     TUNEC_TRY(checkReadable(conn));
     return TuningDatabase(std::move(conn));
   }
@@ -640,31 +713,7 @@ Expected<VerifyReport> TuningDatabase::verify(const ConfigValidator& validator) 
                               std::to_string(s.columnInt(1)) + ": refers to a missing row of " +
                               s.columnText(2));
   }));
-  // The schema this build's migrations make, object by object.
-  auto schemaOf = [&](Connection& conn) -> Expected<std::map<std::string, std::string>> {
-    std::map<std::string, std::string> out;
-    TUNEC_ASSIGN_OR_RETURN(Statement stmt,
-                           conn.prepare("SELECT type || ' ' || name, coalesce(sql, '') FROM "
-                                        "sqlite_master WHERE name NOT LIKE 'sqlite_%'"));
-    while (true) {
-      TUNEC_ASSIGN_OR_RETURN(bool row, stmt.step());
-      if (!row) return out;
-      out[stmt.columnText(0)] = stmt.columnText(1);
-    }
-  };
-  TUNEC_ASSIGN_OR_RETURN(Connection fresh, Connection::open(":memory:", true, false));
-  TUNEC_TRY(migrate(fresh, true));
-  TUNEC_ASSIGN_OR_RETURN(auto expected, schemaOf(fresh));
-  TUNEC_ASSIGN_OR_RETURN(auto actual, schemaOf(conn_));
-  for (const auto& [name, sql] : expected) {
-    auto it = actual.find(name);
-    if (it == actual.end())
-      report.problems.push_back("schema: " + name + " is missing");
-    else if (it->second != sql)
-      report.problems.push_back("schema: " + name + " differs from this tunec's");
-  }
-  for (const auto& [name, sql] : actual)
-    if (!expected.count(name)) report.problems.push_back("schema: unexpected " + name);
+  // The schema was checked when the database was opened (checkSchema).
   TUNEC_TRY(rows("SELECT count(*) FROM workloads",
                  [&](Statement& s) { report.workloads = s.columnInt(0); }));
   TUNEC_TRY(

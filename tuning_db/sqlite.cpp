@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 namespace tunec::db {
 
@@ -15,9 +16,17 @@ Expected<Connection> Connection::open(const std::string& path, bool create, bool
       sqlite3_exec(db, "SELECT 1 FROM sqlite_schema LIMIT 1", nullptr, nullptr, nullptr) !=
           SQLITE_OK) {
     // A WAL database in a read-only directory or mount cannot get its shared-memory file: read
-    // it as immutable (nothing else can be writing it there).
+    // it as immutable (nothing else can be writing it there), unless a write-ahead log is left
+    // beside it: immutable reads ignore it, so they would see stale records.
     sqlite3_close(db);
     db = nullptr;
+    struct stat wal;
+    if (::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0)
+      return makeError(path, ": has a write-ahead log (", path,
+                       "-wal) that cannot be applied where the database is read-only, so reading "
+                       "it would miss records; open it once where it is writable (any 'tunec db' "
+                       "command), or run: sqlite3 ",
+                       path, " 'PRAGMA wal_checkpoint(TRUNCATE)'");
     std::string uri = "file:";
     for (char c : path) {
       if (c == '%' || c == '?' || c == '#') {
@@ -41,6 +50,13 @@ Expected<Connection> Connection::open(const std::string& path, bool create, bool
     return makeError(path, ": cannot open: ", message);
   }
   Connection conn(db, path);
+  // A database file is data, never code: its triggers and views do not run, and SQL functions
+  // stored in its schema are not trusted (the schema check in database.cpp refuses such files
+  // by name; this holds even before it).
+  sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_busy_timeout(db, 30000);
   sqlite3_extended_result_codes(db, 1);
   return conn;

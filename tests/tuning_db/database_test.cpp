@@ -3,6 +3,7 @@
 #include "tuning_db/database.h"
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -276,6 +277,94 @@ TEST(TuningDb, EmptyAndCorruptFilesAreRejectedAndReadOnlyOpensChangeNothing) {
   }
 }
 
+// A database is tunec's only if its schema is: a trigger (one that deletes records as they are
+// imported), a view in place of a table, an extra table, and a negative schema version are each
+// refused by name, by a writing and a reading open alike, before anything runs, and the file is
+// left as it was.
+TEST(TuningDb, HostileSchemasAreRefusedByNameAndNothingRuns) {
+  struct Case {
+    const char* name;
+    const char* sql;
+    const char* message;
+  } cases[] = {
+      {"trigger", "CREATE TRIGGER wipe AFTER INSERT ON records BEGIN DELETE FROM records; END;",
+       "its schema is not tunec's (an extra trigger 'wipe')"},
+      {"view",
+       "ALTER TABLE records RENAME TO records_t; CREATE VIEW records AS WITH RECURSIVE c(x) AS "
+       "(SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT * FROM records_t, c;",
+       "its schema is not tunec's"},
+      {"table", "CREATE TABLE notes(text TEXT);",
+       "its schema is not tunec's (an extra table 'notes')"},
+      {"changed", "DROP INDEX records_best; CREATE INDEX records_best ON records(median_us);",
+       "its schema is not tunec's (a changed index 'records_best')"},
+      {"version", "PRAGMA user_version = -3;", "schema version -3 is not one tunec writes"},
+  };
+  for (const Case& c : cases) {
+    std::string path = tempDb(std::string("hostile_") + c.name);
+    {
+      auto db = TuningDatabase::open(path);
+      ASSERT_TRUE(db.isOk());
+      ASSERT_TRUE(db->insert({record(64, 4, 10.0)}).isOk());
+    }
+    sqlite3* raw = nullptr;
+    sqlite3_open(path.c_str(), &raw);
+    ASSERT_EQ(sqlite3_exec(raw, "PRAGMA journal_mode = DELETE;", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, c.sql, nullptr, nullptr, nullptr), SQLITE_OK)
+        << c.name << ": " << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+    const std::string before = readBytes(path);
+    for (bool readOnly : {false, true}) {
+      auto db = readOnly ? TuningDatabase::openReadOnly(path) : TuningDatabase::open(path);
+      ASSERT_FALSE(db.isOk()) << c.name << (readOnly ? " (read-only)" : "") << " was opened";
+      EXPECT_NE(db.error().message().find(c.message), std::string::npos)
+          << c.name << ": " << db.error().message();
+      EXPECT_NE(db.error().message().find(path), std::string::npos) << db.error().message();
+    }
+    EXPECT_EQ(readBytes(path), before) << c.name << ": the file changed";
+  }
+}
+
+// A read-only open where SQLite cannot use the write-ahead log (a read-only directory) refuses
+// a database with a leftover -wal instead of reading it without the records the log holds.
+TEST(TuningDb, ReadOnlyOpenWithAnUnappliedWalIsRefused) {
+  if (::geteuid() == 0)
+    GTEST_SKIP() << "running as root: a read-only directory does not stop SQLite from making "
+                    "its shared-memory file, so the case cannot be made here";
+  std::string dir = ::testing::TempDir() + "/wal_ro_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string path = dir + "/t.db";
+  {
+    sqlite3* holder = nullptr; // keeps the log from being checkpointed at close
+    auto db = TuningDatabase::open(path);
+    ASSERT_TRUE(db.isOk());
+    sqlite3_open(path.c_str(), &holder);
+    sqlite3_exec(holder, "PRAGMA wal_autocheckpoint = 0; SELECT 1 FROM records;", nullptr, nullptr,
+                 nullptr);
+    ASSERT_TRUE(db->insert({record(64, 4, 10.0), record(128, 4, 12.0)}).isOk());
+    std::filesystem::copy_file(path, path + ".copy");
+    std::filesystem::copy_file(path + "-wal", path + ".copy-wal");
+    sqlite3_close(holder);
+  }
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + "-wal");
+  std::filesystem::remove(path + "-shm");
+  std::filesystem::rename(path + ".copy", path);
+  std::filesystem::rename(path + ".copy-wal", path + "-wal");
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_read |
+                                        std::filesystem::perms::owner_exec);
+  auto db = TuningDatabase::openReadOnly(path);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  if (db.isOk()) {
+    EXPECT_EQ(db->stats()->records, 2) << "a read-only open read stale records";
+  } else {
+    EXPECT_NE(db.error().message().find("has a write-ahead log"), std::string::npos)
+        << db.error().message();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Eight processes opening one fresh database at once, twenty times: every open succeeds (the
 // creator holds a lock while it makes the schema; the others wait for it).
 TEST(TuningDb, ConcurrentFirstOpensWaitForTheCreator) {
@@ -428,26 +517,36 @@ TEST(TuningDb, VerifyFindsBrokenRecordsAndSchema) {
     ASSERT_EQ(counted->problems.size(), 1u);
     EXPECT_NE(counted->problems[0].find("bad config"), std::string::npos);
   }
-  // Damage a record's config and the schema behind tunec's back.
+  // Damage a record's config behind tunec's back: verify names the record.
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(raw,
-                         "UPDATE records SET config = '{not json' WHERE id = 1; DROP INDEX "
-                         "records_best; CREATE TABLE extra(x);",
-                         nullptr, nullptr, nullptr),
+  ASSERT_EQ(sqlite3_exec(raw, "UPDATE records SET config = '{not json' WHERE id = 1;", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  {
+    auto db = TuningDatabase::open(path);
+    ASSERT_TRUE(db.isOk()) << db.error().message();
+    auto report = db->verify(nullptr);
+    ASSERT_TRUE(report.isOk());
+    std::string all;
+    for (const std::string& p : report->problems) all += p + "\n";
+    EXPECT_NE(all.find("record 1 "), std::string::npos) << all;
+    EXPECT_NE(all.find("config JSON does not parse"), std::string::npos) << all;
+    EXPECT_EQ(report->problems.size(), 1u) << all;
+  }
+  // And its schema: the open itself refuses it, naming every difference.
+  ASSERT_EQ(sqlite3_exec(raw, "DROP INDEX records_best; CREATE TABLE extra(x);", nullptr, nullptr,
+                         nullptr),
             SQLITE_OK);
   sqlite3_close(raw);
-  auto db = TuningDatabase::open(path);
-  ASSERT_TRUE(db.isOk()) << db.error().message();
-  auto report = db->verify(nullptr);
-  ASSERT_TRUE(report.isOk());
-  std::string all;
-  for (const std::string& p : report->problems) all += p + "\n";
-  EXPECT_NE(all.find("record 1 "), std::string::npos) << all;
-  EXPECT_NE(all.find("config JSON does not parse"), std::string::npos) << all;
-  EXPECT_NE(all.find("index records_best is missing"), std::string::npos) << all;
-  EXPECT_NE(all.find("unexpected table extra"), std::string::npos) << all;
-  EXPECT_EQ(report->problems.size(), 3u) << all;
+  for (bool readOnly : {false, true}) {
+    auto db = readOnly ? TuningDatabase::openReadOnly(path) : TuningDatabase::open(path);
+    ASSERT_FALSE(db.isOk());
+    EXPECT_NE(db.error().message().find(
+                  "its schema is not tunec's (an extra table 'extra', no index 'records_best')"),
+              std::string::npos)
+        << db.error().message();
+  }
 }
 
 TEST(TuningDb, WorkloadKeyIsCanonical) {
