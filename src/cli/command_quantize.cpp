@@ -7,6 +7,7 @@
 #include "frontend/onnx_quantize.h"
 #include "frontend/tensor_io.h"
 #include "reference/reference.h"
+#include "support/terminal_text.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -33,6 +34,9 @@ const CommandSpec kQuantizeSpec{
         {"calibration", "DIR", "calibration samples (.npy files, or one folder per sample)"},
         {"random", "N", "calibrate on N random samples instead"},
         {"method", "minmax", "calibration method (minmax: the observed range)"},
+        {"skip-nonfinite", "",
+         "skip a calibration sample holding a NaN or infinity, with a warning naming it (by "
+         "default it is an error)"},
         {"per-channel", "", "one weight scale per output channel"},
         {"activations", "u8|s8", "activation type: u8 asymmetric (default) or s8 symmetric"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
@@ -40,10 +44,15 @@ const CommandSpec kQuantizeSpec{
     1,
     1};
 
-// The calibration samples: one map of input name to tensor per sample.
-Expected<std::vector<std::map<std::string, Tensor>>> loadSamples(const Arguments& args,
-                                                                 const Graph& g) {
-  std::vector<std::map<std::string, Tensor>> samples;
+// One calibration sample: a tensor per input name, and where it came from (for messages).
+struct Sample {
+  std::map<std::string, Tensor> inputs;
+  std::string source;
+};
+
+// The calibration samples.
+Expected<std::vector<Sample>> loadSamples(const Arguments& args, const Graph& g) {
+  std::vector<Sample> samples;
   if (args.has("random")) {
     TUNEC_ASSIGN_OR_RETURN(int64_t n, parseInteger("random", args.get("random"), 1, 100'000));
     std::mt19937 rng(7);
@@ -56,7 +65,7 @@ Expected<std::vector<std::map<std::string, Tensor>>> loadSamples(const Arguments
         for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, dist(rng));
         sample.emplace(v.name, std::move(t));
       }
-      samples.push_back(std::move(sample));
+      samples.push_back({std::move(sample), "random sample " + std::to_string(s + 1)});
     }
     return samples;
   }
@@ -81,7 +90,7 @@ Expected<std::vector<std::map<std::string, Tensor>>> loadSamples(const Arguments
     } else {
       continue;
     }
-    samples.push_back(std::move(sample));
+    samples.push_back({std::move(sample), p.string()});
   }
   if (samples.empty())
     return makeError("--calibration ", dir, " holds no samples (.npy files, or one folder per ",
@@ -137,18 +146,36 @@ int commandQuantize(const std::vector<std::string>& argv) {
   for (const std::string& name : observed)
     ranges[name] = {std::numeric_limits<double>::infinity(),
                     -std::numeric_limits<double>::infinity()};
+  size_t used = 0;
   for (size_t s = 0; s < samples->size(); ++s) {
+    const Sample& sample = (*samples)[s];
     std::vector<Tensor> inputs;
+    std::string nonFinite;
     for (ValueId in : graph->inputs()) {
-      auto it = (*samples)[s].find(graph->value(in).name);
+      auto it = sample.inputs.find(graph->value(in).name);
       const TensorType& want = graph->value(in).type;
-      if (it == (*samples)[s].end() || it->second.dtype() != want.dtype ||
+      if (it == sample.inputs.end() || it->second.dtype() != want.dtype ||
           it->second.shape() != want.shape)
-        return fail("tunec quantize: calibration sample " + std::to_string(s + 1) +
+        return fail("tunec quantize: calibration sample " + sample.source +
                     " does not give input '" + graph->value(in).name + "' as " +
                     std::string(dtypeName(want.dtype)) + "[" + want.shape.toString() + "]");
+      for (int64_t i = 0; i < it->second.numel() && nonFinite.empty(); ++i)
+        if (!std::isfinite(it->second.getDouble(i)))
+          nonFinite = "input '" + it->first + "' has " +
+                      (std::isnan(it->second.getDouble(i)) ? "a NaN" : "an infinity") +
+                      " at element " + std::to_string(i);
       inputs.push_back(it->second);
     }
+    // A NaN or infinity would leave the ranges it reaches undefined: an error, or skipped.
+    if (!nonFinite.empty()) {
+      if (!args->has("skip-nonfinite"))
+        return fail("tunec quantize: calibration sample " + sample.source + ": " + nonFinite +
+                    "; fix or remove the sample, or give --skip-nonfinite to skip such samples");
+      std::fprintf(stderr, "\ntunec: warning: skipped calibration sample %s: %s\n",
+                   forTerminal(sample.source).c_str(), forTerminal(nonFinite).c_str());
+      continue;
+    }
+    ++used;
     auto outs = runReference(*graph, inputs);
     if (!outs) return fail(outs.error().message());
     for (size_t o = 0; o < observed.size(); ++o) {
@@ -162,13 +189,25 @@ int commandQuantize(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "\rcalibrating: %zu/%zu samples", s + 1, samples->size());
   }
   std::fprintf(stderr, "\n");
-  for (auto it = ranges.begin(); it != ranges.end();)
-    it = std::isfinite(it->second.first) ? std::next(it) : ranges.erase(it);
+  if (used == 0)
+    return fail("tunec quantize: every calibration sample was skipped (non-finite inputs); give "
+                "samples with finite values");
+  for (auto it = ranges.begin(); it != ranges.end();) {
+    if (std::isfinite(it->second.first)) {
+      ++it;
+      continue;
+    }
+    std::fprintf(stderr,
+                 "tunec: warning: activation '%s' had no finite value in any sample, so it has no "
+                 "range: the layers reading it stay fp32\n",
+                 forTerminal(it->first).c_str());
+    it = ranges.erase(it);
+  }
   auto quantized = writeQuantizedModel(model, args->get("o"), ranges, options);
   if (!quantized) return fail(quantized.error().message());
   std::printf("quantized %d of %d Conv/MatMul/Gemm nodes (%zu activations calibrated on %zu "
               "samples, %s activations, %s weights) -> %s\n",
-              *quantized, plan->nodes, ranges.size(), samples->size(), act.c_str(),
+              *quantized, plan->nodes, ranges.size(), used, act.c_str(),
               options.perChannel ? "per-channel" : "per-tensor", args->get("o").c_str());
   return 0;
 }

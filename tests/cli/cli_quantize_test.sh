@@ -40,7 +40,14 @@ expect 1 "--method entropy is not supported" -- quantize "$ex/model.onnx" -o "$t
 mkdir "$tmp/empty"
 expect 1 "holds no samples" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/empty"
 mkdir "$tmp/wrong" && /usr/bin/python3 -c "import numpy as np; np.save('$tmp/wrong/a.npy', np.zeros((1, 3, 8, 8), np.float32))"
-expect 1 "calibration sample 1 does not give input 'x' as f32\[1x3x32x32\]" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/wrong"
+expect 1 "calibration sample .*/wrong/a.npy does not give input 'x' as f32\[1x3x32x32\]" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/wrong"
+# A NaN in one calibration sample: an error naming the file, input and element, or with
+# --skip-nonfinite a warning naming it and the ranges from the other samples.
+mkdir "$tmp/nan" && cp "$tmp/calib"/sample[0-2].npy "$tmp/nan/"
+/usr/bin/python3 -c "import numpy as np; a = np.ones((1, 3, 32, 32), np.float32); a[0, 1, 2, 3] = np.nan; np.save('$tmp/nan/sample9.npy', a)"
+expect 1 "calibration sample .*/nan/sample9.npy: input 'x' has a NaN at element 1091; fix or remove the sample, or give --skip-nonfinite" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/nan"
+expect 0 "warning: skipped calibration sample .*/nan/sample9.npy: input 'x' has a NaN at element 1091" -- quantize "$ex/model.onnx" -o "$tmp/nan.onnx" --calibration "$tmp/nan" --skip-nonfinite
+expect 0 "calibrated on 3 samples" -- quantize "$ex/model.onnx" -o "$tmp/nan.onnx" --calibration "$tmp/nan" --skip-nonfinite
 check_absent() { checks=$((checks + 1)); [ ! -e "$1" ] || { echo "FAIL: $1 was written"; failures=$((failures + 1)); }; }
 check_absent "$tmp/x.onnx"
 expect 0 "Post-training static quantization" -- quantize --help
