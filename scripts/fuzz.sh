@@ -6,10 +6,11 @@
 # usage: scripts/fuzz.sh TARGET [SECONDS|runs=N] [BUILD_DIR]
 #   runs=N: N inputs from a fixed seed (deterministic for a given build: what ctest runs)
 #   TARGET: records (db import of JSONL lines), onnx (the ONNX importer), tensor (.npy and .pb
-#           files), plan (model.so's plan blob), flags (count, number and duration flag values)
+#           files), plan (model.so's plan blob), flags (count, number and duration flag values),
+#           database (tuning databases edited behind tunec's back: schema, pragmas, rows, bytes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target="${1:?usage: scripts/fuzz.sh records|onnx|tensor|plan|flags [SECONDS] [BUILD_DIR]}"
+target="${1:?usage: scripts/fuzz.sh records|onnx|tensor|plan|flags|database [SECONDS] [BUILD_DIR]}"
 seconds="${2:-60}" out="${3:-build/fuzz}/$target"
 cxx=$(command -v clang++-14 || command -v clang++ || true)
 if [ -z "$cxx" ]; then
@@ -70,7 +71,25 @@ PY
     libs="" flags=""
     printf '%s\n' 4294967297 2147483648 nan inf -1 1e3 0x10 " 5" 90s 30m 2h 0.5 >"$out/corpus/seeds.txt"
     for v in 4294967297 nan 1e308 90s 2h -0 0x1p3; do printf '%s' "$v" >"$out/corpus/$v"; done ;;
-  *) echo "fuzz.sh: unknown target '$target' (records, onnx, tensor, plan, flags)" >&2; exit 2 ;;
+  database)
+    sources="tests/fuzz/database_fuzzer.cpp tuning_db/sqlite.cpp tuning_db/keys.cpp tuning_db/database.cpp $support"
+    libs="-lsqlite3" flags=""
+    # Scripts of edits (database_fuzzer.cpp): a trigger, a view, a negative version, a changed
+    # config, a byte written into the header, and an empty script.
+    /usr/bin/python3 - "$out/corpus" <<'PY'
+import struct, sys
+def edit(choice, number=0, text=b""):
+    return bytes([choice]) + struct.pack("<i", number) + bytes([len(text)]) + text
+seeds = {
+    "trigger": edit(0, 1), "view": edit(3, 2), "version": edit(10, -1), "appid": edit(11, 42),
+    "config": edit(14, 0, b"{not json"), "wal": edit(12) + edit(22, 1, b"{}"),
+    "header": edit(0xff, 18, b""), "empty": b"",
+}
+for name, data in seeds.items():
+    open(f"{sys.argv[1]}/{name}", "wb").write(data)
+PY
+    ;;
+  *) echo "fuzz.sh: unknown target '$target' (records, onnx, tensor, plan, flags, database)" >&2; exit 2 ;;
 esac
 echo "fuzz: building $target"
 # shellcheck disable=SC2086
