@@ -7,6 +7,7 @@
 #include "cli/model_tasks.h"
 #include "cli/target_flag.h"
 #include "support/atomic_file.h"
+#include "support/terminal_text.h"
 #include "templates/template.h"
 #include "tuning_db/database.h"
 
@@ -35,6 +36,10 @@ const CommandSpec kReportSpec{
         {"model", "MODEL.onnx", "weight the tasks by how often this model runs them", true},
         {"target-key", "KEY", "chart this target's records ('tunec target' prints a key)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input of --model", true},
+        {"threads", "N",
+         "the thread count the model's kernels were tuned for, as given to 'tunec tune' "
+         "(default: the machine's cores)"},
+        precisionFlag(),
     },
     1,
     1};
@@ -119,9 +124,26 @@ int commandReport(const std::vector<std::string>& argv) {
   if (!models.empty()) {
     auto shapes = parseInputShapes(args->getAll("input-shape"));
     if (!shapes) return fail(shapes.error().message());
-    auto found = modelTasks(models, *shapes, thisMachine(), thisMachine().cores);
+    auto threads = args->has("threads") ? parseThreads(args->get("threads"))
+                                        : Expected<int>(thisMachine().cores);
+    if (!threads) return fail(threads.error().message());
+    auto precision = precisionFromArgs(*args);
+    if (!precision) return fail(precision.error().message());
+    auto found = modelTasks(models, *shapes, thisMachine(), *threads, *precision);
     if (!found) return fail(found.error().message());
     for (const tuner::Task& t : found->tasks) weights[t.key] = t.weight;
+    bool any = std::any_of(records->begin(), records->end(), [&](const db::Record& r) {
+      return r.target.key() == targetKey && weights.count(r.workloadKey());
+    });
+    if (!any)
+      std::fprintf(stderr,
+                   "tunec: warning: none of the %zu tasks of the model%s (at %d thread%s, %s) "
+                   "has records of target %s in %s: were they tuned with other --threads or "
+                   "--precision? The page charts no task\n",
+                   found->tasks.size(), models.size() > 1 ? "s" : "", *threads,
+                   *threads == 1 ? "" : "s",
+                   *precision == driver::Precision::Bf16 ? "bf16" : "fp32", targetKey.c_str(),
+                   forTerminal(dbPath).c_str());
   }
 
   // The series, in the order the job measured.

@@ -546,11 +546,35 @@ std::string compileReport(const CompiledModel& model) {
     std::string keys;
     for (const std::string& key : others) keys += (keys.empty() ? "" : ", ") + key;
     os << "warning: " << elsewhere << " kernel" << (elsewhere > 1 ? "s" : "")
-       << " left at the default have records in the database for another target (" << keys
-       << ") but none for this one (" << model.targetKey
+       << " left at the default " << (elsewhere > 1 ? "have" : "has")
+       << " records in the database for another target (" << keys << ") but none for this one ("
+       << model.targetKey
        << "); records apply to the machine they were measured on: tune on this machine, or "
           "compile with --target FILE for the machine they came from\n";
   }
+  // Records of this machine the compile's flags did not reach.
+  std::set<int64_t> threadCounts;
+  int atOtherThreads = 0, atOtherPrecision = 0;
+  for (const HeavyKernel& k : model.kernels) {
+    if (k.tuned) continue;
+    threadCounts.insert(k.otherThreads.begin(), k.otherThreads.end());
+    atOtherThreads += !k.otherThreads.empty();
+    atOtherPrecision += k.otherPrecision;
+  }
+  if (atOtherThreads) {
+    std::string counts;
+    for (int64_t t : threadCounts) counts += (counts.empty() ? "" : ", ") + std::to_string(t);
+    os << "warning: " << atOtherThreads << " kernel" << (atOtherThreads > 1 ? "s" : "")
+       << " left at the default " << (atOtherThreads > 1 ? "have" : "has")
+       << " records for this machine at another thread count (" << counts
+       << ") but none at this compile's; kernels are tuned per thread count: compile "
+       << "with --threads " << *threadCounts.begin() << " to use them, or tune at this count\n";
+  }
+  if (atOtherPrecision)
+    os << "warning: " << atOtherPrecision << " kernel" << (atOtherPrecision > 1 ? "s" : "")
+       << " left at the default " << (atOtherPrecision > 1 ? "have" : "has")
+       << " records for this machine in the other precision; compile "
+          "with the --precision they were tuned with to use them, or tune at this one\n";
   const CompileStats& s = model.stats;
   os << stepsSummary(s) << "\n";
   if (s.quantizeSteps || s.quantizeNodesImported)

@@ -51,6 +51,10 @@ struct HeavyKernel {
   bool tuned = false; ///< the config came from the database
   /// Untuned, while the database has records of this workload for these other target keys.
   std::set<std::string> otherTargets;
+  /// Untuned, while the database has records for this machine of this workload compiled for
+  /// these other thread counts, or in the other precision (fp32 for a bf16 kernel and back).
+  std::set<int64_t> otherThreads;
+  bool otherPrecision = false;
 };
 
 struct CompileStats {

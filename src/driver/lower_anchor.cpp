@@ -66,6 +66,30 @@ Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
       if (r.status == db::MeasureStatus::Ok && r.templateVersion == version &&
           r.target.key() != target.key())
         hk.otherTargets.insert(r.target.key());
+  // Records of this machine that the compile's flags do not reach: the workload at another
+  // thread count, or in the other precision (the report names the flag that uses them).
+  auto hasRecords = [&](const nlohmann::json& variant) {
+    auto records = database->recordsOf(db::workloadKey(variant));
+    return records && std::any_of(records->begin(), records->end(), [&](const db::Record& r) {
+             return r.status == db::MeasureStatus::Ok && r.templateVersion == version &&
+                    r.target.key() == target.key();
+           });
+  };
+  nlohmann::json variant = keys.front();
+  const int64_t threads = workloadThreads(w);
+  for (int64_t t = 1; t <= 256; t *= 2) {
+    if (t == threads) continue;
+    variant["threads"] = t;
+    if (hasRecords(variant)) hk.otherThreads.insert(t);
+  }
+  if (kind == TemplateKind::Matmul || kind == TemplateKind::Conv2d) {
+    const KernelTypes types = workloadTypes(w);
+    variant = keys.front();
+    variant["dtype"] = types.allF32()
+                           ? kernelTypesToJson({DType::F32, DType::BF16, DType::F32, DType::F32})
+                           : kernelTypesToJson({DType::F32, DType::F32, DType::F32, DType::F32});
+    hk.otherPrecision = (types.allF32() || isBf16Gemm(types)) && hasRecords(variant);
+  }
   return makeDefault();
 }
 

@@ -210,6 +210,13 @@ fi
 saved=$(grep -o "^interrupted: [0-9]*" "$tmp/int.out" | grep -o "[0-9]*$")
 expect 0 "1 workloads, ${saved:-x} records" -- db stats --db "$tmp/int.db"
 
+# Records tuned at one thread count: a compile at another names them and the flag that uses
+# them, and report --model at the compile's count says it charts nothing, at theirs charts them.
+"$tunec" tune "$model" --trials 6 --threads 1 --db "$tmp/t1.db" --quiet >/dev/null 2>&1
+expect 0 "4 kernels left at the default have records for this machine at another thread count \(1\) .* compile with --threads 1" -- compile "$model" -o "$tmp/t2.so" --threads 2 --db "$tmp/t1.db"
+expect 0 "none of the 4 tasks of the model \(at 2 threads, fp32\) has records" -- report "$tmp/t1.db" --model "$model" --threads 2 -o "$tmp/t2.html"
+expect 0 "wrote .*: 4 tasks, 6 trials" -- report "$tmp/t1.db" --model "$model" --threads 1 -o "$tmp/t1.html"
+
 # Output names from the model: two that map to one file name (a/b and a_b) are both written,
 # the second numbered, and a name with escape sequences reaches the terminal escaped.
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
