@@ -88,7 +88,7 @@ seeds = {
 for name, data in seeds.items():
     open(f"{sys.argv[1]}/{name}", "wb").write(data)
 PY
-    ;;
+    cp tests/fuzz/regressions/database/* "$out/corpus/" ;;
   *) echo "fuzz.sh: unknown target '$target' (records, onnx, tensor, plan, flags, database)" >&2; exit 2 ;;
 esac
 echo "fuzz: building $target"

@@ -644,7 +644,10 @@ Status TuningDatabase::exportJsonl(std::ostream& out, const std::string& targetK
   TUNEC_ASSIGN_OR_RETURN(Statement stmt, conn_.prepare(sql));
   stmt.bind(1, targetKey);
   TUNEC_ASSIGN_OR_RETURN(std::vector<Record> rows, query(stmt));
-  for (const Record& r : rows) out << r.toJson().dump() << '\n';
+  // Text fields come from the file as they are: bytes that are not UTF-8 (a damaged or edited
+  // database) are written as U+FFFD rather than ending the export.
+  for (const Record& r : rows)
+    out << r.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   if (!out) return makeError("export: write failed");
   return {};
 }

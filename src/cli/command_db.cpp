@@ -254,7 +254,9 @@ int commandDb(const std::vector<std::string>& argv) {
       if (!best->exactTarget)
         std::fprintf(
             stderr, "tunec: note: record measured on another machine with the same ISA features\n");
-      std::printf("%s\n", best->record.toJson().dump(2).c_str());
+      std::printf("%s\n", best->record.toJson()
+                              .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                              .c_str());
       return 0;
     });
   }

@@ -325,6 +325,29 @@ TEST(TuningDb, HostileSchemasAreRefusedByNameAndNothingRuns) {
   }
 }
 
+// Found by the database fuzzer: a byte that is not UTF-8 in a record's text field (written into
+// the file) made the export throw and end the process. It is exported as U+FFFD, and the record
+// with it.
+TEST(TuningDb, TextThatIsNotUtf8IsExportedReplacedNotFatal) {
+  std::string path = tempDb("not_utf8");
+  {
+    auto db = TuningDatabase::open(path);
+    ASSERT_TRUE(db.isOk());
+    ASSERT_TRUE(db->insert({record(64, 4, 10.0)}).isOk());
+  }
+  sqlite3* raw = nullptr;
+  sqlite3_open(path.c_str(), &raw);
+  ASSERT_EQ(sqlite3_exec(raw, "UPDATE records SET host = CAST(X'68FF' AS TEXT);", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  auto db = TuningDatabase::openReadOnly(path);
+  ASSERT_TRUE(db.isOk()) << db.error().message();
+  std::stringstream out;
+  ASSERT_TRUE(db->exportJsonl(out, "", false).isOk());
+  EXPECT_NE(out.str().find("\"host\":\"h\xef\xbf\xbd\""), std::string::npos) << out.str();
+}
+
 // A read-only open where SQLite cannot use the write-ahead log (a read-only directory) refuses
 // a database with a leftover -wal instead of reading it without the records the log holds.
 TEST(TuningDb, ReadOnlyOpenWithAnUnappliedWalIsRefused) {
