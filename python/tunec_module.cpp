@@ -299,10 +299,7 @@ py::dict tune(const std::vector<std::string>& models, const std::string& dbPath,
   o.seed = seed;
   o.progress = false;
   o.workerArgv = {worker, "tune-worker"};
-  auto jit = unwrap(Jit::create(target));
-  if (auto peak = measureFmaPeak(*jit, widestIsa(target))) o.peakGflops = *peak;
-  if (target.avx512bf16)
-    if (auto peak = measureBf16DotPeak(*jit)) o.bf16PeakGflops = *peak;
+  // No progress lines here (progress=callable gets the numbers): no roof to measure.
   std::optional<py::error_already_set> callbackError;
   interrupted.store(false);
   if (progress)

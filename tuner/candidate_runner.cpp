@@ -127,6 +127,14 @@ Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt
       p.tolerance = 4e-3;
     }
   }
+  if (isInt8Gemm(w.types)) {
+    // Exact integer sums, rounded once to f32: within the fp32 bound of the reference.
+    for (float& x : p.a) {
+      p.aU8.push_back(static_cast<uint8_t>(std::lround((x + 1) * 127.5f)));
+      x = p.aU8.back();
+    }
+    for (float& x : p.b) x = std::round(x * 127.f);
+  }
   Graph g;
   Shape as = w.transA ? Shape{w.batch, w.k, w.m} : Shape{w.batch, w.m, w.k};
   Shape bs = w.transB ? Shape{bBatches, w.n, w.k} : Shape{bBatches, w.k, w.n};
@@ -238,8 +246,10 @@ Expected<Candidate> compileCandidate(Jit& jit, const MatmulWorkload& w, const Ma
   TUNEC_ASSIGN_OR_RETURN(MatmulKernel k, compileMatmul(jit, w, c, {}, p.b.data()));
   return candidateOf(std::move(k), w.coldWeights, [&p](const MatmulKernel& kernel) {
     // Each operand as the kernel's types hold it (tensors of bf16 bits where filled).
-    kernel.runTyped(p.aBf16.empty() ? static_cast<const void*>(p.a.data()) : p.aBf16.data(),
-                    p.bBf16.empty() ? static_cast<const void*>(p.b.data()) : p.bBf16.data(),
+    const void* a = !p.aU8.empty()     ? static_cast<const void*>(p.aU8.data())
+                    : !p.aBf16.empty() ? static_cast<const void*>(p.aBf16.data())
+                                       : p.a.data();
+    kernel.runTyped(a, p.bBf16.empty() ? static_cast<const void*>(p.b.data()) : p.bBf16.data(),
                     p.outBf16.empty() ? static_cast<void*>(p.out.data()) : p.outBf16.data());
   });
 }

@@ -32,6 +32,9 @@ public:
     /// bf16 workloads: A, a runtime B and a bf16 C as the kernel reads and writes them (bits);
     /// `a` and `b` then hold the same values as floats, for the reference.
     std::vector<uint16_t> aBf16, bBf16, outBf16;
+    /// The int8 GEMM: A as u8 (over its whole range; `a` the same integers as floats) and `b`
+    /// integers in [-128, 127], as the compiler passes quantized weights.
+    std::vector<uint8_t> aU8;
     double tolerance = 1e-4; ///< relative L2 bound against the reference (per dtype)
   };
 

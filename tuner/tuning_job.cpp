@@ -190,9 +190,7 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       options.onBatch({summary.trials, budget, s.task.label, p.trials, best,
                        estimatedLatency(progress) * 1e3, elapsed()});
     if (options.progress) {
-      double peak = (isBf16Gemm(workloadTypes(s.task.workload)) ? options.bf16PeakGflops
-                                                                : options.peakGflops) *
-                    s.task.threads;
+      double peak = (options.roofOf ? options.roofOf(s.task.workload) : 0.0) * s.task.threads;
       double rate = summary.trials / std::max(elapsed(), 1e-9);
       double left = options.timeBudgetSeconds > 0
                         ? options.timeBudgetSeconds - elapsed()
@@ -200,11 +198,12 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       // A shard counts the trials of its earlier runs: [done so far/the shard's total].
       int before = options.countRecorded ? summary.recordedBefore : 0;
       std::fprintf(stderr,
-                   "[%5d/%d] %s (x%g): %d trials, best %.1f GFLOP/s (%.0f%% of peak) | %.1f "
+                   "[%5d/%d] %s (x%g): %d trials, best %.1f %s (%.0f%% of peak) | %.1f "
                    "trials/s, kernels %.2f ms, %s left\n",
                    before + summary.trials, before + budget, s.task.label.c_str(), s.task.weight,
-                   p.trials, best, peak > 0 ? 100 * best / peak : 0.0, rate,
-                   estimatedLatency(progress) * 1e3, duration(std::max(left, 0.0)).c_str());
+                   p.trials, best, isInt8Gemm(workloadTypes(s.task.workload)) ? "GOP/s" : "GFLOP/s",
+                   peak > 0 ? 100 * best / peak : 0.0, rate, estimatedLatency(progress) * 1e3,
+                   duration(std::max(left, 0.0)).c_str());
     }
   }
   summary.interrupted = stop.load();

@@ -44,8 +44,9 @@ struct TuneOptions {
   bool randomSearch = false;  ///< no cost model (for search-quality comparisons)
   bool measureDefault = true; ///< measure the analytical default config first
   uint32_t seed = 1;
-  double peakGflops = 0;     ///< one thread's measured FMA peak, for "% of peak"
-  double bf16PeakGflops = 0; ///< one thread's measured vdpbf16ps peak, the bf16 tasks' roof
+  /// One thread's measured roof of a task's kernel (its strategy: FMA, vdpbf16ps, tdpbf16ps,
+  /// tdpbusd), for the progress lines' "% of peak"; unset or 0: not shown.
+  std::function<double(const Workload&)> roofOf;
   std::vector<std::string> workerArgv;
   bool progress = true; ///< a line per batch on stderr
   /// Called after every committed batch (the Python package's progress callable).

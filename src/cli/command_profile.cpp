@@ -86,10 +86,12 @@ int commandProfile(const std::vector<std::string>& argv) {
   roofs.loopGflops = roofs.kernelGflops / 2;
   bool bf16 = std::any_of(session->steps.begin(), session->steps.end(),
                           [](const StepInfo& s) { return s.bf16Flops > 0; });
-  if (bf16) {
-    auto dot = measureBf16DotPeak(**jit);
+  if (bf16) { // the roof of the model's bf16 kernels: AMX's tdpbf16ps where it has AMX kernels
+    const bool amx = session->isa.find("amx") != std::string::npos;
+    auto dot = amx ? measureAmxPeak(**jit, false) : measureBf16DotPeak(**jit);
     if (!dot) return fail(path + ": " + dot.error().message());
     roofs.bf16Gflops = *dot * cores;
+    roofs.bf16Instruction = amx ? "tdpbf16ps" : "vdpbf16ps";
   }
   roofs.bandwidthGBs = measureBandwidth(threads, thisMachine().l3 * 4);
   roofs.cacheBytes = thisMachine().l3;

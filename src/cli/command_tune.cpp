@@ -160,10 +160,8 @@ Expected<tuner::TuneOptions> tuneOptions(const Arguments& args, const Target& ta
   o.workerArgv = workerCommand();
   auto jit = Jit::create(target);
   if (!jit) return jit.error();
-  auto peak = measureFmaPeak(**jit, widestIsa(target));
-  if (peak) o.peakGflops = *peak;
-  if (target.avx512bf16)
-    if (auto bf16 = measureBf16DotPeak(**jit)) o.bf16PeakGflops = *bf16;
+  auto roofs = std::make_shared<ReductionRoofs>(std::move(*jit));
+  o.roofOf = [roofs](const Workload& w) { return roofs->of(w); };
   return o;
 }
 

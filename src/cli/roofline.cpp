@@ -19,7 +19,7 @@ Profile boundSteps(const std::vector<StepInfo>& steps, const std::vector<double>
     b.step = steps[i];
     b.seconds = medianSeconds[i];
     double peak = (b.step.generated ? roofs.kernelGflops : roofs.loopGflops) * 1e9;
-    // A step with bf16 kernels: its roof time is their operations at the vdpbf16ps peak plus
+    // A step with bf16 kernels: its roof time is their operations at the bf16 peak plus
     // the rest at the FMA peak, and its peak the rate that time gives.
     if (b.step.bf16Flops > 0 && roofs.bf16Gflops > 0 && peak > 0)
       peak = b.step.flops / (b.step.bf16Flops / (roofs.bf16Gflops * 1e9) +
@@ -86,8 +86,8 @@ std::string roofsLine(const Roofs& r) {
                 r.bandwidthGBs, r.cacheGBs, static_cast<long long>(r.cacheBytes >> 20));
   std::string line = buf;
   if (r.bf16Gflops > 0) {
-    std::snprintf(buf, sizeof(buf), "; bf16 kernels %.1f GFLOP/s (vdpbf16ps peak, measured)",
-                  r.bf16Gflops);
+    std::snprintf(buf, sizeof(buf), "; bf16 kernels %.1f GFLOP/s (%s peak, measured)", r.bf16Gflops,
+                  r.bf16Instruction);
     line += buf;
   }
   return line;

@@ -22,6 +22,7 @@ struct Roofs {
   /// bf16 kernels (--precision bf16): the measured vdpbf16ps peak times the threads; 0 when the
   /// model has none.
   double bf16Gflops = 0;
+  const char* bf16Instruction = "vdpbf16ps"; ///< what the bf16 roof measured (tdpbf16ps on AMX)
   double bandwidthGBs = 0; ///< the triad probe over 4x the last-level cache (memory)
   /// The triad over half the last-level cache: the roof of a step whose operands fit in it
   /// (they were just written by the step before, or are small weights read every run).

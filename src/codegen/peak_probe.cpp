@@ -177,4 +177,17 @@ Expected<ReductionPeak> measureReductionPeak(Jit& jit, Isa isa, const KernelType
   return ReductionPeak{g, "FMA"};
 }
 
+double ReductionRoofs::of(const Workload& w) {
+  const Target& target = jit_->target();
+  const Isa isa = kernelIsa(w, widestIsa(target), target);
+  const KernelTypes types = workloadTypes(w);
+  const std::string key = std::string(isaInfo(isa).name) + (isInt8Gemm(types)   ? "/int8"
+                                                            : isBf16Gemm(types) ? "/bf16"
+                                                                                : "/f32");
+  auto [it, fresh] = measured_.try_emplace(key, 0.0);
+  if (fresh)
+    if (auto peak = measureReductionPeak(*jit_, isa, types)) it->second = peak->gflops;
+  return it->second;
+}
+
 } // namespace tunec

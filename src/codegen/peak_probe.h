@@ -4,6 +4,11 @@
 
 #include "codegen/jit.h"
 #include "templates/knobs.h"
+#include "templates/template.h"
+
+#include <map>
+#include <memory>
+#include <string>
 
 namespace tunec {
 
@@ -27,5 +32,18 @@ struct ReductionPeak {
 /// The peak of the strategy that kernels of these element types use on `isa` (the one choice of
 /// roof for bench-op, tune-op's progress and the profile).
 Expected<ReductionPeak> measureReductionPeak(Jit& jit, Isa isa, const KernelTypes& types);
+
+/// The roof of a workload's kernel on the JIT's target (its ISA by kernelIsa: AMX for a bf16 or
+/// int8 matmul where the target has it), one thread, each strategy probed once on first use; 0
+/// when it cannot be measured. For tune's progress lines.
+class ReductionRoofs {
+public:
+  explicit ReductionRoofs(std::unique_ptr<Jit> jit) : jit_(std::move(jit)) {}
+  double of(const Workload& w);
+
+private:
+  std::unique_ptr<Jit> jit_;
+  std::map<std::string, double> measured_; ///< by instruction and ISA
+};
 
 } // namespace tunec

@@ -23,6 +23,8 @@ expect 1 "u8 x s8 kernels run on AMX \(tdpbusd\)" -- bench-op matmul --m 8 --n 1
 # The int8 GEMM runs where AMX is; elsewhere the error says so (its twin is tested in amx_test).
 if "$tunec" target | grep -q "isa features.*amx"; then
   expect 0 "median .* GOP/s, .* of the measured tdpbusd peak" -- bench-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --seconds 0.05
+  expect 0 "best [0-9.]+ GOP/s \([0-9]+% of peak\)" -- tune-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --trials 4 --min-seconds 0.01 --db "$tmp/int8.db"
+  expect 0 "^4 trials \(0 errors\)" -- tune-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --trials 4 --min-seconds 0.01 --db "$tmp/int8b.db"
 else
   expect 1 "u8 x s8 kernels run on AMX" -- bench-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --seconds 0.05
 fi
