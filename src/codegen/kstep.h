@@ -54,8 +54,11 @@ llvm::Value* aRowOffset(llvm::IRBuilder<>& b, const MicrokernelSpec& spec, const
 /// The f32 strategy (kstep_broadcast_fma.cpp).
 std::unique_ptr<KStepStrategy> makeBroadcastFmaStep(ModuleBuilder& mb, const MicrokernelSpec& spec);
 
-/// The bf16 strategy, vdpbf16ps on k-pairs (kstep_bf16_dot.cpp).
+/// The bf16 strategy, vdpbf16ps on k-pairs (kstep_group_dot.cpp).
 std::unique_ptr<KStepStrategy> makeBf16DotStep(ModuleBuilder& mb, const MicrokernelSpec& spec);
+
+/// The int8 strategy, vpdpbusd on u8 x s8 k-quads into i32 (kstep_group_dot.cpp).
+std::unique_ptr<KStepStrategy> makeU8S8DotStep(ModuleBuilder& mb, const MicrokernelSpec& spec);
 
 /// The strategy of a spec (its ISA and element types), chosen here and nowhere else; the spec
 /// passed checkMicrokernelSpec.

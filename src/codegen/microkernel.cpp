@@ -370,6 +370,7 @@ llvm::Value* aRowOffset(llvm::IRBuilder<>& b, const MicrokernelSpec& spec, const
 std::unique_ptr<KStepStrategy> kStepStrategyFor(ModuleBuilder& mb, const MicrokernelSpec& spec) {
   TUNEC_ASSERT(hasKStepStrategy(spec), "no k-step strategy for the spec's element types");
   if (spec.types.src == DType::BF16) return makeBf16DotStep(mb, spec);
+  if (isInt8Gemm(spec.types)) return makeU8S8DotStep(mb, spec);
   return makeBroadcastFmaStep(mb, spec);
 }
 
@@ -377,8 +378,9 @@ bool hasKStepStrategy(const MicrokernelSpec& spec) {
   if (spec.types.allF32()) return true; // the broadcast FMA, on every ISA
   // vdpbf16ps on AVX-512: bf16 A and B, f32 accumulators, an f32 or bf16 C (an f32 A is
   // converted by the loop nest before the microkernel reads it).
-  // AMX: tdpbf16ps on the same operands, and tdpbusd on u8 A and i8 B into i32.
-  if (spec.isa == Isa::Amx && isInt8Gemm(spec.types)) return true;
+  // AMX: tdpbf16ps on the same operands, and tdpbusd on u8 A and i8 B into i32; vpdpbusd on
+  // AVX-512 (VNNI) on the same quads.
+  if ((spec.isa == Isa::Amx || spec.isa == Isa::Avx512) && isInt8Gemm(spec.types)) return true;
   return (spec.isa == Isa::Avx512 || spec.isa == Isa::Amx) && isBf16Gemm(spec.types) &&
          spec.types.src == DType::BF16;
 }

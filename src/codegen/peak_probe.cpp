@@ -116,6 +116,24 @@ Expected<double> measureBf16DotPeak(Jit& jit) {
       4.0 * 16); // 16 lanes, two products and two adds each
 }
 
+Expected<double> measureVnniDotPeak(Jit& jit) {
+  TUNEC_TRY(checkTargetSupports(jit.target(), Isa::Avx512,
+                                KernelTypes{DType::U8, DType::I8, DType::I32, DType::F32}));
+  return measureChains(
+      jit, Isa::Avx512, "tunec_vnni_dot_probe",
+      [](codegen::ModuleBuilder& mb) -> ChainStep {
+        auto* i32s = llvm::FixedVectorType::get(mb.i32(), 16);
+        llvm::Value* x = llvm::ConstantInt::get(i32s, 0x01010101u);
+        llvm::Value* y = llvm::ConstantInt::get(i32s, 0x01ff01ffu); // +1, -1: the sums stay small
+        return [=, &mb](llvm::IRBuilder<>& b, llvm::Value* acc) {
+          // The chains are f32 vectors: vpdpbusd's i32 accumulator is the same register.
+          llvm::Value* sum = codegen::emitDotU8S8Quads(mb, b, b.CreateBitCast(acc, i32s), x, y);
+          return b.CreateBitCast(sum, acc->getType());
+        };
+      },
+      2.0 * 4 * 16); // 16 lanes, four products and four adds each
+}
+
 Expected<double> measureAmxPeak(Jit& jit, bool int8) {
   TUNEC_TRY(checkTargetSupports(jit.target(), Isa::Amx,
                                 KernelTypes{DType::BF16, DType::BF16, DType::F32, DType::F32}));
@@ -172,6 +190,10 @@ Expected<ReductionPeak> measureReductionPeak(Jit& jit, Isa isa, const KernelType
   if (isBf16Gemm(types)) {
     TUNEC_ASSIGN_OR_RETURN(double g, measureBf16DotPeak(jit));
     return ReductionPeak{g, "vdpbf16ps"};
+  }
+  if (isInt8Gemm(types)) {
+    TUNEC_ASSIGN_OR_RETURN(double g, measureVnniDotPeak(jit));
+    return ReductionPeak{g, "vpdpbusd"};
   }
   TUNEC_ASSIGN_OR_RETURN(double g, measureFmaPeak(jit, isa));
   return ReductionPeak{g, "FMA"};

@@ -68,11 +68,12 @@ Status checkTargetSupports(const Target& target, Isa isa) {
 
 Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& types) {
   TUNEC_TRY(checkTargetSupports(target, isa));
-  if (isInt8Gemm(types) && isa != Isa::Amx)
-    return makeError("u8 x s8 kernels run on AMX (tdpbusd) in this tunec, which the target '",
+  if (isInt8Gemm(types) && isa != Isa::Amx && !(isa == Isa::Avx512 && target.avx512vnni))
+    return makeError("u8 x s8 kernels run on AMX (tdpbusd) or AVX512-VNNI (vpdpbusd) in this "
+                     "tunec, which the target '",
                      target.model,
-                     "' lacks; its VNNI and AVX2 strategies are not built yet: run the model "
-                     "dequantized in f32, or compile for a target with AMX");
+                     "' lacks (its AVX2 strategy is not built yet): run the model dequantized in "
+                     "f32, or compile for a target with either");
   if (isBf16Gemm(types) && !target.avx512bf16)
     return makeError("bf16 kernels need avx512_bf16 (vdpbf16ps), which the target '", target.model,
                      "' lacks; run them in f32 or compile for a target that has it");

@@ -201,9 +201,16 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
     return makeError("matmul config: parallel over batch needs batch > 1");
   if (c.parallel != MatmulParallel::None && w.threads < 2)
     return makeError("matmul config: parallel loops need threads > 1");
-  if (isInt8Gemm(w.types) && c.isa != Isa::Amx)
-    return makeError("matmul config: int8 kernels run on AMX (tdpbusd) in this tunec, not ",
-                     info.name, " (its VNNI and AVX2 strategies are not built yet)");
+  if (isInt8Gemm(w.types)) {
+    if (c.isa != Isa::Amx && c.isa != Isa::Avx512)
+      return makeError("matmul config: int8 kernels are AMX (tdpbusd) or AVX-512 VNNI "
+                       "(vpdpbusd) in this tunec, not ",
+                       info.name, " (the AVX2 strategy is not built yet)");
+    if (c.isa == Isa::Avx512 && (w.k % 4 || (c.kc % 4 && c.kc != w.k)))
+      return makeError("matmul config: the VNNI kernel reads A's k-quads from its rows in place, "
+                       "so k=",
+                       w.k, " and kc=", c.kc, " must be multiples of 4");
+  }
   if (isBf16Gemm(w.types)) {
     if (c.isa != Isa::Avx512 && c.isa != Isa::Amx)
       return makeError("matmul config: bf16 kernels are AMX or AVX-512 (vdpbf16ps), not ",

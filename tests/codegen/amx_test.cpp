@@ -11,11 +11,13 @@
 #include "codegen/tile_ops.h"
 #include "test_support.h"
 
+#include <array>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <llvm/IR/IRBuilder.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -266,9 +268,10 @@ AmxRun runAmxKernel(Jit& j, int64_t m, int64_t n, int64_t k, int64_t kc, int mr,
                     KernelTypes types, const void* a, const float* b, const float* bias,
                     int repeats,
                     const Epilogue& epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}},
-                    const float* columnScale = nullptr) {
+                    const float* columnScale = nullptr, Isa isa = Isa::Amx) {
   MatmulWorkload w = workloadOf(m, n, k, types);
-  MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, j.target());
+  MatmulConfig c = defaultMatmulConfig(w, isa, j.target());
+  c.isa = isa;
   c.mr = mr, c.nr = nr, c.kc = kc;
   c.mc = std::min<int64_t>(64, (m + mr - 1) / mr * mr) / mr * mr;
   c.nc = (n + nr - 1) / nr * nr;
@@ -387,13 +390,10 @@ struct Int8Case {
   int mr, nr;
 };
 
-std::vector<Int8Case> int8Cases() {
+// Every grid over every shape, K blocks of all of k, 64 or 128 in turn.
+std::vector<Int8Case> casesOf(std::initializer_list<std::pair<int, int>> grids,
+                              std::initializer_list<std::array<int64_t, 3>> shapes) {
   std::vector<Int8Case> cases;
-  const std::pair<int, int> grids[] = {{16, 16}, {16, 32}, {16, 48}, {32, 16}, {32, 32}, {48, 16}};
-  // K tails (50, 7, 1000), M and N tails, and K long enough (1000) that the i32 sums of
-  // full-range data round on their way to f32.
-  const int64_t shapes[][3] = {
-      {1, 16, 64}, {17, 33, 50}, {40, 64, 192}, {33, 47, 7}, {20, 32, 1000}};
   int i = 0;
   for (auto [mr, nr] : grids)
     for (const auto& s : shapes) {
@@ -402,6 +402,13 @@ std::vector<Int8Case> int8Cases() {
       ++i;
     }
   return cases;
+}
+
+// AMX grids; K tails (50, 7, 1000), M and N tails, and K long enough (1000) that the i32 sums
+// of full-range data round on their way to f32.
+std::vector<Int8Case> int8Cases() {
+  return casesOf({{16, 16}, {16, 32}, {16, 48}, {32, 16}, {32, 32}, {48, 16}},
+                 {{1, 16, 64}, {17, 33, 50}, {40, 64, 192}, {33, 47, 7}, {20, 32, 1000}});
 }
 
 std::string int8CaseName(const Int8Case& t) {
@@ -450,24 +457,32 @@ float int8Reference(const Int8Case& t, const Int8Data& d, int64_t i, int64_t j,
   return biasAndRelu ? std::max(cv + d.bias[static_cast<size_t>(j)], 0.f) : cv;
 }
 
-TEST(AmxInt8MatmulTwin, EveryGridWithTailsEqualsTheExactIntegerReference) {
-  SKIP_WITHOUT_AVX512();
-  std::mt19937 rng(41);
+// Every case of `cases` run by `run` on small-integer and full-range data equals the exact
+// integer reference bit for bit.
+void expectExactInt8(const std::vector<Int8Case>& cases, uint32_t seed,
+                     const std::function<AmxRun(const Int8Case&, const Int8Data&)>& run) {
+  std::mt19937 rng(seed);
   for (bool small : {true, false})
-    for (const Int8Case& t : int8Cases()) {
+    for (const Int8Case& t : cases) {
       Int8Data d = int8Data(t, rng, small);
-      AmxRun run = runAmxInt8(twinJit(), t, d);
-      ASSERT_TRUE(run.error.empty()) << int8CaseName(t) << ": " << run.error;
+      AmxRun r = run(t, d);
+      ASSERT_TRUE(r.error.empty()) << int8CaseName(t) << ": " << r.error;
       int bad = 0;
       for (int64_t i = 0; i < t.m; ++i)
         for (int64_t j = 0; j < t.n; ++j) {
-          float want = int8Reference(t, d, i, j), got = run.out[static_cast<size_t>(i * t.n + j)];
+          float want = int8Reference(t, d, i, j), got = r.out[static_cast<size_t>(i * t.n + j)];
           if (bitsOf(got) != bitsOf(want) && bad++ < 3)
             ADD_FAILURE() << int8CaseName(t) << (small ? " small" : " full range") << " (" << i
                           << ", " << j << "): " << got << " != " << want;
         }
       EXPECT_EQ(bad, 0) << int8CaseName(t);
     }
+}
+
+TEST(AmxInt8MatmulTwin, EveryGridWithTailsEqualsTheExactIntegerReference) {
+  SKIP_WITHOUT_AVX512();
+  expectExactInt8(int8Cases(), 41,
+                  [](const Int8Case& t, const Int8Data& d) { return runAmxInt8(twinJit(), t, d); });
 }
 
 // A quantized linear layer, y = (sa (xq - za)) (sb[n] wq) + bias, as the int8 kernel runs it:
@@ -584,12 +599,60 @@ TEST(AmxInt8MatmulTwin, KBlocksOffTileRowsAndVectorIsasAreRefusedByName) {
   Status s = validateMatmulConfig(w, c);
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.error().message().find("multiple of 64"), std::string::npos) << s.error().message();
-  MatmulConfig avx = defaultMatmulConfig(w, Isa::Avx512, twinJit().target());
-  avx.isa = Isa::Avx512;
+  MatmulConfig avx = defaultMatmulConfig(w, Isa::Avx2, twinJit().target());
+  avx.isa = Isa::Avx2;
   s = validateMatmulConfig(w, avx);
   ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.error().message().find("int8 kernels run on AMX"), std::string::npos)
+  EXPECT_NE(s.error().message().find("int8 kernels are AMX (tdpbusd) or AVX-512 VNNI (vpdpbusd) in "
+                                     "this tunec, not avx2"),
+            std::string::npos)
       << s.error().message();
+}
+
+// ---- the int8 VNNI matmul (vpdpbusd on AVX-512): the same quads, in vector registers ----
+
+// VNNI register tiles; k a multiple of 4 (A's quads are read in place).
+std::vector<Int8Case> vnniCases() {
+  return casesOf({{1, 16}, {4, 32}, {6, 16}, {8, 48}, {2, 64}, {12, 16}},
+                 {{1, 16, 64}, {17, 33, 52}, {40, 64, 192}, {33, 47, 8}, {20, 32, 1000}});
+}
+
+AmxRun runVnniInt8(Jit& j, const Int8Case& t, const Int8Data& d, int repeats = 1) {
+  return runAmxKernel(j, t.m, t.n, t.k, t.kc, t.mr, t.nr,
+                      {DType::U8, DType::I8, DType::I32, DType::F32}, d.a.data(), d.b.data(),
+                      d.bias.data(), repeats, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}},
+                      nullptr, Isa::Avx512);
+}
+
+TEST(VnniInt8MatmulTwin, EveryGridWithTailsEqualsTheExactIntegerReference) {
+  SKIP_WITHOUT_AVX512();
+  expectExactInt8(vnniCases(), 51, [](const Int8Case& t, const Int8Data& d) {
+    return runVnniInt8(twinJit(), t, d);
+  });
+}
+
+TEST(VnniInt8MatmulTwin, KOffWholeQuadsIsRefusedByName) {
+  SKIP_WITHOUT_AVX512();
+  Int8Case t{8, 16, 50, 50, 4, 16};
+  std::mt19937 rng(52);
+  Int8Data d = int8Data(t, rng, true);
+  AmxRun run = runVnniInt8(twinJit(), t, d);
+  EXPECT_NE(run.error.find("k=50 and kc=50 must be multiples of 4"), std::string::npos)
+      << run.error;
+}
+
+TEST(VnniInt8MatmulReal, EqualsItsTwinBitForBit) {
+  if (!hostTarget().avx512vnni)
+    GTEST_SKIP() << "this machine has no AVX512-VNNI: the real vpdpbusd cannot run here (its "
+                    "twin is tested on every AVX-512 machine)";
+  std::mt19937 rng(53);
+  for (const Int8Case& t : vnniCases()) {
+    Int8Data d = int8Data(t, rng, false);
+    AmxRun twin = runVnniInt8(twinJit(), t, d), real = runVnniInt8(jit(), t, d, 3);
+    ASSERT_TRUE(twin.error.empty() && real.error.empty()) << twin.error << real.error;
+    for (size_t i = 0; i < twin.out.size(); ++i)
+      ASSERT_EQ(bitsOf(real.out[i]), bitsOf(twin.out[i])) << int8CaseName(t) << " element " << i;
+  }
 }
 
 // On any machine: the real AMX kernel emitted as an object for an AMX target (the Xeon's target
