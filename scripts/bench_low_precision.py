@@ -6,6 +6,7 @@ one Markdown row per shape: the medians of the rounds' medians, the median of th
 ratios, and the best single runs (on a shared machine the least disturbed ones).
 
   scripts/bench_low_precision.py --dtype u8s8 --rounds 5 1024x1024x1024 128x768x768
+  scripts/bench_low_precision.py --dtype u8s8 --isa avx512 128x768x768    # VNNI against VNNI
 """
 import argparse
 import json
@@ -18,6 +19,8 @@ def tunec(args, m, n, k):
     cmd = ["taskset", "-c", args.core, args.tunec, "bench-op", "matmul", "--m", m, "--n", n, "--k", k,
            "--seconds", str(args.seconds), "--json"]
     cmd += ["--dtype", "u8s8"] if args.dtype == "u8s8" else ["--dtype", "bf16", "--dst", "f32"]
+    if args.isa:
+        cmd += ["--isa", args.isa]
     j = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
     ops = 2.0 * int(m) * int(n) * int(k)
     return j["gflops"], ops / (j["min_ms"] * 1e6), j["percent_of_peak"], j["peak_probe"]
@@ -25,6 +28,8 @@ def tunec(args, m, n, k):
 
 def onednn(args, m, n, k):
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    if args.isa == "avx512":  # oneDNN held to the same instructions (VNNI, AVX512-BF16)
+        env["ONEDNN_MAX_CPU_ISA"] = env["DNNL_MAX_CPU_ISA"] = "AVX512_CORE_BF16"
     out = subprocess.run(["taskset", "-c", args.core, args.baselines, "matmul", args.dtype, m, n, k,
                           str(args.seconds)], check=True, capture_output=True, text=True, env=env).stdout
     j = json.loads(out.strip().splitlines()[-1])
@@ -38,6 +43,8 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=0.4)
     p.add_argument("--core", default="0")
+    p.add_argument("--isa", choices=["avx512"], help="tunec's AVX-512 kernels (VNNI, vdpbf16ps) "
+                   "instead of AMX, and oneDNN held to AVX-512 too")
     p.add_argument("--tunec", default="build/src/tunec")
     p.add_argument("--baselines", default="build/bench_baselines")
     args = p.parse_args()
