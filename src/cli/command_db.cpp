@@ -111,7 +111,8 @@ int commandDb(const std::vector<std::string>& argv) {
       auto write = [&](std::ostream& out) {
         return db->exportJsonl(out, args.get("target"), args.has("best-only"));
       };
-      Status st = args.has("out") ? writeFileAtomically(args.get("out"), write) : write(std::cout);
+      Status st = args.has("out") ? writeFileAtomically(args.get("out"), write, {db->path()})
+                                  : write(std::cout);
       return st ? 0 : fail(st.error().message());
     });
   }

@@ -122,10 +122,12 @@ int commandProfile(const std::vector<std::string>& argv) {
 
   if (args->has("html")) {
     std::string page = profileHtml(profile, path);
-    Status st = writeFileAtomically(args->get("html"), [&](std::ostream& os) -> Status {
-      os << page;
-      return {};
-    });
+    Status st = writeFileAtomically(args->get("html"),
+                                    [&](std::ostream& os) -> Status {
+                                      os << page;
+                                      return {};
+                                    },
+                                    {path});
     if (!st) return fail(st.error().message());
   }
   if (args->has("json"))

@@ -290,10 +290,15 @@ int commandReport(const std::vector<std::string>& argv) {
   body << "<h2>Records per target</h2>\n" << targetTable.html();
 
   std::string page = htmlPage("tunec report: " + dbPath, body.str());
-  Status st = writeFileAtomically(args->get("o"), [&](std::ostream& os) -> Status {
-    os << page;
-    return {};
-  });
+  std::vector<std::string> inputs = args->getAll("model");
+  inputs.push_back(dbPath);
+  Status st = writeFileAtomically(
+      args->get("o"),
+      [&](std::ostream& os) -> Status {
+        os << page;
+        return {};
+      },
+      inputs);
   if (!st) return fail(st.error().message());
   std::printf("wrote %s: %zu tasks, %d trials of target %s\n", args->get("o").c_str(), tasks.size(),
               jobTrials, targetKey.c_str());

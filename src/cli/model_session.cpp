@@ -5,6 +5,7 @@
 #include "cli/load_model.h"
 #include "cli/pipeline.h"
 #include "driver/compile_model.h"
+#include "support/atomic_file.h"
 #include "support/host.h"
 #include "tunec/runtime.h"
 
@@ -208,9 +209,12 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
 
 Expected<std::string> compileToFile(const std::string& model, const std::string& out,
                                     const SessionOptions& options) {
+  // The output is checked before the compile's minutes: not a device, not the model or database.
+  const std::vector<std::string> inputs = {model, options.dbPath};
+  TUNEC_TRY(checkOutputPath(out, inputs));
   TUNEC_ASSIGN_OR_RETURN(Compiled c, compileGraph(model, options));
   std::string report = driver::compileReport(c.model);
-  TUNEC_TRY(driver::writeSharedLibrary(std::move(c.model), out));
+  TUNEC_TRY(driver::writeSharedLibrary(std::move(c.model), out, inputs));
   return report;
 }
 

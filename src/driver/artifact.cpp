@@ -1,6 +1,7 @@
 // The two forms of a compiled model: in this process (JIT) or model.so (object + link).
 #include "driver/compile_model.h"
 #include "runtime/artifact_file.h"
+#include "support/atomic_file.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -55,39 +56,31 @@ Expected<std::unique_ptr<rt::ModelExecutor>> loadInProcess(CompiledModel model,
   return rt::ModelExecutor::create(std::move(parsed), std::move(kernels), threads, owner);
 }
 
-Status writeSharedLibrary(CompiledModel model, const std::string& path) {
+Status writeSharedLibrary(CompiledModel model, const std::string& path,
+                          const std::vector<std::string>& inputs) {
+  TUNEC_TRY(checkOutputPath(path, inputs));
   std::vector<uint8_t> blob = rt::serializeModel(model.plan, model.constants);
   std::vector<uint8_t>().swap(model.constants);
-  std::string object = path + ".o.tmp";
-  std::string staging = path + ".tmp";
-  Status emitted = model.module->emitObject(object, blob);
-  if (!emitted) {
-    std::remove(object.c_str());
-    return emitted;
-  }
+  // The object and the linked library are staged in a private directory beside the output
+  // (removed with it), so no name of theirs can be planted or redirected.
+  TUNEC_ASSIGN_OR_RETURN(StagingDir dir, StagingDir::beside(path));
+  std::string object = dir.file("model.o"), staging = dir.file("model.so");
+  // Errors name the output, not the staged names inside the private directory.
+  auto named = [&](const Error& e) {
+    std::string m = e.message();
+    for (const std::string* staged : {&object, &staging})
+      for (size_t at; (at = m.find(*staged)) != std::string::npos;)
+        m.replace(at, staged->size(), path);
+    return Error(m);
+  };
+  if (Status s = model.module->emitObject(object, blob); !s) return named(s.error());
   std::vector<uint8_t>().swap(blob);
   // -z noexecstack: the object has no .note.GNU-stack section of its own.
   Status linked = runProgram({"cc", "-shared", "-o", staging, object, "-Wl,-z,noexecstack"});
-  std::remove(object.c_str());
-  if (!linked) {
-    std::remove(staging.c_str());
-    return linked.error().withContext(path);
-  }
-  if (Status s = rt::appendArtifactTrailer(staging); !s) {
-    std::remove(staging.c_str());
-    return s;
-  }
+  if (!linked) return named(linked.error().withContext(path));
+  if (Status s = rt::appendArtifactTrailer(staging); !s) return named(s.error());
   // Durable before it replaces the old library: a crash leaves the old file or the new one.
-  int fd = ::open(staging.c_str(), O_RDONLY | O_CLOEXEC);
-  bool synced = fd >= 0 && ::fsync(fd) == 0;
-  if (fd >= 0) ::close(fd);
-  std::error_code ec;
-  if (synced) std::filesystem::rename(staging, path, ec);
-  if (!synced || ec) {
-    std::remove(staging.c_str());
-    return makeError(path, ": cannot write: ", synced ? ec.message() : std::strerror(errno));
-  }
-  return {};
+  return dir.publish(staging, path);
 }
 
 } // namespace tunec::driver

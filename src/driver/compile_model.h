@@ -85,8 +85,11 @@ Expected<CompiledModel> compileModel(const Graph& graph, Jit& jit, const Compile
 Expected<std::unique_ptr<rt::ModelExecutor>> loadInProcess(CompiledModel model,
                                                            std::shared_ptr<Jit> jit, int threads);
 
-/// Emits the object and links model.so (with the system's C compiler driver, `cc`).
-Status writeSharedLibrary(CompiledModel model, const std::string& path);
+/// Emits the object and links model.so (with the system's C compiler driver, `cc`), staged
+/// beside `path` and renamed onto it; `path` must not be a non-regular file or one of `inputs`
+/// (checkOutputPath).
+Status writeSharedLibrary(CompiledModel model, const std::string& path,
+                          const std::vector<std::string>& inputs = {});
 
 /// The workload of the heavy kernels a graph would compile to, without generating code (the
 /// tuner's task extraction).

@@ -197,10 +197,13 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
     if ((op.domain().empty() || op.domain() == "ai.onnx") && op.version() < 13) op.set_version(13);
   std::string bytes;
   if (!model.SerializeToString(&bytes)) return makeError(outPath, ": cannot serialize the model");
-  TUNEC_TRY(writeFileAtomically(outPath, [&](std::ostream& out) -> Status {
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return {};
-  }));
+  TUNEC_TRY(writeFileAtomically(outPath,
+                                [&](std::ostream& out) -> Status {
+                                  out.write(bytes.data(),
+                                            static_cast<std::streamsize>(bytes.size()));
+                                  return {};
+                                },
+                                {modelPath}));
   return quantized;
 }
 

@@ -1,4 +1,5 @@
-// Writing a file so that readers see the old file or the complete new one, never a part.
+// Writing a file so that readers see the old file or the complete new one, never a part, and so
+// that nothing is written anywhere but the asked path.
 #pragma once
 
 #include "support/error.h"
@@ -6,14 +7,41 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace tunec {
 
-/// Writes `path` through a temporary file beside it: `write` fills the stream, then the file is
-/// flushed, fsync'ed and renamed over `path`. On any failure (a full disk, a write error, an
-/// Error from `write`) the temporary file is removed, `path` is left as it was, and the error
-/// names the path.
+/// Refuses an output path that exists and is not a regular file (a device, FIFO, directory or
+/// socket, also behind a symlink), or that is the same file (device and inode) as one of the
+/// command's `inputs`, naming both.
+Status checkOutputPath(const std::string& path, const std::vector<std::string>& inputs = {});
+
+/// A private directory beside an output (mode 0700, made by mkdtemp in the output's directory),
+/// removed with its contents when destroyed: where a writer stages files before one of them is
+/// renamed onto the output. Nobody else can create or plant a symlink in it, so the staged
+/// names cannot be redirected, and the rename stays on the output's file system.
+class StagingDir {
+public:
+  static Expected<StagingDir> beside(const std::string& output);
+  StagingDir(StagingDir&& other) noexcept : dir_(std::move(other.dir_)) { other.dir_.clear(); }
+  StagingDir& operator=(StagingDir&&) = delete;
+  ~StagingDir();
+  /// A path inside the directory.
+  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+  /// fsync's `staged` (a file inside) and renames it onto `output`.
+  Status publish(const std::string& staged, const std::string& output) const;
+
+private:
+  explicit StagingDir(std::string dir) : dir_(std::move(dir)) {}
+  std::string dir_;
+};
+
+/// Writes `path` through a file staged beside it (StagingDir): `write` fills the stream, then
+/// the file is flushed, fsync'ed and renamed over `path`. `path` is checked first
+/// (checkOutputPath, against `inputs`). On any failure (a full disk, a write error, an Error from
+/// `write`) the staged file is removed, `path` is left as it was, and the error names the path.
 Status writeFileAtomically(const std::string& path,
-                           const std::function<Status(std::ostream&)>& write);
+                           const std::function<Status(std::ostream&)>& write,
+                           const std::vector<std::string>& inputs = {});
 
 } // namespace tunec

@@ -100,7 +100,7 @@ if mount -t tmpfs -o size=160k tmpfs "$tmp/full" 2>/dev/null; then
   trap 'umount "$tmp/full" 2>/dev/null; rm -rf "$tmp"' EXIT
   "$tunec" compile "$model" -o "$tmp/m_full.so" >/dev/null 2>&1
   dd if=/dev/zero of="$tmp/full/fill" bs=1k 2>/dev/null # until the disk is full
-  expect 1 "m.so.o.tmp: cannot write the object file: No space left on device" -- compile "$model" -o "$tmp/full/m.so"
+  expect 1 "full/m.so: cannot write the object file: No space left on device" -- compile "$model" -o "$tmp/full/m.so"
   "$tunec" tune "$model" --db "$tmp/full_src.db" --trials 4 --quiet >/dev/null 2>&1
   expect 1 "e.jsonl: cannot write: write failed \(disk full\?\)" -- db export --db "$tmp/full_src.db" --out "$tmp/full/e.jsonl"
   expect 1 "y.npy: cannot write: write failed" -- run "$tmp/m_full.so" --input x="$src/examples/tiny_cnn/x.npy" --output "$tmp/full/out"
@@ -222,6 +222,23 @@ expect 0 "1 workloads, ${saved:-x} records" -- db stats --db "$tmp/int.db"
 expect 0 "4 kernels left at the default have records for this machine at another thread count \(1\) .* compile with --threads 1" -- compile "$model" -o "$tmp/t2.so" --threads 2 --db "$tmp/t1.db"
 expect 0 "none of the 4 tasks of the model \(at 2 threads, fp32\) has records" -- report "$tmp/t1.db" --model "$model" --threads 2 -o "$tmp/t2.html"
 expect 0 "wrote .*: 4 tasks, 6 trials" -- report "$tmp/t1.db" --model "$model" --threads 1 -o "$tmp/t1.html"
+
+# Outputs: never a device, a directory or an input of the command (also behind a symlink), and
+# no staging file left behind.
+mkdir -p "$tmp/outs/dir" && cp "$model" "$tmp/outs/m.onnx" && ln -sf m.onnx "$tmp/outs/link.so"
+expect 1 "/dev/null: is a device, and tunec writes only regular files" -- compile "$model" -o /dev/null
+expect 1 "outs/dir: is a directory" -- compile "$model" -o "$tmp/outs/dir"
+expect 1 "-o .*outs/link.so is the input .*outs/m.onnx" -- compile "$tmp/outs/m.onnx" -o "$tmp/outs/link.so"
+expect 1 "-o .*outs/m.onnx is the input model" -- quantize "$tmp/outs/m.onnx" -o "$tmp/outs/m.onnx" --random 1
+"$tunec" tune "$model" --trials 2 --db "$tmp/outs/t.db" --quiet >/dev/null 2>&1
+expect 1 "t.db: is the same file as the input" -- report "$tmp/outs/t.db" -o "$tmp/outs/t.db"
+expect 1 "t.db: is the same file as the input" -- db export --db "$tmp/outs/t.db" --out "$tmp/outs/t.db"
+expect 0 "wrote .*outs/m.so" -- compile "$tmp/outs/m.onnx" -o "$tmp/outs/m.so"
+checks=$((checks + 1))
+if [ -c /dev/null ] && [ -z "$(ls -A "$tmp/outs" | grep -v -x -e dir -e m.onnx -e link.so -e t.db -e m.so -e 't.db-wal' -e 't.db-shm')" ]; then :; else
+  echo "FAIL: /dev/null replaced or staging files left in the output folder:"; ls -la "$tmp/outs" /dev/null | sed 's/^/    /'
+  failures=$((failures + 1))
+fi
 
 # Output names from the model: two that map to one file name (a/b and a_b) are both written,
 # the second numbered, and a name with escape sequences reaches the terminal escaped.
