@@ -13,7 +13,8 @@ TEST(TerminalText, ControlCharactersAreEscapedAndEverythingElseKept) {
             "a\\x1b[31mred\\x1b]0;title\\x07\\x0d\\x08\\x7f");
   EXPECT_EQ(forTerminal("two\nlines\tand a tab"), "two\nlines\tand a tab");
   // C1 controls as UTF-8 (U+009B, the one-byte CSI) are escaped; other UTF-8 stays.
-  EXPECT_EQ(forTerminal("csi\xc2\x9b" "31m, caf\xc3\xa9, \xe2\x86\x92"),
+  EXPECT_EQ(forTerminal("csi\xc2\x9b"
+                        "31m, caf\xc3\xa9, \xe2\x86\x92"),
             "csi\\u009b31m, caf\xc3\xa9, \xe2\x86\x92");
   EXPECT_EQ(forTerminal(std::string("nul\0byte", 8)), "nul\\x00byte");
   EXPECT_EQ(forTerminal(""), "");
