@@ -247,7 +247,8 @@ MatmulConfig defaultAmxConfig(const MatmulWorkload& w, const Target& target) {
     c.mr = w.m > 16 && nTiles == 1 ? 32 : 16;
     c.nr = static_cast<int>(16 * nTiles);
   }
-  const int64_t group = kGroup(Isa::Amx, w.types), srcBytes = w.types.srcBytes(),
+  // A is read packed into tiles whatever its stored type: u8 for the int8 GEMM, else bf16.
+  const int64_t group = kGroup(Isa::Amx, w.types), srcBytes = isInt8Gemm(w.types) ? 1 : 2,
                 weiBytes = w.types.weiBytes();
   int64_t kcMax = std::max<int64_t>(group, target.l1d * 2 / 3 / (c.mr * srcBytes) / group * group);
   int64_t kBlocks = (w.k + kcMax - 1) / kcMax;
