@@ -128,12 +128,13 @@ Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt
     }
   }
   if (isInt8Gemm(w.types)) {
-    // Exact integer sums, rounded once to f32: within the fp32 bound of the reference.
+    // Exact integer sums, rounded once to f32: within the fp32 bound of the reference. The
+    // weights are 7-bit, which every int8 strategy takes (the AVX2 one needs them).
     for (float& x : p.a) {
       p.aU8.push_back(static_cast<uint8_t>(std::lround((x + 1) * 127.5f)));
       x = p.aU8.back();
     }
-    for (float& x : p.b) x = std::round(x * 127.f);
+    for (float& x : p.b) x = std::round(x * static_cast<float>(kAvx2Int8WeightLimit));
   }
   Graph g;
   Shape as = w.transA ? Shape{w.batch, w.k, w.m} : Shape{w.batch, w.m, w.k};

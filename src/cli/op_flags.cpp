@@ -36,7 +36,8 @@ std::vector<FlagSpec> opShapeFlags() {
       {"groups", "G", "conv2d: groups (default 1)"},
       {"dtype", "f32|bf16|u8s8",
        "matmul: element type of A, B and C (default f32; bf16: vdpbf16ps or AMX, f32 "
-       "accumulation; u8s8: u8 A, s8 B, i32 sums, f32 C, on AMX's tdpbusd); "
+       "accumulation; u8s8: u8 A, s8 B, i32 sums, f32 C, on AMX's tdpbusd, AVX512-VNNI's "
+       "vpdpbusd or AVX2's vpmaddubsw with 7-bit weights); "
        "conv2d: bf16 rounds the input and weights to bf16, f32 output"},
       {"src", "f32|bf16",
        "matmul: element type of A when it differs from --dtype (bf16 weights with an f32 A: the "

@@ -11,6 +11,7 @@
 #include "codegen/microkernel_emitter.h"
 #include "codegen/module_builder.h"
 #include "codegen/post_op_emitter.h"
+#include "codegen/tile_ops.h"
 #include "codegen/weight_packing.h"
 
 #include <limits>
@@ -277,15 +278,10 @@ private:
     auto expOf = [&](llvm::Value* x) {
       return codegen::emitExpNonPositive(b_, b_.CreateFSub(x, baseVec));
     };
-    auto* halfTy = llvm::FixedVectorType::get(b_.getInt16Ty(), static_cast<unsigned>(lanes));
-    llvm::Function* cvt =
-        bf16Out ? llvm::Intrinsic::getDeclaration(&mb_.module(),
-                                                  llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512)
-                : nullptr;
     // P's vector at element `at` (masked when `mask`), f32 in place or bf16 to bf16Out.
     auto store = [&](llvm::Value* e, llvm::Value* at, llvm::Value* mask) {
       llvm::Value* p = bf16Out ? gep(DType::BF16, bf16Out, at) : gep(row, at);
-      if (bf16Out) e = b_.CreateBitCast(b_.CreateCall(cvt, {e}), halfTy);
+      if (bf16Out) e = codegen::emitRoundToBf16(mb_, b_, e);
       llvm::Align align(bf16Out ? 2 : 4);
       if (mask)
         b_.CreateMaskedStore(e, p, align, mask);

@@ -149,9 +149,11 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   llvm::StringMap<bool> hostFeatures;
   llvm::sys::getHostCPUFeatures(hostFeatures);
   std::set<std::string> targetLlvm = splitFeatures(target.llvmFeatures());
-  if (impl.twins) // the twins stand in for these instructions; the code uses none of them
-    for (const char* f : {"amx-tile", "amx-bf16", "amx-int8", "avx512vnni"}) targetLlvm.erase(f);
-  if (impl.twins && !hostFeatures.lookup("avx512bf16")) targetLlvm.erase("avx512bf16");
+  // Twin code is plain IR: the twins stand in for the AMX, BF16 and VNNI instructions, and LLVM
+  // legalizes the target's wide vectors to this CPU's, so a twin kernel for any target runs
+  // here, with the target's vector width, tiles and arithmetic, on whatever this CPU has.
+  if (impl.twins)
+    std::erase_if(targetLlvm, [&](const std::string& f) { return !hostFeatures.lookup(f); });
   for (const std::string& f : targetLlvm)
     if (!hostFeatures.lookup(f)) impl.missingHere.push_back(f);
   llvm::StringMap<bool> features;

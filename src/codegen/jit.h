@@ -32,8 +32,9 @@ public:
   /// Creates a code generator for `target`. Its JIT runs code in this process, so for a target
   /// with features this CPU lacks it only emits objects (addModule says which are missing).
   /// Fails with a message when the target lacks AVX2+FMA.
-  /// With twins, the target may name AMX, AVX512-BF16 and VNNI features this CPU lacks: their
-  /// instructions are emitted as twins (the bf16 rounding of a bf16 C still needs avx512_bf16).
+  /// With twins, the target may name features this CPU lacks (AVX-512, BF16, VNNI, AMX): their
+  /// instructions are emitted as twins and the target's wide vectors legalized to this CPU's,
+  /// so a twin kernel for any target runs on any x86-64 CPU with AVX2.
   static Expected<std::unique_ptr<Jit>>
   create(const Target& target, JitPipeline pipeline = JitPipeline::Lean,
          JitInstructions instructions = JitInstructions::Real);

@@ -1,10 +1,11 @@
 // The k-step strategies of the microkernel. A strategy is what differs between ISAs and element
 // types: how one step along k updates the accumulators of the register tile (today the
-// broadcast FMA on f32; vdpbf16ps on bf16 k-pairs, vpdpbusd on u8 x s8 k-quads and the AMX tile
-// ops are further strategies) and how its accumulators become f32 vectors for the epilogue. The
-// frame around it (microkernel.cpp: the signature, the batch-reduce and k loops with unrolling
-// and the remainder, accumulating into C, the epilogue, the tail masks) is shared, so a new
-// strategy is one class, chosen in one place (kStepStrategyFor).
+// broadcast FMA on f32; vdpbf16ps on bf16 k-pairs, vpdpbusd (AVX512-VNNI) or vpmaddubsw +
+// vpmaddwd (AVX2) on u8 x s8 k-quads; the AMX tile ops are a core of their own) and how its
+// accumulators become f32 vectors for the epilogue. The frame around it (microkernel.cpp: the
+// signature, the batch-reduce and k loops with unrolling and the remainder, accumulating into C,
+// the epilogue, the tail masks) is shared, so a new strategy is one class, chosen in one place
+// (kStepStrategyFor).
 #pragma once
 
 #include "codegen/microkernel.h"
@@ -59,6 +60,10 @@ std::unique_ptr<KStepStrategy> makeBf16DotStep(ModuleBuilder& mb, const Microker
 
 /// The int8 strategy, vpdpbusd on u8 x s8 k-quads into i32 (kstep_group_dot.cpp).
 std::unique_ptr<KStepStrategy> makeU8S8DotStep(ModuleBuilder& mb, const MicrokernelSpec& spec);
+
+/// The AVX2 int8 strategy, vpmaddubsw + vpmaddwd on the same quads, for 7-bit weights
+/// (kstep_group_dot.cpp).
+std::unique_ptr<KStepStrategy> makeU8S8MaddStep(ModuleBuilder& mb, const MicrokernelSpec& spec);
 
 /// The strategy of a spec (its ISA and element types), chosen here and nowhere else; the spec
 /// passed checkMicrokernelSpec.

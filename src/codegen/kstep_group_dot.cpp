@@ -8,6 +8,8 @@
 //  - int8 (AVX512-VNNI): k-quads of u8 A and s8 B, `vpdpbusd` adds the four products to each
 //    i32 accumulator, exactly (wrapping is out of reach below K = 65793); the accumulators
 //    become f32 (round to nearest) for the epilogue. B's panels are the layout AMX reads.
+//  - int8 (AVX2): the same quads on ymm, vpmaddubsw + vpmaddwd + vpaddd (tile_ops.h); exact for
+//    the 7-bit weights (|b| <= 64) the compiler gives it (emitMatmulKernel checks them).
 // A new element type of this kind is one row: its group, element and accumulator types and its
 // dot instruction (codegen/tile_ops.h, where each has its twin).
 #include "codegen/kstep.h"
@@ -112,6 +114,11 @@ std::unique_ptr<KStepStrategy> makeBf16DotStep(ModuleBuilder& mb, const Microker
 std::unique_ptr<KStepStrategy> makeU8S8DotStep(ModuleBuilder& mb, const MicrokernelSpec& spec) {
   return std::make_unique<GroupDotStep>(
       mb, spec, GroupDot{4, llvm::Type::getInt8Ty(mb.context()), true, emitDotU8S8Quads});
+}
+
+std::unique_ptr<KStepStrategy> makeU8S8MaddStep(ModuleBuilder& mb, const MicrokernelSpec& spec) {
+  return std::make_unique<GroupDotStep>(
+      mb, spec, GroupDot{4, llvm::Type::getInt8Ty(mb.context()), true, emitDotU8S8QuadsAvx2});
 }
 
 } // namespace tunec::codegen

@@ -7,6 +7,7 @@
 #include "codegen/kstep.h"
 #include "codegen/microkernel_emitter.h"
 #include "codegen/post_op_emitter.h"
+#include "codegen/tile_ops.h"
 
 #include <algorithm>
 #include <llvm/IR/Intrinsics.h>
@@ -142,10 +143,6 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
     auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), static_cast<unsigned>(lanes));
     return b.CreateBitCast(b.CreateShl(b.CreateZExt(h, wide), 16), vecTy);
   };
-  llvm::Function* toBf16 =
-      bf16C ? llvm::Intrinsic::getDeclaration(&mb.module(),
-                                              llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512)
-            : nullptr;
   llvm::Value* accumulate =
       b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrAccumulate)), b.getInt32(0));
   llvm::Value* applyEpilogue =
@@ -178,7 +175,7 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
       if (!spec.epilogue.empty()) v = b.CreateSelect(applyEpilogue, post, v);
       llvm::Value* p = b.CreateGEP(cElem, c, cOffset);
       llvm::Align align(spec.types.dstBytes());
-      if (bf16C) v = b.CreateBitCast(b.CreateCall(toBf16, {v}), halfTy);
+      if (bf16C) v = emitRoundToBf16(mb, b, v);
       if (u8C) // integers in [0, 255] from QuantizeU8
         v = b.CreateTrunc(b.CreateFPToSI(v, llvm::FixedVectorType::get(b.getInt32Ty(), lanes)),
                           llvm::FixedVectorType::get(cElem, static_cast<unsigned>(lanes)));
@@ -370,7 +367,8 @@ llvm::Value* aRowOffset(llvm::IRBuilder<>& b, const MicrokernelSpec& spec, const
 std::unique_ptr<KStepStrategy> kStepStrategyFor(ModuleBuilder& mb, const MicrokernelSpec& spec) {
   TUNEC_ASSERT(hasKStepStrategy(spec), "no k-step strategy for the spec's element types");
   if (spec.types.src == DType::BF16) return makeBf16DotStep(mb, spec);
-  if (isInt8Gemm(spec.types)) return makeU8S8DotStep(mb, spec);
+  if (isInt8Gemm(spec.types))
+    return spec.isa == Isa::Avx2 ? makeU8S8MaddStep(mb, spec) : makeU8S8DotStep(mb, spec);
   return makeBroadcastFmaStep(mb, spec);
 }
 
@@ -379,8 +377,8 @@ bool hasKStepStrategy(const MicrokernelSpec& spec) {
   // vdpbf16ps on AVX-512: bf16 A and B, f32 accumulators, an f32 or bf16 C (an f32 A is
   // converted by the loop nest before the microkernel reads it).
   // AMX: tdpbf16ps on the same operands, and tdpbusd on u8 A and i8 B into i32; vpdpbusd on
-  // AVX-512 (VNNI) on the same quads.
-  if ((spec.isa == Isa::Amx || spec.isa == Isa::Avx512) && isInt8Gemm(spec.types)) return true;
+  // AVX-512 (VNNI) and vpmaddubsw + vpmaddwd on AVX2 on the same quads.
+  if (isInt8Gemm(spec.types)) return true;
   return (spec.isa == Isa::Avx512 || spec.isa == Isa::Amx) && isBf16Gemm(spec.types) &&
          spec.types.src == DType::BF16;
 }

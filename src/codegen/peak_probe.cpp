@@ -116,22 +116,27 @@ Expected<double> measureBf16DotPeak(Jit& jit) {
       4.0 * 16); // 16 lanes, two products and two adds each
 }
 
-Expected<double> measureVnniDotPeak(Jit& jit) {
-  TUNEC_TRY(checkTargetSupports(jit.target(), Isa::Avx512,
-                                KernelTypes{DType::U8, DType::I8, DType::I32, DType::F32}));
+Expected<double> measureInt8DotPeak(Jit& jit, Isa isa) {
+  const KernelTypes int8{DType::U8, DType::I8, DType::I32, DType::F32};
+  TUNEC_TRY(checkTargetSupports(jit.target(), isa, int8));
+  const int lanes = isaInfo(isa).f32Lanes();
   return measureChains(
-      jit, Isa::Avx512, "tunec_vnni_dot_probe",
-      [](codegen::ModuleBuilder& mb) -> ChainStep {
-        auto* i32s = llvm::FixedVectorType::get(mb.i32(), 16);
+      jit, isa, isa == Isa::Avx2 ? "tunec_avx2_int8_probe" : "tunec_vnni_dot_probe",
+      [isa, lanes](codegen::ModuleBuilder& mb) -> ChainStep {
+        auto* i32s = llvm::FixedVectorType::get(mb.i32(), static_cast<unsigned>(lanes));
         llvm::Value* x = llvm::ConstantInt::get(i32s, 0x01010101u);
         llvm::Value* y = llvm::ConstantInt::get(i32s, 0x01ff01ffu); // +1, -1: the sums stay small
         return [=, &mb](llvm::IRBuilder<>& b, llvm::Value* acc) {
-          // The chains are f32 vectors: vpdpbusd's i32 accumulator is the same register.
-          llvm::Value* sum = codegen::emitDotU8S8Quads(mb, b, b.CreateBitCast(acc, i32s), x, y);
+          // The chains are f32 vectors: the i32 accumulator is the same register. vpdpbusd
+          // reads it; AVX2's multiplies do not, so they take their bytes from it, or LLVM would
+          // hoist them out of the loop.
+          llvm::Value* in = b.CreateBitCast(acc, i32s);
+          llvm::Value* sum = isa == Isa::Avx2 ? codegen::emitDotU8S8QuadsAvx2(mb, b, in, in, y)
+                                              : codegen::emitDotU8S8Quads(mb, b, in, x, y);
           return b.CreateBitCast(sum, acc->getType());
         };
       },
-      2.0 * 4 * 16); // 16 lanes, four products and four adds each
+      2.0 * 4 * lanes); // four products and four adds per lane
 }
 
 Expected<double> measureAmxPeak(Jit& jit, bool int8) {
@@ -192,8 +197,8 @@ Expected<ReductionPeak> measureReductionPeak(Jit& jit, Isa isa, const KernelType
     return ReductionPeak{g, "vdpbf16ps"};
   }
   if (isInt8Gemm(types)) {
-    TUNEC_ASSIGN_OR_RETURN(double g, measureVnniDotPeak(jit));
-    return ReductionPeak{g, "vpdpbusd"};
+    TUNEC_ASSIGN_OR_RETURN(double g, measureInt8DotPeak(jit, isa));
+    return ReductionPeak{g, isa == Isa::Avx2 ? "vpmaddubsw" : "vpdpbusd"};
   }
   TUNEC_ASSIGN_OR_RETURN(double g, measureFmaPeak(jit, isa));
   return ReductionPeak{g, "FMA"};

@@ -20,9 +20,10 @@ Expected<double> measureFmaPeak(Jit& jit, Isa isa);
 /// adds per f32 lane), the roof of the bf16 GEMM; an error on a target without avx512_bf16.
 Expected<double> measureBf16DotPeak(Jit& jit);
 
-/// Measured single-core peak of AVX512-VNNI's `vpdpbusd` in GOP/s (four u8 x s8 products and
-/// adds per i32 lane), the roof of the int8 GEMM's VNNI strategy.
-Expected<double> measureVnniDotPeak(Jit& jit);
+/// Measured single-core peak of the int8 GEMM's vector strategy on `isa` in GOP/s (four u8 x s8
+/// products and adds per i32 lane): AVX512-VNNI's `vpdpbusd`, or on AVX2 `vpmaddubsw` +
+/// `vpmaddwd` + `vpaddd`.
+Expected<double> measureInt8DotPeak(Jit& jit, Isa isa);
 
 /// Measured single-core peak of AMX's `tdpbf16ps` in GFLOP/s, or with `int8` of `tdpbusd` in
 /// GOP/s (the AMX kernel's 2x2 grid of independent tile dots); an error on a target without AMX.

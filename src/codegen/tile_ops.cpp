@@ -258,4 +258,65 @@ llvm::Value* emitDotU8S8Quads(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Val
   return sum;
 }
 
+llvm::Value* emitDotU8S8QuadsAvx2(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* acc,
+                                  llvm::Value* a, llvm::Value* bv) {
+  auto* bytes = llvm::FixedVectorType::get(b.getInt8Ty(), 32);
+  auto* shorts = llvm::FixedVectorType::get(b.getInt16Ty(), 16);
+  llvm::Value* ones = llvm::ConstantInt::get(shorts, 1);
+  llvm::Value* pairs = nullptr;
+  if (!mb.twins()) {
+    llvm::Function* maddubs =
+        llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::x86_avx2_pmadd_ub_sw);
+    pairs = b.CreateCall(maddubs, {b.CreateBitCast(a, bytes), b.CreateBitCast(bv, bytes)});
+  } else {
+    auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), 32);
+    llvm::Value* products = b.CreateMul(b.CreateZExt(b.CreateBitCast(a, bytes), wide),
+                                        b.CreateSExt(b.CreateBitCast(bv, bytes), wide));
+    std::vector<int> even, odd;
+    for (int j = 0; j < 16; ++j) even.push_back(2 * j), odd.push_back(2 * j + 1);
+    auto* wide16 = llvm::FixedVectorType::get(b.getInt32Ty(), 16);
+    llvm::Value* sum =
+        b.CreateAdd(b.CreateShuffleVector(products, even), b.CreateShuffleVector(products, odd));
+    llvm::Value* hi = llvm::ConstantInt::get(wide16, 32767);
+    llvm::Value* lo = llvm::ConstantInt::get(wide16, static_cast<uint64_t>(-32768), true);
+    sum = b.CreateSelect(b.CreateICmpSGT(sum, hi), hi, sum);
+    sum = b.CreateSelect(b.CreateICmpSLT(sum, lo), lo, sum);
+    pairs = b.CreateTrunc(sum, shorts);
+  }
+  llvm::Value* quads = nullptr;
+  if (!mb.twins()) {
+    llvm::Function* maddwd =
+        llvm::Intrinsic::getDeclaration(&mb.module(), llvm::Intrinsic::x86_avx2_pmadd_wd);
+    quads = b.CreateCall(maddwd, {pairs, ones});
+  } else {
+    auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), 16);
+    llvm::Value* s = b.CreateSExt(pairs, wide);
+    std::vector<int> even, odd;
+    for (int j = 0; j < 8; ++j) even.push_back(2 * j), odd.push_back(2 * j + 1);
+    quads = b.CreateAdd(b.CreateShuffleVector(s, even), b.CreateShuffleVector(s, odd));
+  }
+  return b.CreateAdd(acc, quads);
+}
+
+llvm::Value* emitRoundToBf16(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* v) {
+  auto* vecTy = llvm::cast<llvm::FixedVectorType>(v->getType());
+  auto* halfTy = llvm::FixedVectorType::get(b.getInt16Ty(), vecTy->getNumElements());
+  if (!mb.twins()) {
+    llvm::Function* cvt = llvm::Intrinsic::getDeclaration(
+        &mb.module(), llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512);
+    return b.CreateBitCast(b.CreateCall(cvt, {v}), halfTy);
+  }
+  auto* intTy = llvm::VectorType::getInteger(vecTy);
+  auto k = [&](uint32_t c) { return llvm::ConstantInt::get(intTy, c); };
+  llvm::Value* x = b.CreateBitCast(v, intTy);
+  llvm::Value* magnitude = b.CreateAnd(x, k(0x7fffffffu));
+  llvm::Value* exponentZero = b.CreateICmpEQ(b.CreateAnd(x, k(0x7f800000u)), k(0));
+  llvm::Value* nan = b.CreateICmpUGT(magnitude, k(0x7f800000u));
+  llvm::Value* rounded =
+      b.CreateAdd(x, b.CreateAdd(k(0x7fffu), b.CreateAnd(b.CreateLShr(x, 16), k(1))));
+  llvm::Value* out = b.CreateSelect(nan, b.CreateOr(x, k(0x400000u)), rounded);
+  out = b.CreateSelect(exponentZero, b.CreateAnd(x, k(0x80000000u)), out);
+  return b.CreateTrunc(b.CreateLShr(out, 16), halfTy);
+}
+
 } // namespace tunec::codegen

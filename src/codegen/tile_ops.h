@@ -59,4 +59,14 @@ llvm::Value* emitDotBf16Pairs(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Val
 llvm::Value* emitDotU8S8Quads(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* acc,
                               llvm::Value* a, llvm::Value* bv);
 
+/// The AVX2 int8 dot on one ymm: acc (<8 x i32>) + per lane the four u8 (a) x s8 (b) products
+/// of its quad, as vpmaddubsw (the two products of each pair summed with signed saturation to
+/// s16), vpmaddwd by ones (the two pairs to s32) and vpaddd: equal to vpdpbusd while no pair sum
+/// leaves s16, which 7-bit weights (|b| <= 64) guarantee; beyond, the pair sum saturates.
+llvm::Value* emitDotU8S8QuadsAvx2(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* acc,
+                                  llvm::Value* a, llvm::Value* bv);
+/// vcvtneps2bf16 on one zmm: <16 x float> to <16 x i16>, round to nearest even, denormal inputs
+/// as signed zeros, NaNs quieted (the twin: that arithmetic as integer IR, any width).
+llvm::Value* emitRoundToBf16(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* v);
+
 } // namespace tunec::codegen

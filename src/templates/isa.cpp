@@ -68,12 +68,9 @@ Status checkTargetSupports(const Target& target, Isa isa) {
 
 Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& types) {
   TUNEC_TRY(checkTargetSupports(target, isa));
-  if (isInt8Gemm(types) && isa != Isa::Amx && !(isa == Isa::Avx512 && target.avx512vnni))
-    return makeError("u8 x s8 kernels run on AMX (tdpbusd) or AVX512-VNNI (vpdpbusd) in this "
-                     "tunec, which the target '",
-                     target.model,
-                     "' lacks (its AVX2 strategy is not built yet): run the model dequantized in "
-                     "f32, or compile for a target with either");
+  if (isInt8Gemm(types) && isa == Isa::Avx512 && !target.avx512vnni)
+    return makeError("u8 x s8 kernels on avx512 use vpdpbusd (AVX512-VNNI), which the target '",
+                     target.model, "' lacks; its int8 kernels run on avx2 (vpmaddubsw)");
   if (isBf16Gemm(types) && !target.avx512bf16)
     return makeError("bf16 kernels need avx512_bf16 (vdpbf16ps), which the target '", target.model,
                      "' lacks; run them in f32 or compile for a target that has it");

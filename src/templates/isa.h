@@ -72,4 +72,9 @@ inline constexpr const char* kVectorBf16SlowerNote =
 /// grouping for packers and loop nests.
 int kGroup(Isa isa, const KernelTypes& types);
 
+/// The largest weight magnitude of the AVX2 int8 kernel: vpmaddubsw sums two u8 x s8 products
+/// into s16 with saturation, and 2 * 255 * 64 = 32640 fits, so 7-bit weights (as oneDNN keeps
+/// them there) make it exact.
+inline constexpr int kAvx2Int8WeightLimit = 64;
+
 } // namespace tunec

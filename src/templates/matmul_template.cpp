@@ -202,14 +202,13 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
   if (c.parallel != MatmulParallel::None && w.threads < 2)
     return makeError("matmul config: parallel loops need threads > 1");
   if (isInt8Gemm(w.types)) {
-    if (c.isa != Isa::Amx && c.isa != Isa::Avx512)
-      return makeError("matmul config: int8 kernels are AMX (tdpbusd) or AVX-512 VNNI "
-                       "(vpdpbusd) in this tunec, not ",
-                       info.name, " (the AVX2 strategy is not built yet)");
-    if (c.isa == Isa::Avx512 && (w.k % 4 || (c.kc % 4 && c.kc != w.k)))
-      return makeError("matmul config: the VNNI kernel reads A's k-quads from its rows in place, "
-                       "so k=",
-                       w.k, " and kc=", c.kc, " must be multiples of 4");
+    if (!w.constantB)
+      return makeError("matmul config: int8 kernels read B from quad panels packed at compile "
+                       "time (a constant B); this B is computed");
+    if (c.isa != Isa::Amx && (w.k % 4 || (c.kc % 4 && c.kc != w.k)))
+      return makeError("matmul config: the ", c.isa == Isa::Avx2 ? "AVX2" : "VNNI",
+                       " int8 kernel reads A's k-quads from its rows in place, so k=", w.k,
+                       " and kc=", c.kc, " must be multiples of 4");
   }
   if (isBf16Gemm(w.types)) {
     if (c.isa != Isa::Avx512 && c.isa != Isa::Amx)

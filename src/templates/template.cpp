@@ -236,8 +236,10 @@ Isa kernelIsa(const Workload& w, Isa vectorIsa, const Target& target) {
   const auto* m = std::get_if<MatmulWorkload>(&w);
   if (m && vectorIsa == Isa::Avx512 && isBf16Gemm(m->types) && m->constantB)
     return bf16GemmIsa(target);
-  // The int8 GEMM's one strategy so far is AMX's tdpbusd (its VNNI and AVX2 ones are to come).
+  // The int8 GEMM: AMX's tdpbusd where the target has it, else vpdpbusd on AVX512-VNNI, else
+  // vpmaddubsw on AVX2 (also on an AVX-512 target without VNNI).
   if (m && isInt8Gemm(m->types) && targetSupports(target, Isa::Amx)) return Isa::Amx;
+  if (m && isInt8Gemm(m->types) && vectorIsa == Isa::Avx512 && !target.avx512vnni) return Isa::Avx2;
   return vectorIsa;
 }
 

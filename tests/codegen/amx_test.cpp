@@ -1,14 +1,17 @@
-// AMX and the AVX-512 dot products through their twins (codegen/tile_ops.h), on any machine:
+// AMX and the AVX-512 dot products through their twins (codegen/tile_ops.h), on any machine (an
+// AVX2-only CPU runs the twins of AVX-512 kernels too: codegen/jit.h):
 // every line of the Xeon's recorded results (tests/fixtures/amx/golden.jsonl, copied from
 // shared/amx) replayed bit for bit; the AMX matmul over every tile grid its template allows, with
 // M, N and K tails and K blocks, exactly equal to a reference that splits K as tdpbf16ps does and
 // within tolerance of the double-precision reference. On a machine with AMX the real kernels run
 // too and equal the twins bit for bit, from two threads at once; elsewhere those tests skip,
-// saying so, and TUNEC_REQUIRE_AMX=1 turns the skip into a failure.
+// saying so, and TUNEC_REQUIRE_AMX=1 turns the skip into a failure. The AVX2 int8 kernel
+// (vpmaddubsw) runs for real everywhere and equals its twin and the integer reference.
 #include "codegen/kernel_emitters.h"
 #include "codegen/matmul_kernel.h"
 #include "codegen/module_builder.h"
 #include "codegen/tile_ops.h"
+#include "templates/template.h"
 #include "test_support.h"
 
 #include <array>
@@ -45,25 +48,7 @@ bool hostHasAmx() {
     }                                                                                              \
   } while (0)
 
-/// The AMX kernel's epilogue and packing are AVX-512 code: its twin runs wherever AVX-512 does
-/// (the tile operations' own twins, TileTwins, run on every machine).
-#define SKIP_WITHOUT_AVX512()                                                                      \
-  if (!hostTarget().avx512f)                                                                       \
-  GTEST_SKIP()                                                                                     \
-      << "this machine has no AVX-512: the AMX kernel's epilogue (AVX-512 vectors) cannot "        \
-         "run here; the tile twins are tested by TileTwins"
-
-/// The twin JIT: the host's target with AMX, BF16 and VNNI set, their instructions as twins.
-Jit& twinJit() {
-  static std::unique_ptr<Jit> instance = [] {
-    Target t = hostTarget();
-    t.amx = t.avx512bf16 = t.avx512vnni = t.avx512f;
-    auto j = Jit::create(t, JitPipeline::Lean, JitInstructions::Twins);
-    if (!j) ADD_FAILURE() << j.error().message();
-    return std::move(*j);
-  }();
-  return *instance;
-}
+using test::twinJit;
 
 std::vector<uint8_t> hexBytes(const std::string& hex) {
   std::vector<uint8_t> out(hex.size() / 2);
@@ -76,27 +61,16 @@ std::vector<uint8_t> hexBytes(const std::string& hex) {
 
 using GoldenFn = void (*)(const void* a, const void* b, void* c);
 
-/// A function running one recorded instruction on (a, b) into c (c_in in, c_out out).
-Expected<GoldenFn> goldenKernel(Jit& j, const nlohmann::json& r) {
-  const std::string op = r["op"];
-  const bool tile = op[0] == 't';
-  Isa isa = tile ? Isa::Amx : Isa::Avx512;
-  if (!targetSupports(j.target(), isa)) isa = widestIsa(j.target());
-  auto mb = j.newModule(isa, "golden");
-  llvm::LLVMContext& ctx = mb->context();
-  std::string name = mb->module().getModuleIdentifier();
-  auto* fnTy =
-      llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {mb->ptr(), mb->ptr(), mb->ptr()}, false);
-  llvm::Function* fn = mb->createFunction(name, fnTy);
-  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
-  llvm::Value *a = fn->getArg(0), *bv = fn->getArg(1), *c = fn->getArg(2);
+/// One recorded instruction on (a, b) into c (c_in in, c_out out).
+void goldenBody(codegen::ModuleBuilder& mb, llvm::IRBuilder<>& b, const nlohmann::json& r,
+                const std::string& op, bool tile, llvm::Value* a, llvm::Value* bv, llvm::Value* c) {
   if (tile) {
     const int m = r["m"], n = r["n"];
     const int kGroups = op == "tdpbf16ps" ? r["k_pairs"].get<int>() : r["k_quads"].get<int>();
     codegen::TilePalette palette;
     palette.rows = {m, m, kGroups, 0, 0, 0, 0, 0};
     palette.colsb = {4 * n, 4 * kGroups, 4 * n, 0, 0, 0, 0, 0};
-    auto ops = codegen::makeTileOps(*mb);
+    auto ops = codegen::makeTileOps(mb);
     ops->configure(b, palette);
     ops->load(b, 0, c, b.getInt64(4 * n));
     ops->load(b, 1, a, b.getInt64(4 * kGroups));
@@ -118,15 +92,42 @@ Expected<GoldenFn> goldenKernel(Jit& j, const nlohmann::json& r) {
     llvm::Value* out;
     if (op == "vdpbf16ps") {
       auto* floats = llvm::FixedVectorType::get(b.getFloatTy(), 16);
-      out = codegen::emitDotBf16Pairs(*mb, b, b.CreateAlignedLoad(floats, c, llvm::Align(4)), x, y);
+      out = codegen::emitDotBf16Pairs(mb, b, b.CreateAlignedLoad(floats, c, llvm::Align(4)), x, y);
     } else {
-      out = codegen::emitDotU8S8Quads(*mb, b, b.CreateAlignedLoad(ints, c, llvm::Align(4)), x, y);
+      out = codegen::emitDotU8S8Quads(mb, b, b.CreateAlignedLoad(ints, c, llvm::Align(4)), x, y);
     }
     b.CreateAlignedStore(out, c, llvm::Align(4));
   }
+}
+
+using Body = std::function<void(codegen::ModuleBuilder&, llvm::IRBuilder<>&, llvm::Value* a,
+                                llvm::Value* b, llvm::Value* c)>;
+
+/// A JIT-compiled void f(const void* a, const void* b, void* c) whose body `body` emits.
+Expected<GoldenFn> pointerFunction(Jit& j, Isa isa, const char* tag, const Body& body) {
+  auto mb = j.newModule(isa, tag);
+  llvm::LLVMContext& ctx = mb->context();
+  std::string name = mb->module().getModuleIdentifier();
+  auto* fnTy =
+      llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {mb->ptr(), mb->ptr(), mb->ptr()}, false);
+  llvm::Function* fn = mb->createFunction(name, fnTy);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  body(*mb, b, fn->getArg(0), fn->getArg(1), fn->getArg(2));
   b.CreateRetVoid();
   TUNEC_ASSIGN_OR_RETURN(void* address, j.addAndLookup(std::move(mb), name));
   return reinterpret_cast<GoldenFn>(address);
+}
+
+/// A function running one recorded instruction.
+Expected<GoldenFn> goldenKernel(Jit& j, const nlohmann::json& r) {
+  const std::string op = r["op"];
+  const bool tile = op[0] == 't';
+  Isa isa = tile ? Isa::Amx : Isa::Avx512;
+  if (!targetSupports(j.target(), isa)) isa = widestIsa(j.target());
+  return pointerFunction(j, isa, "golden",
+                         [&](codegen::ModuleBuilder& mbr, llvm::IRBuilder<>& b, llvm::Value* a,
+                             llvm::Value* bv,
+                             llvm::Value* c) { goldenBody(mbr, b, r, op, tile, a, bv, c); });
 }
 
 /// Equal bits, or both NaN (payloads are not compared), for f32 results; equal for s32.
@@ -325,7 +326,6 @@ AmxData amxData(const AmxCase& t, std::mt19937& rng, bool smallIntegers) {
 }
 
 TEST(AmxMatmulTwin, EveryGridWithTailsEqualsTheSplitKReference) {
-  SKIP_WITHOUT_AVX512();
   std::mt19937 rng(29);
   for (const AmxCase& t : amxCases()) {
     AmxData d = amxData(t, rng, false);
@@ -356,7 +356,6 @@ TEST(AmxMatmulTwin, EveryGridWithTailsEqualsTheSplitKReference) {
 }
 
 TEST(AmxMatmulTwin, SmallIntegersAreExact) {
-  SKIP_WITHOUT_AVX512();
   std::mt19937 rng(30);
   for (const AmxCase& t : amxCases()) {
     AmxData d = amxData(t, rng, true);
@@ -374,7 +373,6 @@ TEST(AmxMatmulTwin, SmallIntegersAreExact) {
 }
 
 TEST(AmxMatmulTwin, GridsOverEightTilesAreRefusedByName) {
-  SKIP_WITHOUT_AVX512();
   MatmulWorkload w = workloadOf(64, 64, 64, {DType::F32, DType::BF16, DType::F32, DType::F32});
   MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, twinJit().target());
   c.mr = 32, c.nr = 48; // 6 C + 2 A + 3 B
@@ -422,11 +420,14 @@ struct Int8Data {
   std::vector<float> b, bias; // b: the i8 weights as the compiler passes them (integer floats)
 };
 
-/// Full range: A in [0, 255], B in [-128, 127]; small: A in [0, 3], B in [-3, 3].
-Int8Data int8Data(const Int8Case& t, std::mt19937& rng, bool small) {
+/// Full range: A in [0, 255], B in [-128, 127] (or, for the AVX2 kernel, the 7-bit weights
+/// [-64, 64]); small: A in [0, 3], B in [-3, 3].
+Int8Data int8Data(const Int8Case& t, std::mt19937& rng, bool small, bool sevenBit = false) {
   Int8Data d;
+  const int bLo = sevenBit ? -kAvx2Int8WeightLimit : -128,
+            bHi = sevenBit ? kAvx2Int8WeightLimit : 127;
   std::uniform_int_distribution<int> aDist(0, small ? 3 : 255),
-      bDist(small ? -3 : -128, small ? 3 : 127);
+      bDist(small ? -3 : bLo, small ? 3 : bHi);
   d.a.resize(static_cast<size_t>(t.m * t.k));
   for (uint8_t& x : d.a) x = static_cast<uint8_t>(aDist(rng));
   d.b.resize(static_cast<size_t>(t.k * t.n));
@@ -460,11 +461,12 @@ float int8Reference(const Int8Case& t, const Int8Data& d, int64_t i, int64_t j,
 // Every case of `cases` run by `run` on small-integer and full-range data equals the exact
 // integer reference bit for bit.
 void expectExactInt8(const std::vector<Int8Case>& cases, uint32_t seed,
-                     const std::function<AmxRun(const Int8Case&, const Int8Data&)>& run) {
+                     const std::function<AmxRun(const Int8Case&, const Int8Data&)>& run,
+                     bool sevenBit = false) {
   std::mt19937 rng(seed);
   for (bool small : {true, false})
     for (const Int8Case& t : cases) {
-      Int8Data d = int8Data(t, rng, small);
+      Int8Data d = int8Data(t, rng, small, sevenBit);
       AmxRun r = run(t, d);
       ASSERT_TRUE(r.error.empty()) << int8CaseName(t) << ": " << r.error;
       int bad = 0;
@@ -480,7 +482,6 @@ void expectExactInt8(const std::vector<Int8Case>& cases, uint32_t seed,
 }
 
 TEST(AmxInt8MatmulTwin, EveryGridWithTailsEqualsTheExactIntegerReference) {
-  SKIP_WITHOUT_AVX512();
   expectExactInt8(int8Cases(), 41,
                   [](const Int8Case& t, const Int8Data& d) { return runAmxInt8(twinJit(), t, d); });
 }
@@ -490,7 +491,6 @@ TEST(AmxInt8MatmulTwin, EveryGridWithTailsEqualsTheExactIntegerReference) {
 // compensation, bias[n] - sa sb[n] za sum_k wq[k][n] (both folded at compile time). Within
 // f32's rounding of the sums of the double-precision reference, K blocks included.
 TEST(AmxInt8MatmulTwin, ScaleAndZeroPointCompensationDequantizeWithinF32Rounding) {
-  SKIP_WITHOUT_AVX512();
   std::mt19937 rng(43);
   const float sa = 0.0213f;
   const int za = 117;
@@ -532,7 +532,6 @@ TEST(AmxInt8MatmulTwin, ScaleAndZeroPointCompensationDequantizeWithinF32Rounding
 // 255) after the column scale and bias, exactly as the float arithmetic of the reference steps
 // (round half to even; values far enough out to saturate at both ends).
 TEST(AmxInt8MatmulTwin, RequantizingEpilogueWritesTheExactU8) {
-  SKIP_WITHOUT_AVX512();
   std::mt19937 rng(44);
   int saturatedLow = 0, saturatedHigh = 0;
   // Full-range data (the sums' exactness on small integers is tested above).
@@ -570,7 +569,6 @@ TEST(AmxInt8MatmulTwin, RequantizingEpilogueWritesTheExactU8) {
 }
 
 TEST(AmxInt8MatmulTwin, AU8CNeedsTheRequantizingEpilogueAndOneKBlock) {
-  SKIP_WITHOUT_AVX512();
   Int8Case t{32, 32, 128, 128, 32, 32};
   std::mt19937 rng(45);
   Int8Data d = int8Data(t, rng, true);
@@ -590,8 +588,7 @@ TEST(AmxInt8MatmulTwin, AU8CNeedsTheRequantizingEpilogueAndOneKBlock) {
       << run.error;
 }
 
-TEST(AmxInt8MatmulTwin, KBlocksOffTileRowsAndVectorIsasAreRefusedByName) {
-  SKIP_WITHOUT_AVX512();
+TEST(AmxInt8MatmulTwin, KBlocksOffTileRowsOrQuadsAreRefusedByName) {
   MatmulWorkload w = workloadOf(32, 32, 64, {DType::U8, DType::I8, DType::I32, DType::F32});
   MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, twinJit().target());
   ASSERT_EQ(c.isa, Isa::Amx);
@@ -599,14 +596,20 @@ TEST(AmxInt8MatmulTwin, KBlocksOffTileRowsAndVectorIsasAreRefusedByName) {
   Status s = validateMatmulConfig(w, c);
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.error().message().find("multiple of 64"), std::string::npos) << s.error().message();
+  // On the vector ISAs K blocks are whole quads; vpmaddubsw is no target feature of its own.
   MatmulConfig avx = defaultMatmulConfig(w, Isa::Avx2, twinJit().target());
-  avx.isa = Isa::Avx2;
-  s = validateMatmulConfig(w, avx);
-  ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.error().message().find("int8 kernels are AMX (tdpbusd) or AVX-512 VNNI (vpdpbusd) in "
-                                     "this tunec, not avx2"),
-            std::string::npos)
-      << s.error().message();
+  EXPECT_TRUE(validateMatmulConfig(w, avx).isOk());
+  avx.kc = 30;
+  EXPECT_NE(validateMatmulConfig(w, avx).error().message().find("multiples of 4"),
+            std::string::npos);
+  Target noVnni = twinJit().target();
+  noVnni.avx512vnni = noVnni.amx = false;
+  EXPECT_EQ(kernelIsa(w, Isa::Avx512, noVnni), Isa::Avx2);
+  EXPECT_NE(checkTargetSupports(noVnni, Isa::Avx512, w.types)
+                .error()
+                .message()
+                .find("its int8 kernels run on avx2 (vpmaddubsw)"),
+            std::string::npos);
 }
 
 // ---- the int8 VNNI matmul (vpdpbusd on AVX-512): the same quads, in vector registers ----
@@ -625,14 +628,12 @@ AmxRun runVnniInt8(Jit& j, const Int8Case& t, const Int8Data& d, int repeats = 1
 }
 
 TEST(VnniInt8MatmulTwin, EveryGridWithTailsEqualsTheExactIntegerReference) {
-  SKIP_WITHOUT_AVX512();
   expectExactInt8(vnniCases(), 51, [](const Int8Case& t, const Int8Data& d) {
     return runVnniInt8(twinJit(), t, d);
   });
 }
 
 TEST(VnniInt8MatmulTwin, KOffWholeQuadsIsRefusedByName) {
-  SKIP_WITHOUT_AVX512();
   Int8Case t{8, 16, 50, 50, 4, 16};
   std::mt19937 rng(52);
   Int8Data d = int8Data(t, rng, true);
@@ -652,6 +653,159 @@ TEST(VnniInt8MatmulReal, EqualsItsTwinBitForBit) {
     ASSERT_TRUE(twin.error.empty() && real.error.empty()) << twin.error << real.error;
     for (size_t i = 0; i < twin.out.size(); ++i)
       ASSERT_EQ(bitsOf(real.out[i]), bitsOf(twin.out[i])) << int8CaseName(t) << " element " << i;
+  }
+}
+
+// ---- the AVX2 int8 kernel (vpmaddubsw + vpmaddwd): real on every machine tunec runs on ----
+
+std::vector<Int8Case> avx2Cases() {
+  return casesOf({{1, 8}, {4, 16}, {6, 8}, {3, 24}, {2, 32}},
+                 {{1, 8, 64}, {17, 33, 52}, {40, 64, 192}, {33, 47, 8}, {20, 32, 1000}});
+}
+
+AmxRun runAvx2Int8(Jit& j, const Int8Case& t, const Int8Data& d) {
+  return runAmxKernel(j, t.m, t.n, t.k, t.kc, t.mr, t.nr,
+                      {DType::U8, DType::I8, DType::I32, DType::F32}, d.a.data(), d.b.data(),
+                      d.bias.data(), 1, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}}, nullptr,
+                      Isa::Avx2);
+}
+
+TEST(Avx2Int8Matmul, EveryTileWithTailsEqualsTheExactIntegerReference) {
+  expectExactInt8(
+      avx2Cases(), 61,
+      [](const Int8Case& t, const Int8Data& d) { return runAvx2Int8(jit(), t, d); }, true);
+}
+
+TEST(Avx2Int8MatmulTwin, EqualsTheInstructionsBitForBit) {
+  std::mt19937 rng(62);
+  for (const Int8Case& t : avx2Cases()) {
+    Int8Data d = int8Data(t, rng, false, true);
+    AmxRun twin = runAvx2Int8(twinJit(), t, d), real = runAvx2Int8(jit(), t, d);
+    ASSERT_TRUE(twin.error.empty() && real.error.empty()) << twin.error << real.error;
+    for (size_t i = 0; i < twin.out.size(); ++i)
+      ASSERT_EQ(bitsOf(real.out[i]), bitsOf(twin.out[i])) << int8CaseName(t) << " element " << i;
+  }
+}
+
+TEST(Avx2Int8Matmul, WeightsBeyondSevenBitsAndComputedBAreRefusedByName) {
+  Int8Case t{8, 16, 64, 64, 4, 16};
+  std::mt19937 rng(63);
+  Int8Data d = int8Data(t, rng, false, true);
+  d.b[37] = 65.f;
+  AmxRun run = runAvx2Int8(jit(), t, d);
+  EXPECT_NE(run.error.find("needs 7-bit weights (|w| <= 64"), std::string::npos) << run.error;
+  EXPECT_NE(run.error.find("weight 37 is 65"), std::string::npos) << run.error;
+  MatmulWorkload w = workloadOf(8, 16, 64, {DType::U8, DType::I8, DType::I32, DType::F32});
+  w.constantB = false;
+  MatmulConfig c = defaultMatmulConfig(w, Isa::Avx2, hostTarget());
+  EXPECT_NE(validateMatmulConfig(w, c).error().message().find("packed at compile time"),
+            std::string::npos);
+}
+
+// ---- lane instructions: the AVX2 int8 dot and vcvtneps2bf16, against the silicon's rules ----
+
+/// c = emit(a, b, c) over one vector of each (a and b of `in`, c of `out`), through `j`.
+Expected<GoldenFn>
+laneKernel(Jit& j, Isa isa, llvm::Type* (*in)(llvm::LLVMContext&),
+           llvm::Type* (*out)(llvm::LLVMContext&),
+           const std::function<llvm::Value*(codegen::ModuleBuilder&, llvm::IRBuilder<>&,
+                                            llvm::Value*, llvm::Value*, llvm::Value*)>& emit) {
+  return pointerFunction(j, isa, "lane",
+                         [&](codegen::ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* a,
+                             llvm::Value* bv, llvm::Value* c) {
+                           llvm::LLVMContext& ctx = mb.context();
+                           llvm::Value* x = b.CreateAlignedLoad(in(ctx), a, llvm::Align(4));
+                           llvm::Value* y = b.CreateAlignedLoad(in(ctx), bv, llvm::Align(4));
+                           llvm::Value* cv = b.CreateAlignedLoad(out(ctx), c, llvm::Align(2));
+                           b.CreateAlignedStore(emit(mb, b, x, y, cv), c, llvm::Align(2));
+                         });
+}
+
+llvm::Type* eightInts(llvm::LLVMContext& ctx) {
+  return llvm::FixedVectorType::get(llvm::Type::getInt32Ty(ctx), 8);
+}
+
+// vpmaddubsw saturates each pair sum to s16, vpmaddwd adds the pairs exactly: the model the
+// twin follows, and what the instructions give, at the extremes (255 x 127, 255 x -128, pairs
+// that leave s16 either way) and on random bytes; with |b| <= 64 it is the plain quad sum.
+TEST(Avx2Int8Dot, TwinAndInstructionsSaturateThePairSumsAlike) {
+  auto dot = [](codegen::ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y,
+                llvm::Value* c) { return codegen::emitDotU8S8QuadsAvx2(mb, b, c, x, y); };
+  auto real = laneKernel(jit(), Isa::Avx2, eightInts, eightInts, dot);
+  auto twin = laneKernel(twinJit(), Isa::Avx2, eightInts, eightInts, dot);
+  ASSERT_TRUE(real.isOk() && twin.isOk());
+  std::mt19937 rng(64);
+  const int extremes[] = {127, -128, -127, 64, -64, 0, 1, -1};
+  int saturated = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::array<uint8_t, 32> a, b;
+    std::array<int32_t, 8> c, got, again;
+    const bool sevenBit = trial % 4 == 3;
+    for (int i = 0; i < 32; ++i) {
+      a[i] = trial % 2 ? 255 : static_cast<uint8_t>(rng());
+      int w = trial % 3 ? extremes[rng() % 8] : static_cast<int8_t>(rng());
+      if (sevenBit) w = std::clamp(w, -kAvx2Int8WeightLimit, kAvx2Int8WeightLimit);
+      b[i] = static_cast<uint8_t>(static_cast<int8_t>(w));
+    }
+    for (int32_t& x : c) x = static_cast<int32_t>(rng());
+    got = c, again = c;
+    (*real)(a.data(), b.data(), got.data());
+    (*twin)(a.data(), b.data(), again.data());
+    for (int lane = 0; lane < 8; ++lane) {
+      int64_t want = c[lane], exact = c[lane];
+      for (int pair = 0; pair < 2; ++pair) {
+        int i = 4 * lane + 2 * pair;
+        int sum = a[i] * static_cast<int8_t>(b[i]) + a[i + 1] * static_cast<int8_t>(b[i + 1]);
+        saturated += sum != std::clamp(sum, -32768, 32767);
+        want += std::clamp(sum, -32768, 32767), exact += sum;
+      }
+      EXPECT_EQ(got[lane], static_cast<int32_t>(want)) << "trial " << trial << " lane " << lane;
+      EXPECT_EQ(again[lane], got[lane]) << "trial " << trial << " lane " << lane;
+      if (sevenBit) {
+        EXPECT_EQ(got[lane], static_cast<int32_t>(exact)) << "7-bit weights, lane " << lane;
+      }
+    }
+  }
+  EXPECT_GT(saturated, 50) << "the extremes must reach the saturation";
+}
+
+/// vcvtneps2bf16 as the SDM defines it: denormals to signed zeros, NaNs quieted, else round to
+/// nearest even.
+uint16_t sdmBf16(uint32_t x) {
+  if ((x & 0x7f800000u) == 0) return static_cast<uint16_t>((x >> 16) & 0x8000u);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+llvm::Type* sixteenFloats(llvm::LLVMContext& ctx) {
+  return llvm::FixedVectorType::get(llvm::Type::getFloatTy(ctx), 16);
+}
+llvm::Type* sixteenHalves(llvm::LLVMContext& ctx) {
+  return llvm::FixedVectorType::get(llvm::Type::getInt16Ty(ctx), 16);
+}
+
+// The twin of vcvtneps2bf16 on ties, denormals, infinities, NaNs, the largest finite values and
+// random bits; on a CPU with AVX512-BF16 the instruction gives the same bits.
+TEST(Bf16RoundingTwin, FollowsTheInstructionsDefinition) {
+  auto round = [](codegen::ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value*,
+                  llvm::Value*) { return codegen::emitRoundToBf16(mb, b, x); };
+  std::vector<std::pair<Jit*, const char*>> jits = {{&twinJit(), "twin"}};
+  if (test::hostRunsBf16()) jits.push_back({&jit(), "vcvtneps2bf16"});
+  std::mt19937 rng(65);
+  std::vector<uint32_t> values = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x00000001u, 0x807fffffu,
+                                  0x00800000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7f800001u,
+                                  0xffc00000u, 0x7f7fffffu, 0xff7f8000u, 0x7f7f7fffu, 0x3effffffu};
+  while (values.size() % 16 || values.size() < 16 * 40) values.push_back(rng());
+  for (auto [j, what] : jits) {
+    auto fn = laneKernel(*j, Isa::Avx512, sixteenFloats, sixteenHalves, round);
+    ASSERT_TRUE(fn.isOk()) << fn.error().message();
+    for (size_t at = 0; at < values.size(); at += 16) {
+      std::array<uint16_t, 16> out{};
+      (*fn)(values.data() + at, values.data() + at, out.data());
+      for (size_t i = 0; i < 16; ++i)
+        ASSERT_EQ(out[i], sdmBf16(values[at + i]))
+            << what << " on 0x" << std::hex << values[at + i];
+    }
   }
 }
 

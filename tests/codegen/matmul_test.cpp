@@ -359,14 +359,6 @@ TEST(WeightPacking, MatmulPanelsCarryTypeLayoutAndZeroPadding) {
 
 // ---- bf16 (vdpbf16ps): inputs rounded to bf16, f32 accumulation, an f32 or bf16 C ----
 
-bool hostHasBf16() {
-  return hostTarget().avx512bf16 && targetSupports(hostTarget(), Isa::Avx512);
-}
-
-#define SKIP_WITHOUT_BF16()                                                                        \
-  if (!hostHasBf16())                                                                              \
-  GTEST_SKIP() << "this machine has no avx512_bf16 (vdpbf16ps): bf16 kernels cannot run here"
-
 // The bf16 bits of a tensor's values (round to nearest even), and the values they stand for.
 std::vector<uint16_t> bf16Bits(const Tensor& t) {
   std::vector<uint16_t> out(static_cast<size_t>(t.numel()));
@@ -399,7 +391,8 @@ void checkBf16(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& e
   Tensor ra = roundedToBf16(a), rb = roundedToBf16(b),
          radd = bf16C ? roundedToBf16(addend) : addend;
   std::vector<uint16_t> aBits = bf16Bits(a), bBits = bf16Bits(b), addBits = bf16Bits(addend);
-  auto kernel = compileMatmul(jit(), w, c, epi, w.constantB ? b.dataAs<float>() : nullptr);
+  auto kernel =
+      compileMatmul(test::bf16Jit(), w, c, epi, w.constantB ? b.dataAs<float>() : nullptr);
   ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
   const size_t outElems = static_cast<size_t>(w.batch * w.m * w.n);
   std::vector<float> outF(outElems, 1234.5f);
@@ -440,7 +433,6 @@ MatmulWorkload bf16Workload(int64_t m, int64_t n, int64_t k, DType dst, DType sr
 // tails (m, n not multiples of the tile), K blocks (kc < k), constant and runtime B, an f32 and
 // a bf16 C, a bf16 A and an f32 A the kernel converts (then also transposed, and odd k).
 TEST(Bf16Matmul, EveryTileIsExactOnSmallIntegers) {
-  SKIP_WITHOUT_BF16();
   std::mt19937 rng(7);
   int checked = 0;
   for (int nr = 16; nr <= 64; nr += 16)
@@ -453,7 +445,7 @@ TEST(Bf16Matmul, EveryTileIsExactOnSmallIntegers) {
         MatmulWorkload w = bf16Workload(2 * mr + 1, nr + 5 + (mr % 3) * 16, k, dst, src);
         w.transA = converted && mr % 3 == 0;
         w.constantB = (mr + nr / 16) % 2 == 0;
-        MatmulConfig c = defaultMatmulConfig(w, Isa::Avx512, hostTarget());
+        MatmulConfig c = defaultMatmulConfig(w, Isa::Avx512, test::bf16Jit().target());
         c.mr = mr, c.nr = nr;
         c.mc = (w.m + mr - 1) / mr * mr, c.nc = (w.n + nr - 1) / nr * nr;
         if (dst == DType::F32 && mr % 2) c.kc = 16; // several K blocks, accumulated in C
@@ -474,7 +466,6 @@ TEST(Bf16Matmul, EveryTileIsExactOnSmallIntegers) {
 // batches, broadcast and per-batch B, two threads, epilogues (activations, residual), f32 and
 // bf16 C. Within f32 accumulation's bound of the reference on the bf16-rounded operands.
 TEST(Bf16Matmul, RandomConfigsMatchReferenceOnRoundedOperands) {
-  SKIP_WITHOUT_BF16();
   std::mt19937 rng(11);
   int checked = 0;
   for (int trial = 0; trial < 60; ++trial) {
@@ -514,12 +505,12 @@ TEST(Bf16Matmul, RandomConfigsMatchReferenceOnRoundedOperands) {
 // The bf16 GEMM against the f32 one on the same f32 data: the error bf16's 8-bit significand
 // brings, which a user of `--dtype bf16` accepts (relative L2 below 1e-2 at k = 768).
 TEST(Bf16Matmul, StaysWithinBf16PrecisionOfTheF32Result) {
-  SKIP_WITHOUT_BF16();
   std::mt19937 rng(3);
   MatmulWorkload w = bf16Workload(64, 96, 768, DType::F32);
   w.constantB = true;
   Tensor a = randomTensor(Shape{1, w.m, w.k}, rng), b = randomTensor(Shape{w.k, w.n}, rng);
-  auto kernel = compileMatmul(jit(), w, defaultMatmulConfig(w, Isa::Avx512, hostTarget()), {},
+  auto kernel = compileMatmul(test::bf16Jit(), w,
+                              defaultMatmulConfig(w, Isa::Avx512, test::bf16Jit().target()), {},
                               b.dataAs<float>());
   ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
   std::vector<uint16_t> aBits = bf16Bits(a);

@@ -27,6 +27,32 @@ inline Jit& jit() {
   return *instance;
 }
 
+/// The twin JIT: a target with every feature of tunec's table (AVX-512, BF16, VNNI, AMX) and this
+/// CPU's caches, whose AMX, BF16 and VNNI instructions are emitted as their twins; LLVM legalizes
+/// the wide vectors to this CPU's, so its kernels run, with the target's arithmetic bit for bit,
+/// on any x86-64 machine (codegen/jit.h). For tests only.
+inline Jit& twinJit() {
+  static std::unique_ptr<Jit> instance = [] {
+    Target t = hostTarget();
+    t.avx512f = t.avx512bw = t.avx512vl = t.avx512dq = t.avx512bf16 = t.avx512vnni = t.amx = true;
+    auto j = Jit::create(t, JitPipeline::Lean, JitInstructions::Twins);
+    if (!j) ADD_FAILURE() << j.error().message();
+    return std::move(*j);
+  }();
+  return *instance;
+}
+
+/// Whether this CPU runs the real vdpbf16ps (AVX-512 with avx512_bf16).
+inline bool hostRunsBf16() {
+  return hostTarget().avx512bf16 && targetSupports(hostTarget(), Isa::Avx512);
+}
+
+/// The JIT for bf16 kernels: the real instructions where this CPU has them, else the twins (the
+/// same kernels, exactly, on a CPU without AVX512-BF16).
+inline Jit& bf16Jit() {
+  return hostRunsBf16() ? jit() : twinJit();
+}
+
 /// Uniform values in [-1, 1): random data, never zeros.
 inline Tensor randomTensor(Shape shape, std::mt19937& rng) {
   Tensor t(DType::F32, std::move(shape));
