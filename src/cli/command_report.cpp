@@ -72,8 +72,7 @@ std::string taskChart(const TaskSeries& t) {
   for (size_t i = 0; i < t.bestAfter.size(); ++i)
     svg << chart.px(static_cast<double>(i + 1)) << "," << chart.py(t.bestAfter[i]) << " ";
   svg << "\"/></svg>";
-  return "<figure style=\"display:inline-block;margin:4px\">" + svg.str() +
-         "<figcaption style=\"max-width:300px;font-size:12px\">" + escapeHtml(t.label) + " (x" +
+  return "<figure class=\"chart\">" + svg.str() + "<figcaption>" + escapeHtml(t.label) + " (x" +
          fmt("%g", t.weight) + "): best " + fmt("%.1f", t.best) + " GFLOP/s at trial " +
          std::to_string(t.bestAt) + " of " + std::to_string(t.trials) + "</figcaption></figure>\n";
 }

@@ -133,6 +133,24 @@ check "report: one table row per task ($n of $tasks)" test "$n" -eq "$tasks"
 check "report: sorting by best GFLOP/s orders the rows" python3 -c "v=[float(x) for x in '$values'.split()]; exit(v != sorted(v))"
 check "report: a convergence curve per task" test "$(grep -o '<svg class="task"' report.dom | wc -l)" -eq "$tasks"
 check "profile: the roofline is drawn" grep -q '<svg id="roofline"' profile.dom
+# The policy runs only the page's own script and style (their SHA-256, no 'unsafe-inline'): the
+# sort above ran, and a script or style that markup escaping missed would not. A copy of the page
+# with an injected script (setting an attribute) and style attribute shows both blocked.
+for page in profile report; do
+  check "$page: the CSP allows no unsafe-inline" test "$(grep -c "unsafe-inline" $page.html)" -eq 0
+  check "$page: the CSP names the script's and the style's SHA-256" \
+    grep -q "style-src 'sha256-[A-Za-z0-9+/=]*'; script-src 'sha256-[A-Za-z0-9+/=]*'" $page.html
+done
+sed 's|<h1>|<h1 style="display:none" id="hidden"><script>document.body.setAttribute("data-injected","1")</script>|' \
+  profile.html > injected.html
+browse --dump-dom "file://$tmp/injected.html#sort=steps:1:desc" > injected.dom
+check "an injected inline script does not run" test "$(grep -c 'data-injected="1"' injected.dom)" -eq 0
+# The check can fail: without the policy the same script runs.
+sed 's|<meta http-equiv="Content-Security-Policy"[^>]*>||' injected.html > unguarded.html
+browse --dump-dom "file://$tmp/unguarded.html" > unguarded.dom
+check "the injection check sees a script run on a page without the policy (control)" \
+  grep -q 'data-injected="1"' unguarded.dom
+check "the page's own script still runs beside it" test "$(rows injected.dom steps 1 | cut -d' ' -f1)" -eq "$steps"
 
 if [ -n "$shots" ]; then
   cp profile.png "$shots/profile.png"
