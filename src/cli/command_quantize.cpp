@@ -8,6 +8,7 @@
 #include "frontend/tensor_io.h"
 #include "reference/reference.h"
 #include "support/terminal_text.h"
+#include "templates/isa.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -38,6 +39,9 @@ const CommandSpec kQuantizeSpec{
          "skip a calibration sample holding a NaN or infinity, with a warning naming it (by "
          "default it is an error)"},
         {"per-channel", "", "one weight scale per output channel"},
+        {"weight-bits", "8|7",
+         "weight range: 8 bits ([-127, 127], default) or 7 ([-64, 64]): AVX2's int8 kernel "
+         "(vpmaddubsw) takes 7-bit weights as they are and halves 8-bit ones at compile time"},
         {"activations", "u8|s8", "activation type: u8 asymmetric (default) or s8 symmetric"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
     },
@@ -117,6 +121,9 @@ int commandQuantize(const std::vector<std::string>& argv) {
                 "--random N for random ones");
   QuantizeOptions options;
   options.perChannel = args->has("per-channel");
+  std::string bits = args->get("weight-bits", "8");
+  if (bits != "8" && bits != "7") return fail("tunec quantize: --weight-bits must be 8 or 7");
+  options.weightLimit = bits == "8" ? 127 : kAvx2Int8WeightLimit;
   std::string act = args->get("activations", "u8");
   if (act != "u8" && act != "s8") return fail("tunec quantize: --activations must be u8 or s8");
   options.activations = act == "u8" ? DType::U8 : DType::I8;

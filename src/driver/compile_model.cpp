@@ -577,12 +577,21 @@ std::string compileReport(const CompiledModel& model) {
           "with the --precision they were tuned with to use them, or tune at this one\n";
   const CompileStats& s = model.stats;
   os << stepsSummary(s) << "\n";
-  if (s.quantizeSteps || s.quantizeNodesImported)
+  if (s.quantizeSteps || s.quantizeNodesImported) {
     os << "quantized model (" << s.quantizeNodesImported
-       << " QuantizeLinear/DequantizeLinear nodes): tunec has no int8 kernels yet, so every heavy "
-          "kernel runs dequantized in fp32 (constant weights dequantized at compile time), "
-          "activation round trips run as f32 arithmetic and "
+       << " QuantizeLinear/DequantizeLinear nodes): " << s.int8Kernels
+       << " MatMul/Gemm layers of u8 activations and constant s8 weights run as int8 kernels; "
+          "the other heavy kernels run dequantized in fp32 (int8 convolutions are not built "
+          "yet; constant weights dequantized at compile time), activation round trips as f32 "
+          "arithmetic, and "
        << s.quantizeSteps << " quantize steps as element steps\n";
+    if (s.halvedInt8Kernels)
+      os << "warning: " << s.halvedInt8Kernels << " int8 kernel"
+         << (s.halvedInt8Kernels > 1 ? "s have" : " has")
+         << " 8-bit weights, which AVX2's vpmaddubsw kernel halves to 7 bits (one bit of each "
+            "weight lost); quantize with 'tunec quantize --weight-bits 7' to keep them exact on "
+            "AVX2 targets\n";
+  }
   char line[200];
   std::snprintf(
       line, sizeof(line),

@@ -62,9 +62,10 @@ struct CompileStats {
           aliases = 0;
   int64_t foldedTransposes = 0; ///< read or written in place by a matmul (strided operands)
   /// QuantizeLinear / DequantizeLinear run as element steps, and those of the imported model
-  /// (set by whoever imported it; the passes turn round trips into f32 arithmetic): no heavy
-  /// kernel computes in int8 yet, so quantized anchors run dequantized (the report says so).
-  int64_t quantizeSteps = 0, quantizeNodesImported = 0;
+  /// (set by whoever imported it; the passes turn round trips into f32 arithmetic). Quantized
+  /// matmuls run as int8 kernels (some with their weights halved to 7 bits for AVX2); the other
+  /// quantized anchors run dequantized (the report says so).
+  int64_t quantizeSteps = 0, quantizeNodesImported = 0, int8Kernels = 0, halvedInt8Kernels = 0;
   int64_t arenaBytes = 0, arenaLowerBound = 0, intermediateBytes = 0, constantBytes = 0;
 };
 

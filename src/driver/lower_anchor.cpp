@@ -350,14 +350,28 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
   const Value& bv = g.value(n.inputs[1]);
   const Shape& as = av.type.shape;
   const Shape& bs = bv.type.shape;
-  if (av.type.dtype != DType::F32 || bv.type.dtype != DType::F32 || as.rank() < 2 ||
-      bs.rank() < 2) {
+  // An IntegerMatMul (passes/lower_quantized_matmuls.cpp): u8 A times constant s8 weights, which
+  // the compiler passes to the packer as integer floats.
+  const bool integer = n.kind == OpKind::IntegerMatMul;
+  if (integer && (!bv.constant || bs.rank() != 2 || as.rank() < 2)) {
+    l.unsupported(n, "an int8 matmul needs constant 2-d s8 weights and an A of rank >= 2");
+    return false;
+  }
+  if (!integer && (av.type.dtype != DType::F32 || bv.type.dtype != DType::F32 || as.rank() < 2 ||
+                   bs.rank() < 2)) {
     l.unsupported(n, "only f32 matmul with operands of rank >= 2 is compiled");
     return false;
   }
   MatmulWorkload& w = mo.w;
   w.threads = l.options().threads;
-  mo.bData = bv.constant ? floatData(bv) : nullptr;
+  if (integer) {
+    const auto* q = bv.constant->dataAs<int8_t>();
+    mo.scaledB.assign(q, q + bs.numel());
+    mo.bData = mo.scaledB.data();
+    w.types = {DType::U8, DType::I8, DType::I32, DType::F32};
+  } else {
+    mo.bData = bv.constant ? floatData(bv) : nullptr;
+  }
   mo.result = n.outputs[0];
   if (n.kind == OpKind::Gemm) {
     const auto& a = std::get<GemmAttrs>(n.attrs);
@@ -395,7 +409,7 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
   // --precision bf16: weights packed to bf16, A rounded per block by the kernel, f32 out; on AMX,
   // or on vdpbf16ps where that beats the FMA.
   const Target& target = l.options().target;
-  if (l.options().precision == Precision::Bf16 && w.constantB &&
+  if (!integer && l.options().precision == Precision::Bf16 && w.constantB &&
       (bf16GemmIsa(target) == Isa::Amx || vectorBf16Pays(target)))
     w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
   mo.aSource = n.inputs[0], mo.bSource = n.inputs[1];
@@ -427,6 +441,22 @@ std::string matmulDims(const MatmulWorkload& w) {
          std::to_string(w.k);
 }
 
+// The AVX2 int8 kernel takes 7-bit weights (kAvx2Int8WeightLimit: vpmaddubsw's s16 pair sums
+// must not saturate). Weights beyond it are halved, rounding half to even, and the sums doubled
+// in the epilogue, as oneDNN does there: one bit of the weights' precision. Returns whether.
+bool halveWeightsForAvx2(MatmulOperands& mo, EpilogueBuild& e) {
+  bool fits = std::all_of(mo.scaledB.begin(), mo.scaledB.end(), [](float v) {
+    return std::abs(v) <= static_cast<float>(kAvx2Int8WeightLimit);
+  });
+  if (fits) return false;
+  for (float& v : mo.scaledB) v = std::nearbyint(v / 2.f);
+  if (!e.epilogue.empty() && e.epilogue.front().kind == PostOpKind::ScalePerColumn)
+    for (float& s : e.scales) s *= 2.f;
+  else
+    e.epilogue.insert(e.epilogue.begin(), PostOp{PostOpKind::Scale, 2.f});
+  return true;
+}
+
 bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   const Node& n = l.graph().node(kernel.anchor);
   MatmulOperands mo;
@@ -452,6 +482,8 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   if (!buildEpilogue(l, kernel, w.n, Phys::Plain, e)) return false;
   HeavyKernel hk;
   auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
+  bool halved = false;
+  if (isInt8Gemm(w.types) && c.isa == Isa::Avx2) halved = halveWeightsForAvx2(mo, e);
   codegen::PackedWeights packed;
   Expected<int> code = -1;
   if (l.module()) code = l.module()->addMatmul(w, c, e.epilogue, mo.bData, packed);
@@ -466,6 +498,10 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(mo.bSource, Phys::Plain);
   if (w.splitN) hk.label += " split " + std::to_string(w.n / w.splitN) + " ways";
   if (isBf16Gemm(w.types)) hk.label += " in bf16";
+  if (isInt8Gemm(w.types)) {
+    hk.label += halved ? " in int8 (weights halved to 7 bits)" : " in int8";
+    l.noteInt8Kernel(halved);
+  }
   std::string label = hk.label;
   // Read through an NHWC view, the matmul's rows are the NHWC layout of the result.
   Phys phys = kernel.nhwcView >= 0 ? Phys::Nhwc : Phys::Plain;

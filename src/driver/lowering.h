@@ -78,6 +78,10 @@ public:
   void addStep(rt::Step step, std::vector<int> reads, std::vector<int> writes);
   void noteHeavy(HeavyKernel k) { kernels_.push_back(std::move(k)); }
   void noteQuantizeStep() { ++stats_.quantizeSteps; }
+  void noteInt8Kernel(bool halvedWeights) {
+    ++stats_.int8Kernels;
+    stats_.halvedInt8Kernels += halvedWeights;
+  }
   void unsupported(const Node& node, const std::string& why);
   /// Logical row-major strides of a tensor of `shape` stored in layout `phys`.
   static std::vector<int64_t> logicalStrides(const Shape& shape, Phys phys);

@@ -347,10 +347,15 @@ private:
   }
 
   // Evaluates a node whose inputs are all constant and whose outputs are small (shape
-  // arithmetic), replacing its outputs by constants so that later ops see static values.
+  // arithmetic), replacing its outputs by constants so that later ops see static values. The
+  // DequantizeLinear of constant integer weights stays: lower-quantized-matmuls reads the s8
+  // weights of an int8 layer from it (fold-constants folds the others).
   Status foldIfConstant(NodeId id) {
     if (!options_.evaluator) return {};
     const Node& node = graph_.node(id);
+    if (node.kind == OpKind::DequantizeLinear &&
+        graph_.value(node.inputs[0]).type.dtype == DType::I8)
+      return {};
     for (ValueId in : node.inputs)
       if (in != kNoValue && !graph_.value(in).constant) return {};
     for (ValueId out : node.outputs)

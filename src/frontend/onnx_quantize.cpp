@@ -78,10 +78,11 @@ onnx::NodeProto quantNode(const char* op, const std::string& name, std::vector<s
   return n;
 }
 
-// Symmetric int8 weights: q = clip(rint(w / s), -127, 127) with s = max |w| / 127, per tensor or
-// per slice of `axis`.
-void quantizeWeights(const Tensor& w, int64_t axis, bool perChannel, Tensor& q, Tensor& scale,
-                     Tensor& zeroPoint) {
+// Symmetric int8 weights: q = clip(rint(w / s), -L, L) with s = max |w| / L (L = 127, or 64
+// for 7-bit weights), per tensor or per slice of `axis`.
+void quantizeWeights(const Tensor& w, int64_t axis, bool perChannel, int limit, Tensor& q,
+                     Tensor& scale, Tensor& zeroPoint) {
+  const double l = limit;
   const Shape& s = w.shape();
   int64_t channels = perChannel ? s[static_cast<int>(axis)] : 1, inner = 1;
   for (int d = static_cast<int>(axis) + 1; d < s.rank(); ++d) inner *= s[d];
@@ -96,13 +97,13 @@ void quantizeWeights(const Tensor& w, int64_t axis, bool perChannel, Tensor& q, 
   zeroPoint = Tensor(DType::I8, paramShape);
   for (int64_t c = 0; c < channels; ++c) {
     double m = maxAbs[static_cast<size_t>(c)];
-    scale.setDouble(c, static_cast<float>(m > 0 ? m / 127 : 1.0));
+    scale.setDouble(c, static_cast<float>(m > 0 ? m / l : 1.0));
   }
   q = Tensor(DType::I8, s);
   for (int64_t i = 0; i < w.numel(); ++i) {
     float sc = static_cast<float>(scale.getDouble(channelOf(i)));
     float v = std::nearbyint(static_cast<float>(w.getDouble(i)) / sc);
-    q.setInt(i, static_cast<int64_t>(std::clamp(v, -127.f, 127.f)));
+    q.setInt(i, static_cast<int64_t>(std::clamp(v, static_cast<float>(-l), static_cast<float>(l))));
   }
 }
 
@@ -167,7 +168,7 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
       std::string wName = n.input(1) + "_" + n.name() + "_quantized";
       Tensor q, scale, zp;
       int64_t axis = outputAxis(n);
-      quantizeWeights(w, axis, options.perChannel, q, scale, zp);
+      quantizeWeights(w, axis, options.perChannel, options.weightLimit, q, scale, zp);
       addInitializer(g, q, wName);
       addInitializer(g, scale, wName + "_scale");
       addInitializer(g, zp, wName + "_zero_point");

@@ -18,6 +18,8 @@ namespace tunec {
 
 struct QuantizeOptions {
   bool perChannel = false;       ///< weights: one scale per output channel
+  int weightLimit = 127;         ///< weights in [-limit, limit]: 127 (8 bits), or 64 (7 bits,
+                                 ///< which AVX2's int8 kernel takes as they are)
   DType activations = DType::U8; ///< u8 (asymmetric) or i8 (symmetric around 0)
   std::string method = "minmax"; ///< the only calibration method so far
 };

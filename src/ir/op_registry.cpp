@@ -215,6 +215,17 @@ InferResult inferMatMul(const OpAttrs&, Inputs in, int) {
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
 
+// u8 A x s8 B with MatMul's shapes: the integer sums, as f32 (passes/lower_quantized_matmuls.cpp).
+InferResult inferIntegerMatMul(const OpAttrs& attrs, Inputs in, int numOutputs) {
+  if (in[0]->dtype != DType::U8 || in[1]->dtype != DType::I8)
+    return makeError("IntegerMatMul multiplies a u8 A by an s8 B, not ", dtypeName(in[0]->dtype),
+                     " by ", dtypeName(in[1]->dtype));
+  TensorType a = *in[0], b = *in[1];
+  a.dtype = b.dtype = DType::F32;
+  const TensorType* asF32[] = {&a, &b};
+  return inferMatMul(attrs, Inputs(asF32, 2), numOutputs);
+}
+
 // ---- normalization, pooling, reduction ------------------------------------------------------
 
 InferResult inferSoftmax(const OpAttrs& attrs, Inputs in, int) {
@@ -597,6 +608,8 @@ Row rowFor(OpKind kind) {
     return {M2M, 2, 3, 1, 1, inferGemm, gemmFlops};
   case OpKind::MatMul:
     return {M2M, 2, 2, 1, 1, inferMatMul, matmulFlops};
+  case OpKind::IntegerMatMul:
+    return {M2M, 2, 2, 1, 1, inferIntegerMatMul, matmulFlops};
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
   case OpKind::Hardmax:

@@ -349,7 +349,8 @@ Epilogue FusedKernel::postOps() const {
 }
 
 bool isAnchor(OpKind kind) {
-  return kind == OpKind::Conv || kind == OpKind::Gemm || kind == OpKind::MatMul;
+  return kind == OpKind::Conv || kind == OpKind::Gemm || kind == OpKind::MatMul ||
+         kind == OpKind::IntegerMatMul;
 }
 
 TemplateKind anchorTemplate(const Graph& graph, const Node& anchor) {

@@ -14,6 +14,7 @@ Status runReferenceNode(const Node& node, std::span<const Tensor* const> inputs,
   case OpKind::Gemm:
     return gemm(node, inputs, outputs);
   case OpKind::MatMul:
+  case OpKind::IntegerMatMul: // exact: the integer products and sums are exact in double
     return matmul(node, inputs, outputs);
   case OpKind::MaxPool:
   case OpKind::AveragePool:

@@ -245,11 +245,60 @@ void runArgReduce(const void* in, int64_t* out, int64_t outer, int64_t len, int6
     }
 }
 
+namespace {
+
+// QuantizeLinear of a dense f32 tensor to u8 or s8 with one scale and zero point (how a QDQ
+// model quantizes the input of each int8 kernel): the element loop below, without its per-element
+// indexing and dispatch, in a form the compiler vectorizes. Returns false when not applicable.
+template <typename Q>
+void quantizeDense(const float* x, float scale, float zp, float lo, float hi, Q* y, int64_t n) {
+  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer, ties to even (the default
+  // rounding mode, as nearbyint), for |v| < 2^22; v is clamped into that range first, past the
+  // type's range, so the saturation is the same.
+  const float magic = 12582912.f, bound = 4194304.f;
+  for (int64_t e = 0; e < n; ++e) {
+    float v = x[e] / scale;
+    v = v < -bound ? -bound : (v > bound ? bound : v);
+    float q = (v + magic) - magic + zp;
+    q = q < lo ? lo : (q > hi ? hi : q);
+    y[e] = static_cast<Q>(q != q ? zp : q); // NaN (of x or of x / scale): the zero point
+  }
+}
+
+bool quantizeFast(const TypedProgram& p, void* out, const void* const* inputs, int64_t total) {
+  if (p.op != TypedOp::QuantizeLinear || p.in[0] != DType::F32 ||
+      (p.out != DType::U8 && p.out != DType::I8) || p.in[1] != DType::F32 || p.outOffset ||
+      p.inOffsets[0])
+    return false;
+  int64_t stride = 1; // x and y dense and alike (the strides of dimensions of 1 do not matter)
+  for (size_t d = p.dims.size(); d-- > 0;) {
+    if (p.dims[d] > 1 && (p.outStrides[d] != stride || p.inStrides[0][d] != stride)) return false;
+    stride *= p.dims[d];
+  }
+  for (size_t k = 1; k < 3; ++k)
+    for (size_t d = 0; d < p.dims.size(); ++d)
+      if (p.dims[d] > 1 && p.inStrides[k][d] != 0) return false; // a per-axis parameter
+  const float scale = load(inputs[1], p.inOffsets[1], DType::F32).f;
+  const float zp = static_cast<float>(load(inputs[2], p.inOffsets[2], p.in[2]).i);
+  auto [lo, hi] = integerRange(p.out);
+  const auto* x = static_cast<const float*>(inputs[0]);
+  if (p.out == DType::U8)
+    quantizeDense(x, scale, zp, static_cast<float>(lo), static_cast<float>(hi),
+                  static_cast<uint8_t*>(out), total);
+  else
+    quantizeDense(x, scale, zp, static_cast<float>(lo), static_cast<float>(hi),
+                  static_cast<int8_t*>(out), total);
+  return true;
+}
+
+} // namespace
+
 Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
                 const std::string& label) {
   int64_t total = 1;
   for (int64_t d : p.dims) total *= d;
   if (total == 0) return {};
+  if (quantizeFast(p, out, inputs, total)) return {};
   size_t rank = p.dims.size(), n = p.in.size();
   // Integer math when every value operand is an integer or bool (Where's condition aside).
   bool intMath = true;

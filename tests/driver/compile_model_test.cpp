@@ -8,6 +8,7 @@
 #include "reference/reference.h"
 #include "support/host.h"
 #include "templates/matmul_template.h"
+#include "templates/template.h"
 #include "tunec/runtime.h"
 #include "tuning_db/database.h"
 
@@ -104,6 +105,20 @@ driver::CompiledModel checkCompiled(Builder& b, std::vector<ValueId> outs, int t
   for (size_t i = 0; i < outs.size(); ++i)
     EXPECT_LT(relativeL2(got[i], (*want)[i]), 1e-5) << "output " << i;
   return summary;
+}
+
+// Compiles `g` for this machine (one thread) and runs it once in process on `in` into `out`;
+// `report`, when given, gets the compile's heavy kernels and statistics.
+Status compileAndRun(const Graph& g, std::vector<const void*> in, std::vector<void*> out,
+                     driver::CompiledModel* report = nullptr) {
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  TUNEC_ASSIGN_OR_RETURN(driver::CompiledModel compiled,
+                         driver::compileModel(g, *sharedJit(), options));
+  if (report) report->kernels = compiled.kernels, report->stats = compiled.stats;
+  TUNEC_ASSIGN_OR_RETURN(auto executor, driver::loadInProcess(std::move(compiled), sharedJit(), 1));
+  return executor->run(in.data(), out.data());
 }
 
 // A measured matmul record of `workload` with `config`, `us` microseconds on `target`.
@@ -808,22 +823,119 @@ TEST(CompileModel, QuantizeAndDequantizeRoundHalfToEvenAndSaturate) {
   const double wantDq[] = {0, 1, -1, -5, 4, 8, 10, 0};
   auto ref = runReference(g, {in});
   ASSERT_TRUE(ref.isOk()) << ref.error().message();
-  driver::CompileOptions options;
-  options.target = hostTarget();
-  options.isa = widestIsa(options.target);
-  auto compiled = driver::compileModel(g, *sharedJit(), options);
-  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
-  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), 1);
-  ASSERT_TRUE(executor.isOk()) << executor.error().message();
   Tensor gotQ(DType::U8, Shape{1, 2, 4}), gotDq(DType::F32, Shape{1, 2, 4});
-  const void* ins[] = {in.data()};
-  void* outs[] = {gotQ.data(), gotDq.data()};
-  ASSERT_TRUE((*executor)->run(ins, outs).isOk());
+  Status ran = compileAndRun(g, {in.data()}, {gotQ.data(), gotDq.data()});
+  ASSERT_TRUE(ran.isOk()) << ran.error().message();
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ((*ref)[0].getInt(i), wantQ[i]) << "reference, element " << i;
     EXPECT_EQ(gotQ.getInt(i), wantQ[i]) << "compiled, element " << i;
     EXPECT_EQ((*ref)[1].getDouble(i), wantDq[i]) << "reference, element " << i;
     EXPECT_EQ(gotDq.getDouble(i), wantDq[i]) << "compiled, element " << i;
+  }
+}
+
+// The dense per-tensor QuantizeLinear (the int8 kernels' inputs; runtime/typed_kernels.cpp's
+// vectorized path) equals the reference bit for bit: ties to even, saturation both ways,
+// infinities, NaN to the zero point, huge values; u8 and s8.
+TEST(CompileModel, DenseQuantizeLinearEqualsTheReference) {
+  for (DType type : {DType::U8, DType::I8}) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{3, 67}, {}});
+    Tensor scale(DType::F32, Shape{}), zp(type, Shape{});
+    scale.setDouble(0, 0.5), zp.setInt(0, type == DType::U8 ? 7 : -3);
+    auto q = g.addNode("q", OpKind::QuantizeLinear, QuantAttrs{1},
+                       {x, g.addConstant("s", scale), g.addConstant("z", zp)}, {"q"});
+    ASSERT_TRUE(q.isOk()) << q.error().message();
+    g.addOutput(g.node(*q).outputs[0]);
+    Tensor in(DType::F32, Shape{3, 67});
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> u(-80.0, 80.0);
+    const float special[] = {0.25f,    0.75f,     1.25f, -0.25f, -0.75f, -1.25f, 1e30f, -1e30f,
+                             INFINITY, -INFINITY, NAN,   3e6f,   -3e6f,  0.f,    -0.f};
+    for (int64_t i = 0; i < in.numel(); ++i)
+      in.setDouble(i, i < 15 ? special[i] : std::round(u(rng) * 4) / 4); // many exact ties
+    auto want = runReference(g, {in});
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    Tensor got(type, Shape{3, 67});
+    Status ran = compileAndRun(g, {in.data()}, {got.data()});
+    ASSERT_TRUE(ran.isOk()) << ran.error().message();
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_EQ(got.getInt(i), (*want)[0].getInt(i)) << "element " << i << " = " << in.getDouble(i);
+  }
+}
+
+// A quantized linear layer as QDQ models write it (a u8 activation round trip, per-column s8
+// weights, bias, relu) runs as an int8 kernel: lower-quantized-matmuls makes it an IntegerMatMul
+// whose column scale and zero-point correction join the epilogue. It equals the QDQ graph's
+// reference within f32 rounding with 7-bit weights (exact sums on every int8 strategy); with
+// full-range weights the AVX2 kernel halves them (its label says so), within their error.
+TEST(CompileModel, QuantizedMatmulRunsAsAnInt8Kernel) {
+  for (int range : {kAvx2Int8WeightLimit, 127}) {
+    Graph g;
+    std::mt19937 rng(static_cast<uint32_t>(range));
+    ValueId x = g.addInput("x", {DType::F32, Shape{2, 8, 96}, {}});
+    Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{});
+    sa.setDouble(0, 0.01), za.setInt(0, 128);
+    ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+    auto q = g.addNode("q", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, {"xq"});
+    ASSERT_TRUE(q.isOk()) << q.error().message();
+    auto dq = g.addNode("dq", OpKind::DequantizeLinear, QuantAttrs{1},
+                        {g.node(*q).outputs[0], s, z}, {"xdq"});
+    ASSERT_TRUE(dq.isOk()) << dq.error().message();
+    Tensor wq(DType::I8, Shape{96, 40}), sb(DType::F32, Shape{40}), bias(DType::F32, Shape{40});
+    std::uniform_int_distribution<int> weight(-range, range);
+    for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, weight(rng));
+    for (int64_t j = 0; j < 40; ++j)
+      sb.setDouble(j, 0.001 * (1 + static_cast<double>(rng() % 10))),
+          bias.setDouble(j, static_cast<double>(rng() % 200) / 100.0 - 1.0);
+    Tensor zb(DType::I8, Shape{40}); // zeros: symmetric weights
+    auto dw = g.addNode("dw", OpKind::DequantizeLinear, QuantAttrs{1},
+                        {g.addConstant("wq", wq), g.addConstant("sb", sb), g.addConstant("zb", zb)},
+                        {"w"});
+    ASSERT_TRUE(dw.isOk()) << dw.error().message();
+    auto mm = g.addNode("fc", OpKind::MatMul, NoAttrs{},
+                        {g.node(*dq).outputs[0], g.node(*dw).outputs[0]}, {"mm"});
+    ASSERT_TRUE(mm.isOk()) << mm.error().message();
+    auto add = g.addNode("bias", OpKind::Add, NoAttrs{},
+                         {g.node(*mm).outputs[0], g.addConstant("b", bias)}, {"biased"});
+    ASSERT_TRUE(add.isOk()) << add.error().message();
+    auto relu = g.addNode("relu", OpKind::Relu, NoAttrs{}, {g.node(*add).outputs[0]}, {"y"});
+    ASSERT_TRUE(relu.isOk()) << relu.error().message();
+    g.addOutput(g.node(*relu).outputs[0]);
+    Tensor in(DType::F32, Shape{2, 8, 96});
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));
+    auto want = runReference(g, {in});
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+
+    auto lowered = passes::lowerQuantizedMatmuls(g);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    int integer = 0, matmuls = 0;
+    for (const Node& n : lowered->nodes())
+      integer += n.kind == OpKind::IntegerMatMul, matmuls += n.kind == OpKind::MatMul;
+    EXPECT_EQ(integer, 1);
+    EXPECT_EQ(matmuls, 0);
+    auto rewritten = runReference(*lowered, {in});
+    ASSERT_TRUE(rewritten.isOk()) << rewritten.error().message();
+    EXPECT_LT(relativeL2((*rewritten)[0], (*want)[0]), 1e-6);
+
+    Tensor got(DType::F32, Shape{2, 8, 40});
+    driver::CompiledModel compiled;
+    Status ran = compileAndRun(*lowered, {in.data()}, {got.data()}, &compiled);
+    ASSERT_TRUE(ran.isOk()) << ran.error().message();
+    ASSERT_EQ(compiled.kernels.size(), 1u);
+    const std::string& label = compiled.kernels[0].label;
+    EXPECT_NE(label.find(" in int8"), std::string::npos) << label;
+    const Target& target = hostTarget();
+    const bool avx2 =
+        kernelIsa(MatmulWorkload{.types = {DType::U8, DType::I8, DType::I32, DType::F32}},
+                  widestIsa(target), target) == Isa::Avx2;
+    const bool halved = avx2 && range > kAvx2Int8WeightLimit;
+    EXPECT_EQ(label.find("weights halved to 7 bits") != std::string::npos, halved) << label;
+    EXPECT_EQ(compiled.stats.int8Kernels, 1);
+    EXPECT_EQ(compiled.stats.halvedInt8Kernels, halved ? 1 : 0);
+    // Halving costs one bit of each weight: 2w' - w is -1, 0 or 1 against |w| ~ 73 here.
+    EXPECT_LT(relativeL2(got, (*want)[0]), halved ? 3e-2 : 1e-5) << "weights in +-" << range;
   }
 }
 

@@ -139,6 +139,55 @@ TEST(Passes, QuantizeRoundTripsBecomeFloatArithmetic) {
   }
 }
 
+// A Gemm of a dequantized u8 activation and dequantized s8 weights (transposed, per output
+// channel, with a bias) becomes an IntegerMatMul, its column scale, zero-point correction and
+// bias; layers the int8 kernels cannot take stay as they are: s8 activations, weights with a
+// zero point, computed weights.
+TEST(Passes, QuantizedMatmulsBecomeIntegerMatmulsWithTheirCorrections) {
+  auto build = [](DType activation, int64_t weightZero, bool constantWeights) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{5, 24}, {}});
+    Tensor sa(DType::F32, Shape{}), za(activation, Shape{});
+    sa.setDouble(0, 0.01), za.setInt(0, activation == DType::U8 ? 130 : 0);
+    ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+    ValueId xq = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "xq");
+    ValueId xd = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {xq, s, z}, "xd");
+    Tensor wq(DType::I8, Shape{12, 24}), sb(DType::F32, Shape{12}), zb(DType::I8, Shape{12});
+    std::mt19937 rng(3);
+    for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, static_cast<int>(rng() % 255) - 127);
+    for (int64_t j = 0; j < 12; ++j) sb.setDouble(j, 0.002 * (j + 1)), zb.setInt(j, weightZero);
+    ValueId w = constantWeights ? g.addConstant("wq", wq)
+                                : g.addInput("wq", {DType::I8, Shape{12, 24}, {}});
+    ValueId wd = add(g, OpKind::DequantizeLinear, QuantAttrs{0},
+                     {w, g.addConstant("sb", sb), g.addConstant("zb", zb)}, "wd");
+    GemmAttrs attrs;
+    attrs.transB = true;
+    ValueId y =
+        add(g, OpKind::Gemm, attrs, {xd, wd, g.addConstant("b", randomTensor({12}, 4))}, "fc");
+    g.addOutput(y);
+    return g;
+  };
+  auto count = [](const Graph& g, OpKind kind) {
+    return std::count_if(g.nodes().begin(), g.nodes().end(),
+                         [&](const Node& n) { return n.kind == kind; });
+  };
+  Graph g = build(DType::U8, 0, true);
+  auto out = passes::lowerQuantizedMatmuls(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  EXPECT_EQ(count(*out, OpKind::IntegerMatMul), 1);
+  EXPECT_EQ(count(*out, OpKind::Gemm), 0);
+  EXPECT_EQ(count(*out, OpKind::Add), 2); // the zero point's correction, the bias
+  EXPECT_EQ(count(*out, OpKind::Mul), 1); // the column scale
+  expectEquivalent(g, *out, 1e-5);
+  for (Graph other :
+       {build(DType::I8, 0, true), build(DType::U8, 3, true), build(DType::U8, 0, false)}) {
+    auto same = passes::lowerQuantizedMatmuls(other);
+    ASSERT_TRUE(same.isOk()) << same.error().message();
+    EXPECT_EQ(count(*same, OpKind::IntegerMatMul), 0);
+    EXPECT_EQ(count(*same, OpKind::Gemm), 1);
+  }
+}
+
 TEST(Passes, FoldConstantsEvaluatesConstantSubgraphs) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{2, 3}, {}});

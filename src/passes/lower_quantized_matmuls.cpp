@@ -1,0 +1,153 @@
+// Quantized matmuls as int8 kernels. A QDQ model marks a quantized linear layer as
+//   MatMul(DequantizeLinear(xq, sa, za), DequantizeLinear(wq, sb, 0))
+// (or Gemm, with a bias), xq a u8 activation, wq constant s8 weights, sa and za per tensor, sb
+// per tensor or per output column. Its value is sum_k sa (xq - za) sb[n] wq[k][n]
+//   = sa sb[n] (sum_k xq wq[k][n]) - sa sb[n] za sum_k wq[k][n],
+// so the layer becomes an IntegerMatMul (the exact u8 x s8 sums, which the int8 kernels compute)
+// times the column scale sa sb[n], plus the zero point's correction, a per-column constant
+// computed here from the weights' column sums: two post-ops the fusion plan puts into the
+// kernel's epilogue (ScalePerColumn, BiasPerColumn, then the layer's bias and activation). It
+// runs first, while the weights are still s8 constants (fold-constants would dequantize them).
+// A DequantizeLinear of anything else (s8 activations, per-column activation scales, weight zero
+// points) is left to the f32 path, as is the Q/DQ round trip of every other activation.
+#include "passes/passes.h"
+#include "passes/rewriter.h"
+
+#include <cmath>
+
+namespace tunec::passes {
+
+namespace {
+
+bool scalarConstant(const Graph& g, ValueId v) {
+  const Value& value = g.value(v);
+  return value.constant && value.type.shape.numel() == 1;
+}
+
+// The DequantizeLinear producing `v`, or nullptr.
+const Node* dequantizeOf(const Graph& g, ValueId v) {
+  NodeId p = g.value(v).producer;
+  if (p < 0 || g.node(p).kind != OpKind::DequantizeLinear) return nullptr;
+  const Node& dq = g.node(p);
+  return dq.inputs.size() >= 2 ? &dq : nullptr;
+}
+
+struct QuantizedLayer {
+  ValueId xq = kNoValue;  ///< the u8 activation
+  double sa = 0, za = 0;  ///< its scale and zero point
+  Tensor weights;         ///< s8 [K, N]
+  std::vector<double> sb; ///< per column (N)
+};
+
+// The matched operands of a MatMul or Gemm node, or why it is not an int8 layer.
+Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
+  if (n.kind == OpKind::Gemm) {
+    const auto& a = std::get<GemmAttrs>(n.attrs);
+    if (a.transA || a.alpha != 1.f || a.beta != 1.f) return Error("a transposed A or alpha/beta");
+  }
+  const Node* da = dequantizeOf(g, n.inputs[0]);
+  const Node* db = dequantizeOf(g, n.inputs[1]);
+  if (!da || !db) return Error("an operand is not dequantized");
+  QuantizedLayer q;
+  q.xq = da->inputs[0];
+  if (g.value(q.xq).type.dtype != DType::U8) return Error("the activation is not u8");
+  if (!scalarConstant(g, da->inputs[1]) ||
+      (da->inputs.size() > 2 && da->inputs[2] != kNoValue && !scalarConstant(g, da->inputs[2])))
+    return Error("the activation's scale or zero point is not one constant");
+  q.sa = g.value(da->inputs[1]).constant->getDouble(0);
+  q.za = da->inputs.size() > 2 && da->inputs[2] != kNoValue
+             ? static_cast<double>(g.value(da->inputs[2]).constant->getInt(0))
+             : 0.0;
+  if (!(q.sa > 0) || !std::isfinite(q.sa)) return Error("the activation's scale is not positive");
+  const Value& w = g.value(db->inputs[0]);
+  if (!w.constant || w.type.dtype != DType::I8 || w.type.shape.rank() != 2)
+    return Error("the weights are not a constant s8 matrix");
+  if (db->inputs.size() > 2 && db->inputs[2] != kNoValue) {
+    const Value& zb = g.value(db->inputs[2]);
+    if (!zb.constant) return Error("the weights' zero point is not constant");
+    for (int64_t i = 0; i < zb.constant->numel(); ++i)
+      if (zb.constant->getInt(i) != 0) return Error("the weights have a zero point");
+  }
+  const bool transB = n.kind == OpKind::Gemm && std::get<GemmAttrs>(n.attrs).transB;
+  const int64_t k = w.type.shape[transB ? 1 : 0], cols = w.type.shape[transB ? 0 : 1];
+  const Value& sb = g.value(db->inputs[1]);
+  if (!sb.constant) return Error("the weights' scale is not constant");
+  const int64_t columnAxis = transB ? 0 : 1;
+  const int64_t axis = std::get<QuantAttrs>(db->attrs).axis;
+  if (sb.type.shape.numel() != 1 && !(sb.type.shape.rank() == 1 && sb.type.shape[0] == cols &&
+                                      (axis == columnAxis || axis == columnAxis - 2)))
+    return Error("the weights' scale is neither per tensor nor per output column");
+  for (int64_t j = 0; j < cols; ++j) {
+    double s = sb.constant->getDouble(sb.type.shape.numel() == 1 ? 0 : j);
+    if (!(s > 0) || !std::isfinite(s)) return Error("a weight scale is not positive");
+    q.sb.push_back(s);
+  }
+  q.weights = Tensor(DType::I8, Shape{k, cols});
+  auto* dst = q.weights.dataAs<int8_t>();
+  const auto* src = w.constant->dataAs<int8_t>();
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < cols; ++j)
+      dst[kk * cols + j] = src[transB ? j * k + kk : kk * cols + j];
+  return q;
+}
+
+Tensor columnVector(const std::vector<double>& v) {
+  Tensor t(DType::F32, Shape{static_cast<int64_t>(v.size())});
+  for (size_t j = 0; j < v.size(); ++j) t.dataAs<float>()[j] = static_cast<float>(v[j]);
+  return t;
+}
+
+} // namespace
+
+Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
+  GraphRewriter rw(graph);
+  for (const Node& node : graph.nodes()) {
+    if (node.kind != OpKind::MatMul && node.kind != OpKind::Gemm) {
+      TUNEC_TRY(rw.copy(node));
+      continue;
+    }
+    auto layer = matchLayer(graph, node);
+    if (!layer) {
+      TUNEC_TRY(rw.copy(node));
+      continue;
+    }
+    const QuantizedLayer& q = *layer;
+    const int64_t k = q.weights.shape()[0], cols = q.weights.shape()[1];
+    std::vector<double> scale(static_cast<size_t>(cols)), correction(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) {
+      int64_t sum = 0;
+      for (int64_t kk = 0; kk < k; ++kk) sum += q.weights.dataAs<int8_t>()[kk * cols + j];
+      scale[static_cast<size_t>(j)] = q.sa * q.sb[static_cast<size_t>(j)];
+      correction[static_cast<size_t>(j)] =
+          -scale[static_cast<size_t>(j)] * q.za * static_cast<double>(sum);
+    }
+    const std::string& name = node.name;
+    const std::string out = graph.value(node.outputs[0]).name;
+    ValueId w = rw.constant(name + ".w_s8", q.weights);
+    TUNEC_ASSIGN_OR_RETURN(auto sums, rw.add(name + ".int8", OpKind::IntegerMatMul, NoAttrs{},
+                                             {rw.map(q.xq), w}, {name + ".sums"}));
+    const bool zeroPoint = q.za != 0, bias = node.kind == OpKind::Gemm && node.inputs.size() > 2 &&
+                                             node.inputs[2] != kNoValue;
+    TUNEC_ASSIGN_OR_RETURN(auto scaled,
+                           rw.add(name + ".scale", OpKind::Mul, NoAttrs{},
+                                  {sums[0], rw.constant(name + ".col_scale", columnVector(scale))},
+                                  {zeroPoint || bias ? name + ".scaled" : out}));
+    ValueId y = scaled[0];
+    if (zeroPoint) {
+      TUNEC_ASSIGN_OR_RETURN(auto corrected, rw.add(name + ".zero_point", OpKind::Add, NoAttrs{},
+                                                    {y, rw.constant(name + ".zp_correction",
+                                                                    columnVector(correction))},
+                                                    {bias ? name + ".corrected" : out}));
+      y = corrected[0];
+    }
+    if (bias) {
+      TUNEC_ASSIGN_OR_RETURN(auto biased, rw.add(name + ".bias", OpKind::Add, NoAttrs{},
+                                                 {y, rw.map(node.inputs[2])}, {out}));
+      y = biased[0];
+    }
+    rw.replace(node.outputs[0], y);
+  }
+  return rw.finish();
+}
+
+} // namespace tunec::passes
