@@ -7,6 +7,7 @@
 #include "cli/pipeline.h"
 #include "frontend/tensor_io.h"
 #include "reference/reference.h"
+#include "support/atomic_file.h"
 #include "support/terminal_text.h"
 
 #include <algorithm>
@@ -76,14 +77,32 @@ std::vector<std::string> outputFileNames(const std::vector<std::string>& names) 
   return files;
 }
 
-int writeOutputs(const std::string& dir, const std::string& format,
+/// The files the command reads: the model, the --input and --expect tensors, the database. No
+/// output may be one of them (checkOutputPath), whatever path names it.
+std::vector<std::string> commandInputs(const Arguments& args) {
+  std::vector<std::string> files = {args.positionals()[0]};
+  for (const char* flag : {"input", "expect"})
+    for (const std::string& spec : args.getAll(flag))
+      if (size_t eq = spec.find('='); eq != std::string::npos) files.push_back(spec.substr(eq + 1));
+  if (args.has("db")) files.push_back(args.get("db"));
+  return files;
+}
+
+int writeOutputs(const Arguments& args, const std::string& format,
                  const std::vector<std::string>& names, const std::vector<Tensor>& outputs) {
+  const std::string dir = args.get("output");
   if (!dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return fail("cannot create output directory " + dir + ": " + ec.message());
   }
   const std::vector<std::string> files = outputFileNames(names);
+  // Every path is checked before the first is written: an output over an input is refused
+  // with nothing written.
+  if (!dir.empty())
+    for (const std::string& file : files)
+      if (Status s = checkOutputPath(dir + "/" + file + "." + format, commandInputs(args)); !s)
+        return fail("--output " + dir + ": " + s.error().message());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& t = outputs[i];
     double sum = 0;
@@ -193,7 +212,7 @@ int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shape
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!status) return fail(status.error().message());
-  if (int rc = writeOutputs(args.get("output"), format, names, outputs)) return rc;
+  if (int rc = writeOutputs(args, format, names, outputs)) return rc;
   if (session->compileSeconds > 0) std::printf("compiled in %.2f s; ", session->compileSeconds);
   std::printf("ran in %.2f ms on %d thread%s (%s)\n", ms, options.threads,
               options.threads > 1 ? "s" : "",
@@ -270,7 +289,7 @@ int commandRun(const std::vector<std::string>& argv) {
 
   std::vector<std::string> names;
   for (size_t i = 0; i < graph->outputs().size(); ++i) names.push_back(graph->outputName(i));
-  if (int rc = writeOutputs(args->get("output"), format, names, *outputs)) return rc;
+  if (int rc = writeOutputs(*args, format, names, *outputs)) return rc;
   std::printf("ran %zu nodes in %.1f ms (reference executor)\n", graph->nodes().size(), ms);
   return checkExpected(*args, names, *outputs);
 }

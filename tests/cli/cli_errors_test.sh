@@ -266,5 +266,20 @@ else
   echo "skipped: output names (no python3-torch to export the model)"
 fi
 
+# An output that is one of the command's inputs (by any path: the same name, a symlink, the
+# database) is refused before anything is written, and the input is left as it was.
+mkdir -p "$tmp/inout"
+cp "$src/examples/tiny_cnn/x.npy" "$tmp/inout/y.npy"
+ln -sf y.npy "$tmp/inout/link.npy"
+before=$(md5sum < "$tmp/inout/y.npy")
+expect 1 "--output $tmp/inout: $tmp/inout/y.npy: is the same file as the input $tmp/inout/y.npy" \
+  -- run "$model" --input "x=$tmp/inout/y.npy" --output "$tmp/inout"
+expect 1 "is the same file as the input $tmp/inout/link.npy" \
+  -- run "$model" --reference --input "x=$tmp/inout/link.npy" --output "$tmp/inout"
+checks=$((checks + 1))
+if [ "$(md5sum < "$tmp/inout/y.npy")" != "$before" ]; then
+  echo "FAIL: run --output replaced its own input"; failures=$((failures + 1))
+fi
+
 echo "cli errors: $((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
