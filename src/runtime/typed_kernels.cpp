@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <emmintrin.h>
+#include <type_traits>
 
 namespace tunec::rt {
 
@@ -249,14 +251,33 @@ namespace {
 
 // QuantizeLinear of a dense f32 tensor to u8 or s8 with one scale and zero point (how a QDQ
 // model quantizes the input of each int8 kernel): the element loop below, without its per-element
-// indexing and dispatch, in a form the compiler vectorizes. Returns false when not applicable.
+// indexing and dispatch, 16 elements at a time in SSE2 (the x86-64 baseline, so model.so runs
+// it on any target). Returns false when not applicable.
 template <typename Q>
 void quantizeDense(const float* x, float scale, float zp, float lo, float hi, Q* y, int64_t n) {
-  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer, ties to even (the default
-  // rounding mode, as nearbyint), for |v| < 2^22; v is clamped into that range first, past the
-  // type's range, so the saturation is the same.
+  // x / scale is clamped to +-2^22 first, past the type's range (so the saturation is the same),
+  // then rounded to the nearest integer, ties to even: by cvtps2dq in the default rounding mode
+  // (as nearbyint), or by adding and subtracting 1.5 * 2^23 in the tail.
   const float magic = 12582912.f, bound = 4194304.f;
-  for (int64_t e = 0; e < n; ++e) {
+  const __m128 divisor = _mm_set1_ps(scale), low = _mm_set1_ps(-bound), high = _mm_set1_ps(bound);
+  const __m128i zero = _mm_set1_epi32(static_cast<int32_t>(zp));
+  int64_t e = 0;
+  for (; e + 16 <= n; e += 16) {
+    __m128i q[4];
+    for (int j = 0; j < 4; ++j) {
+      __m128 v = _mm_div_ps(_mm_loadu_ps(x + e + 4 * j), divisor);
+      __m128i nan = _mm_castps_si128(_mm_cmpunord_ps(v, v));
+      v = _mm_min_ps(_mm_max_ps(v, low), high);
+      __m128i r = _mm_add_epi32(_mm_cvtps_epi32(v), zero);
+      q[j] = _mm_or_si128(_mm_andnot_si128(nan, r), _mm_and_si128(nan, zero)); // NaN: zp
+    }
+    // Saturating packs: i32 to i16, then to u8 or s8, the type's range.
+    __m128i lowHalf = _mm_packs_epi32(q[0], q[1]), highHalf = _mm_packs_epi32(q[2], q[3]);
+    __m128i bytes = std::is_same_v<Q, uint8_t> ? _mm_packus_epi16(lowHalf, highHalf)
+                                               : _mm_packs_epi16(lowHalf, highHalf);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + e), bytes);
+  }
+  for (; e < n; ++e) {
     float v = x[e] / scale;
     v = v < -bound ? -bound : (v > bound ? bound : v);
     float q = (v + magic) - magic + zp;
