@@ -77,6 +77,8 @@ Features matmulFeatures(const MatmulWorkload& w, const MatmulConfig& c, const Ta
   f[30] = static_cast<float>(w.threads);
   f[31] = w.constantB ? 0.f : 1.f;
   f[32] = isBf16Gemm(w.types); // vdpbf16ps: twice the f32 rate, half the bytes per element
+  f[33] = isInt8Gemm(w.types); // u8 x s8 quads: four times the f32 rate (VNNI), 1-byte operands
+  f[34] = c.isa == Isa::Amx;   // tile dots: the grid, not the register file, bounds the tile
   return f;
 }
 
@@ -220,7 +222,9 @@ const std::array<const char*, kFeatureLength>& featureNames(TemplateKind kind) {
       "log2 flops",
       "threads",
       "B computed at run time",
-      "bf16 (vdpbf16ps)"};
+      "bf16 (vdpbf16ps)",
+      "int8 (u8 x s8 quads)",
+      "AMX tiles"};
   static const std::array<const char*, kFeatureLength> conv = {"log2 oc_block",
                                                                "log2 ow_block",
                                                                "log2 ic_block",
@@ -253,6 +257,8 @@ const std::array<const char*, kFeatureLength>& featureNames(TemplateKind kind) {
                                                                "padded",
                                                                "bf16 (vdpbf16ps)",
                                                                "-",
+                                                               "-",
+                                                               "-",
                                                                "-"};
   static const std::array<const char*, kFeatureLength> depthwise = {
       "channel vectors",
@@ -271,6 +277,8 @@ const std::array<const char*, kFeatureLength>& featureNames(TemplateKind kind) {
       "log2 OW",
       "parallel tasks per thread",
       "idle fraction of the last wave",
+      "-",
+      "-",
       "-",
       "-",
       "-",

@@ -15,8 +15,8 @@
 
 namespace tunec::tuner {
 
-inline constexpr int kFeatureSchemaVersion = 2;
-inline constexpr int kFeatureLength = 33;
+inline constexpr int kFeatureSchemaVersion = 3;
+inline constexpr int kFeatureLength = 35;
 
 using Features = std::array<float, kFeatureLength>;
 

@@ -105,6 +105,32 @@ TEST(Features, FixedLengthDeterministicAndInformative) {
   auto bad = extractFeatures(convTask().workload, p->config, hostTarget());
   ASSERT_FALSE(bad.isOk());
   EXPECT_EQ(bad.error().message(), "features: a matmul config for a conv2d workload");
+  // The element types and the AMX core are features of their own: the same knobs of an f32, a
+  // bf16 and an int8 GEMM, on vectors or tiles, are four points for the model, not one.
+  const auto& names = featureNames(TemplateKind::Matmul);
+  EXPECT_STREQ(names[33], "int8 (u8 x s8 quads)");
+  EXPECT_STREQ(names[34], "AMX tiles");
+  MatmulWorkload w;
+  w.m = w.n = w.k = 256, w.constantB = true;
+  MatmulConfig c = defaultMatmulConfig(w, Isa::Avx2, hostTarget());
+  std::vector<Features> seen;
+  for (KernelTypes types :
+       {KernelTypes{}, KernelTypes{DType::F32, DType::BF16, DType::F32, DType::F32},
+        KernelTypes{DType::U8, DType::I8, DType::I32, DType::F32}}) {
+    w.types = types;
+    auto f = extractFeatures(w, c, hostTarget());
+    ASSERT_TRUE(f.isOk());
+    EXPECT_EQ((*f)[32], isBf16Gemm(types) ? 1.f : 0.f);
+    EXPECT_EQ((*f)[33], isInt8Gemm(types) ? 1.f : 0.f);
+    EXPECT_EQ((*f)[34], 0.f);
+    seen.push_back(*f);
+  }
+  c.isa = Isa::Amx;
+  auto amx = extractFeatures(w, c, hostTarget());
+  ASSERT_TRUE(amx.isOk());
+  EXPECT_EQ((*amx)[34], 1.f);
+  EXPECT_NE(seen[0], seen[1]);
+  EXPECT_NE(seen[1], seen[2]);
 }
 
 TEST(CostModel, LearnsARankingAndTransfersAcrossGroups) {
