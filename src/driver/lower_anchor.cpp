@@ -480,6 +480,9 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   EpilogueBuild e;
   e.result = mo.result;
   if (!buildEpilogue(l, kernel, w.n, Phys::Plain, e)) return false;
+  // A requantizing epilogue (the next int8 layer's QuantizeLinear, fusion_plan) writes a u8 C.
+  if (!e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::QuantizeU8)
+    mo.w.types.dst = DType::U8;
   HeavyKernel hk;
   auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
   bool halved = false;

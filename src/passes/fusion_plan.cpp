@@ -212,6 +212,30 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
                " input" + (n.inputs.size() == 1 ? "" : "s") + ")");
 }
 
+// The QuantizeLinear `id` of the kernel's current result `x` as the requantizing epilogue's last
+// step (the int8 kernel writes the next layer's u8 A): after an int8 anchor, to u8 with one
+// scale and zero point, and no residual add (a u8 C takes none); or why it does not join.
+Expected<EpilogueStep> matchRequantize(const Graph& g, const FusedKernel& kernel, NodeId id,
+                                       ValueId x) {
+  const Node& n = g.node(id);
+  if (g.node(kernel.anchor).kind != OpKind::IntegerMatMul)
+    return Error("a QuantizeLinear joins only an int8 kernel's epilogue");
+  auto scalar = [&](size_t i) {
+    return i < n.inputs.size() && n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant &&
+           g.value(n.inputs[i]).type.shape.numel() == 1;
+  };
+  if (n.inputs[0] != x || g.value(n.outputs[0]).type.dtype != DType::U8 || !scalar(1) ||
+      !scalar(2))
+    return Error("only a QuantizeLinear to u8 with one scale and zero point joins an epilogue");
+  if (epilogueNeedsAddend(kernel.postOps()))
+    return Error("a residual add into a u8 C is not built yet");
+  const double scale = g.value(n.inputs[1]).constant->getDouble(0);
+  if (!(scale > 0) || !std::isfinite(scale))
+    return Error("the QuantizeLinear's scale is not a positive number");
+  const auto zp = static_cast<float>(g.value(n.inputs[2]).constant->getInt(0));
+  return EpilogueStep{id, {PostOpKind::QuantizeU8, static_cast<float>(scale), zp}};
+}
+
 // The anchor's own bias: a Conv's constant third input, a Gemm's C (per output channel as a
 // bias vector, any other constant or a computed C of the output's shape with beta 1 as an
 // addend). A bias none of these are is the driver's to report.
@@ -543,7 +567,9 @@ FusionPlan planFusion(const Graph& graph) {
       if (kernel.anchor >= 0 && consumerType == MappingType::OneToOne) {
         // A one-to-one consumer of an anchor joins as a post-op its template's epilogue
         // accepts; after the anchor's output is viewed through a reshape nothing more does.
-        auto step = matchPostOp(graph, next, out, channels);
+        auto step = consumer.kind == OpKind::QuantizeLinear
+                        ? matchRequantize(graph, kernel, next, out)
+                        : matchPostOp(graph, next, out, channels);
         if (step && kernel.nodes.size() > kernel.nodesInKernel())
           step =
               Error("the epilogue computes on the anchor's output, not on a reshaped view of it");

@@ -864,6 +864,37 @@ TEST(CompileModel, DenseQuantizeLinearEqualsTheReference) {
   }
 }
 
+// A quantized linear layer as QDQ models write it, relu(DQ(Q(x)) DQ(wq) + bias): x quantized to
+// u8 (scale sa, zero point za), random per-column s8 weights in [-range, range] with scales of
+// 1e-3 to 1e-2, a random bias. Returns the layer's output.
+ValueId quantizedLinear(Graph& g, ValueId x, int64_t n, int range, double sa, int za,
+                        std::mt19937& rng, const std::string& name) {
+  const int64_t k = g.value(x).type.shape.dims().back();
+  Tensor scale(DType::F32, Shape{}), zero(DType::U8, Shape{});
+  scale.setDouble(0, sa), zero.setInt(0, za);
+  ValueId s = g.addConstant(name + ".sa", scale), z = g.addConstant(name + ".za", zero);
+  auto node = [&](const std::string& suffix, OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
+    auto id = g.addNode(name + suffix, kind, std::move(attrs), std::move(in), {name + suffix});
+    EXPECT_TRUE(id.isOk()) << id.error().message();
+    return g.node(*id).outputs[0];
+  };
+  ValueId xq = node(".q", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z});
+  ValueId xd = node(".dq", OpKind::DequantizeLinear, QuantAttrs{1}, {xq, s, z});
+  Tensor wq(DType::I8, Shape{k, n}), sb(DType::F32, Shape{n}), bias(DType::F32, Shape{n});
+  std::uniform_int_distribution<int> weight(-range, range);
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, weight(rng));
+  for (int64_t j = 0; j < n; ++j)
+    sb.setDouble(j, 0.001 * (1 + static_cast<double>(rng() % 10))),
+        bias.setDouble(j, static_cast<double>(rng() % 200) / 100.0 - 1.0);
+  Tensor zb(DType::I8, Shape{n}); // zeros: symmetric weights
+  ValueId w = node(".dw", OpKind::DequantizeLinear, QuantAttrs{1},
+                   {g.addConstant(name + ".wq", wq), g.addConstant(name + ".sb", sb),
+                    g.addConstant(name + ".zb", zb)});
+  ValueId y = node(".mm", OpKind::MatMul, NoAttrs{}, {xd, w});
+  y = node(".bias", OpKind::Add, NoAttrs{}, {y, g.addConstant(name + ".b", bias)});
+  return node(".relu", OpKind::Relu, NoAttrs{}, {y});
+}
+
 // A quantized linear layer as QDQ models write it (a u8 activation round trip, per-column s8
 // weights, bias, relu) runs as an int8 kernel: lower-quantized-matmuls makes it an IntegerMatMul
 // whose column scale and zero-point correction join the epilogue. It equals the QDQ graph's
@@ -874,34 +905,7 @@ TEST(CompileModel, QuantizedMatmulRunsAsAnInt8Kernel) {
     Graph g;
     std::mt19937 rng(static_cast<uint32_t>(range));
     ValueId x = g.addInput("x", {DType::F32, Shape{2, 8, 96}, {}});
-    Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{});
-    sa.setDouble(0, 0.01), za.setInt(0, 128);
-    ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
-    auto q = g.addNode("q", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, {"xq"});
-    ASSERT_TRUE(q.isOk()) << q.error().message();
-    auto dq = g.addNode("dq", OpKind::DequantizeLinear, QuantAttrs{1},
-                        {g.node(*q).outputs[0], s, z}, {"xdq"});
-    ASSERT_TRUE(dq.isOk()) << dq.error().message();
-    Tensor wq(DType::I8, Shape{96, 40}), sb(DType::F32, Shape{40}), bias(DType::F32, Shape{40});
-    std::uniform_int_distribution<int> weight(-range, range);
-    for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, weight(rng));
-    for (int64_t j = 0; j < 40; ++j)
-      sb.setDouble(j, 0.001 * (1 + static_cast<double>(rng() % 10))),
-          bias.setDouble(j, static_cast<double>(rng() % 200) / 100.0 - 1.0);
-    Tensor zb(DType::I8, Shape{40}); // zeros: symmetric weights
-    auto dw = g.addNode("dw", OpKind::DequantizeLinear, QuantAttrs{1},
-                        {g.addConstant("wq", wq), g.addConstant("sb", sb), g.addConstant("zb", zb)},
-                        {"w"});
-    ASSERT_TRUE(dw.isOk()) << dw.error().message();
-    auto mm = g.addNode("fc", OpKind::MatMul, NoAttrs{},
-                        {g.node(*dq).outputs[0], g.node(*dw).outputs[0]}, {"mm"});
-    ASSERT_TRUE(mm.isOk()) << mm.error().message();
-    auto add = g.addNode("bias", OpKind::Add, NoAttrs{},
-                         {g.node(*mm).outputs[0], g.addConstant("b", bias)}, {"biased"});
-    ASSERT_TRUE(add.isOk()) << add.error().message();
-    auto relu = g.addNode("relu", OpKind::Relu, NoAttrs{}, {g.node(*add).outputs[0]}, {"y"});
-    ASSERT_TRUE(relu.isOk()) << relu.error().message();
-    g.addOutput(g.node(*relu).outputs[0]);
+    g.addOutput(quantizedLinear(g, x, 40, range, 0.01, 128, rng, "fc"));
     Tensor in(DType::F32, Shape{2, 8, 96});
     std::uniform_real_distribution<double> u(-1.0, 1.0);
     for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));
@@ -937,6 +941,43 @@ TEST(CompileModel, QuantizedMatmulRunsAsAnInt8Kernel) {
     // Halving costs one bit of each weight: 2w' - w is -1, 0 or 1 against |w| ~ 73 here.
     EXPECT_LT(relativeL2(got, (*want)[0]), halved ? 3e-2 : 1e-5) << "weights in +-" << range;
   }
+}
+
+// Two quantized layers: the second's QuantizeLinear joins the first int8 kernel's epilogue
+// (QuantizeU8 last: the kernel writes the u8 A of the next), no element step quantizes, and the
+// result is bit for bit the one with the quantization as its own step (the first layer's output
+// also a model output, so that it cannot join).
+TEST(CompileModel, TheNextLayersQuantizeJoinsTheInt8Epilogue) {
+  std::vector<Tensor> results;
+  for (bool hidden : {true, false}) {
+    Graph g;
+    std::mt19937 rng(21);
+    ValueId x = g.addInput("x", {DType::F32, Shape{2, 8, 64}, {}});
+    ValueId h = quantizedLinear(g, x, 48, kAvx2Int8WeightLimit, 0.01, 128, rng, "fc1");
+    g.addOutput(quantizedLinear(g, h, 40, kAvx2Int8WeightLimit, 0.05, 3, rng, "fc2"));
+    if (!hidden) g.addOutput(h);
+    auto lowered = passes::lowerQuantizedMatmuls(g);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    Tensor in(DType::F32, Shape{2, 8, 64}), y(DType::F32, Shape{2, 8, 40}),
+        hOut(DType::F32, Shape{2, 8, 48});
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));
+    driver::CompiledModel compiled;
+    std::vector<void*> outs = {y.data()};
+    if (!hidden) outs.push_back(hOut.data());
+    Status ran = compileAndRun(*lowered, {in.data()}, outs, &compiled);
+    ASSERT_TRUE(ran.isOk()) << ran.error().message();
+    ASSERT_EQ(compiled.kernels.size(), 2u);
+    const std::string& first = compiled.kernels[0].label;
+    EXPECT_EQ(first.find("quantize") != std::string::npos, hidden) << first;
+    EXPECT_EQ(compiled.stats.quantizeSteps, hidden ? 1 : 2) << "the model input's, and fc2's";
+    auto want = runReference(g, {in});
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    EXPECT_LT(relativeL2(y, (*want)[0]), 1e-2);
+    results.push_back(y);
+  }
+  for (int64_t i = 0; i < results[0].numel(); ++i)
+    ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
 }
 
 } // namespace
