@@ -302,6 +302,7 @@ llvm::Value* emitRoundToBf16(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Valu
   auto* vecTy = llvm::cast<llvm::FixedVectorType>(v->getType());
   auto* halfTy = llvm::FixedVectorType::get(b.getInt16Ty(), vecTy->getNumElements());
   if (!mb.twins()) {
+    TUNEC_ASSERT(vecTy->getNumElements() == 16, "vcvtneps2bf16 rounds one zmm of 16 floats");
     llvm::Function* cvt = llvm::Intrinsic::getDeclaration(
         &mb.module(), llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512);
     return b.CreateBitCast(b.CreateCall(cvt, {v}), halfTy);

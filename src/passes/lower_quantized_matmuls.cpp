@@ -48,6 +48,7 @@ Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
   const Node* da = dequantizeOf(g, n.inputs[0]);
   const Node* db = dequantizeOf(g, n.inputs[1]);
   if (!da || !db) return Error("an operand is not dequantized");
+  if (g.value(n.inputs[0]).type.shape.rank() < 2) return Error("A is a vector");
   QuantizedLayer q;
   q.xq = da->inputs[0];
   if (g.value(q.xq).type.dtype != DType::U8) return Error("the activation is not u8");
