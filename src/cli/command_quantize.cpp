@@ -34,7 +34,12 @@ const CommandSpec kQuantizeSpec{
         {"o", "FILE", "the quantized model to write (required)"},
         {"calibration", "DIR", "calibration samples (.npy files, or one folder per sample)"},
         {"random", "N", "calibrate on N random samples instead"},
-        {"method", "minmax", "calibration method (minmax: the observed range)"},
+        {"method", "minmax|percentile",
+         "calibration method: minmax (the observed range, default) or percentile (the range "
+         "of the middle --percentile of the values; outliers saturate)"},
+        {"percentile", "P",
+         "--method percentile: the share of each activation's values its range keeps, in "
+         "(50, 100] (default 99.99)"},
         {"skip-nonfinite", "",
          "skip a calibration sample holding a NaN or infinity, with a warning naming it (by "
          "default it is an error)"},
@@ -128,8 +133,17 @@ int commandQuantize(const std::vector<std::string>& argv) {
   if (act != "u8" && act != "s8") return fail("tunec quantize: --activations must be u8 or s8");
   options.activations = act == "u8" ? DType::U8 : DType::I8;
   options.method = args->get("method", "minmax");
-  if (options.method != "minmax")
-    return fail("tunec quantize: --method " + options.method + " is not supported (minmax)");
+  if (options.method != "minmax" && options.method != "percentile")
+    return fail("tunec quantize: --method " + options.method + " is not one of minmax, percentile");
+  if (args->has("percentile")) {
+    if (options.method != "percentile")
+      return fail("tunec quantize: --percentile needs --method percentile");
+    auto p = parseNumber("percentile", args->get("percentile"), 50, 100);
+    if (!p || *p == 50)
+      return fail("tunec quantize: " +
+                  (p ? std::string("--percentile must be above 50, not 50") : p.error().message()));
+    options.percentile = *p;
+  }
 
   auto plan = planQuantization(model);
   if (!plan) return fail(plan.error().message());
@@ -149,10 +163,7 @@ int commandQuantize(const std::vector<std::string>& argv) {
   auto samples = loadSamples(*args, *graph);
   if (!samples) return fail("tunec quantize: " + samples.error().message());
   size_t firstObserved = graph->outputs().size() - observed.size();
-  std::map<std::string, std::pair<double, double>> ranges;
-  for (const std::string& name : observed)
-    ranges[name] = {std::numeric_limits<double>::infinity(),
-                    -std::numeric_limits<double>::infinity()};
+  RangeCalibrator calibrator(options);
   size_t used = 0;
   for (size_t s = 0; s < samples->size(); ++s) {
     const Sample& sample = (*samples)[s];
@@ -185,36 +196,29 @@ int commandQuantize(const std::vector<std::string>& argv) {
     ++used;
     auto outs = runReference(*graph, inputs);
     if (!outs) return fail(outs.error().message());
-    for (size_t o = 0; o < observed.size(); ++o) {
-      const Tensor& t = (*outs)[firstObserved + o];
-      auto& [lo, hi] = ranges[observed[o]];
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        double v = t.getDouble(i);
-        if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-      }
-    }
+    for (size_t o = 0; o < observed.size(); ++o)
+      calibrator.observe(observed[o], (*outs)[firstObserved + o]);
     std::fprintf(stderr, "\rcalibrating: %zu/%zu samples", s + 1, samples->size());
   }
   std::fprintf(stderr, "\n");
   if (used == 0)
     return fail("tunec quantize: every calibration sample was skipped (non-finite inputs); give "
                 "samples with finite values");
-  for (auto it = ranges.begin(); it != ranges.end();) {
-    if (std::isfinite(it->second.first)) {
-      ++it;
-      continue;
-    }
-    std::fprintf(stderr,
-                 "tunec: warning: activation '%s' had no finite value in any sample, so it has no "
-                 "range: the layers reading it stay fp32\n",
-                 forTerminal(it->first).c_str());
-    it = ranges.erase(it);
-  }
+  std::map<std::string, std::pair<double, double>> ranges = calibrator.ranges();
+  for (const std::string& name : observed)
+    if (!ranges.count(name))
+      std::fprintf(stderr,
+                   "tunec: warning: activation '%s' had no finite value in any sample, so it has "
+                   "no range: the layers reading it stay fp32\n",
+                   forTerminal(name).c_str());
   auto quantized = writeQuantizedModel(model, args->get("o"), ranges, options);
   if (!quantized) return fail(quantized.error().message());
+  char method[48] = "";
+  if (options.method == "percentile")
+    std::snprintf(method, sizeof(method), " (percentile %g)", options.percentile);
   std::printf("quantized %d of %d Conv/MatMul/Gemm nodes (%zu activations calibrated on %zu "
-              "samples, %s activations, %s weights) -> %s\n",
-              *quantized, plan->nodes, ranges.size(), used, act.c_str(),
+              "samples%s, %s activations, %s weights) -> %s\n",
+              *quantized, plan->nodes, ranges.size(), used, method, act.c_str(),
               options.perChannel ? "per-channel" : "per-tensor", args->get("o").c_str());
   return 0;
 }

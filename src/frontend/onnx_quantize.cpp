@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <onnx/onnx_pb.h>
 #include <optional>
 #include <set>
@@ -206,6 +207,55 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
                                 },
                                 {modelPath}));
   return quantized;
+}
+
+RangeCalibrator::RangeCalibrator(const QuantizeOptions& options)
+    : percentile_(options.method == "percentile"), p_(options.percentile) {}
+
+void RangeCalibrator::observe(const std::string& name, const Tensor& values) {
+  constexpr int64_t kReservoir = int64_t(1) << 20;
+  auto [it, fresh] = seen_.try_emplace(name);
+  Seen& s = it->second;
+  if (fresh)
+    s.lo = std::numeric_limits<double>::infinity(), s.hi = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    double v = values.getDouble(i);
+    if (!std::isfinite(v)) continue;
+    s.lo = std::min(s.lo, v), s.hi = std::max(s.hi, v);
+    if (!percentile_) continue;
+    // Reservoir sampling: the k-th value replaces a random slot with probability size / k.
+    ++s.count;
+    if (static_cast<int64_t>(s.reservoir.size()) < kReservoir) {
+      s.reservoir.push_back(static_cast<float>(v));
+      continue;
+    }
+    state_ += 0x9e3779b97f4a7c15ull;
+    uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    auto slot = static_cast<int64_t>(z % static_cast<uint64_t>(s.count));
+    if (slot < kReservoir) s.reservoir[static_cast<size_t>(slot)] = static_cast<float>(v);
+  }
+}
+
+std::map<std::string, std::pair<double, double>> RangeCalibrator::ranges() const {
+  std::map<std::string, std::pair<double, double>> out;
+  for (const auto& [name, s] : seen_) {
+    if (!std::isfinite(s.lo)) continue;
+    if (!percentile_ || s.reservoir.empty()) {
+      out[name] = {s.lo, s.hi};
+      continue;
+    }
+    std::vector<float> v = s.reservoir;
+    auto at = [&](double q) {
+      auto k = static_cast<size_t>(std::llround(q * static_cast<double>(v.size() - 1)));
+      std::nth_element(v.begin(), v.begin() + static_cast<int64_t>(k), v.end());
+      return static_cast<double>(v[k]);
+    };
+    out[name] = {at(1.0 - p_ / 100.0), at(p_ / 100.0)};
+  }
+  return out;
 }
 
 } // namespace tunec

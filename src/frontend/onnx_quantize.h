@@ -21,7 +21,32 @@ struct QuantizeOptions {
   int weightLimit = 127;         ///< weights in [-limit, limit]: 127 (8 bits), or 64 (7 bits,
                                  ///< which AVX2's int8 kernel takes as they are)
   DType activations = DType::U8; ///< u8 (asymmetric) or i8 (symmetric around 0)
-  std::string method = "minmax"; ///< the only calibration method so far
+  std::string method = "minmax"; ///< calibration: minmax, or percentile (RangeCalibrator)
+  double percentile = 99.99;     ///< percentile: the kept share of each activation's values
+};
+
+/// The range of each calibrated activation over the samples. minmax: the smallest and largest
+/// value seen. percentile: the (100 - p)-th and p-th percentiles of its values (outliers beyond
+/// them saturate instead of widening every other value's step), from a uniform reservoir of up
+/// to 2^20 values per activation (fixed seed: the same samples give the same model).
+class RangeCalibrator {
+public:
+  explicit RangeCalibrator(const QuantizeOptions& options);
+  /// One sample's values of activation `name`; non-finite values are left out.
+  void observe(const std::string& name, const Tensor& values);
+  /// Per activation with a finite value: (lo, hi).
+  std::map<std::string, std::pair<double, double>> ranges() const;
+
+private:
+  struct Seen {
+    double lo, hi;
+    int64_t count = 0;
+    std::vector<float> reservoir;
+  };
+  bool percentile_;
+  double p_;
+  uint64_t state_ = 0x9e3779b97f4a7c15ull; // the reservoir's random stream (splitmix64)
+  std::map<std::string, Seen> seen_;
 };
 
 /// The activations to calibrate: ONNX tensor names of the quantized nodes' activation inputs.

@@ -41,6 +41,13 @@ expect 0 ": 1 MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/q7.onn
 "$tunec" run "$tmp/q7.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/ref7" >/dev/null
 compare "$tmp/ref7/y.npy" "$tmp/so7/y.npy" --max-rel-l2 1e-5
 expect 1 "--weight-bits must be 8 or 7" -- quantize "$ex/model.onnx" -o "$tmp/q6.onnx" --random 2 --weight-bits 6
+# Percentile calibration: the middle 99.9% of each activation's values; runs and compiles.
+expect 0 "calibrated on 6 samples \(percentile 99.9\)" \
+  -- quantize "$ex/model.onnx" -o "$tmp/qp.onnx" --calibration "$tmp/calib" --method percentile --percentile 99.9
+expect 0 "run as int8 kernels" -- compile "$tmp/qp.onnx" -o "$tmp/qp.so"
+expect 1 "--percentile must be above 50" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --method percentile --percentile 50
+expect 1 "--percentile needs --method percentile" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --percentile 99
+expect 1 "--method entropy is not one of minmax, percentile" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --method entropy
 compare "$ex/expected_y.npy" "$tmp/so/y.npy" --max-rel-l2 0.05
 expect 0 "y +relative L2 [0-9.e+-]+, max abs [0-9.e+-]+, top-1 agreement [0-9.]+% \(5 rows\)" \
   -- accuracy "$tmp/q.onnx" --against "$ex/model.onnx" --random 5
@@ -52,7 +59,6 @@ compare "$ex/expected_y.npy" "$tmp/r/y.npy" --max-rel-l2 0.05
 expect 1 "give the calibration samples with --calibration DIR, or --random N" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx"
 expect 1 "is the input model" -- quantize "$ex/model.onnx" -o "$ex/model.onnx" --random 1
 expect 1 "--activations must be u8 or s8" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --random 1 --activations u4
-expect 1 "--method entropy is not supported" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --random 1 --method entropy
 mkdir "$tmp/empty"
 expect 1 "holds no samples" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/empty"
 mkdir "$tmp/wrong" && /usr/bin/python3 -c "import numpy as np; np.save('$tmp/wrong/a.npy', np.zeros((1, 3, 8, 8), np.float32))"
