@@ -217,7 +217,7 @@ int runJob(std::vector<tuner::Task> tasks, const Arguments& args, const Target& 
                 t.defaultGflops > 0 && t.bestGflops > 0
                     ? (gflops(t.bestGflops / t.defaultGflops) + "x").c_str()
                     : "-");
-  std::printf("(GFLOP/s; default = the template's analytical config)\n");
+  std::printf("(GFLOP/s, GOP/s for u8xi8 tasks; default = the template's analytical config)\n");
   return summary->interrupted ? 130 : 0;
 }
 
