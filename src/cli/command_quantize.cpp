@@ -40,6 +40,9 @@ const CommandSpec kQuantizeSpec{
         {"percentile", "P",
          "--method percentile: the share of each activation's values its range keeps, in "
          "(50, 100] (default 99.99)"},
+        {"dynamic", "",
+         "dynamic quantization (transformer encoders): MatMul/Gemm activations quantized per "
+         "run by DynamicQuantizeLinear, no calibration samples; convolutions stay float"},
         {"skip-nonfinite", "",
          "skip a calibration sample holding a NaN or infinity, with a warning naming it (by "
          "default it is an error)"},
@@ -121,9 +124,12 @@ int commandQuantize(const std::vector<std::string>& argv) {
   std::error_code same;
   if (std::filesystem::equivalent(model, args->get("o"), same))
     return fail("tunec quantize: -o " + args->get("o") + " is the input model; write another file");
-  if (args->has("calibration") == args->has("random"))
+  if (args->has("dynamic") && (args->has("calibration") || args->has("random")))
+    return fail("tunec quantize: --dynamic quantizes activations per run and takes no "
+                "calibration samples; drop --calibration/--random");
+  if (!args->has("dynamic") && args->has("calibration") == args->has("random"))
     return fail("tunec quantize: give the calibration samples with --calibration DIR, or "
-                "--random N for random ones");
+                "--random N for random ones (or --dynamic for per-run activation scales)");
   QuantizeOptions options;
   options.perChannel = args->has("per-channel");
   std::string bits = args->get("weight-bits", "8");
@@ -147,6 +153,17 @@ int commandQuantize(const std::vector<std::string>& argv) {
 
   auto plan = planQuantization(model);
   if (!plan) return fail(plan.error().message());
+  if (args->has("dynamic")) {
+    if (act != "u8") return fail("tunec quantize: --dynamic quantizes activations to u8");
+    options.dynamic = true;
+    auto quantized = writeQuantizedModel(model, args->get("o"), {}, options);
+    if (!quantized) return fail(quantized.error().message());
+    std::printf("quantized %d of %d Conv/MatMul/Gemm nodes (dynamic: MatMul/Gemm activations "
+                "quantized per run to u8, %s weights) -> %s\n",
+                *quantized, plan->nodes, options.perChannel ? "per-channel" : "per-tensor",
+                args->get("o").c_str());
+    return 0;
+  }
   auto shapes = parseInputShapes(args->getAll("input-shape"));
   if (!shapes) return fail(shapes.error().message());
   auto graph = loadModel(model, *shapes);

@@ -128,6 +128,8 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
   TUNEC_ASSIGN_OR_RETURN(onnx::ModelProto model, readModel(modelPath));
   if (options.activations != DType::U8 && options.activations != DType::I8)
     return makeError("--activations must be u8 or i8");
+  if (options.dynamic && options.activations != DType::U8)
+    return makeError("dynamic quantization's activations are u8 (DynamicQuantizeLinear)");
   onnx::GraphProto& g = *model.mutable_graph();
   std::string baseDir = std::filesystem::path(modelPath).parent_path().string();
   std::vector<onnx::NodeProto> nodes;
@@ -138,7 +140,8 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
     onnx::NodeProto n = original;
     auto range = ranges.find(n.input_size() ? n.input(0) : std::string());
     std::optional<Tensor> weights;
-    if (quantizable(g, n) && range != ranges.end()) {
+    const bool calibrated = options.dynamic ? n.op_type() != "Conv" : range != ranges.end();
+    if (quantizable(g, n) && calibrated) {
       TUNEC_ASSIGN_OR_RETURN(
           weights, onnx_import::tensorFromProto(*floatInitializer(g, n.input(1)), baseDir));
       if (weights->shape().rank() <= outputAxis(n)) weights.reset(); // 1-d: left in float
@@ -146,6 +149,19 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
     if (weights) {
       ++quantized;
       const std::string& a = n.input(0);
+      if (!dequantized.count(a) && options.dynamic) {
+        // The run's range (DynamicQuantizeLinear: [min(x, 0), max(x, 0)] over 255 steps).
+        onnx::NodeProto d;
+        d.set_op_type("DynamicQuantizeLinear");
+        d.set_name(a + "_DynamicQuantizeLinear");
+        d.add_input(a);
+        for (const char* out : {"_quantized", "_scale", "_zero_point"}) d.add_output(a + out);
+        nodes.push_back(d);
+        nodes.push_back(quantNode("DequantizeLinear", a + "_DequantizeLinear",
+                                  {a + "_quantized", a + "_scale", a + "_zero_point"},
+                                  a + "_dequantized"));
+        dequantized[a] = a + "_dequantized";
+      }
       if (!dequantized.count(a)) {
         // The activation's range, widened to contain 0 (so that 0 is exact, as padding needs).
         double lo = std::min(range->second.first, 0.0), hi = std::max(range->second.second, 0.0);

@@ -23,6 +23,9 @@ struct QuantizeOptions {
   DType activations = DType::U8; ///< u8 (asymmetric) or i8 (symmetric around 0)
   std::string method = "minmax"; ///< calibration: minmax, or percentile (RangeCalibrator)
   double percentile = 99.99;     ///< percentile: the kept share of each activation's values
+  /// Dynamic quantization (transformer encoders): MatMul/Gemm activations quantized per run by
+  /// DynamicQuantizeLinear (u8, the run's range), no calibration; convolutions stay float.
+  bool dynamic = false;
 };
 
 /// The range of each calibrated activation over the samples. minmax: the smallest and largest

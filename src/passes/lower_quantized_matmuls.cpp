@@ -33,8 +33,11 @@ const Node* dequantizeOf(const Graph& g, ValueId v) {
 }
 
 struct QuantizedLayer {
-  ValueId xq = kNoValue;  ///< the u8 activation
-  double sa = 0, za = 0;  ///< its scale and zero point
+  ValueId xq = kNoValue; ///< the u8 activation
+  double sa = 0, za = 0; ///< its scale and zero point, when constant
+  /// Computed per run instead (dynamic quantization: DynamicQuantizeLinear's scale and zero
+  /// point, scalars of the graph): the values, and sa, za unused.
+  ValueId saValue = kNoValue, zaValue = kNoValue;
   Tensor weights;         ///< s8 [K, N]
   std::vector<double> sb; ///< per column (N)
 };
@@ -52,14 +55,18 @@ Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
   QuantizedLayer q;
   q.xq = da->inputs[0];
   if (g.value(q.xq).type.dtype != DType::U8) return Error("the activation is not u8");
-  if (!scalarConstant(g, da->inputs[1]) ||
-      (da->inputs.size() > 2 && da->inputs[2] != kNoValue && !scalarConstant(g, da->inputs[2])))
-    return Error("the activation's scale or zero point is not one constant");
-  q.sa = g.value(da->inputs[1]).constant->getDouble(0);
-  q.za = da->inputs.size() > 2 && da->inputs[2] != kNoValue
-             ? static_cast<double>(g.value(da->inputs[2]).constant->getInt(0))
-             : 0.0;
-  if (!(q.sa > 0) || !std::isfinite(q.sa)) return Error("the activation's scale is not positive");
+  const bool hasZero = da->inputs.size() > 2 && da->inputs[2] != kNoValue;
+  auto scalar = [&](ValueId v) { return g.value(v).type.shape.numel() == 1; };
+  if (!scalar(da->inputs[1]) || (hasZero && !scalar(da->inputs[2])))
+    return Error("the activation's scale or zero point is not one value");
+  if (scalarConstant(g, da->inputs[1]) && (!hasZero || scalarConstant(g, da->inputs[2]))) {
+    q.sa = g.value(da->inputs[1]).constant->getDouble(0);
+    q.za = hasZero ? static_cast<double>(g.value(da->inputs[2]).constant->getInt(0)) : 0.0;
+    if (!(q.sa > 0) || !std::isfinite(q.sa)) return Error("the activation's scale is not positive");
+  } else {
+    q.saValue = da->inputs[1];
+    q.zaValue = hasZero ? da->inputs[2] : kNoValue;
+  }
   const Value& w = g.value(db->inputs[0]);
   if (!w.constant || w.type.dtype != DType::I8 || w.type.shape.rank() != 2)
     return Error("the weights are not a constant s8 matrix");
@@ -114,31 +121,58 @@ Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
     }
     const QuantizedLayer& q = *layer;
     const int64_t k = q.weights.shape()[0], cols = q.weights.shape()[1];
-    std::vector<double> scale(static_cast<size_t>(cols)), correction(static_cast<size_t>(cols));
+    // Per column: sb[n] and -sb[n] sum_k w[k][n], which the scales multiply.
+    std::vector<double> sbSums(static_cast<size_t>(cols));
     for (int64_t j = 0; j < cols; ++j) {
       int64_t sum = 0;
       for (int64_t kk = 0; kk < k; ++kk) sum += q.weights.dataAs<int8_t>()[kk * cols + j];
-      scale[static_cast<size_t>(j)] = q.sa * q.sb[static_cast<size_t>(j)];
-      correction[static_cast<size_t>(j)] =
-          -scale[static_cast<size_t>(j)] * q.za * static_cast<double>(sum);
+      sbSums[static_cast<size_t>(j)] = -q.sb[static_cast<size_t>(j)] * static_cast<double>(sum);
     }
     const std::string& name = node.name;
     const std::string out = graph.value(node.outputs[0]).name;
     ValueId w = rw.constant(name + ".w_s8", q.weights);
     TUNEC_ASSIGN_OR_RETURN(auto sums, rw.add(name + ".int8", OpKind::IntegerMatMul, NoAttrs{},
                                              {rw.map(q.xq), w}, {name + ".sums"}));
-    const bool zeroPoint = q.za != 0, bias = node.kind == OpKind::Gemm && node.inputs.size() > 2 &&
-                                             node.inputs[2] != kNoValue;
+    const bool dynamic = q.saValue != kNoValue;
+    const bool zeroPoint = dynamic ? q.zaValue != kNoValue : q.za != 0;
+    const bool bias =
+        node.kind == OpKind::Gemm && node.inputs.size() > 2 && node.inputs[2] != kNoValue;
+    ValueId colScale = kNoValue, colCorrection = kNoValue;
+    if (!dynamic) { // sa sb[n] and -sa za sb[n] sum_k w[k][n], folded here
+      std::vector<double> scale(q.sb), correction(sbSums);
+      for (double& s : scale) s *= q.sa;
+      for (double& c : correction) c *= q.sa * q.za;
+      colScale = rw.constant(name + ".col_scale", columnVector(scale));
+      colCorrection = rw.constant(name + ".zp_correction", columnVector(correction));
+    } else {
+      // The same with this run's scale and zero point: scalars of the graph times per-column
+      // constants (a few hundred multiplies a run), then elementwise steps on the sums.
+      ValueId sa = rw.map(q.saValue);
+      TUNEC_ASSIGN_OR_RETURN(auto s, rw.add(name + ".col_scale", OpKind::Mul, NoAttrs{},
+                                            {sa, rw.constant(name + ".sb", columnVector(q.sb))},
+                                            {name + ".col_scale"}));
+      colScale = s[0];
+      if (zeroPoint) {
+        TUNEC_ASSIGN_OR_RETURN(auto zf,
+                               rw.add(name + ".za_f32", OpKind::Cast, CastAttrs{DType::F32},
+                                      {rw.map(q.zaValue)}, {name + ".za_f32"}));
+        TUNEC_ASSIGN_OR_RETURN(auto saza, rw.add(name + ".sa_za", OpKind::Mul, NoAttrs{},
+                                                 {sa, zf[0]}, {name + ".sa_za"}));
+        TUNEC_ASSIGN_OR_RETURN(
+            auto c, rw.add(name + ".zp_correction", OpKind::Mul, NoAttrs{},
+                           {saza[0], rw.constant(name + ".sb_sums", columnVector(sbSums))},
+                           {name + ".zp_correction"}));
+        colCorrection = c[0];
+      }
+    }
     TUNEC_ASSIGN_OR_RETURN(auto scaled,
-                           rw.add(name + ".scale", OpKind::Mul, NoAttrs{},
-                                  {sums[0], rw.constant(name + ".col_scale", columnVector(scale))},
+                           rw.add(name + ".scale", OpKind::Mul, NoAttrs{}, {sums[0], colScale},
                                   {zeroPoint || bias ? name + ".scaled" : out}));
     ValueId y = scaled[0];
     if (zeroPoint) {
-      TUNEC_ASSIGN_OR_RETURN(auto corrected, rw.add(name + ".zero_point", OpKind::Add, NoAttrs{},
-                                                    {y, rw.constant(name + ".zp_correction",
-                                                                    columnVector(correction))},
-                                                    {bias ? name + ".corrected" : out}));
+      TUNEC_ASSIGN_OR_RETURN(auto corrected,
+                             rw.add(name + ".zero_point", OpKind::Add, NoAttrs{},
+                                    {y, colCorrection}, {bias ? name + ".corrected" : out}));
       y = corrected[0];
     }
     if (bias) {

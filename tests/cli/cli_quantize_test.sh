@@ -47,6 +47,12 @@ expect 0 "calibrated on 6 samples \(percentile 99.9\)" \
 expect 0 "run as int8 kernels" -- compile "$tmp/qp.onnx" -o "$tmp/qp.so"
 expect 1 "--percentile must be above 50" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --method percentile --percentile 50
 expect 1 "--percentile needs --method percentile" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --percentile 99
+expect 1 "--dynamic quantizes activations per run and takes no calibration samples" -- quantize "$ex/model.onnx" -o "$tmp/qd.onnx" --dynamic --random 2
+expect 0 "quantized 1 of 4 Conv/MatMul/Gemm nodes \(dynamic: MatMul/Gemm activations quantized per run to u8" -- quantize "$ex/model.onnx" -o "$tmp/qd.onnx" --dynamic --weight-bits 7
+expect 0 ": 1 MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/qd.onnx" -o "$tmp/qd.so"
+"$tunec" run "$tmp/qd.so" --input "x=$ex/x.npy" --output "$tmp/sod" >/dev/null
+"$tunec" run "$tmp/qd.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/refd" >/dev/null
+compare "$tmp/refd/y.npy" "$tmp/sod/y.npy" --max-rel-l2 1e-5
 expect 1 "--method entropy is not one of minmax, percentile" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --method entropy
 compare "$ex/expected_y.npy" "$tmp/so/y.npy" --max-rel-l2 0.05
 expect 0 "y +relative L2 [0-9.e+-]+, max abs [0-9.e+-]+, top-1 agreement [0-9.]+% \(5 rows\)" \

@@ -88,6 +88,17 @@ fi
   --output "$work/out/bert_base_q7.reference" > /dev/null
 "$tunec" run "$work/bert_base_q7.so" --input "input_ids=$d/input_ids.npy" \
   --expect "y=$work/out/bert_base_q7.reference/y.npy" --tolerance 5e-2 || status=1
+# Dynamic quantization (activations quantized per run, DynamicQuantizeLinear): the 72 layers
+# run in int8 and stay within 5e-2 of PyTorch's fp32 output.
+"$tunec" quantize "$d/model.onnx" -o "$work/bert_base_dyn.onnx" --dynamic --per-channel \
+  --weight-bits 7 > /dev/null
+"$tunec" compile "$work/bert_base_dyn.onnx" -o "$work/bert_base_dyn.so" > "$work/out.bert_base_dyn.compile.txt"
+if ! grep -q ": 72 MatMul/Gemm layers of u8 activations and constant s8 weights run as int8 kernels" \
+    "$work/out.bert_base_dyn.compile.txt"; then
+  echo "FAIL: BERT-base quantized dynamically does not run its 72 layers in int8"; status=1
+fi
+"$tunec" run "$work/bert_base_dyn.so" --input "input_ids=$d/input_ids.npy" \
+  --expect "y=$d/expected_y.npy" --tolerance 5e-2 || status=1
 # Workload keys are what users' tuning databases are indexed by: every heavy kernel's key is the
 # one the code before the Target/dtype reshape gave it (tests/fixtures, made on that machine),
 # and BERT-base's merged Q/K/V projections (one new workload since merge-sibling-matmuls), and

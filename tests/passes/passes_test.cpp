@@ -188,6 +188,38 @@ TEST(Passes, QuantizedMatmulsBecomeIntegerMatmulsWithTheirCorrections) {
   }
 }
 
+// Dynamic quantization: the activation's scale and zero point are computed per run (here graph
+// inputs, as DynamicQuantizeLinear's are values of the graph): the layer still becomes an
+// IntegerMatMul, its column scale and correction the run's scalars times per-column constants.
+TEST(Passes, DynamicallyQuantizedMatmulsBecomeIntegerMatmuls) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{4, 16}, {}});
+  ValueId s = g.addInput("s", {DType::F32, Shape{}, {}});
+  ValueId z = g.addInput("z", {DType::U8, Shape{}, {}});
+  ValueId xq = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "xq");
+  ValueId xd = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {xq, s, z}, "xd");
+  Tensor wq(DType::I8, Shape{16, 8}), sb(DType::F32, Shape{8}), zb(DType::I8, Shape{8});
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, (i * 37) % 255 - 127);
+  for (int64_t j = 0; j < 8; ++j) sb.setDouble(j, 0.01 * (j + 1));
+  ValueId wd =
+      add(g, OpKind::DequantizeLinear, QuantAttrs{1},
+          {g.addConstant("wq", wq), g.addConstant("sb", sb), g.addConstant("zb", zb)}, "wd");
+  g.addOutput(add(g, OpKind::MatMul, NoAttrs{}, {xd, wd}, "y"));
+  auto out = passes::lowerQuantizedMatmuls(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  ASSERT_TRUE(verifyGraph(*out).isOk()) << verifyGraph(*out).error().message();
+  EXPECT_EQ(std::count_if(out->nodes().begin(), out->nodes().end(),
+                          [](const Node& n) { return n.kind == OpKind::IntegerMatMul; }),
+            1);
+  Tensor scale(DType::F32, Shape{}), zero(DType::U8, Shape{});
+  scale.setDouble(0, 0.02), zero.setInt(0, 117);
+  std::vector<Tensor> in = {randomTensor({4, 16}, 8), scale, zero};
+  auto a = runReference(g, in), b = runReference(*out, in);
+  ASSERT_TRUE(a.isOk() && b.isOk());
+  for (int64_t i = 0; i < (*a)[0].numel(); ++i)
+    ASSERT_NEAR((*a)[0].getDouble(i), (*b)[0].getDouble(i), 1e-5) << i;
+}
+
 TEST(Passes, FoldConstantsEvaluatesConstantSubgraphs) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{2, 3}, {}});
