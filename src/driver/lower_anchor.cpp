@@ -109,6 +109,8 @@ const float* floatData(const Value& v) {
 struct EpilogueBuild {
   Epilogue epilogue;
   std::vector<float> bias;   ///< per output channel, when the epilogue has a bias
+  int biasTensor = -1;       ///< or a computed bias vector (dynamic quantization's correction)
+  int scalesTensor = -1;     ///< a computed column scale (dynamic quantization's)
   int addend = -1;           ///< tensor
   int normParams = -1;       ///< a row normalization's scale then bias (a constant)
   std::vector<float> scales; ///< per output channel, when the epilogue has a column scale
@@ -153,7 +155,11 @@ bool buildEpilogue(Lowering& l, const passes::FusedKernel& kernel, int64_t chann
     float factor = step.node == kernel.anchor && anchor.kind == OpKind::Gemm
                        ? std::get<GemmAttrs>(anchor.attrs).beta
                        : 1.f;
-    if (step.op.kind == PostOpKind::BiasPerColumn) {
+    if (step.op.kind == PostOpKind::BiasPerColumn && !g.value(step.operand).constant) {
+      e.biasTensor = l.tensorIn(step.operand, Phys::Plain);
+    } else if (readsColumnScale(step.op.kind) && !g.value(step.operand).constant) {
+      e.scalesTensor = l.tensorIn(step.operand, Phys::Plain);
+    } else if (step.op.kind == PostOpKind::BiasPerColumn) {
       const Value& c = g.value(step.operand);
       if (e.bias.empty()) e.bias.assign(static_cast<size_t>(channels), 0.f);
       for (int64_t k = 0; k < channels; ++k)
@@ -197,8 +203,10 @@ std::string shapeText(const Shape& s) {
 bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::string& label,
                    int kernel, int in, int weights, const EpilogueBuild& e, Phys phys,
                    int values = -1, int out = -1, int channelScale = -1) {
-  int bias = e.bias.empty() ? -1 : l.addConstant(e.bias);
-  int scales = e.scales.empty() ? -1 : l.addConstant(e.scales);
+  int bias = e.biasTensor >= 0 ? e.biasTensor : e.bias.empty() ? -1 : l.addConstant(e.bias);
+  int scales = e.scalesTensor >= 0 ? e.scalesTensor
+               : e.scales.empty()  ? -1
+                                   : l.addConstant(e.scales);
   if (out < 0) out = l.defineOutput(e.result, phys);
   rt::Step step;
   step.kind = rt::StepKind::Kernel;
@@ -450,7 +458,8 @@ bool halveWeightsForAvx2(MatmulOperands& mo, EpilogueBuild& e) {
   });
   if (fits) return false;
   for (float& v : mo.scaledB) v = std::nearbyint(v / 2.f);
-  if (!e.epilogue.empty() && e.epilogue.front().kind == PostOpKind::ScalePerColumn)
+  if (!e.epilogue.empty() && e.epilogue.front().kind == PostOpKind::ScalePerColumn &&
+      e.scalesTensor < 0)
     for (float& s : e.scales) s *= 2.f;
   else
     e.epilogue.insert(e.epilogue.begin(), PostOp{PostOpKind::Scale, 2.f});

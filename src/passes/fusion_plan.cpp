@@ -112,8 +112,11 @@ std::optional<float> scalarFactor(const Graph& g, const Node& n, ValueId x) {
   return n.kind == OpKind::Mul ? v : 1.f / v;
 }
 
-// The post-op node `n` computes from the kernel's current result `x`, or why it is none.
-Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channels ch) {
+// The post-op node `n` computes from the kernel's current result `x`, or why it is none. With
+// `computedVectors` (an int8 kernel: dynamic quantization's per-run column scale and correction)
+// a per-channel multiplier or addend may be computed before the kernel instead of constant.
+Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channels ch,
+                                   bool computedVectors = false) {
   const Node& n = g.node(id);
   std::string op(opName(n.kind));
   if (n.outputs.size() != 1 || g.value(n.outputs[0]).type.dtype != DType::F32)
@@ -183,8 +186,8 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
     // A per-channel constant multiplier (a layer scale, a channel affine after an activation).
     ValueId other = n.inputs[0] == x ? n.inputs[1] : n.inputs[0];
     const Value& o = g.value(other);
-    if (o.constant && o.type.dtype == DType::F32 &&
-        perChannel(o.type.shape, shape.rank(), ch.axis, ch.count) &&
+    if ((o.constant || (computedVectors && o.type.shape.numel() == ch.count)) &&
+        o.type.dtype == DType::F32 && perChannel(o.type.shape, shape.rank(), ch.axis, ch.count) &&
         g.value(n.outputs[0]).type.shape == shape) {
       step.op = {PostOpKind::ScalePerColumn};
       step.operand = other;
@@ -197,7 +200,8 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
     if (o.type.dtype != DType::F32 || g.value(n.outputs[0]).type.shape != shape)
       return Error("the Add broadcasts the kernel's output to a larger shape");
     step.operand = other;
-    if (o.constant && perChannel(o.type.shape, shape.rank(), ch.axis, ch.count)) {
+    if ((o.constant || (computedVectors && o.type.shape.numel() == ch.count)) &&
+        perChannel(o.type.shape, shape.rank(), ch.axis, ch.count)) {
       step.op = {PostOpKind::BiasPerColumn};
       return step;
     }
@@ -224,8 +228,7 @@ Expected<EpilogueStep> matchRequantize(const Graph& g, const FusedKernel& kernel
     return i < n.inputs.size() && n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant &&
            g.value(n.inputs[i]).type.shape.numel() == 1;
   };
-  if (n.inputs[0] != x || g.value(n.outputs[0]).type.dtype != DType::U8 || !scalar(1) ||
-      !scalar(2))
+  if (n.inputs[0] != x || g.value(n.outputs[0]).type.dtype != DType::U8 || !scalar(1) || !scalar(2))
     return Error("only a QuantizeLinear to u8 with one scale and zero point joins an epilogue");
   if (epilogueNeedsAddend(kernel.postOps()))
     return Error("a residual add into a u8 C is not built yet");
@@ -569,7 +572,8 @@ FusionPlan planFusion(const Graph& graph) {
         // accepts; after the anchor's output is viewed through a reshape nothing more does.
         auto step = consumer.kind == OpKind::QuantizeLinear
                         ? matchRequantize(graph, kernel, next, out)
-                        : matchPostOp(graph, next, out, channels);
+                        : matchPostOp(graph, next, out, channels,
+                                      graph.node(kernel.anchor).kind == OpKind::IntegerMatMul);
         if (step && kernel.nodes.size() > kernel.nodesInKernel())
           step =
               Error("the epilogue computes on the anchor's output, not on a reshaped view of it");
@@ -578,8 +582,13 @@ FusionPlan planFusion(const Graph& graph) {
           break;
         }
         Epilogue sofar = kernel.postOps();
+        // Constant biases in a row merge into one vector; a computed one is read as it is.
+        auto constantOperand = [&](const EpilogueStep& s) {
+          return s.operand != kNoValue && graph.value(s.operand).constant.has_value();
+        };
         step->mergesIntoBias = step->op.kind == PostOpKind::BiasPerColumn && !sofar.empty() &&
-                               sofar.back().kind == PostOpKind::BiasPerColumn;
+                               sofar.back().kind == PostOpKind::BiasPerColumn &&
+                               constantOperand(*step) && constantOperand(kernel.epilogue.back());
         if (!step->mergesIntoBias) {
           if (Status s = epilogueAccepts(sofar, step->op); !s) {
             boundary(std::string(templateName(kernel.templ)) + " epilogue: " + s.error().message());

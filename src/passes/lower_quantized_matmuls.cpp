@@ -14,6 +14,7 @@
 #include "passes/rewriter.h"
 
 #include <cmath>
+#include <map>
 
 namespace tunec::passes {
 
@@ -105,11 +106,37 @@ Tensor columnVector(const std::vector<double>& v) {
   return t;
 }
 
+// The Add of a constant per-column bias that is the only use of `v`, or -1: a dynamic layer
+// adds it into its computed correction (one bias vector the kernel reads).
+NodeId constantBiasAfter(const Graph& g, ValueId v, const std::vector<int>& uses, int64_t cols) {
+  if (uses[static_cast<size_t>(v)] != 1) return -1;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (n.kind != OpKind::Add || n.inputs.size() != 2 || (n.inputs[0] == v) == (n.inputs[1] == v))
+      continue;
+    const Value& b = g.value(n.inputs[0] == v ? n.inputs[1] : n.inputs[0]);
+    const bool vector = b.type.shape.numel() == cols && b.type.shape.rank() >= 1 &&
+                        b.type.shape.dims().back() == cols;
+    return b.constant && b.type.dtype == DType::F32 && vector &&
+                   g.value(n.outputs[0]).type.shape == g.value(v).type.shape
+               ? static_cast<NodeId>(i)
+               : -1;
+  }
+  return -1;
+}
+
 } // namespace
 
 Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
   GraphRewriter rw(graph);
+  const std::vector<int> uses = useCounts(graph);
+  std::map<NodeId, ValueId> absorbed; // bias Adds a dynamic layer took, and the layer's output
   for (const Node& node : graph.nodes()) {
+    const auto id = static_cast<NodeId>(&node - graph.nodes().data());
+    if (auto it = absorbed.find(id); it != absorbed.end()) {
+      rw.replace(node.outputs[0], it->second);
+      continue;
+    }
     if (node.kind != OpKind::MatMul && node.kind != OpKind::Gemm) {
       TUNEC_TRY(rw.copy(node));
       continue;
@@ -130,14 +157,12 @@ Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
     }
     const std::string& name = node.name;
     const std::string out = graph.value(node.outputs[0]).name;
-    ValueId w = rw.constant(name + ".w_s8", q.weights);
-    TUNEC_ASSIGN_OR_RETURN(auto sums, rw.add(name + ".int8", OpKind::IntegerMatMul, NoAttrs{},
-                                             {rw.map(q.xq), w}, {name + ".sums"}));
     const bool dynamic = q.saValue != kNoValue;
-    const bool zeroPoint = dynamic ? q.zaValue != kNoValue : q.za != 0;
+    bool zeroPoint = dynamic ? q.zaValue != kNoValue : q.za != 0;
     const bool bias =
         node.kind == OpKind::Gemm && node.inputs.size() > 2 && node.inputs[2] != kNoValue;
     ValueId colScale = kNoValue, colCorrection = kNoValue;
+    NodeId absorbedBias = -1;
     if (!dynamic) { // sa sb[n] and -sa za sb[n] sum_k w[k][n], folded here
       std::vector<double> scale(q.sb), correction(sbSums);
       for (double& s : scale) s *= q.sa;
@@ -164,7 +189,27 @@ Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
                            {name + ".zp_correction"}));
         colCorrection = c[0];
       }
+      // The model's bias after the layer joins the correction: [N] + [N] per run.
+      if (NodeId add = bias ? -1 : constantBiasAfter(graph, node.outputs[0], uses, cols);
+          add >= 0) {
+        const Node& a = graph.node(add);
+        ValueId b = rw.map(a.inputs[0] == node.outputs[0] ? a.inputs[1] : a.inputs[0]);
+        if (colCorrection == kNoValue) {
+          colCorrection = b;
+        } else {
+          TUNEC_ASSIGN_OR_RETURN(auto sum, rw.add(name + ".correction_bias", OpKind::Add, NoAttrs{},
+                                                  {colCorrection, b}, {name + ".correction_bias"}));
+          colCorrection = sum[0];
+        }
+        absorbedBias = add;
+      }
     }
+    zeroPoint = zeroPoint || absorbedBias >= 0; // the correction vector is added
+    // The int8 kernel after the vectors it reads (the fusion plan joins only post-ops whose
+    // other inputs are ready when the kernel starts).
+    ValueId w = rw.constant(name + ".w_s8", q.weights);
+    TUNEC_ASSIGN_OR_RETURN(auto sums, rw.add(name + ".int8", OpKind::IntegerMatMul, NoAttrs{},
+                                             {rw.map(q.xq), w}, {name + ".sums"}));
     TUNEC_ASSIGN_OR_RETURN(auto scaled,
                            rw.add(name + ".scale", OpKind::Mul, NoAttrs{}, {sums[0], colScale},
                                   {zeroPoint || bias ? name + ".scaled" : out}));
@@ -181,6 +226,7 @@ Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
       y = biased[0];
     }
     rw.replace(node.outputs[0], y);
+    if (absorbedBias >= 0) absorbed[absorbedBias] = y;
   }
   return rw.finish();
 }

@@ -943,6 +943,52 @@ TEST(CompileModel, QuantizedMatmulRunsAsAnInt8Kernel) {
   }
 }
 
+// Dynamic quantization: the scale and zero point of the activation are values of the run (here
+// model inputs); the int8 kernel reads its column scale and its correction (with the model's
+// bias added in) as computed vectors, and the relu after it joins: one kernel, the reference's
+// values within f32 rounding (7-bit weights: exact sums).
+TEST(CompileModel, DynamicallyQuantizedLayerReadsItsComputedScalesInTheEpilogue) {
+  Graph g;
+  std::mt19937 rng(31);
+  ValueId x = g.addInput("x", {DType::F32, Shape{2, 8, 64}, {}});
+  ValueId s = g.addInput("s", {DType::F32, Shape{}, {}});
+  ValueId z = g.addInput("z", {DType::U8, Shape{}, {}});
+  auto node = [&](const std::string& name, OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
+    auto id = g.addNode(name, kind, std::move(attrs), std::move(in), {name});
+    EXPECT_TRUE(id.isOk()) << id.error().message();
+    return g.node(*id).outputs[0];
+  };
+  ValueId xd = node("xd", OpKind::DequantizeLinear, QuantAttrs{1},
+                    {node("xq", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}), s, z});
+  Tensor wq(DType::I8, Shape{64, 24}), sb(DType::F32, Shape{24}), zb(DType::I8, Shape{24});
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, static_cast<int>(rng() % 129) - 64);
+  for (int64_t j = 0; j < 24; ++j) sb.setDouble(j, 0.002 * (1 + j % 5));
+  ValueId wd = node("wd", OpKind::DequantizeLinear, QuantAttrs{1},
+                    {g.addConstant("wq", wq), g.addConstant("sb", sb), g.addConstant("zb", zb)});
+  Tensor bias(DType::F32, Shape{24});
+  for (int64_t j = 0; j < 24; ++j) bias.setDouble(j, 0.1 * static_cast<double>(j % 7) - 0.3);
+  ValueId y = node("mm", OpKind::MatMul, NoAttrs{}, {xd, wd});
+  y = node("bias", OpKind::Add, NoAttrs{}, {y, g.addConstant("b", bias)});
+  g.addOutput(node("relu", OpKind::Relu, NoAttrs{}, {y}));
+  auto lowered = passes::lowerQuantizedMatmuls(g);
+  ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+  Tensor in(DType::F32, Shape{2, 8, 64}), scale(DType::F32, Shape{}), zero(DType::U8, Shape{});
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));
+  scale.setDouble(0, 2.0 / 255), zero.setInt(0, 128);
+  Tensor got(DType::F32, Shape{2, 8, 24});
+  driver::CompiledModel compiled;
+  Status ran =
+      compileAndRun(*lowered, {in.data(), scale.data(), zero.data()}, {got.data()}, &compiled);
+  ASSERT_TRUE(ran.isOk()) << ran.error().message();
+  ASSERT_EQ(compiled.kernels.size(), 1u);
+  EXPECT_NE(compiled.kernels[0].label.find("+ mul+bias+relu in int8"), std::string::npos)
+      << compiled.kernels[0].label;
+  auto want = runReference(g, {in, scale, zero});
+  ASSERT_TRUE(want.isOk()) << want.error().message();
+  EXPECT_LT(relativeL2(got, (*want)[0]), 1e-5);
+}
+
 // Two quantized layers: the second's QuantizeLinear joins the first int8 kernel's epilogue
 // (QuantizeU8 last: the kernel writes the u8 A of the next), no element step quantizes, and the
 // result is bit for bit the one with the quantization as its own step (the first layer's output
