@@ -5,6 +5,7 @@
 #include "cli/load_model.h"
 #include "cli/pipeline.h"
 #include "driver/compile_model.h"
+#include "passes/passes.h"
 #include "support/atomic_file.h"
 #include "support/host.h"
 #include "tunec/runtime.h"
@@ -81,6 +82,7 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
   int64_t quantizeNodes = 0;
   for (const Node& n : graph.nodes())
     quantizeNodes += n.kind == OpKind::QuantizeLinear || n.kind == OpKind::DequantizeLinear;
+  auto keptFloat = passes::quantizedLayersKeptFloat(graph);
   TUNEC_ASSIGN_OR_RETURN(graph, runGraphPipeline(std::move(graph), nullptr));
   Compiled c;
   TUNEC_ASSIGN_OR_RETURN(std::unique_ptr<Jit> jit, Jit::create(options.target));
@@ -100,6 +102,7 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
   if (!model) return model.error().withContext(path);
   c.model = std::move(*model);
   c.model.stats.quantizeNodesImported = quantizeNodes;
+  c.model.stats.quantizedKeptFloat = std::move(keptFloat);
   return c;
 }
 

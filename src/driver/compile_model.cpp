@@ -3,9 +3,11 @@
 #include "ir/op_registry.h"
 #include "passes/memory_plan.h"
 #include "passes/rewriter.h"
+#include "support/terminal_text.h"
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <sstream>
 
 namespace tunec::driver {
@@ -585,6 +587,19 @@ std::string compileReport(const CompiledModel& model) {
           "yet; constant weights dequantized at compile time), activation round trips as f32 "
           "arithmetic, and "
        << s.quantizeSteps << " quantize steps as element steps\n";
+    // Which quantized layers stay fp32, and why (the first ones; the count of all).
+    std::map<std::string, int> reasons;
+    for (const auto& [layer, why] : s.quantizedKeptFloat) ++reasons[why];
+    for (const auto& [why, count] : reasons) {
+      std::string first;
+      for (const auto& [layer, reason] : s.quantizedKeptFloat)
+        if (reason == why) {
+          first = layer;
+          break;
+        }
+      os << "  " << count << " quantized layer" << (count > 1 ? "s" : "") << " in fp32 ("
+         << forTerminal(first) << (count > 1 ? ", ..." : "") << "): " << why << "\n";
+    }
     if (s.halvedInt8Kernels)
       os << "warning: " << s.halvedInt8Kernels << " int8 kernel"
          << (s.halvedInt8Kernels > 1 ? "s have" : " has")

@@ -66,6 +66,9 @@ struct CompileStats {
   /// matmuls run as int8 kernels (some with their weights halved to 7 bits for AVX2); the other
   /// quantized anchors run dequantized (the report says so).
   int64_t quantizeSteps = 0, quantizeNodesImported = 0, int8Kernels = 0, halvedInt8Kernels = 0;
+  /// Quantized layers of the imported model left in fp32, "Op 'name'" and why (set by whoever
+  /// imported it, from passes::quantizedLayersKeptFloat).
+  std::vector<std::pair<std::string, std::string>> quantizedKeptFloat;
   int64_t arenaBytes = 0, arenaLowerBound = 0, intermediateBytes = 0, constantBytes = 0;
 };
 

@@ -47,19 +47,26 @@ struct QuantizedLayer {
 Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
   if (n.kind == OpKind::Gemm) {
     const auto& a = std::get<GemmAttrs>(n.attrs);
-    if (a.transA || a.alpha != 1.f || a.beta != 1.f) return Error("a transposed A or alpha/beta");
+    if (a.transA || a.alpha != 1.f || a.beta != 1.f)
+      return Error("a Gemm with a transposed A, alpha or beta (the int8 kernel takes neither)");
   }
   const Node* da = dequantizeOf(g, n.inputs[0]);
   const Node* db = dequantizeOf(g, n.inputs[1]);
-  if (!da || !db) return Error("an operand is not dequantized");
-  if (g.value(n.inputs[0]).type.shape.rank() < 2) return Error("A is a vector");
+  if (!da || !db)
+    return Error("its activation or its weights are f32, not dequantized int8 (an exporter may "
+                 "have folded the weights' fake quantization into f32)");
+  if (g.value(n.inputs[0]).type.shape.rank() < 2)
+    return Error("its activation is a vector (the int8 kernel takes a matrix)");
   QuantizedLayer q;
   q.xq = da->inputs[0];
-  if (g.value(q.xq).type.dtype != DType::U8) return Error("the activation is not u8");
+  if (g.value(q.xq).type.dtype != DType::U8)
+    return Error("its activation is s8 (the int8 kernels read u8 activations: quantize with "
+                 "--activations u8)");
   const bool hasZero = da->inputs.size() > 2 && da->inputs[2] != kNoValue;
   auto scalar = [&](ValueId v) { return g.value(v).type.shape.numel() == 1; };
   if (!scalar(da->inputs[1]) || (hasZero && !scalar(da->inputs[2])))
-    return Error("the activation's scale or zero point is not one value");
+    return Error(
+        "its activation has per-axis scales (the int8 kernels take one scale and zero point)");
   if (scalarConstant(g, da->inputs[1]) && (!hasZero || scalarConstant(g, da->inputs[2]))) {
     q.sa = g.value(da->inputs[1]).constant->getDouble(0);
     q.za = hasZero ? static_cast<double>(g.value(da->inputs[2]).constant->getInt(0)) : 0.0;
@@ -70,12 +77,13 @@ Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
   }
   const Value& w = g.value(db->inputs[0]);
   if (!w.constant || w.type.dtype != DType::I8 || w.type.shape.rank() != 2)
-    return Error("the weights are not a constant s8 matrix");
+    return Error("its weights are not a constant s8 matrix");
   if (db->inputs.size() > 2 && db->inputs[2] != kNoValue) {
     const Value& zb = g.value(db->inputs[2]);
     if (!zb.constant) return Error("the weights' zero point is not constant");
     for (int64_t i = 0; i < zb.constant->numel(); ++i)
-      if (zb.constant->getInt(i) != 0) return Error("the weights have a zero point");
+      if (zb.constant->getInt(i) != 0)
+        return Error("its weights have a zero point (the int8 kernels take symmetric weights)");
   }
   const bool transB = n.kind == OpKind::Gemm && std::get<GemmAttrs>(n.attrs).transB;
   const int64_t k = w.type.shape[transB ? 1 : 0], cols = w.type.shape[transB ? 0 : 1];
@@ -229,6 +237,24 @@ Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
     if (absorbedBias >= 0) absorbed[absorbedBias] = y;
   }
   return rw.finish();
+}
+
+std::vector<std::pair<std::string, std::string>> quantizedLayersKeptFloat(const Graph& graph) {
+  std::vector<std::pair<std::string, std::string>> kept;
+  for (const Node& n : graph.nodes()) {
+    if (n.kind != OpKind::Conv && n.kind != OpKind::MatMul && n.kind != OpKind::Gemm) continue;
+    bool quantized = false;
+    for (size_t i = 0; i < std::min<size_t>(2, n.inputs.size()); ++i)
+      quantized |= dequantizeOf(graph, n.inputs[i]) != nullptr;
+    if (!quantized) continue;
+    const std::string what = std::string(opName(n.kind)) + " '" + n.name + "'";
+    if (n.kind == OpKind::Conv) {
+      kept.emplace_back(what, "int8 convolutions are not built yet");
+    } else if (auto layer = matchLayer(graph, n); !layer) {
+      kept.emplace_back(what, layer.error().message());
+    }
+  }
+  return kept;
 }
 
 } // namespace tunec::passes

@@ -3,6 +3,10 @@
 
 #include "ir/graph.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace tunec::passes {
 
 /// Evaluates every node whose inputs are all constant (with the reference ops) and replaces
@@ -33,6 +37,10 @@ Expected<Graph> lowerQuantizeRoundTrips(const Graph& graph);
 /// IntegerMatMul (the int8 kernel's exact sums) times the column scale plus the zero point's
 /// correction (lower_quantized_matmuls.cpp).
 Expected<Graph> lowerQuantizedMatmuls(const Graph& graph);
+
+/// The quantized layers (Conv, MatMul, Gemm reading a DequantizeLinear) that lower-quantized-
+/// matmuls leaves in fp32, each with why: for the compile report.
+std::vector<std::pair<std::string, std::string>> quantizedLayersKeptFloat(const Graph& graph);
 
 /// Replaces PyTorch's exported erf form of GELU, x * 0.5 * (1 + erf(x / sqrt 2)), by one Gelu
 /// op (recognize_gelu.cpp).
