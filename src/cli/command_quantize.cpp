@@ -56,6 +56,12 @@ const CommandSpec kQuantizeSpec{
     1,
     1};
 
+// Every Conv/MatMul/Gemm left in float, with its reason.
+void printKeptFloat(const std::vector<std::string>& keptFloat) {
+  for (const std::string& layer : keptFloat)
+    std::fprintf(stderr, "tunec: note: %s\n", forTerminal(layer).c_str());
+}
+
 // One calibration sample: a tensor per input name, and where it came from (for messages).
 struct Sample {
   std::map<std::string, Tensor> inputs;
@@ -156,8 +162,10 @@ int commandQuantize(const std::vector<std::string>& argv) {
   if (args->has("dynamic")) {
     if (act != "u8") return fail("tunec quantize: --dynamic quantizes activations to u8");
     options.dynamic = true;
-    auto quantized = writeQuantizedModel(model, args->get("o"), {}, options);
+    std::vector<std::string> keptFloat;
+    auto quantized = writeQuantizedModel(model, args->get("o"), {}, options, &keptFloat);
     if (!quantized) return fail(quantized.error().message());
+    printKeptFloat(keptFloat);
     std::printf("quantized %d of %d Conv/MatMul/Gemm nodes (dynamic: MatMul/Gemm activations "
                 "quantized per run to u8, %s weights) -> %s\n",
                 *quantized, plan->nodes, options.perChannel ? "per-channel" : "per-tensor",
@@ -228,8 +236,10 @@ int commandQuantize(const std::vector<std::string>& argv) {
                    "tunec: warning: activation '%s' had no finite value in any sample, so it has "
                    "no range: the layers reading it stay fp32\n",
                    forTerminal(name).c_str());
-  auto quantized = writeQuantizedModel(model, args->get("o"), ranges, options);
+  std::vector<std::string> keptFloat;
+  auto quantized = writeQuantizedModel(model, args->get("o"), ranges, options, &keptFloat);
   if (!quantized) return fail(quantized.error().message());
+  printKeptFloat(keptFloat);
   char method[48] = "";
   if (options.method == "percentile")
     std::snprintf(method, sizeof(method), " (percentile %g)", options.percentile);

@@ -124,7 +124,8 @@ Expected<QuantizePlan> planQuantization(const std::string& modelPath) {
 
 Expected<int> writeQuantizedModel(const std::string& modelPath, const std::string& outPath,
                                   const std::map<std::string, std::pair<double, double>>& ranges,
-                                  const QuantizeOptions& options) {
+                                  const QuantizeOptions& options,
+                                  std::vector<std::string>* keptFloat) {
   TUNEC_ASSIGN_OR_RETURN(onnx::ModelProto model, readModel(modelPath));
   if (options.activations != DType::U8 && options.activations != DType::I8)
     return makeError("--activations must be u8 or i8");
@@ -141,10 +142,18 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
     auto range = ranges.find(n.input_size() ? n.input(0) : std::string());
     std::optional<Tensor> weights;
     const bool calibrated = options.dynamic ? n.op_type() != "Conv" : range != ranges.end();
+    const std::string layer = n.op_type() + " '" + n.name() + "'";
+    if (quantizable(g, n) && !calibrated && keptFloat)
+      keptFloat->push_back(layer + " stays float: " +
+                           (options.dynamic ? "a convolution (--dynamic quantizes MatMul/Gemm)"
+                                            : "its activation has no calibrated range"));
     if (quantizable(g, n) && calibrated) {
       TUNEC_ASSIGN_OR_RETURN(
           weights, onnx_import::tensorFromProto(*floatInitializer(g, n.input(1)), baseDir));
-      if (weights->shape().rank() <= outputAxis(n)) weights.reset(); // 1-d: left in float
+      if (weights->shape().rank() <= outputAxis(n)) { // 1-d: left in float
+        weights.reset();
+        if (keptFloat) keptFloat->push_back(layer + " stays float: its weights are a vector");
+      }
     }
     if (weights) {
       ++quantized;

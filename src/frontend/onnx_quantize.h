@@ -64,9 +64,11 @@ Expected<QuantizePlan> planQuantization(const std::string& modelPath);
 /// Rewrites the model at `modelPath` into `outPath` with the calibrated ranges (per activation
 /// name: min, max over the calibration samples). The model's opset is raised to 13 when lower
 /// (per-axis DequantizeLinear needs it). Returns how many nodes were quantized (a node whose
-/// activation has no range, or whose weight is 1-d, stays in float).
+/// activation has no range, or whose weight is 1-d, stays in float; `keptFloat`, when given, gets
+/// each such layer, "Op 'name' stays float: why").
 Expected<int> writeQuantizedModel(const std::string& modelPath, const std::string& outPath,
                                   const std::map<std::string, std::pair<double, double>>& ranges,
-                                  const QuantizeOptions& options);
+                                  const QuantizeOptions& options,
+                                  std::vector<std::string>* keptFloat = nullptr);
 
 } // namespace tunec

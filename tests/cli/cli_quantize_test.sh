@@ -52,6 +52,24 @@ expect 1 "--percentile needs --method percentile" -- quantize "$ex/model.onnx" -
 expect 1 "--dynamic quantizes activations per run and takes no calibration samples" -- quantize "$ex/model.onnx" -o "$tmp/qd.onnx" --dynamic --random 2
 expect 0 "quantized 1 of 4 Conv/MatMul/Gemm nodes \(dynamic: MatMul/Gemm activations quantized per run to u8" -- quantize "$ex/model.onnx" -o "$tmp/qd.onnx" --dynamic --weight-bits 7
 expect 0 ": 1 MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/qd.onnx" -o "$tmp/qd.so"
+expect 0 "note: Conv '/conv1/Conv' stays float: a convolution \(--dynamic quantizes MatMul/Gemm\)" \
+  -- quantize "$ex/model.onnx" -o "$tmp/qd.onnx" --dynamic --weight-bits 7
+# A layer whose weights are a vector stays float, saying so.
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  /usr/bin/python3 - "$tmp/vec.onnx" <<'PY'
+import sys, torch
+class Vec(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8))
+        self.fc = torch.nn.Linear(8, 8)
+    def forward(self, x):
+        return self.fc(x) @ self.w
+torch.onnx.export(Vec(), (torch.randn(2, 8),), sys.argv[1], input_names=["x"], opset_version=13)
+PY
+  expect 0 "note: MatMul '.*' stays float: its weights are a vector" \
+    -- quantize "$tmp/vec.onnx" -o "$tmp/vecq.onnx" --random 2
+fi
 "$tunec" run "$tmp/qd.so" --input "x=$ex/x.npy" --output "$tmp/sod" >/dev/null
 "$tunec" run "$tmp/qd.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/refd" >/dev/null
 compare "$tmp/refd/y.npy" "$tmp/sod/y.npy" --max-rel-l2 1e-5
