@@ -258,6 +258,17 @@ llvm::Value* emitDotU8S8Quads(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Val
   return sum;
 }
 
+namespace {
+// Lanes 2i and 2i + 1 of `v` added: a vector of half the lanes (the twins' pair sums).
+llvm::Value* addAdjacentPairs(llvm::IRBuilder<>& b, llvm::Value* v) {
+  const int half =
+      static_cast<int>(llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements()) / 2;
+  std::vector<int> even, odd;
+  for (int j = 0; j < half; ++j) even.push_back(2 * j), odd.push_back(2 * j + 1);
+  return b.CreateAdd(b.CreateShuffleVector(v, even), b.CreateShuffleVector(v, odd));
+}
+} // namespace
+
 llvm::Value* emitDotU8S8QuadsAvx2(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* acc,
                                   llvm::Value* a, llvm::Value* bv) {
   auto* bytes = llvm::FixedVectorType::get(b.getInt8Ty(), 32);
@@ -272,11 +283,8 @@ llvm::Value* emitDotU8S8QuadsAvx2(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm:
     auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), 32);
     llvm::Value* products = b.CreateMul(b.CreateZExt(b.CreateBitCast(a, bytes), wide),
                                         b.CreateSExt(b.CreateBitCast(bv, bytes), wide));
-    std::vector<int> even, odd;
-    for (int j = 0; j < 16; ++j) even.push_back(2 * j), odd.push_back(2 * j + 1);
     auto* wide16 = llvm::FixedVectorType::get(b.getInt32Ty(), 16);
-    llvm::Value* sum =
-        b.CreateAdd(b.CreateShuffleVector(products, even), b.CreateShuffleVector(products, odd));
+    llvm::Value* sum = addAdjacentPairs(b, products);
     llvm::Value* hi = llvm::ConstantInt::get(wide16, 32767);
     llvm::Value* lo = llvm::ConstantInt::get(wide16, static_cast<uint64_t>(-32768), true);
     sum = b.CreateSelect(b.CreateICmpSGT(sum, hi), hi, sum);
@@ -290,10 +298,7 @@ llvm::Value* emitDotU8S8QuadsAvx2(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm:
     quads = b.CreateCall(maddwd, {pairs, ones});
   } else {
     auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), 16);
-    llvm::Value* s = b.CreateSExt(pairs, wide);
-    std::vector<int> even, odd;
-    for (int j = 0; j < 8; ++j) even.push_back(2 * j), odd.push_back(2 * j + 1);
-    quads = b.CreateAdd(b.CreateShuffleVector(s, even), b.CreateShuffleVector(s, odd));
+    quads = addAdjacentPairs(b, b.CreateSExt(pairs, wide));
   }
   return b.CreateAdd(acc, quads);
 }

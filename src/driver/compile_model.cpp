@@ -588,15 +588,11 @@ std::string compileReport(const CompiledModel& model) {
           "arithmetic, and "
        << s.quantizeSteps << " quantize steps as element steps\n";
     // Which quantized layers stay fp32, and why (the first ones; the count of all).
-    std::map<std::string, int> reasons;
-    for (const auto& [layer, why] : s.quantizedKeptFloat) ++reasons[why];
-    for (const auto& [why, count] : reasons) {
-      std::string first;
-      for (const auto& [layer, reason] : s.quantizedKeptFloat)
-        if (reason == why) {
-          first = layer;
-          break;
-        }
+    std::map<std::string, std::pair<std::string, int>> reasons; // why -> first layer, count
+    for (const auto& [layer, why] : s.quantizedKeptFloat)
+      ++reasons.try_emplace(why, layer, 0).first->second.second;
+    for (const auto& [why, firstAndCount] : reasons) {
+      const auto& [first, count] = firstAndCount;
       os << "  " << count << " quantized layer" << (count > 1 ? "s" : "") << " in fp32 ("
          << forTerminal(first) << (count > 1 ? ", ..." : "") << "): " << why << "\n";
     }

@@ -348,7 +348,7 @@ struct MatmulOperands {
   MatmulWorkload w;
   ValueId aSource, bSource, result;
   const float* bData = nullptr; ///< constant B, alpha applied
-  std::vector<float> scaledB;   ///< storage of a B scaled by alpha
+  std::vector<float> scaledB;   ///< storage of a B made here: scaled by alpha, or s8 as floats
 };
 
 bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {

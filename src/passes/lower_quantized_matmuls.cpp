@@ -39,9 +39,22 @@ struct QuantizedLayer {
   /// Computed per run instead (dynamic quantization: DynamicQuantizeLinear's scale and zero
   /// point, scalars of the graph): the values, and sa, za unused.
   ValueId saValue = kNoValue, zaValue = kNoValue;
-  Tensor weights;         ///< s8 [K, N]
+  const Tensor* weights = nullptr; ///< s8, [K, N], or [N, K] when transB
+  bool transB = false;
   std::vector<double> sb; ///< per column (N)
 };
+
+// The layer's weights as [K, N]: the constant itself (tensors share their data), or its
+// transpose for a Gemm with transB.
+Tensor weightsKN(const QuantizedLayer& q) {
+  if (!q.transB) return *q.weights;
+  const int64_t cols = q.weights->shape()[0], k = q.weights->shape()[1];
+  Tensor t(DType::I8, Shape{k, cols});
+  const auto* src = q.weights->dataAs<int8_t>();
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < cols; ++j) t.dataAs<int8_t>()[kk * cols + j] = src[j * k + kk];
+  return t;
+}
 
 // The matched operands of a MatMul or Gemm node, or why it is not an int8 layer.
 Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
@@ -86,7 +99,7 @@ Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
         return Error("its weights have a zero point (the int8 kernels take symmetric weights)");
   }
   const bool transB = n.kind == OpKind::Gemm && std::get<GemmAttrs>(n.attrs).transB;
-  const int64_t k = w.type.shape[transB ? 1 : 0], cols = w.type.shape[transB ? 0 : 1];
+  const int64_t cols = w.type.shape[transB ? 0 : 1];
   const Value& sb = g.value(db->inputs[1]);
   if (!sb.constant) return Error("the weights' scale is not constant");
   const int64_t columnAxis = transB ? 0 : 1;
@@ -99,12 +112,7 @@ Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
     if (!(s > 0) || !std::isfinite(s)) return Error("a weight scale is not positive");
     q.sb.push_back(s);
   }
-  q.weights = Tensor(DType::I8, Shape{k, cols});
-  auto* dst = q.weights.dataAs<int8_t>();
-  const auto* src = w.constant->dataAs<int8_t>();
-  for (int64_t kk = 0; kk < k; ++kk)
-    for (int64_t j = 0; j < cols; ++j)
-      dst[kk * cols + j] = src[transB ? j * k + kk : kk * cols + j];
+  q.weights = &*w.constant, q.transB = transB;
   return q;
 }
 
@@ -114,30 +122,34 @@ Tensor columnVector(const std::vector<double>& v) {
   return t;
 }
 
-// The Add of a constant per-column bias that is the only use of `v`, or -1: a dynamic layer
-// adds it into its computed correction (one bias vector the kernel reads).
-NodeId constantBiasAfter(const Graph& g, ValueId v, const std::vector<int>& uses, int64_t cols) {
-  if (uses[static_cast<size_t>(v)] != 1) return -1;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    if (n.kind != OpKind::Add || n.inputs.size() != 2 || (n.inputs[0] == v) == (n.inputs[1] == v))
-      continue;
-    const Value& b = g.value(n.inputs[0] == v ? n.inputs[1] : n.inputs[0]);
-    const bool vector = b.type.shape.numel() == cols && b.type.shape.rank() >= 1 &&
-                        b.type.shape.dims().back() == cols;
-    return b.constant && b.type.dtype == DType::F32 && vector &&
-                   g.value(n.outputs[0]).type.shape == g.value(v).type.shape
-               ? static_cast<NodeId>(i)
-               : -1;
-  }
-  return -1;
+// The Add of a constant per-column bias that is the only use of `v` (its consumer `user`, when
+// it has one use), or -1: a dynamic layer adds it into its computed correction (one bias vector
+// the kernel reads).
+NodeId constantBiasAfter(const Graph& g, ValueId v, NodeId user, int64_t cols) {
+  if (user < 0) return -1;
+  const Node& n = g.node(user);
+  if (n.kind != OpKind::Add || n.inputs.size() != 2 || (n.inputs[0] == v) == (n.inputs[1] == v))
+    return -1;
+  const Value& b = g.value(n.inputs[0] == v ? n.inputs[1] : n.inputs[0]);
+  const bool vector = b.type.shape.numel() == cols && b.type.shape.rank() >= 1 &&
+                      b.type.shape.dims().back() == cols;
+  return b.constant && b.type.dtype == DType::F32 && vector &&
+                 g.value(n.outputs[0]).type.shape == g.value(v).type.shape
+             ? user
+             : -1;
 }
 
 } // namespace
 
 Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
   GraphRewriter rw(graph);
+  // The consumer of each value with exactly one use (model outputs count as uses), else -1.
   const std::vector<int> uses = useCounts(graph);
+  std::vector<NodeId> onlyUser(graph.values().size(), -1);
+  for (size_t i = 0; i < graph.nodes().size(); ++i)
+    for (ValueId in : graph.nodes()[i].inputs)
+      if (in != kNoValue && uses[static_cast<size_t>(in)] == 1)
+        onlyUser[static_cast<size_t>(in)] = static_cast<NodeId>(i);
   std::map<NodeId, ValueId> absorbed; // bias Adds a dynamic layer took, and the layer's output
   for (const Node& node : graph.nodes()) {
     const auto id = static_cast<NodeId>(&node - graph.nodes().data());
@@ -155,14 +167,16 @@ Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
       continue;
     }
     const QuantizedLayer& q = *layer;
-    const int64_t k = q.weights.shape()[0], cols = q.weights.shape()[1];
-    // Per column: sb[n] and -sb[n] sum_k w[k][n], which the scales multiply.
+    const Tensor weights = weightsKN(q);
+    const int64_t k = weights.shape()[0], cols = weights.shape()[1];
+    // Per column: -sb[n] sum_k w[k][n], which the zero point's correction multiplies.
+    std::vector<int64_t> colSums(static_cast<size_t>(cols), 0);
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t j = 0; j < cols; ++j)
+        colSums[static_cast<size_t>(j)] += weights.dataAs<int8_t>()[kk * cols + j];
     std::vector<double> sbSums(static_cast<size_t>(cols));
-    for (int64_t j = 0; j < cols; ++j) {
-      int64_t sum = 0;
-      for (int64_t kk = 0; kk < k; ++kk) sum += q.weights.dataAs<int8_t>()[kk * cols + j];
-      sbSums[static_cast<size_t>(j)] = -q.sb[static_cast<size_t>(j)] * static_cast<double>(sum);
-    }
+    for (size_t j = 0; j < sbSums.size(); ++j)
+      sbSums[j] = -q.sb[j] * static_cast<double>(colSums[j]);
     const std::string& name = node.name;
     const std::string out = graph.value(node.outputs[0]).name;
     const bool dynamic = q.saValue != kNoValue;
@@ -198,7 +212,10 @@ Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
         colCorrection = c[0];
       }
       // The model's bias after the layer joins the correction: [N] + [N] per run.
-      if (NodeId add = bias ? -1 : constantBiasAfter(graph, node.outputs[0], uses, cols);
+      if (NodeId add =
+              bias ? -1
+                   : constantBiasAfter(graph, node.outputs[0],
+                                       onlyUser[static_cast<size_t>(node.outputs[0])], cols);
           add >= 0) {
         const Node& a = graph.node(add);
         ValueId b = rw.map(a.inputs[0] == node.outputs[0] ? a.inputs[1] : a.inputs[0]);
@@ -215,7 +232,7 @@ Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
     zeroPoint = zeroPoint || absorbedBias >= 0; // the correction vector is added
     // The int8 kernel after the vectors it reads (the fusion plan joins only post-ops whose
     // other inputs are ready when the kernel starts).
-    ValueId w = rw.constant(name + ".w_s8", q.weights);
+    ValueId w = rw.constant(name + ".w_s8", weights);
     TUNEC_ASSIGN_OR_RETURN(auto sums, rw.add(name + ".int8", OpKind::IntegerMatMul, NoAttrs{},
                                              {rw.map(q.xq), w}, {name + ".sums"}));
     TUNEC_ASSIGN_OR_RETURN(auto scaled,
