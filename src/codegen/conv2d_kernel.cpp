@@ -42,6 +42,7 @@ public:
     entryK_ = mergeKw_ ? w.kw * w.ic : c.icBlock;
     batch_ = w.kh * kwEntries_ * icBlocks_;
     ohBlocks_ = (w.oh() + c.ohBlock - 1) / c.ohBlock;
+    group_ = kGroup(c.isa, w.types);
   }
 
   void emit(const std::string& entryName) {
@@ -112,7 +113,7 @@ private:
 
   void emitRow(llvm::Value* n, llvm::Value* panel, llvm::Value* oh, llvm::Value* ohHi) {
     const int64_t ic = inLd_, icg = w_.icPerGroup(), nr = c_.ocBlock;
-    const DType wei = w_.types.wei; // bf16 panels hold k-pairs: the same element counts
+    const DType wei = w_.types.wei; // bf16 and i8 panels hold k groups: the same element counts
     llvm::Value* panelWeights =
         gep(wei, weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * icg * nr)));
     // The next panel (this one at the last), prefetched one cache-line column per tile.
@@ -163,8 +164,8 @@ private:
       // Tile t of the panel prefetches line column t % columns of the next panel, rows of phase
       // (t / columns) % group (MicrokernelSpec::prefetchBGroup).
       int64_t columns = (nr + 15) / 16, group = prefetchGroup();
-      // A line is 16 floats, or 16 bf16 pairs (32 values) of one pair row.
-      int64_t lineElems = wei == DType::BF16 ? 32 : 16, rowElems = lineElems / 16 * nr;
+      // A line is 16 floats, 16 bf16 pairs (32 values) of one pair row, or 16 i8 quads.
+      int64_t lineElems = 16 * group_, rowElems = group_ * nr;
       llvm::Value* tile = b_.CreateAdd(b_.CreateMul(b_.CreateSDiv(oh, i64(c_.rowsPerTile)),
                                                     i64((w_.ow() + owStep - 1) / owStep)),
                                        b_.CreateSDiv(ow0, i64(owStep)));
@@ -193,7 +194,9 @@ private:
   // than the kernel) keeps every entry: the input buffer is padded, the result stays exact.
   std::pair<llvm::Value*, llvm::Value*> validTapRows(llvm::Value* oh, llvm::Value* ohHi) {
     int64_t perRow = kwEntries_ * icBlocks_;
-    if (w_.padTop == 0 && w_.padBottom == 0) return {i64(0), i64(batch_)};
+    // An int8 input padded with a nonzero zero point: its padded taps add zero point times the
+    // weights, which the correction (the same for every pixel) takes out, so all of them run.
+    if ((w_.padTop == 0 && w_.padBottom == 0) || w_.aZeroPoint) return {i64(0), i64(batch_)};
     llvm::Value* last = b_.CreateSub(min(b_.CreateAdd(oh, i64(c_.rowsPerTile)), ohHi), i64(1));
     // Row r reads input row r*sH - padTop + kh*dH: it is in [0, h) for kh in [lo(r), hi(r)).
     // Both bounds fall as r grows, so the tile's union is [lo(last row), hi(first row)).
@@ -247,7 +250,7 @@ private:
                             w_.padLeft, hp_, wp_);
     else if (w_.padded())
       in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_,
-                              w_.types.src, 0, w_.nchwInput);
+                              w_.types.src, 0, w_.nchwInput, w_.aZeroPoint);
     int64_t tasks = c_.parallel == Conv2dParallel::N    ? w_.n
                     : c_.parallel == Conv2dParallel::Oh ? ohBlocks_
                     : c_.parallel == Conv2dParallel::Oc ? panels_
@@ -263,6 +266,7 @@ private:
   const Conv2dConfig& c_;
   const Epilogue& epilogue_;
   int64_t hp_, wp_, inLd_, outLd_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
+  int64_t group_ = 1; ///< input channels per k group of the packed weights (kGroup)
   bool mergeKw_ = false;
   DType aType_ = DType::F32;           ///< what the microkernels read as A
   int64_t kwEntries_ = 1, entryK_ = 1; ///< batch entries per kernel row, k of each entry
@@ -281,6 +285,9 @@ Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& s
                                          const Epilogue& e, const float* weights) {
   TUNEC_TRY(validateConv2dConfig(w, c));
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa, w.types));
+  if (c.isa == Isa::Avx2 && isInt8Gemm(w.types)) // vpmaddubsw's s16 pair sums must not saturate
+    TUNEC_TRY(checkAvx2Int8Weights(weights, w.oc * w.icPerGroup() * w.kh * w.kw, "conv2d"));
+  TUNEC_TRY(checkEpilogueStores(e, w.types.dst));
   Conv2dEmitter(mb, w, c, e).emit(symbol);
   return packConv2dWeights(w, c, weights);
 }

@@ -16,9 +16,10 @@ namespace tunec {
 /// output channel, residual addend in the output's NHWC layout).
 class Conv2dKernel {
 public:
-  /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
+  /// The kernel's operands, as tests and the tuner call it: `in` and `out` of the workload's
+  /// source and destination types (f32, or the u8 input and f32 or u8 output of an int8 conv).
   /// `channelScale` (n x ic) when the workload has channel_scale.
-  void run(const float* in, float* out, const float* bias = nullptr, const float* addend = nullptr,
+  void run(const void* in, void* out, const float* bias = nullptr, const float* addend = nullptr,
            const float* channelScale = nullptr, const float* columnScale = nullptr) const {
     rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
     args.channelScale = channelScale;

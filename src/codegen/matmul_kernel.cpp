@@ -384,15 +384,7 @@ Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& s
     return makeError("matmul: a row normalization needs an f32 C");
   if (w.constantB && !constantB) return makeError("internal: constant B data is required");
   if (c.isa == Isa::Avx2 && isInt8Gemm(w.types)) // vpmaddubsw's s16 pair sums must not saturate
-    for (int64_t i = 0; i < (w.broadcastB ? 1 : w.batch) * w.k * w.n; ++i)
-      if (std::abs(constantB[i]) > kAvx2Int8WeightLimit)
-        return makeError(
-            "matmul: the AVX2 int8 kernel needs 7-bit weights (|w| <= ", kAvx2Int8WeightLimit,
-            ", so vpmaddubsw's pair sums cannot saturate); "
-            "weight ",
-            i, " is ", constantB[i],
-            ": requantize the weights to 7 bits (tunec's graph lowering halves them) "
-            "or compile for a target with AVX512-VNNI or AMX");
+    TUNEC_TRY(checkAvx2Int8Weights(constantB, (w.broadcastB ? 1 : w.batch) * w.k * w.n, "matmul"));
   PackedWeights packed;
   if (w.constantB) packed = packMatmulB(w, c, constantB);
   MatmulEmitter(mb, w, c, e).emit(symbol);

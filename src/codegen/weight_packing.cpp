@@ -1,5 +1,5 @@
 // The packer family of compile-time weights: f32, a matmul's B and a convolution's weights in
-// bf16 k-pairs, and a matmul's B in i8 k-quads.
+// bf16 k-pairs, and both in i8 k-quads.
 #include "codegen/weight_packing.h"
 
 #include "runtime/packing.h"
@@ -32,6 +32,17 @@ float* floatsOf(PackedWeights& p) {
 }
 
 } // namespace
+
+Status checkAvx2Int8Weights(const float* weights, int64_t count, const char* templ) {
+  for (int64_t i = 0; i < count; ++i)
+    if (std::abs(weights[i]) > kAvx2Int8WeightLimit)
+      return makeError(
+          templ, ": the AVX2 int8 kernel needs 7-bit weights (|w| <= ", kAvx2Int8WeightLimit,
+          ", so vpmaddubsw's pair sums cannot saturate); weight ", i, " is ", weights[i],
+          ": requantize the weights to 7 bits (tunec's graph lowering halves them) "
+          "or compile for a target with AVX512-VNNI or AMX");
+  return {};
+}
 
 int64_t matmulPanelElements(const MatmulWorkload& w, const MatmulConfig& c) {
   const int64_t group = kGroup(c.isa, w.types); // whole k-pairs, or AMX tile rows
@@ -106,6 +117,26 @@ PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, 
                   *dst++ = local < ocg
                                ? floatToBf16(src[((oc * icg + ic + q) * w.kh + kh) * w.kw + kw])
                                : 0;
+                }
+    return packed;
+  }
+  if (w.types.wei == DType::I8) {
+    // [group][panel][kh][kw][ic/4][ocBlock][4]: input-channel quads (icg is a multiple of 4),
+    // each weight an integer in [-128, 127] (the compiler's s8 constants as floats).
+    PackedWeights packed = allocate(count, DType::I8, WeightLayout::Conv2dQuadPanels);
+    auto* dst = reinterpret_cast<int8_t*>(packed.data.get());
+    for (int64_t g = 0; g < w.groups; ++g)
+      for (int64_t p = 0; p < perGroup; ++p)
+        for (int64_t kh = 0; kh < w.kh; ++kh)
+          for (int64_t kw = 0; kw < w.kw; ++kw)
+            for (int64_t ic = 0; ic < icg; ic += 4)
+              for (int64_t j = 0; j < c.ocBlock; ++j)
+                for (int64_t q = 0; q < 4; ++q) {
+                  int64_t local = p * c.ocBlock + j, oc = g * ocg + local;
+                  float v = local < ocg ? src[((oc * icg + ic + q) * w.kh + kh) * w.kw + kw] : 0.f;
+                  TUNEC_ASSERT(v == std::nearbyint(v) && v >= -128 && v <= 127,
+                               "i8 weight " << v << " is not an integer in [-128, 127]");
+                  *dst++ = static_cast<int8_t>(v);
                 }
     return packed;
   }

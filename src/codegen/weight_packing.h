@@ -21,6 +21,7 @@ enum class WeightLayout : uint8_t {
   MatmulPairPanels, ///< bf16 panels of k-pairs: [panel][k/2][nr][2], zero past n and k
   Conv2dPanels,     ///< [group][panel][kh][kw][ic/g][ocBlock], zero past each group's channels
   Conv2dPairPanels, ///< bf16: [group][panel][kh][kw][ic/g/2][ocBlock][2], input-channel pairs
+  Conv2dQuadPanels, ///< i8: [group][panel][kh][kw][ic/g/4][ocBlock][4], input-channel quads
   DepthwiseTaps,    ///< [kh*kw][c rounded up to the channel block], zero past c
   MatmulQuadPanels, ///< i8 panels of k-quads: [panel][k/4][nr][4], zero past n and k
 };
@@ -35,6 +36,11 @@ struct PackedWeights {
   std::span<const std::byte> view() const { return {data.get(), bytes}; }
   int64_t elements() const { return static_cast<int64_t>(bytes / dtypeSize(dtype)); }
 };
+
+/// An error naming the first weight (of `count`, integers as floats) beyond the AVX2 int8
+/// kernel's 7 bits (kAvx2Int8WeightLimit) and the fixes, unless there is none; `templ` names
+/// the kernel.
+Status checkAvx2Int8Weights(const float* weights, int64_t count, const char* templ);
 
 /// Elements of one batch's packed B of a matmul (n rounded up to nr, times k).
 int64_t matmulPackedBElements(const MatmulWorkload& w, const MatmulConfig& c);

@@ -309,6 +309,25 @@ extern "C" void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t 
     }
 }
 
+extern "C" void tunec_pad_nhwc_u8(const uint8_t* src, int64_t n, int64_t h, int64_t w, int64_t c,
+                                  int64_t pt, int64_t pl, int64_t hp, int64_t wp, int64_t value,
+                                  uint8_t* dst) {
+  const auto fill = static_cast<int>(value);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < hp; ++y) {
+      uint8_t* row = dst + ((b * hp + y) * wp) * c;
+      int64_t sy = y - pt;
+      if (sy < 0 || sy >= h) {
+        std::memset(row, fill, static_cast<size_t>(wp * c));
+        continue;
+      }
+      std::memset(row, fill, static_cast<size_t>(pl * c));
+      std::memcpy(row + pl * c, src + ((b * h + sy) * w) * c, static_cast<size_t>(w * c));
+      if (int64_t right = wp - pl - w; right > 0)
+        std::memset(row + (pl + w) * c, fill, static_cast<size_t>(right * c));
+    }
+}
+
 extern "C" void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c,
                                    int64_t pt, int64_t pl, int64_t hp, int64_t wp, float* dst) {
   for (int64_t b = 0; b < n; ++b)

@@ -59,6 +59,10 @@ void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int6
 /// at (pt, pl).
 void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,
                         int64_t pl, int64_t hp, int64_t wp, float* dst);
+/// As tunec_pad_nhwc_f32 for a u8 tensor, the padding `value` (an int8 convolution's input zero
+/// point: a padded tap dequantizes to 0).
+void tunec_pad_nhwc_u8(const uint8_t* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,
+                       int64_t pl, int64_t hp, int64_t wp, int64_t value, uint8_t* dst);
 /// As tunec_pad_nhwc_f32 from an NCHW source: the reorder to NHWC and the padding in one pass
 /// (a model's image input, read by its first convolution).
 void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c,

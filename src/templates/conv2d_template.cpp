@@ -13,9 +13,19 @@ Status Conv2dWorkload::check() const {
       return makeError("bf16 conv2d workload: needs an even number of input channels per group, "
                        "an f32 output and no channel_scale or NCHW input (ic=",
                        ic, ", groups=", groups, ")");
+  } else if (isInt8Gemm(types)) {
+    // int8: u8 input, s8 weights in input-channel quads, i32 sums, an f32 or requantized u8 out.
+    if (icPerGroup() % 4 || channelScale || nchwInput)
+      return makeError("int8 conv2d workload: needs a multiple of 4 input channels per group and "
+                       "no channel_scale or NCHW input (ic=",
+                       ic, ", groups=", groups, ")");
+    if (aZeroPoint < 0 || aZeroPoint > 255)
+      return makeError("int8 conv2d workload: a_zero_point=", aZeroPoint, " is not a u8");
   } else {
-    TUNEC_TRY(checkKernelTypes(types, "conv2d"));
+    TUNEC_TRY(checkKernelTypes(types, "conv2d", "f32, bf16 weights or u8 x s8"));
   }
+  if (aZeroPoint && !isInt8Gemm(types))
+    return makeError("conv2d workload: a_zero_point is for a u8 input");
   if (n < 1 || ic < 1 || h < 1 || w < 1 || oc < 1 || kh < 1 || kw < 1)
     return makeError("conv2d workload needs positive sizes");
   if (strideH < 1 || strideW < 1 || dilationH < 1 || dilationW < 1)
@@ -63,6 +73,7 @@ nlohmann::json Conv2dWorkload::toJson() const {
   if (inLd) j["in_ld"] = inLd;
   if (outLd) j["out_ld"] = outLd;
   if (nchwInput) j["input_layout"] = "nchw";
+  if (aZeroPoint) j["a_zero_point"] = aZeroPoint;
   return j;
 }
 
@@ -86,6 +97,8 @@ Expected<Conv2dWorkload> Conv2dWorkload::fromJson(const nlohmann::json& j) {
     return makeError("conv2d workload: ", error);
   if ((j.contains("in_ld") && !readField(j, "in_ld", w.inLd, error)) ||
       (j.contains("out_ld") && !readField(j, "out_ld", w.outLd, error)))
+    return makeError("conv2d workload: ", error);
+  if (j.contains("a_zero_point") && !readField(j, "a_zero_point", w.aZeroPoint, error))
     return makeError("conv2d workload: ", error);
   if (j.contains("input_layout")) {
     std::string layout;
@@ -145,6 +158,10 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (convertsA(w.types) && (c.icBlock % 2 || c.isa != Isa::Avx512))
     return makeError("conv2d config: bf16 needs AVX-512 and an even ic_block (input-channel "
                      "pairs), not ",
+                     info.name, " and ", c.icBlock);
+  if (isInt8Gemm(w.types) && (c.icBlock % 4 || c.isa == Isa::Amx))
+    return makeError("conv2d config: int8 needs AVX2 or AVX-512 (VNNI) and an ic_block that is a "
+                     "multiple of 4 (input-channel quads), not ",
                      info.name, " and ", c.icBlock);
   if (c.ohBlock < 1 || c.ohBlock > w.oh())
     return makeError("conv2d config: oh_block=", c.ohBlock, " must be in 1..", w.oh());
@@ -208,8 +225,9 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target&
   // The weights of one panel for one ic block (kh*kw*icb*ocBlock floats) should stay in L1/L2.
   c.icBlock = w.icPerGroup();
   auto weiBytes = static_cast<int64_t>(w.types.weiBytes());
-  // (bf16 keeps whole input-channel pairs: a block halves only while the half stays even.)
-  const int64_t grain = convertsA(w.types) ? 4 : 2;
+  // (bf16 and int8 keep whole input-channel pairs and quads: a block halves only while the
+  // half stays a whole number of them.)
+  const int64_t grain = 2 * kGroup(isa, w.types);
   while (c.icBlock % grain == 0 && c.icBlock * w.kh * w.kw * c.ocBlock * weiBytes > target.l2 / 2 &&
          c.icBlock > 16)
     c.icBlock /= 2;
@@ -232,8 +250,8 @@ KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa) {
     if (v % 2) break;
   }
   if (icb.values.empty()) icb.values.emplace_back(w.icPerGroup());
-  if (convertsA(w.types)) // bf16: input-channel pairs
-    std::erase_if(icb.values, [](const nlohmann::json& v) { return v.get<int64_t>() % 2; });
+  if (const int64_t group = kGroup(isa, w.types); group > 1) // bf16 pairs, int8 quads
+    std::erase_if(icb.values, [&](const nlohmann::json& v) { return v.get<int64_t>() % group; });
   for (int64_t v : {1, 2, 4, 7, 8, 14})
     if (v <= w.oh()) ohb.values.emplace_back(v);
   space = {oc, owb, icb, ohb, {"loop_order", {"oc_oh", "oh_oc"}}};

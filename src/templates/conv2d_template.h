@@ -36,6 +36,10 @@ struct Conv2dWorkload {
   /// The input is N x C x H x W (plain), reordered to NHWC as the kernel pads it (a model's
   /// image input); "input_layout": "nchw" in the key, absent when false. Needs padding.
   bool nchwInput = false;
+  /// int8 (u8 input): the value the padding reads, the input's zero point (a padded tap then
+  /// dequantizes to 0, and the zero point's correction is the same for every output pixel);
+  /// "a_zero_point" in the key, absent when 0. With a nonzero one, no tap is skipped.
+  int64_t aZeroPoint = 0;
 
   int64_t inPixelStride() const { return inLd ? inLd : ic; }
   int64_t outPixelStride() const { return outLd ? outLd : oc; }

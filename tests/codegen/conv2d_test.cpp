@@ -344,5 +344,165 @@ TEST(Conv2dTemplate, StridedChannelSlicesMatchReference) {
   EXPECT_FALSE(bad.check().isOk()) << "out_ld below oc";
 }
 
+// ---- int8: u8 input, s8 weights in input-channel quads, exact i32 sums ----
+
+constexpr KernelTypes kInt8F32{DType::U8, DType::I8, DType::I32, DType::F32};
+
+// The exact sums of an int8 convolution whose padding reads the input's zero point, NHWC
+// (pixels of x `inLd` apart), from integer weights in ONNX order.
+std::vector<int64_t> integerConv(const Conv2dWorkload& w, const std::vector<uint8_t>& x,
+                                 const std::vector<float>& weights) {
+  const int64_t icg = w.icPerGroup(), ocg = w.ocPerGroup(), inLd = w.inPixelStride();
+  std::vector<int64_t> out(static_cast<size_t>(w.n * w.oh() * w.ow() * w.oc));
+  size_t at = 0;
+  for (int64_t n = 0; n < w.n; ++n)
+    for (int64_t oh = 0; oh < w.oh(); ++oh)
+      for (int64_t ow = 0; ow < w.ow(); ++ow)
+        for (int64_t oc = 0; oc < w.oc; ++oc) {
+          int64_t sum = 0, g = oc / ocg;
+          for (int64_t kh = 0; kh < w.kh; ++kh)
+            for (int64_t kw = 0; kw < w.kw; ++kw) {
+              int64_t ih = oh * w.strideH - w.padTop + kh * w.dilationH;
+              int64_t iw = ow * w.strideW - w.padLeft + kw * w.dilationW;
+              bool inside = ih >= 0 && ih < w.h && iw >= 0 && iw < w.w;
+              for (int64_t ic = 0; ic < icg; ++ic) {
+                int64_t v =
+                    inside
+                        ? x[static_cast<size_t>(((n * w.h + ih) * w.w + iw) * inLd + g * icg + ic)]
+                        : w.aZeroPoint;
+                sum += v *
+                       static_cast<int64_t>(
+                           weights[static_cast<size_t>(((oc * icg + ic) * w.kh + kh) * w.kw + kw)]);
+              }
+            }
+          out[at++] = sum;
+        }
+  return out;
+}
+
+// One int8 convolution under `c` through `j` against the integer reference: the sums exactly
+// (no epilogue); column scale, bias and ReLU in f32 as the epilogue computes them; and that
+// requantized to u8 (round half to even, saturate), exactly. `small`: inputs in [0, 3] and
+// weights in [-3, 3].
+void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c, int epilogue,
+                   std::mt19937& rng, bool small) {
+  Conv2dWorkload w = workload;
+  const int limit = c.isa == Isa::Avx2 ? kAvx2Int8WeightLimit : 127;
+  std::vector<uint8_t> x(static_cast<size_t>(w.n * w.h * w.w * w.inPixelStride()));
+  for (uint8_t& v : x) v = static_cast<uint8_t>(small ? rng() % 4 : rng() % 256);
+  std::vector<float> weights(static_cast<size_t>(w.oc * w.icPerGroup() * w.kh * w.kw));
+  for (float& v : weights)
+    v = small ? static_cast<float>(static_cast<int>(rng() % 7) - 3)
+              : static_cast<float>(static_cast<int>(rng() % (2 * limit + 1)) - limit);
+  Epilogue epi;
+  const float outScale = 0.5f + static_cast<float>(rng() % 100), outZero = 3.f;
+  if (epilogue > 0)
+    epi = {{PostOpKind::ScalePerColumn}, {PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
+  if (epilogue > 1) epi.push_back({PostOpKind::QuantizeU8, outScale, outZero});
+  if (epilogue > 1) w.types.dst = DType::U8;
+  std::vector<float> scale(static_cast<size_t>(w.oc)), bias(static_cast<size_t>(w.oc));
+  for (size_t i = 0; i < scale.size(); ++i) {
+    scale[i] = 0.25f + static_cast<float>(rng() % 64) / 32.f;
+    bias[i] = static_cast<float>(static_cast<int>(rng() % 2001) - 1000);
+  }
+  auto kernel = compileConv2d(j, w, c, epi, weights.data());
+  ASSERT_TRUE(kernel.isOk()) << kernel.error().message() << " " << w.toJson().dump();
+  const int64_t outLd = w.outPixelStride(), pixels = w.n * w.oh() * w.ow();
+  std::vector<float> outF(static_cast<size_t>(pixels * outLd), -7.f);
+  std::vector<uint8_t> outU(static_cast<size_t>(pixels * outLd), 77);
+  void* out = epilogue > 1 ? static_cast<void*>(outU.data()) : outF.data();
+  kernel->run(x.data(), out, bias.data(), nullptr, nullptr, scale.data());
+  std::vector<int64_t> sums = integerConv(w, x, weights);
+  for (int64_t p = 0; p < pixels; ++p)
+    for (int64_t ch = 0; ch < outLd; ++ch) {
+      const size_t i = static_cast<size_t>(p * outLd + ch);
+      std::string where = "pixel " + std::to_string(p) + " channel " + std::to_string(ch) + " of " +
+                          w.toJson().dump() + " with config " + c.toJson().dump();
+      if (ch >= w.oc) { // past the output's channels (out_ld): untouched
+        ASSERT_TRUE(epilogue > 1 ? outU[i] == 77 : outF[i] == -7.f) << where;
+        continue;
+      }
+      const int64_t sum = sums[static_cast<size_t>(p * w.oc + ch)];
+      float v = static_cast<float>(sum);
+      if (epilogue > 0)
+        v = std::max(v * scale[static_cast<size_t>(ch)] + bias[static_cast<size_t>(ch)], 0.f);
+      if (epilogue > 1) {
+        float q = std::clamp(std::nearbyint(v / outScale) + outZero, 0.f, 255.f);
+        ASSERT_EQ(static_cast<int>(outU[i]), static_cast<int>(q)) << where;
+      } else {
+        ASSERT_EQ(outF[i], v) << where << " (sum " << sum << ")";
+      }
+    }
+}
+
+// Every int8 config the tuner can draw for random workloads (odd sizes, strides, pads with
+// zero and nonzero zero points, dilations, groups, 1x1 channel slices read and written in
+// place, two threads), on AVX2 (vpmaddubsw, 7-bit weights; real on every tunec CPU) and on
+// AVX-512 VNNI (vpdpbusd: real where this CPU has it, else its twin), equal to the integer
+// reference bit for bit; every fourth trial on small integers.
+TEST(Conv2dInt8, RandomConfigsEqualTheIntegerReference) {
+  const bool vnniHere = hostTarget().avx512vnni && targetSupports(hostTarget(), Isa::Avx512);
+  std::mt19937 rng(29);
+  int checked = 0, zeroPointPadded = 0, requantized = 0;
+  for (int trial = 0; trial < 120 && checked < 44; ++trial) {
+    const Isa isa = trial % 2 ? Isa::Avx512 : Isa::Avx2;
+    std::uniform_int_distribution<int64_t> ch(1, 10), hw(3, 11), k(1, 3), s(1, 2), p(0, 2);
+    int64_t groups = trial % 7 == 3 ? 2 : 1;
+    Conv2dWorkload w =
+        conv(trial % 5 == 0 ? 2 : 1, 4 * groups * ch(rng), hw(rng), groups * (1 + rng() % 40),
+             k(rng), s(rng), p(rng), trial % 9 == 4 ? 2 : 1);
+    w.groups = groups;
+    w.types = kInt8F32;
+    w.aZeroPoint = trial % 3 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % 255);
+    if (trial % 6 == 5 && !w.padded()) w.inLd = w.ic + 4 * (1 + rng() % 4);
+    if (trial % 8 == 7 && !w.padded()) w.outLd = w.oc + 1 + rng() % 9;
+    w.threads = trial % 3 == 1 ? 2 : 1;
+    if (!w.check().isOk()) continue;
+    auto c = randomConfig(w, isa, rng);
+    ASSERT_TRUE(c.isOk()) << c.error().message();
+    if (!validateConv2dConfig(w, *c).isOk()) continue;
+    const int epilogue = trial % 3;
+    Jit& j = isa == Isa::Avx512 && !vnniHere ? test::twinJit() : jit();
+    checkInt8Conv(j, w, *c, epilogue, rng, trial % 4 == 3);
+    if (HasFatalFailure()) return;
+    ++checked;
+    zeroPointPadded += w.padded() && w.aZeroPoint != 0;
+    requantized += epilogue == 2;
+  }
+  EXPECT_GE(checked, 40);
+  EXPECT_GE(zeroPointPadded, 6) << "padding with a nonzero zero point is covered";
+  EXPECT_GE(requantized, 8);
+}
+
+TEST(Conv2dInt8, WorkloadsAndWeightsOutsideTheKernelAreRefusedByName) {
+  Conv2dWorkload w = conv(1, 6, 5, 8, 3, 1, 1);
+  w.types = kInt8F32;
+  EXPECT_NE(w.check().error().message().find("needs a multiple of 4 input channels per group"),
+            std::string::npos);
+  w = conv(1, 8, 5, 8, 3, 1, 1);
+  w.types = kInt8F32;
+  w.aZeroPoint = 300;
+  EXPECT_NE(w.check().error().message().find("a_zero_point=300 is not a u8"), std::string::npos);
+  w.aZeroPoint = 128;
+  auto back = Conv2dWorkload::fromJson(w.toJson());
+  ASSERT_TRUE(back.isOk()) << back.error().message();
+  EXPECT_EQ(back->aZeroPoint, 128);
+  EXPECT_EQ(back->types, kInt8F32);
+  Conv2dConfig c = defaultConv2dConfig(w, Isa::Avx2, hostTarget());
+  ASSERT_TRUE(validateConv2dConfig(w, c).isOk());
+  EXPECT_EQ(c.icBlock % 4, 0);
+  c.icBlock = 2;
+  EXPECT_NE(validateConv2dConfig(w, c).error().message().find("multiple of 4"), std::string::npos);
+  c = defaultConv2dConfig(w, Isa::Avx2, hostTarget());
+  std::vector<float> weights(static_cast<size_t>(8 * 8 * 9), 1.f);
+  weights[41] = -65.f;
+  auto kernel = compileConv2d(jit(), w, c, {}, weights.data());
+  ASSERT_FALSE(kernel.isOk());
+  EXPECT_NE(kernel.error().message().find("conv2d: the AVX2 int8 kernel needs 7-bit weights"),
+            std::string::npos)
+      << kernel.error().message();
+  EXPECT_NE(kernel.error().message().find("weight 41 is -65"), std::string::npos);
+}
+
 } // namespace
 } // namespace tunec
