@@ -11,7 +11,7 @@ const std::vector<PassEntry>& graphPipeline() {
   static const std::vector<PassEntry> pipeline = {
       // Before fold-constants, which would dequantize the s8 weights to f32: quantized linear
       // layers become int8 kernels.
-      {"lower-quantized-matmuls", passes::lowerQuantizedMatmuls},
+      {"lower-quantized-layers", passes::lowerQuantizedLayers},
       // First: whatever is computed from constants only (e.g. batch-norm statistics written as
       // arithmetic on initializers) becomes a constant that later rewrites can read.
       {"fold-constants", passes::foldConstants},

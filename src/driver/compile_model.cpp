@@ -3,6 +3,7 @@
 #include "ir/op_registry.h"
 #include "passes/memory_plan.h"
 #include "passes/rewriter.h"
+#include "runtime/typed_kernels.h"
 #include "support/terminal_text.h"
 
 #include <algorithm>
@@ -177,13 +178,30 @@ int Lowering::tensorIn(ValueId v, Phys want) {
   if (have == want || sameBytes(shape)) return t;
   auto key = std::make_pair(v, want);
   if (auto it = reordered_.find(key); it != reordered_.end()) return it->second;
-  int64_t bytes = shape.numel() * static_cast<int64_t>(dtypeSize(graph_.value(v).type.dtype));
+  const DType dtype = graph_.value(v).type.dtype;
+  int64_t bytes = shape.numel() * static_cast<int64_t>(dtypeSize(dtype));
   tensors_.push_back({{rt::Region::Arena, 0}, bytes});
   int out = static_cast<int>(tensors_.size()) - 1;
-  addElementwise("reorder '" + graph_.value(v).name + "' to " +
-                     (want == Phys::Nhwc ? "NHWC" : "plain"),
-                 out, shape, want, 0, logicalStrides(shape, want),
-                 {{t, logicalStrides(shape, have), 0}}, {{rt::EwOp::Copy, 0, -1, -1000}});
+  std::string label =
+      "reorder '" + graph_.value(v).name + "' to " + (want == Phys::Nhwc ? "NHWC" : "plain");
+  if (dtype == DType::F32) {
+    addElementwise(label, out, shape, want, 0, logicalStrides(shape, want),
+                   {{t, logicalStrides(shape, have), 0}}, {{rt::EwOp::Copy, 0, -1, -1000}});
+  } else { // another element type (a u8 activation between int8 kernels): a typed copy
+    rt::TypedProgram p;
+    p.op = rt::TypedOp::Cast;
+    p.out = dtype;
+    p.in = {dtype};
+    p.dims = shape.dims();
+    p.outStrides = logicalStrides(shape, want);
+    p.inStrides = {logicalStrides(shape, have)};
+    p.inOffsets = {0};
+    rt::Step step;
+    step.label = label;
+    p.encode(step);
+    step.tensors = {out, t};
+    addStep(std::move(step), {t}, {out});
+  }
   ++stats_.reorders;
   reordered_[key] = out;
   std::string consumer =
@@ -582,10 +600,9 @@ std::string compileReport(const CompiledModel& model) {
   if (s.quantizeSteps || s.quantizeNodesImported) {
     os << "quantized model (" << s.quantizeNodesImported
        << " QuantizeLinear/DequantizeLinear nodes): " << s.int8Kernels
-       << " MatMul/Gemm layers of u8 activations and constant s8 weights run as int8 kernels; "
-          "the other heavy kernels run dequantized in fp32 (int8 convolutions are not built "
-          "yet; constant weights dequantized at compile time), activation round trips as f32 "
-          "arithmetic, and "
+       << " Conv/MatMul/Gemm layers of u8 activations and constant s8 weights run as int8 "
+          "kernels; the other heavy kernels run dequantized in fp32 (constant weights "
+          "dequantized at compile time), activation round trips as f32 arithmetic, and "
        << s.quantizeSteps << " quantize steps as element steps\n";
     // Which quantized layers stay fp32, and why (the first ones; the count of all).
     std::map<std::string, std::pair<std::string, int>> reasons; // why -> first layer, count

@@ -238,20 +238,52 @@ int packedConstant(Lowering& l, const codegen::PackedWeights& packed) {
   return packed.empty() ? -1 : l.addConstant(packed.data.get(), packed.bytes);
 }
 
+// The AVX2 int8 kernel takes 7-bit weights (kAvx2Int8WeightLimit: vpmaddubsw's s16 pair sums
+// must not saturate). Weights beyond it are halved, rounding half to even, and the sums doubled
+// in the epilogue, as oneDNN does there: one bit of the weights' precision. Returns whether.
+bool halveWeightsForAvx2(std::vector<float>& weights, EpilogueBuild& e) {
+  bool fits = std::all_of(weights.begin(), weights.end(), [](float v) {
+    return std::abs(v) <= static_cast<float>(kAvx2Int8WeightLimit);
+  });
+  if (fits) return false;
+  for (float& v : weights) v = std::nearbyint(v / 2.f);
+  if (!e.epilogue.empty() && e.epilogue.front().kind == PostOpKind::ScalePerColumn &&
+      e.scalesTensor < 0)
+    for (float& s : e.scales) s *= 2.f;
+  else
+    e.epilogue.insert(e.epilogue.begin(), PostOp{PostOpKind::Scale, 2.f});
+  return true;
+}
+
+// The label's note of an int8 kernel, counted in the compile statistics.
+std::string int8Note(Lowering& l, bool halved) {
+  l.noteInt8Kernel(halved);
+  return halved ? " in int8 (weights halved to 7 bits)" : " in int8";
+}
+
 bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   const Graph& g = l.graph();
   const Node& n = g.node(kernel.anchor);
   const auto& a = std::get<ConvAttrs>(n.attrs);
   const Value& x = g.value(n.inputs[0]);
   const Value& wv = g.value(n.inputs[1]);
-  if (a.kernel.size() != 2 || x.type.dtype != DType::F32) {
-    l.unsupported(n, "only 2-d f32 convolution is compiled");
+  // An IntegerConv (passes/lower_quantized_layers.cpp): u8 input, constant s8 weights, which the
+  // compiler passes to the packer as integer floats.
+  const bool integer = n.kind == OpKind::IntegerConv;
+  if (a.kernel.size() != 2 || x.type.dtype != (integer ? DType::U8 : DType::F32)) {
+    l.unsupported(n, "only 2-d f32 and u8 x s8 convolutions are compiled");
     return false;
   }
   if (!wv.constant) {
     l.unsupported(n, "the weights must be constant (initializers)");
     return false;
   }
+  std::vector<float> integerWeights;
+  if (integer) {
+    const auto* q = wv.constant->dataAs<int8_t>();
+    integerWeights.assign(q, q + wv.constant->numel());
+  }
+  const float* weights = integer ? integerWeights.data() : floatData(wv);
   const Shape& xs = x.type.shape;
   const Shape& ys = g.value(n.outputs[0]).type.shape;
   int64_t oc = wv.type.shape[0];
@@ -268,7 +300,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   int64_t inLd = 0, outLd = 0;
   // A plain input that only this padded conv2d reads (the model's image) is reordered by the
   // kernel's own padded copy: one pass over it instead of a reorder step and the copy.
-  bool nchwInput = kernel.templ == TemplateKind::Conv2d && !prologue && !unpadded &&
+  bool nchwInput = kernel.templ == TemplateKind::Conv2d && !prologue && !unpadded && !integer &&
                    xs.rank() == 4 && l.producedPhys(n.inputs[0]) == Phys::Plain &&
                    l.uses(n.inputs[0]) == 1;
   Phys inPhys = Phys::Nhwc;
@@ -283,6 +315,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   HeavyKernel hk;
   codegen::PackedWeights packed;
   Expected<int> code = -1;
+  std::string int8; // the label's int8 note
   if (kernel.templ == TemplateKind::Depthwise) {
     DepthwiseWorkload w;
     w.n = xs[0], w.c = xs[1], w.h = xs[2], w.w = xs[3], w.kh = a.kernel[0], w.kw = a.kernel[1];
@@ -291,7 +324,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     w.dilationH = a.dilations[0], w.dilationW = a.dilations[1];
     w.threads = l.options().threads;
     auto c = chooseConfigOf<DepthwiseConfig>(l, w, hk);
-    if (l.module()) code = l.module()->addDepthwise(w, c, e.epilogue, floatData(wv), packed);
+    if (l.module()) code = l.module()->addDepthwise(w, c, e.epilogue, weights, packed);
   } else {
     Conv2dWorkload w;
     w.n = xs[0], w.ic = xs[1], w.h = xs[2], w.w = xs[3], w.oc = oc;
@@ -308,10 +341,18 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     // out; where channels do not come in pairs (an RGB image) or a channel scale is fused, f32.
     bf16Slower = l.options().precision == Precision::Bf16 && !vectorBf16Pays(l.options().target);
     if (l.options().precision == Precision::Bf16 && w.icPerGroup() % 2 == 0 && !prologue &&
-        !nchwInput && !bf16Slower)
+        !nchwInput && !bf16Slower && !integer)
       w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    if (integer) {
+      bf16Slower = false;
+      // A requantizing epilogue (the next int8 layer's QuantizeLinear) writes a u8 output.
+      const bool u8Out = !e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::QuantizeU8;
+      w.types = {DType::U8, DType::I8, DType::I32, u8Out ? DType::U8 : DType::F32};
+      w.aZeroPoint = a.padValue;
+    }
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
-    if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, floatData(wv), packed);
+    if (integer) int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(integerWeights, e));
+    if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, weights, packed);
   }
   if (!code) {
     l.unsupported(n, code.error().message());
@@ -326,7 +367,8 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
              (outLd ? " (writes its part of the Concat in place)" : "") +
              (isBf16Gemm(workloadTypes(hk.workload)) ? " in bf16"
               : bf16Slower                           ? kVectorBf16SlowerNote
-                                                     : "");
+                                                     : "") +
+             int8;
   std::string label = hk.label;
   // Through its plain [N, H, W, C] view (and the LayerNorm after it) the result's plain layout
   // is the conv's NHWC bytes.
@@ -358,7 +400,7 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
   const Value& bv = g.value(n.inputs[1]);
   const Shape& as = av.type.shape;
   const Shape& bs = bv.type.shape;
-  // An IntegerMatMul (passes/lower_quantized_matmuls.cpp): u8 A times constant s8 weights, which
+  // An IntegerMatMul (passes/lower_quantized_layers.cpp): u8 A times constant s8 weights, which
   // the compiler passes to the packer as integer floats.
   const bool integer = n.kind == OpKind::IntegerMatMul;
   if (integer && (!bv.constant || bs.rank() != 2 || as.rank() < 2)) {
@@ -449,23 +491,6 @@ std::string matmulDims(const MatmulWorkload& w) {
          std::to_string(w.k);
 }
 
-// The AVX2 int8 kernel takes 7-bit weights (kAvx2Int8WeightLimit: vpmaddubsw's s16 pair sums
-// must not saturate). Weights beyond it are halved, rounding half to even, and the sums doubled
-// in the epilogue, as oneDNN does there: one bit of the weights' precision. Returns whether.
-bool halveWeightsForAvx2(MatmulOperands& mo, EpilogueBuild& e) {
-  bool fits = std::all_of(mo.scaledB.begin(), mo.scaledB.end(), [](float v) {
-    return std::abs(v) <= static_cast<float>(kAvx2Int8WeightLimit);
-  });
-  if (fits) return false;
-  for (float& v : mo.scaledB) v = std::nearbyint(v / 2.f);
-  if (!e.epilogue.empty() && e.epilogue.front().kind == PostOpKind::ScalePerColumn &&
-      e.scalesTensor < 0)
-    for (float& s : e.scales) s *= 2.f;
-  else
-    e.epilogue.insert(e.epilogue.begin(), PostOp{PostOpKind::Scale, 2.f});
-  return true;
-}
-
 bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   const Node& n = l.graph().node(kernel.anchor);
   MatmulOperands mo;
@@ -494,8 +519,9 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
     mo.w.types.dst = DType::U8;
   HeavyKernel hk;
   auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
-  bool halved = false;
-  if (isInt8Gemm(w.types) && c.isa == Isa::Avx2) halved = halveWeightsForAvx2(mo, e);
+  std::string int8; // the label's int8 note
+  if (isInt8Gemm(w.types))
+    int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(mo.scaledB, e));
   codegen::PackedWeights packed;
   Expected<int> code = -1;
   if (l.module()) code = l.module()->addMatmul(w, c, e.epilogue, mo.bData, packed);
@@ -510,10 +536,7 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(mo.bSource, Phys::Plain);
   if (w.splitN) hk.label += " split " + std::to_string(w.n / w.splitN) + " ways";
   if (isBf16Gemm(w.types)) hk.label += " in bf16";
-  if (isInt8Gemm(w.types)) {
-    hk.label += halved ? " in int8 (weights halved to 7 bits)" : " in int8";
-    l.noteInt8Kernel(halved);
-  }
+  hk.label += int8;
   std::string label = hk.label;
   // Read through an NHWC view, the matmul's rows are the NHWC layout of the result.
   Phys phys = kernel.nhwcView >= 0 ? Phys::Nhwc : Phys::Plain;

@@ -428,29 +428,54 @@ bool lowerTyped(Lowering& l, const Node& n) {
   size_t arity = *op == rt::TypedOp::Where || quant ? 3 : binary ? 2 : 1;
   if (n.inputs.size() != arity) return false;
   const Value& y = g.value(n.outputs[0]);
+  const Shape& ys = y.type.shape;
+  // A per-axis scale or zero point of a quantization: one element per index of the axis.
+  auto perAxis = [&](size_t i) {
+    return quant && i > 0 && g.value(n.inputs[i]).type.shape.rank() == 1;
+  };
+  // NHWC when the output is 4-d and every input of its shape was produced NHWC, the others
+  // scalars or per-axis parameters: a quantized activation between NHWC kernels (the
+  // QuantizeLinear before an int8 convolution, the DequantizeLinear after one) is not reordered.
+  Phys phys = Phys::Plain;
+  if (ys.rank() == 4 && ys[1] > 1 && ys[2] * ys[3] > 1) {
+    bool any = false, all = true;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] == kNoValue) return false;
+      const Shape& xs = g.value(n.inputs[i]).type.shape;
+      if (xs == ys) {
+        any = true;
+        all = all && l.producedPhys(n.inputs[i]) == Phys::Nhwc;
+      } else if (xs.numel() != 1 && !perAxis(i)) {
+        all = false;
+      }
+    }
+    if (any && all) phys = Phys::Nhwc;
+  }
   rt::TypedProgram p;
   p.op = *op;
   p.out = y.type.dtype;
-  p.dims = y.type.shape.dims();
-  p.outStrides = y.type.shape.strides();
-  for (ValueId v : n.inputs) {
+  p.dims = ys.dims();
+  p.outStrides = Lowering::logicalStrides(ys, phys);
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    ValueId v = n.inputs[i];
     if (v == kNoValue) return false;
     const Value& x = g.value(v);
     p.in.push_back(x.type.dtype);
-    if (quant && v != n.inputs[0] && x.type.shape.rank() == 1) {
-      // A per-axis scale or zero point: one element per index of the axis.
-      std::vector<int64_t> strides(static_cast<size_t>(y.type.shape.rank()), 0);
+    if (perAxis(i)) {
+      std::vector<int64_t> strides(static_cast<size_t>(ys.rank()), 0);
       strides[static_cast<size_t>(std::get<QuantAttrs>(n.attrs).axis)] = 1;
       p.inStrides.push_back(std::move(strides));
     } else {
+      Phys in = x.type.shape == ys ? phys : Phys::Plain;
       p.inStrides.push_back(
-          Lowering::broadcastStrides(x.type.shape, x.type.shape.strides(), y.type.shape));
+          Lowering::broadcastStrides(x.type.shape, Lowering::logicalStrides(x.type.shape, in), ys));
     }
     p.inOffsets.push_back(0);
   }
   std::vector<int> ins;
-  for (ValueId v : n.inputs) ins.push_back(l.tensorIn(v, Phys::Plain));
-  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  for (ValueId v : n.inputs)
+    ins.push_back(l.tensorIn(v, g.value(v).type.shape == ys ? phys : Phys::Plain));
+  int out = l.defineOutput(n.outputs[0], phys);
   rt::Step step;
   step.label = std::string(opName(n.kind)) + " '" + n.name + "'";
   p.encode(step);

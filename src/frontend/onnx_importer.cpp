@@ -348,7 +348,7 @@ private:
 
   // Evaluates a node whose inputs are all constant and whose outputs are small (shape
   // arithmetic), replacing its outputs by constants so that later ops see static values. The
-  // DequantizeLinear of constant integer weights stays: lower-quantized-matmuls reads the s8
+  // DequantizeLinear of constant integer weights stays: lower-quantized-layers reads the s8
   // weights of an int8 layer from it (fold-constants folds the others).
   Status foldIfConstant(NodeId id) {
     if (!options_.evaluator) return {};

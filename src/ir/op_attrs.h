@@ -69,6 +69,9 @@ struct ConvAttrs {
   std::vector<int64_t> pads;
   std::vector<int64_t> dilations;
   int64_t group = 1;
+  /// What the padding reads: 0 for Conv; an IntegerConv's u8 input zero point (a padded tap of
+  /// the quantized input then dequantizes to 0, as the float convolution's zero padding does).
+  int64_t padValue = 0;
   bool operator==(const ConvAttrs&) const = default;
 };
 

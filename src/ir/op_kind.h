@@ -31,8 +31,10 @@ namespace tunec {
   X(Mean, NoAttrs) X(Equal, NoAttrs) X(Less, NoAttrs) X(LessOrEqual, NoAttrs)                      \
   X(Greater, NoAttrs) X(GreaterOrEqual, NoAttrs) X(And, NoAttrs) X(Or, NoAttrs) X(Xor, NoAttrs)    \
   X(BitwiseAnd, NoAttrs) X(BitwiseOr, NoAttrs) X(BitwiseXor, NoAttrs) X(Where, NoAttrs)            \
-  /* heavy anchors; IntegerMatMul (tunec's own): u8 A x constant s8 B, the exact sums as f32 */   \
+  /* heavy anchors; IntegerMatMul and IntegerConv (tunec's own): u8 activations x constant s8  */ \
+  /* weights, the exact sums as f32 */                                                             \
   X(Conv, ConvAttrs) X(Gemm, GemmAttrs) X(MatMul, NoAttrs) X(IntegerMatMul, NoAttrs)               \
+  X(IntegerConv, ConvAttrs)                                                                        \
   /* normalizations and reductions */                                                              \
   X(Softmax, SoftmaxAttrs) X(LogSoftmax, SoftmaxAttrs) X(Hardmax, SoftmaxAttrs)                    \
   X(LayerNormalization, NormAttrs) X(BatchNormalization, NormAttrs)                                \

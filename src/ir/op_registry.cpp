@@ -215,7 +215,7 @@ InferResult inferMatMul(const OpAttrs&, Inputs in, int) {
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
 
-// u8 A x s8 B with MatMul's shapes: the integer sums, as f32 (passes/lower_quantized_matmuls.cpp).
+// u8 A x s8 B with MatMul's shapes: the integer sums, as f32 (passes/lower_quantized_layers.cpp).
 InferResult inferIntegerMatMul(const OpAttrs& attrs, Inputs in, int numOutputs) {
   if (in[0]->dtype != DType::U8 || in[1]->dtype != DType::I8)
     return makeError("IntegerMatMul multiplies a u8 A by an s8 B, not ", dtypeName(in[0]->dtype),
@@ -224,6 +224,20 @@ InferResult inferIntegerMatMul(const OpAttrs& attrs, Inputs in, int numOutputs) 
   a.dtype = b.dtype = DType::F32;
   const TensorType* asF32[] = {&a, &b};
   return inferMatMul(attrs, Inputs(asF32, 2), numOutputs);
+}
+
+// u8 X x s8 W with Conv's shapes: the integer sums over windows whose padding reads padValue,
+// as f32 (passes/lower_quantized_layers.cpp).
+InferResult inferIntegerConv(const OpAttrs& attrs, Inputs in, int numOutputs) {
+  if (in[0]->dtype != DType::U8 || in[1]->dtype != DType::I8)
+    return makeError("IntegerConv convolves a u8 input with s8 weights, not ",
+                     dtypeName(in[0]->dtype), " with ", dtypeName(in[1]->dtype));
+  if (const int64_t pad = std::get<ConvAttrs>(attrs).padValue; pad < 0 || pad > 255)
+    return makeError("IntegerConv's pad_value ", pad, " is not a u8");
+  TensorType x = *in[0], w = *in[1];
+  x.dtype = w.dtype = DType::F32;
+  const TensorType* asF32[] = {&x, &w};
+  return inferConv(attrs, Inputs(asF32, 2), numOutputs);
 }
 
 // ---- normalization, pooling, reduction ------------------------------------------------------
@@ -610,6 +624,8 @@ Row rowFor(OpKind kind) {
     return {M2M, 2, 2, 1, 1, inferMatMul, matmulFlops};
   case OpKind::IntegerMatMul:
     return {M2M, 2, 2, 1, 1, inferIntegerMatMul, matmulFlops};
+  case OpKind::IntegerConv:
+    return {M2M, 2, 2, 1, 1, inferIntegerConv, convFlops};
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
   case OpKind::Hardmax:

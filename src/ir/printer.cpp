@@ -41,7 +41,8 @@ struct AttrPrinter {
   }
   std::string operator()(const ConvAttrs& a) const {
     return "kernel=" + list(a.kernel) + " strides=" + list(a.strides) + " pads=" + list(a.pads) +
-           " dilations=" + list(a.dilations) + " group=" + std::to_string(a.group);
+           " dilations=" + list(a.dilations) + " group=" + std::to_string(a.group) +
+           (a.padValue ? " pad_value=" + std::to_string(a.padValue) : "");
   }
   std::string operator()(const GemmAttrs& a) const {
     return "alpha=" + num(a.alpha) + " beta=" + num(a.beta) + " transA=" + (a.transA ? "1" : "0") +

@@ -31,7 +31,8 @@ bool writesInPlace(const Graph& graph, const FusionPlan& fusion, ValueId v) {
   const FusedKernel& k =
       fusion.kernels[static_cast<size_t>(fusion.kernelOf[static_cast<size_t>(p)])];
   if (k.anchor < 0 || k.templ != TemplateKind::Conv2d || kernelResult(graph, k) != v ||
-      k.nhwcView >= 0 || k.plainView >= 0 || k.nodesInKernel() != k.nodes.size())
+      graph.value(v).type.dtype != DType::F32 || k.nhwcView >= 0 || k.plainView >= 0 ||
+      k.nodesInKernel() != k.nodes.size())
     return false;
   for (const EpilogueStep& s : k.epilogue)
     if (s.op.kind == PostOpKind::AddTensor) return false;

@@ -95,7 +95,7 @@ struct Channels {
 
 Channels channelsOf(const Graph& g, const Node& anchor) {
   const Shape& y = g.value(anchor.outputs[0]).type.shape;
-  if (anchor.kind == OpKind::Conv) return {1, y[1]};
+  if (anchor.kind == OpKind::Conv || anchor.kind == OpKind::IntegerConv) return {1, y[1]};
   return {y.rank() - 1, y[y.rank() - 1]};
 }
 
@@ -222,7 +222,7 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
 Expected<EpilogueStep> matchRequantize(const Graph& g, const FusedKernel& kernel, NodeId id,
                                        ValueId x) {
   const Node& n = g.node(id);
-  if (g.node(kernel.anchor).kind != OpKind::IntegerMatMul)
+  if (!isIntegerAnchor(g.node(kernel.anchor).kind))
     return Error("a QuantizeLinear joins only an int8 kernel's epilogue");
   auto scalar = [&](size_t i) {
     return i < n.inputs.size() && n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant &&
@@ -377,10 +377,15 @@ Epilogue FusedKernel::postOps() const {
 
 bool isAnchor(OpKind kind) {
   return kind == OpKind::Conv || kind == OpKind::Gemm || kind == OpKind::MatMul ||
-         kind == OpKind::IntegerMatMul;
+         isIntegerAnchor(kind);
+}
+
+bool isIntegerAnchor(OpKind kind) {
+  return kind == OpKind::IntegerMatMul || kind == OpKind::IntegerConv;
 }
 
 TemplateKind anchorTemplate(const Graph& graph, const Node& anchor) {
+  if (anchor.kind == OpKind::IntegerConv) return TemplateKind::Conv2d; // never depthwise
   if (anchor.kind != OpKind::Conv) return TemplateKind::Matmul;
   const Shape& x = graph.value(anchor.inputs[0]).type.shape;
   const Shape& w = graph.value(anchor.inputs[1]).type.shape;
@@ -573,7 +578,7 @@ FusionPlan planFusion(const Graph& graph) {
         auto step = consumer.kind == OpKind::QuantizeLinear
                         ? matchRequantize(graph, kernel, next, out)
                         : matchPostOp(graph, next, out, channels,
-                                      graph.node(kernel.anchor).kind == OpKind::IntegerMatMul);
+                                      isIntegerAnchor(graph.node(kernel.anchor).kind));
         if (step && kernel.nodes.size() > kernel.nodesInKernel())
           step =
               Error("the epilogue computes on the anchor's output, not on a reshaped view of it");

@@ -76,8 +76,11 @@ struct FusionPlan {
 /// driver lowers this plan as it stands: it decides nothing about fusion itself.
 FusionPlan planFusion(const Graph& graph);
 
-/// True for the heavy ops that templates implement (Conv, Gemm, MatMul).
+/// True for the heavy ops that templates implement (Conv, Gemm, MatMul and the int8 layers).
 bool isAnchor(OpKind kind);
+/// True for the int8 layers (IntegerMatMul, IntegerConv: passes/lower_quantized_layers.cpp),
+/// whose epilogues may requantize and read computed column scales.
+bool isIntegerAnchor(OpKind kind);
 
 /// The template that runs an anchor: a Conv whose groups are its channels, one filter each, is
 /// depthwise; other Convs are conv2d; Gemm and MatMul are matmul.

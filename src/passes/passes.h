@@ -33,13 +33,13 @@ Expected<Graph> simplifyAlgebra(const Graph& graph);
 /// f32 arithmetic s * clip(round(x / s), lo - z, hi - z) (lower_quantize_round_trips.cpp).
 Expected<Graph> lowerQuantizeRoundTrips(const Graph& graph);
 
-/// MatMul/Gemm of a dequantized u8 activation and dequantized constant s8 weights as an
-/// IntegerMatMul (the int8 kernel's exact sums) times the column scale plus the zero point's
-/// correction (lower_quantized_matmuls.cpp).
-Expected<Graph> lowerQuantizedMatmuls(const Graph& graph);
+/// MatMul/Gemm/Conv of a dequantized u8 activation and dequantized constant s8 weights as an
+/// IntegerMatMul/IntegerConv (the int8 kernel's exact sums) times the column scale plus the
+/// zero point's correction (lower_quantized_layers.cpp).
+Expected<Graph> lowerQuantizedLayers(const Graph& graph);
 
 /// The quantized layers (Conv, MatMul, Gemm reading a DequantizeLinear) that lower-quantized-
-/// matmuls leaves in fp32, each with why: for the compile report.
+/// layers leaves in fp32, each with why: for the compile report.
 std::vector<std::pair<std::string, std::string>> quantizedLayersKeptFloat(const Graph& graph);
 
 /// Replaces PyTorch's exported erf form of GELU, x * 0.5 * (1 + erf(x / sqrt 2)), by one Gelu

@@ -42,6 +42,15 @@ Status conv(const Node& node, Inputs in, Outputs out) {
   int64_t cg = c / group, mg = m / group;
   int64_t inPlane = s.in[0] * s.in[1] * s.in[2], outPlane = s.out[0] * s.out[1] * s.out[2];
   int64_t kernelSize = s.kernel[0] * s.kernel[1] * s.kernel[2];
+  // Padding that reads v (IntegerConv): the convolution of x - v with zero padding, plus v
+  // times each output channel's weight sum (every tap then reads v where it read 0).
+  if (const auto v = static_cast<double>(a.padValue); v != 0) {
+    for (double& e : x) e -= v;
+    bias.resize(static_cast<size_t>(m), 0.0);
+    for (int64_t oc = 0; oc < m; ++oc)
+      for (int64_t i = 0; i < cg * kernelSize; ++i)
+        bias[static_cast<size_t>(oc)] += v * w[static_cast<size_t>(oc * cg * kernelSize + i)];
+  }
   std::vector<double> result(static_cast<size_t>(y.numel()));
   for (int64_t b = 0; b < n; ++b)
     for (int64_t oc = 0; oc < m; ++oc) {

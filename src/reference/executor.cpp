@@ -10,6 +10,7 @@ Status runReferenceNode(const Node& node, std::span<const Tensor* const> inputs,
   using namespace reference;
   switch (node.kind) {
   case OpKind::Conv:
+  case OpKind::IntegerConv: // exact in double, the padding reading ConvAttrs::padValue
     return conv(node, inputs, outputs);
   case OpKind::Gemm:
     return gemm(node, inputs, outputs);

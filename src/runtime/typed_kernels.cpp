@@ -286,19 +286,71 @@ void quantizeDense(const float* x, float scale, float zp, float lo, float hi, Q*
   }
 }
 
-bool quantizeFast(const TypedProgram& p, void* out, const void* const* inputs, int64_t total) {
-  if (p.op != TypedOp::QuantizeLinear || p.in[0] != DType::F32 ||
-      (p.out != DType::U8 && p.out != DType::I8) || p.in[1] != DType::F32 || p.outOffset ||
-      p.inOffsets[0])
-    return false;
-  int64_t stride = 1; // x and y dense and alike (the strides of dimensions of 1 do not matter)
-  for (size_t d = p.dims.size(); d-- > 0;) {
-    if (p.dims[d] > 1 && (p.outStrides[d] != stride || p.inStrides[0][d] != stride)) return false;
-    stride *= p.dims[d];
+// x and y dense and alike: the same strides, which lay the elements out contiguously in some
+// order of the dimensions (plain, or NHWC between int8 convolutions); strides of dimensions of
+// 1 do not matter. The scale and zero point are scalars.
+bool denseAndAlike(const TypedProgram& p) {
+  if (p.outOffset || p.inOffsets[0]) return false;
+  std::vector<std::pair<int64_t, int64_t>> strided; // (stride, extent)
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    if (p.dims[d] == 1) continue;
+    if (p.outStrides[d] != p.inStrides[0][d]) return false;
+    strided.emplace_back(p.outStrides[d], p.dims[d]);
   }
-  for (size_t k = 1; k < 3; ++k)
+  std::sort(strided.begin(), strided.end());
+  int64_t expect = 1;
+  for (auto [stride, extent] : strided) {
+    if (stride != expect) return false;
+    expect *= extent;
+  }
+  for (size_t k = 1; k < p.inStrides.size(); ++k)
     for (size_t d = 0; d < p.dims.size(); ++d)
       if (p.dims[d] > 1 && p.inStrides[k][d] != 0) return false; // a per-axis parameter
+  return true;
+}
+
+// DequantizeLinear of a dense u8 or s8 tensor with one scale and zero point: (x - zp) * scale
+// in f32, as the element loop computes it (the difference is exact), 16 at a time in SSE2.
+template <typename Q>
+void dequantizeDense(const Q* x, float scale, int32_t zp, float* y, int64_t n) {
+  const __m128 s = _mm_set1_ps(scale);
+  const __m128i z = _mm_set1_epi32(zp), zero = _mm_setzero_si128();
+  int64_t e = 0;
+  for (; e + 16 <= n; e += 16) {
+    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + e));
+    if constexpr (std::is_same_v<Q, int8_t>) // s8 to u8 order: flip the sign bit, then -128
+      bytes = _mm_xor_si128(bytes, _mm_set1_epi8(static_cast<char>(0x80)));
+    const int32_t shift = std::is_same_v<Q, int8_t> ? 128 : 0;
+    __m128i lo = _mm_unpacklo_epi8(bytes, zero), hi = _mm_unpackhi_epi8(bytes, zero);
+    __m128i q[4] = {_mm_unpacklo_epi16(lo, zero), _mm_unpackhi_epi16(lo, zero),
+                    _mm_unpacklo_epi16(hi, zero), _mm_unpackhi_epi16(hi, zero)};
+    for (int j = 0; j < 4; ++j) {
+      __m128i d = _mm_sub_epi32(_mm_sub_epi32(q[j], _mm_set1_epi32(shift)), z);
+      _mm_storeu_ps(y + e + 4 * j, _mm_mul_ps(_mm_cvtepi32_ps(d), s));
+    }
+  }
+  for (; e < n; ++e) y[e] = static_cast<float>(static_cast<int32_t>(x[e]) - zp) * scale;
+}
+
+bool dequantizeFast(const TypedProgram& p, void* out, const void* const* inputs, int64_t total) {
+  if (p.op != TypedOp::DequantizeLinear || (p.in[0] != DType::U8 && p.in[0] != DType::I8) ||
+      p.out != DType::F32 || p.in[1] != DType::F32 || p.in.size() < 3 || !denseAndAlike(p))
+    return false;
+  const auto scale = static_cast<float>(load(inputs[1], p.inOffsets[1], DType::F32).f);
+  const auto zp = static_cast<int32_t>(load(inputs[2], p.inOffsets[2], p.in[2]).i);
+  if (p.in[0] == DType::U8)
+    dequantizeDense(static_cast<const uint8_t*>(inputs[0]), scale, zp, static_cast<float*>(out),
+                    total);
+  else
+    dequantizeDense(static_cast<const int8_t*>(inputs[0]), scale, zp, static_cast<float*>(out),
+                    total);
+  return true;
+}
+
+bool quantizeFast(const TypedProgram& p, void* out, const void* const* inputs, int64_t total) {
+  if (p.op != TypedOp::QuantizeLinear || p.in[0] != DType::F32 ||
+      (p.out != DType::U8 && p.out != DType::I8) || p.in[1] != DType::F32 || !denseAndAlike(p))
+    return false;
   const float scale = load(inputs[1], p.inOffsets[1], DType::F32).f;
   const float zp = static_cast<float>(load(inputs[2], p.inOffsets[2], p.in[2]).i);
   auto [lo, hi] = integerRange(p.out);
@@ -319,7 +371,7 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
   int64_t total = 1;
   for (int64_t d : p.dims) total *= d;
   if (total == 0) return {};
-  if (quantizeFast(p, out, inputs, total)) return {};
+  if (quantizeFast(p, out, inputs, total) || dequantizeFast(p, out, inputs, total)) return {};
   size_t rank = p.dims.size(), n = p.in.size();
   // Integer math when every value operand is an integer or bool (Where's condition aside).
   bool intMath = true;

@@ -896,7 +896,7 @@ ValueId quantizedLinear(Graph& g, ValueId x, int64_t n, int range, double sa, in
 }
 
 // A quantized linear layer as QDQ models write it (a u8 activation round trip, per-column s8
-// weights, bias, relu) runs as an int8 kernel: lower-quantized-matmuls makes it an IntegerMatMul
+// weights, bias, relu) runs as an int8 kernel: lower-quantized-layers makes it an IntegerMatMul
 // whose column scale and zero-point correction join the epilogue. It equals the QDQ graph's
 // reference within f32 rounding with 7-bit weights (exact sums on every int8 strategy); with
 // full-range weights the AVX2 kernel halves them (its label says so), within their error.
@@ -912,7 +912,7 @@ TEST(CompileModel, QuantizedMatmulRunsAsAnInt8Kernel) {
     auto want = runReference(g, {in});
     ASSERT_TRUE(want.isOk()) << want.error().message();
 
-    auto lowered = passes::lowerQuantizedMatmuls(g);
+    auto lowered = passes::lowerQuantizedLayers(g);
     ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
     int integer = 0, matmuls = 0;
     for (const Node& n : lowered->nodes())
@@ -943,6 +943,70 @@ TEST(CompileModel, QuantizedMatmulRunsAsAnInt8Kernel) {
   }
 }
 
+// A quantized convolution as QDQ models write it, relu?(Conv(DQ(Q(x)), DQ(wq)) + bias): x
+// quantized to u8 (scale sa, zero point za), random per-channel 7-bit s8 weights with scales of
+// 1e-3 to 1e-2, a random bias.
+ValueId quantizedConv(Graph& g, ValueId x, int64_t oc, const ConvAttrs& attrs, double sa, int za,
+                      bool relu, std::mt19937& rng, const std::string& name) {
+  const int64_t ic = g.value(x).type.shape[1];
+  Tensor scale(DType::F32, Shape{}), zero(DType::U8, Shape{});
+  scale.setDouble(0, sa), zero.setInt(0, za);
+  ValueId s = g.addConstant(name + ".sa", scale), z = g.addConstant(name + ".za", zero);
+  auto node = [&](const std::string& suffix, OpKind kind, OpAttrs a, std::vector<ValueId> in) {
+    auto id = g.addNode(name + suffix, kind, std::move(a), std::move(in), {name + suffix});
+    EXPECT_TRUE(id.isOk()) << id.error().message();
+    return g.node(*id).outputs[0];
+  };
+  ValueId xd = node(".dq", OpKind::DequantizeLinear, QuantAttrs{1},
+                    {node(".q", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}), s, z});
+  Tensor wq(DType::I8, Shape{oc, ic / attrs.group, attrs.kernel[0], attrs.kernel[1]}),
+      sb(DType::F32, Shape{oc}), bias(DType::F32, Shape{oc}), zb(DType::I8, Shape{oc});
+  std::uniform_int_distribution<int> weight(-kAvx2Int8WeightLimit, kAvx2Int8WeightLimit);
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, weight(rng));
+  for (int64_t j = 0; j < oc; ++j)
+    sb.setDouble(j, 0.001 * (1 + static_cast<double>(rng() % 10))),
+        bias.setDouble(j, static_cast<double>(rng() % 200) / 100.0 - 1.0);
+  ValueId w = node(".dw", OpKind::DequantizeLinear, QuantAttrs{0},
+                   {g.addConstant(name + ".wq", wq), g.addConstant(name + ".sb", sb),
+                    g.addConstant(name + ".zb", zb)});
+  ValueId y = node(".conv", OpKind::Conv, attrs, {xd, w, g.addConstant(name + ".b", bias)});
+  return relu ? node(".relu", OpKind::Relu, NoAttrs{}, {y}) : y;
+}
+
+// Two quantized convolutions (a padded 3x3 whose input zero point is not 0, then a strided 1x1
+// of its requantized output) run as two int8 kernels: the first writes the second's u8 input
+// through its requantizing epilogue, NHWC, after one u8 reorder of the quantized input; the result
+// is the QDQ graph's reference within f32 rounding (7-bit weights: exact sums).
+TEST(CompileModel, QuantizedConvolutionsRunAsInt8KernelsBetweenU8Tensors) {
+  Graph g;
+  std::mt19937 rng(41);
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 16, 9, 10}, {}});
+  ValueId h = quantizedConv(g, x, 24, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01, 100,
+                            true, rng, "c1");
+  g.addOutput(quantizedConv(g, h, 32, ConvAttrs{{1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 0,
+                            false, rng, "c2"));
+  auto lowered = passes::lowerQuantizedLayers(g);
+  ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+  Tensor in(DType::F32, Shape{1, 16, 9, 10}), got(DType::F32, Shape{1, 32, 5, 5});
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));
+  driver::CompiledModel compiled;
+  Status ran = compileAndRun(*lowered, {in.data()}, {got.data()}, &compiled);
+  ASSERT_TRUE(ran.isOk()) << ran.error().message();
+  ASSERT_EQ(compiled.kernels.size(), 2u);
+  for (const auto& k : compiled.kernels)
+    EXPECT_NE(k.label.find(" in int8"), std::string::npos) << k.label;
+  EXPECT_NE(compiled.kernels[0].label.find("+quantize in int8"), std::string::npos)
+      << compiled.kernels[0].label;
+  EXPECT_EQ(compiled.stats.int8Kernels, 2);
+  // The model input's quantized copy is reordered to NHWC once (a u8 reorder); between the
+  // kernels the u8 tensor stays NHWC.
+  EXPECT_EQ(compiled.stats.reorders, 1);
+  auto want = runReference(g, {in});
+  ASSERT_TRUE(want.isOk()) << want.error().message();
+  EXPECT_LT(relativeL2(got, (*want)[0]), 1e-5);
+}
+
 // Dynamic quantization: the scale and zero point of the activation are values of the run (here
 // model inputs); the int8 kernel reads its column scale and its correction (with the model's
 // bias added in) as computed vectors, and the relu after it joins: one kernel, the reference's
@@ -970,7 +1034,7 @@ TEST(CompileModel, DynamicallyQuantizedLayerReadsItsComputedScalesInTheEpilogue)
   ValueId y = node("mm", OpKind::MatMul, NoAttrs{}, {xd, wd});
   y = node("bias", OpKind::Add, NoAttrs{}, {y, g.addConstant("b", bias)});
   g.addOutput(node("relu", OpKind::Relu, NoAttrs{}, {y}));
-  auto lowered = passes::lowerQuantizedMatmuls(g);
+  auto lowered = passes::lowerQuantizedLayers(g);
   ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
   Tensor in(DType::F32, Shape{2, 8, 64}), scale(DType::F32, Shape{}), zero(DType::U8, Shape{});
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -1002,7 +1066,7 @@ TEST(CompileModel, TheNextLayersQuantizeJoinsTheInt8Epilogue) {
     ValueId h = quantizedLinear(g, x, 48, kAvx2Int8WeightLimit, 0.01, 128, rng, "fc1");
     g.addOutput(quantizedLinear(g, h, 40, kAvx2Int8WeightLimit, 0.05, 3, rng, "fc2"));
     if (!hidden) g.addOutput(h);
-    auto lowered = passes::lowerQuantizedMatmuls(g);
+    auto lowered = passes::lowerQuantizedLayers(g);
     ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
     Tensor in(DType::F32, Shape{2, 8, 64}), y(DType::F32, Shape{2, 8, 40}),
         hOut(DType::F32, Shape{2, 8, 48});

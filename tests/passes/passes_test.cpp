@@ -172,7 +172,7 @@ TEST(Passes, QuantizedMatmulsBecomeIntegerMatmulsWithTheirCorrections) {
                          [&](const Node& n) { return n.kind == kind; });
   };
   Graph g = build(DType::U8, 0, true);
-  auto out = passes::lowerQuantizedMatmuls(g);
+  auto out = passes::lowerQuantizedLayers(g);
   ASSERT_TRUE(out.isOk()) << out.error().message();
   EXPECT_EQ(count(*out, OpKind::IntegerMatMul), 1);
   EXPECT_EQ(count(*out, OpKind::Gemm), 0);
@@ -181,10 +181,70 @@ TEST(Passes, QuantizedMatmulsBecomeIntegerMatmulsWithTheirCorrections) {
   expectEquivalent(g, *out, 1e-5);
   for (Graph other :
        {build(DType::I8, 0, true), build(DType::U8, 3, true), build(DType::U8, 0, false)}) {
-    auto same = passes::lowerQuantizedMatmuls(other);
+    auto same = passes::lowerQuantizedLayers(other);
     ASSERT_TRUE(same.isOk()) << same.error().message();
     EXPECT_EQ(count(*same, OpKind::IntegerMatMul), 0);
     EXPECT_EQ(count(*same, OpKind::Gemm), 1);
+  }
+}
+
+// A Conv of a dequantized u8 activation (nonzero zero point) and dequantized s8 weights per
+// output channel, padded, strided and grouped, with a bias, becomes an IntegerConv whose padding
+// reads the zero point, times its channel scale, plus the correction and the bias, and computes
+// the same values; a depthwise conv, one of 3 input channels per group and one of s8 activations
+// stay Convs, and the compile report's analysis names why.
+TEST(Passes, QuantizedConvsBecomeIntegerConvsPaddedWithTheirZeroPoint) {
+  auto build = [](int64_t ic, int64_t groups, DType activation) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{1, ic, 7, 6}, {}});
+    Tensor sa(DType::F32, Shape{}), za(activation, Shape{});
+    sa.setDouble(0, 0.01), za.setInt(0, activation == DType::U8 ? 93 : 0);
+    ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+    ValueId xq = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "xq");
+    ValueId xd = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {xq, s, z}, "xd");
+    const int64_t oc = groups == ic ? ic : 8;
+    Tensor wq(DType::I8, Shape{oc, ic / groups, 3, 3}), sb(DType::F32, Shape{oc}),
+        zb(DType::I8, Shape{oc});
+    std::mt19937 rng(5);
+    for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, static_cast<int>(rng() % 255) - 127);
+    for (int64_t j = 0; j < oc; ++j) sb.setDouble(j, 0.003 * (j + 1)), zb.setInt(j, 0);
+    ValueId wd =
+        add(g, OpKind::DequantizeLinear, QuantAttrs{0},
+            {g.addConstant("wq", wq), g.addConstant("sb", sb), g.addConstant("zb", zb)}, "wd");
+    ConvAttrs attrs{{3, 3}, {2, 1}, {1, 1, 1, 1}, {1, 1}, groups};
+    g.addOutput(
+        add(g, OpKind::Conv, attrs, {xd, wd, g.addConstant("b", randomTensor({oc}, 6))}, "conv"));
+    return g;
+  };
+  auto count = [](const Graph& g, OpKind kind) {
+    return std::count_if(g.nodes().begin(), g.nodes().end(),
+                         [&](const Node& n) { return n.kind == kind; });
+  };
+  Graph g = build(8, 2, DType::U8);
+  auto out = passes::lowerQuantizedLayers(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  ASSERT_TRUE(verifyGraph(*out).isOk()) << verifyGraph(*out).error().message();
+  EXPECT_EQ(count(*out, OpKind::IntegerConv), 1);
+  EXPECT_EQ(count(*out, OpKind::Conv), 0);
+  for (const Node& n : out->nodes()) {
+    if (n.kind == OpKind::IntegerConv) EXPECT_EQ(std::get<ConvAttrs>(n.attrs).padValue, 93);
+  }
+  EXPECT_EQ(count(*out, OpKind::Add), 2); // the zero point's correction, the bias
+  EXPECT_EQ(count(*out, OpKind::Mul), 1); // the channel scale
+  expectEquivalent(g, *out, 1e-5);
+  EXPECT_TRUE(passes::quantizedLayersKeptFloat(g).empty());
+  const std::pair<Graph, std::string> kept[] = {
+      {build(8, 8, DType::U8), "a depthwise convolution"},
+      {build(6, 2, DType::U8), "its 3 input channels per group are not a multiple of 4"},
+      {build(8, 1, DType::I8), "its activation is s8"}};
+  for (const auto& [other, why] : kept) {
+    auto same = passes::lowerQuantizedLayers(other);
+    ASSERT_TRUE(same.isOk()) << same.error().message();
+    EXPECT_EQ(count(*same, OpKind::IntegerConv), 0);
+    EXPECT_EQ(count(*same, OpKind::Conv), 1);
+    auto reasons = passes::quantizedLayersKeptFloat(other);
+    ASSERT_EQ(reasons.size(), 1u);
+    EXPECT_NE(reasons[0].second.find(why), std::string::npos) << reasons[0].second;
   }
 }
 
@@ -205,7 +265,7 @@ TEST(Passes, DynamicallyQuantizedMatmulsBecomeIntegerMatmuls) {
       add(g, OpKind::DequantizeLinear, QuantAttrs{1},
           {g.addConstant("wq", wq), g.addConstant("sb", sb), g.addConstant("zb", zb)}, "wd");
   g.addOutput(add(g, OpKind::MatMul, NoAttrs{}, {xd, wd}, "y"));
-  auto out = passes::lowerQuantizedMatmuls(g);
+  auto out = passes::lowerQuantizedLayers(g);
   ASSERT_TRUE(out.isOk()) << out.error().message();
   ASSERT_TRUE(verifyGraph(*out).isOk()) << verifyGraph(*out).error().message();
   EXPECT_EQ(std::count_if(out->nodes().begin(), out->nodes().end(),

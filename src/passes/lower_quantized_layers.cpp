@@ -1,4 +1,4 @@
-// Quantized matmuls as int8 kernels. A QDQ model marks a quantized linear layer as
+// Quantized layers as int8 kernels. A QDQ model marks a quantized linear layer as
 //   MatMul(DequantizeLinear(xq, sa, za), DequantizeLinear(wq, sb, 0))
 // (or Gemm, with a bias), xq a u8 activation, wq constant s8 weights, sa and za per tensor, sb
 // per tensor or per output column. Its value is sum_k sa (xq - za) sb[n] wq[k][n]
@@ -6,10 +6,14 @@
 // so the layer becomes an IntegerMatMul (the exact u8 x s8 sums, which the int8 kernels compute)
 // times the column scale sa sb[n], plus the zero point's correction, a per-column constant
 // computed here from the weights' column sums: two post-ops the fusion plan puts into the
-// kernel's epilogue (ScalePerColumn, BiasPerColumn, then the layer's bias and activation). It
-// runs first, while the weights are still s8 constants (fold-constants would dequantize them).
-// A DequantizeLinear of anything else (s8 activations, per-column activation scales, weight zero
-// points) is left to the f32 path, as is the Q/DQ round trip of every other activation.
+// kernel's epilogue (ScalePerColumn, BiasPerColumn, then the layer's bias and activation). A
+// quantized Conv is the same with an output channel for a column and its window for k: an
+// IntegerConv whose padding reads za (so that a padded tap is (za - za) sb w = 0, as the float
+// convolution's zero padding is, and the correction is the same for every pixel). It runs first,
+// while the weights are still s8 constants (fold-constants would dequantize them). A
+// DequantizeLinear of anything else (s8 activations, per-column activation scales, weight zero
+// points, depthwise convolutions) is left to the f32 path, as is the Q/DQ round trip of every
+// other activation.
 #include "passes/passes.h"
 #include "passes/rewriter.h"
 
@@ -56,21 +60,19 @@ Tensor weightsKN(const QuantizedLayer& q) {
   return t;
 }
 
-// The matched operands of a MatMul or Gemm node, or why it is not an int8 layer.
-Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
-  if (n.kind == OpKind::Gemm) {
-    const auto& a = std::get<GemmAttrs>(n.attrs);
-    if (a.transA || a.alpha != 1.f || a.beta != 1.f)
-      return Error("a Gemm with a transposed A, alpha or beta (the int8 kernel takes neither)");
-  }
+// The activation's and the weights' DequantizeLinear nodes of a layer, or why it has none.
+Expected<std::pair<const Node*, const Node*>> dequantizedOperands(const Graph& g, const Node& n) {
   const Node* da = dequantizeOf(g, n.inputs[0]);
   const Node* db = dequantizeOf(g, n.inputs[1]);
   if (!da || !db)
     return Error("its activation or its weights are f32, not dequantized int8 (an exporter may "
                  "have folded the weights' fake quantization into f32)");
-  if (g.value(n.inputs[0]).type.shape.rank() < 2)
-    return Error("its activation is a vector (the int8 kernel takes a matrix)");
-  QuantizedLayer q;
+  return std::pair{da, db};
+}
+
+// The u8 activation of dequantize `da` (its scale and zero point constants, or the values of a
+// dynamic quantization) into `q`, or why the int8 kernels cannot read it.
+Status matchActivation(const Graph& g, const Node* da, QuantizedLayer& q) {
   q.xq = da->inputs[0];
   if (g.value(q.xq).type.dtype != DType::U8)
     return Error("its activation is s8 (the int8 kernels read u8 activations: quantize with "
@@ -88,9 +90,14 @@ Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
     q.saValue = da->inputs[1];
     q.zaValue = hasZero ? da->inputs[2] : kNoValue;
   }
-  const Value& w = g.value(db->inputs[0]);
-  if (!w.constant || w.type.dtype != DType::I8 || w.type.shape.rank() != 2)
-    return Error("its weights are not a constant s8 matrix");
+  return {};
+}
+
+// The weights' per-column scales (`cols` output columns along axis `columnAxis` of the weights,
+// of rank `rank`) of dequantize `db` into `q.sb`, or why they are not per tensor or per column
+// with a zero zero point.
+Status matchWeightScales(const Graph& g, const Node* db, int64_t cols, int64_t columnAxis,
+                         int64_t rank, QuantizedLayer& q) {
   if (db->inputs.size() > 2 && db->inputs[2] != kNoValue) {
     const Value& zb = g.value(db->inputs[2]);
     if (!zb.constant) return Error("the weights' zero point is not constant");
@@ -98,28 +105,123 @@ Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
       if (zb.constant->getInt(i) != 0)
         return Error("its weights have a zero point (the int8 kernels take symmetric weights)");
   }
-  const bool transB = n.kind == OpKind::Gemm && std::get<GemmAttrs>(n.attrs).transB;
-  const int64_t cols = w.type.shape[transB ? 0 : 1];
   const Value& sb = g.value(db->inputs[1]);
   if (!sb.constant) return Error("the weights' scale is not constant");
-  const int64_t columnAxis = transB ? 0 : 1;
   const int64_t axis = std::get<QuantAttrs>(db->attrs).axis;
   if (sb.type.shape.numel() != 1 && !(sb.type.shape.rank() == 1 && sb.type.shape[0] == cols &&
-                                      (axis == columnAxis || axis == columnAxis - 2)))
+                                      (axis == columnAxis || axis == columnAxis - rank)))
     return Error("the weights' scale is neither per tensor nor per output column");
   for (int64_t j = 0; j < cols; ++j) {
     double s = sb.constant->getDouble(sb.type.shape.numel() == 1 ? 0 : j);
     if (!(s > 0) || !std::isfinite(s)) return Error("a weight scale is not positive");
     q.sb.push_back(s);
   }
+  return {};
+}
+
+// The matched operands of a MatMul or Gemm node, or why it is not an int8 layer.
+Expected<QuantizedLayer> matchLayer(const Graph& g, const Node& n) {
+  if (n.kind == OpKind::Gemm) {
+    const auto& a = std::get<GemmAttrs>(n.attrs);
+    if (a.transA || a.alpha != 1.f || a.beta != 1.f)
+      return Error("a Gemm with a transposed A, alpha or beta (the int8 kernel takes neither)");
+  }
+  TUNEC_ASSIGN_OR_RETURN(auto dq, dequantizedOperands(g, n));
+  if (g.value(n.inputs[0]).type.shape.rank() < 2)
+    return Error("its activation is a vector (the int8 kernel takes a matrix)");
+  QuantizedLayer q;
+  TUNEC_TRY(matchActivation(g, dq.first, q));
+  const Value& w = g.value(dq.second->inputs[0]);
+  if (!w.constant || w.type.dtype != DType::I8 || w.type.shape.rank() != 2)
+    return Error("its weights are not a constant s8 matrix");
+  const bool transB = n.kind == OpKind::Gemm && std::get<GemmAttrs>(n.attrs).transB;
+  TUNEC_TRY(matchWeightScales(g, dq.second, w.type.shape[transB ? 0 : 1], transB ? 0 : 1, 2, q));
   q.weights = &*w.constant, q.transB = transB;
   return q;
 }
 
-Tensor columnVector(const std::vector<double>& v) {
-  Tensor t(DType::F32, Shape{static_cast<int64_t>(v.size())});
+// The matched operands of a Conv node (2-d, weights [OC, IC/groups, KH, KW], scales per output
+// channel on axis 0), or why it is not an int8 layer.
+Expected<QuantizedLayer> matchConvLayer(const Graph& g, const Node& n) {
+  const auto& a = std::get<ConvAttrs>(n.attrs);
+  if (a.kernel.size() != 2) return Error("it is not a 2-d convolution");
+  TUNEC_ASSIGN_OR_RETURN(auto dq, dequantizedOperands(g, n));
+  QuantizedLayer q;
+  TUNEC_TRY(matchActivation(g, dq.first, q));
+  if (q.saValue != kNoValue)
+    return Error("its activation is quantized per run (int8 convolutions take a constant scale "
+                 "and zero point)");
+  const Value& w = g.value(dq.second->inputs[0]);
+  if (!w.constant || w.type.dtype != DType::I8 || w.type.shape.rank() != 4)
+    return Error("its weights are not a constant s8 tensor");
+  const int64_t icg = w.type.shape[1], channels = g.value(n.inputs[0]).type.shape[1];
+  if (a.group > 1 && a.group == channels && icg == 1)
+    return Error("a depthwise convolution (int8 depthwise kernels are not built yet)");
+  if (icg % 4)
+    return Error("its " + std::to_string(icg) +
+                 " input channels per group are not a multiple of 4 (the int8 kernels read "
+                 "input-channel quads)");
+  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue && !g.value(n.inputs[2]).constant)
+    return Error("its bias is computed (the int8 epilogue takes a constant one)");
+  TUNEC_TRY(matchWeightScales(g, dq.second, w.type.shape[0], 0, 4, q));
+  q.weights = &*w.constant;
+  return q;
+}
+
+Tensor columnVector(const std::vector<double>& v, Shape shape = {}) {
+  Tensor t(DType::F32, shape.rank() ? shape : Shape{static_cast<int64_t>(v.size())});
   for (size_t j = 0; j < v.size(); ++j) t.dataAs<float>()[j] = static_cast<float>(v[j]);
   return t;
+}
+
+// A quantized Conv as IntegerConv(xq, wq) {pad_value = za} x sa sb[oc], + the correction
+// -sa za sb[oc] sum w[oc], + the bias: per-channel [1, OC, 1, 1] constants of the NCHW output.
+Status lowerConvLayer(GraphRewriter& rw, const Graph& graph, const Node& node,
+                      const QuantizedLayer& q) {
+  const Tensor& w = *q.weights;
+  const int64_t oc = w.shape()[0], window = w.numel() / oc;
+  const Shape channels{1, oc, 1, 1};
+  std::vector<double> scale(q.sb), correction(q.sb);
+  for (int64_t c = 0; c < oc; ++c) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < window; ++i) sum += w.dataAs<int8_t>()[c * window + i];
+    scale[static_cast<size_t>(c)] *= q.sa;
+    correction[static_cast<size_t>(c)] *= -q.sa * q.za * static_cast<double>(sum);
+  }
+  const std::string& name = node.name;
+  const std::string out = graph.value(node.outputs[0]).name;
+  const bool zeroPoint = q.za != 0;
+  const bool bias = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
+  auto attrs = std::get<ConvAttrs>(node.attrs);
+  attrs.padValue = static_cast<int64_t>(q.za);
+  TUNEC_ASSIGN_OR_RETURN(auto sums,
+                         rw.add(name + ".int8", OpKind::IntegerConv, attrs,
+                                {rw.map(q.xq), rw.constant(name + ".w_s8", w)}, {name + ".sums"}));
+  TUNEC_ASSIGN_OR_RETURN(auto scaled, rw.add(name + ".scale", OpKind::Mul, NoAttrs{},
+                                             {sums[0], rw.constant(name + ".channel_scale",
+                                                                   columnVector(scale, channels))},
+                                             {zeroPoint || bias ? name + ".scaled" : out}));
+  ValueId y = scaled[0];
+  if (zeroPoint) {
+    TUNEC_ASSIGN_OR_RETURN(
+        auto corrected,
+        rw.add(name + ".zero_point", OpKind::Add, NoAttrs{},
+               {y, rw.constant(name + ".zp_correction", columnVector(correction, channels))},
+               {bias ? name + ".corrected" : out}));
+    y = corrected[0];
+  }
+  if (bias) {
+    const Tensor& b = *graph.value(node.inputs[2]).constant;
+    std::vector<double> values(static_cast<size_t>(oc));
+    for (int64_t c = 0; c < oc; ++c) values[static_cast<size_t>(c)] = b.getDouble(c);
+    TUNEC_ASSIGN_OR_RETURN(auto biased,
+                           rw.add(name + ".bias", OpKind::Add, NoAttrs{},
+                                  {y, rw.constant(name + ".bias", columnVector(values, channels))},
+                                  {out}));
+    y = biased[0];
+  }
+  rw.replace(node.outputs[0], y);
+  return {};
 }
 
 // The Add of a constant per-column bias that is the only use of `v` (its consumer `user`, when
@@ -141,7 +243,7 @@ NodeId constantBiasAfter(const Graph& g, ValueId v, NodeId user, int64_t cols) {
 
 } // namespace
 
-Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
+Expected<Graph> lowerQuantizedLayers(const Graph& graph) {
   GraphRewriter rw(graph);
   // The consumer of each value with exactly one use (model outputs count as uses), else -1.
   const std::vector<int> uses = useCounts(graph);
@@ -155,6 +257,13 @@ Expected<Graph> lowerQuantizedMatmuls(const Graph& graph) {
     const auto id = static_cast<NodeId>(&node - graph.nodes().data());
     if (auto it = absorbed.find(id); it != absorbed.end()) {
       rw.replace(node.outputs[0], it->second);
+      continue;
+    }
+    if (node.kind == OpKind::Conv) {
+      if (auto layer = matchConvLayer(graph, node))
+        TUNEC_TRY(lowerConvLayer(rw, graph, node, *layer));
+      else
+        TUNEC_TRY(rw.copy(node));
       continue;
     }
     if (node.kind != OpKind::MatMul && node.kind != OpKind::Gemm) {
@@ -265,11 +374,9 @@ std::vector<std::pair<std::string, std::string>> quantizedLayersKeptFloat(const 
       quantized |= dequantizeOf(graph, n.inputs[i]) != nullptr;
     if (!quantized) continue;
     const std::string what = std::string(opName(n.kind)) + " '" + n.name + "'";
-    if (n.kind == OpKind::Conv) {
-      kept.emplace_back(what, "int8 convolutions are not built yet");
-    } else if (auto layer = matchLayer(graph, n); !layer) {
+    if (auto layer = n.kind == OpKind::Conv ? matchConvLayer(graph, n) : matchLayer(graph, n);
+        !layer)
       kept.emplace_back(what, layer.error().message());
-    }
   }
   return kept;
 }
