@@ -1,20 +1,16 @@
-#!/ usr / bin / env bash
+#!/usr/bin/env bash
 # `tunec quantize`: the bundled example quantized from a calibration folder and from random
-#samples; the QDQ model it writes compiles, runs compiled exactly as the reference executor
-#runs it, stays near the fp32 model, and says it is quantized; bad flags are clear errors.
-set - uo pipefail tunec = "$1" src = "$2" tmp = $(mktemp - d) trap 'rm -rf "$tmp"' EXIT ex =
-    "$src/examples/tiny_cnn" source "$(dirname " $0 ")/expect.sh" compare() {
-  / usr / bin /
-              python3 "$src/scripts/compare_outputs.py"
-                      "$@" >
-          "$tmp/cmp" 2 > &1 ||
-  {
-    echo "FAIL: compare $*";
-    sed 's/^/    /' "$tmp/cmp";
-    failures = $((failures + 1));
-  }
-  checks = $((checks + 1));
-}
+# samples; the QDQ model it writes compiles, runs compiled exactly as the reference executor
+# runs it, stays near the fp32 model, and says it is quantized; bad flags are clear errors.
+set -uo pipefail
+tunec="$1" src="$2"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+ex="$src/examples/tiny_cnn"
+source "$(dirname "$0")/expect.sh"
+compare() { /usr/bin/python3 "$src/scripts/compare_outputs.py" "$@" >"$tmp/cmp" 2>&1 || {
+  echo "FAIL: compare $*"; sed 's/^/    /' "$tmp/cmp"; failures=$((failures + 1)); }
+  checks=$((checks + 1)); }
 
 mkdir "$tmp/calib"
 /usr/bin/python3 - "$tmp/calib" <<'PY'
@@ -25,68 +21,42 @@ for i in range(6):
 PY
 expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes \(4 activations calibrated on 6 samples, u8 activations, per-channel weights\)" \
   -- quantize "$ex/model.onnx" -o "$tmp/q.onnx" --calibration "$tmp/calib" --per-channel
-#The Gemm and two of the convolutions run as int8 kernels(the first, of 3 input channels, in
-#fp32, saying why).On an AVX2 target their 8 - bit weights are halved to the 7 bits vpmaddubsw
-#takes, which the report warns about; with AVX512 - VNNI or AMX, or with-- weight - bits 7
-#anywhere, the int8 sums are exact.
+# The Gemm and two of the convolutions run as int8 kernels (the first, of 3 input channels, in
+# fp32, saying why). On an AVX2 target their 8-bit weights are halved to the 7 bits vpmaddubsw
+# takes, which the report warns about; with AVX512-VNNI or AMX, or with --weight-bits 7
+# anywhere, the int8 sums are exact.
 expect 0 "quantized model \([0-9]+ QuantizeLinear/DequantizeLinear nodes\): 3 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/q.onnx" -o "$tmp/q.so"
 expect 0 "1 quantized layer in fp32 \(Conv '/conv1/Conv'\): its 3 input channels per group are not a multiple of 4" \
   -- compile "$tmp/q.onnx" -o "$tmp/q.so"
 "$tunec" run "$tmp/q.so" --input "x=$ex/x.npy" --output "$tmp/so" >/dev/null
 "$tunec" run "$tmp/q.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/ref" >/dev/null
-if "$tunec" target | grep -q "isa features.*\(avx512_vnni\|amx\)";
-then compare "$tmp/ref/y.npy"
-             "$tmp/so/y.npy" --max -
-        rel -
-        l2 1e-5 else expect 0 "warning: 3 int8 kernels have 8-bit weights, which AVX2's vpmaddubsw "
-                              "kernel halves to 7 bits .* --weight-bits 7" --compile "$tmp/q.onnx" -
-        o "$tmp/q.so" compare "$tmp/ref/y.npy"
-          "$tmp/so/y.npy" --max -
-        rel -
-        l2 2e-2 fi expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes" --quantize "$ex/model.onnx" -
-        o "$tmp/q7.onnx" --calibration "$tmp/calib" --per - channel-- weight -
-        bits 7 expect 0 ": 3 Conv/MatMul/Gemm layers .* run as int8 kernels" --compile
-        "$tmp/q7.onnx" -
-        o "$tmp/q7.so"
-          "$tunec" run "$tmp/q7.so" --input "x=$ex/x.npy" --output "$tmp/so7" >
-    / dev /
-        null "$tunec" run "$tmp/q7.onnx" --input "x=$ex/x.npy" --reference-- output "$tmp/ref7" >
-    / dev /
-            null compare "$tmp/ref7/y.npy"
-                         "$tmp/so7/y.npy" --max -
-        rel - l2 1e-5 expect 1 "--weight-bits must be 8 or 7" --quantize "$ex/model.onnx" -
-        o "$tmp/q6.onnx" --random 2 --weight -
-        bits 6
-#Percentile calibration : the middle 99.9 % of each activation's values; runs and compiles.
-        expect 0 "calibrated on 6 samples \(percentile 99.9\)" --quantize "$ex/model.onnx" -
-        o "$tmp/qp.onnx" --calibration
-        "$tmp/calib" --method percentile-- percentile 99.9 expect 0 "run as int8 kernels" --compile
-        "$tmp/qp.onnx" -
-        o "$tmp/qp.so" expect 1 "--percentile must be above 50" --quantize "$ex/model.onnx" -
-        o "$tmp/qp2.onnx" --random 2 --method
-            percentile-- percentile 50 expect 1 "--percentile needs --method percentile" --quantize
-        "$ex/model.onnx" -
-        o "$tmp/qp2.onnx" --random 2 --percentile 99 expect 1 "--dynamic quantizes activations per "
-                                                              "run and takes no calibration "
-                                                              "samples" --quantize
-        "$ex/model.onnx" -
-        o "$tmp/qd.onnx" --dynamic-- random 2 expect 0 "quantized 1 of 4 Conv/MatMul/Gemm nodes "
-                                                       "\(dynamic: MatMul/Gemm activations "
-                                                       "quantized per run to u8" --quantize
-        "$ex/model.onnx" -
-        o "$tmp/qd.onnx" --dynamic-- weight -
-        bits 7 expect 0 ": 1 Conv/MatMul/Gemm layers .* run as int8 kernels" --compile
-        "$tmp/qd.onnx" -
-        o "$tmp/qd.so" expect 0 "note: Conv '/conv1/Conv' stays float: a convolution \(--dynamic "
-                                "quantizes MatMul/Gemm\)" --quantize "$ex/model.onnx" -
-        o "$tmp/qd.onnx" --dynamic-- weight -
-        bits 7
-#A layer whose weights are a vector stays float, saying so.
-            if /
-            usr / bin / python3 -
-        c "import torch" 2 >
-    / dev / null;
-then
+if "$tunec" target | grep -q "isa features.*\(avx512_vnni\|amx\)"; then
+  compare "$tmp/ref/y.npy" "$tmp/so/y.npy" --max-rel-l2 1e-5
+else
+  expect 0 "warning: 3 int8 kernels have 8-bit weights, which AVX2's vpmaddubsw kernel halves to 7 bits .* --weight-bits 7" \
+    -- compile "$tmp/q.onnx" -o "$tmp/q.so"
+  compare "$tmp/ref/y.npy" "$tmp/so/y.npy" --max-rel-l2 2e-2
+fi
+expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes" \
+  -- quantize "$ex/model.onnx" -o "$tmp/q7.onnx" --calibration "$tmp/calib" --per-channel --weight-bits 7
+expect 0 ": 3 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/q7.onnx" -o "$tmp/q7.so"
+"$tunec" run "$tmp/q7.so" --input "x=$ex/x.npy" --output "$tmp/so7" >/dev/null
+"$tunec" run "$tmp/q7.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/ref7" >/dev/null
+compare "$tmp/ref7/y.npy" "$tmp/so7/y.npy" --max-rel-l2 1e-5
+expect 1 "--weight-bits must be 8 or 7" -- quantize "$ex/model.onnx" -o "$tmp/q6.onnx" --random 2 --weight-bits 6
+# Percentile calibration: the middle 99.9% of each activation's values; runs and compiles.
+expect 0 "calibrated on 6 samples \(percentile 99.9\)" \
+  -- quantize "$ex/model.onnx" -o "$tmp/qp.onnx" --calibration "$tmp/calib" --method percentile --percentile 99.9
+expect 0 "run as int8 kernels" -- compile "$tmp/qp.onnx" -o "$tmp/qp.so"
+expect 1 "--percentile must be above 50" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --method percentile --percentile 50
+expect 1 "--percentile needs --method percentile" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --percentile 99
+expect 1 "--dynamic quantizes activations per run and takes no calibration samples" -- quantize "$ex/model.onnx" -o "$tmp/qd.onnx" --dynamic --random 2
+expect 0 "quantized 1 of 4 Conv/MatMul/Gemm nodes \(dynamic: MatMul/Gemm activations quantized per run to u8" -- quantize "$ex/model.onnx" -o "$tmp/qd.onnx" --dynamic --weight-bits 7
+expect 0 ": 1 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/qd.onnx" -o "$tmp/qd.so"
+expect 0 "note: Conv '/conv1/Conv' stays float: a convolution \(--dynamic quantizes MatMul/Gemm\)" \
+  -- quantize "$ex/model.onnx" -o "$tmp/qd.onnx" --dynamic --weight-bits 7
+# A layer whose weights are a vector stays float, saying so.
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   /usr/bin/python3 - "$tmp/vec.onnx" <<'PY'
 import sys, torch
 class Vec(torch.nn.Module):
@@ -120,20 +90,16 @@ mkdir "$tmp/empty"
 expect 1 "holds no samples" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/empty"
 mkdir "$tmp/wrong" && /usr/bin/python3 -c "import numpy as np; np.save('$tmp/wrong/a.npy', np.zeros((1, 3, 8, 8), np.float32))"
 expect 1 "calibration sample .*/wrong/a.npy does not give input 'x' as f32\[1x3x32x32\]" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/wrong"
-#A NaN in one calibration sample : an error naming the file, input and element, or with
-#-- skip - nonfinite a warning naming it and the ranges from the other samples.
+# A NaN in one calibration sample: an error naming the file, input and element, or with
+# --skip-nonfinite a warning naming it and the ranges from the other samples.
 mkdir "$tmp/nan" && cp "$tmp/calib"/sample[0-2].npy "$tmp/nan/"
 /usr/bin/python3 -c "import numpy as np; a = np.ones((1, 3, 32, 32), np.float32); a[0, 1, 2, 3] = np.nan; np.save('$tmp/nan/sample9.npy', a)"
 expect 1 "calibration sample .*/nan/sample9.npy: input 'x' has a NaN at element 1091; fix or remove the sample, or give --skip-nonfinite" -- quantize "$ex/model.onnx" -o "$tmp/x.onnx" --calibration "$tmp/nan"
 expect 0 "warning: skipped calibration sample .*/nan/sample9.npy: input 'x' has a NaN at element 1091" -- quantize "$ex/model.onnx" -o "$tmp/nan.onnx" --calibration "$tmp/nan" --skip-nonfinite
 expect 0 "calibrated on 3 samples" -- quantize "$ex/model.onnx" -o "$tmp/nan.onnx" --calibration "$tmp/nan" --skip-nonfinite
-check_absent() {
-  checks = $((checks + 1));
-  [!-e "$1"] || {
-    echo "FAIL: $1 was written";
-    failures = $((failures + 1));
-  };
-}
-check_absent "$tmp/x.onnx" expect 0 "Post-training static quantization" --quantize-- help
+check_absent() { checks=$((checks + 1)); [ ! -e "$1" ] || { echo "FAIL: $1 was written"; failures=$((failures + 1)); }; }
+check_absent "$tmp/x.onnx"
+expect 0 "Post-training static quantization" -- quantize --help
 
-    echo "$((checks - failures)) passed, $failures failed"["$failures" - eq 0]
+echo "$((checks - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,23 +1,19 @@
-#!/ usr / bin / env bash
-#End - to - end : exports ResNet - 50, MobileNetV2,                                                \
-    a BERT - base encoder and a QDQ - quantized small CNN
-#(PyTorch's QAT fake quantization) with PyTorch (random weights, fixed seed); compiles each to
-#model.so and runs it, runs it compiled in memory(JIT)
-#and on the reference executor after the graph passes; checks relative L2 error < 1e-4 against
-#PyTorch each time, and that ResNet - 50 compiles in under 20 s.
+#!/usr/bin/env bash
+# End-to-end: exports ResNet-50, MobileNetV2, a BERT-base encoder and a QDQ-quantized small CNN
+# (PyTorch's QAT fake quantization) with PyTorch (random weights, fixed seed); compiles each to
+# model.so and runs it, runs it compiled in memory (JIT)
+# and on the reference executor after the graph passes; checks relative L2 error < 1e-4 against
+# PyTorch each time, and that ResNet-50 compiles in under 20 s.
 set -euo pipefail
 tunec="$1" src="$2" work="$3"
 models=(tiny_cnn qdq_tiny_cnn mobilenet_v2 resnet50 bert_base)
-for m in "${models[@]}";
-do
-  if
-    [!-f "$work/$m/model.onnx"]; then
+for m in "${models[@]}"; do
+  if [ ! -f "$work/$m/model.onnx" ]; then
     /usr/bin/python3 "$src/scripts/export_models.py" --out "$work" --only "$m" 2>&1 | grep -v -i warn || true
   fi
 done
 status=0
-for m in "${models[@]}";
-do
+for m in "${models[@]}"; do
   d="$work/$m"
   input=$(ls "$d"/*.npy | grep -v expected_ | head -1)
   name=$(basename "$input" .npy)
@@ -54,18 +50,13 @@ if grep -q avx512_bf16 /proc/cpuinfo; then
   f32=$(sed -nE 's/.*constants ([0-9.]+) MB.*/\1/p' "$work/out.bert_base.compile.txt")
   bf16=$(sed -nE 's/.*constants ([0-9.]+) MB.*/\1/p' "$work/out.bert_base.bf16.compile.txt")
   echo "bert_base bf16: constants $bf16 MB (fp32 $f32 MB)"
-  /usr/bin/python3 -c "import sys; sys.exit(0 if $bf16 < 0.65 * $f32 else 1)" || {
-    echo "FAIL: bf16 constants not below 0.65x fp32";
-    status = 1; }
-#The CNNs : every convolution with an even number of input channels in bf16(ResNet - 50 : all
-#but conv1's RGB; MobileNetV2: all but conv1 and the depthwise ones).
+  /usr/bin/python3 -c "import sys; sys.exit(0 if $bf16 < 0.65 * $f32 else 1)" || { echo "FAIL: bf16 constants not below 0.65x fp32"; status=1; }
+  # The CNNs: every convolution with an even number of input channels in bf16 (ResNet-50: all
+  # but conv1's RGB; MobileNetV2: all but conv1 and the depthwise ones).
   for m in resnet50:$resnet_want mobilenet_v2:$mobilenet_want; do
-    name=${m%%:*} want=${
-    m##*:}
+    name=${m%%:*} want=${m##*:}
     "$tunec" compile "$work/$name/model.onnx" --precision bf16 -o "$work/$name.bf16.so" > "$work/out.$name.bf16.compile.txt"
-    grep -q "^$want of them in bf16" "$work/out.$name.bf16.compile.txt" || {
-    echo "FAIL: $name bf16: $(grep 'of them in bf16' " $work / out.$name.bf16.compile.txt ")";
-    status = 1; }
+    grep -q "^$want of them in bf16" "$work/out.$name.bf16.compile.txt" || { echo "FAIL: $name bf16: $(grep 'of them in bf16' "$work/out.$name.bf16.compile.txt")"; status=1; }
     if [ $amx -eq 1 ] && ! grep -q "vdpbf16ps is slower than the FMA on this target" "$work/out.$name.bf16.compile.txt"; then
       echo "FAIL: $name bf16 on AMX: the report does not say why its convolutions stay fp32"; status=1
     fi
@@ -75,17 +66,17 @@ if grep -q avx512_bf16 /proc/cpuinfo; then
 else
   echo "SKIP: bert_base --precision bf16: this machine has no avx512_bf16"
 fi
-#A quantized model says how it runs : PyTorch 's QAT export folds its weights' fake quantization
-#into f32 constants, so its layers run dequantized.
+# A quantized model says how it runs: PyTorch's QAT export folds its weights' fake quantization
+# into f32 constants, so its layers run dequantized.
 if ! grep -q "quantized model (.* QuantizeLinear/DequantizeLinear nodes): 0 Conv/MatMul/Gemm layers .* run as int8 kernels; the other heavy kernels run dequantized" \
     "$work/out.qdq_tiny_cnn.compile.txt"; then
   echo "FAIL: the QDQ model's compile report does not say how it runs"; status=1
 fi
-#tunec quantize 's QDQ form keeps s8 weights: BERT-base' s 72 Linear layers run as int8 kernels
-#(7 - bit weights, which every int8 strategy takes exactly) and match the QDQ model on the
-#reference executor(which runs the QDQ graph as ONNX defines it); the activations' rounding
-#to u8 at every layer, where the f32 results and the double reference fall on either side of
-#a tie, bounds the difference.
+# tunec quantize's QDQ form keeps s8 weights: BERT-base's 72 Linear layers run as int8 kernels
+# (7-bit weights, which every int8 strategy takes exactly) and match the QDQ model on the
+# reference executor (which runs the QDQ graph as ONNX defines it); the activations' rounding
+# to u8 at every layer, where the f32 results and the double reference fall on either side of
+# a tie, bounds the difference.
 "$tunec" quantize "$d/model.onnx" -o "$work/bert_base_q7.onnx" --random 2 --per-channel \
   --weight-bits 7 > /dev/null
 "$tunec" compile "$work/bert_base_q7.onnx" -o "$work/bert_base_q7.so" > "$work/out.bert_base_q7.compile.txt"
@@ -97,8 +88,8 @@ fi
   --output "$work/out/bert_base_q7.reference" > /dev/null
 "$tunec" run "$work/bert_base_q7.so" --input "input_ids=$d/input_ids.npy" \
   --expect "y=$work/out/bert_base_q7.reference/y.npy" --tolerance 5e-2 || status=1
-#Dynamic quantization(activations quantized per run, DynamicQuantizeLinear) : the 72 layers
-#run in int8 and stay within 5e-2 of PyTorch's fp32 output.
+# Dynamic quantization (activations quantized per run, DynamicQuantizeLinear): the 72 layers
+# run in int8 and stay within 5e-2 of PyTorch's fp32 output.
 "$tunec" quantize "$d/model.onnx" -o "$work/bert_base_dyn.onnx" --dynamic --per-channel \
   --weight-bits 7 > /dev/null
 "$tunec" compile "$work/bert_base_dyn.onnx" -o "$work/bert_base_dyn.so" > "$work/out.bert_base_dyn.compile.txt"
@@ -108,12 +99,12 @@ if ! grep -q ": 72 Conv/MatMul/Gemm layers of u8 activations and constant s8 wei
 fi
 "$tunec" run "$work/bert_base_dyn.so" --input "input_ids=$d/input_ids.npy" \
   --expect "y=$d/expected_y.npy" --tolerance 5e-2 || status=1
-#Workload keys are what users ' tuning databases are indexed by: every heavy kernel' s key is the
-#one the code before the Target / dtype reshape gave it(tests / fixtures, made on that machine),
-#and BERT - base's merged Q/K/V projections (one new workload since merge-sibling-matmuls), and
-#the first conv of ResNet - 50 and MobileNetV2, which reads the NCHW image itself since the
-#channel - view change("input_layout" : "nchw"; its config falls back to the records of the
-#key without it, so a database tuned before still applies : cli_target's old database).
+# Workload keys are what users' tuning databases are indexed by: every heavy kernel's key is the
+# one the code before the Target/dtype reshape gave it (tests/fixtures, made on that machine),
+# and BERT-base's merged Q/K/V projections (one new workload since merge-sibling-matmuls), and
+# the first conv of ResNet-50 and MobileNetV2, which reads the NCHW image itself since the
+# channel-view change ("input_layout": "nchw"; its config falls back to the records of the
+# key without it, so a database tuned before still applies: cli_target's old database).
 for m in resnet50 mobilenet_v2 bert_base; do
   keys=$("$tunec" tune "$work/$m/model.onnx" --list-tasks --threads 2 \
     --target "$src/tests/fixtures/zen3_target.json" 2>/dev/null | awk '{print $1}' | sort)
@@ -123,28 +114,22 @@ for m in resnet50 mobilenet_v2 bert_base; do
     status=1
   fi
 done
-# `inspect -- fusion` shows the steps compile builds : the same step line as the compile report.
+# `inspect --fusion` shows the steps compile builds: the same step line as the compile report.
 for m in resnet50 mobilenet_v2 bert_base; do
   want=$(grep " graph nodes -> " "$work/out.$m.compile.txt")
   got=$("$tunec" inspect "$work/$m/model.onnx" --summary --fusion | grep " graph nodes -> " | sed 's/^  //')
-  [ "$got" = "$want" ] || {
-    echo "FAIL: $m: inspect --fusion says '$got', compile '$want'";
-    status = 1; }
+  [ "$got" = "$want" ] || { echo "FAIL: $m: inspect --fusion says '$got', compile '$want'"; status=1; }
 done
-#Layouts(those compile gives) : NHWC from the first convolution on, which reads the NCHW model
-#input itself as it pads it; ResNet - 50 and MobileNetV2 need no reorder at all.
+# Layouts (those compile gives): NHWC from the first convolution on, which reads the NCHW model
+# input itself as it pads it; ResNet-50 and MobileNetV2 need no reorder at all.
 for m in resnet50 mobilenet_v2; do
   out=$("$tunec" inspect "$work/$m/model.onnx" --summary --layouts)
-  grep -q "layouts: .* NHWC tensors, 0 reorders" <<<"$out" || {
-    echo "FAIL: $m reorders: $(grep layouts: <<<" $out ")";
-    status = 1; }
-  grep -q "reads its input NCHW" "$work/out.$m.compile.txt" || {
-    echo "FAIL: $m: the first conv does not read the input NCHW";
-    status = 1; }
+  grep -q "layouts: .* NHWC tensors, 0 reorders" <<<"$out" || { echo "FAIL: $m reorders: $(grep layouts: <<<"$out")"; status=1; }
+  grep -q "reads its input NCHW" "$work/out.$m.compile.txt" || { echo "FAIL: $m: the first conv does not read the input NCHW"; status=1; }
 done
-#The fusion models(SiLU + squeeze - excite, LayerNorm over channels between permutes, channel
-#shuffle with split and concat) : model.so against PyTorch, and how they fuse.Bounds are what
-#this build reaches(docs / graph - compiler.md); a change that fuses less fails here.
+# The fusion models (SiLU + squeeze-excite, LayerNorm over channels between permutes, channel
+# shuffle with split and concat): model.so against PyTorch, and how they fuse. Bounds are what
+# this build reaches (docs/graph-compiler.md); a change that fuses less fails here.
 fusion_models=(efficientnet_b0 convnext_tiny shufflenet_v2)
 max_loop=(17 7 15) max_reorders=(0 1 0)
 for i in "${!fusion_models[@]}"; do
@@ -157,11 +142,7 @@ for i in "${!fusion_models[@]}"; do
   echo "$m: $line"
   loop=$(sed -E 's/.* ([0-9]+) loop kernels.*/\1/' <<<"$line")
   reorders=$(sed -E 's/.*; ([0-9]+) reorders.*/\1/' <<<"$line")
-  [ "$loop" -le "${max_loop[$i]}" ] || {
-    echo "FAIL: $m has $loop loop kernels (bound ${max_loop[$i]})";
-    status = 1; }
-  [ "$reorders" -le "${max_reorders[$i]}" ] || {
-    echo "FAIL: $m has $reorders reorders (bound ${max_reorders[$i]})";
-    status = 1; }
+  [ "$loop" -le "${max_loop[$i]}" ] || { echo "FAIL: $m has $loop loop kernels (bound ${max_loop[$i]})"; status=1; }
+  [ "$reorders" -le "${max_reorders[$i]}" ] || { echo "FAIL: $m has $reorders reorders (bound ${max_reorders[$i]})"; status=1; }
 done
 exit $status
