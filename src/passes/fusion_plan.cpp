@@ -154,6 +154,9 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
     case OpKind::Exp:
       step.op = {PostOpKind::Exp};
       return step;
+    case OpKind::Round: // a quantization round trip (lower-quantize-round-trips) joins whole
+      step.op = {PostOpKind::Round};
+      return step;
     default:
       break;
     }
@@ -218,7 +221,7 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
 
 // The QuantizeLinear `id` of the kernel's current result `x` as the requantizing epilogue's last
 // step (the int8 kernel writes the next layer's u8 A): after an int8 anchor, to u8 with one
-// scale and zero point, and no residual add (a u8 C takes none); or why it does not join.
+// scale and zero point (after a residual add of an f32 tensor too); or why it does not join.
 Expected<EpilogueStep> matchRequantize(const Graph& g, const FusedKernel& kernel, NodeId id,
                                        ValueId x) {
   const Node& n = g.node(id);
@@ -230,8 +233,6 @@ Expected<EpilogueStep> matchRequantize(const Graph& g, const FusedKernel& kernel
   };
   if (n.inputs[0] != x || g.value(n.outputs[0]).type.dtype != DType::U8 || !scalar(1) || !scalar(2))
     return Error("only a QuantizeLinear to u8 with one scale and zero point joins an epilogue");
-  if (epilogueNeedsAddend(kernel.postOps()))
-    return Error("a residual add into a u8 C is not built yet");
   const double scale = g.value(n.inputs[1]).constant->getDouble(0);
   if (!(scale > 0) || !std::isfinite(scale))
     return Error("the QuantizeLinear's scale is not a positive number");

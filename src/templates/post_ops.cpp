@@ -47,6 +47,9 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::Exp:
       s += "exp";
       break;
+    case PostOpKind::Round:
+      s += "round";
+      break;
     case PostOpKind::LayerNormRow:
       s += "layernorm";
       break;
@@ -89,8 +92,6 @@ Status checkEpilogueStores(const Epilogue& epilogue, DType dst) {
                  "is; this one is " +
                  std::string(dtypeName(dst)) + " with " +
                  (epilogue.empty() ? std::string("no epilogue") : epilogueName(epilogue)));
-  if (dst == DType::U8 && epilogueNeedsAddend(epilogue))
-    return Error("a residual add into a u8 C is not built yet (the addend would be u8 too)");
   return {};
 }
 

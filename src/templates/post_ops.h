@@ -25,6 +25,7 @@ enum class PostOpKind {
   Swish,          ///< y = y / (1 + exp(-lo y)) (SiLU at lo = 1)
   Tanh,           ///< y = tanh(y)
   Exp,            ///< y = exp(y)
+  Round,          ///< y = round(y), half to even (a quantization round trip's rounding)
   ScalePerColumn, ///< y *= scale[n] (per output channel: a layer scale, a channel affine)
   PReluPerColumn, ///< y = y < 0 ? slope[n] * y : y (the slopes in the column-scale vector)
   /// Each output row normalized (LayerNorm over the last axis, epsilon lo, the scale and bias
@@ -65,7 +66,7 @@ inline bool readsColumnScale(PostOpKind kind) {
 Status epilogueAccepts(const Epilogue& sofar, const PostOp& next);
 
 /// Whether a kernel with this epilogue can store a C of `dst`: a u8 C is written by the
-/// requantizing epilogue (QuantizeU8 last, no residual add yet), and only a u8 C is.
+/// requantizing epilogue (QuantizeU8 last; a residual addend is f32), and only a u8 C is.
 Status checkEpilogueStores(const Epilogue& epilogue, DType dst);
 
 } // namespace tunec

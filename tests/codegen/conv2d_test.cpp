@@ -381,9 +381,10 @@ std::vector<int64_t> integerConv(const Conv2dWorkload& w, const std::vector<uint
 }
 
 // One int8 convolution under `c` through `j` against the integer reference: the sums exactly
-// (no epilogue); column scale, bias and ReLU in f32 as the epilogue computes them; and that
-// requantized to u8 (round half to even, saturate), exactly. `small`: inputs in [0, 3] and
-// weights in [-3, 3].
+// (no epilogue); column scale, bias, ReLU, a scale and a rounding (a quantization round trip's)
+// in f32 as the epilogue computes them; and column scale, bias (epilogue 3: and an f32 residual
+// addend) and ReLU requantized to u8 (round half to even, saturate), exactly. `small`: inputs
+// in [0, 3] and weights in [-3, 3].
 void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c, int epilogue,
                    std::mt19937& rng, bool small) {
   Conv2dWorkload w = workload;
@@ -396,8 +397,12 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
               : static_cast<float>(static_cast<int>(rng() % (2 * limit + 1)) - limit);
   Epilogue epi;
   const float outScale = 0.5f + static_cast<float>(rng() % 100), outZero = 3.f;
+  const float roundTripScale = 0.37f;
   if (epilogue > 0)
     epi = {{PostOpKind::ScalePerColumn}, {PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
+  if (epilogue == 1)
+    epi.insert(epi.end(), {{PostOpKind::Scale, roundTripScale}, {PostOpKind::Round}});
+  if (epilogue == 3) epi.insert(epi.begin() + 2, {PostOpKind::AddTensor}); // before the ReLU
   if (epilogue > 1) epi.push_back({PostOpKind::QuantizeU8, outScale, outZero});
   if (epilogue > 1) w.types.dst = DType::U8;
   std::vector<float> scale(static_cast<size_t>(w.oc)), bias(static_cast<size_t>(w.oc));
@@ -411,7 +416,10 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
   std::vector<float> outF(static_cast<size_t>(pixels * outLd), -7.f);
   std::vector<uint8_t> outU(static_cast<size_t>(pixels * outLd), 77);
   void* out = epilogue > 1 ? static_cast<void*>(outU.data()) : outF.data();
-  kernel->run(x.data(), out, bias.data(), nullptr, nullptr, scale.data());
+  // The residual addend (f32, dense, of the output's shape: a u8 C adds an f32 one).
+  std::vector<float> addend(static_cast<size_t>(pixels * w.oc));
+  for (float& a : addend) a = static_cast<float>(static_cast<int>(rng() % 4001) - 2000);
+  kernel->run(x.data(), out, bias.data(), addend.data(), nullptr, scale.data());
   std::vector<int64_t> sums = integerConv(w, x, weights);
   for (int64_t p = 0; p < pixels; ++p)
     for (int64_t ch = 0; ch < outLd; ++ch) {
@@ -424,8 +432,10 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
       }
       const int64_t sum = sums[static_cast<size_t>(p * w.oc + ch)];
       float v = static_cast<float>(sum);
-      if (epilogue > 0)
-        v = std::max(v * scale[static_cast<size_t>(ch)] + bias[static_cast<size_t>(ch)], 0.f);
+      if (epilogue > 0) v = v * scale[static_cast<size_t>(ch)] + bias[static_cast<size_t>(ch)];
+      if (epilogue == 3) v += addend[static_cast<size_t>(p * w.oc + ch)];
+      if (epilogue > 0) v = std::max(v, 0.f);
+      if (epilogue == 1) v = std::nearbyint(v * roundTripScale);
       if (epilogue > 1) {
         float q = std::clamp(std::nearbyint(v / outScale) + outZero, 0.f, 255.f);
         ASSERT_EQ(static_cast<int>(outU[i]), static_cast<int>(q)) << where;
@@ -443,7 +453,7 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
 TEST(Conv2dInt8, RandomConfigsEqualTheIntegerReference) {
   const bool vnniHere = hostTarget().avx512vnni && targetSupports(hostTarget(), Isa::Avx512);
   std::mt19937 rng(29);
-  int checked = 0, zeroPointPadded = 0, requantized = 0;
+  int checked = 0, zeroPointPadded = 0, requantized = 0, residual = 0;
   for (int trial = 0; trial < 120 && checked < 44; ++trial) {
     const Isa isa = trial % 2 ? Isa::Avx512 : Isa::Avx2;
     std::uniform_int_distribution<int64_t> ch(1, 10), hw(3, 11), k(1, 3), s(1, 2), p(0, 2);
@@ -461,17 +471,19 @@ TEST(Conv2dInt8, RandomConfigsEqualTheIntegerReference) {
     auto c = randomConfig(w, isa, rng);
     ASSERT_TRUE(c.isOk()) << c.error().message();
     if (!validateConv2dConfig(w, *c).isOk()) continue;
-    const int epilogue = trial % 3;
+    const int epilogue = trial % 4;
     Jit& j = isa == Isa::Avx512 && !vnniHere ? test::twinJit() : jit();
     checkInt8Conv(j, w, *c, epilogue, rng, trial % 4 == 3);
     if (HasFatalFailure()) return;
     ++checked;
     zeroPointPadded += w.padded() && w.aZeroPoint != 0;
-    requantized += epilogue == 2;
+    requantized += epilogue >= 2;
+    residual += epilogue == 3;
   }
   EXPECT_GE(checked, 40);
   EXPECT_GE(zeroPointPadded, 6) << "padding with a nonzero zero point is covered";
   EXPECT_GE(requantized, 8);
+  EXPECT_GE(residual, 4) << "a requantizing epilogue with a residual add is covered";
 }
 
 TEST(Conv2dInt8, WorkloadsAndWeightsOutsideTheKernelAreRefusedByName) {

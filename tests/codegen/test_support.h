@@ -112,6 +112,7 @@ inline ValueId addPostOps(Graph& g, ValueId y, const Epilogue& epi, ValueId bias
       y = addOp(g, OpKind::Mul, NoAttrs{}, {y, g.addConstant("scale" + std::to_string(y), c)});
     }
     if (op.kind == PostOpKind::Exp) y = addOp(g, OpKind::Exp, NoAttrs{}, {y});
+    if (op.kind == PostOpKind::Round) y = addOp(g, OpKind::Round, NoAttrs{}, {y});
   }
   return y;
 }

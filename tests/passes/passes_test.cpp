@@ -227,7 +227,9 @@ TEST(Passes, QuantizedConvsBecomeIntegerConvsPaddedWithTheirZeroPoint) {
   EXPECT_EQ(count(*out, OpKind::IntegerConv), 1);
   EXPECT_EQ(count(*out, OpKind::Conv), 0);
   for (const Node& n : out->nodes()) {
-    if (n.kind == OpKind::IntegerConv) EXPECT_EQ(std::get<ConvAttrs>(n.attrs).padValue, 93);
+    if (n.kind == OpKind::IntegerConv) {
+      EXPECT_EQ(std::get<ConvAttrs>(n.attrs).padValue, 93);
+    }
   }
   EXPECT_EQ(count(*out, OpKind::Add), 2); // the zero point's correction, the bias
   EXPECT_EQ(count(*out, OpKind::Mul), 1); // the channel scale
