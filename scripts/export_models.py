@@ -6,8 +6,15 @@ with PyTorch's outputs. Weights are random with a fixed seed (no download is pos
 batch-norm statistics are randomized too so that folding them is really exercised.
 
 usage: scripts/export_models.py [--out models]
-       [--only resnet50,mobilenet_v2,bert_base,tiny_cnn,qdq_tiny_cnn,
-        efficientnet_b0,convnext_tiny,shufflenet_v2]
+       [--only resnet50,mobilenet_v2,bert_base,tiny_cnn,qdq_tiny_cnn,qdq_resnet50,
+        qdq_mobilenet_v2,efficientnet_b0,convnext_tiny,shufflenet_v2] [--weight-bits 7]
+
+qdq_resnet50 and qdq_mobilenet_v2 are quantized the way PyTorch users quantize them: torchvision's
+quantizable models, conv-bn-relu fused, QAT fake quantization (u8 activations per tensor, s8
+weights per output channel) calibrated on random batches, converted to int8 and exported; their
+expected outputs are PyTorch's int8 ones. --weight-bits 7 (the default) keeps the weights in
+[-64, 63], as oneDNN and ONNX Runtime advise for AVX2 CPUs without VNNI, so that every int8
+strategy computes them exactly; 8 is the full range.
 """
 import argparse
 import math
@@ -137,7 +144,49 @@ def quantize_qat(model, generator):
     return model
 
 
-def build(name, generator):
+def scale_residual_branches(model, gain):
+    """The last batch norm of every residual branch scaled by `gain` (as zero_init_residual
+    starts them at 0): a random network whose blocks add small corrections to their input, as
+    trained ones do, instead of one where the rounding of each block's int8 output compounds."""
+    for m in model.modules():
+        last = getattr(m, "bn3", None)
+        if last is None and getattr(m, "use_res_connect", False):
+            last = m.conv[-1]
+        if last is not None:
+            last.weight.data.mul_(gain)
+
+
+def quantize_torchvision(name, generator, weight_bits):
+    """torchvision's quantizable ResNet-50 or MobileNetV2 through PyTorch's eager QAT flow,
+    converted to its int8 model (the quantized engine's kernels)."""
+    from torchvision.models import quantization as tq
+
+    Q = torch.ao.quantization
+    model = {"qdq_resnet50": tq.resnet50, "qdq_mobilenet_v2": tq.mobilenet_v2}[name](
+        weights=None, quantize=False)
+    randomize_batchnorm(model, generator)
+    scale_residual_branches(model, 0.2)
+    model.eval()
+    model.fuse_model(is_qat=True)
+    lo, hi = -(1 << (weight_bits - 1)), (1 << (weight_bits - 1)) - 1
+    model.qconfig = Q.QConfig(
+        activation=Q.FakeQuantize.with_args(observer=Q.MovingAverageMinMaxObserver, quant_min=0,
+                                            quant_max=255, dtype=torch.quint8),
+        weight=Q.FakeQuantize.with_args(observer=Q.MovingAveragePerChannelMinMaxObserver,
+                                        quant_min=lo, quant_max=hi, dtype=torch.qint8,
+                                        qscheme=torch.per_channel_symmetric, ch_axis=0))
+    Q.prepare_qat(model.train(), inplace=True)
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(2, 3, 224, 224, generator=generator))
+    model.eval()
+    model.apply(Q.disable_observer)
+    engines = torch.backends.quantized.supported_engines
+    torch.backends.quantized.engine = "onednn" if "onednn" in engines else "qnnpack"
+    return Q.convert(model, inplace=False)
+
+
+def build(name, generator, weight_bits=7):
     import torchvision
 
     if name == "tiny_cnn":
@@ -149,6 +198,9 @@ def build(name, generator):
         randomize_batchnorm(model, generator)
         quantize_qat(model, generator)
         return model, {"x": torch.randn(1, 3, 32, 32, generator=generator)}
+    if name in ("qdq_resnet50", "qdq_mobilenet_v2"):
+        model = quantize_torchvision(name, generator, weight_bits)
+        return model, {"x": torch.randn(1, 3, 224, 224, generator=generator)}
     if name == "resnet50":
         model = torchvision.models.resnet50(weights=None)
         randomize_batchnorm(model, generator)
@@ -173,10 +225,10 @@ def build(name, generator):
     raise SystemExit(f"export_models: unknown model '{name}'")
 
 
-def export(name, out_dir):
+def export(name, out_dir, weight_bits=7):
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
-    model, inputs = build(name, generator)
+    model, inputs = build(name, generator, weight_bits)
     model.eval()
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
@@ -196,10 +248,12 @@ def main():
     parser.add_argument("--out", default="models", help="output directory (default: models)")
     parser.add_argument("--only", default="tiny_cnn,resnet50,mobilenet_v2,bert_base",
                         help="comma-separated model names")
+    parser.add_argument("--weight-bits", type=int, choices=(7, 8), default=7,
+                        help="qdq_resnet50, qdq_mobilenet_v2: the weights' bits (default 7)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     for name in args.only.split(","):
-        export(name, args.out)
+        export(name, args.out, args.weight_bits)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# End-to-end: exports ResNet-50, MobileNetV2, a BERT-base encoder and a QDQ-quantized small CNN
-# (PyTorch's QAT fake quantization) with PyTorch (random weights, fixed seed); compiles each to
+# End-to-end: exports ResNet-50, MobileNetV2, a BERT-base encoder, a QDQ-quantized small CNN
+# (PyTorch's QAT fake quantization) and PyTorch's int8 ResNet-50 and MobileNetV2 (QAT,
+# converted) with PyTorch (random weights, fixed seed); compiles each to
 # model.so and runs it, runs it compiled in memory (JIT)
 # and on the reference executor after the graph passes; checks relative L2 error < 1e-4 against
 # PyTorch each time, and that ResNet-50 compiles in under 20 s.
@@ -99,6 +100,28 @@ if ! grep -q ": 72 Conv/MatMul/Gemm layers of u8 activations and constant s8 wei
 fi
 "$tunec" run "$work/bert_base_dyn.so" --input "input_ids=$d/input_ids.npy" \
   --expect "y=$d/expected_y.npy" --tolerance 5e-2 || status=1
+# PyTorch's own int8 models (torchvision's quantizable ResNet-50 and MobileNetV2 through eager
+# QAT, converted and exported as QDQ): every convolution but the RGB one (and MobileNetV2's
+# depthwise ones) and the classifier run as int8 kernels, their requantizing epilogues writing
+# the next layer's u8 input; the output equals the QDQ graph on the reference executor (7-bit
+# weights: exact sums on every int8 strategy; ONNX Runtime 1.30 gives the same bits,
+# docs/benchmarks.md) and has PyTorch's int8 top-1 (its own kernels round differently).
+for spec in qdq_resnet50:53 qdq_mobilenet_v2:35; do
+  m=${spec%%:*} want=${spec##*:} d="$work/${spec%%:*}"
+  if [ ! -f "$d/model.onnx" ]; then
+    /usr/bin/python3 "$src/scripts/export_models.py" --out "$work" --only "$m" 2>&1 | grep -v -i warn || true
+  fi
+  "$tunec" compile "$d/model.onnx" -o "$work/$m.so" > "$work/out.$m.compile.txt"
+  if ! grep -q ": $want Conv/MatMul/Gemm layers of u8 activations and constant s8 weights run as int8 kernels" \
+      "$work/out.$m.compile.txt" || grep -q "halved" "$work/out.$m.compile.txt"; then
+    echo "FAIL: $m does not run $want layers in int8: $(grep 'run as int8' "$work/out.$m.compile.txt")"; status=1
+  fi
+  "$tunec" run "$d/model.onnx" --reference --input "x=$d/x.npy" --output "$work/out/$m.reference" > /dev/null
+  "$tunec" run "$work/$m.so" --input "x=$d/x.npy" --output "$work/out/$m.so" \
+    --expect "y=$work/out/$m.reference/y.npy" --tolerance 1e-4 || status=1
+  /usr/bin/python3 -c "import sys, numpy as np; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); sys.exit(0 if a.argmax() == b.argmax() else 1)" \
+    "$d/expected_y.npy" "$work/out/$m.so/y.npy" || { echo "FAIL: $m: not PyTorch's int8 top-1"; status=1; }
+done
 # Workload keys are what users' tuning databases are indexed by: every heavy kernel's key is the
 # one the code before the Target/dtype reshape gave it (tests/fixtures, made on that machine),
 # and BERT-base's merged Q/K/V projections (one new workload since merge-sibling-matmuls), and
