@@ -12,11 +12,13 @@ usage: scripts/export_models.py [--out models]
 qdq_resnet50 and qdq_mobilenet_v2 are quantized the way PyTorch users quantize them: torchvision's
 quantizable models, conv-bn-relu fused, QAT fake quantization (u8 activations per tensor, s8
 weights per output channel) calibrated on random batches, converted to int8 and exported; their
-expected outputs are PyTorch's int8 ones. --weight-bits 7 (the default) keeps the weights in
+expected outputs are PyTorch's int8 ones, and fp32.onnx beside each is its fp32 original (the
+same network with the fake quantization off). --weight-bits 7 (the default) keeps the weights in
 [-64, 63], as oneDNN and ONNX Runtime advise for AVX2 CPUs without VNNI, so that every int8
 strategy computes them exactly; 8 is the full range.
 """
 import argparse
+import copy
 import math
 import os
 import sys
@@ -183,7 +185,14 @@ def quantize_torchvision(name, generator, weight_bits):
     model.apply(Q.disable_observer)
     engines = torch.backends.quantized.supported_engines
     torch.backends.quantized.engine = "onednn" if "onednn" in engines else "qnnpack"
-    return Q.convert(model, inplace=False)
+    # Its fp32 original: the same network with the fake quantization off (for benchmarks).
+    original = copy.deepcopy(model)
+    original.apply(Q.disable_fake_quant)
+    return Q.convert(model, inplace=False), original
+
+
+# The fp32 originals of the quantized models build() made, by name (exported as fp32.onnx).
+FP32_ORIGINALS = {}
 
 
 def build(name, generator, weight_bits=7):
@@ -199,7 +208,7 @@ def build(name, generator, weight_bits=7):
         quantize_qat(model, generator)
         return model, {"x": torch.randn(1, 3, 32, 32, generator=generator)}
     if name in ("qdq_resnet50", "qdq_mobilenet_v2"):
-        model = quantize_torchvision(name, generator, weight_bits)
+        model, FP32_ORIGINALS[name] = quantize_torchvision(name, generator, weight_bits)
         return model, {"x": torch.randn(1, 3, 224, 224, generator=generator)}
     if name == "resnet50":
         model = torchvision.models.resnet50(weights=None)
@@ -237,6 +246,11 @@ def export(name, out_dir, weight_bits=7):
         torch.onnx.export(model, tuple(inputs.values()), os.path.join(path, "model.onnx"),
                           input_names=list(inputs), output_names=["y"], opset_version=13,
                           do_constant_folding=True)
+        original = FP32_ORIGINALS.get(name)
+        if original is not None:  # a quantized model's fp32 original, as fp32.onnx
+            torch.onnx.export(original.eval(), tuple(inputs.values()), os.path.join(path, "fp32.onnx"),
+                              input_names=list(inputs), output_names=["y"], opset_version=13,
+                              do_constant_folding=True)
     for key, value in inputs.items():
         np.save(os.path.join(path, f"{key}.npy"), value.numpy())
     np.save(os.path.join(path, "expected_y.npy"), outputs.numpy())

@@ -7,7 +7,10 @@
 // (round is half to even, as QuantizeLinear rounds) but for two edges: a NaN stays NaN where
 // the pair gives the zero point's value, and where a producer's epilogue absorbs the division
 // as a multiplication by 1 / s, an exact tie x / s = k + 1/2 may round to the other neighbour
-// (one quantization step).
+// (one quantization step). A pair whose quantized value other nodes read too (an int8 layer's u8
+// input, from lower-quantized-layers) stays: the u8 tensor is computed anyway, and its
+// dequantization is exact (ResNet-50's identity branches: the block output's u8 is the next
+// block's input, its DequantizeLinear the residual addend of the block's last kernel).
 #include "passes/passes.h"
 #include "passes/rewriter.h"
 
@@ -40,8 +43,16 @@ const Node* roundTripOf(const Graph& g, const Node& dq) {
 
 Expected<Graph> lowerQuantizeRoundTrips(const Graph& graph) {
   GraphRewriter rw(graph);
+  // Quantized values that a node other than a DequantizeLinear reads (or the model returns).
+  std::vector<bool> readAsIntegers(graph.values().size(), false);
+  for (const Node& n : graph.nodes())
+    for (ValueId in : n.inputs)
+      if (in != kNoValue && n.kind != OpKind::DequantizeLinear)
+        readAsIntegers[static_cast<size_t>(in)] = true;
+  for (ValueId out : graph.outputs()) readAsIntegers[static_cast<size_t>(out)] = true;
   for (const Node& node : graph.nodes()) {
     const Node* quant = node.kind == OpKind::DequantizeLinear ? roundTripOf(graph, node) : nullptr;
+    if (quant && readAsIntegers[static_cast<size_t>(quant->outputs[0])]) quant = nullptr;
     if (!quant) {
       TUNEC_TRY(rw.copy(node));
       continue;

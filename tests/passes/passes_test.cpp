@@ -250,6 +250,29 @@ TEST(Passes, QuantizedConvsBecomeIntegerConvsPaddedWithTheirZeroPoint) {
   }
 }
 
+// A DequantizeLinear of a computed u8 value moves right after its producer (before the nodes
+// between them in the source order), and the values stay the same.
+TEST(Passes, HoistDequantizeSchedulesItAfterItsProducer) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{2, 8}, {}});
+  Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{});
+  sa.setDouble(0, 0.01), za.setInt(0, 7);
+  ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+  ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "q");
+  ValueId e = add(g, OpKind::Exp, NoAttrs{}, {x}, "exp");
+  ValueId t = add(g, OpKind::Tanh, NoAttrs{}, {e}, "tanh");
+  ValueId d = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {q, s, z}, "dq");
+  g.addOutput(add(g, OpKind::Add, NoAttrs{}, {t, d}, "sum"));
+  auto out = passes::hoistDequantize(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  std::vector<OpKind> order;
+  for (const Node& n : out->nodes()) order.push_back(n.kind);
+  const std::vector<OpKind> want = {OpKind::QuantizeLinear, OpKind::DequantizeLinear, OpKind::Exp,
+                                    OpKind::Tanh, OpKind::Add};
+  EXPECT_EQ(order, want);
+  expectEquivalent(g, *out, 0.0);
+}
+
 // Dynamic quantization: the activation's scale and zero point are computed per run (here graph
 // inputs, as DynamicQuantizeLinear's are values of the graph): the layer still becomes an
 // IntegerMatMul, its column scale and correction the run's scalars times per-column constants.
