@@ -104,6 +104,32 @@ void scatterMatrices(const float* dense, const Shape& s, int64_t ld, int64_t str
         buffer[static_cast<size_t>(b * stride + r * ld + c)] = dense[(b * s[1] + r) * s[2] + c];
 }
 
+// A workload whose C is u8 (the requantizing epilogue's): the kernel runs with a QuantizeU8 of
+// a scale that spreads the reference's values over the u8 range around 128, and the expected
+// output is the reference quantized alike; a u8 C rounds once more (one step in 255).
+void requantizeExpected(const KernelTypes& types, CandidateRunner::Problem& p) {
+  if (types.dst != DType::U8) return;
+  float largest = 1.f;
+  for (float v : p.expected)
+    if (!std::isnan(v)) largest = std::max(largest, std::abs(v));
+  const float scale = largest / 127.f, zero = 128.f;
+  p.epilogue = {{PostOpKind::QuantizeU8, scale, zero}};
+  for (float& v : p.expected)
+    if (!std::isnan(v)) v = std::clamp(std::nearbyint(v / scale) + zero, 0.f, 255.f);
+  p.outU8.assign(p.out.size(), 0);
+  p.tolerance = 4e-3;
+}
+
+// Integers as the int8 kernels read them: A as u8 over its whole range (`a` the same values as
+// floats), the weights 7-bit, which every int8 strategy takes (the AVX2 one needs them).
+void toInt8Operands(CandidateRunner::Problem& p) {
+  for (float& x : p.a) {
+    p.aU8.push_back(static_cast<uint8_t>(std::lround((x + 1) * 127.5f)));
+    x = p.aU8.back();
+  }
+  for (float& x : p.b) x = std::round(x * static_cast<float>(kAvx2Int8WeightLimit));
+}
+
 // Random operands and the reference output of each template's workload.
 Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt19937& rng) {
   int64_t bBatches = w.broadcastB ? 1 : w.batch;
@@ -127,15 +153,8 @@ Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt
       p.tolerance = 4e-3;
     }
   }
-  if (isInt8Gemm(w.types)) {
-    // Exact integer sums, rounded once to f32: within the fp32 bound of the reference. The
-    // weights are 7-bit, which every int8 strategy takes (the AVX2 one needs them).
-    for (float& x : p.a) {
-      p.aU8.push_back(static_cast<uint8_t>(std::lround((x + 1) * 127.5f)));
-      x = p.aU8.back();
-    }
-    for (float& x : p.b) x = std::round(x * static_cast<float>(kAvx2Int8WeightLimit));
-  }
+  if (isInt8Gemm(w.types)) // exact integer sums, rounded once to f32: within the fp32 bound
+    toInt8Operands(p);
   Graph g;
   Shape as = w.transA ? Shape{w.batch, w.k, w.m} : Shape{w.batch, w.m, w.k};
   Shape bs = w.transB ? Shape{bBatches, w.n, w.k} : Shape{bBatches, w.k, w.n};
@@ -164,9 +183,10 @@ Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt
       for (int64_t j = 0; j < w.n; ++j)
         p.expected[static_cast<size_t>(j / w.splitN * w.m * w.splitN + r * w.splitN +
                                        j % w.splitN)] = c[r * w.n + j];
-    return {};
+  } else {
+    scatterMatrices(c, Shape{w.batch, w.m, w.n}, w.cLd(), w.cStride(), p.expected);
   }
-  scatterMatrices(c, Shape{w.batch, w.m, w.n}, w.cLd(), w.cStride(), p.expected);
+  requantizeExpected(w.types, p);
   return {};
 }
 
@@ -181,6 +201,7 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
   if (convertsA(w.types)) // bf16: the values the kernel rounds to, for the reference too
     for (std::vector<float>* values : {&p.a, &p.b})
       for (float& x : *values) x = bf16ToFloat(floatToBf16(x));
+  if (isInt8Gemm(w.types)) toInt8Operands(p);
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
@@ -193,6 +214,10 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
           w.nchwInput ? p.a[static_cast<size_t>(((q / (w.h * w.w)) * w.ic + ch) * w.h * w.w +
                                                 q % (w.h * w.w))]
                       : p.a[static_cast<size_t>(q * inLd + ch)];
+  // int8: the padding reads the zero point, so the kernel's sums are the convolution of x - zp
+  // (zero padding) plus zp times each output channel's weight sum.
+  const auto zp = static_cast<float>(w.aZeroPoint);
+  for (float& x : in) x -= zp;
   if (w.channelScale) { // the reference scales the NHWC input itself
     p.scale = randomData(w.n * w.ic, rng);
     for (size_t i = 0; i < in.size(); ++i)
@@ -201,13 +226,19 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
   }
   TUNEC_ASSIGN_OR_RETURN(std::vector<float> dense,
                          referenceConv(in, p.b, ws, w.n, w.ic, w.h, w.w, attrs));
-  if (!w.outLd) {
-    p.expected = std::move(dense);
-    return {};
+  if (zp != 0) {
+    const int64_t window = ws.numel() / w.oc;
+    for (int64_t oc = 0; oc < w.oc; ++oc) {
+      double sum = 0;
+      for (int64_t i = 0; i < window; ++i) sum += p.b[static_cast<size_t>(oc * window + i)];
+      for (int64_t q = 0; q < w.n * w.oh() * w.ow(); ++q)
+        dense[static_cast<size_t>(q * w.oc + oc)] += zp * static_cast<float>(sum);
+    }
   }
   p.expected.assign(p.out.size(), std::nanf(""));
   for (int64_t q = 0; q < w.n * w.oh() * w.ow(); ++q)
     std::copy_n(dense.begin() + q * w.oc, w.oc, p.expected.begin() + q * outLd);
+  requantizeExpected(w.types, p);
   return {};
 }
 
@@ -244,23 +275,26 @@ Candidate candidateOf(Kernel k, bool coldWeights, Run run) {
 
 Expected<Candidate> compileCandidate(Jit& jit, const MatmulWorkload& w, const MatmulConfig& c,
                                      CandidateRunner::Problem& p) {
-  TUNEC_ASSIGN_OR_RETURN(MatmulKernel k, compileMatmul(jit, w, c, {}, p.b.data()));
+  TUNEC_ASSIGN_OR_RETURN(MatmulKernel k, compileMatmul(jit, w, c, p.epilogue, p.b.data()));
   return candidateOf(std::move(k), w.coldWeights, [&p](const MatmulKernel& kernel) {
     // Each operand as the kernel's types hold it (tensors of bf16 bits where filled).
     const void* a = !p.aU8.empty()     ? static_cast<const void*>(p.aU8.data())
                     : !p.aBf16.empty() ? static_cast<const void*>(p.aBf16.data())
                                        : p.a.data();
-    kernel.runTyped(a, p.bBf16.empty() ? static_cast<const void*>(p.b.data()) : p.bBf16.data(),
-                    p.outBf16.empty() ? static_cast<void*>(p.out.data()) : p.outBf16.data());
+    void* c = !p.outU8.empty()     ? static_cast<void*>(p.outU8.data())
+              : !p.outBf16.empty() ? static_cast<void*>(p.outBf16.data())
+                                   : p.out.data();
+    kernel.runTyped(a, p.bBf16.empty() ? static_cast<const void*>(p.b.data()) : p.bBf16.data(), c);
   });
 }
 
 Expected<Candidate> compileCandidate(Jit& jit, const Conv2dWorkload& w, const Conv2dConfig& c,
                                      CandidateRunner::Problem& p) {
-  TUNEC_ASSIGN_OR_RETURN(Conv2dKernel k, compileConv2d(jit, w, c, {}, p.b.data()));
+  TUNEC_ASSIGN_OR_RETURN(Conv2dKernel k, compileConv2d(jit, w, c, p.epilogue, p.b.data()));
   return candidateOf(std::move(k), w.coldWeights, [&p](const Conv2dKernel& kernel) {
-    kernel.run(p.a.data(), p.out.data(), nullptr, nullptr,
-               p.scale.empty() ? nullptr : p.scale.data());
+    kernel.run(p.aU8.empty() ? static_cast<const void*>(p.a.data()) : p.aU8.data(),
+               p.outU8.empty() ? static_cast<void*>(p.out.data()) : p.outU8.data(), nullptr,
+               nullptr, p.scale.empty() ? nullptr : p.scale.data());
   });
 }
 
@@ -328,8 +362,11 @@ MeasureResult CandidateRunner::measure(const Workload& workload, const Config& c
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fill(p.out.begin(), p.out.end(), std::nanf(""));
   std::fill(p.outBf16.begin(), p.outBf16.end(), floatToBf16(std::nanf("")));
+  std::fill(p.outU8.begin(), p.outU8.end(), uint8_t{0});
   run();
   for (size_t i = 0; i < p.outBf16.size(); ++i) p.out[i] = bf16ToFloat(p.outBf16[i]);
+  for (size_t i = 0; i < p.outU8.size(); ++i)
+    if (!std::isnan(p.expected[i])) p.out[i] = p.outU8[i];
   double error = relativeL2(p.out, p.expected);
   if (!(error < p.tolerance)) {
     char bound[32];

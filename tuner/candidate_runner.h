@@ -3,6 +3,7 @@
 #pragma once
 
 #include "codegen/jit.h"
+#include "templates/post_ops.h"
 #include "templates/template.h"
 #include "tuner/measure_protocol.h"
 
@@ -35,6 +36,10 @@ public:
     /// The int8 GEMM: A as u8 (over its whole range; `a` the same integers as floats) and `b`
     /// integers in [-128, 127], as the compiler passes quantized weights.
     std::vector<uint8_t> aU8;
+    /// A u8 C (a requantizing epilogue's, QuantizeU8 last): the kernel's output, and the
+    /// epilogue that writes it (its scale spreads the reference's values over the u8 range).
+    std::vector<uint8_t> outU8;
+    Epilogue epilogue;
     double tolerance = 1e-4; ///< relative L2 bound against the reference (per dtype)
   };
 

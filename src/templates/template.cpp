@@ -15,6 +15,13 @@ std::atomic<uint64_t> gParses{0};
 // What the interface needs of each template, by its workload type.
 template <typename W> struct TemplateOf;
 
+// Low-precision kernels say so in their label: "bf16" (all bf16), "f32xbf16" (f32 A, bf16
+// weights), "u8xi8" (the int8 kernels).
+void labelTypes(std::ostream& os, const KernelTypes& t) {
+  if (!t.allF32())
+    os << " " << (t.src == t.wei ? "" : std::string(dtypeName(t.src)) + "x") << dtypeName(t.wei);
+}
+
 template <> struct TemplateOf<MatmulWorkload> {
   using ConfigType = MatmulConfig;
   static constexpr TemplateKind kind = TemplateKind::Matmul;
@@ -33,10 +40,7 @@ template <> struct TemplateOf<MatmulWorkload> {
   static void label(std::ostream& os, const MatmulWorkload& w) {
     os << "matmul " << (w.batch > 1 ? std::to_string(w.batch) + "x" : "") << w.m << "x" << w.n
        << "x" << w.k << (w.dense() ? "" : " strided");
-    // bf16 kernels say so: "bf16" (all bf16), "f32xbf16" (f32 A, bf16 weights)
-    if (!w.types.allF32())
-      os << " " << (w.types.src == w.types.wei ? "" : std::string(dtypeName(w.types.src)) + "x")
-         << dtypeName(w.types.wei);
+    labelTypes(os, w.types);
   }
   static bool cold(const MatmulWorkload& w) { return w.coldWeights; }
 };
@@ -59,6 +63,7 @@ template <> struct TemplateOf<Conv2dWorkload> {
   static void label(std::ostream& os, const Conv2dWorkload& w) {
     os << "conv2d " << w.h << "x" << w.w << "x" << w.ic << "->" << w.oc << " k" << w.kh << "x"
        << w.kw << " s" << w.strideH;
+    labelTypes(os, w.types);
   }
   static bool cold(const Conv2dWorkload& w) { return w.coldWeights; }
 };

@@ -479,5 +479,42 @@ TEST(CandidateRunner, MeasuresStridedAndNchwConvWorkloads) {
   }
 }
 
+// The int8 workloads of a quantized model: convolutions (padded with a nonzero zero point, or
+// strided with an f32 out) and a matmul, each with an f32 C and with the u8 C of a requantizing
+// epilogue, are measured and checked against the integer reference (Ok means right), on the ISA
+// the compiler gives them.
+TEST(CandidateRunner, MeasuresInt8WorkloadsWithAnF32OrARequantizedU8Output) {
+  auto jit = Jit::create(hostTarget());
+  ASSERT_TRUE(jit.isOk()) << jit.error().message();
+  CandidateRunner runner(**jit);
+  const Target& target = hostTarget();
+  auto measure = [&](const Workload& w) {
+    MeasureRequest request;
+    request.workload = toJson(w);
+    const Isa isa = kernelIsa(w, widestIsa(target), target);
+    request.config = toJson(defaultConfig(w, isa, target));
+    request.minSeconds = 0.001;
+    request.minRepeats = 1;
+    return runner.measure(request);
+  };
+  for (DType dst : {DType::F32, DType::U8}) {
+    const KernelTypes types{DType::U8, DType::I8, DType::I32, dst};
+    Conv2dWorkload padded;
+    padded.types = types, padded.ic = 16, padded.h = 7, padded.w = 9, padded.oc = 24;
+    padded.kh = padded.kw = 3;
+    padded.padTop = padded.padLeft = padded.padBottom = padded.padRight = 1;
+    padded.aZeroPoint = 77;
+    Conv2dWorkload strided = padded;
+    strided.kh = strided.kw = 1, strided.strideH = strided.strideW = 2, strided.aZeroPoint = 0;
+    strided.padTop = strided.padLeft = strided.padBottom = strided.padRight = 0;
+    MatmulWorkload mm;
+    mm.types = types, mm.m = 24, mm.n = 40, mm.k = 64, mm.constantB = true;
+    for (const Workload& w : {Workload{padded}, Workload{strided}, Workload{mm}}) {
+      MeasureResult r = measure(w);
+      EXPECT_EQ(r.status, db::MeasureStatus::Ok) << r.error << " " << toJson(w).dump();
+    }
+  }
+}
+
 } // namespace
 } // namespace tunec::tuner
