@@ -247,12 +247,26 @@ Status fillProblem(const DepthwiseWorkload& w, CandidateRunner::Problem& p, std:
   Shape ws{w.c, 1, w.kh, w.kw};
   p.b = randomData(ws.numel(), rng);
   p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.c), 0.f);
+  if (isInt8Gemm(w.types)) toInt8Operands(p);
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
                   w.c};
-  TUNEC_ASSIGN_OR_RETURN(p.expected, referenceConv(p.a, p.b, ws, w.n, w.c, w.h, w.w, attrs));
+  // int8: padding that reads the zero point, as for conv2d.
+  const auto zp = static_cast<float>(w.aZeroPoint);
+  std::vector<float> in(p.a);
+  for (float& x : in) x -= zp;
+  TUNEC_ASSIGN_OR_RETURN(p.expected, referenceConv(in, p.b, ws, w.n, w.c, w.h, w.w, attrs));
+  if (zp != 0)
+    for (int64_t ch = 0; ch < w.c; ++ch) {
+      double sum = 0;
+      for (int64_t t = 0; t < w.kh * w.kw; ++t)
+        sum += p.b[static_cast<size_t>(ch * w.kh * w.kw + t)];
+      for (int64_t q = 0; q < w.n * w.oh() * w.ow(); ++q)
+        p.expected[static_cast<size_t>(q * w.c + ch)] += zp * static_cast<float>(sum);
+    }
+  requantizeExpected(w.types, p);
   return {};
 }
 
@@ -300,9 +314,11 @@ Expected<Candidate> compileCandidate(Jit& jit, const Conv2dWorkload& w, const Co
 
 Expected<Candidate> compileCandidate(Jit& jit, const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                      CandidateRunner::Problem& p) {
-  TUNEC_ASSIGN_OR_RETURN(DepthwiseKernel k, compileDepthwise(jit, w, c, {}, p.b.data()));
-  return candidateOf(std::move(k), false,
-                     [&p](const DepthwiseKernel& kernel) { kernel.run(p.a.data(), p.out.data()); });
+  TUNEC_ASSIGN_OR_RETURN(DepthwiseKernel k, compileDepthwise(jit, w, c, p.epilogue, p.b.data()));
+  return candidateOf(std::move(k), false, [&p](const DepthwiseKernel& kernel) {
+    kernel.run(p.aU8.empty() ? static_cast<const void*>(p.a.data()) : p.aU8.data(),
+               p.outU8.empty() ? static_cast<void*>(p.out.data()) : p.outU8.data());
+  });
 }
 
 } // namespace

@@ -74,6 +74,22 @@ private:
         return b_.CreateMaskedLoad(vec, p, llvm::Align(4), masks[static_cast<size_t>(v)], zero);
       return b_.CreateAlignedLoad(vec, p, llvm::Align(4));
     };
+    // An int8 workload's u8 input and u8 output: bytes widened to the f32 integers the FMA sums
+    // exactly, and the requantized results (integers in [0, 255]) narrowed back.
+    const bool u8In = w_.types.src == DType::U8, u8Out = w_.types.dst == DType::U8;
+    auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), static_cast<unsigned>(lanes_));
+    auto* ints = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(lanes_));
+    auto loadInput = [&](int64_t offset, int v) -> llvm::Value* {
+      if (!u8In) return load(in, offset, v);
+      llvm::Value* p = gep(DType::U8, in, i64(offset));
+      llvm::Value* q = nullptr;
+      if (masks[static_cast<size_t>(v)])
+        q = b_.CreateMaskedLoad(bytes, p, llvm::Align(1), masks[static_cast<size_t>(v)],
+                                llvm::Constant::getNullValue(bytes));
+      else
+        q = b_.CreateAlignedLoad(bytes, p, llvm::Align(1));
+      return b_.CreateUIToFP(b_.CreateZExt(q, ints), vec);
+    };
     llvm::Function* fma =
         llvm::Intrinsic::getDeclaration(&mb_.module(), llvm::Intrinsic::fma, {vec});
     std::vector<llvm::Value*> acc(static_cast<size_t>(pixels * vectors), zero);
@@ -84,7 +100,7 @@ private:
               vec, gep(wt, i64((kh * w_.kw + kw) * cPad_ + v * lanes_)), llvm::Align(4));
           for (int p = 0; p < pixels; ++p) {
             int64_t pixel = kh * w_.dilationH * wp_ + p * w_.strideW + kw * w_.dilationW;
-            llvm::Value* x = load(in, pixel * w_.c + v * lanes_, v);
+            llvm::Value* x = loadInput(pixel * w_.c + v * lanes_, v);
             size_t idx = static_cast<size_t>(p * vectors + v);
             acc[idx] = b_.CreateCall(fma, {x, filter, acc[idx]});
           }
@@ -100,11 +116,13 @@ private:
                                                                        : nullptr,
                                   op.kind == PostOpKind::AddTensor ? load(add, offset, v)
                                                                    : nullptr);
-        llvm::Value* dst = gep(out, i64(offset));
+        llvm::Value* dst = gep(w_.types.dst, out, i64(offset));
+        llvm::Align align(w_.types.dstBytes());
+        if (u8Out) y = b_.CreateTrunc(b_.CreateFPToSI(y, ints), bytes);
         if (masks[static_cast<size_t>(v)])
-          b_.CreateMaskedStore(y, dst, llvm::Align(4), masks[static_cast<size_t>(v)]);
+          b_.CreateMaskedStore(y, dst, align, masks[static_cast<size_t>(v)]);
         else
-          b_.CreateAlignedStore(y, dst, llvm::Align(4));
+          b_.CreateAlignedStore(y, dst, align);
       }
     b_.CreateRetVoid();
     return fn;
@@ -137,8 +155,12 @@ private:
                 b_.CreateAdd(b_.CreateMul(b_.CreateAdd(outRow, ow0), i64(w_.c)), c0);
             llvm::Value* pTail = b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
             llvm::Value* which = mb_.tileVariant(b_, pTail, cTail);
-            std::vector<llvm::Value*> args = {gep(in, inOff), gep(wt, c0),      gep(out, outOff),
-                                              gep(bias, c0),  gep(add, outOff), gep(scale, c0)};
+            std::vector<llvm::Value*> args = {gep(w_.types.src, in, inOff),
+                                              gep(wt, c0),
+                                              gep(w_.types.dst, out, outOff),
+                                              gep(bias, c0),
+                                              gep(add, outOff),
+                                              gep(scale, c0)};
             mb_.emitVariantCall(b_, which, tiles_, args);
           });
         });
@@ -163,8 +185,10 @@ private:
     auto args = mb_.beginKernelEntry(b_, name);
     // The window is read from a zero-padded copy, so every load is in bounds; one vector of
     // slack covers the masked channel-tail loads of the last pixel.
-    llvm::Value* padded = mb_.emitPaddedNhwc(b_, args[rt::kArgSrc], w_.n, w_.h, w_.w, w_.c,
-                                             w_.padTop, w_.padLeft, hp_, wp_, w_.types.src, lanes_);
+    // An int8 input is padded with its zero point (DepthwiseWorkload::aZeroPoint).
+    llvm::Value* padded =
+        mb_.emitPaddedNhwc(b_, args[rt::kArgSrc], w_.n, w_.h, w_.w, w_.c, w_.padTop, w_.padLeft,
+                           hp_, wp_, w_.types.src, lanes_, false, w_.aZeroPoint);
     int64_t tasks = c_.parallel == DepthwiseParallel::Oh ? w_.oh() : 1;
     mb_.emitRunTasks(b_, task,
                      {padded, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
@@ -194,6 +218,7 @@ Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string
     if (e[i].kind == PostOpKind::LayerNormRow && i + 1 != e.size())
       return makeError("depthwise: a row normalization must end the epilogue");
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
+  TUNEC_TRY(checkEpilogueStores(e, w.types.dst)); // a u8 output ends with its quantization
   DepthwiseEmitter emitter(mb, w, c, e);
   emitter.emit(symbol);
   return packDepthwiseWeights(w, emitter.cPad(), weights);

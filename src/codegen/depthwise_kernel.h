@@ -16,8 +16,9 @@ namespace tunec {
 /// and last a LayerNorm of each output pixel's channels: normParams = its scale then shift).
 class DepthwiseKernel {
 public:
-  /// An fp32 kernel's operands, as fp32 tests and the tuner call it.
-  void run(const float* in, float* out, const float* bias = nullptr, const float* addend = nullptr,
+  /// The kernel's operands, as tests and the tuner call it: `in` and `out` of the workload's
+  /// source and destination types (f32, or the u8 input and f32 or u8 output of an int8 one).
+  void run(const void* in, void* out, const float* bias = nullptr, const float* addend = nullptr,
            const float* columnScale = nullptr, const float* normParams = nullptr) const {
     rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
     args.scales = columnScale;

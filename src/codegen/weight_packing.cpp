@@ -156,7 +156,8 @@ PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, 
 
 PackedWeights packDepthwiseWeights(const DepthwiseWorkload& w, int64_t cPad, const float* src) {
   int64_t taps = w.kh * w.kw;
-  PackedWeights packed = allocate(taps * cPad, w.types.wei, WeightLayout::DepthwiseTaps);
+  // int8 weights as the f32 integers the exact f32 sums multiply (DepthwiseWorkload).
+  PackedWeights packed = allocate(taps * cPad, DType::F32, WeightLayout::DepthwiseTaps);
   float* dst = floatsOf(packed);
   for (int64_t t = 0; t < taps; ++t)
     for (int64_t ch = 0; ch < cPad; ++ch) dst[t * cPad + ch] = ch < w.c ? src[ch * taps + t] : 0.f;

@@ -323,6 +323,12 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     w.padTop = a.pads[0], w.padLeft = a.pads[1], w.padBottom = a.pads[2], w.padRight = a.pads[3];
     w.dilationH = a.dilations[0], w.dilationW = a.dilations[1];
     w.threads = l.options().threads;
+    if (integer) {
+      const bool u8Out = !e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::QuantizeU8;
+      w.types = {DType::U8, DType::I8, DType::I32, u8Out ? DType::U8 : DType::F32};
+      w.aZeroPoint = a.padValue;
+      int8 = int8Note(l, false); // exact in f32 whatever the weights' bits
+    }
     auto c = chooseConfigOf<DepthwiseConfig>(l, w, hk);
     if (l.module()) code = l.module()->addDepthwise(w, c, e.epilogue, weights, packed);
   } else {

@@ -386,8 +386,8 @@ bool isIntegerAnchor(OpKind kind) {
 }
 
 TemplateKind anchorTemplate(const Graph& graph, const Node& anchor) {
-  if (anchor.kind == OpKind::IntegerConv) return TemplateKind::Conv2d; // never depthwise
-  if (anchor.kind != OpKind::Conv) return TemplateKind::Matmul;
+  if (anchor.kind != OpKind::Conv && anchor.kind != OpKind::IntegerConv)
+    return TemplateKind::Matmul;
   const Shape& x = graph.value(anchor.inputs[0]).type.shape;
   const Shape& w = graph.value(anchor.inputs[1]).type.shape;
   int64_t groups = std::get<ConvAttrs>(anchor.attrs).group;

@@ -12,8 +12,9 @@
 // convolution's zero padding is, and the correction is the same for every pixel). It runs first,
 // while the weights are still s8 constants (fold-constants would dequantize them). A
 // DequantizeLinear of anything else (s8 activations, per-column activation scales, weight zero
-// points, depthwise convolutions) is left to the f32 path, as is the Q/DQ round trip of every
-// other activation.
+// points, convolutions of 3 input channels) is left to the f32 path, as is the Q/DQ round trip of
+// every other activation. Depthwise convolutions become IntegerConvs too (their kernel sums the
+// integers exactly in f32).
 #include "passes/passes.h"
 #include "passes/rewriter.h"
 
@@ -155,9 +156,9 @@ Expected<QuantizedLayer> matchConvLayer(const Graph& g, const Node& n) {
   if (!w.constant || w.type.dtype != DType::I8 || w.type.shape.rank() != 4)
     return Error("its weights are not a constant s8 tensor");
   const int64_t icg = w.type.shape[1], channels = g.value(n.inputs[0]).type.shape[1];
-  if (a.group > 1 && a.group == channels && icg == 1)
-    return Error("a depthwise convolution (int8 depthwise kernels are not built yet)");
-  if (icg % 4)
+  const bool depthwise =
+      a.group > 1 && a.group == channels && icg == 1 && w.type.shape[0] == channels;
+  if (!depthwise && icg % 4)
     return Error("its " + std::to_string(icg) +
                  " input channels per group are not a multiple of 4 (the int8 kernels read "
                  "input-channel quads)");

@@ -6,7 +6,16 @@
 namespace tunec {
 
 Status DepthwiseWorkload::check() const {
-  TUNEC_TRY(checkKernelTypes(types, "depthwise"));
+  if (isInt8Gemm(types)) {
+    if (kh * kw * 255 * 128 >= (1 << 24))
+      return makeError("int8 depthwise workload: a ", kh, "x", kw,
+                       " window's sums may leave f32's exact integers");
+    if (aZeroPoint < 0 || aZeroPoint > 255)
+      return makeError("int8 depthwise workload: a_zero_point=", aZeroPoint, " is not a u8");
+  } else {
+    TUNEC_TRY(checkKernelTypes(types, "depthwise", "f32 or u8 x s8"));
+    if (aZeroPoint) return makeError("depthwise workload: a_zero_point is for a u8 input");
+  }
   if (n < 1 || c < 1 || h < 1 || w < 1 || kh < 1 || kw < 1)
     return makeError("depthwise workload needs positive sizes");
   if (strideH < 1 || strideW < 1 || dilationH < 1 || dilationW < 1)
@@ -19,19 +28,21 @@ Status DepthwiseWorkload::check() const {
 }
 
 nlohmann::json DepthwiseWorkload::toJson() const {
-  return {{"template", "depthwise"},
-          {"dtype", kernelTypesToJson(types)},
-          {"layout", "nhwc"},
-          {"n", n},
-          {"c", c},
-          {"h", h},
-          {"w", w},
-          {"kh", kh},
-          {"kw", kw},
-          {"stride", {strideH, strideW}},
-          {"pads", {padTop, padLeft, padBottom, padRight}},
-          {"dilation", {dilationH, dilationW}},
-          {"threads", threads}};
+  nlohmann::json j = {{"template", "depthwise"},
+                      {"dtype", kernelTypesToJson(types)},
+                      {"layout", "nhwc"},
+                      {"n", n},
+                      {"c", c},
+                      {"h", h},
+                      {"w", w},
+                      {"kh", kh},
+                      {"kw", kw},
+                      {"stride", {strideH, strideW}},
+                      {"pads", {padTop, padLeft, padBottom, padRight}},
+                      {"dilation", {dilationH, dilationW}},
+                      {"threads", threads}};
+  if (aZeroPoint) j["a_zero_point"] = aZeroPoint;
+  return j;
 }
 
 Expected<DepthwiseWorkload> DepthwiseWorkload::fromJson(const nlohmann::json& j) {
@@ -46,6 +57,8 @@ Expected<DepthwiseWorkload> DepthwiseWorkload::fromJson(const nlohmann::json& j)
       !readField(j, "kh", w.kh, error) || !readField(j, "kw", w.kw, error) ||
       !readField(j, "stride", stride, error) || !readField(j, "pads", pads, error) ||
       !readField(j, "dilation", dilation, error) || !readField(j, "threads", w.threads, error))
+    return makeError("depthwise workload: ", error);
+  if (j.contains("a_zero_point") && !readField(j, "a_zero_point", w.aZeroPoint, error))
     return makeError("depthwise workload: ", error);
   if (stride.size() != 2 || pads.size() != 4 || dilation.size() != 2)
     return makeError("depthwise workload: stride, pads or dilation has the wrong length");

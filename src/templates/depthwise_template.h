@@ -14,13 +14,19 @@ namespace tunec {
 inline constexpr int kDepthwiseTemplateVersion = 1;
 
 /// Depthwise convolution of the element types in `types`: input N x H x W x C, weights C x 1 x KH x
-/// KW (ONNX), output N x OH x OW x C.
+/// KW (ONNX), output N x OH x OW x C. int8 (u8 input, s8 weights, an f32 or requantized u8
+/// output): the products and a window's sums are exact in the f32 FMA (|x w| <= 255 * 128 and
+/// kh kw of them stay below 2^24), so the kernel computes the exact integer sums on the f32 path,
+/// reading a quarter of the bytes.
 struct DepthwiseWorkload {
   KernelTypes types;
   int64_t n = 1, c = 0, h = 0, w = 0, kh = 3, kw = 3;
   int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
   int64_t dilationH = 1, dilationW = 1;
   int threads = 1;
+  /// int8: the value the padding reads, the input's zero point (Conv2dWorkload::aZeroPoint);
+  /// "a_zero_point" in the key, absent when 0.
+  int64_t aZeroPoint = 0;
 
   int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
   int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }

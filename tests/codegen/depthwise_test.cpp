@@ -171,5 +171,92 @@ TEST(DepthwiseTemplate, RegisterLimitIsReported) {
             "depthwise config: 8 pixels x 4 vectors need 37 vector registers, avx2 has 16");
 }
 
+// int8 (u8 input padded with its zero point, s8 weights, the exact integer sums in f32): random
+// workloads and configs on every ISA this CPU runs (the AVX-512 twin elsewhere) against an
+// integer reference, bit for bit: the sums (f32 out, no epilogue), and column scale, bias and
+// ReLU requantized to u8; every fourth trial on small integers; full 8-bit weights.
+TEST(DepthwiseInt8, RandomConfigsEqualTheIntegerReference) {
+  std::mt19937 rng(23);
+  int checked = 0, padded = 0, requantized = 0;
+  for (int trial = 0; trial < 48; ++trial) {
+    const Isa isa = trial % 2 ? Isa::Avx512 : Isa::Avx2;
+    Jit& j = targetSupports(hostTarget(), isa) ? jit() : test::twinJit();
+    DepthwiseWorkload w;
+    std::uniform_int_distribution<int64_t> ch(1, 70), hw(3, 13), k(1, 5), s(1, 2), p(0, 2);
+    w.types = {DType::U8, DType::I8, DType::I32, trial % 3 == 2 ? DType::U8 : DType::F32};
+    w.n = trial % 6 == 0 ? 2 : 1;
+    w.c = ch(rng), w.h = hw(rng), w.w = hw(rng), w.kh = w.kw = trial < 12 ? 3 : k(rng);
+    w.strideH = w.strideW = s(rng);
+    w.padTop = w.padLeft = p(rng);
+    w.padBottom = w.padRight = p(rng);
+    w.dilationH = w.dilationW = trial % 7 == 3 ? 2 : 1;
+    w.aZeroPoint = trial % 4 == 1 ? 0 : static_cast<int64_t>(rng() % 256);
+    w.threads = trial % 3 == 0 ? 2 : 1;
+    if (!w.check().isOk()) continue;
+    auto c = randomConfig(w, isa, rng);
+    ASSERT_TRUE(c.isOk()) << c.error().message();
+    if (!validateDepthwiseConfig(w, *c).isOk()) continue;
+    const bool small = trial % 4 == 3, u8Out = w.types.dst == DType::U8;
+    std::vector<uint8_t> x(static_cast<size_t>(w.n * w.h * w.w * w.c));
+    for (uint8_t& v : x) v = static_cast<uint8_t>(small ? rng() % 4 : rng() % 256);
+    std::vector<float> weights(static_cast<size_t>(w.c * w.kh * w.kw));
+    for (float& v : weights)
+      v = static_cast<float>(small ? static_cast<int>(rng() % 7) - 3
+                                   : static_cast<int>(rng() % 256) - 128);
+    std::vector<float> scale(static_cast<size_t>(w.c)), bias(static_cast<size_t>(w.c));
+    for (size_t i = 0; i < scale.size(); ++i) {
+      scale[i] = 0.25f + static_cast<float>(rng() % 64) / 256.f;
+      bias[i] = static_cast<float>(static_cast<int>(rng() % 201) - 100);
+    }
+    const float outScale = 1.f + static_cast<float>(rng() % 50), outZero = 5.f;
+    Epilogue epi;
+    if (u8Out)
+      epi = {{PostOpKind::ScalePerColumn},
+             {PostOpKind::BiasPerColumn},
+             {PostOpKind::Relu},
+             {PostOpKind::QuantizeU8, outScale, outZero}};
+    auto kernel = compileDepthwise(j, w, *c, epi, weights.data());
+    ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+    const int64_t outs = w.n * w.oh() * w.ow() * w.c;
+    std::vector<float> outF(static_cast<size_t>(outs), -7.f);
+    std::vector<uint8_t> outU(static_cast<size_t>(outs), 77);
+    kernel->run(x.data(), u8Out ? static_cast<void*>(outU.data()) : outF.data(), bias.data(),
+                nullptr, scale.data());
+    for (int64_t n = 0, i = 0; n < w.n; ++n)
+      for (int64_t oh = 0; oh < w.oh(); ++oh)
+        for (int64_t ow = 0; ow < w.ow(); ++ow)
+          for (int64_t ch = 0; ch < w.c; ++ch, ++i) {
+            int64_t sum = 0;
+            for (int64_t kh = 0; kh < w.kh; ++kh)
+              for (int64_t kw = 0; kw < w.kw; ++kw) {
+                int64_t ih = oh * w.strideH - w.padTop + kh * w.dilationH;
+                int64_t iw = ow * w.strideW - w.padLeft + kw * w.dilationW;
+                int64_t v = ih >= 0 && ih < w.h && iw >= 0 && iw < w.w
+                                ? x[static_cast<size_t>(((n * w.h + ih) * w.w + iw) * w.c + ch)]
+                                : w.aZeroPoint;
+                sum += v * static_cast<int64_t>(
+                               weights[static_cast<size_t>((ch * w.kh + kh) * w.kw + kw)]);
+              }
+            std::string where = "element " + std::to_string(i) + " of " + w.toJson().dump() +
+                                " with config " + c->toJson().dump();
+            if (!u8Out) {
+              ASSERT_EQ(outF[static_cast<size_t>(i)], static_cast<float>(sum)) << where;
+              continue;
+            }
+            float v = std::max(static_cast<float>(sum) * scale[static_cast<size_t>(ch)] +
+                                   bias[static_cast<size_t>(ch)],
+                               0.f);
+            float q = std::clamp(std::nearbyint(v / outScale) + outZero, 0.f, 255.f);
+            ASSERT_EQ(static_cast<int>(outU[static_cast<size_t>(i)]), static_cast<int>(q)) << where;
+          }
+    ++checked;
+    padded += w.padded() && w.aZeroPoint != 0;
+    requantized += u8Out;
+  }
+  EXPECT_GE(checked, 30);
+  EXPECT_GE(padded, 8);
+  EXPECT_GE(requantized, 8);
+}
+
 } // namespace
 } // namespace tunec

@@ -191,8 +191,8 @@ TEST(Passes, QuantizedMatmulsBecomeIntegerMatmulsWithTheirCorrections) {
 // A Conv of a dequantized u8 activation (nonzero zero point) and dequantized s8 weights per
 // output channel, padded, strided and grouped, with a bias, becomes an IntegerConv whose padding
 // reads the zero point, times its channel scale, plus the correction and the bias, and computes
-// the same values; a depthwise conv, one of 3 input channels per group and one of s8 activations
-// stay Convs, and the compile report's analysis names why.
+// the same values, as does a depthwise one; one of 3 input channels per group and one of s8
+// activations stay Convs, and the compile report's analysis names why.
 TEST(Passes, QuantizedConvsBecomeIntegerConvsPaddedWithTheirZeroPoint) {
   auto build = [](int64_t ic, int64_t groups, DType activation) {
     Graph g;
@@ -235,8 +235,13 @@ TEST(Passes, QuantizedConvsBecomeIntegerConvsPaddedWithTheirZeroPoint) {
   EXPECT_EQ(count(*out, OpKind::Mul), 1); // the channel scale
   expectEquivalent(g, *out, 1e-5);
   EXPECT_TRUE(passes::quantizedLayersKeptFloat(g).empty());
+  // A depthwise one too (its kernel sums exactly in f32, whatever its channels).
+  Graph depthwise = build(8, 8, DType::U8);
+  auto lowered = passes::lowerQuantizedLayers(depthwise);
+  ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+  EXPECT_EQ(count(*lowered, OpKind::IntegerConv), 1);
+  expectEquivalent(depthwise, *lowered, 1e-5);
   const std::pair<Graph, std::string> kept[] = {
-      {build(8, 8, DType::U8), "a depthwise convolution"},
       {build(6, 2, DType::U8), "its 3 input channels per group are not a multiple of 4"},
       {build(8, 1, DType::I8), "its activation is s8"}};
   for (const auto& [other, why] : kept) {

@@ -480,7 +480,7 @@ TEST(CandidateRunner, MeasuresStridedAndNchwConvWorkloads) {
 }
 
 // The int8 workloads of a quantized model: convolutions (padded with a nonzero zero point, or
-// strided with an f32 out) and a matmul, each with an f32 C and with the u8 C of a requantizing
+// strided), a depthwise one and a matmul, each with an f32 C and with the u8 C of a requantizing
 // epilogue, are measured and checked against the integer reference (Ok means right), on the ISA
 // the compiler gives them.
 TEST(CandidateRunner, MeasuresInt8WorkloadsWithAnF32OrARequantizedU8Output) {
@@ -509,7 +509,10 @@ TEST(CandidateRunner, MeasuresInt8WorkloadsWithAnF32OrARequantizedU8Output) {
     strided.padTop = strided.padLeft = strided.padBottom = strided.padRight = 0;
     MatmulWorkload mm;
     mm.types = types, mm.m = 24, mm.n = 40, mm.k = 64, mm.constantB = true;
-    for (const Workload& w : {Workload{padded}, Workload{strided}, Workload{mm}}) {
+    DepthwiseWorkload dw;
+    dw.types = types, dw.c = 40, dw.h = 9, dw.w = 11, dw.aZeroPoint = 99;
+    dw.padTop = dw.padLeft = dw.padBottom = dw.padRight = 1;
+    for (const Workload& w : {Workload{padded}, Workload{strided}, Workload{mm}, Workload{dw}}) {
       MeasureResult r = measure(w);
       EXPECT_EQ(r.status, db::MeasureStatus::Ok) << r.error << " " << toJson(w).dump();
     }
