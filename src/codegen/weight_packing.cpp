@@ -98,46 +98,44 @@ PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const 
   return packed;
 }
 
+// A convolution's weights in k-group panels, [group][panel][kh][kw][ic/g][ocBlock][g] (`g`
+// input channels per group of the packed row, g dividing the channels per group), each weight
+// converted by `to`, zeros past each group's output channels.
+template <typename T, typename Convert>
+void packConv2dGroups(const Conv2dWorkload& w, const Conv2dConfig& c, int64_t g, const float* src,
+                      T* dst, Convert to) {
+  const int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
+  const int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
+  for (int64_t gr = 0; gr < w.groups; ++gr)
+    for (int64_t p = 0; p < perGroup; ++p)
+      for (int64_t kh = 0; kh < w.kh; ++kh)
+        for (int64_t kw = 0; kw < w.kw; ++kw)
+          for (int64_t ic = 0; ic < icg; ic += g)
+            for (int64_t j = 0; j < c.ocBlock; ++j)
+              for (int64_t q = 0; q < g; ++q) {
+                int64_t local = p * c.ocBlock + j, oc = gr * ocg + local;
+                *dst++ = local < ocg ? to(src[((oc * icg + ic + q) * w.kh + kh) * w.kw + kw]) : T{};
+              }
+}
+
 PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, const float* src) {
   int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
   int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
   int64_t count = w.groups * perGroup * w.kh * w.kw * icg * c.ocBlock;
-  if (w.types.wei == DType::BF16) {
-    // [group][panel][kh][kw][ic/2][ocBlock][2]: input-channel pairs (icg is even), bf16.
+  if (w.types.wei == DType::BF16) { // input-channel pairs (icg is even), bf16
     PackedWeights packed = allocate(count, DType::BF16, WeightLayout::Conv2dPairPanels);
-    auto* dst = reinterpret_cast<uint16_t*>(packed.data.get());
-    for (int64_t g = 0; g < w.groups; ++g)
-      for (int64_t p = 0; p < perGroup; ++p)
-        for (int64_t kh = 0; kh < w.kh; ++kh)
-          for (int64_t kw = 0; kw < w.kw; ++kw)
-            for (int64_t ic = 0; ic < icg; ic += 2)
-              for (int64_t j = 0; j < c.ocBlock; ++j)
-                for (int64_t q = 0; q < 2; ++q) {
-                  int64_t local = p * c.ocBlock + j, oc = g * ocg + local;
-                  *dst++ = local < ocg
-                               ? floatToBf16(src[((oc * icg + ic + q) * w.kh + kh) * w.kw + kw])
-                               : 0;
-                }
+    packConv2dGroups(w, c, 2, src, reinterpret_cast<uint16_t*>(packed.data.get()), floatToBf16);
     return packed;
   }
   if (w.types.wei == DType::I8) {
-    // [group][panel][kh][kw][ic/4][ocBlock][4]: input-channel quads (icg is a multiple of 4),
-    // each weight an integer in [-128, 127] (the compiler's s8 constants as floats).
+    // Input-channel quads (icg is a multiple of 4), each weight an integer in [-128, 127] (the
+    // compiler's s8 constants as floats).
     PackedWeights packed = allocate(count, DType::I8, WeightLayout::Conv2dQuadPanels);
-    auto* dst = reinterpret_cast<int8_t*>(packed.data.get());
-    for (int64_t g = 0; g < w.groups; ++g)
-      for (int64_t p = 0; p < perGroup; ++p)
-        for (int64_t kh = 0; kh < w.kh; ++kh)
-          for (int64_t kw = 0; kw < w.kw; ++kw)
-            for (int64_t ic = 0; ic < icg; ic += 4)
-              for (int64_t j = 0; j < c.ocBlock; ++j)
-                for (int64_t q = 0; q < 4; ++q) {
-                  int64_t local = p * c.ocBlock + j, oc = g * ocg + local;
-                  float v = local < ocg ? src[((oc * icg + ic + q) * w.kh + kh) * w.kw + kw] : 0.f;
-                  TUNEC_ASSERT(v == std::nearbyint(v) && v >= -128 && v <= 127,
-                               "i8 weight " << v << " is not an integer in [-128, 127]");
-                  *dst++ = static_cast<int8_t>(v);
-                }
+    packConv2dGroups(w, c, 4, src, reinterpret_cast<int8_t*>(packed.data.get()), [](float v) {
+      TUNEC_ASSERT(v == std::nearbyint(v) && v >= -128 && v <= 127,
+                   "i8 weight " << v << " is not an integer in [-128, 127]");
+      return static_cast<int8_t>(v);
+    });
     return packed;
   }
   PackedWeights packed = allocate(count, w.types.wei, WeightLayout::Conv2dPanels);
