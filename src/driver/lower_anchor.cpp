@@ -316,6 +316,10 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   codegen::PackedWeights packed;
   Expected<int> code = -1;
   std::string int8; // the label's int8 note
+  // An int8 kernel's types: a requantizing epilogue (the next int8 layer's QuantizeLinear)
+  // writes a u8 output.
+  const bool u8Out = !e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::QuantizeU8;
+  const KernelTypes int8Types{DType::U8, DType::I8, DType::I32, u8Out ? DType::U8 : DType::F32};
   if (kernel.templ == TemplateKind::Depthwise) {
     DepthwiseWorkload w;
     w.n = xs[0], w.c = xs[1], w.h = xs[2], w.w = xs[3], w.kh = a.kernel[0], w.kw = a.kernel[1];
@@ -324,9 +328,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     w.dilationH = a.dilations[0], w.dilationW = a.dilations[1];
     w.threads = l.options().threads;
     if (integer) {
-      const bool u8Out = !e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::QuantizeU8;
-      w.types = {DType::U8, DType::I8, DType::I32, u8Out ? DType::U8 : DType::F32};
-      w.aZeroPoint = a.padValue;
+      w.types = int8Types, w.aZeroPoint = a.padValue;
       int8 = int8Note(l, false); // exact in f32 whatever the weights' bits
     }
     auto c = chooseConfigOf<DepthwiseConfig>(l, w, hk);
@@ -349,13 +351,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     if (l.options().precision == Precision::Bf16 && w.icPerGroup() % 2 == 0 && !prologue &&
         !nchwInput && !bf16Slower && !integer)
       w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
-    if (integer) {
-      bf16Slower = false;
-      // A requantizing epilogue (the next int8 layer's QuantizeLinear) writes a u8 output.
-      const bool u8Out = !e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::QuantizeU8;
-      w.types = {DType::U8, DType::I8, DType::I32, u8Out ? DType::U8 : DType::F32};
-      w.aZeroPoint = a.padValue;
-    }
+    if (integer) bf16Slower = false, w.types = int8Types, w.aZeroPoint = a.padValue;
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (integer) int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(integerWeights, e));
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, weights, packed);
