@@ -206,7 +206,8 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
-                  w.groups};
+                  w.groups,
+                  w.aZeroPoint}; // int8: the padding reads the zero point
   std::vector<float> in(static_cast<size_t>(pixels * w.ic));
   for (int64_t q = 0; q < pixels; ++q)
     for (int64_t ch = 0; ch < w.ic; ++ch) // an NCHW input is read as the same elements
@@ -214,10 +215,6 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
           w.nchwInput ? p.a[static_cast<size_t>(((q / (w.h * w.w)) * w.ic + ch) * w.h * w.w +
                                                 q % (w.h * w.w))]
                       : p.a[static_cast<size_t>(q * inLd + ch)];
-  // int8: the padding reads the zero point, so the kernel's sums are the convolution of x - zp
-  // (zero padding) plus zp times each output channel's weight sum.
-  const auto zp = static_cast<float>(w.aZeroPoint);
-  for (float& x : in) x -= zp;
   if (w.channelScale) { // the reference scales the NHWC input itself
     p.scale = randomData(w.n * w.ic, rng);
     for (size_t i = 0; i < in.size(); ++i)
@@ -226,15 +223,6 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
   }
   TUNEC_ASSIGN_OR_RETURN(std::vector<float> dense,
                          referenceConv(in, p.b, ws, w.n, w.ic, w.h, w.w, attrs));
-  if (zp != 0) {
-    const int64_t window = ws.numel() / w.oc;
-    for (int64_t oc = 0; oc < w.oc; ++oc) {
-      double sum = 0;
-      for (int64_t i = 0; i < window; ++i) sum += p.b[static_cast<size_t>(oc * window + i)];
-      for (int64_t q = 0; q < w.n * w.oh() * w.ow(); ++q)
-        dense[static_cast<size_t>(q * w.oc + oc)] += zp * static_cast<float>(sum);
-    }
-  }
   p.expected.assign(p.out.size(), std::nanf(""));
   for (int64_t q = 0; q < w.n * w.oh() * w.ow(); ++q)
     std::copy_n(dense.begin() + q * w.oc, w.oc, p.expected.begin() + q * outLd);
@@ -252,20 +240,9 @@ Status fillProblem(const DepthwiseWorkload& w, CandidateRunner::Problem& p, std:
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
                   {w.dilationH, w.dilationW},
-                  w.c};
-  // int8: padding that reads the zero point, as for conv2d.
-  const auto zp = static_cast<float>(w.aZeroPoint);
-  std::vector<float> in(p.a);
-  for (float& x : in) x -= zp;
-  TUNEC_ASSIGN_OR_RETURN(p.expected, referenceConv(in, p.b, ws, w.n, w.c, w.h, w.w, attrs));
-  if (zp != 0)
-    for (int64_t ch = 0; ch < w.c; ++ch) {
-      double sum = 0;
-      for (int64_t t = 0; t < w.kh * w.kw; ++t)
-        sum += p.b[static_cast<size_t>(ch * w.kh * w.kw + t)];
-      for (int64_t q = 0; q < w.n * w.oh() * w.ow(); ++q)
-        p.expected[static_cast<size_t>(q * w.c + ch)] += zp * static_cast<float>(sum);
-    }
+                  w.c,
+                  w.aZeroPoint};
+  TUNEC_ASSIGN_OR_RETURN(p.expected, referenceConv(p.a, p.b, ws, w.n, w.c, w.h, w.w, attrs));
   requantizeExpected(w.types, p);
   return {};
 }

@@ -15,11 +15,6 @@ namespace tunec::driver {
 
 namespace {
 
-bool sameBytes(const Shape& s) {
-  // A 4-d tensor with 1x1 spatial size is laid out the same in NCHW and NHWC.
-  return s.rank() != 4 || (s[2] == 1 && s[3] == 1) || s[1] == 1;
-}
-
 // Bytes of the constants the nodes read (each counted once).
 size_t constantBytesRead(const Graph& graph) {
   std::vector<bool> counted(graph.values().size(), false);
@@ -43,6 +38,11 @@ Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModul
       views_(passes::planOperandViews(graph, fusion_)),
       channelViews_(passes::planChannelViews(graph, fusion_)), uses_(passes::useCounts(graph)),
       weightsCold_(constantBytesRead(graph) > static_cast<size_t>(options.target.l3)) {}
+
+bool Lowering::sameBytes(const Shape& s) {
+  // A 4-d tensor with 1x1 spatial size, or one channel, is laid out the same in NCHW and NHWC.
+  return s.rank() != 4 || (s[2] == 1 && s[3] == 1) || s[1] == 1;
+}
 
 std::vector<int64_t> Lowering::logicalStrides(const Shape& shape, Phys phys) {
   if (phys == Phys::Nhwc && shape.rank() == 4) return nhwcStrides(shape, shape[1]);
@@ -175,7 +175,7 @@ int Lowering::tensorIn(ValueId v, Phys want) {
   Phys have;
   int t = tensorAny(v, have);
   const Shape& shape = graph_.value(v).type.shape;
-  if (have == want || sameBytes(shape)) return t;
+  if (have == want || Lowering::sameBytes(shape)) return t;
   auto key = std::make_pair(v, want);
   if (auto it = reordered_.find(key); it != reordered_.end()) return it->second;
   const DType dtype = graph_.value(v).type.dtype;
@@ -217,7 +217,7 @@ int Lowering::defineOutput(ValueId v, Phys phys) {
   const Value& value = graph_.value(v);
   const auto& outs = graph_.outputs();
   auto pos = std::find(outs.begin(), outs.end(), v);
-  if (pos != outs.end() && (phys == Phys::Plain || sameBytes(value.type.shape))) {
+  if (pos != outs.end() && (phys == Phys::Plain || Lowering::sameBytes(value.type.shape))) {
     tensors_.push_back({{rt::Region::Output, pos - outs.begin()}, 0});
     phys = Phys::Plain;
   } else {

@@ -437,7 +437,7 @@ bool lowerTyped(Lowering& l, const Node& n) {
   // scalars or per-axis parameters: a quantized activation between NHWC kernels (the
   // QuantizeLinear before an int8 convolution, the DequantizeLinear after one) is not reordered.
   Phys phys = Phys::Plain;
-  if (ys.rank() == 4 && ys[1] > 1 && ys[2] * ys[3] > 1) {
+  if (!Lowering::sameBytes(ys)) {
     bool any = false, all = true;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (n.inputs[i] == kNoValue) return false;

@@ -85,6 +85,8 @@ public:
   void unsupported(const Node& node, const std::string& why);
   /// Logical row-major strides of a tensor of `shape` stored in layout `phys`.
   static std::vector<int64_t> logicalStrides(const Shape& shape, Phys phys);
+  /// Whether `shape` has the same bytes in both layouts (not 4-d, 1x1 spatial, or 1 channel).
+  static bool sameBytes(const Shape& shape);
   /// Logical strides of a 4-d tensor stored NHWC with `ld` elements between pixels.
   static std::vector<int64_t> nhwcStrides(const Shape& shape, int64_t ld);
   CompileStats& stats() { return stats_; }

@@ -93,9 +93,14 @@ struct Channels {
   int64_t count;
 };
 
+// A Conv or its int8 form: channels on axis 1, the conv2d or depthwise template.
+bool isConvolution(OpKind kind) {
+  return kind == OpKind::Conv || kind == OpKind::IntegerConv;
+}
+
 Channels channelsOf(const Graph& g, const Node& anchor) {
   const Shape& y = g.value(anchor.outputs[0]).type.shape;
-  if (anchor.kind == OpKind::Conv || anchor.kind == OpKind::IntegerConv) return {1, y[1]};
+  if (isConvolution(anchor.kind)) return {1, y[1]};
   return {y.rank() - 1, y[y.rank() - 1]};
 }
 
@@ -386,8 +391,7 @@ bool isIntegerAnchor(OpKind kind) {
 }
 
 TemplateKind anchorTemplate(const Graph& graph, const Node& anchor) {
-  if (anchor.kind != OpKind::Conv && anchor.kind != OpKind::IntegerConv)
-    return TemplateKind::Matmul;
+  if (!isConvolution(anchor.kind)) return TemplateKind::Matmul;
   const Shape& x = graph.value(anchor.inputs[0]).type.shape;
   const Shape& w = graph.value(anchor.inputs[1]).type.shape;
   int64_t groups = std::get<ConvAttrs>(anchor.attrs).group;

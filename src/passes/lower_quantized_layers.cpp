@@ -175,6 +175,23 @@ Tensor columnVector(const std::vector<double>& v, Shape shape = {}) {
   return t;
 }
 
+// The layer's value from its int8 `sums`: sums x scale, + the zero point's correction, + the
+// bias (either kNoValue when absent), the last of them named `out` as the layer's output was.
+Expected<ValueId> scaleSums(GraphRewriter& rw, const std::string& name, const std::string& out,
+                            ValueId sums, ValueId scale, ValueId correction, ValueId bias) {
+  const bool corrected = correction != kNoValue, biased = bias != kNoValue;
+  TUNEC_ASSIGN_OR_RETURN(auto y, rw.add(name + ".scale", OpKind::Mul, NoAttrs{}, {sums, scale},
+                                        {corrected || biased ? name + ".scaled" : out}));
+  if (corrected) {
+    TUNEC_ASSIGN_OR_RETURN(y, rw.add(name + ".zero_point", OpKind::Add, NoAttrs{},
+                                     {y[0], correction}, {biased ? name + ".corrected" : out}));
+  }
+  if (biased) {
+    TUNEC_ASSIGN_OR_RETURN(y, rw.add(name + ".bias", OpKind::Add, NoAttrs{}, {y[0], bias}, {out}));
+  }
+  return y[0];
+}
+
 // A quantized Conv as IntegerConv(xq, wq) {pad_value = za} x sa sb[oc], + the correction
 // -sa za sb[oc] sum w[oc], + the bias: per-channel [1, OC, 1, 1] constants of the NCHW output.
 Status lowerConvLayer(GraphRewriter& rw, const Graph& graph, const Node& node,
@@ -190,37 +207,25 @@ Status lowerConvLayer(GraphRewriter& rw, const Graph& graph, const Node& node,
     correction[static_cast<size_t>(c)] *= -q.sa * q.za * static_cast<double>(sum);
   }
   const std::string& name = node.name;
-  const std::string out = graph.value(node.outputs[0]).name;
-  const bool zeroPoint = q.za != 0;
-  const bool bias = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
   auto attrs = std::get<ConvAttrs>(node.attrs);
   attrs.padValue = static_cast<int64_t>(q.za);
   TUNEC_ASSIGN_OR_RETURN(auto sums,
                          rw.add(name + ".int8", OpKind::IntegerConv, attrs,
                                 {rw.map(q.xq), rw.constant(name + ".w_s8", w)}, {name + ".sums"}));
-  TUNEC_ASSIGN_OR_RETURN(auto scaled, rw.add(name + ".scale", OpKind::Mul, NoAttrs{},
-                                             {sums[0], rw.constant(name + ".channel_scale",
-                                                                   columnVector(scale, channels))},
-                                             {zeroPoint || bias ? name + ".scaled" : out}));
-  ValueId y = scaled[0];
-  if (zeroPoint) {
-    TUNEC_ASSIGN_OR_RETURN(
-        auto corrected,
-        rw.add(name + ".zero_point", OpKind::Add, NoAttrs{},
-               {y, rw.constant(name + ".zp_correction", columnVector(correction, channels))},
-               {bias ? name + ".corrected" : out}));
-    y = corrected[0];
-  }
-  if (bias) {
+  ValueId bias = kNoValue;
+  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
     const Tensor& b = *graph.value(node.inputs[2]).constant;
     std::vector<double> values(static_cast<size_t>(oc));
     for (int64_t c = 0; c < oc; ++c) values[static_cast<size_t>(c)] = b.getDouble(c);
-    TUNEC_ASSIGN_OR_RETURN(auto biased,
-                           rw.add(name + ".bias", OpKind::Add, NoAttrs{},
-                                  {y, rw.constant(name + ".bias", columnVector(values, channels))},
-                                  {out}));
-    y = biased[0];
+    bias = rw.constant(name + ".bias", columnVector(values, channels));
   }
+  TUNEC_ASSIGN_OR_RETURN(
+      ValueId y,
+      scaleSums(rw, name, graph.value(node.outputs[0]).name, sums[0],
+                rw.constant(name + ".channel_scale", columnVector(scale, channels)),
+                q.za != 0 ? rw.constant(name + ".zp_correction", columnVector(correction, channels))
+                          : kNoValue,
+                bias));
   rw.replace(node.outputs[0], y);
   return {};
 }
@@ -290,7 +295,7 @@ Expected<Graph> lowerQuantizedLayers(const Graph& graph) {
     const std::string& name = node.name;
     const std::string out = graph.value(node.outputs[0]).name;
     const bool dynamic = q.saValue != kNoValue;
-    bool zeroPoint = dynamic ? q.zaValue != kNoValue : q.za != 0;
+    const bool zeroPoint = dynamic ? q.zaValue != kNoValue : q.za != 0;
     const bool bias =
         node.kind == OpKind::Gemm && node.inputs.size() > 2 && node.inputs[2] != kNoValue;
     ValueId colScale = kNoValue, colCorrection = kNoValue;
@@ -339,27 +344,15 @@ Expected<Graph> lowerQuantizedLayers(const Graph& graph) {
         absorbedBias = add;
       }
     }
-    zeroPoint = zeroPoint || absorbedBias >= 0; // the correction vector is added
     // The int8 kernel after the vectors it reads (the fusion plan joins only post-ops whose
     // other inputs are ready when the kernel starts).
-    ValueId w = rw.constant(name + ".w_s8", weights);
     TUNEC_ASSIGN_OR_RETURN(auto sums, rw.add(name + ".int8", OpKind::IntegerMatMul, NoAttrs{},
-                                             {rw.map(q.xq), w}, {name + ".sums"}));
-    TUNEC_ASSIGN_OR_RETURN(auto scaled,
-                           rw.add(name + ".scale", OpKind::Mul, NoAttrs{}, {sums[0], colScale},
-                                  {zeroPoint || bias ? name + ".scaled" : out}));
-    ValueId y = scaled[0];
-    if (zeroPoint) {
-      TUNEC_ASSIGN_OR_RETURN(auto corrected,
-                             rw.add(name + ".zero_point", OpKind::Add, NoAttrs{},
-                                    {y, colCorrection}, {bias ? name + ".corrected" : out}));
-      y = corrected[0];
-    }
-    if (bias) {
-      TUNEC_ASSIGN_OR_RETURN(auto biased, rw.add(name + ".bias", OpKind::Add, NoAttrs{},
-                                                 {y, rw.map(node.inputs[2])}, {out}));
-      y = biased[0];
-    }
+                                             {rw.map(q.xq), rw.constant(name + ".w_s8", weights)},
+                                             {name + ".sums"}));
+    TUNEC_ASSIGN_OR_RETURN(ValueId y,
+                           scaleSums(rw, name, out, sums[0], colScale,
+                                     zeroPoint || absorbedBias >= 0 ? colCorrection : kNoValue,
+                                     bias ? rw.map(node.inputs[2]) : kNoValue));
     rw.replace(node.outputs[0], y);
     if (absorbedBias >= 0) absorbed[absorbedBias] = y;
   }

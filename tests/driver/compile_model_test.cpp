@@ -864,22 +864,34 @@ TEST(CompileModel, DenseQuantizeLinearEqualsTheReference) {
   }
 }
 
+// Adds node `name` (its one output named alike) to `g` and returns that output.
+ValueId addNamed(Graph& g, const std::string& name, OpKind kind, OpAttrs attrs,
+                 std::vector<ValueId> in) {
+  auto id = g.addNode(name, kind, std::move(attrs), std::move(in), {name});
+  EXPECT_TRUE(id.isOk()) << id.error().message();
+  return g.node(*id).outputs[0];
+}
+
+// DQ(Q(x)) to u8 with one scale `sa` and zero point `za`, as QDQ models mark a quantized input
+// (nodes `name`.q and `name`.dq).
+ValueId fakeQuantized(Graph& g, ValueId x, double sa, int za, const std::string& name) {
+  Tensor scale(DType::F32, Shape{}), zero(DType::U8, Shape{});
+  scale.setDouble(0, sa), zero.setInt(0, za);
+  ValueId s = g.addConstant(name + ".sa", scale), z = g.addConstant(name + ".za", zero);
+  ValueId xq = addNamed(g, name + ".q", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z});
+  return addNamed(g, name + ".dq", OpKind::DequantizeLinear, QuantAttrs{1}, {xq, s, z});
+}
+
 // A quantized linear layer as QDQ models write it, relu(DQ(Q(x)) DQ(wq) + bias): x quantized to
 // u8 (scale sa, zero point za), random per-column s8 weights in [-range, range] with scales of
 // 1e-3 to 1e-2, a random bias. Returns the layer's output.
 ValueId quantizedLinear(Graph& g, ValueId x, int64_t n, int range, double sa, int za,
                         std::mt19937& rng, const std::string& name) {
   const int64_t k = g.value(x).type.shape.dims().back();
-  Tensor scale(DType::F32, Shape{}), zero(DType::U8, Shape{});
-  scale.setDouble(0, sa), zero.setInt(0, za);
-  ValueId s = g.addConstant(name + ".sa", scale), z = g.addConstant(name + ".za", zero);
   auto node = [&](const std::string& suffix, OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
-    auto id = g.addNode(name + suffix, kind, std::move(attrs), std::move(in), {name + suffix});
-    EXPECT_TRUE(id.isOk()) << id.error().message();
-    return g.node(*id).outputs[0];
+    return addNamed(g, name + suffix, kind, std::move(attrs), std::move(in));
   };
-  ValueId xq = node(".q", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z});
-  ValueId xd = node(".dq", OpKind::DequantizeLinear, QuantAttrs{1}, {xq, s, z});
+  ValueId xd = fakeQuantized(g, x, sa, za, name);
   Tensor wq(DType::I8, Shape{k, n}), sb(DType::F32, Shape{n}), bias(DType::F32, Shape{n});
   std::uniform_int_distribution<int> weight(-range, range);
   for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, weight(rng));
@@ -949,16 +961,10 @@ TEST(CompileModel, QuantizedMatmulRunsAsAnInt8Kernel) {
 ValueId quantizedConv(Graph& g, ValueId x, int64_t oc, const ConvAttrs& attrs, double sa, int za,
                       bool relu, std::mt19937& rng, const std::string& name) {
   const int64_t ic = g.value(x).type.shape[1];
-  Tensor scale(DType::F32, Shape{}), zero(DType::U8, Shape{});
-  scale.setDouble(0, sa), zero.setInt(0, za);
-  ValueId s = g.addConstant(name + ".sa", scale), z = g.addConstant(name + ".za", zero);
   auto node = [&](const std::string& suffix, OpKind kind, OpAttrs a, std::vector<ValueId> in) {
-    auto id = g.addNode(name + suffix, kind, std::move(a), std::move(in), {name + suffix});
-    EXPECT_TRUE(id.isOk()) << id.error().message();
-    return g.node(*id).outputs[0];
+    return addNamed(g, name + suffix, kind, std::move(a), std::move(in));
   };
-  ValueId xd = node(".dq", OpKind::DequantizeLinear, QuantAttrs{1},
-                    {node(".q", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}), s, z});
+  ValueId xd = fakeQuantized(g, x, sa, za, name);
   Tensor wq(DType::I8, Shape{oc, ic / attrs.group, attrs.kernel[0], attrs.kernel[1]}),
       sb(DType::F32, Shape{oc}), bias(DType::F32, Shape{oc}), zb(DType::I8, Shape{oc});
   std::uniform_int_distribution<int> weight(-kAvx2Int8WeightLimit, kAvx2Int8WeightLimit);
