@@ -103,9 +103,13 @@ fi
 # PyTorch's own int8 models (torchvision's quantizable ResNet-50 and MobileNetV2 through eager
 # QAT, converted and exported as QDQ): every convolution but the RGB one (depthwise ones too)
 # and the classifier run as int8 kernels, their requantizing epilogues writing
-# the next layer's u8 input; the output equals the QDQ graph on the reference executor (7-bit
-# weights: exact sums on every int8 strategy; ONNX Runtime 1.30 gives the same bits,
-# docs/benchmarks.md) and has PyTorch's int8 top-1 (its own kernels round differently).
+# the next layer's u8 input. The output equals, bit for bit, the lowered graph on the reference
+# executor (--optimize: exact integer sums, then one f32 scale per channel, as ONNX Runtime and
+# oneDNN compute a quantized layer; ONNX Runtime 1.30 gives the same bits, docs/benchmarks.md).
+# The raw QDQ graph rounds each dequantized operand to f32 before a double sum, so a value within
+# an ulp of a requantization tie may land on the other integer and the difference propagates:
+# against it, the same top-1 and at most 5e-2 (3.8e-2 measured on ResNet-50 on an AMD EPYC Zen 5).
+# And PyTorch's int8 top-1 (its own kernels round differently).
 for spec in qdq_resnet50:53 qdq_mobilenet_v2:52; do
   m=${spec%%:*} want=${spec##*:} d="$work/${spec%%:*}"
   if [ ! -f "$d/model.onnx" ]; then
@@ -116,9 +120,15 @@ for spec in qdq_resnet50:53 qdq_mobilenet_v2:52; do
       "$work/out.$m.compile.txt" || grep -q "halved" "$work/out.$m.compile.txt"; then
     echo "FAIL: $m does not run $want layers in int8: $(grep 'run as int8' "$work/out.$m.compile.txt")"; status=1
   fi
+  "$tunec" run "$d/model.onnx" --reference --optimize --input "x=$d/x.npy" \
+    --output "$work/out/$m.lowered" > /dev/null
   "$tunec" run "$d/model.onnx" --reference --input "x=$d/x.npy" --output "$work/out/$m.reference" > /dev/null
   "$tunec" run "$work/$m.so" --input "x=$d/x.npy" --output "$work/out/$m.so" \
-    --expect "y=$work/out/$m.reference/y.npy" --tolerance 1e-4 || status=1
+    --expect "y=$work/out/$m.lowered/y.npy" --tolerance 1e-6 || status=1
+  "$tunec" run "$work/$m.so" --input "x=$d/x.npy" \
+    --expect "y=$work/out/$m.reference/y.npy" --tolerance 5e-2 || status=1
+  /usr/bin/python3 -c "import sys, numpy as np; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); sys.exit(0 if a.argmax() == b.argmax() else 1)" \
+    "$work/out/$m.reference/y.npy" "$work/out/$m.so/y.npy" || { echo "FAIL: $m: not the QDQ graph's top-1"; status=1; }
   /usr/bin/python3 -c "import sys, numpy as np; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); sys.exit(0 if a.argmax() == b.argmax() else 1)" \
     "$d/expected_y.npy" "$work/out/$m.so/y.npy" || { echo "FAIL: $m: not PyTorch's int8 top-1"; status=1; }
 done
