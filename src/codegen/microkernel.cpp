@@ -373,7 +373,7 @@ std::unique_ptr<KStepStrategy> kStepStrategyFor(ModuleBuilder& mb, const Microke
 }
 
 bool hasKStepStrategy(const MicrokernelSpec& spec) {
-  if (spec.types.allF32()) return true; // the broadcast FMA, on every ISA
+  if (isF32Gemm(spec.types)) return true; // the broadcast FMA, on every ISA
   // vdpbf16ps on AVX-512: bf16 A and B, f32 accumulators, an f32 or bf16 C (an f32 A is
   // converted by the loop nest before the microkernel reads it).
   // AMX: tdpbf16ps on the same operands, and tdpbusd on u8 A and i8 B into i32; vpdpbusd on

@@ -352,6 +352,8 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
         !nchwInput && !bf16Slower && !integer)
       w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
     if (integer) bf16Slower = false, w.types = int8Types, w.aZeroPoint = a.padValue;
+    if (!integer && u8Out) // an f32 conv whose epilogue quantizes for the next int8 layer
+      bf16Slower = false, w.types = {DType::F32, DType::F32, DType::F32, DType::U8};
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (integer) int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(integerWeights, e));
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, weights, packed);

@@ -225,13 +225,15 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
 }
 
 // The QuantizeLinear `id` of the kernel's current result `x` as the requantizing epilogue's last
-// step (the int8 kernel writes the next layer's u8 A): after an int8 anchor, to u8 with one
-// scale and zero point (after a residual add of an f32 tensor too); or why it does not join.
+// step (the kernel writes the next layer's u8 A): after an int8 anchor, or an f32 convolution of
+// the conv2d template (a quantized model's RGB conv, whose 3 channels are no int8 quads), to u8
+// with one scale and zero point (after a residual add of an f32 tensor too); or why it does not.
 Expected<EpilogueStep> matchRequantize(const Graph& g, const FusedKernel& kernel, NodeId id,
                                        ValueId x) {
   const Node& n = g.node(id);
-  if (!isIntegerAnchor(g.node(kernel.anchor).kind))
-    return Error("a QuantizeLinear joins only an int8 kernel's epilogue");
+  const OpKind anchor = g.node(kernel.anchor).kind;
+  if (!isIntegerAnchor(anchor) && !(anchor == OpKind::Conv && kernel.templ == TemplateKind::Conv2d))
+    return Error("a QuantizeLinear joins only an int8 kernel's or an f32 convolution's epilogue");
   auto scalar = [&](size_t i) {
     return i < n.inputs.size() && n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant &&
            g.value(n.inputs[i]).type.shape.numel() == 1;

@@ -21,8 +21,8 @@ Status Conv2dWorkload::check() const {
                        ic, ", groups=", groups, ")");
     if (aZeroPoint < 0 || aZeroPoint > 255)
       return makeError("int8 conv2d workload: a_zero_point=", aZeroPoint, " is not a u8");
-  } else {
-    TUNEC_TRY(checkKernelTypes(types, "conv2d", "f32, bf16 weights or u8 x s8"));
+  } else if (!isF32Gemm(types)) { // f32, to f32 or (requantized for int8 layers) u8
+    TUNEC_TRY(checkKernelTypes(types, "conv2d", "f32 (to f32 or u8), bf16 weights or u8 x s8"));
   }
   if (aZeroPoint && !isInt8Gemm(types))
     return makeError("conv2d workload: a_zero_point is for a u8 input");

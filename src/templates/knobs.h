@@ -59,6 +59,13 @@ struct KernelTypes {
   size_t dstBytes() const { return dtypeSize(dst); }
 };
 
+/// f32 operands and accumulators (the broadcast FMA) with an f32 C, or a u8 C written by a
+/// requantizing epilogue (an f32 layer that feeds int8 layers, such as a quantized model's RGB
+/// convolution).
+inline bool isF32Gemm(const KernelTypes& t) {
+  return t.src == DType::F32 && t.wei == DType::F32 && t.acc == DType::F32 &&
+         (t.dst == DType::F32 || t.dst == DType::U8);
+}
 /// bf16 weights with f32 accumulators and an f32 or bf16 C: the bf16 GEMM (vdpbf16ps). A is
 /// bf16, or f32 that the kernel converts to bf16 block by block (convertsA: a model's f32
 /// activations times weights packed to bf16, `--precision bf16`).

@@ -979,6 +979,53 @@ ValueId quantizedConv(Graph& g, ValueId x, int64_t oc, const ConvAttrs& attrs, d
   return relu ? node(".relu", OpKind::Relu, NoAttrs{}, {y}) : y;
 }
 
+// A quantized model's RGB convolution (3 input channels: no int8 quads) stays f32, and the next
+// int8 layer's QuantizeLinear joins its epilogue: the f32 kernel writes the u8 input of the
+// int8 one, no element step quantizes it, and the result is bit for bit the one with the
+// quantization as its own step (the RGB conv's output also a model output, so that it cannot
+// join), and the QDQ graph's reference within f32 rounding.
+TEST(CompileModel, AnF32ConvolutionQuantizesForTheNextInt8Layer) {
+  std::vector<Tensor> results;
+  std::vector<int> quantizeSteps;
+  for (bool hidden : {true, false}) {
+    Graph g;
+    std::mt19937 rng(43);
+    ValueId x = g.addInput("x", {DType::F32, Shape{1, 3, 12, 11}, {}});
+    ValueId h = quantizedConv(g, x, 8, ConvAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1}, 0.02,
+                              120, true, rng, "rgb");
+    g.addOutput(quantizedConv(g, h, 16, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01, 7,
+                              false, rng, "c2"));
+    if (!hidden) g.addOutput(h);
+    auto lowered = passes::lowerQuantizedLayers(g);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    lowered = passes::foldConstants(*lowered); // the RGB conv's weights, dequantized
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    Tensor in(DType::F32, Shape{1, 3, 12, 11}), y(DType::F32, Shape{1, 16, 6, 6}),
+        hOut(DType::F32, Shape{1, 8, 6, 6});
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));
+    driver::CompiledModel compiled;
+    std::vector<void*> outs = {y.data()};
+    if (!hidden) outs.push_back(hOut.data());
+    Status ran = compileAndRun(*lowered, {in.data()}, outs, &compiled);
+    ASSERT_TRUE(ran.isOk()) << ran.error().message();
+    ASSERT_EQ(compiled.kernels.size(), 2u);
+    const std::string& rgb = compiled.kernels[0].label;
+    EXPECT_EQ(rgb.find(" in int8"), std::string::npos) << rgb;
+    EXPECT_EQ(rgb.find("quantize") != std::string::npos, hidden) << rgb;
+    EXPECT_NE(compiled.kernels[1].label.find(" in int8"), std::string::npos);
+    EXPECT_EQ(compiled.stats.int8Kernels, 1);
+    quantizeSteps.push_back(compiled.stats.quantizeSteps);
+    auto want = runReference(g, {in});
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    EXPECT_LT(relativeL2(y, (*want)[0]), 1e-2);
+    results.push_back(y);
+  }
+  EXPECT_EQ(quantizeSteps[1], quantizeSteps[0] + 1) << "c2's input quantized by a step of its own";
+  for (int64_t i = 0; i < results[0].numel(); ++i)
+    ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
+}
+
 // Two quantized convolutions (a padded 3x3 whose input zero point is not 0, then a strided 1x1
 // of its requantized output) run as two int8 kernels: the first writes the second's u8 input
 // through its requantizing epilogue, NHWC, after one u8 reorder of the quantized input; the result
