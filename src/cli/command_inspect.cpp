@@ -12,6 +12,7 @@
 #include "ir/verifier.h"
 #include "passes/fusion_plan.h"
 #include "passes/memory_plan.h"
+#include "passes/passes.h"
 #include "support/terminal_text.h"
 
 #include <cstdio>
@@ -50,13 +51,21 @@ const CommandSpec kOpsSpec{"ops",
 
 // The steps of the compile outline grouped by the fusion-plan kernel they lower, then the reasons
 // of the boundaries.
-void printFusion(const Graph& graph, const driver::CompileOutline& o, bool detailed) {
+void printFusion(const Graph& graph, const driver::CompileOutline& o, bool detailed,
+                 const std::vector<std::pair<std::string, std::string>>& quantizedKeptFloat) {
   const passes::FusionPlan& plan = o.fusion;
   int anchored = 0;
   for (const auto& k : plan.kernels) anchored += k.anchor >= 0;
   std::printf("fusion: %zu nodes -> %zu kernels (%d anchored); the steps compile builds:\n  %s\n",
               graph.nodes().size(), plan.kernels.size(), anchored,
               driver::stepsSummary(o.stats).c_str());
+  // The int8 kernels (each step's label says "in int8"); the quantized layers that stay fp32,
+  // and why (what the compile report counts).
+  if (o.stats.int8Kernels)
+    std::printf("  %lld kernels run in int8 (u8 activations, s8 weights)\n",
+                static_cast<long long>(o.stats.int8Kernels));
+  for (const auto& [layer, why] : quantizedKeptFloat)
+    std::printf("  quantized layer in fp32: %s: %s\n", forTerminal(layer).c_str(), why.c_str());
   if (!detailed) return;
   // Steps come in kernel order; a kernel whose nodes are all views or read in place has none.
   std::vector<std::vector<size_t>> stepsOf(plan.kernels.size() + 1);
@@ -113,6 +122,8 @@ int commandInspect(const std::vector<std::string>& argv) {
     return fail("internal: imported graph fails verification: " + s.error().message());
   if (!args->has("summary")) std::fputs(forTerminal(printGraph(*graph)).c_str(), stdout);
   bool outline = args->has("fusion") || args->has("layouts");
+  // Of the imported graph: the passes rewrite the layers that run in int8.
+  const auto keptFloat = passes::quantizedLayersKeptFloat(*graph);
   if (args->has("print-after-all") || outline) {
     bool print = args->has("print-after-all");
     auto optimized = runGraphPipeline(
@@ -142,7 +153,7 @@ int commandInspect(const std::vector<std::string>& argv) {
     options.precision = *precision;
     auto o = driver::outlineCompile(*graph, options);
     if (!o) return fail(o.error().message());
-    if (args->has("fusion")) printFusion(*graph, *o, !args->has("summary"));
+    if (args->has("fusion")) printFusion(*graph, *o, !args->has("summary"), keptFloat);
     if (args->has("layouts")) {
       std::printf("layouts: %lld NHWC tensors, %zu reorders\n",
                   static_cast<long long>(o->nhwcTensors), o->reorders.size());

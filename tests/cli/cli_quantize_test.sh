@@ -28,6 +28,12 @@ expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes \(4 activations calibrated on 
 expect 0 "quantized model \([0-9]+ QuantizeLinear/DequantizeLinear nodes\): 3 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/q.onnx" -o "$tmp/q.so"
 expect 0 "1 quantized layer in fp32 \(Conv '/conv1/Conv'\): its 3 input channels per group are not a multiple of 4" \
   -- compile "$tmp/q.onnx" -o "$tmp/q.so"
+# inspect --fusion says the same: which kernels run int8 (each step too) and which layer stays
+# fp32 and why.
+expect 0 "  3 kernels run in int8 \(u8 activations, s8 weights\)" -- inspect "$tmp/q.onnx" --fusion --summary
+expect 0 "quantized layer in fp32: Conv '/conv1/Conv': its 3 input channels per group are not a multiple of 4" \
+  -- inspect "$tmp/q.onnx" --fusion --summary
+expect 0 "step [0-9]+ generated .* in int8" -- inspect "$tmp/q.onnx" --fusion
 "$tunec" run "$tmp/q.so" --input "x=$ex/x.npy" --output "$tmp/so" >/dev/null
 "$tunec" run "$tmp/q.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/ref" >/dev/null
 if "$tunec" target | grep -q "isa features.*\(avx512_vnni\|amx\)"; then
