@@ -979,6 +979,25 @@ ValueId quantizedConv(Graph& g, ValueId x, int64_t oc, const ConvAttrs& attrs, d
   return relu ? node(".relu", OpKind::Relu, NoAttrs{}, {y}) : y;
 }
 
+// `g` compiled and run on random input in [-1, 1) of `inShape` drawn from `rng`: its output y
+// of `yShape`, and with `exposed` a second output of `hShape` (an intermediate made a model
+// output, so that the kernel writing it cannot fuse its consumer's quantization).
+struct QuantizedRun {
+  Tensor in, y;
+  driver::CompiledModel compiled;
+};
+Expected<QuantizedRun> runOnRandomInput(const Graph& g, const Shape& inShape, const Shape& yShape,
+                                        const Shape& hShape, bool exposed, std::mt19937& rng) {
+  QuantizedRun r{Tensor(DType::F32, inShape), Tensor(DType::F32, yShape), {}};
+  Tensor h(DType::F32, hShape);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < r.in.numel(); ++i) r.in.setDouble(i, u(rng));
+  std::vector<void*> outs = {r.y.data()};
+  if (exposed) outs.push_back(h.data());
+  TUNEC_TRY(compileAndRun(g, {r.in.data()}, outs, &r.compiled));
+  return r;
+}
+
 // A quantized model's RGB convolution (3 input channels: no int8 quads) stays f32, and the next
 // int8 layer's QuantizeLinear joins its epilogue: the f32 kernel writes the u8 input of the
 // int8 one, no element step quantizes it, and the result is bit for bit the one with the
@@ -1000,15 +1019,10 @@ TEST(CompileModel, AnF32ConvolutionQuantizesForTheNextInt8Layer) {
     ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
     lowered = passes::foldConstants(*lowered); // the RGB conv's weights, dequantized
     ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-    Tensor in(DType::F32, Shape{1, 3, 12, 11}), y(DType::F32, Shape{1, 16, 6, 6}),
-        hOut(DType::F32, Shape{1, 8, 6, 6});
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
-    for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));
-    driver::CompiledModel compiled;
-    std::vector<void*> outs = {y.data()};
-    if (!hidden) outs.push_back(hOut.data());
-    Status ran = compileAndRun(*lowered, {in.data()}, outs, &compiled);
-    ASSERT_TRUE(ran.isOk()) << ran.error().message();
+    auto run = runOnRandomInput(*lowered, Shape{1, 3, 12, 11}, Shape{1, 16, 6, 6},
+                                Shape{1, 8, 6, 6}, !hidden, rng);
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    const auto& [in, y, compiled] = *run;
     ASSERT_EQ(compiled.kernels.size(), 2u);
     const std::string& rgb = compiled.kernels[0].label;
     EXPECT_EQ(rgb.find(" in int8"), std::string::npos) << rgb;
@@ -1121,15 +1135,10 @@ TEST(CompileModel, TheNextLayersQuantizeJoinsTheInt8Epilogue) {
     if (!hidden) g.addOutput(h);
     auto lowered = passes::lowerQuantizedLayers(g);
     ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-    Tensor in(DType::F32, Shape{2, 8, 64}), y(DType::F32, Shape{2, 8, 40}),
-        hOut(DType::F32, Shape{2, 8, 48});
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
-    for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));
-    driver::CompiledModel compiled;
-    std::vector<void*> outs = {y.data()};
-    if (!hidden) outs.push_back(hOut.data());
-    Status ran = compileAndRun(*lowered, {in.data()}, outs, &compiled);
-    ASSERT_TRUE(ran.isOk()) << ran.error().message();
+    auto run =
+        runOnRandomInput(*lowered, Shape{2, 8, 64}, Shape{2, 8, 40}, Shape{2, 8, 48}, !hidden, rng);
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    const auto& [in, y, compiled] = *run;
     ASSERT_EQ(compiled.kernels.size(), 2u);
     const std::string& first = compiled.kernels[0].label;
     EXPECT_EQ(first.find("quantize") != std::string::npos, hidden) << first;
