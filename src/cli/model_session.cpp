@@ -125,8 +125,10 @@ std::string databaseForCompile(const Arguments& args) {
 
 FlagSpec precisionFlag() {
   return {"precision", "fp32|bf16",
-          "ONNX models: bf16 runs the MatMul/Gemm layers with constant weights in bf16 (weights "
-          "packed to bf16, f32 accumulation; needs avx512_bf16), the rest in fp32 (default fp32)"};
+          "ONNX models: bf16 runs convolutions, MatMul/Gemm layers with constant weights and the "
+          "fused attention in bf16 (weights packed to bf16, f32 accumulation; needs avx512_bf16) "
+          "where the target's bf16 is faster (AMX for matmuls on a Xeon with AMX, where vdpbf16ps "
+          "is slower than fp32), the rest in fp32 (default fp32)"};
 }
 
 Expected<driver::Precision> precisionFromArgs(const Arguments& args) {
