@@ -12,7 +12,6 @@ Models missing from --work are exported first (scripts/export_models.py).
 """
 import argparse
 import glob
-import json
 import os
 import re
 import statistics
@@ -22,18 +21,8 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def time_tunec(args, so):
-    cmd = ["taskset", "-c", args.core, args.tunec, "bench", so, "--runs", str(args.runs),
-           "--threads", "1", "--warmup", "3", "--json"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["median_ms"]
-
-
-def rel_l2(a, b):
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+sys.path.insert(0, HERE)
+from bench_int8 import rel_l2, tunec_time  # noqa: E402  (pinned `tunec bench`, relative L2)
 
 
 def main():
@@ -70,8 +59,8 @@ def main():
                 os.path.join(d, f))) for f in os.listdir(d) if f.startswith("expected_"))
         fp32, bf16, ratio = [], [], []
         for r in range(args.rounds):
-            fp32.append(time_tunec(args, so["fp32"]))
-            bf16.append(time_tunec(args, so["bf16"]))
+            fp32.append(tunec_time(args, so["fp32"], args.runs)[0])
+            bf16.append(tunec_time(args, so["bf16"], args.runs)[0])
             ratio.append(fp32[-1] / bf16[-1])
             print(f"{name} round {r + 1}: fp32 {fp32[-1]:.2f} ms, bf16 {bf16[-1]:.2f} ms",
                   file=sys.stderr)

@@ -122,8 +122,10 @@ int commandInspect(const std::vector<std::string>& argv) {
     return fail("internal: imported graph fails verification: " + s.error().message());
   if (!args->has("summary")) std::fputs(forTerminal(printGraph(*graph)).c_str(), stdout);
   bool outline = args->has("fusion") || args->has("layouts");
-  // Of the imported graph: the passes rewrite the layers that run in int8.
-  const auto keptFloat = passes::quantizedLayersKeptFloat(*graph);
+  // --fusion names the quantized layers left fp32: of the imported graph, before the passes
+  // rewrite the layers that run in int8.
+  std::vector<std::pair<std::string, std::string>> keptFloat;
+  if (args->has("fusion")) keptFloat = passes::quantizedLayersKeptFloat(*graph);
   if (args->has("print-after-all") || outline) {
     bool print = args->has("print-after-all");
     auto optimized = runGraphPipeline(

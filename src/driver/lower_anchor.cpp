@@ -345,15 +345,18 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     w.inLd = inLd;
     w.outLd = outLd;
     w.nchwInput = nchwInput;
-    // --precision bf16: the input rounded into a bf16 copy, the weights packed to bf16, f32
-    // out; where channels do not come in pairs (an RGB image) or a channel scale is fused, f32.
-    bf16Slower = l.options().precision == Precision::Bf16 && !vectorBf16Pays(l.options().target);
-    if (l.options().precision == Precision::Bf16 && w.icPerGroup() % 2 == 0 && !prologue &&
-        !nchwInput && !bf16Slower && !integer)
+    // The conv's types, decided once: int8; f32 with a u8 out (its epilogue quantizes for the
+    // next int8 layer); or, with --precision bf16, the input rounded into a bf16 copy and the
+    // weights packed to bf16, f32 out, unless channels do not come in pairs (an RGB image), a
+    // channel scale is fused or the target's vdpbf16ps is slower than its FMA (f32).
+    const bool bf16 = l.options().precision == Precision::Bf16 && !integer && !u8Out;
+    bf16Slower = bf16 && !vectorBf16Pays(l.options().target);
+    if (integer)
+      w.types = int8Types, w.aZeroPoint = a.padValue;
+    else if (u8Out)
+      w.types = {DType::F32, DType::F32, DType::F32, DType::U8};
+    else if (bf16 && !bf16Slower && w.icPerGroup() % 2 == 0 && !prologue && !nchwInput)
       w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
-    if (integer) bf16Slower = false, w.types = int8Types, w.aZeroPoint = a.padValue;
-    if (!integer && u8Out) // an f32 conv whose epilogue quantizes for the next int8 layer
-      bf16Slower = false, w.types = {DType::F32, DType::F32, DType::F32, DType::U8};
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (integer) int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(integerWeights, e));
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, weights, packed);

@@ -231,8 +231,7 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
 Expected<EpilogueStep> matchRequantize(const Graph& g, const FusedKernel& kernel, NodeId id,
                                        ValueId x) {
   const Node& n = g.node(id);
-  const OpKind anchor = g.node(kernel.anchor).kind;
-  if (!isIntegerAnchor(anchor) && !(anchor == OpKind::Conv && kernel.templ == TemplateKind::Conv2d))
+  if (!isIntegerAnchor(g.node(kernel.anchor).kind) && kernel.templ != TemplateKind::Conv2d)
     return Error("a QuantizeLinear joins only an int8 kernel's or an f32 convolution's epilogue");
   auto scalar = [&](size_t i) {
     return i < n.inputs.size() && n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant &&
