@@ -1,12 +1,14 @@
 // Depthwise convolution in LLVM IR: per output row, tiles of owBlock pixels x channelVectors
 // vectors of channels; the KH x KW window is unrolled, each input vector multiplied by the
-// filter vector of its channels (no broadcast: channels are the vector lanes).
+// filter vector of its channels (no broadcast: channels are the vector lanes). int8 on AVX-512
+// sums four rows of the window per vpdpbusd (depthwiseSumsInQuads).
 #include "codegen/depthwise_kernel.h"
 
 #include "codegen/kernel_emitters.h"
 #include "codegen/microkernel.h"
 #include "codegen/module_builder.h"
 #include "codegen/post_op_emitter.h"
+#include "codegen/tile_ops.h"
 
 #include <cstdlib>
 #include <llvm/IR/Intrinsics.h>
@@ -30,6 +32,7 @@ public:
       epilogue_.pop_back();
     }
     lanes_ = isaInfo(c.isa).f32Lanes();
+    quads_ = depthwiseSumsInQuads(w, c);
     cBlock_ = c.channelVectors * lanes_;
     cPad_ = (w.c + cBlock_ - 1) / cBlock_ * cBlock_;
     hp_ = w.h + w.padTop + w.padBottom;
@@ -67,44 +70,16 @@ private:
     for (int v = 0; v < vectors; ++v)
       masks[static_cast<size_t>(v)] =
           codegen::laneMask(b_, lanes_, std::min(lanes_, channels - v * lanes_));
-    llvm::Value* zero = llvm::ConstantAggregateZero::get(vec);
-    auto load = [&](llvm::Value* base, int64_t offset, int v) -> llvm::Value* {
-      llvm::Value* p = gep(base, i64(offset));
-      if (masks[static_cast<size_t>(v)])
-        return b_.CreateMaskedLoad(vec, p, llvm::Align(4), masks[static_cast<size_t>(v)], zero);
-      return b_.CreateAlignedLoad(vec, p, llvm::Align(4));
+    auto load = [&](llvm::Value* base, int64_t offset, int v) {
+      return loadLanes(vec, gep(base, i64(offset)), masks[static_cast<size_t>(v)]);
     };
-    // An int8 workload's u8 input and u8 output: bytes widened to the f32 integers the FMA sums
-    // exactly, and the requantized results (integers in [0, 255]) narrowed back.
-    const bool u8In = w_.types.src == DType::U8, u8Out = w_.types.dst == DType::U8;
+    // An int8 workload's u8 input and u8 output: the window's exact integer sums (in f32 for
+    // the epilogue) and the requantized results (integers in [0, 255]) narrowed back.
+    const bool u8Out = w_.types.dst == DType::U8;
     auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), static_cast<unsigned>(lanes_));
     auto* ints = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(lanes_));
-    auto loadInput = [&](int64_t offset, int v) -> llvm::Value* {
-      if (!u8In) return load(in, offset, v);
-      llvm::Value* p = gep(DType::U8, in, i64(offset));
-      llvm::Value* q = nullptr;
-      if (masks[static_cast<size_t>(v)])
-        q = b_.CreateMaskedLoad(bytes, p, llvm::Align(1), masks[static_cast<size_t>(v)],
-                                llvm::Constant::getNullValue(bytes));
-      else
-        q = b_.CreateAlignedLoad(bytes, p, llvm::Align(1));
-      return b_.CreateUIToFP(b_.CreateZExt(q, ints), vec);
-    };
-    llvm::Function* fma =
-        llvm::Intrinsic::getDeclaration(&mb_.module(), llvm::Intrinsic::fma, {vec});
-    std::vector<llvm::Value*> acc(static_cast<size_t>(pixels * vectors), zero);
-    for (int64_t kh = 0; kh < w_.kh; ++kh)
-      for (int64_t kw = 0; kw < w_.kw; ++kw)
-        for (int v = 0; v < vectors; ++v) {
-          llvm::Value* filter = b_.CreateAlignedLoad(
-              vec, gep(wt, i64((kh * w_.kw + kw) * cPad_ + v * lanes_)), llvm::Align(4));
-          for (int p = 0; p < pixels; ++p) {
-            int64_t pixel = kh * w_.dilationH * wp_ + p * w_.strideW + kw * w_.dilationW;
-            llvm::Value* x = loadInput(pixel * w_.c + v * lanes_, v);
-            size_t idx = static_cast<size_t>(p * vectors + v);
-            acc[idx] = b_.CreateCall(fma, {x, filter, acc[idx]});
-          }
-        }
+    std::vector<llvm::Value*> acc = quads_ ? sumRowQuads(pixels, vectors, masks, in, wt)
+                                           : sumTaps(pixels, vectors, masks, in, wt);
     for (int p = 0; p < pixels; ++p)
       for (int v = 0; v < vectors; ++v) {
         llvm::Value* y = acc[static_cast<size_t>(p * vectors + v)];
@@ -126,6 +101,87 @@ private:
       }
     b_.CreateRetVoid();
     return fn;
+  }
+
+  // A vector of `type` at p, its lanes past a channel tail's mask (null: none) read as zeros.
+  llvm::Value* loadLanes(llvm::FixedVectorType* type, llvm::Value* p, llvm::Value* mask) {
+    llvm::Align align(type->getScalarSizeInBits() / 8);
+    if (!mask) return b_.CreateAlignedLoad(type, p, align);
+    return b_.CreateMaskedLoad(type, p, align, mask, llvm::Constant::getNullValue(type));
+  }
+
+  // The u8 inputs of channel vector v at `offset` (elements from the tile's first), widened to
+  // i32.
+  llvm::Value* loadBytes(llvm::Value* in, int64_t offset, int v,
+                         const std::vector<llvm::Value*>& masks) {
+    auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), static_cast<unsigned>(lanes_));
+    auto* ints = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(lanes_));
+    return b_.CreateZExt(
+        loadLanes(bytes, gep(DType::U8, in, i64(offset)), masks[static_cast<size_t>(v)]), ints);
+  }
+
+  // The window's sums by taps: per tap, each input vector (u8 widened to the f32 integers the
+  // FMA sums exactly) times its channels' filter value. Row-major (pixel, vector) f32 sums.
+  std::vector<llvm::Value*> sumTaps(int pixels, int vectors, const std::vector<llvm::Value*>& masks,
+                                    llvm::Value* in, llvm::Value* wt) {
+    llvm::FixedVectorType* vec = mb_.f32Vector();
+    auto loadInput = [&](int64_t offset, int v) -> llvm::Value* {
+      if (w_.types.src == DType::U8) return b_.CreateUIToFP(loadBytes(in, offset, v, masks), vec);
+      return loadLanes(vec, gep(in, i64(offset)), masks[static_cast<size_t>(v)]);
+    };
+    llvm::Function* fma =
+        llvm::Intrinsic::getDeclaration(&mb_.module(), llvm::Intrinsic::fma, {vec});
+    std::vector<llvm::Value*> acc(static_cast<size_t>(pixels * vectors),
+                                  llvm::ConstantAggregateZero::get(vec));
+    for (int64_t kh = 0; kh < w_.kh; ++kh)
+      for (int64_t kw = 0; kw < w_.kw; ++kw)
+        for (int v = 0; v < vectors; ++v) {
+          llvm::Value* filter = b_.CreateAlignedLoad(
+              vec, gep(wt, i64((kh * w_.kw + kw) * cPad_ + v * lanes_)), llvm::Align(4));
+          for (int p = 0; p < pixels; ++p) {
+            int64_t pixel = kh * w_.dilationH * wp_ + p * w_.strideW + kw * w_.dilationW;
+            llvm::Value* x = loadInput(pixel * w_.c + v * lanes_, v);
+            size_t idx = static_cast<size_t>(p * vectors + v);
+            acc[idx] = b_.CreateCall(fma, {x, filter, acc[idx]});
+          }
+        }
+    return acc;
+  }
+
+  // The window's sums by row quads (depthwiseSumsInQuads): for each quad of rows and each input
+  // column the tile reads, one i32 vector of four rows' bytes per channel; vpdpbusd (or its
+  // twin) adds its dot with the filter's (rows, kw) quad into every pixel whose window has that
+  // column at kw. Columns in ascending order, so each is built once and dies soon. The i32 sums
+  // are exact and become f32 (exactly: below 2^24).
+  std::vector<llvm::Value*> sumRowQuads(int pixels, int vectors,
+                                        const std::vector<llvm::Value*>& masks, llvm::Value* in,
+                                        llvm::Value* wt) {
+    auto* ints = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(lanes_));
+    std::vector<llvm::Value*> acc(static_cast<size_t>(pixels * vectors),
+                                  llvm::ConstantAggregateZero::get(ints));
+    const int64_t columns = (pixels - 1) * w_.strideW + (w_.kw - 1) * w_.dilationW + 1;
+    for (int64_t q = 0; q < depthwiseRowQuads(w_); ++q)
+      for (int v = 0; v < vectors; ++v)
+        for (int64_t x = 0; x < columns; ++x) {
+          llvm::Value* column = nullptr;
+          for (int p = 0; p < pixels; ++p)
+            for (int64_t kw = 0; kw < w_.kw; ++kw) {
+              if (p * w_.strideW + kw * w_.dilationW != x) continue;
+              if (!column)
+                for (int64_t r = 0; r < 4 && 4 * q + r < w_.kh; ++r) {
+                  int64_t pixel = (4 * q + r) * w_.dilationH * wp_ + x;
+                  llvm::Value* row = loadBytes(in, pixel * w_.c + v * lanes_, v, masks);
+                  if (r) row = b_.CreateShl(row, static_cast<uint64_t>(8 * r));
+                  column = column ? b_.CreateOr(column, row) : row;
+                }
+              llvm::Value* filter = b_.CreateAlignedLoad(
+                  ints, gep(wt, i64((q * w_.kw + kw) * cPad_ + v * lanes_)), llvm::Align(4));
+              size_t idx = static_cast<size_t>(p * vectors + v);
+              acc[idx] = codegen::emitDotU8S8Quads(mb_, b_, acc[idx], column, filter);
+            }
+        }
+    for (llvm::Value*& a : acc) a = b_.CreateSIToFP(a, mb_.f32Vector());
+    return acc;
   }
 
   llvm::Function* emitTask(const std::string& name) {
@@ -202,6 +258,7 @@ private:
   Epilogue epilogue_;
   std::optional<float> normEpsilon_;
   int lanes_;
+  bool quads_; ///< the int8 sums by row quads on vpdpbusd (depthwiseSumsInQuads)
   int64_t cBlock_, cPad_, hp_, wp_;
   llvm::Function* tiles_[4] = {};
 };
@@ -217,11 +274,11 @@ Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string
   for (size_t i = 0; i < e.size(); ++i)
     if (e[i].kind == PostOpKind::LayerNormRow && i + 1 != e.size())
       return makeError("depthwise: a row normalization must end the epilogue");
-  TUNEC_TRY(checkTargetSupports(mb.target(), c.isa));
+  TUNEC_TRY(checkTargetSupports(mb.target(), c.isa, w.types));
   TUNEC_TRY(checkEpilogueStores(e, w.types.dst)); // a u8 output ends with its quantization
   DepthwiseEmitter emitter(mb, w, c, e);
   emitter.emit(symbol);
-  return packDepthwiseWeights(w, emitter.cPad(), weights);
+  return packDepthwiseWeights(w, c, emitter.cPad(), weights);
 }
 
 } // namespace codegen

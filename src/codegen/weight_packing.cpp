@@ -152,8 +152,27 @@ PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, 
   return packed;
 }
 
-PackedWeights packDepthwiseWeights(const DepthwiseWorkload& w, int64_t cPad, const float* src) {
+PackedWeights packDepthwiseWeights(const DepthwiseWorkload& w, const DepthwiseConfig& c,
+                                   int64_t cPad, const float* src) {
   int64_t taps = w.kh * w.kw;
+  if (depthwiseSumsInQuads(w, c)) {
+    // [row quad][kw][channel][4]: one i32 lane per channel holds taps (4q .. 4q + 3, kw), zero
+    // past kh and c, each an integer in [-128, 127] (the compiler's s8 constants as floats).
+    int64_t quads = depthwiseRowQuads(w);
+    PackedWeights packed =
+        allocate(quads * w.kw * cPad * 4, DType::I8, WeightLayout::DepthwiseQuadTaps);
+    auto* dst = reinterpret_cast<int8_t*>(packed.data.get());
+    for (int64_t q = 0; q < quads; ++q)
+      for (int64_t kw = 0; kw < w.kw; ++kw)
+        for (int64_t ch = 0; ch < w.c; ++ch)
+          for (int64_t r = 0; r < 4 && 4 * q + r < w.kh; ++r) {
+            float v = src[ch * taps + (4 * q + r) * w.kw + kw];
+            TUNEC_ASSERT(v == std::nearbyint(v) && v >= -128 && v <= 127,
+                         "i8 weight " << v << " is not an integer in [-128, 127]");
+            dst[((q * w.kw + kw) * cPad + ch) * 4 + r] = static_cast<int8_t>(v);
+          }
+    return packed;
+  }
   // int8 weights as the f32 integers the exact f32 sums multiply (DepthwiseWorkload).
   PackedWeights packed = allocate(taps * cPad, DType::F32, WeightLayout::DepthwiseTaps);
   float* dst = floatsOf(packed);

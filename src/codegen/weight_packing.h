@@ -16,14 +16,15 @@
 namespace tunec::codegen {
 
 enum class WeightLayout : uint8_t {
-  None,             ///< the kernel reads no packed weights
-  MatmulPanels,     ///< nr-column panels of k rows: [panel][k][nr], zero past n
-  MatmulPairPanels, ///< bf16 panels of k-pairs: [panel][k/2][nr][2], zero past n and k
-  Conv2dPanels,     ///< [group][panel][kh][kw][ic/g][ocBlock], zero past each group's channels
-  Conv2dPairPanels, ///< bf16: [group][panel][kh][kw][ic/g/2][ocBlock][2], input-channel pairs
-  Conv2dQuadPanels, ///< i8: [group][panel][kh][kw][ic/g/4][ocBlock][4], input-channel quads
-  DepthwiseTaps,    ///< [kh*kw][c rounded up to the channel block], zero past c
-  MatmulQuadPanels, ///< i8 panels of k-quads: [panel][k/4][nr][4], zero past n and k
+  None,              ///< the kernel reads no packed weights
+  MatmulPanels,      ///< nr-column panels of k rows: [panel][k][nr], zero past n
+  MatmulPairPanels,  ///< bf16 panels of k-pairs: [panel][k/2][nr][2], zero past n and k
+  Conv2dPanels,      ///< [group][panel][kh][kw][ic/g][ocBlock], zero past each group's channels
+  Conv2dPairPanels,  ///< bf16: [group][panel][kh][kw][ic/g/2][ocBlock][2], input-channel pairs
+  Conv2dQuadPanels,  ///< i8: [group][panel][kh][kw][ic/g/4][ocBlock][4], input-channel quads
+  DepthwiseTaps,     ///< [kh*kw][c rounded up to the channel block], zero past c
+  MatmulQuadPanels,  ///< i8 panels of k-quads: [panel][k/4][nr][4], zero past n and k
+  DepthwiseQuadTaps, ///< i8 row quads: [kh/4][kw][c rounded up][4], zero past kh and c
 };
 
 struct PackedWeights {
@@ -54,6 +55,7 @@ int64_t matmulPanelElements(const MatmulWorkload& w, const MatmulConfig& c);
 PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const float* b);
 PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, const float* src);
 /// `cPad`: the channels rounded up to the kernel's channel block.
-PackedWeights packDepthwiseWeights(const DepthwiseWorkload& w, int64_t cPad, const float* src);
+PackedWeights packDepthwiseWeights(const DepthwiseWorkload& w, const DepthwiseConfig& c,
+                                   int64_t cPad, const float* src);
 
 } // namespace tunec::codegen

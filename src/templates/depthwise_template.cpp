@@ -87,6 +87,10 @@ Expected<DepthwiseConfig> DepthwiseConfig::fromJson(const nlohmann::json& j) {
   return configFromJson(j, kDepthwiseFields, "depthwise");
 }
 
+bool depthwiseSumsInQuads(const DepthwiseWorkload& w, const DepthwiseConfig& c) {
+  return isInt8Gemm(w.types) && c.isa == Isa::Avx512;
+}
+
 Status validateDepthwiseConfig(const DepthwiseWorkload& w, const DepthwiseConfig& c) {
   TUNEC_TRY(w.check());
   const IsaInfo& info = isaInfo(c.isa);

@@ -15,9 +15,8 @@ inline constexpr int kDepthwiseTemplateVersion = 1;
 
 /// Depthwise convolution of the element types in `types`: input N x H x W x C, weights C x 1 x KH x
 /// KW (ONNX), output N x OH x OW x C. int8 (u8 input, s8 weights, an f32 or requantized u8
-/// output): the products and a window's sums are exact in the f32 FMA (|x w| <= 255 * 128 and
-/// kh kw of them stay below 2^24), so the kernel computes the exact integer sums on the f32 path,
-/// reading a quarter of the bytes.
+/// output): the kernel computes a window's exact integer sums, which f32 holds exactly (|x w| <=
+/// 255 * 128 and kh kw of them stay below 2^24); how depends on the ISA (depthwiseSumsInQuads).
 struct DepthwiseWorkload {
   KernelTypes types;
   int64_t n = 1, c = 0, h = 0, w = 0, kh = 3, kw = 3;
@@ -55,6 +54,18 @@ struct DepthwiseConfig {
   static Expected<DepthwiseConfig> fromJson(const nlohmann::json& j);
   bool operator==(const DepthwiseConfig&) const = default;
 };
+
+/// Whether an int8 depthwise kernel of this config sums its window in row quads with vpdpbusd
+/// (AVX512-VNNI; the ISA is avx512 for int8 only where the target has VNNI, kernelIsa): each i32
+/// lane holds four input rows of one channel and column, [x(kh), x(kh+1), x(kh+2), x(kh+3)],
+/// against the same four taps of its filter, so a 3x3 window is three dot steps per pixel and a
+/// column's quad serves every pixel whose window covers it. Else (AVX2) the u8 inputs are
+/// widened to f32 and summed by the FMA, exactly. Decided here, for the packer and the emitter.
+bool depthwiseSumsInQuads(const DepthwiseWorkload& w, const DepthwiseConfig& c);
+/// Row quads of a window (kh rounded up to 4, over 4): the packed filter's groups.
+inline int64_t depthwiseRowQuads(const DepthwiseWorkload& w) {
+  return (w.kh + 3) / 4;
+}
 
 Status validateDepthwiseConfig(const DepthwiseWorkload& w, const DepthwiseConfig& c);
 DepthwiseConfig defaultDepthwiseConfig(const DepthwiseWorkload& w, Isa isa);

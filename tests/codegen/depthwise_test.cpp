@@ -7,6 +7,7 @@
 #include "support/host.h"
 #include "test_support.h"
 
+#include <cstdio>
 #include <gtest/gtest.h>
 #include <random>
 
@@ -171,21 +172,22 @@ TEST(DepthwiseTemplate, RegisterLimitIsReported) {
             "depthwise config: 8 pixels x 4 vectors need 37 vector registers, avx2 has 16");
 }
 
-// int8 (u8 input padded with its zero point, s8 weights, the exact integer sums in f32): random
-// workloads and configs on every ISA this CPU runs (the AVX-512 twin elsewhere) against an
-// integer reference, bit for bit: the sums (f32 out, no epilogue), and column scale, bias and
-// ReLU requantized to u8; every fourth trial on small integers; full 8-bit weights.
+// int8 (u8 input padded with its zero point, s8 weights, exact integer sums): random workloads
+// and configs against an integer reference, bit for bit: the sums (f32 out, no epilogue), and
+// column scale, bias and ReLU requantized to u8; every fourth trial on small integers; full 8-bit
+// weights. AVX-512 sums row quads on vpdpbusd, checked through its twin on every CPU and with the
+// real instruction where the CPU has AVX512-VNNI; AVX2 sums in f32, run where the CPU has it.
 TEST(DepthwiseInt8, RandomConfigsEqualTheIntegerReference) {
   std::mt19937 rng(23);
-  int checked = 0, padded = 0, requantized = 0;
+  int checked = 0, padded = 0, requantized = 0, quads = 0, real = 0;
   for (int trial = 0; trial < 48; ++trial) {
     const Isa isa = trial % 2 ? Isa::Avx512 : Isa::Avx2;
-    Jit& j = targetSupports(hostTarget(), isa) ? jit() : test::twinJit();
     DepthwiseWorkload w;
     std::uniform_int_distribution<int64_t> ch(1, 70), hw(3, 13), k(1, 5), s(1, 2), p(0, 2);
     w.types = {DType::U8, DType::I8, DType::I32, trial % 3 == 2 ? DType::U8 : DType::F32};
     w.n = trial % 6 == 0 ? 2 : 1;
     w.c = ch(rng), w.h = hw(rng), w.w = hw(rng), w.kh = w.kw = trial < 12 ? 3 : k(rng);
+    if (trial % 5 == 4) w.kh = k(rng) + 3; // 4 to 8 rows: a second, partial row quad
     w.strideH = w.strideW = s(rng);
     w.padTop = w.padLeft = p(rng);
     w.padBottom = w.padRight = p(rng);
@@ -215,17 +217,13 @@ TEST(DepthwiseInt8, RandomConfigsEqualTheIntegerReference) {
              {PostOpKind::BiasPerColumn},
              {PostOpKind::Relu},
              {PostOpKind::QuantizeU8, outScale, outZero}};
-    auto kernel = compileDepthwise(j, w, *c, epi, weights.data());
-    ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+    // The reference: the integer sums, and their requantization.
     const int64_t outs = w.n * w.oh() * w.ow() * w.c;
-    std::vector<float> outF(static_cast<size_t>(outs), -7.f);
-    std::vector<uint8_t> outU(static_cast<size_t>(outs), 77);
-    kernel->run(x.data(), u8Out ? static_cast<void*>(outU.data()) : outF.data(), bias.data(),
-                nullptr, scale.data());
-    for (int64_t n = 0, i = 0; n < w.n; ++n)
+    std::vector<int64_t> sums;
+    for (int64_t n = 0; n < w.n; ++n)
       for (int64_t oh = 0; oh < w.oh(); ++oh)
         for (int64_t ow = 0; ow < w.ow(); ++ow)
-          for (int64_t ch = 0; ch < w.c; ++ch, ++i) {
+          for (int64_t ch = 0; ch < w.c; ++ch) {
             int64_t sum = 0;
             for (int64_t kh = 0; kh < w.kh; ++kh)
               for (int64_t kw = 0; kw < w.kw; ++kw) {
@@ -237,25 +235,49 @@ TEST(DepthwiseInt8, RandomConfigsEqualTheIntegerReference) {
                 sum += v * static_cast<int64_t>(
                                weights[static_cast<size_t>((ch * w.kh + kh) * w.kw + kw)]);
               }
-            std::string where = "element " + std::to_string(i) + " of " + w.toJson().dump() +
-                                " with config " + c->toJson().dump();
-            if (!u8Out) {
-              ASSERT_EQ(outF[static_cast<size_t>(i)], static_cast<float>(sum)) << where;
-              continue;
-            }
-            float v = std::max(static_cast<float>(sum) * scale[static_cast<size_t>(ch)] +
-                                   bias[static_cast<size_t>(ch)],
-                               0.f);
-            float q = std::clamp(std::nearbyint(v / outScale) + outZero, 0.f, 255.f);
-            ASSERT_EQ(static_cast<int>(outU[static_cast<size_t>(i)]), static_cast<int>(q)) << where;
+            sums.push_back(sum);
           }
+    auto runOn = [&](Jit& j, const char* how) {
+      SCOPED_TRACE(how);
+      auto kernel = compileDepthwise(j, w, *c, epi, weights.data());
+      ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+      std::vector<float> outF(static_cast<size_t>(outs), -7.f);
+      std::vector<uint8_t> outU(static_cast<size_t>(outs), 77);
+      kernel->run(x.data(), u8Out ? static_cast<void*>(outU.data()) : outF.data(), bias.data(),
+                  nullptr, scale.data());
+      for (int64_t i = 0; i < outs; ++i) {
+        const size_t at = static_cast<size_t>(i), channel = static_cast<size_t>(i % w.c);
+        std::string where = "element " + std::to_string(i) + " of " + w.toJson().dump() +
+                            " with config " + c->toJson().dump();
+        if (!u8Out) {
+          ASSERT_EQ(outF[at], static_cast<float>(sums[at])) << where;
+          continue;
+        }
+        float v = std::max(static_cast<float>(sums[at]) * scale[channel] + bias[channel], 0.f);
+        float q = std::clamp(std::nearbyint(v / outScale) + outZero, 0.f, 255.f);
+        ASSERT_EQ(static_cast<int>(outU[at]), static_cast<int>(q)) << where;
+      }
+    };
+    const bool byQuads = depthwiseSumsInQuads(w, *c);
+    const bool hostRuns =
+        targetSupports(hostTarget(), isa) && checkTargetSupports(hostTarget(), isa, w.types).isOk();
+    if (byQuads) runOn(test::twinJit(), "the vpdpbusd twin");
+    if (hostRuns) runOn(jit(), "this CPU's instructions");
+    if (::testing::Test::HasFatalFailure()) return;
     ++checked;
+    quads += byQuads;
+    real += hostRuns;
     padded += w.padded() && w.aZeroPoint != 0;
     requantized += u8Out;
   }
   EXPECT_GE(checked, 30);
+  EXPECT_GE(quads, 15);
   EXPECT_GE(padded, 8);
   EXPECT_GE(requantized, 8);
+  if (!hostTarget().avx512vnni)
+    std::printf("note: the real vpdpbusd depthwise runs need AVX512-VNNI, which this CPU lacks; "
+                "%d of %d configs ran on this CPU's instructions\n",
+                real, checked);
 }
 
 } // namespace
