@@ -77,23 +77,24 @@ private:
     // the epilogue) and the requantized results (integers in [0, 255]) narrowed back.
     const bool u8Out = w_.types.dst == DType::U8;
     auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), static_cast<unsigned>(lanes_));
-    auto* ints = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(lanes_));
+    // The sums are integers (finite) and so is the epilogue's input without an addend.
+    const bool finiteSums = isInt8Gemm(w_.types) && !epilogueNeedsAddend(epilogue_);
     std::vector<llvm::Value*> acc = quads_ ? sumRowQuads(pixels, vectors, masks, in, wt)
                                            : sumTaps(pixels, vectors, masks, in, wt);
     for (int p = 0; p < pixels; ++p)
       for (int v = 0; v < vectors; ++v) {
-        llvm::Value* y = acc[static_cast<size_t>(p * vectors + v)];
         int64_t offset = p * w_.c + v * lanes_;
-        for (const PostOp& op : epilogue_)
-          y = codegen::emitPostOp(b_, op, y,
-                                  op.kind == PostOpKind::BiasPerColumn ? load(bias, v * lanes_, v)
-                                  : readsColumnScale(op.kind)          ? load(scale, v * lanes_, v)
-                                                                       : nullptr,
-                                  op.kind == PostOpKind::AddTensor ? load(add, offset, v)
-                                                                   : nullptr);
+        auto operands = [&](const PostOp& op) {
+          return std::pair{op.kind == PostOpKind::BiasPerColumn ? load(bias, v * lanes_, v)
+                           : readsColumnScale(op.kind)          ? load(scale, v * lanes_, v)
+                                                                : nullptr,
+                           op.kind == PostOpKind::AddTensor ? load(add, offset, v) : nullptr};
+        };
+        llvm::Value* y = codegen::emitEpilogue(
+            b_, epilogue_, acc[static_cast<size_t>(p * vectors + v)], finiteSums, operands);
         llvm::Value* dst = gep(w_.types.dst, out, i64(offset));
         llvm::Align align(w_.types.dstBytes());
-        if (u8Out) y = b_.CreateTrunc(b_.CreateFPToSI(y, ints), bytes);
+        if (u8Out) y = b_.CreateTrunc(y, bytes); // the requantized u8 values as i32 lanes
         if (masks[static_cast<size_t>(v)])
           b_.CreateMaskedStore(y, dst, align, masks[static_cast<size_t>(v)]);
         else

@@ -119,6 +119,8 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
   // A u8 C is the requantizing epilogue's (QuantizeU8 last, one K block: checkMicrokernelSpec):
   // written once, never read back.
   const bool u8C = spec.types.dst == DType::U8;
+  // int8 sums are integers: the epilogue's input is finite unless an addend brings a NaN.
+  const bool finiteSums = isInt8Gemm(spec.types) && !epilogueNeedsAddend(spec.epilogue);
   llvm::Type* cElem = mb.storageType(spec.types.dst);
   int validVectors = (spec.nValid + lanes - 1) / lanes;
   int tailLanes = spec.nValid - (validVectors - 1) * lanes;
@@ -161,24 +163,23 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
       llvm::Value* cOffset = b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j * lanes));
       // The C tile is always valid memory, so it is loaded unconditionally and selected.
       if (!u8C) v = b.CreateSelect(accumulate, b.CreateFAdd(v, loadC(c, cOffset, j)), v);
-      llvm::Value* post = v;
-      for (const PostOp& op : spec.epilogue) {
+      auto operands = [&](const PostOp& op) {
         llvm::Value* other = nullptr;
         if (op.kind == PostOpKind::AddTensor)
           other = loadC(addend,
                         b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes)), j);
-        post = emitPostOp(b, op, post,
-                          readsColumnScale(op.kind) ? scaleVec[static_cast<size_t>(j)]
-                                                    : biasVec[static_cast<size_t>(j)],
-                          other);
-      }
-      if (!spec.epilogue.empty()) v = b.CreateSelect(applyEpilogue, post, v);
+        return std::pair{readsColumnScale(op.kind) ? scaleVec[static_cast<size_t>(j)]
+                                                   : biasVec[static_cast<size_t>(j)],
+                         other};
+      };
+      llvm::Value* post = emitEpilogue(b, spec.epilogue, v, finiteSums, operands);
       llvm::Value* p = b.CreateGEP(cElem, c, cOffset);
       llvm::Align align(spec.types.dstBytes());
+      if (u8C) // QuantizeU8's u8 values as i32 lanes; a u8 C is written once, epilogue applied
+        v = b.CreateTrunc(post, llvm::FixedVectorType::get(cElem, static_cast<unsigned>(lanes)));
+      else if (!spec.epilogue.empty())
+        v = b.CreateSelect(applyEpilogue, post, v);
       if (bf16C) v = emitRoundToBf16(mb, b, v);
-      if (u8C) // integers in [0, 255] from QuantizeU8
-        v = b.CreateTrunc(b.CreateFPToSI(v, llvm::FixedVectorType::get(b.getInt32Ty(), lanes)),
-                          llvm::FixedVectorType::get(cElem, static_cast<unsigned>(lanes)));
       if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
         b.CreateMaskedStore(v, p, align, tailMask);
       else

@@ -2,6 +2,8 @@
 // epilogue uses PyTorch's formula with a rational erf, cheaper than the loop kernel's erfc tail.
 #include "codegen/post_op_emitter.h"
 
+#include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <limits>
 #include <llvm/IR/Intrinsics.h>
@@ -181,17 +183,53 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
     return b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, v);
   case PostOpKind::LayerNormRow: // applied to whole rows by the loop nest, not per vector
     return v;
-  case PostOpKind::QuantizeU8: {
-    // rint rounds half to even (the default rounding mode), as QuantizeLinear does; the clamp
-    // keeps the zero point's value for NaN (maxnum and minnum return the number).
-    llvm::Value* q =
-        b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, b.CreateFDiv(v, splat(v, op.lo)));
-    q = b.CreateFAdd(q, splat(v, op.hi));
-    q = b.CreateMinNum(b.CreateMaxNum(q, splat(v, 0.f)), splat(v, 255.f));
-    return b.CreateSelect(b.CreateFCmpUNO(v, v), splat(v, op.hi), q);
-  }
+  case PostOpKind::QuantizeU8:
+    return b.CreateSIToFP(
+        emitEpilogue(b, {op}, v, false,
+                     [](const PostOp&) {
+                       return std::pair<llvm::Value*, llvm::Value*>{nullptr, nullptr};
+                     }),
+        v->getType());
   }
   return v;
+}
+
+llvm::Value* emitEpilogue(llvm::IRBuilder<>& b, const Epilogue& epilogue, llvm::Value* v,
+                          bool finite, PostOpOperands operands) {
+  size_t tail = epilogue.size();
+  float lower = -INFINITY, upper = INFINITY; // a folded Relu's or Clip's bounds, before scaling
+  const bool requantize = !epilogue.empty() && epilogue.back().kind == PostOpKind::QuantizeU8;
+  if (requantize) {
+    tail = epilogue.size() - 1;
+    const PostOp* before = tail ? &epilogue[tail - 1] : nullptr;
+    if (before && before->kind == PostOpKind::Relu) lower = 0.f, --tail;
+    if (before && before->kind == PostOpKind::Clip) lower = before->lo, upper = before->hi, --tail;
+  }
+  for (size_t i = 0; i < tail; ++i) {
+    auto [column, addend] = operands(epilogue[i]);
+    v = emitPostOp(b, epilogue[i], v, column, addend);
+  }
+  if (!requantize) return v;
+  const float scale = epilogue.back().lo, zero = epilogue.back().hi;
+  TUNEC_ASSERT(zero == std::nearbyint(zero) && zero >= 0.f && zero <= 255.f,
+               "the u8 zero point " << zero << " is not an integer in [0, 255]");
+  // round(min(max(y, lo), hi) / s) + z, clamped to [0, 255], is round(t) + z for t = y / s
+  // clamped to round(lo / s) and round(hi / s), each clamped to [-z, 255 - z]: the division by
+  // s > 0 rounds monotonically, and so does rounding to an integer; the bounds are integers.
+  auto bound = [&](float x) { return std::clamp(std::nearbyint(x / scale), -zero, 255.f - zero); };
+  const float lo = bound(lower), hi = bound(upper);
+  llvm::Value* t = b.CreateFDiv(v, splat(v, scale));
+  // t > lo ? t : lo is one vmaxps that gives lo for a NaN t; then one vminps.
+  t = b.CreateSelect(b.CreateFCmpOGT(t, splat(t, lo)), t, splat(t, lo));
+  t = b.CreateSelect(b.CreateFCmpOLT(t, splat(t, hi)), t, splat(t, hi));
+  // |t| <= 255: t + 1.5 * 2^23 lies in [2^23, 2^24), where floats are the integers, so the add
+  // rounds t half to even and the bits count up from the constant's (0x4b400000).
+  auto* ints = llvm::VectorType::getInteger(llvm::cast<llvm::VectorType>(v->getType()));
+  llvm::Value* q = b.CreateSub(b.CreateBitCast(b.CreateFAdd(t, splat(t, 0x1.8p23f)), ints),
+                               llvm::ConstantInt::get(ints, 0x4b400000 - static_cast<int>(zero)));
+  if ((lo == 0.f && hi >= 0.f) || finite) return q; // a NaN was clamped to 0, or there is none
+  return b.CreateSelect(b.CreateFCmpUNO(v, v),
+                        llvm::ConstantInt::get(ints, static_cast<uint64_t>(zero)), q);
 }
 
 } // namespace tunec::codegen

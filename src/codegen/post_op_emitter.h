@@ -1,10 +1,12 @@
-// One post-op of an epilogue on a vector in registers, as LLVM IR: shared by the microkernel's
-// and the depthwise kernel's epilogues.
+// One post-op of an epilogue on a vector in registers, as LLVM IR, and a whole epilogue with
+// its requantizing end: shared by the microkernel's and the depthwise kernel's epilogues.
 #pragma once
 
 #include "templates/post_ops.h"
 
+#include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/IR/IRBuilder.h>
+#include <utility>
 
 namespace tunec::codegen {
 
@@ -13,6 +15,22 @@ namespace tunec::codegen {
 /// the op reads them (nullptr otherwise).
 llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* column,
                         llvm::Value* addend);
+
+/// The operands of a post-op at this tile position: its column vector (the bias, or the column
+/// scale) and its addend, each loaded only when the op reads it (nullptr otherwise).
+using PostOpOperands = llvm::function_ref<std::pair<llvm::Value*, llvm::Value*>(const PostOp&)>;
+
+/// `epilogue` applied to the f32 vector `v`: the post-ops in order (emitPostOp), the f32 result.
+/// A requantizing epilogue (QuantizeU8 last) ends in one sequence instead, which returns the u8
+/// results as i32 lanes in [0, 255] for the caller to narrow: the division by the output scale,
+/// the clamp to the integers that stay in [0, 255] once the zero point is added (a Relu or a
+/// Clip just before the quantization folded into its bounds: they commute with the division and
+/// with rounding), and round half to even by adding 1.5 * 2^23, whose bits minus the constant's
+/// (less the zero point) are the result. Bit for bit QuantizeLinear's, with its zero point for a
+/// NaN: free when the lower bound is 0 (the clamp turns NaN into it); else a select, left out
+/// when `finite` (the caller knows v is finite: integer sums times finite constants, no addend).
+llvm::Value* emitEpilogue(llvm::IRBuilder<>& b, const Epilogue& epilogue, llvm::Value* v,
+                          bool finite, PostOpOperands operands);
 
 /// max(bound, v) per lane as one x86 max: v where either is NaN (so a NaN v is kept).
 llvm::Value* maxKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v);

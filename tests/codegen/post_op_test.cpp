@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <limits>
+#include <random>
 
 namespace tunec {
 namespace {
@@ -163,6 +165,87 @@ TEST(PostOpIr, ActivationsMatchDoublePrecisionAndKeepNan) {
     }
     EXPECT_TRUE(std::isnan(ys.back())) << a.name;
   }
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// The epilogue compileQuantize builds into its kernel, and whether it may take v as finite.
+Epilogue gRequantize;
+bool gFinite = false;
+
+llvm::Value* requantizeIr(llvm::IRBuilder<>& b, llvm::Value* x) {
+  return b.CreateSIToFP(
+      codegen::emitEpilogue(b, gRequantize, x, gFinite,
+                            [](const PostOp&) {
+                              return std::pair<llvm::Value*, llvm::Value*>{nullptr, nullptr};
+                            }),
+      x->getType());
+}
+
+// The requantizing end of an epilogue (emitEpilogue: a Relu or Clip folded into the clamp, the
+// rounding by 1.5 * 2^23) against QuantizeLinear's formula after the activation, bit for bit:
+// clamp(nearbyint(act(v) / scale) + zero point, 0, 255), the zero point for NaN. Scales from
+// 2^-40 to 2^40, zero points 0, 3 and 255, no activation, ReLU and clips (ReLU6, one below 0, one
+// empty); random bit patterns (subnormals, infinities, NaN), values at and one ulp beside the
+// half-integer ties, and quotients near the clamps. With `finite` the NaN select is left out:
+// only finite inputs are checked then.
+TEST(PostOpIr, RequantizingEpilogueEqualsQuantizeLinearBitForBit) {
+  std::mt19937 rng(5);
+  const int lanes = isaInfo(widestIsa(hostTarget())).f32Lanes();
+  const std::vector<std::vector<PostOp>> activations = {{},
+                                                        {{PostOpKind::Relu}},
+                                                        {{PostOpKind::Clip, 0.f, 6.f}},
+                                                        {{PostOpKind::Clip, -2.5f, -0.5f}},
+                                                        {{PostOpKind::Clip, 1.f, -1.f}}};
+  int64_t ties = 0, cases = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const float scale = trial == 0 ? 1.f
+                        : trial == 1
+                            ? 0.1f
+                            : std::ldexp(1.f + static_cast<float>(rng() % 8388608) / 8388608.f,
+                                         static_cast<int>(rng() % 81) - 40);
+    const float zero = trial % 3 == 0 ? 0.f : trial % 3 == 1 ? 3.f : 255.f;
+    const auto& act = activations[static_cast<size_t>(trial) % activations.size()];
+    gRequantize = act;
+    gRequantize.push_back({PostOpKind::QuantizeU8, scale, zero});
+    gFinite = trial % 4 == 3;
+    ApplyFn quantize = compileApply("requantize_u8", requantizeIr);
+    ASSERT_NE(quantize, nullptr);
+    std::vector<float> xs;
+    for (int i = 0; i < 20000; ++i)
+      xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+    for (int k = -600; k <= 600; ++k) {
+      float tie = static_cast<float>(k) * 0.5f * scale;
+      xs.insert(xs.end(), {tie, std::nextafter(tie, -INFINITY), std::nextafter(tie, INFINITY)});
+    }
+    xs.insert(xs.end(), {INFINITY, -INFINITY, NAN, -NAN, 0.f, -0.f, 252.5f * scale,
+                         std::numeric_limits<float>::denorm_min(), FLT_MAX, -FLT_MAX});
+    if (gFinite) std::erase_if(xs, [](float x) { return !std::isfinite(x); });
+    xs.resize((xs.size() + static_cast<size_t>(lanes) - 1) / lanes * lanes, 1.f);
+    std::vector<float> ys(xs.size());
+    quantize(xs.data(), ys.data(), static_cast<int64_t>(xs.size()) / lanes);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      float y = xs[i];
+      for (const PostOp& op : act) { // min(max(y, lo), hi); NaN stays NaN, as in the reference
+        const float lo = op.kind == PostOpKind::Relu ? 0.f : op.lo;
+        const float hi = op.kind == PostOpKind::Relu ? INFINITY : op.hi;
+        y = y < lo ? lo : y;
+        y = y > hi ? hi : y;
+      }
+      float q = y / scale;
+      ties += q == std::nearbyint(q) + 0.5f || q == std::nearbyint(q) - 0.5f;
+      float expected = std::isnan(q) ? zero : std::clamp(std::nearbyint(q) + zero, 0.f, 255.f);
+      ASSERT_EQ(ys[i], expected) << "v = " << std::hexfloat << xs[i] << ", scale = " << scale
+                                 << ", epilogue " << epilogueName(gRequantize);
+      ++cases;
+    }
+  }
+  EXPECT_GT(ties, 40 * 1000); // the ties were exercised
+  EXPECT_GT(cases, 40 * 20000);
 }
 
 } // namespace
