@@ -77,8 +77,6 @@ private:
     // the epilogue) and the requantized results (integers in [0, 255]) narrowed back.
     const bool u8Out = w_.types.dst == DType::U8;
     auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), static_cast<unsigned>(lanes_));
-    // The sums are integers (finite) and so is the epilogue's input without an addend.
-    const bool finiteSums = isInt8Gemm(w_.types) && !epilogueNeedsAddend(epilogue_);
     std::vector<llvm::Value*> acc = quads_ ? sumRowQuads(pixels, vectors, masks, in, wt)
                                            : sumTaps(pixels, vectors, masks, in, wt);
     for (int p = 0; p < pixels; ++p)
@@ -90,8 +88,8 @@ private:
                                                                 : nullptr,
                            op.kind == PostOpKind::AddTensor ? load(add, offset, v) : nullptr};
         };
-        llvm::Value* y = codegen::emitEpilogue(
-            b_, epilogue_, acc[static_cast<size_t>(p * vectors + v)], finiteSums, operands);
+        llvm::Value* y = codegen::emitEpilogue(b_, epilogue_,
+                                               acc[static_cast<size_t>(p * vectors + v)], operands);
         llvm::Value* dst = gep(w_.types.dst, out, i64(offset));
         llvm::Align align(w_.types.dstBytes());
         if (u8Out) y = b_.CreateTrunc(y, bytes); // the requantized u8 values as i32 lanes

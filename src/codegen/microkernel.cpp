@@ -119,8 +119,6 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
   // A u8 C is the requantizing epilogue's (QuantizeU8 last, one K block: checkMicrokernelSpec):
   // written once, never read back.
   const bool u8C = spec.types.dst == DType::U8;
-  // int8 sums are integers: the epilogue's input is finite unless an addend brings a NaN.
-  const bool finiteSums = isInt8Gemm(spec.types) && !epilogueNeedsAddend(spec.epilogue);
   llvm::Type* cElem = mb.storageType(spec.types.dst);
   int validVectors = (spec.nValid + lanes - 1) / lanes;
   int tailLanes = spec.nValid - (validVectors - 1) * lanes;
@@ -172,7 +170,7 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
                                                    : biasVec[static_cast<size_t>(j)],
                          other};
       };
-      llvm::Value* post = emitEpilogue(b, spec.epilogue, v, finiteSums, operands);
+      llvm::Value* post = emitEpilogue(b, spec.epilogue, v, operands);
       llvm::Value* p = b.CreateGEP(cElem, c, cOffset);
       llvm::Align align(spec.types.dstBytes());
       if (u8C) // QuantizeU8's u8 values as i32 lanes; a u8 C is written once, epilogue applied

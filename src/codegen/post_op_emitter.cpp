@@ -185,7 +185,7 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
     return v;
   case PostOpKind::QuantizeU8:
     return b.CreateSIToFP(
-        emitEpilogue(b, {op}, v, false,
+        emitEpilogue(b, {op}, v,
                      [](const PostOp&) {
                        return std::pair<llvm::Value*, llvm::Value*>{nullptr, nullptr};
                      }),
@@ -195,7 +195,7 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
 }
 
 llvm::Value* emitEpilogue(llvm::IRBuilder<>& b, const Epilogue& epilogue, llvm::Value* v,
-                          bool finite, PostOpOperands operands) {
+                          PostOpOperands operands) {
   size_t tail = epilogue.size();
   float lower = -INFINITY, upper = INFINITY; // a folded Relu's or Clip's bounds, before scaling
   const bool requantize = !epilogue.empty() && epilogue.back().kind == PostOpKind::QuantizeU8;
@@ -227,7 +227,7 @@ llvm::Value* emitEpilogue(llvm::IRBuilder<>& b, const Epilogue& epilogue, llvm::
   auto* ints = llvm::VectorType::getInteger(llvm::cast<llvm::VectorType>(v->getType()));
   llvm::Value* q = b.CreateSub(b.CreateBitCast(b.CreateFAdd(t, splat(t, 0x1.8p23f)), ints),
                                llvm::ConstantInt::get(ints, 0x4b400000 - static_cast<int>(zero)));
-  if ((lo == 0.f && hi >= 0.f) || finite) return q; // a NaN was clamped to 0, or there is none
+  if (lo == 0.f && hi >= 0.f) return q; // a NaN was clamped to 0
   return b.CreateSelect(b.CreateFCmpUNO(v, v),
                         llvm::ConstantInt::get(ints, static_cast<uint64_t>(zero)), q);
 }

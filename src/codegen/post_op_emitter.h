@@ -27,10 +27,10 @@ using PostOpOperands = llvm::function_ref<std::pair<llvm::Value*, llvm::Value*>(
 /// Clip just before the quantization folded into its bounds: they commute with the division and
 /// with rounding), and round half to even by adding 1.5 * 2^23, whose bits minus the constant's
 /// (less the zero point) are the result. Bit for bit QuantizeLinear's, with its zero point for a
-/// NaN: free when the lower bound is 0 (the clamp turns NaN into it); else a select, left out
-/// when `finite` (the caller knows v is finite: integer sums times finite constants, no addend).
+/// NaN: free when the lower bound is 0 (the clamp turns NaN into it), else a select (which
+/// measured no cost on int8 MobileNetV2 and ResNet-50, AMD EPYC Zen 5).
 llvm::Value* emitEpilogue(llvm::IRBuilder<>& b, const Epilogue& epilogue, llvm::Value* v,
-                          bool finite, PostOpOperands operands);
+                          PostOpOperands operands);
 
 /// max(bound, v) per lane as one x86 max: v where either is NaN (so a NaN v is kept).
 llvm::Value* maxKeepingNan(llvm::IRBuilder<>& b, llvm::Value* bound, llvm::Value* v);
