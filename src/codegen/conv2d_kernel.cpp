@@ -25,21 +25,23 @@ public:
       : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
     hp_ = w.h + w.padTop + w.padBottom;
     wp_ = w.w + w.padLeft + w.padRight;
-    // A padded input is copied dense first; an unpadded one is read in place, in_ld apart. A
-    // bf16 convolution (f32 input, bf16 weights) reads a dense bf16 copy, padded or not.
+    // A padded input is copied dense first (NCHW reordered, an int8 group's channels rounded up
+    // to quads: icKernelPerGroup); an unpadded one is read in place, in_ld apart. A bf16
+    // convolution (f32 input, bf16 weights) reads a dense bf16 copy, padded or not.
     aType_ = convertsA(w.types) ? DType::BF16 : w.types.src;
-    inLd_ = w.padded() || convertsA(w.types) ? w.ic : w.inPixelStride();
+    icg_ = w.icKernelPerGroup();
+    inLd_ = w.copiesInput() || convertsA(w.types) ? w.groups * icg_ : w.inPixelStride();
     outLd_ = w.outPixelStride();
     panelsPerGroup_ = (w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock;
     panels_ = w.groups * panelsPerGroup_;
-    icBlocks_ = w.icPerGroup() / c.icBlock;
+    icBlocks_ = icg_ / c.icBlock;
     // With one group, one input-channel block and dilation_w = 1, the kw taps of a kernel row
     // read adjacent pixels, so (kw, ic) is one contiguous run of kw*ic floats in the NHWC input
     // and in the packed weights: a kernel row becomes one batch entry of k = kw*ic (conv1's 7x7
     // over 3 channels: 7 entries of k = 21 instead of 49 of k = 3).
-    mergeKw_ = w.groups == 1 && icBlocks_ == 1 && w.dilationW == 1 && inLd_ == w.ic;
+    mergeKw_ = w.groups == 1 && icBlocks_ == 1 && w.dilationW == 1 && inLd_ == icg_;
     kwEntries_ = mergeKw_ ? 1 : w.kw;
-    entryK_ = mergeKw_ ? w.kw * w.ic : c.icBlock;
+    entryK_ = mergeKw_ ? w.kw * icg_ : c.icBlock;
     batch_ = w.kh * kwEntries_ * icBlocks_;
     ohBlocks_ = (w.oh() + c.ohBlock - 1) / c.ohBlock;
     group_ = kGroup(c.isa, w.types);
@@ -112,7 +114,7 @@ private:
   }
 
   void emitRow(llvm::Value* n, llvm::Value* panel, llvm::Value* oh, llvm::Value* ohHi) {
-    const int64_t ic = inLd_, icg = w_.icPerGroup(), nr = c_.ocBlock;
+    const int64_t ic = inLd_, icg = icg_, nr = c_.ocBlock;
     const DType wei = w_.types.wei; // bf16 and i8 panels hold k groups: the same element counts
     llvm::Value* panelWeights =
         gep(wei, weights_, b_.CreateMul(panel, i64(w_.kh * w_.kw * icg * nr)));
@@ -219,7 +221,7 @@ private:
   // next tiles still read (measured: 512->512 3x3 at 14x14, 590 KB panels, 5-15% slower).
   bool prefetchNextPanel() const {
     int64_t panelBytes =
-        w_.kh * w_.kw * w_.icPerGroup() * c_.ocBlock * static_cast<int64_t>(w_.types.weiBytes());
+        w_.kh * w_.kw * icg_ * c_.ocBlock * static_cast<int64_t>(w_.types.weiBytes());
     return 2 * panelBytes * 4 <= mb_.target().l2 * 3;
   }
 
@@ -248,9 +250,9 @@ private:
     if (convertsA(w_.types))
       in = mb_.emitBf16Nhwc(b_, in, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic, w_.padTop,
                             w_.padLeft, hp_, wp_);
-    else if (w_.padded())
+    else if (w_.copiesInput())
       in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_,
-                              w_.types.src, 0, w_.nchwInput, w_.aZeroPoint);
+                              w_.types.src, 0, w_.nchwInput, w_.aZeroPoint, inLd_);
     int64_t tasks = c_.parallel == Conv2dParallel::N    ? w_.n
                     : c_.parallel == Conv2dParallel::Oh ? ohBlocks_
                     : c_.parallel == Conv2dParallel::Oc ? panels_
@@ -265,7 +267,7 @@ private:
   const Conv2dWorkload& w_;
   const Conv2dConfig& c_;
   const Epilogue& epilogue_;
-  int64_t hp_, wp_, inLd_, outLd_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
+  int64_t hp_, wp_, icg_, inLd_, outLd_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
   int64_t group_ = 1; ///< input channels per k group of the packed weights (kGroup)
   bool mergeKw_ = false;
   DType aType_ = DType::F32;           ///< what the microkernels read as A

@@ -129,19 +129,24 @@ llvm::Value* ModuleBuilder::emitScratch(llvm::IRBuilder<>& b, int slot, int64_t 
 llvm::Value* ModuleBuilder::emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n,
                                            int64_t h, int64_t w, int64_t c, int64_t padTop,
                                            int64_t padLeft, int64_t hp, int64_t wp, DType type,
-                                           int64_t extra, bool fromNchw, int64_t padValue) {
-  TUNEC_ASSERT(type == DType::F32 || (type == DType::U8 && !fromNchw),
+                                           int64_t extra, bool fromNchw, int64_t padValue,
+                                           int64_t storedC) {
+  TUNEC_ASSERT(type == DType::F32 || type == DType::U8,
                "no padding helper for " << dtypeName(type));
+  const int64_t cs = storedC ? storedC : c;
+  TUNEC_ASSERT(cs == c || type == DType::U8, "only a u8 copy rounds its channels up");
   llvm::Value* padded =
-      emitScratch(b, 2, (n * hp * wp * c + extra) * static_cast<int64_t>(dtypeSize(type)));
+      emitScratch(b, 2, (n * hp * wp * cs + extra) * static_cast<int64_t>(dtypeSize(type)));
   llvm::Type* i = i64();
   if (type == DType::U8) { // an int8 convolution's input, padded with its zero point
-    llvm::FunctionCallee pad = declare(
-        "tunec_pad_nhwc_u8",
-        llvm::FunctionType::get(b.getVoidTy(), {ptr(), i, i, i, i, i, i, i, i, i, ptr()}, false));
-    b.CreateCall(pad, {in, b.getInt64(n), b.getInt64(h), b.getInt64(w), b.getInt64(c),
-                       b.getInt64(padTop), b.getInt64(padLeft), b.getInt64(hp), b.getInt64(wp),
-                       b.getInt64(padValue), padded});
+    llvm::FunctionCallee pad =
+        declare("tunec_pad_to_nhwc_u8",
+                llvm::FunctionType::get(b.getVoidTy(),
+                                        {ptr(), i, i, i, i, i, i, i, i, i, i, i, ptr()}, false));
+    b.CreateCall(pad,
+                 {in, b.getInt64(fromNchw ? 1 : 0), b.getInt64(n), b.getInt64(h), b.getInt64(w),
+                  b.getInt64(c), b.getInt64(cs), b.getInt64(padTop), b.getInt64(padLeft),
+                  b.getInt64(hp), b.getInt64(wp), b.getInt64(padValue), padded});
     return padded;
   }
   llvm::FunctionCallee pad = declare(

@@ -93,11 +93,12 @@ public:
   /// Copies an N x H x W x C input of `type` into a zero-padded N x hp x wp x C scratch buffer
   /// (source at (padTop, padLeft)) and returns it; `extra` elements of slack follow the buffer.
   /// The runtime pads f32, and u8 with `padValue` (an int8 convolution's input zero point).
-  /// `fromNchw`: the f32 input is N x C x H x W, reordered while it is padded.
+  /// `fromNchw`: the input is N x C x H x W, reordered while it is padded. `storedC` (u8): the
+  /// copy's channels per pixel, c rounded up to quads, the extra ones padValue (0: c).
   llvm::Value* emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n, int64_t h,
                               int64_t w, int64_t c, int64_t padTop, int64_t padLeft, int64_t hp,
                               int64_t wp, DType type, int64_t extra = 0, bool fromNchw = false,
-                              int64_t padValue = 0);
+                              int64_t padValue = 0, int64_t storedC = 0);
 
   /// An NHWC f32 input (pixels srcLd floats apart) rounded to a zero-padded bf16 copy of
   /// N x hp x wp x C, the source at (padTop, padLeft): a bf16 convolution's input.

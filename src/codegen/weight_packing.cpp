@@ -104,24 +104,27 @@ PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const 
 template <typename T, typename Convert>
 void packConv2dGroups(const Conv2dWorkload& w, const Conv2dConfig& c, int64_t g, const float* src,
                       T* dst, Convert to) {
-  const int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
+  // The kernel's channels (icKernelPerGroup) past the model's read zero weights.
+  const int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup(), ick = w.icKernelPerGroup();
   const int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
   for (int64_t gr = 0; gr < w.groups; ++gr)
     for (int64_t p = 0; p < perGroup; ++p)
       for (int64_t kh = 0; kh < w.kh; ++kh)
         for (int64_t kw = 0; kw < w.kw; ++kw)
-          for (int64_t ic = 0; ic < icg; ic += g)
+          for (int64_t ic = 0; ic < ick; ic += g)
             for (int64_t j = 0; j < c.ocBlock; ++j)
               for (int64_t q = 0; q < g; ++q) {
                 int64_t local = p * c.ocBlock + j, oc = gr * ocg + local;
-                *dst++ = local < ocg ? to(src[((oc * icg + ic + q) * w.kh + kh) * w.kw + kw]) : T{};
+                *dst++ = local < ocg && ic + q < icg
+                             ? to(src[((oc * icg + ic + q) * w.kh + kh) * w.kw + kw])
+                             : T{};
               }
 }
 
 PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, const float* src) {
   int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
   int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
-  int64_t count = w.groups * perGroup * w.kh * w.kw * icg * c.ocBlock;
+  int64_t count = w.groups * perGroup * w.kh * w.kw * w.icKernelPerGroup() * c.ocBlock;
   if (w.types.wei == DType::BF16) { // input-channel pairs (icg is even), bf16
     PackedWeights packed = allocate(count, DType::BF16, WeightLayout::Conv2dPairPanels);
     packConv2dGroups(w, c, 2, src, reinterpret_cast<uint16_t*>(packed.data.get()), floatToBf16);

@@ -298,9 +298,10 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   bool unpadded = std::all_of(a.pads.begin(), a.pads.end(), [](int64_t p) { return p == 0; });
   bool strided = kernel.templ == TemplateKind::Conv2d && !prologue && unpadded;
   int64_t inLd = 0, outLd = 0;
-  // A plain input that only this padded conv2d reads (the model's image) is reordered by the
-  // kernel's own padded copy: one pass over it instead of a reorder step and the copy.
-  bool nchwInput = kernel.templ == TemplateKind::Conv2d && !prologue && !unpadded && !integer &&
+  // A plain input that only this padded conv2d reads (the model's image, or its quantized u8
+  // copy) is reordered by the kernel's own padded copy: one pass over it instead of a reorder
+  // step and the copy.
+  bool nchwInput = kernel.templ == TemplateKind::Conv2d && !prologue && !unpadded &&
                    xs.rank() == 4 && l.producedPhys(n.inputs[0]) == Phys::Plain &&
                    l.uses(n.inputs[0]) == 1;
   Phys inPhys = Phys::Nhwc;

@@ -12,9 +12,10 @@
 // convolution's zero padding is, and the correction is the same for every pixel). It runs first,
 // while the weights are still s8 constants (fold-constants would dequantize them). A
 // DequantizeLinear of anything else (s8 activations, per-column activation scales, weight zero
-// points, convolutions of 3 input channels) is left to the f32 path, as is the Q/DQ round trip of
-// every other activation. Depthwise convolutions become IntegerConvs too (their kernel sums the
-// integers exactly in f32).
+// points, grouped convolutions whose groups' channels are no whole quads) is left to the f32
+// path, as is the Q/DQ round trip of every other activation. Depthwise convolutions become
+// IntegerConvs too, and so do convolutions of one group whose channels are no whole quads (an
+// RGB image: the kernel rounds them up).
 #include "passes/passes.h"
 #include "passes/rewriter.h"
 
@@ -158,10 +159,10 @@ Expected<QuantizedLayer> matchConvLayer(const Graph& g, const Node& n) {
   const int64_t icg = w.type.shape[1], channels = g.value(n.inputs[0]).type.shape[1];
   const bool depthwise =
       a.group > 1 && a.group == channels && icg == 1 && w.type.shape[0] == channels;
-  if (!depthwise && icg % 4)
+  if (!depthwise && a.group > 1 && icg % 4)
     return Error("its " + std::to_string(icg) +
                  " input channels per group are not a multiple of 4 (the int8 kernels read "
-                 "input-channel quads)");
+                 "input-channel quads; only a convolution of one group rounds them up)");
   if (n.inputs.size() > 2 && n.inputs[2] != kNoValue && !g.value(n.inputs[2]).constant)
     return Error("its bias is computed (the int8 epilogue takes a constant one)");
   TUNEC_TRY(matchWeightScales(g, dq.second, w.type.shape[0], 0, 4, q));

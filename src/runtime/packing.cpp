@@ -309,23 +309,40 @@ extern "C" void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t 
     }
 }
 
-extern "C" void tunec_pad_nhwc_u8(const uint8_t* src, int64_t n, int64_t h, int64_t w, int64_t c,
-                                  int64_t pt, int64_t pl, int64_t hp, int64_t wp, int64_t value,
-                                  uint8_t* dst) {
+extern "C" void tunec_pad_to_nhwc_u8(const uint8_t* src, int64_t nchw, int64_t n, int64_t h,
+                                     int64_t w, int64_t c, int64_t cs, int64_t pt, int64_t pl,
+                                     int64_t hp, int64_t wp, int64_t value, uint8_t* dst) {
   const auto fill = static_cast<int>(value);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t y = 0; y < hp; ++y) {
-      uint8_t* row = dst + ((b * hp + y) * wp) * c;
+      uint8_t* row = dst + ((b * hp + y) * wp) * cs;
       int64_t sy = y - pt;
-      if (sy < 0 || sy >= h) {
-        std::memset(row, fill, static_cast<size_t>(wp * c));
-        continue;
+      if (sy < 0 || sy >= h || nchw || cs != c) {
+        std::memset(row, fill, static_cast<size_t>(wp * cs));
+        if (sy < 0 || sy >= h) continue;
       }
-      std::memset(row, fill, static_cast<size_t>(pl * c));
-      std::memcpy(row + pl * c, src + ((b * h + sy) * w) * c, static_cast<size_t>(w * c));
-      if (int64_t right = wp - pl - w; right > 0)
-        std::memset(row + (pl + w) * c, fill, static_cast<size_t>(right * c));
+      if (nchw) {
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const uint8_t* plane = src + ((b * c + ch) * h + sy) * w;
+          for (int64_t x = 0; x < w; ++x) row[(pl + x) * cs + ch] = plane[x];
+        }
+      } else if (cs != c) {
+        const uint8_t* line = src + ((b * h + sy) * w) * c;
+        for (int64_t x = 0; x < w; ++x)
+          std::memcpy(row + (pl + x) * cs, line + x * c, static_cast<size_t>(c));
+      } else {
+        std::memset(row, fill, static_cast<size_t>(pl * c));
+        std::memcpy(row + pl * c, src + ((b * h + sy) * w) * c, static_cast<size_t>(w * c));
+        if (int64_t right = wp - pl - w; right > 0)
+          std::memset(row + (pl + w) * c, fill, static_cast<size_t>(right * c));
+      }
     }
+}
+
+extern "C" void tunec_pad_nhwc_u8(const uint8_t* src, int64_t n, int64_t h, int64_t w, int64_t c,
+                                  int64_t pt, int64_t pl, int64_t hp, int64_t wp, int64_t value,
+                                  uint8_t* dst) {
+  tunec_pad_to_nhwc_u8(src, 0, n, h, w, c, c, pt, pl, hp, wp, value, dst);
 }
 
 extern "C" void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c,

@@ -59,8 +59,14 @@ void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int6
 /// at (pt, pl).
 void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,
                         int64_t pl, int64_t hp, int64_t wp, float* dst);
-/// As tunec_pad_nhwc_f32 for a u8 tensor, the padding `value` (an int8 convolution's input zero
-/// point: a padded tap dequantizes to 0).
+/// As tunec_pad_nhwc_f32 for a u8 tensor, NHWC or (`nchw` nonzero) NCHW, into `cs` >= c
+/// channels per pixel: the padding and the channels past c read `value` (an int8 convolution's
+/// input zero point: a padded tap dequantizes to 0, and a channel past c has zero weights).
+void tunec_pad_to_nhwc_u8(const uint8_t* src, int64_t nchw, int64_t n, int64_t h, int64_t w,
+                          int64_t c, int64_t cs, int64_t pt, int64_t pl, int64_t hp, int64_t wp,
+                          int64_t value, uint8_t* dst);
+/// tunec_pad_to_nhwc_u8 of an NHWC source into c channels (the entry of model.so files built
+/// before the channel rounding).
 void tunec_pad_nhwc_u8(const uint8_t* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,
                        int64_t pl, int64_t hp, int64_t wp, int64_t value, uint8_t* dst);
 /// As tunec_pad_nhwc_f32 from an NCHW source: the reorder to NHWC and the padding in one pass

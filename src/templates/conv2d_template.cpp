@@ -14,10 +14,11 @@ Status Conv2dWorkload::check() const {
                        "an f32 output and no channel_scale or NCHW input (ic=",
                        ic, ", groups=", groups, ")");
   } else if (isInt8Gemm(types)) {
-    // int8: u8 input, s8 weights in input-channel quads, i32 sums, an f32 or requantized u8 out.
-    if (icPerGroup() % 4 || channelScale || nchwInput)
-      return makeError("int8 conv2d workload: needs a multiple of 4 input channels per group and "
-                       "no channel_scale or NCHW input (ic=",
+    // int8: u8 input, s8 weights in input-channel quads, i32 sums, an f32 or requantized u8 out
+    // (one group's channels are rounded up to quads: icKernelPerGroup).
+    if (icKernelPerGroup() % 4 || channelScale)
+      return makeError("int8 conv2d workload: needs a multiple of 4 input channels per group "
+                       "(or one group) and no channel_scale (ic=",
                        ic, ", groups=", groups, ")");
     if (aZeroPoint < 0 || aZeroPoint > 255)
       return makeError("int8 conv2d workload: a_zero_point=", aZeroPoint, " is not a u8");
@@ -152,9 +153,9 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (regs > info.vectorRegisters)
     return makeError("conv2d config: tile ", c.owBlock * c.rowsPerTile, "x", c.ocBlock, " needs ",
                      regs, " vector registers, ", info.name, " has ", info.vectorRegisters);
-  if (c.icBlock < 1 || w.icPerGroup() % c.icBlock)
-    return makeError("conv2d config: ic_block=", c.icBlock, " must divide ic=", w.icPerGroup(),
-                     w.groups > 1 ? " (per group)" : "");
+  if (c.icBlock < 1 || w.icKernelPerGroup() % c.icBlock)
+    return makeError("conv2d config: ic_block=", c.icBlock,
+                     " must divide ic=", w.icKernelPerGroup(), w.groups > 1 ? " (per group)" : "");
   if (convertsA(w.types) && (c.icBlock % 2 || c.isa != Isa::Avx512))
     return makeError("conv2d config: bf16 needs AVX-512 and an even ic_block (input-channel "
                      "pairs), not ",
@@ -223,7 +224,7 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target&
     c.ohBlock = c.rowsPerTile;
   }
   // The weights of one panel for one ic block (kh*kw*icb*ocBlock floats) should stay in L1/L2.
-  c.icBlock = w.icPerGroup();
+  c.icBlock = w.icKernelPerGroup();
   auto weiBytes = static_cast<int64_t>(w.types.weiBytes());
   // (bf16 and int8 keep whole input-channel pairs and quads: a block halves only while the
   // half stays a whole number of them.)
@@ -245,11 +246,11 @@ KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa) {
     if (v <= (w.ocPerGroup() + lanes - 1) / lanes * lanes) oc.values.emplace_back(v);
   for (int v = 1; v <= 28; ++v)
     if (v <= w.ow()) owb.values.emplace_back(v);
-  for (int64_t v = w.icPerGroup(); v >= 8; v /= 2) {
-    if (w.icPerGroup() % v == 0) icb.values.emplace_back(v);
+  for (int64_t v = w.icKernelPerGroup(); v >= 8; v /= 2) {
+    if (w.icKernelPerGroup() % v == 0) icb.values.emplace_back(v);
     if (v % 2) break;
   }
-  if (icb.values.empty()) icb.values.emplace_back(w.icPerGroup());
+  if (icb.values.empty()) icb.values.emplace_back(w.icKernelPerGroup());
   if (const int64_t group = kGroup(isa, w.types); group > 1) // bf16 pairs, int8 quads
     std::erase_if(icb.values, [&](const nlohmann::json& v) { return v.get<int64_t>() % group; });
   for (int64_t v : {1, 2, 4, 7, 8, 14})

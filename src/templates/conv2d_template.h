@@ -34,7 +34,8 @@ struct Conv2dWorkload {
   /// inputs). "in_ld" / "out_ld" in the key, absent when 0. in_ld needs an unpadded input.
   int64_t inLd = 0, outLd = 0;
   /// The input is N x C x H x W (plain), reordered to NHWC as the kernel pads it (a model's
-  /// image input); "input_layout": "nchw" in the key, absent when false. Needs padding.
+  /// image input, or its quantized u8 copy); "input_layout": "nchw" in the key, absent when
+  /// false. Needs padding.
   bool nchwInput = false;
   /// int8 (u8 input): the value the padding reads, the input's zero point (a padded tap then
   /// dequantizes to 0, and the zero point's correction is the same for every output pixel);
@@ -46,6 +47,16 @@ struct Conv2dWorkload {
   int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
   int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }
   int64_t icPerGroup() const { return ic / groups; }
+  /// Input channels per group as the kernel reads them: an int8 convolution of one group
+  /// rounds them up to whole quads (an RGB image's 3 to 4), the padded copy filling the extra
+  /// channel with the zero point and the packed weights with zeros, so it adds nothing; else
+  /// icPerGroup(). The ic_block knob divides these.
+  int64_t icKernelPerGroup() const {
+    return isInt8Gemm(types) && groups == 1 ? (ic + 3) / 4 * 4 : icPerGroup();
+  }
+  /// The kernel reads a dense padded copy of the input: spatial padding, an NCHW input, or
+  /// channels rounded up to quads.
+  bool copiesInput() const { return padded() || nchwInput || icKernelPerGroup() != icPerGroup(); }
   int64_t ocPerGroup() const { return oc / groups; }
   double flops() const {
     return 2.0 * static_cast<double>(n * oc * oh() * ow() * icPerGroup() * kh * kw);

@@ -21,19 +21,21 @@ for i in range(6):
 PY
 expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes \(4 activations calibrated on 6 samples, u8 activations, per-channel weights\)" \
   -- quantize "$ex/model.onnx" -o "$tmp/q.onnx" --calibration "$tmp/calib" --per-channel
-# The Gemm and two of the convolutions run as int8 kernels (the first, of 3 input channels, in
-# fp32, saying why). On an AVX2 target their 8-bit weights are halved to the 7 bits vpmaddubsw
-# takes, which the report warns about; with AVX512-VNNI or AMX, or with --weight-bits 7
-# anywhere, the int8 sums are exact.
-expect 0 "quantized model \([0-9]+ QuantizeLinear/DequantizeLinear nodes\): 3 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/q.onnx" -o "$tmp/q.so"
-expect 0 "1 quantized layer in fp32 \(Conv '/conv1/Conv'\): its 3 input channels per group are not a multiple of 4" \
+# The Gemm and the three convolutions run as int8 kernels (the first reads the quantized image
+# NCHW, its 3 channels rounded up to a quad). On an AVX2 target their 8-bit weights are halved to
+# the 7 bits vpmaddubsw takes, which the report warns about; with AVX512-VNNI or AMX, or with
+# --weight-bits 7 anywhere, the int8 sums are exact.
+expect 0 "quantized model \([0-9]+ QuantizeLinear/DequantizeLinear nodes\): 4 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/q.onnx" -o "$tmp/q.so"
+expect 0 "Conv '/conv1/Conv.int8' 1x3x32x32 -> 1x16x32x32 k3x3 s1 .*\(reads its input NCHW\) in int8" \
   -- compile "$tmp/q.onnx" -o "$tmp/q.so"
-# inspect --fusion says the same: which kernels run int8 (each step too) and which layer stays
-# fp32 and why.
-expect 0 "  3 kernels run in int8 \(u8 activations, s8 weights\)" -- inspect "$tmp/q.onnx" --fusion --summary
-expect 0 "quantized layer in fp32: Conv '/conv1/Conv': its 3 input channels per group are not a multiple of 4" \
-  -- inspect "$tmp/q.onnx" --fusion --summary
+# inspect --fusion says the same: which kernels run int8 (each step too).
+expect 0 "  4 kernels run in int8 \(u8 activations, s8 weights\)" -- inspect "$tmp/q.onnx" --fusion --summary
 expect 0 "step [0-9]+ generated .* in int8" -- inspect "$tmp/q.onnx" --fusion
+# A layer that stays fp32 is named with the reason: an s8 activation.
+expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes .*s8 activations" \
+  -- quantize "$ex/model.onnx" -o "$tmp/q_s8.onnx" --calibration "$tmp/calib" --activations s8
+expect 0 "quantized layer in fp32: Conv '/conv1/Conv': its activation is s8" \
+  -- inspect "$tmp/q_s8.onnx" --fusion --summary
 "$tunec" run "$tmp/q.so" --input "x=$ex/x.npy" --output "$tmp/so" >/dev/null
 "$tunec" run "$tmp/q.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/ref" >/dev/null
 if "$tunec" target | grep -q "isa features.*\(avx512_vnni\|amx\)"; then
@@ -45,7 +47,7 @@ else
 fi
 expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes" \
   -- quantize "$ex/model.onnx" -o "$tmp/q7.onnx" --calibration "$tmp/calib" --per-channel --weight-bits 7
-expect 0 ": 3 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/q7.onnx" -o "$tmp/q7.so"
+expect 0 ": 4 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/q7.onnx" -o "$tmp/q7.so"
 "$tunec" run "$tmp/q7.so" --input "x=$ex/x.npy" --output "$tmp/so7" >/dev/null
 "$tunec" run "$tmp/q7.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/ref7" >/dev/null
 compare "$tmp/ref7/y.npy" "$tmp/so7/y.npy" --max-rel-l2 1e-5

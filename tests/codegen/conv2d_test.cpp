@@ -419,7 +419,16 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
   // The residual addend (f32, dense, of the output's shape: a u8 C adds an f32 one).
   std::vector<float> addend(static_cast<size_t>(pixels * w.oc));
   for (float& a : addend) a = static_cast<float>(static_cast<int>(rng() % 4001) - 2000);
-  kernel->run(x.data(), out, bias.data(), addend.data(), nullptr, scale.data());
+  // An NCHW input holds the same values, plane by plane (the reference reads NHWC).
+  std::vector<uint8_t> planes(x.size());
+  if (w.nchwInput)
+    for (int64_t b = 0; b < w.n; ++b)
+      for (int64_t ch = 0; ch < w.ic; ++ch)
+        for (int64_t yx = 0; yx < w.h * w.w; ++yx)
+          planes[static_cast<size_t>((b * w.ic + ch) * w.h * w.w + yx)] =
+              x[static_cast<size_t>((b * w.h * w.w + yx) * w.ic + ch)];
+  kernel->run(w.nchwInput ? planes.data() : x.data(), out, bias.data(), addend.data(), nullptr,
+              scale.data());
   std::vector<int64_t> sums = integerConv(w, x, weights);
   for (int64_t p = 0; p < pixels; ++p)
     for (int64_t ch = 0; ch < outLd; ++ch) {
@@ -447,25 +456,29 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
 
 // Every int8 config the tuner can draw for random workloads (odd sizes, strides, pads with
 // zero and nonzero zero points, dilations, groups, 1x1 channel slices read and written in
-// place, two threads), on AVX2 (vpmaddubsw, 7-bit weights; real on every tunec CPU) and on
+// place, channels of one group that are no whole quads (rounded up by the padded copy), NCHW
+// inputs, two threads), on AVX2 (vpmaddubsw, 7-bit weights; real on every tunec CPU) and on
 // AVX-512 VNNI (vpdpbusd: real where this CPU has it, else its twin), equal to the integer
 // reference bit for bit; every fourth trial on small integers.
 TEST(Conv2dInt8, RandomConfigsEqualTheIntegerReference) {
   const bool vnniHere = hostTarget().avx512vnni && targetSupports(hostTarget(), Isa::Avx512);
   std::mt19937 rng(29);
-  int checked = 0, zeroPointPadded = 0, requantized = 0, residual = 0;
-  for (int trial = 0; trial < 120 && checked < 44; ++trial) {
+  int checked = 0, zeroPointPadded = 0, requantized = 0, residual = 0, roundedUp = 0, nchw = 0;
+  for (int trial = 0; trial < 160 && checked < 56; ++trial) {
     const Isa isa = trial % 2 ? Isa::Avx512 : Isa::Avx2;
     std::uniform_int_distribution<int64_t> ch(1, 10), hw(3, 11), k(1, 3), s(1, 2), p(0, 2);
     int64_t groups = trial % 7 == 3 ? 2 : 1;
-    Conv2dWorkload w =
-        conv(trial % 5 == 0 ? 2 : 1, 4 * groups * ch(rng), hw(rng), groups * (1 + rng() % 40),
-             k(rng), s(rng), p(rng), trial % 9 == 4 ? 2 : 1);
+    // Every fourth trial of one group: 1 to 7 channels, an RGB image's 3 among them.
+    const int64_t channels =
+        groups == 1 && trial % 4 == 2 ? 1 + static_cast<int64_t>(rng() % 7) : 4 * groups * ch(rng);
+    Conv2dWorkload w = conv(trial % 5 == 0 ? 2 : 1, channels, hw(rng), groups * (1 + rng() % 40),
+                            k(rng), s(rng), p(rng), trial % 9 == 4 ? 2 : 1);
     w.groups = groups;
     w.types = kInt8F32;
     w.aZeroPoint = trial % 3 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % 255);
     if (trial % 6 == 5 && !w.padded()) w.inLd = w.ic + 4 * (1 + rng() % 4);
     if (trial % 8 == 7 && !w.padded()) w.outLd = w.oc + 1 + rng() % 9;
+    if (trial % 3 == 2 && w.padded()) w.nchwInput = true;
     w.threads = trial % 3 == 1 ? 2 : 1;
     if (!w.check().isOk()) continue;
     auto c = randomConfig(w, isa, rng);
@@ -479,15 +492,20 @@ TEST(Conv2dInt8, RandomConfigsEqualTheIntegerReference) {
     zeroPointPadded += w.padded() && w.aZeroPoint != 0;
     requantized += epilogue >= 2;
     residual += epilogue == 3;
+    roundedUp += w.icPerGroup() % 4 != 0;
+    nchw += w.nchwInput;
   }
-  EXPECT_GE(checked, 40);
+  EXPECT_GE(checked, 50);
   EXPECT_GE(zeroPointPadded, 6) << "padding with a nonzero zero point is covered";
   EXPECT_GE(requantized, 8);
   EXPECT_GE(residual, 4) << "a requantizing epilogue with a residual add is covered";
+  EXPECT_GE(roundedUp, 6) << "channels rounded up to quads are covered";
+  EXPECT_GE(nchw, 6) << "NCHW inputs are covered";
 }
 
 TEST(Conv2dInt8, WorkloadsAndWeightsOutsideTheKernelAreRefusedByName) {
-  Conv2dWorkload w = conv(1, 6, 5, 8, 3, 1, 1);
+  Conv2dWorkload w = conv(1, 6, 5, 8, 3, 1, 1); // 2 groups of 3 channels (one group rounds up)
+  w.groups = 2;
   w.types = kInt8F32;
   EXPECT_NE(w.check().error().message().find("needs a multiple of 4 input channels per group"),
             std::string::npos);

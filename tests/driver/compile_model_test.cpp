@@ -959,7 +959,8 @@ TEST(CompileModel, QuantizedMatmulRunsAsAnInt8Kernel) {
 // quantized to u8 (scale sa, zero point za), random per-channel 7-bit s8 weights with scales of
 // 1e-3 to 1e-2, a random bias.
 ValueId quantizedConv(Graph& g, ValueId x, int64_t oc, const ConvAttrs& attrs, double sa, int za,
-                      bool relu, std::mt19937& rng, const std::string& name) {
+                      bool relu, std::mt19937& rng, const std::string& name,
+                      int weightLimit = kAvx2Int8WeightLimit) {
   const int64_t ic = g.value(x).type.shape[1];
   auto node = [&](const std::string& suffix, OpKind kind, OpAttrs a, std::vector<ValueId> in) {
     return addNamed(g, name + suffix, kind, std::move(a), std::move(in));
@@ -967,7 +968,7 @@ ValueId quantizedConv(Graph& g, ValueId x, int64_t oc, const ConvAttrs& attrs, d
   ValueId xd = fakeQuantized(g, x, sa, za, name);
   Tensor wq(DType::I8, Shape{oc, ic / attrs.group, attrs.kernel[0], attrs.kernel[1]}),
       sb(DType::F32, Shape{oc}), bias(DType::F32, Shape{oc}), zb(DType::I8, Shape{oc});
-  std::uniform_int_distribution<int> weight(-kAvx2Int8WeightLimit, kAvx2Int8WeightLimit);
+  std::uniform_int_distribution<int> weight(-weightLimit, std::min(weightLimit, 127));
   for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, weight(rng));
   for (int64_t j = 0; j < oc; ++j)
     sb.setDouble(j, 0.001 * (1 + static_cast<double>(rng() % 10))),
@@ -998,28 +999,28 @@ Expected<QuantizedRun> runOnRandomInput(const Graph& g, const Shape& inShape, co
   return r;
 }
 
-// A quantized model's RGB convolution (3 input channels: no int8 quads) stays f32, and the next
-// int8 layer's QuantizeLinear joins its epilogue: the f32 kernel writes the u8 input of the
-// int8 one, no element step quantizes it, and the result is bit for bit the one with the
-// quantization as its own step (the RGB conv's output also a model output, so that it cannot
-// join), and the QDQ graph's reference within f32 rounding.
+// A quantized convolution the int8 kernels cannot take (two groups of 3 input channels: no
+// quads) stays f32, and the next int8 layer's QuantizeLinear joins its epilogue: the f32 kernel
+// writes the u8 input of the int8 one, no element step quantizes it, and the result is bit for
+// bit the one with the quantization as its own step (the f32 conv's output also a model output,
+// so that it cannot join), and the QDQ graph's reference within f32 rounding.
 TEST(CompileModel, AnF32ConvolutionQuantizesForTheNextInt8Layer) {
   std::vector<Tensor> results;
   std::vector<int> quantizeSteps;
   for (bool hidden : {true, false}) {
     Graph g;
     std::mt19937 rng(43);
-    ValueId x = g.addInput("x", {DType::F32, Shape{1, 3, 12, 11}, {}});
-    ValueId h = quantizedConv(g, x, 8, ConvAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1}, 0.02,
+    ValueId x = g.addInput("x", {DType::F32, Shape{1, 6, 12, 11}, {}});
+    ValueId h = quantizedConv(g, x, 8, ConvAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 2}, 0.02,
                               120, true, rng, "rgb");
     g.addOutput(quantizedConv(g, h, 16, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01, 7,
                               false, rng, "c2"));
     if (!hidden) g.addOutput(h);
     auto lowered = passes::lowerQuantizedLayers(g);
     ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-    lowered = passes::foldConstants(*lowered); // the RGB conv's weights, dequantized
+    lowered = passes::foldConstants(*lowered); // the f32 conv's weights, dequantized
     ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-    auto run = runOnRandomInput(*lowered, Shape{1, 3, 12, 11}, Shape{1, 16, 6, 6},
+    auto run = runOnRandomInput(*lowered, Shape{1, 6, 12, 11}, Shape{1, 16, 6, 6},
                                 Shape{1, 8, 6, 6}, !hidden, rng);
     ASSERT_TRUE(run.isOk()) << run.error().message();
     const auto& [in, y, compiled] = *run;
@@ -1040,9 +1041,44 @@ TEST(CompileModel, AnF32ConvolutionQuantizesForTheNextInt8Layer) {
     ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
 }
 
+// A quantized model's RGB convolution (3 input channels, one group) runs in int8: its kernel
+// reads the quantized image NCHW through its padded copy, which rounds the channels up to a quad
+// (the fourth holds the zero point, its weights zero), and requantizes for the next int8 layer.
+// The result equals the lowered graph on the reference executor (every u8 the same: the f32
+// output differs only where c2's constant correction and bias are added as one), with padding
+// that reads a zero point of 120, and 8-bit weights too.
+TEST(CompileModel, AnRgbConvolutionRunsInInt8WithItsChannelsRoundedUp) {
+  for (int bits : {7, 8}) {
+    Graph g;
+    std::mt19937 rng(47);
+    ValueId x = g.addInput("x", {DType::F32, Shape{1, 3, 12, 11}, {}});
+    ValueId h = quantizedConv(g, x, 8, ConvAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1}, 0.02,
+                              120, true, rng, "rgb", bits == 8 ? 128 : kAvx2Int8WeightLimit);
+    g.addOutput(quantizedConv(g, h, 16, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01, 7,
+                              false, rng, "c2"));
+    auto lowered = passes::lowerQuantizedLayers(g);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    auto run = runOnRandomInput(*lowered, Shape{1, 3, 12, 11}, Shape{1, 16, 6, 6},
+                                Shape{1, 8, 6, 6}, false, rng);
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    const auto& [in, y, compiled] = *run;
+    ASSERT_EQ(compiled.kernels.size(), 2u);
+    const std::string& rgb = compiled.kernels[0].label;
+    EXPECT_NE(rgb.find("+quantize (reads its input NCHW) in int8"), std::string::npos) << rgb;
+    EXPECT_EQ(compiled.stats.int8Kernels, 2);
+    EXPECT_EQ(compiled.stats.reorders, 0);
+    EXPECT_TRUE(passes::quantizedLayersKeptFloat(g).empty());
+    if (hostTarget().avx512vnni || bits == 7) { // AVX2's vpmaddubsw halves 8-bit weights
+      auto want = runReference(*lowered, {in});
+      ASSERT_TRUE(want.isOk()) << want.error().message();
+      EXPECT_LT(relativeL2(y, (*want)[0]), 1e-6) << bits << "-bit weights";
+    }
+  }
+}
+
 // Two quantized convolutions (a padded 3x3 whose input zero point is not 0, then a strided 1x1
-// of its requantized output) run as two int8 kernels: the first writes the second's u8 input
-// through its requantizing epilogue, NHWC, after one u8 reorder of the quantized input; the result
+// of its requantized output) run as two int8 kernels: the first reads the quantized input NCHW
+// and writes the second's u8 input through its requantizing epilogue, NHWC; the result
 // is the QDQ graph's reference within f32 rounding (7-bit weights: exact sums).
 TEST(CompileModel, QuantizedConvolutionsRunAsInt8KernelsBetweenU8Tensors) {
   Graph g;
@@ -1063,12 +1099,13 @@ TEST(CompileModel, QuantizedConvolutionsRunAsInt8KernelsBetweenU8Tensors) {
   ASSERT_EQ(compiled.kernels.size(), 2u);
   for (const auto& k : compiled.kernels)
     EXPECT_NE(k.label.find(" in int8"), std::string::npos) << k.label;
-  EXPECT_NE(compiled.kernels[0].label.find("+quantize in int8"), std::string::npos)
+  EXPECT_NE(compiled.kernels[0].label.find("+quantize (reads its input NCHW) in int8"),
+            std::string::npos)
       << compiled.kernels[0].label;
   EXPECT_EQ(compiled.stats.int8Kernels, 2);
-  // The model input's quantized copy is reordered to NHWC once (a u8 reorder); between the
-  // kernels the u8 tensor stays NHWC.
-  EXPECT_EQ(compiled.stats.reorders, 1);
+  // The model input's quantized copy is reordered to NHWC by the first kernel's padded copy (no
+  // reorder step); between the kernels the u8 tensor stays NHWC.
+  EXPECT_EQ(compiled.stats.reorders, 0);
   auto want = runReference(g, {in});
   ASSERT_TRUE(want.isOk()) << want.error().message();
   EXPECT_LT(relativeL2(got, (*want)[0]), 1e-5);
