@@ -321,7 +321,20 @@ extern "C" void tunec_pad_to_nhwc_u8(const uint8_t* src, int64_t nchw, int64_t n
         std::memset(row, fill, static_cast<size_t>(wp * cs));
         if (sy < 0 || sy >= h) continue;
       }
-      if (nchw) {
+      if (nchw && cs == 4) { // an image's channels and the fill as one word per pixel
+        uint32_t base = 0;   // the fill in the bytes past c
+        for (int64_t k = c; k < 4; ++k) base |= static_cast<uint32_t>(fill) << (8 * k);
+        const uint8_t* plane = src + (b * c * h + sy) * w;
+        for (int64_t x0 = 0; x0 < w; x0 += 64) {
+          const int64_t len = std::min<int64_t>(64, w - x0);
+          uint32_t words[64];
+          for (int64_t x = 0; x < len; ++x) words[x] = base;
+          for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t x = 0; x < len; ++x)
+              words[x] |= uint32_t{plane[ch * h * w + x0 + x]} << (8 * ch);
+          std::memcpy(row + (pl + x0) * cs, words, static_cast<size_t>(len * cs));
+        }
+      } else if (nchw) {
         for (int64_t ch = 0; ch < c; ++ch) {
           const uint8_t* plane = src + ((b * c + ch) * h + sy) * w;
           for (int64_t x = 0; x < w; ++x) row[(pl + x) * cs + ch] = plane[x];
