@@ -4,11 +4,13 @@
 
 #include "runtime/parallel.h"
 #include "runtime/vector_math.h"
+#include "support/dtype.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #define TUNEC_MULTIVERSION                                                                         \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -550,13 +552,57 @@ static void poolPixel(const PoolParams& p, const float* in, float* out, float* a
   for (int64_t c = 0; c < p.c; ++c) dst[c * p.outStride[1]] = acc[c] * scale;
 }
 
-void runPool(const PoolParams& p, const float* in, float* out, int threads) {
+// One output pixel of a max pool over integers (u8 or s8), as poolPixel; padding is left out.
+// The parameters are read into locals first: a byte store may alias them (char types alias
+// everything), which would keep the channel loops from vectorizing.
+template <typename T>
+TUNEC_MULTIVERSION static void maxPoolPixel(const PoolParams& p, const T* in, T* out,
+                                            T* __restrict acc, int64_t n, int64_t oy, int64_t ox) {
+  const int64_t channels = p.c, cs = p.inStride[1], ocs = p.outStride[1];
+  for (int64_t c = 0; c < channels; ++c) acc[c] = std::numeric_limits<T>::lowest();
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    int64_t y = oy * p.sh - p.padTop + ky * p.dh;
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      int64_t x = ox * p.sw - p.padLeft + kx * p.dw;
+      if (y < 0 || y >= p.h || x < 0 || x >= p.w) continue;
+      const T* __restrict src = in + n * p.inStride[0] + y * p.inStride[2] + x * p.inStride[3];
+      if (cs == 1) // NHWC: channels adjacent, one vector max per 32 or 64 of them
+        for (int64_t c = 0; c < channels; ++c) acc[c] = std::max(acc[c], src[c]);
+      else
+        for (int64_t c = 0; c < channels; ++c) acc[c] = std::max(acc[c], src[c * cs]);
+    }
+  }
+  T* dst = out + n * p.outStride[0] + oy * p.outStride[2] + ox * p.outStride[3];
+  if (ocs == 1)
+    std::memcpy(dst, acc, static_cast<size_t>(channels) * sizeof(T));
+  else
+    for (int64_t c = 0; c < channels; ++c) dst[c * ocs] = acc[c];
+}
+
+template <typename T> void runPoolOf(const PoolParams& p, const void* in, void* out, int threads) {
   parallelRange(p.n * p.oh, threads, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> acc(static_cast<size_t>(p.c));
+    std::vector<T> acc(static_cast<size_t>(p.c));
     for (int64_t r = lo; r < hi; ++r)
-      for (int64_t ox = 0; ox < p.ow; ++ox)
-        poolPixel(p, in, out, acc.data(), r / p.oh, r % p.oh, ox);
+      for (int64_t ox = 0; ox < p.ow; ++ox) {
+        if constexpr (std::is_same_v<T, float>)
+          poolPixel(p, static_cast<const float*>(in), static_cast<float*>(out), acc.data(),
+                    r / p.oh, r % p.oh, ox);
+        else
+          maxPoolPixel<T>(p, static_cast<const T*>(in), static_cast<T*>(out), acc.data(), r / p.oh,
+                          r % p.oh, ox);
+      }
   });
+}
+
+void runPool(const PoolParams& p, const void* in, void* out, int threads) {
+  switch (static_cast<DType>(p.dtype)) {
+  case DType::U8:
+    return runPoolOf<uint8_t>(p, in, out, threads);
+  case DType::I8:
+    return runPoolOf<int8_t>(p, in, out, threads);
+  default:
+    return runPoolOf<float>(p, in, out, threads);
+  }
 }
 
 Status runGather(const uint8_t* data, const uint8_t* indices, uint8_t* out, int64_t outer,

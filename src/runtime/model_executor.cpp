@@ -203,7 +203,7 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
   case StepKind::Pool: {
     PoolParams p;
     std::memcpy(&p, s.ints.data(), sizeof(p));
-    runPool(p, f(1), f(0), threads_);
+    runPool(p, ptr(1), ptr(0), threads_);
     return {};
   }
   case StepKind::ChannelRuns:

@@ -90,7 +90,8 @@ struct ModelPlan {
   /// 3: kernel steps have the slots of fused attention's V, of a row normalization's
   /// parameters and of an input channel scale (KernelArgs::values, normParams, channelScale).
   /// 4: ChannelRuns steps, and kernels that read or write channel slices in place.
-  static constexpr int kFormatVersion = 4;
+  /// 5: Pool steps name their tensors' element type (a max pool of u8 or s8 values).
+  static constexpr int kFormatVersion = 5;
   std::string isa;
   int threads = 1; ///< the thread count the kernels were compiled for
   std::vector<TensorRef> tensors;

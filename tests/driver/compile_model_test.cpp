@@ -1076,6 +1076,53 @@ TEST(CompileModel, AnRgbConvolutionRunsInInt8WithItsChannelsRoundedUp) {
   }
 }
 
+// A QDQ model's stem: an int8 conv, its output quantized, dequantized, max-pooled, quantized
+// again with the same parameters, then the next int8 conv. After pool-quantized-values the pool
+// runs on the u8 values (a loop step of u8 tensors), the first conv writes them through its
+// requantizing epilogue, and the result equals the same graph without that pass (the f32 pool
+// of the dequantized values) bit for bit, each its lowered graph on the reference executor,
+// and the raw QDQ graph within 1e-2 (its f32-rounded dequantized operands round differently
+// at near-ties).
+TEST(CompileModel, MaxPoolBetweenInt8LayersPoolsTheU8Values) {
+  auto build = [] {
+    Graph g;
+    std::mt19937 rng(53);
+    ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 15, 13}, {}});
+    ValueId h = quantizedConv(g, x, 16, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01,
+                              100, true, rng, "c1");
+    h = addNamed(g, "pool", OpKind::MaxPool, PoolAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+                 {fakeQuantized(g, h, 0.02, 5, "pool")});
+    g.addOutput(quantizedConv(g, h, 8, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 5,
+                              false, rng, "c2"));
+    return g;
+  };
+  std::vector<Tensor> results;
+  for (bool pooled : {false, true}) {
+    Graph g = build();
+    auto lowered = passes::lowerQuantizedLayers(g);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    if (pooled) lowered = passes::poolQuantizedValues(*lowered);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    lowered = passes::lowerQuantizeRoundTrips(*lowered);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    std::mt19937 rng(59);
+    auto run =
+        runOnRandomInput(*lowered, Shape{1, 8, 15, 13}, Shape{1, 8, 8, 7}, Shape{}, false, rng);
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    const auto& [in, y, compiled] = *run;
+    EXPECT_EQ(compiled.stats.int8Kernels, 2);
+    EXPECT_EQ(compiled.kernels[0].label.find("+quantize") != std::string::npos, pooled)
+        << compiled.kernels[0].label;
+    auto exact = runReference(*lowered, {in}), qdq = runReference(g, {in});
+    ASSERT_TRUE(exact.isOk() && qdq.isOk());
+    EXPECT_LT(relativeL2(y, (*exact)[0]), 1e-6);
+    EXPECT_LT(relativeL2(y, (*qdq)[0]), 1e-2);
+    results.push_back(y);
+  }
+  for (int64_t i = 0; i < results[0].numel(); ++i)
+    ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
+}
+
 // Two quantized convolutions (a padded 3x3 whose input zero point is not 0, then a strided 1x1
 // of its requantized output) run as two int8 kernels: the first reads the quantized input NCHW
 // and writes the second's u8 input through its requantizing epilogue, NHWC; the result

@@ -235,12 +235,14 @@ TEST(Passes, QuantizedConvsBecomeIntegerConvsPaddedWithTheirZeroPoint) {
   EXPECT_EQ(count(*out, OpKind::Mul), 1); // the channel scale
   expectEquivalent(g, *out, 1e-5);
   EXPECT_TRUE(passes::quantizedLayersKeptFloat(g).empty());
-  // A depthwise one too (its kernel sums exactly in f32, whatever its channels).
-  Graph depthwise = build(8, 8, DType::U8);
-  auto lowered = passes::lowerQuantizedLayers(depthwise);
-  ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-  EXPECT_EQ(count(*lowered, OpKind::IntegerConv), 1);
-  expectEquivalent(depthwise, *lowered, 1e-5);
+  // A depthwise one too (its kernel sums exactly, whatever its channels), and an RGB one (3
+  // channels of one group: the kernel rounds them up to a quad).
+  for (Graph one : {build(8, 8, DType::U8), build(3, 1, DType::U8)}) {
+    auto lowered = passes::lowerQuantizedLayers(one);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    EXPECT_EQ(count(*lowered, OpKind::IntegerConv), 1);
+    expectEquivalent(one, *lowered, 1e-5);
+  }
   const std::pair<Graph, std::string> kept[] = {
       {build(6, 2, DType::U8), "its 3 input channels per group are not a multiple of 4"},
       {build(8, 1, DType::I8), "its activation is s8"}};
@@ -252,6 +254,50 @@ TEST(Passes, QuantizedConvsBecomeIntegerConvsPaddedWithTheirZeroPoint) {
     auto reasons = passes::quantizedLayersKeptFloat(other);
     ASSERT_EQ(reasons.size(), 1u);
     EXPECT_NE(reasons[0].second.find(why), std::string::npos) << reasons[0].second;
+  }
+}
+
+// A max pool between a dequantization and a quantization with the same parameters pools the
+// integers: one MaxPool of u8 values in place of the three nodes, the same values (exactly: the
+// round trip of a pooled integer returns it). A different scale, or a pooled value read by
+// another node too, keeps the float pool.
+TEST(Passes, MaxPoolOfQuantizedValuesPoolsTheIntegers) {
+  auto build = [](double outScale, bool alsoRead) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 9, 7}, {}});
+    Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{}), so(DType::F32, Shape{});
+    sa.setDouble(0, 0.013), za.setInt(0, 121), so.setDouble(0, outScale);
+    ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za), s2 = g.addConstant("so", so);
+    ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "q");
+    ValueId d = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {q, s, z}, "dq");
+    ValueId m =
+        add(g, OpKind::MaxPool, PoolAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}}, {d}, "pool");
+    ValueId q2 = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {m, s2, z}, "q2");
+    g.addOutput(add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {q2, s2, z}, "y"));
+    if (alsoRead) g.addOutput(add(g, OpKind::Relu, NoAttrs{}, {m}, "other"));
+    return g;
+  };
+  auto kinds = [](const Graph& g) {
+    std::vector<OpKind> k;
+    for (const Node& n : g.nodes()) k.push_back(n.kind);
+    return k;
+  };
+  Graph g = build(0.013, false);
+  auto out = passes::poolQuantizedValues(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  const std::vector<OpKind> want = {OpKind::QuantizeLinear, OpKind::MaxPool,
+                                    OpKind::DequantizeLinear};
+  EXPECT_EQ(kinds(*out), want);
+  for (const Node& n : out->nodes()) {
+    if (n.kind == OpKind::MaxPool) {
+      EXPECT_EQ(out->value(n.outputs[0]).type.dtype, DType::U8);
+    }
+  }
+  expectEquivalent(g, *out, 0.0);
+  for (Graph kept : {build(0.02, false), build(0.013, true)}) {
+    auto same = passes::poolQuantizedValues(kept);
+    ASSERT_TRUE(same.isOk()) << same.error().message();
+    EXPECT_EQ(kinds(*same), kinds(kept));
   }
 }
 
