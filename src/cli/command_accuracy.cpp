@@ -1,6 +1,7 @@
 // `tunec accuracy`: how far a compiled model's outputs are from a reference: the reference
 // executor (double precision) running the same model, or another model (--against: the fp32
 // original of a quantized model), on the same random inputs.
+#include "cli/agreement.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/flag_values.h"
@@ -34,32 +35,6 @@ const CommandSpec kAccuracySpec{
     },
     1,
     1};
-
-struct Agreement {
-  double num = 0, den = 0, maxAbs = 0;
-  int64_t rows = 0, sameTop1 = 0;
-};
-
-void accumulate(const Tensor& got, const Tensor& want, Agreement& a) {
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    double d = got.getDouble(i) - want.getDouble(i);
-    a.num += d * d;
-    a.den += want.getDouble(i) * want.getDouble(i);
-    a.maxAbs = std::max(a.maxAbs, std::fabs(d));
-  }
-  const Shape& s = want.shape();
-  int64_t cols = s.rank() ? s[s.rank() - 1] : 1;
-  if (cols < 2) return;
-  for (int64_t r = 0; r < want.numel() / cols; ++r) {
-    int64_t gi = 0, wi = 0;
-    for (int64_t c = 1; c < cols; ++c) {
-      if (got.getDouble(r * cols + c) > got.getDouble(r * cols + gi)) gi = c;
-      if (want.getDouble(r * cols + c) > want.getDouble(r * cols + wi)) wi = c;
-    }
-    ++a.rows;
-    a.sameTop1 += gi == wi;
-  }
-}
 
 } // namespace
 
@@ -116,21 +91,13 @@ int commandAccuracy(const std::vector<std::string>& argv) {
     for (size_t o = 0; o < outputs.size(); ++o) {
       if ((*want)[o].shape() != outputs[o].shape())
         return fail("tunec accuracy: output '" + session->outputs[o].name + "' differs in shape");
-      accumulate(outputs[o], (*want)[o], agree[o]);
+      agree[o].add(outputs[o], (*want)[o]);
     }
   }
   std::printf("%s against %s (reference executor), %d random samples:\n", model.c_str(),
               against.c_str(), static_cast<int>(*samples));
-  for (size_t o = 0; o < agree.size(); ++o) {
-    const Agreement& a = agree[o];
-    std::printf("  %-24s relative L2 %.3e, max abs %.3e", session->outputs[o].name.c_str(),
-                std::sqrt(a.num / std::max(a.den, 1e-300)), a.maxAbs);
-    if (a.rows)
-      std::printf(", top-1 agreement %.1f%% (%lld rows)",
-                  100.0 * static_cast<double>(a.sameTop1) / static_cast<double>(a.rows),
-                  static_cast<long long>(a.rows));
-    std::printf("\n");
-  }
+  for (size_t o = 0; o < agree.size(); ++o)
+    std::printf("  %-24s %s\n", session->outputs[o].name.c_str(), agree[o].text().c_str());
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // `tunec quantize`: post-training static quantization of an ONNX model into the QDQ form,
 // calibrated on sample inputs run by the reference executor.
+#include "cli/agreement.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/flag_values.h"
@@ -34,15 +35,21 @@ const CommandSpec kQuantizeSpec{
         {"o", "FILE", "the quantized model to write (required)"},
         {"calibration", "DIR", "calibration samples (.npy files, or one folder per sample)"},
         {"random", "N", "calibrate on N random samples instead"},
-        {"method", "minmax|percentile",
-         "calibration method: minmax (the observed range, default) or percentile (the range "
-         "of the middle --percentile of the values; outliers saturate)"},
+        {"method", "minmax|percentile|entropy",
+         "calibration method: minmax (the observed range, default), percentile (the range of "
+         "the middle --percentile of the values; outliers saturate) or entropy (the clipping "
+         "threshold that loses the least information, by the KL divergence of the clipped "
+         "histogram from its quantization, as TensorRT calibrates)"},
         {"percentile", "P",
          "--method percentile: the share of each activation's values its range keeps, in "
          "(50, 100] (default 99.99)"},
         {"dynamic", "",
          "dynamic quantization (transformer encoders): MatMul/Gemm activations quantized per "
          "run by DynamicQuantizeLinear, no calibration samples; convolutions stay float"},
+        {"accuracy-samples", "N",
+         "after writing, run the quantized model and the fp32 one on the first N calibration "
+         "samples (reference executor) and print how far their outputs are (default 4; 0 "
+         "skips it)"},
         {"skip-nonfinite", "",
          "skip a calibration sample holding a NaN or infinity, with a warning naming it (by "
          "default it is an error)"},
@@ -145,8 +152,9 @@ int commandQuantize(const std::vector<std::string>& argv) {
   if (act != "u8" && act != "s8") return fail("tunec quantize: --activations must be u8 or s8");
   options.activations = act == "u8" ? DType::U8 : DType::I8;
   options.method = args->get("method", "minmax");
-  if (options.method != "minmax" && options.method != "percentile")
-    return fail("tunec quantize: --method " + options.method + " is not one of minmax, percentile");
+  if (options.method != "minmax" && options.method != "percentile" && options.method != "entropy")
+    return fail("tunec quantize: --method " + options.method +
+                " is not one of minmax, percentile, entropy");
   if (args->has("percentile")) {
     if (options.method != "percentile")
       return fail("tunec quantize: --percentile needs --method percentile");
@@ -156,6 +164,9 @@ int commandQuantize(const std::vector<std::string>& argv) {
                   (p ? std::string("--percentile must be above 50, not 50") : p.error().message()));
     options.percentile = *p;
   }
+
+  auto checkSamples = parseInteger("accuracy-samples", args->get("accuracy-samples", "4"), 0, 1000);
+  if (!checkSamples) return fail("tunec quantize: " + checkSamples.error().message());
 
   auto plan = planQuantization(model);
   if (!plan) return fail(plan.error().message());
@@ -189,6 +200,8 @@ int commandQuantize(const std::vector<std::string>& argv) {
   if (!samples) return fail("tunec quantize: " + samples.error().message());
   size_t firstObserved = graph->outputs().size() - observed.size();
   RangeCalibrator calibrator(options);
+  // The first samples and the fp32 model's outputs on them, for the accuracy report.
+  std::vector<std::vector<Tensor>> checkInputs, checkOutputs;
   size_t used = 0;
   for (size_t s = 0; s < samples->size(); ++s) {
     const Sample& sample = (*samples)[s];
@@ -223,6 +236,10 @@ int commandQuantize(const std::vector<std::string>& argv) {
     if (!outs) return fail(outs.error().message());
     for (size_t o = 0; o < observed.size(); ++o)
       calibrator.observe(observed[o], (*outs)[firstObserved + o]);
+    if (static_cast<int64_t>(checkInputs.size()) < *checkSamples) {
+      checkInputs.push_back(inputs);
+      checkOutputs.emplace_back(outs->begin(), outs->begin() + static_cast<int64_t>(firstObserved));
+    }
     std::fprintf(stderr, "\rcalibrating: %zu/%zu samples", s + 1, samples->size());
   }
   std::fprintf(stderr, "\n");
@@ -243,10 +260,29 @@ int commandQuantize(const std::vector<std::string>& argv) {
   char method[48] = "";
   if (options.method == "percentile")
     std::snprintf(method, sizeof(method), " (percentile %g)", options.percentile);
+  if (options.method == "entropy") std::snprintf(method, sizeof(method), " (entropy)");
   std::printf("quantized %d of %d Conv/MatMul/Gemm nodes (%zu activations calibrated on %zu "
               "samples%s, %s activations, %s weights) -> %s\n",
               *quantized, plan->nodes, ranges.size(), used, method, act.c_str(),
               options.perChannel ? "per-channel" : "per-tensor", args->get("o").c_str());
+  if (checkInputs.empty()) return 0;
+  // How far the quantized model is from the fp32 one, on the samples it was calibrated on.
+  auto written = loadModel(args->get("o"), *shapes);
+  if (!written) return fail(written.error().message());
+  std::vector<Agreement> agree(firstObserved);
+  for (size_t s = 0; s < checkInputs.size(); ++s) {
+    auto outs = runReference(*written, checkInputs[s]);
+    if (!outs) return fail(outs.error().message());
+    for (size_t o = 0; o < agree.size() && o < outs->size(); ++o)
+      agree[o].add((*outs)[o], checkOutputs[s][o]);
+    std::fprintf(stderr, "\rchecking: %zu/%zu samples", s + 1, checkInputs.size());
+  }
+  std::fprintf(stderr, "\n");
+  std::printf("against the fp32 model on %zu calibration samples (reference executor):\n",
+              checkInputs.size());
+  for (size_t o = 0; o < agree.size(); ++o)
+    std::printf("  %-24s %s\n", forTerminal(graph->value(graph->outputs()[o]).name).c_str(),
+                agree[o].text().c_str());
   return 0;
 }
 

@@ -235,7 +235,7 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
 }
 
 RangeCalibrator::RangeCalibrator(const QuantizeOptions& options)
-    : percentile_(options.method == "percentile"), p_(options.percentile) {}
+    : method_(options.method), p_(options.percentile) {}
 
 void RangeCalibrator::observe(const std::string& name, const Tensor& values) {
   constexpr int64_t kReservoir = int64_t(1) << 20;
@@ -247,7 +247,7 @@ void RangeCalibrator::observe(const std::string& name, const Tensor& values) {
     double v = values.getDouble(i);
     if (!std::isfinite(v)) continue;
     s.lo = std::min(s.lo, v), s.hi = std::max(s.hi, v);
-    if (!percentile_) continue;
+    if (method_ == "minmax") continue;
     // Reservoir sampling: the k-th value replaces a random slot with probability size / k.
     ++s.count;
     if (static_cast<int64_t>(s.reservoir.size()) < kReservoir) {
@@ -264,12 +264,78 @@ void RangeCalibrator::observe(const std::string& name, const Tensor& values) {
   }
 }
 
+double entropyThreshold(std::vector<float> absValues, int levels) {
+  constexpr int kBins = 2048;
+  if (absValues.empty()) return 0;
+  // The histogram spans [0, max], or 8 times the 99.9th percentile when far outliers would
+  // leave the bulk of the values in the first few bins (the thresholds start at `levels` bins);
+  // values beyond it count in the last bin.
+  const size_t k = (absValues.size() - 1) * 999 / 1000;
+  std::nth_element(absValues.begin(), absValues.begin() + static_cast<int64_t>(k), absValues.end());
+  const double q999 = absValues[k];
+  double top = *std::max_element(absValues.begin(), absValues.end());
+  if (q999 > 0) top = std::min(top, 8 * q999);
+  if (!(top > 0)) return 0;
+  const double width = top / kBins;
+  std::vector<double> hist(kBins, 0.0);
+  for (float v : absValues)
+    hist[static_cast<size_t>(std::min<double>(kBins - 1, std::floor(v / width)))] += 1;
+  // KL(P || Q) of the first `bins` bins: P the histogram with everything above folded into its
+  // last bin; Q the first `bins` bins merged into `levels` groups, each group's count spread
+  // over its nonzero bins (a bin P has and Q lacks gets a small count: smoothing).
+  auto divergence = [&](int bins) {
+    std::vector<double> p(hist.begin(), hist.begin() + bins), q(static_cast<size_t>(bins), 0.0);
+    for (int b = bins; b < kBins; ++b)
+      p[static_cast<size_t>(bins - 1)] += hist[static_cast<size_t>(b)];
+    const double merged = static_cast<double>(bins) / levels;
+    for (int j = 0; j < levels; ++j) {
+      const auto lo = static_cast<int>(std::floor(j * merged));
+      const int hi = j + 1 == levels ? bins : static_cast<int>(std::floor((j + 1) * merged));
+      double total = 0;
+      int nonzero = 0;
+      for (int b = lo; b < hi; ++b) {
+        total += hist[static_cast<size_t>(b)];
+        nonzero += hist[static_cast<size_t>(b)] > 0;
+      }
+      for (int b = lo; b < hi; ++b)
+        if (hist[static_cast<size_t>(b)] > 0) q[static_cast<size_t>(b)] = total / nonzero;
+    }
+    double sumP = 0, sumQ = 0;
+    for (int b = 0; b < bins; ++b)
+      sumP += p[static_cast<size_t>(b)], sumQ += q[static_cast<size_t>(b)];
+    double kl = 0;
+    for (int b = 0; b < bins; ++b) {
+      const double pb = p[static_cast<size_t>(b)] / sumP;
+      if (pb <= 0) continue;
+      const double qb = std::max(q[static_cast<size_t>(b)] / sumQ, 1e-12);
+      kl += pb * std::log(pb / qb);
+    }
+    return kl;
+  };
+  int best = kBins;
+  double bestKl = std::numeric_limits<double>::infinity();
+  for (int bins = std::min(levels, kBins); bins <= kBins; ++bins) {
+    const double kl = divergence(bins);
+    if (kl < bestKl) bestKl = kl, best = bins;
+  }
+  return best * width;
+}
+
 std::map<std::string, std::pair<double, double>> RangeCalibrator::ranges() const {
   std::map<std::string, std::pair<double, double>> out;
   for (const auto& [name, s] : seen_) {
     if (!std::isfinite(s.lo)) continue;
-    if (!percentile_ || s.reservoir.empty()) {
+    if (method_ == "minmax" || s.reservoir.empty()) {
       out[name] = {s.lo, s.hi};
+      continue;
+    }
+    if (method_ == "entropy") {
+      // A non-negative activation (after a ReLU) spends all 256 levels on [0, T]; else 128
+      // per sign around 0.
+      std::vector<float> magnitudes;
+      for (float x : s.reservoir) magnitudes.push_back(std::fabs(x));
+      const double t = entropyThreshold(std::move(magnitudes), s.lo >= 0 ? 256 : 128);
+      out[name] = {std::max(s.lo, -t), std::min(s.hi, t)};
       continue;
     }
     std::vector<float> v = s.reservoir;

@@ -21,7 +21,7 @@ struct QuantizeOptions {
   int weightLimit = 127;         ///< weights in [-limit, limit]: 127 (8 bits), or 64 (7 bits,
                                  ///< which AVX2's int8 kernel takes as they are)
   DType activations = DType::U8; ///< u8 (asymmetric) or i8 (symmetric around 0)
-  std::string method = "minmax"; ///< calibration: minmax, or percentile (RangeCalibrator)
+  std::string method = "minmax"; ///< calibration: minmax, percentile or entropy (RangeCalibrator)
   double percentile = 99.99;     ///< percentile: the kept share of each activation's values
   /// Dynamic quantization (transformer encoders): MatMul/Gemm activations quantized per run by
   /// DynamicQuantizeLinear (u8, the run's range), no calibration; convolutions stay float.
@@ -30,8 +30,13 @@ struct QuantizeOptions {
 
 /// The range of each calibrated activation over the samples. minmax: the smallest and largest
 /// value seen. percentile: the (100 - p)-th and p-th percentiles of its values (outliers beyond
-/// them saturate instead of widening every other value's step), from a uniform reservoir of up
-/// to 2^20 values per activation (fixed seed: the same samples give the same model).
+/// them saturate instead of widening every other value's step). entropy: the threshold T whose
+/// quantization loses the least information (TensorRT's calibration: the histogram of |x| in
+/// 2048 bins; for each candidate T, the distribution clipped at T against its quantization to
+/// the activation's levels, 256 over [0, T] for a non-negative activation, 128 per sign
+/// otherwise; the smallest KL divergence wins), the range [0, T] or [-T, T] within the observed
+/// one. Both read a uniform reservoir of up to 2^20 values per activation (fixed seed: the
+/// same samples give the same model).
 class RangeCalibrator {
 public:
   explicit RangeCalibrator(const QuantizeOptions& options);
@@ -46,11 +51,18 @@ private:
     int64_t count = 0;
     std::vector<float> reservoir;
   };
-  bool percentile_;
+  std::string method_;
   double p_;
   uint64_t state_ = 0x9e3779b97f4a7c15ull; // the reservoir's random stream (splitmix64)
   std::map<std::string, Seen> seen_;
 };
+
+/// The entropy calibration's threshold for values of which `absValues` are the magnitudes (a
+/// sample of them), quantized to `levels` steps from 0: the upper end of the histogram bin
+/// range (of 2048 bins over [0, max], or [0, 8 q] with q the 99.9th percentile when that is
+/// smaller) whose clipped distribution's KL divergence from its quantization is smallest. 0 for
+/// no values or all zeros.
+double entropyThreshold(std::vector<float> absValues, int levels);
 
 /// The activations to calibrate: ONNX tensor names of the quantized nodes' activation inputs.
 struct QuantizePlan {

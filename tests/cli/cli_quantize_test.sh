@@ -82,7 +82,24 @@ fi
 "$tunec" run "$tmp/qd.so" --input "x=$ex/x.npy" --output "$tmp/sod" >/dev/null
 "$tunec" run "$tmp/qd.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/refd" >/dev/null
 compare "$tmp/refd/y.npy" "$tmp/sod/y.npy" --max-rel-l2 1e-5
-expect 1 "--method entropy is not one of minmax, percentile" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --method entropy
+expect 1 "--method kl is not one of minmax, percentile, entropy" -- quantize "$ex/model.onnx" -o "$tmp/qp2.onnx" --random 2 --method kl
+# Entropy calibration (the clipping threshold of least KL divergence): runs, compiles to int8
+# kernels equal to the reference, and reports the accuracy against the fp32 model on the first
+# calibration samples; --accuracy-samples 0 skips that report.
+expect 0 "calibrated on 6 samples \(entropy\)" \
+  -- quantize "$ex/model.onnx" -o "$tmp/qe.onnx" --calibration "$tmp/calib" --method entropy --weight-bits 7
+expect 0 "against the fp32 model on 4 calibration samples \(reference executor\):" \
+  -- quantize "$ex/model.onnx" -o "$tmp/qe.onnx" --calibration "$tmp/calib" --method entropy --weight-bits 7
+expect 0 "  y +relative L2 [0-9.e+-]+, max abs [0-9.e+-]+, top-1 agreement 100.0% \(4 rows\)" \
+  -- quantize "$ex/model.onnx" -o "$tmp/qe.onnx" --calibration "$tmp/calib" --method entropy --weight-bits 7
+if "$tunec" quantize "$ex/model.onnx" -o "$tmp/qe0.onnx" --calibration "$tmp/calib" --accuracy-samples 0 2>/dev/null | grep -q "against the fp32 model"; then
+  echo "FAIL: --accuracy-samples 0 still checks"; failures=$((failures + 1))
+fi
+checks=$((checks + 1))
+expect 0 ": 4 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/qe.onnx" -o "$tmp/qe.so"
+"$tunec" run "$tmp/qe.so" --input "x=$ex/x.npy" --output "$tmp/soe" >/dev/null
+"$tunec" run "$tmp/qe.onnx" --input "x=$ex/x.npy" --reference --output "$tmp/refe" >/dev/null
+compare "$tmp/refe/y.npy" "$tmp/soe/y.npy" --max-rel-l2 1e-5
 compare "$ex/expected_y.npy" "$tmp/so/y.npy" --max-rel-l2 0.05
 expect 0 "y +relative L2 [0-9.e+-]+, max abs [0-9.e+-]+, top-1 agreement [0-9.]+% \(5 rows\)" \
   -- accuracy "$tmp/q.onnx" --against "$ex/model.onnx" --random 5

@@ -1,6 +1,6 @@
 // The calibration of `tunec quantize`: minmax keeps the observed range, percentile the range of
-// the middle p% of the values (outliers saturate), over every sample, leaving out non-finite
-// values, the same for the same samples.
+// the middle p% of the values (outliers saturate), entropy the threshold of least information
+// lost, over every sample, leaving out non-finite values, the same for the same samples.
 #include "frontend/onnx_quantize.h"
 
 #include <cmath>
@@ -53,6 +53,61 @@ TEST(RangeCalibrator, PercentileLeavesOutTheOutliersDeterministically) {
   RangeCalibrator minmax{QuantizeOptions{}};
   for (const Tensor& t : samples) minmax.observe("x", t);
   EXPECT_EQ(minmax.ranges().at("x"), std::make_pair(-500.0, 1000.0));
+}
+
+// The entropy threshold on distributions whose answer is known: one magnitude only (any lower
+// threshold puts all of it in a bin its quantization lacks: the threshold is the magnitude);
+// uniform values (clipping only loses: at or near the largest); a normal distribution with far
+// outliers (they would stretch every step: clipped near the bulk's tail); nothing.
+TEST(EntropyThreshold, KnownDistributions) {
+  EXPECT_FLOAT_EQ(entropyThreshold(std::vector<float>(1000, 3.f), 256), 3.f);
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> uniform(0.f, 1.f);
+  std::vector<float> u(100000);
+  for (float& x : u) x = uniform(rng);
+  EXPECT_GT(entropyThreshold(u, 256), 0.95);
+  EXPECT_LE(entropyThreshold(u, 256), 1.0);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> g(200000);
+  for (float& x : g) x = std::fabs(normal(rng));
+  g[0] = 1000.f, g[1] = 700.f;
+  const double t = entropyThreshold(g, 128);
+  EXPECT_GT(t, 2.0);
+  EXPECT_LT(t, 10.0) << "the outliers saturate";
+  EXPECT_EQ(entropyThreshold({}, 128), 0.0);
+  EXPECT_EQ(entropyThreshold(std::vector<float>(10, 0.f), 128), 0.0);
+}
+
+// Entropy calibration of a ReLU's output (non-negative: [0, T] over 256 levels) and of a signed
+// activation ([-T, T]), both with outliers: ranges far inside the observed ones, the same for
+// the same samples.
+TEST(RangeCalibrator, EntropyClipsTheOutliersOfOneSidedAndSignedActivations) {
+  QuantizeOptions options;
+  options.method = "entropy";
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<Tensor> relu, signedValues;
+  for (int s = 0; s < 4; ++s) {
+    std::vector<float> r(100000), v(100000);
+    for (size_t i = 0; i < r.size(); ++i) r[i] = std::max(0.f, normal(rng)), v[i] = normal(rng);
+    r[0] = 300.f, v[0] = 400.f, v[1] = -350.f;
+    relu.push_back(values(r));
+    signedValues.push_back(values(v));
+  }
+  auto run = [&] {
+    RangeCalibrator c(options);
+    for (int s = 0; s < 4; ++s) c.observe("relu", relu[static_cast<size_t>(s)]);
+    for (int s = 0; s < 4; ++s) c.observe("signed", signedValues[static_cast<size_t>(s)]);
+    return c.ranges();
+  };
+  auto r = run();
+  EXPECT_EQ(r.at("relu").first, 0.0);
+  EXPECT_GT(r.at("relu").second, 2.0);
+  EXPECT_LT(r.at("relu").second, 10.0);
+  EXPECT_EQ(r.at("signed").first, -r.at("signed").second);
+  EXPECT_GT(r.at("signed").second, 2.0);
+  EXPECT_LT(r.at("signed").second, 10.0);
+  EXPECT_EQ(run(), r);
 }
 
 } // namespace
