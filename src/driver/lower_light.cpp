@@ -716,7 +716,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
                    n.kind == OpKind::Transpose || n.kind == OpKind::Expand ||
                    n.kind == OpKind::Slice || n.kind == OpKind::Split || n.kind == OpKind::Concat ||
                    n.kind == OpKind::Gather;
-  // A max pool of quantized integers (pool-quantized-values) runs on its u8 or s8 values.
+  // A max pool of quantized integers (move-quantized-values) runs on its u8 or s8 values.
   const bool integerMax = (n.kind == OpKind::MaxPool || n.kind == OpKind::GlobalMaxPool) &&
                           (x.type.dtype == DType::U8 || x.type.dtype == DType::I8) &&
                           n.outputs.size() == 1 && g.value(n.outputs[0]).type.dtype == x.type.dtype;

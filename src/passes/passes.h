@@ -29,9 +29,10 @@ Expected<Graph> foldChannelAffine(const Graph& graph);
 /// gathered by associativity, transposes composed, reshape chains collapsed (simplify_algebra.cpp).
 Expected<Graph> simplifyAlgebra(const Graph& graph);
 
-/// QuantizeLinear(MaxPool(DequantizeLinear(q, s, z)), s, z) with the same per-tensor parameters
-/// as MaxPool(q), pooling the integers (pool_quantized_values.cpp).
-Expected<Graph> poolQuantizedValues(const Graph& graph);
+/// QuantizeLinear(op(DequantizeLinear(q, s, z), ...), s, z) with the same per-tensor parameters
+/// as op(q, ...) for a max pool or a data movement (Reshape, Flatten, Transpose, Slice, Concat,
+/// ...): the integers pooled and moved (move_quantized_values.cpp).
+Expected<Graph> moveQuantizedValues(const Graph& graph);
 
 /// Rewrites DequantizeLinear(QuantizeLinear(x, s, z), s, z) with per-tensor parameters as the
 /// f32 arithmetic s * clip(round(x / s), lo - z, hi - z) (lower_quantize_round_trips.cpp).

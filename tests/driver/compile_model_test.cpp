@@ -1076,47 +1076,89 @@ TEST(CompileModel, AnRgbConvolutionRunsInInt8WithItsChannelsRoundedUp) {
   }
 }
 
+// `g` lowered as the pipeline does (lower-quantized-layers; move-quantized-values when `moved`;
+// lower-quantize-round-trips), compiled and run on random input of `inShape` from `seed`: its
+// output of `yShape`, the compile report, and the input and the lowered graph's reference
+// output.
+struct MovedRun {
+  QuantizedRun run;
+  Tensor exact;
+};
+Expected<MovedRun> runMovedOrNot(const Graph& g, bool moved, const Shape& inShape,
+                                 const Shape& yShape, unsigned seed) {
+  TUNEC_ASSIGN_OR_RETURN(Graph lowered, passes::lowerQuantizedLayers(g));
+  if (moved) {
+    TUNEC_ASSIGN_OR_RETURN(lowered, passes::moveQuantizedValues(lowered));
+  }
+  TUNEC_ASSIGN_OR_RETURN(lowered, passes::lowerQuantizeRoundTrips(lowered));
+  std::mt19937 rng(seed);
+  TUNEC_ASSIGN_OR_RETURN(QuantizedRun run,
+                         runOnRandomInput(lowered, inShape, yShape, Shape{}, false, rng));
+  TUNEC_ASSIGN_OR_RETURN(auto exact, runReference(lowered, {run.in}));
+  return MovedRun{std::move(run), exact[0]};
+}
+
 // A QDQ model's stem: an int8 conv, its output quantized, dequantized, max-pooled, quantized
-// again with the same parameters, then the next int8 conv. After pool-quantized-values the pool
+// again with the same parameters, then the next int8 conv. After move-quantized-values the pool
 // runs on the u8 values (a loop step of u8 tensors), the first conv writes them through its
 // requantizing epilogue, and the result equals the same graph without that pass (the f32 pool
 // of the dequantized values) bit for bit, each its lowered graph on the reference executor,
 // and the raw QDQ graph within 1e-2 (its f32-rounded dequantized operands round differently
 // at near-ties).
 TEST(CompileModel, MaxPoolBetweenInt8LayersPoolsTheU8Values) {
-  auto build = [] {
-    Graph g;
-    std::mt19937 rng(53);
-    ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 15, 13}, {}});
-    ValueId h = quantizedConv(g, x, 16, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01,
-                              100, true, rng, "c1");
-    h = addNamed(g, "pool", OpKind::MaxPool, PoolAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
-                 {fakeQuantized(g, h, 0.02, 5, "pool")});
-    g.addOutput(quantizedConv(g, h, 8, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 5,
-                              false, rng, "c2"));
-    return g;
-  };
+  Graph g;
+  std::mt19937 rng(53);
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 15, 13}, {}});
+  ValueId h = quantizedConv(g, x, 16, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01, 100,
+                            true, rng, "c1");
+  h = addNamed(g, "pool", OpKind::MaxPool, PoolAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+               {fakeQuantized(g, h, 0.02, 5, "pool")});
+  g.addOutput(quantizedConv(g, h, 8, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 5,
+                            false, rng, "c2"));
   std::vector<Tensor> results;
   for (bool pooled : {false, true}) {
-    Graph g = build();
-    auto lowered = passes::lowerQuantizedLayers(g);
-    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-    if (pooled) lowered = passes::poolQuantizedValues(*lowered);
-    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-    lowered = passes::lowerQuantizeRoundTrips(*lowered);
-    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-    std::mt19937 rng(59);
-    auto run =
-        runOnRandomInput(*lowered, Shape{1, 8, 15, 13}, Shape{1, 8, 8, 7}, Shape{}, false, rng);
-    ASSERT_TRUE(run.isOk()) << run.error().message();
-    const auto& [in, y, compiled] = *run;
+    auto r = runMovedOrNot(g, pooled, Shape{1, 8, 15, 13}, Shape{1, 8, 8, 7}, 59);
+    ASSERT_TRUE(r.isOk()) << r.error().message();
+    const auto& [in, y, compiled] = r->run;
     EXPECT_EQ(compiled.stats.int8Kernels, 2);
     EXPECT_EQ(compiled.kernels[0].label.find("+quantize") != std::string::npos, pooled)
         << compiled.kernels[0].label;
-    auto exact = runReference(*lowered, {in}), qdq = runReference(g, {in});
-    ASSERT_TRUE(exact.isOk() && qdq.isOk());
-    EXPECT_LT(relativeL2(y, (*exact)[0]), 1e-6);
+    auto qdq = runReference(g, {in});
+    ASSERT_TRUE(qdq.isOk()) << qdq.error().message();
+    EXPECT_LT(relativeL2(y, r->exact), 1e-6);
     EXPECT_LT(relativeL2(y, (*qdq)[0]), 1e-2);
+    results.push_back(y);
+  }
+  for (int64_t i = 0; i < results[0].numel(); ++i)
+    ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
+}
+
+// Two int8 convolutions of one input concatenated (a QDQ model's Concat: both inputs and the
+// output quantized alike) for the next int8 layer: after move-quantized-values the Concat moves
+// u8 values, both convolutions requantize, and the result equals the same graph without that
+// pass bit for bit, and its lowered graph on the reference executor.
+TEST(CompileModel, ConcatBetweenInt8LayersMovesTheU8Values) {
+  Graph g;
+  std::mt19937 rng(61);
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 9, 10}, {}});
+  ConvAttrs conv3{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  ValueId a = quantizedConv(g, x, 8, conv3, 0.01, 100, true, rng, "a");
+  ValueId b = quantizedConv(g, x, 16, conv3, 0.01, 100, true, rng, "b");
+  ValueId c =
+      addNamed(g, "cat", OpKind::Concat, AxisAttrs{1},
+               {fakeQuantized(g, a, 0.02, 5, "a.out"), fakeQuantized(g, b, 0.02, 5, "b.out")});
+  g.addOutput(quantizedConv(g, c, 8, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 5,
+                            false, rng, "c"));
+  std::vector<Tensor> results;
+  for (bool moved : {false, true}) {
+    auto r = runMovedOrNot(g, moved, Shape{1, 8, 9, 10}, Shape{1, 8, 9, 10}, 67);
+    ASSERT_TRUE(r.isOk()) << r.error().message();
+    const auto& [in, y, compiled] = r->run;
+    EXPECT_EQ(compiled.stats.int8Kernels, 3);
+    for (size_t k : {0u, 1u})
+      EXPECT_EQ(compiled.kernels[k].label.find("+quantize") != std::string::npos, moved)
+          << compiled.kernels[k].label;
+    EXPECT_LT(relativeL2(y, r->exact), 1e-6);
     results.push_back(y);
   }
   for (int64_t i = 0; i < results[0].numel(); ++i)

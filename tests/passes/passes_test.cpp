@@ -283,7 +283,7 @@ TEST(Passes, MaxPoolOfQuantizedValuesPoolsTheIntegers) {
     return k;
   };
   Graph g = build(0.013, false);
-  auto out = passes::poolQuantizedValues(g);
+  auto out = passes::moveQuantizedValues(g);
   ASSERT_TRUE(out.isOk()) << out.error().message();
   const std::vector<OpKind> want = {OpKind::QuantizeLinear, OpKind::MaxPool,
                                     OpKind::DequantizeLinear};
@@ -295,10 +295,58 @@ TEST(Passes, MaxPoolOfQuantizedValuesPoolsTheIntegers) {
   }
   expectEquivalent(g, *out, 0.0);
   for (Graph kept : {build(0.02, false), build(0.013, true)}) {
-    auto same = passes::poolQuantizedValues(kept);
+    auto same = passes::moveQuantizedValues(kept);
     ASSERT_TRUE(same.isOk()) << same.error().message();
     EXPECT_EQ(kinds(*same), kinds(kept));
   }
+}
+
+// Data movement of quantized values moves the integers: a Concat of two dequantized tensors
+// with the output's parameters, then a Transpose and a Flatten, each quantized back with the
+// same parameters, become a Concat, Transpose and Flatten of u8 values (the same values,
+// exactly); a Concat whose inputs differ in scale keeps the float one.
+TEST(Passes, DataMovementOfQuantizedValuesMovesTheIntegers) {
+  auto build = [](double otherScale) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{1, 4, 5, 6}, {}});
+    ValueId y = g.addInput("y", {DType::F32, Shape{1, 3, 5, 6}, {}});
+    Tensor sa(DType::F32, Shape{}), sb(DType::F32, Shape{}), za(DType::U8, Shape{});
+    sa.setDouble(0, 0.02), sb.setDouble(0, otherScale), za.setInt(0, 9);
+    ValueId s = g.addConstant("s", sa), s2 = g.addConstant("s2", sb), z = g.addConstant("z", za);
+    auto fake = [&](ValueId v, ValueId scale, const std::string& name) {
+      ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {v, scale, z}, name + ".q");
+      return add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {q, scale, z}, name + ".dq");
+    };
+    ValueId c = add(g, OpKind::Concat, AxisAttrs{1}, {fake(x, s, "a"), fake(y, s2, "b")}, "cat");
+    ValueId t = add(g, OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {fake(c, s, "c")}, "t");
+    ValueId f = add(g, OpKind::Flatten, AxisAttrs{1}, {fake(t, s, "tt")}, "flat");
+    g.addOutput(fake(f, s, "out"));
+    return g;
+  };
+  auto count = [](const Graph& g, OpKind kind) {
+    return std::count_if(g.nodes().begin(), g.nodes().end(),
+                         [&](const Node& n) { return n.kind == kind; });
+  };
+  Graph g = build(0.02);
+  auto out = passes::moveQuantizedValues(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  for (const Node& n : out->nodes()) {
+    if (n.kind == OpKind::Concat || n.kind == OpKind::Transpose || n.kind == OpKind::Flatten) {
+      EXPECT_EQ(out->value(n.outputs[0]).type.dtype, DType::U8) << n.name;
+    }
+  }
+  EXPECT_EQ(count(*out, OpKind::QuantizeLinear), 2);   // the two inputs' own
+  EXPECT_EQ(count(*out, OpKind::DequantizeLinear), 1); // the model output's
+  expectEquivalent(g, *out, 0.0);
+  Graph mixed = build(0.03);
+  auto kept = passes::moveQuantizedValues(mixed);
+  ASSERT_TRUE(kept.isOk()) << kept.error().message();
+  for (const Node& n : kept->nodes()) {
+    if (n.kind == OpKind::Concat) {
+      EXPECT_EQ(kept->value(n.outputs[0]).type.dtype, DType::F32);
+    }
+  }
+  expectEquivalent(mixed, *kept, 0.0);
 }
 
 // A DequantizeLinear of a computed u8 value moves right after its producer (before the nodes

@@ -1,0 +1,98 @@
+// Quantized values pooled and moved in their integers: QuantizeLinear(op(DequantizeLinear(q, s,
+// z), ...), s, z), with the same per-tensor scale and zero point on every data input and the
+// output, is op(q, ...) on the u8 (or s8) values, for an op that only selects, moves or
+// maxes values: MaxPool, GlobalMaxPool, Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
+// Slice, Concat (how a QDQ model pools and reshapes between two quantized layers: ResNet-50's
+// stem, a classifier's Flatten). Dequantizing is monotone (s > 0) and elementwise, so the op of
+// the dequantized values is the dequantized op of the integers; quantizing it back with the same
+// parameters returns the integers: (m - z) s / s is within 255 * 2^-22 of m - z, far from a
+// rounding boundary. The op reads a quarter of the bytes, and the layer before it writes its u8
+// output through a requantizing epilogue instead of a dequantized f32 one.
+#include "passes/passes.h"
+#include "passes/rewriter.h"
+
+#include <cmath>
+
+namespace tunec::passes {
+
+namespace {
+
+// A per-tensor parameter: a scalar constant.
+const Tensor* scalar(const Graph& g, ValueId v) {
+  if (v == kNoValue || !g.value(v).constant || g.value(v).type.shape.numel() != 1) return nullptr;
+  return &*g.value(v).constant;
+}
+
+// Whether dequantize `dq` and quantize `q` have the same scale (a positive normal number) and
+// zero point, and q's integers are dq's type.
+bool sameQuantization(const Graph& g, const Node& dq, const Node& q) {
+  if (dq.kind != OpKind::DequantizeLinear || dq.inputs.size() < 3 || q.inputs.size() < 3)
+    return false;
+  const Tensor *ds = scalar(g, dq.inputs[1]), *dz = scalar(g, dq.inputs[2]);
+  const Tensor *qs = scalar(g, q.inputs[1]), *qz = scalar(g, q.inputs[2]);
+  if (!ds || !dz || !qs || !qz) return false;
+  const double s = ds->getDouble(0);
+  return s == qs->getDouble(0) && std::isnormal(s) && s > 0 && s < 1e30 &&
+         dz->getInt(0) == qz->getInt(0) &&
+         g.value(dq.inputs[0]).type.dtype == g.value(q.outputs[0]).type.dtype;
+}
+
+// How many leading inputs of `n` are data (the rest: shapes, axes, starts), or 0 when the op
+// does not only select, move or max its values.
+size_t dataInputs(const Node& n) {
+  switch (n.kind) {
+  case OpKind::MaxPool:
+  case OpKind::GlobalMaxPool:
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
+  case OpKind::Transpose:
+  case OpKind::Slice:
+    return n.outputs.size() == 1 ? 1 : 0; // a MaxPool's indices output: not values
+  case OpKind::Concat:
+    return n.inputs.size();
+  default:
+    return 0;
+  }
+}
+
+} // namespace
+
+Expected<Graph> moveQuantizedValues(const Graph& graph) {
+  const std::vector<std::vector<NodeId>> readers = readersOf(graph);
+  const std::vector<int> uses = useCounts(graph);
+  GraphRewriter rw(graph);
+  std::vector<bool> skip(graph.nodes().size(), false);
+  for (const Node& node : graph.nodes()) {
+    const auto id = static_cast<size_t>(&node - graph.nodes().data());
+    if (skip[id]) continue;
+    const size_t data = dataInputs(node);
+    const ValueId out = node.outputs.empty() ? kNoValue : node.outputs[0];
+    // The output read once, by a QuantizeLinear undoing every data input's dequantization.
+    const std::vector<NodeId>* users = data ? &readers[static_cast<size_t>(out)] : nullptr;
+    bool match = users && uses[static_cast<size_t>(out)] == 1 && users->size() == 1 &&
+                 graph.node((*users)[0]).kind == OpKind::QuantizeLinear;
+    for (size_t i = 0; match && i < data; ++i) {
+      const NodeId producer = graph.value(node.inputs[i]).producer;
+      match =
+          producer >= 0 && sameQuantization(graph, graph.node(producer), graph.node((*users)[0]));
+    }
+    if (!match) {
+      TUNEC_TRY(rw.copy(node));
+      continue;
+    }
+    const Node& quantize = graph.node((*users)[0]);
+    std::vector<ValueId> inputs;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      inputs.push_back(rw.map(i < data ? graph.node(graph.value(node.inputs[i]).producer).inputs[0]
+                                       : node.inputs[i]));
+    TUNEC_ASSIGN_OR_RETURN(auto moved, rw.add(node.name, node.kind, node.attrs, inputs,
+                                              {graph.value(quantize.outputs[0]).name}));
+    rw.replace(quantize.outputs[0], moved[0]);
+    skip[static_cast<size_t>((*users)[0])] = true; // the quantization it replaces
+  }
+  return rw.finish();
+}
+
+} // namespace tunec::passes
