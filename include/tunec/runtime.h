@@ -57,6 +57,9 @@ int tunec_model_step_cost(const tunec_model* model, int32_t step, double* flops,
 /* Of a step's operations (tunec_model_step_cost), those of bf16 kernels (--precision bf16),
  * whose roof is the bf16 dot-product peak; 0 in an fp32 model. Non-zero if out of range. */
 int tunec_model_step_bf16_flops(const tunec_model* model, int32_t step, double* flops);
+/* Of a step's operations, those of int8 kernels (u8 x s8), whose roof is the int8 dot-product
+ * peak; 0 in a model without them. Non-zero if out of range. */
+int tunec_model_step_int8_ops(const tunec_model* model, int32_t step, double* ops);
 /* The instruction set the model's kernels were compiled for ("avx2", "avx512", ...). */
 const char* tunec_model_isa(const tunec_model* model);
 

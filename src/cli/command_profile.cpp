@@ -25,7 +25,9 @@ const CommandSpec kProfileSpec{
     "tunec profile model.so|MODEL.onnx [--threads T] [--runs N] [--html FILE] [--json]",
     "Times every step of the model (the median of --runs profiled runs on random inputs) and\n"
     "places it against this machine's roofs, measured once at the start: the fp32 FMA peak of\n"
-    "the model's ISA for generated kernels (half of it for loop kernels), and the bandwidths\n"
+    "the model's ISA for generated kernels (half of it for loop kernels; for bf16 and int8\n"
+    "kernels the peak of their dot product: vdpbf16ps or tdpbf16ps, vpdpbusd, vpmaddubsw or\n"
+    "tdpbusd, int8 in GOP/s), and the bandwidths\n"
     "of a STREAM-like triad from memory and from the last-level cache (the roof of a step\n"
     "whose operands fit it), all for T threads. Per step: time, GFLOP/s, GB/s, the\n"
     "percentage of each roof and the bound it is closest to; for the model, the steps' sum\n"
@@ -92,6 +94,16 @@ int commandProfile(const std::vector<std::string>& argv) {
     if (!dot) return fail(path + ": " + dot.error().message());
     roofs.bf16Gflops = *dot * cores;
     roofs.bf16Instruction = amx ? "tdpbf16ps" : "vdpbf16ps";
+  }
+  bool int8 = std::any_of(session->steps.begin(), session->steps.end(),
+                          [](const StepInfo& s) { return s.int8Ops > 0; });
+  if (int8) { // the roof of the int8 kernels: tdpbusd with AMX, vpdpbusd with VNNI, else AVX2's
+    const bool amx = session->isa.find("amx") != std::string::npos;
+    const Isa vector = thisMachine().avx512vnni && *isa != Isa::Avx2 ? Isa::Avx512 : Isa::Avx2;
+    auto dot = amx ? measureAmxPeak(**jit, true) : measureInt8DotPeak(**jit, vector);
+    if (!dot) return fail(path + ": " + dot.error().message());
+    roofs.int8Gops = *dot * cores;
+    roofs.int8Instruction = amx ? "tdpbusd" : vector == Isa::Avx512 ? "vpdpbusd" : "vpmaddubsw";
   }
   roofs.bandwidthGBs = measureBandwidth(threads, thisMachine().l3 * 4);
   roofs.cacheBytes = thisMachine().l3;

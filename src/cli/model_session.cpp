@@ -55,7 +55,8 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
     step.label = tunec_model_step_label(raw, i);
     int32_t generated = 0;
     if (tunec_model_step_cost(raw, i, &step.flops, &step.bytes, &generated) != 0 ||
-        tunec_model_step_bf16_flops(raw, i, &step.bf16Flops) != 0)
+        tunec_model_step_bf16_flops(raw, i, &step.bf16Flops) != 0 ||
+        tunec_model_step_int8_ops(raw, i, &step.int8Ops) != 0)
       return Error(tunec_last_error());
     step.generated = generated != 0;
     s.steps.push_back(std::move(step));
@@ -199,8 +200,8 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
   std::shared_ptr<rt::ModelExecutor> shared(std::move(executor));
   s.run = [shared](const void* const* in, void* const* out) { return shared->run(in, out); };
   for (const rt::Step& step : shared->plan().steps)
-    s.steps.push_back(
-        {step.label, step.kind == rt::StepKind::Kernel, step.flops, step.bytes, step.bf16Flops});
+    s.steps.push_back({step.label, step.kind == rt::StepKind::Kernel, step.flops, step.bytes,
+                       step.bf16Flops, step.int8Ops});
   s.isa = shared->plan().isa;
   s.runProfiled = [shared](const void* const* in, void* const* out, std::vector<double>& seconds) {
     std::vector<double> run;

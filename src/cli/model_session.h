@@ -23,6 +23,7 @@ struct StepInfo {
   double flops = 0;
   int64_t bytes = 0;
   double bf16Flops = 0; ///< of flops, those of bf16 kernels (their roof: the vdpbf16ps peak)
+  double int8Ops = 0;   ///< of flops, those of int8 kernels (their roof: the int8 dot's peak)
 };
 
 struct ModelSession {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 
 namespace tunec::cli {
 
@@ -19,11 +20,14 @@ Profile boundSteps(const std::vector<StepInfo>& steps, const std::vector<double>
     b.step = steps[i];
     b.seconds = medianSeconds[i];
     double peak = (b.step.generated ? roofs.kernelGflops : roofs.loopGflops) * 1e9;
-    // A step with bf16 kernels: its roof time is their operations at the bf16 peak plus
+    // A step with bf16 or int8 kernels: its roof time is their operations at their peak plus
     // the rest at the FMA peak, and its peak the rate that time gives.
-    if (b.step.bf16Flops > 0 && roofs.bf16Gflops > 0 && peak > 0)
-      peak = b.step.flops / (b.step.bf16Flops / (roofs.bf16Gflops * 1e9) +
-                             (b.step.flops - b.step.bf16Flops) / peak);
+    const double bf16 = roofs.bf16Gflops > 0 ? b.step.bf16Flops : 0,
+                 int8 = roofs.int8Gops > 0 ? b.step.int8Ops : 0;
+    if (bf16 + int8 > 0 && peak > 0)
+      peak = b.step.flops /
+             ((bf16 > 0 ? bf16 / (roofs.bf16Gflops * 1e9) : 0) +
+              (int8 > 0 ? int8 / (roofs.int8Gops * 1e9) : 0) + (b.step.flops - bf16 - int8) / peak);
     bool inCache = roofs.cacheGBs > 0 && b.step.bytes <= roofs.cacheBytes;
     double bandwidth = (inCache ? roofs.cacheGBs : roofs.bandwidthGBs) * 1e9;
     if (b.seconds > 0) {
@@ -90,6 +94,11 @@ std::string roofsLine(const Roofs& r) {
                   r.bf16Instruction);
     line += buf;
   }
+  if (r.int8Gops > 0) {
+    std::snprintf(buf, sizeof(buf), "; int8 kernels %.1f GOP/s (%s peak, measured)", r.int8Gops,
+                  r.int8Instruction);
+    line += buf;
+  }
   return line;
 }
 
@@ -148,6 +157,7 @@ nlohmann::json profileJson(const Profile& p, const std::string& model) {
           {"kernel_peak_gflops", p.roofs.kernelGflops},
           {"loop_peak_gflops", p.roofs.loopGflops},
           {"bf16_peak_gflops", p.roofs.bf16Gflops},
+          {"int8_peak_gops", p.roofs.int8Gops},
           {"bandwidth_gbs", p.roofs.bandwidthGBs},
           {"cache_gbs", p.roofs.cacheGBs},
           {"cache_bytes", p.roofs.cacheBytes},
@@ -169,7 +179,7 @@ std::string profileHtml(const Profile& p, const std::string& model) {
   // The roofline: operational intensity (FLOP/byte) against GFLOP/s, both log scales. Steps that
   // compute nothing (copies, reorders) have no intensity: they are in the table only.
   double x0 = 1.0 / 64, x1 = 256, y0 = 0.01, y1 = 1;
-  double peak = std::max({p.roofs.kernelGflops, p.roofs.bf16Gflops, 1e-3});
+  double peak = std::max({p.roofs.kernelGflops, p.roofs.bf16Gflops, p.roofs.int8Gops, 1e-3});
   while (y1 < peak * 1.5) y1 *= 10;
   for (const StepBound& b : p.steps)
     if (b.step.flops > 0 && b.step.bytes > 0) {
@@ -207,11 +217,15 @@ std::string profileHtml(const Profile& p, const std::string& model) {
       << "\" text-anchor=\"end\">generated kernels (fp32 FMA peak)</text>\n<text x=\""
       << chart.px(x1) - 4 << "\" y=\"" << chart.py(p.roofs.loopGflops) + 14
       << "\" text-anchor=\"end\">loop kernels</text>\n";
-  if (p.roofs.bf16Gflops > 0) { // a model with bf16 kernels: their roof above the FMA one
-    roof(p.roofs.bf16Gflops, p.roofs.cacheGBs, "#8e44ad", "");
-    roof(p.roofs.bf16Gflops, p.roofs.bandwidthGBs, "#8e44ad", "");
-    svg << "<text x=\"" << chart.px(x1) - 4 << "\" y=\"" << chart.py(p.roofs.bf16Gflops) - 5
-        << "\" text-anchor=\"end\">bf16 kernels (vdpbf16ps peak)</text>\n";
+  // A model with bf16 or int8 kernels: their roofs above the FMA one.
+  for (auto [top, instruction, kind] :
+       {std::tuple{p.roofs.bf16Gflops, p.roofs.bf16Instruction, "bf16"},
+        std::tuple{p.roofs.int8Gops, p.roofs.int8Instruction, "int8"}}) {
+    if (!(top > 0)) continue;
+    roof(top, p.roofs.cacheGBs, "#8e44ad", "");
+    roof(top, p.roofs.bandwidthGBs, "#8e44ad", "");
+    svg << "<text x=\"" << chart.px(x1) - 4 << "\" y=\"" << chart.py(top) - 5
+        << "\" text-anchor=\"end\">" << kind << " kernels (" << instruction << " peak)</text>\n";
   }
   int plotted = 0;
   for (size_t i = 0; i < p.steps.size(); ++i) {

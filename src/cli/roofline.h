@@ -23,6 +23,10 @@ struct Roofs {
   /// model has none.
   double bf16Gflops = 0;
   const char* bf16Instruction = "vdpbf16ps"; ///< what the bf16 roof measured (tdpbf16ps on AMX)
+  /// int8 kernels: the measured peak of their dot product times the threads, in GOP/s; 0 when
+  /// the model has none.
+  double int8Gops = 0;
+  const char* int8Instruction = "vpdpbusd"; ///< what it measured (vpmaddubsw, tdpbusd)
   double bandwidthGBs = 0; ///< the triad probe over 4x the last-level cache (memory)
   /// The triad over half the last-level cache: the roof of a step whose operands fit in it
   /// (they were just written by the step before, or are small weights read every run).

@@ -226,6 +226,7 @@ bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::strin
   for (const HeavyKernel& hk : parts) {
     step.flops += workloadFlops(hk.workload);
     if (isBf16Gemm(workloadTypes(hk.workload))) step.bf16Flops += workloadFlops(hk.workload);
+    if (isInt8Gemm(workloadTypes(hk.workload))) step.int8Ops += workloadFlops(hk.workload);
   }
   l.addStep(std::move(step),
             {in, weights, bias, e.addend, values, e.normParams, channelScale, scales}, {out});

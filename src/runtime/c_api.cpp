@@ -48,6 +48,18 @@ bool hostHas(const std::string& planIsa) {
   return false;
 }
 
+// A step's operation count `field` for the profiling entry point `entry`.
+int stepOperations(const tunec_model* model, int32_t step, double* out, const char* entry,
+                   double tunec::rt::Step::*field) {
+  if (!model || !out) return fail(std::string(entry) + ": null argument");
+  const auto& steps = model->executor->plan().steps;
+  if (step < 0 || step >= static_cast<int32_t>(steps.size()))
+    return fail(std::string(entry) + ": step " + std::to_string(step) + " out of range (" +
+                std::to_string(steps.size()) + " steps)");
+  *out = steps[static_cast<size_t>(step)].*field;
+  return 0;
+}
+
 } // namespace
 
 extern "C" {
@@ -161,13 +173,12 @@ int tunec_model_step_cost(const tunec_model* model, int32_t step, double* flops,
 }
 
 int tunec_model_step_bf16_flops(const tunec_model* model, int32_t step, double* flops) {
-  if (!model || !flops) return fail("tunec_model_step_bf16_flops: null argument");
-  const auto& steps = model->executor->plan().steps;
-  if (step < 0 || step >= static_cast<int32_t>(steps.size()))
-    return fail("tunec_model_step_bf16_flops: step " + std::to_string(step) + " out of range (" +
-                std::to_string(steps.size()) + " steps)");
-  *flops = steps[static_cast<size_t>(step)].bf16Flops;
-  return 0;
+  return stepOperations(model, step, flops, "tunec_model_step_bf16_flops",
+                        &tunec::rt::Step::bf16Flops);
+}
+
+int tunec_model_step_int8_ops(const tunec_model* model, int32_t step, double* ops) {
+  return stepOperations(model, step, ops, "tunec_model_step_int8_ops", &tunec::rt::Step::int8Ops);
 }
 
 const char* tunec_model_isa(const tunec_model* model) {

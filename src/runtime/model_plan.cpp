@@ -73,6 +73,7 @@ nlohmann::json stepToJson(const Step& s) {
                       {"flops", s.flops},
                       {"bytes", s.bytes}};
   if (s.bf16Flops > 0) j["bf16_flops"] = s.bf16Flops; // absent: an fp32 step, as before
+  if (s.int8Ops != 0) j["int8_ops"] = s.int8Ops;      // absent: no int8 kernels
   return j;
 }
 
@@ -157,10 +158,11 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       step.flops = s.value("flops", 0.0);
       step.bytes = (s.contains("bytes") ? integer<int64_t>(s.at("bytes")) : 0);
       step.bf16Flops = s.value("bf16_flops", 0.0);
-      if (!(step.flops >= 0) || step.bytes < 0 || !(step.bf16Flops >= 0) ||
-          step.bf16Flops > step.flops)
+      step.int8Ops = s.value("int8_ops", 0.0);
+      if (!(step.flops >= 0) || step.bytes < 0 || !(step.bf16Flops >= 0) || !(step.int8Ops >= 0) ||
+          step.bf16Flops + step.int8Ops > step.flops)
         return makeError("corrupt model plan: step '", step.label,
-                         "' has a negative cost, or more bf16 operations than operations");
+                         "' has a negative cost, or more bf16 and int8 operations than operations");
       plan.steps.push_back(std::move(step));
     }
     if (j.contains("inputs"))

@@ -58,6 +58,9 @@ struct Step {
   int64_t bytes = 0;
   /// Of `flops`, those of bf16 kernels (vdpbf16ps), whose roof is that instruction's peak.
   double bf16Flops = 0;
+  /// Of `flops`, the operations of int8 kernels (u8 x s8 multiply-adds, 2 per product), whose
+  /// roof is the int8 dot product's peak (vpdpbusd, vpmaddubsw or tdpbusd).
+  double int8Ops = 0;
 };
 
 /// Reads a step's ints in order; decoders check the total length first, so reads stay in

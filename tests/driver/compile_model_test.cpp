@@ -780,15 +780,18 @@ TEST(CompileModel, CorruptPlansAreRejectedBeforeRunning) {
   EXPECT_NE(parsed.error().message().find("bad magic"), std::string::npos);
   parsed = rt::parseModel(blob.data(), 20);
   EXPECT_FALSE(parsed.isOk());
-  // More bf16 operations than operations: a corrupt cost.
+  // More bf16 operations than operations, or bf16 and int8 together: a corrupt cost.
   plan.steps[0].tensors = {0, 0};
-  plan.steps[0].flops = 10, plan.steps[0].bf16Flops = 20;
-  blob = rt::serializeModel(plan, {});
-  parsed = rt::parseModel(blob.data(), static_cast<int64_t>(blob.size()));
-  ASSERT_FALSE(parsed.isOk());
-  EXPECT_NE(parsed.error().message().find("more bf16 operations than operations"),
-            std::string::npos)
-      << parsed.error().message();
+  for (auto [bf16, int8] : {std::pair{20.0, 0.0}, std::pair{6.0, 6.0}, std::pair{0.0, -1.0}}) {
+    plan.steps[0].flops = 10, plan.steps[0].bf16Flops = bf16, plan.steps[0].int8Ops = int8;
+    blob = rt::serializeModel(plan, {});
+    parsed = rt::parseModel(blob.data(), static_cast<int64_t>(blob.size()));
+    ASSERT_FALSE(parsed.isOk()) << bf16 << " bf16 and " << int8 << " int8 operations of 10";
+    EXPECT_NE(parsed.error().message().find(
+                  "has a negative cost, or more bf16 and int8 operations than operations"),
+              std::string::npos)
+        << parsed.error().message();
+  }
 }
 
 } // namespace
@@ -1165,18 +1168,74 @@ TEST(CompileModel, ConcatBetweenInt8LayersMovesTheU8Values) {
     ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
 }
 
+// Two quantized convolutions of input `in`: a padded 3x3 to `mid` channels (ReLU; its input's
+// zero point 100), then a 1x1 of stride `stride` to `oc` channels whose input zero point is `z`.
+Graph twoQuantizedConvs(const Shape& in, int64_t mid, int64_t oc, int64_t stride, int z,
+                        std::mt19937& rng) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, in, {}});
+  ValueId h = quantizedConv(g, x, mid, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01,
+                            100, true, rng, "c1");
+  g.addOutput(quantizedConv(g, h, oc, ConvAttrs{{1, 1}, {stride, stride}, {0, 0, 0, 0}, {1, 1}, 1},
+                            0.02, z, false, rng, "c2"));
+  return g;
+}
+
+// A model.so of int8 layers tells `tunec profile` which operations are int8 (their roof is the
+// int8 dot product's peak): every int8 kernel's operations through tunec_model_step_int8_ops,
+// none of an element step's, none of them bf16; a step out of range is an error.
+TEST(CompileModel, Int8KernelsCountTheirOperationsForTheProfile) {
+  std::mt19937 rng(71);
+  Graph g = twoQuantizedConvs(Shape{1, 8, 9, 10}, 16, 8, 1, 5, rng);
+  auto lowered = passes::lowerQuantizedLayers(g);
+  ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(*lowered, *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("tunec_int8_ops_" + std::to_string(::getpid()) + ".so"))
+                         .string();
+  Status written = driver::writeSharedLibrary(std::move(*compiled), path);
+  ASSERT_TRUE(written.isOk()) << written.error().message();
+  tunec_model* model = nullptr;
+  ASSERT_EQ(tunec_model_load(path.c_str(), 1, &model), 0) << tunec_last_error();
+  int int8Steps = 0, otherSteps = 0;
+  for (int32_t i = 0; i < tunec_model_num_steps(model); ++i) {
+    double flops = 0, int8 = -1, bf16 = -1;
+    int64_t bytes = 0;
+    int32_t generated = 0;
+    ASSERT_EQ(tunec_model_step_cost(model, i, &flops, &bytes, &generated), 0);
+    ASSERT_EQ(tunec_model_step_int8_ops(model, i, &int8), 0);
+    ASSERT_EQ(tunec_model_step_bf16_flops(model, i, &bf16), 0);
+    const std::string label = tunec_model_step_label(model, i);
+    EXPECT_EQ(bf16, 0.0) << label;
+    if (label.find(" in int8") != std::string::npos) {
+      EXPECT_GT(int8, 0.0) << label;
+      EXPECT_EQ(int8, flops) << label;
+      ++int8Steps;
+    } else {
+      EXPECT_EQ(int8, 0.0) << label;
+      ++otherSteps;
+    }
+  }
+  EXPECT_EQ(int8Steps, 2);
+  EXPECT_GE(otherSteps, 1); // the input's quantization
+  double unused = 0;
+  EXPECT_NE(tunec_model_step_int8_ops(model, 99, &unused), 0);
+  EXPECT_NE(std::string(tunec_last_error()).find("out of range"), std::string::npos);
+  tunec_model_free(model);
+  std::filesystem::remove(path);
+}
+
 // Two quantized convolutions (a padded 3x3 whose input zero point is not 0, then a strided 1x1
 // of its requantized output) run as two int8 kernels: the first reads the quantized input NCHW
 // and writes the second's u8 input through its requantizing epilogue, NHWC; the result
 // is the QDQ graph's reference within f32 rounding (7-bit weights: exact sums).
 TEST(CompileModel, QuantizedConvolutionsRunAsInt8KernelsBetweenU8Tensors) {
-  Graph g;
   std::mt19937 rng(41);
-  ValueId x = g.addInput("x", {DType::F32, Shape{1, 16, 9, 10}, {}});
-  ValueId h = quantizedConv(g, x, 24, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01, 100,
-                            true, rng, "c1");
-  g.addOutput(quantizedConv(g, h, 32, ConvAttrs{{1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 0,
-                            false, rng, "c2"));
+  Graph g = twoQuantizedConvs(Shape{1, 16, 9, 10}, 24, 32, 2, 0, rng);
   auto lowered = passes::lowerQuantizedLayers(g);
   ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
   Tensor in(DType::F32, Shape{1, 16, 9, 10}), got(DType::F32, Shape{1, 32, 5, 5});
