@@ -235,7 +235,7 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
 }
 
 RangeCalibrator::RangeCalibrator(const QuantizeOptions& options)
-    : method_(options.method), p_(options.percentile) {}
+    : method_(options.method), sampled_(options.method != "minmax"), p_(options.percentile) {}
 
 void RangeCalibrator::observe(const std::string& name, const Tensor& values) {
   constexpr int64_t kReservoir = int64_t(1) << 20;
@@ -247,7 +247,7 @@ void RangeCalibrator::observe(const std::string& name, const Tensor& values) {
     double v = values.getDouble(i);
     if (!std::isfinite(v)) continue;
     s.lo = std::min(s.lo, v), s.hi = std::max(s.hi, v);
-    if (method_ == "minmax") continue;
+    if (!sampled_) continue;
     // Reservoir sampling: the k-th value replaces a random slot with probability size / k.
     ++s.count;
     if (static_cast<int64_t>(s.reservoir.size()) < kReservoir) {
@@ -325,7 +325,7 @@ std::map<std::string, std::pair<double, double>> RangeCalibrator::ranges() const
   std::map<std::string, std::pair<double, double>> out;
   for (const auto& [name, s] : seen_) {
     if (!std::isfinite(s.lo)) continue;
-    if (method_ == "minmax" || s.reservoir.empty()) {
+    if (!sampled_ || s.reservoir.empty()) {
       out[name] = {s.lo, s.hi};
       continue;
     }

@@ -52,6 +52,7 @@ private:
     std::vector<float> reservoir;
   };
   std::string method_;
+  bool sampled_; ///< percentile and entropy read a reservoir of the values; minmax does not
   double p_;
   uint64_t state_ = 0x9e3779b97f4a7c15ull; // the reservoir's random stream (splitmix64)
   std::map<std::string, Seen> seen_;

@@ -12,31 +12,18 @@
 // dequantization is exact (ResNet-50's identity branches: the block output's u8 is the next
 // block's input, its DequantizeLinear the residual addend of the block's last kernel).
 #include "passes/passes.h"
+#include "passes/pattern.h"
 #include "passes/rewriter.h"
 
 namespace tunec::passes {
 
 namespace {
 
-// A per-tensor scale and zero point: both scalar constants.
-bool scalarConstant(const Graph& g, ValueId v) {
-  const Value& value = g.value(v);
-  return value.constant && value.type.shape.rank() == 0;
-}
-
-// The QuantizeLinear a DequantizeLinear undoes with the same parameters, or nullptr.
+// The QuantizeLinear a DequantizeLinear undoes with the same parameters, or nullptr (a zero or
+// negative scale is left to the ops).
 const Node* roundTripOf(const Graph& g, const Node& dq) {
-  const Value& q = g.value(dq.inputs[0]);
-  if (q.producer < 0) return nullptr;
-  const Node& quant = g.node(q.producer);
-  if (quant.kind != OpKind::QuantizeLinear) return nullptr;
-  for (size_t i : {1, 2})
-    if (!scalarConstant(g, quant.inputs[i]) || !scalarConstant(g, dq.inputs[i])) return nullptr;
-  const Tensor &qs = *g.value(quant.inputs[1]).constant, &ds = *g.value(dq.inputs[1]).constant;
-  const Tensor &qz = *g.value(quant.inputs[2]).constant, &dz = *g.value(dq.inputs[2]).constant;
-  if (qs.getDouble(0) != ds.getDouble(0) || qz.getInt(0) != dz.getInt(0)) return nullptr;
-  if (!(qs.getDouble(0) > 0)) return nullptr; // a zero or negative scale: leave it to the ops
-  return &quant;
+  const Node* quant = producerOf(g, dq.inputs[0], OpKind::QuantizeLinear);
+  return quant && sameTensorQuantization(g, *quant, dq) ? quant : nullptr;
 }
 
 } // namespace

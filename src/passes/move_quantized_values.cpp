@@ -9,6 +9,7 @@
 // rounding boundary. The op reads a quarter of the bytes, and the layer before it writes its u8
 // output through a requantizing epilogue instead of a dequantized f32 one.
 #include "passes/passes.h"
+#include "passes/pattern.h"
 #include "passes/rewriter.h"
 
 #include <cmath>
@@ -17,23 +18,12 @@ namespace tunec::passes {
 
 namespace {
 
-// A per-tensor parameter: a scalar constant.
-const Tensor* scalar(const Graph& g, ValueId v) {
-  if (v == kNoValue || !g.value(v).constant || g.value(v).type.shape.numel() != 1) return nullptr;
-  return &*g.value(v).constant;
-}
-
-// Whether dequantize `dq` and quantize `q` have the same scale (a positive normal number) and
-// zero point, and q's integers are dq's type.
+// Whether dequantize `dq` and quantize `q` apply the same per-tensor quantization (its scale a
+// normal number, below 1e30), and q's integers are dq's type.
 bool sameQuantization(const Graph& g, const Node& dq, const Node& q) {
-  if (dq.kind != OpKind::DequantizeLinear || dq.inputs.size() < 3 || q.inputs.size() < 3)
-    return false;
-  const Tensor *ds = scalar(g, dq.inputs[1]), *dz = scalar(g, dq.inputs[2]);
-  const Tensor *qs = scalar(g, q.inputs[1]), *qz = scalar(g, q.inputs[2]);
-  if (!ds || !dz || !qs || !qz) return false;
-  const double s = ds->getDouble(0);
-  return s == qs->getDouble(0) && std::isnormal(s) && s > 0 && s < 1e30 &&
-         dz->getInt(0) == qz->getInt(0) &&
+  if (dq.kind != OpKind::DequantizeLinear || !sameTensorQuantization(g, dq, q)) return false;
+  const double s = g.value(dq.inputs[1]).constant->getDouble(0);
+  return std::isnormal(s) && s < 1e30 &&
          g.value(dq.inputs[0]).type.dtype == g.value(q.outputs[0]).type.dtype;
 }
 

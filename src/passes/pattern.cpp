@@ -63,6 +63,19 @@ SliceAttrs sliceAlong(const Shape& shape, int64_t axis, int64_t start, int64_t c
   return a;
 }
 
+bool sameTensorQuantization(const Graph& graph, const Node& a, const Node& b) {
+  if (a.inputs.size() < 3 || b.inputs.size() < 3) return false;
+  for (size_t i : {1, 2})
+    for (const Node* n : {&a, &b}) {
+      if (n->inputs[i] == kNoValue) return false;
+      const Value& v = graph.value(n->inputs[i]);
+      if (!v.constant || v.type.shape.rank() != 0) return false;
+    }
+  const Tensor &as = *graph.value(a.inputs[1]).constant, &bs = *graph.value(b.inputs[1]).constant;
+  const Tensor &az = *graph.value(a.inputs[2]).constant, &bz = *graph.value(b.inputs[2]).constant;
+  return as.getDouble(0) == bs.getDouble(0) && as.getDouble(0) > 0 && az.getInt(0) == bz.getInt(0);
+}
+
 bool isChannelwiseActivation(OpKind kind) {
   return kind == OpKind::Relu || kind == OpKind::Sigmoid || kind == OpKind::Tanh;
 }

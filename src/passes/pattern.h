@@ -31,6 +31,10 @@ inline std::optional<double> scalarConstant(const Graph& graph, ValueId value) {
   return v.constant->getDouble(0);
 }
 
+/// Whether QuantizeLinear/DequantizeLinear nodes `a` and `b` apply one per-tensor quantization:
+/// scalar (rank-0) constant scales and zero points, equal, the scale positive.
+bool sameTensorQuantization(const Graph& graph, const Node& a, const Node& b);
+
 /// True when `value` is a one-element constant within `tolerance` of `expected`.
 inline bool isScalar(const Graph& graph, ValueId value, double expected, double tolerance = 1e-5) {
   auto s = scalarConstant(graph, value);

@@ -1101,6 +1101,34 @@ Expected<MovedRun> runMovedOrNot(const Graph& g, bool moved, const Shape& inShap
   return MovedRun{std::move(run), exact[0]};
 }
 
+// `g` run both ways (runMovedOrNot without and with move-quantized-values) on the same input:
+// each has `int8Kernels` int8 kernels, of which the first `requantizers` end in a quantization
+// just when the integers move, and gives its lowered graph's output (1e-6) and, with a
+// `qdqTolerance`, the raw QDQ graph's within it; the two outputs are equal bit for bit.
+void expectMovingChangesNoValue(const Graph& g, const Shape& inShape, const Shape& yShape,
+                                unsigned seed, int int8Kernels, size_t requantizers,
+                                double qdqTolerance) {
+  std::vector<Tensor> results;
+  for (bool moved : {false, true}) {
+    auto r = runMovedOrNot(g, moved, inShape, yShape, seed);
+    ASSERT_TRUE(r.isOk()) << r.error().message();
+    const auto& [in, y, compiled] = r->run;
+    EXPECT_EQ(compiled.stats.int8Kernels, int8Kernels);
+    for (size_t k = 0; k < requantizers; ++k)
+      EXPECT_EQ(compiled.kernels[k].label.find("+quantize") != std::string::npos, moved)
+          << compiled.kernels[k].label;
+    EXPECT_LT(relativeL2(y, r->exact), 1e-6);
+    if (qdqTolerance > 0) {
+      auto qdq = runReference(g, {in});
+      ASSERT_TRUE(qdq.isOk()) << qdq.error().message();
+      EXPECT_LT(relativeL2(y, (*qdq)[0]), qdqTolerance);
+    }
+    results.push_back(y);
+  }
+  for (int64_t i = 0; i < results[0].numel(); ++i)
+    ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
+}
+
 // A QDQ model's stem: an int8 conv, its output quantized, dequantized, max-pooled, quantized
 // again with the same parameters, then the next int8 conv. After move-quantized-values the pool
 // runs on the u8 values (a loop step of u8 tensors), the first conv writes them through its
@@ -1118,22 +1146,7 @@ TEST(CompileModel, MaxPoolBetweenInt8LayersPoolsTheU8Values) {
                {fakeQuantized(g, h, 0.02, 5, "pool")});
   g.addOutput(quantizedConv(g, h, 8, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 5,
                             false, rng, "c2"));
-  std::vector<Tensor> results;
-  for (bool pooled : {false, true}) {
-    auto r = runMovedOrNot(g, pooled, Shape{1, 8, 15, 13}, Shape{1, 8, 8, 7}, 59);
-    ASSERT_TRUE(r.isOk()) << r.error().message();
-    const auto& [in, y, compiled] = r->run;
-    EXPECT_EQ(compiled.stats.int8Kernels, 2);
-    EXPECT_EQ(compiled.kernels[0].label.find("+quantize") != std::string::npos, pooled)
-        << compiled.kernels[0].label;
-    auto qdq = runReference(g, {in});
-    ASSERT_TRUE(qdq.isOk()) << qdq.error().message();
-    EXPECT_LT(relativeL2(y, r->exact), 1e-6);
-    EXPECT_LT(relativeL2(y, (*qdq)[0]), 1e-2);
-    results.push_back(y);
-  }
-  for (int64_t i = 0; i < results[0].numel(); ++i)
-    ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
+  expectMovingChangesNoValue(g, Shape{1, 8, 15, 13}, Shape{1, 8, 8, 7}, 59, 2, 1, 1e-2);
 }
 
 // Two int8 convolutions of one input concatenated (a QDQ model's Concat: both inputs and the
@@ -1152,20 +1165,7 @@ TEST(CompileModel, ConcatBetweenInt8LayersMovesTheU8Values) {
                {fakeQuantized(g, a, 0.02, 5, "a.out"), fakeQuantized(g, b, 0.02, 5, "b.out")});
   g.addOutput(quantizedConv(g, c, 8, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 5,
                             false, rng, "c"));
-  std::vector<Tensor> results;
-  for (bool moved : {false, true}) {
-    auto r = runMovedOrNot(g, moved, Shape{1, 8, 9, 10}, Shape{1, 8, 9, 10}, 67);
-    ASSERT_TRUE(r.isOk()) << r.error().message();
-    const auto& [in, y, compiled] = r->run;
-    EXPECT_EQ(compiled.stats.int8Kernels, 3);
-    for (size_t k : {0u, 1u})
-      EXPECT_EQ(compiled.kernels[k].label.find("+quantize") != std::string::npos, moved)
-          << compiled.kernels[k].label;
-    EXPECT_LT(relativeL2(y, r->exact), 1e-6);
-    results.push_back(y);
-  }
-  for (int64_t i = 0; i < results[0].numel(); ++i)
-    ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
+  expectMovingChangesNoValue(g, Shape{1, 8, 9, 10}, Shape{1, 8, 9, 10}, 67, 3, 2, 0);
 }
 
 // Two quantized convolutions of input `in`: a padded 3x3 to `mid` channels (ReLU; its input's
