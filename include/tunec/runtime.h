@@ -60,7 +60,8 @@ int tunec_model_step_bf16_flops(const tunec_model* model, int32_t step, double* 
 /* Of a step's operations, those of int8 kernels (u8 x s8), whose roof is the int8 dot-product
  * peak; 0 in a model without them. Non-zero if out of range. */
 int tunec_model_step_int8_ops(const tunec_model* model, int32_t step, double* ops);
-/* The instruction set the model's kernels were compiled for ("avx2", "avx512", ...). */
+/* The CPU features the model's code requires, in tunec's names ("avx2, fma, avx512f, avx512bw,
+ * avx512vl, avx512dq, avx512_vnni"): its vector ISA's and its kernels' dot products'. */
 const char* tunec_model_isa(const tunec_model* model);
 
 #ifdef __cplusplus

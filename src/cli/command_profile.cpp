@@ -75,13 +75,15 @@ int commandProfile(const std::vector<std::string>& argv) {
 
   // The roofs, once.
   Roofs roofs;
-  roofs.isa = session->isa;
+  const CpuFeatures& uses = session->requiredFeatures;
+  // The vector ISA and the dot products the model's code was compiled with (its plan says).
+  const Isa isa = uses.has(CpuFeature::avx512f) ? Isa::Avx512 : Isa::Avx2;
+  const bool amx = uses.has(CpuFeature::amx);
+  roofs.isa = std::string(isaInfo(isa).name);
   roofs.threads = threads;
-  auto isa = parseIsa(session->isa.substr(0, session->isa.find('+'))); // "avx512+avx512_bf16"
-  if (!isa) return fail(path + ": compiled for an unknown ISA '" + session->isa + "'");
   auto jit = Jit::create(thisMachine());
   if (!jit) return fail(jit.error().message());
-  auto fma = measureFmaPeak(**jit, *isa);
+  auto fma = measureFmaPeak(**jit, isa);
   if (!fma) return fail(fma.error().message());
   int cores = std::min(threads, thisMachine().cores);
   roofs.kernelGflops = *fma * cores;
@@ -89,7 +91,6 @@ int commandProfile(const std::vector<std::string>& argv) {
   bool bf16 = std::any_of(session->steps.begin(), session->steps.end(),
                           [](const StepInfo& s) { return s.bf16Flops > 0; });
   if (bf16) { // the roof of the model's bf16 kernels: AMX's tdpbf16ps where it has AMX kernels
-    const bool amx = session->isa.find("amx") != std::string::npos;
     auto dot = amx ? measureAmxPeak(**jit, false) : measureBf16DotPeak(**jit);
     if (!dot) return fail(path + ": " + dot.error().message());
     roofs.bf16Gflops = *dot * cores;
@@ -98,8 +99,7 @@ int commandProfile(const std::vector<std::string>& argv) {
   bool int8 = std::any_of(session->steps.begin(), session->steps.end(),
                           [](const StepInfo& s) { return s.int8Ops > 0; });
   if (int8) { // the roof of the int8 kernels: tdpbusd with AMX, vpdpbusd with VNNI, else AVX2's
-    const bool amx = session->isa.find("amx") != std::string::npos;
-    const Isa vector = thisMachine().avx512vnni && *isa != Isa::Avx2 ? Isa::Avx512 : Isa::Avx2;
+    const Isa vector = uses.has(CpuFeature::avx512vnni) ? Isa::Avx512 : Isa::Avx2;
     auto dot = amx ? measureAmxPeak(**jit, true) : measureInt8DotPeak(**jit, vector);
     if (!dot) return fail(path + ": " + dot.error().message());
     roofs.int8Gops = *dot * cores;

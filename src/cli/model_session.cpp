@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 namespace tunec::cli {
 
@@ -61,7 +62,10 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
     step.generated = generated != 0;
     s.steps.push_back(std::move(step));
   }
-  s.isa = tunec_model_isa(raw);
+  std::vector<std::string> names;
+  std::stringstream list(tunec_model_isa(raw));
+  for (std::string name; std::getline(list >> std::ws, name, ',');) names.push_back(name);
+  TUNEC_ASSIGN_OR_RETURN(s.requiredFeatures, CpuFeatures::parse(names));
   s.runProfiled = [raw](const void* const* in, void* const* out,
                         std::vector<double>& seconds) -> Status {
     if (tunec_model_run_profiled(raw, in, out, seconds.data()) != 0)
@@ -202,7 +206,7 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
   for (const rt::Step& step : shared->plan().steps)
     s.steps.push_back({step.label, step.kind == rt::StepKind::Kernel, step.flops, step.bytes,
                        step.bf16Flops, step.int8Ops});
-  s.isa = shared->plan().isa;
+  s.requiredFeatures = shared->plan().requiredFeatures;
   s.runProfiled = [shared](const void* const* in, void* const* out, std::vector<double>& seconds) {
     std::vector<double> run;
     Status st = shared->run(in, out, &run);

@@ -32,7 +32,7 @@ struct ModelSession {
   /// A run that adds each step's seconds to `stepSeconds` (sized to steps).
   std::function<Status(const void* const*, void* const*, std::vector<double>&)> runProfiled;
   std::vector<StepInfo> steps;
-  std::string isa; ///< what the kernels were compiled for
+  CpuFeatures requiredFeatures; ///< the CPU features the model's code uses (rt::ModelPlan)
   std::shared_ptr<void> owner;
   std::string report; ///< the compile report (JIT only)
   double compileSeconds = 0;

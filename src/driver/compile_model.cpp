@@ -463,15 +463,11 @@ CompiledModel Lowering::finish() {
   stats_.steps = static_cast<int64_t>(steps_.size());
 
   rt::ModelPlan& plan = m.plan;
-  // A model with bf16 kernels needs avx512_bf16 too: model.so refuses to load without it.
-  plan.isa = std::string(isaInfo(options_.isa).name);
-  if (std::any_of(kernels_.begin(), kernels_.end(),
-                  [](const HeavyKernel& k) { return isBf16Gemm(workloadTypes(k.workload)); }))
-    plan.isa += "+avx512_bf16";
-  // AMX kernels need the tile unit and the OS's permission (model.so asks for it at load).
-  if (std::any_of(kernels_.begin(), kernels_.end(),
-                  [](const HeavyKernel& k) { return configIsa(k.config) == Isa::Amx; }))
-    plan.isa += "+amx";
+  // The features of the model's vector ISA (loop kernels) and of each kernel's dot product:
+  // model.so refuses to load on a CPU that lacks one, and asks for AMX's permission at load.
+  plan.requiredFeatures = isaInfo(options_.isa).needs;
+  for (const HeavyKernel& k : kernels_)
+    plan.requiredFeatures.add(kernelNeeds(configIsa(k.config), workloadTypes(k.workload)));
   plan.threads = options_.threads;
   plan.arenaBytes = arena.peakBytes;
   plan.kernelCount = module_ ? module_->kernelCount() : 0;

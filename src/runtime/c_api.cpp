@@ -12,6 +12,7 @@
 
 struct tunec_model {
   std::unique_ptr<tunec::rt::ModelExecutor> executor;
+  std::string features; ///< the features the code requires, as tunec_model_isa returns them
 };
 
 namespace {
@@ -29,23 +30,6 @@ void fillInfo(const tunec::rt::IoSpec& io, tunec_tensor_info* info) {
   info->rank = static_cast<int32_t>(io.shape.size());
   info->dims = io.shape.data();
   info->bytes = io.bytes;
-}
-
-// The plan's ISA ("avx512"), and the features its kernels need besides ("+avx512_bf16").
-bool hostHas(const std::string& planIsa) {
-  __builtin_cpu_init();
-  std::string isa = planIsa.substr(0, planIsa.find('+'));
-  for (size_t at = planIsa.find('+'); at != std::string::npos; at = planIsa.find('+', at + 1)) {
-    std::string feature = planIsa.substr(at + 1, planIsa.find('+', at + 1) - at - 1);
-    if (feature == "amx" ? !tunec::hostTarget().amx
-                         : feature != "avx512_bf16" || !__builtin_cpu_supports("avx512bf16"))
-      return false;
-  }
-  if (isa == "avx512")
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  if (isa == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return false;
 }
 
 // A step's operation count `field` for the profiling entry point `entry`.
@@ -97,17 +81,20 @@ int tunec_model_load(const char* path, int32_t threads, tunec_model** model) {
                 "`tunec compile MODEL.onnx -o model.so`");
   auto parsed = tunec::rt::parseModel(blob, *size);
   if (!parsed) return fail(std::string(path) + ": " + parsed.error().message());
-  if (!hostHas(parsed->plan.isa))
-    return fail(std::string(path) + ": compiled for " + parsed->plan.isa +
-                ", which this CPU lacks; compile the model on (or for) this machine");
-  if (parsed->plan.isa.find("+amx") != std::string::npos)
+  const tunec::CpuFeatures& required = parsed->plan.requiredFeatures;
+  if (tunec::CpuFeatures missing = required.missingFrom(tunec::hostTarget().features());
+      !missing.empty())
+    return fail(std::string(path) + ": compiled for a CPU with " + required.text() +
+                "; this CPU lacks " + missing.text() +
+                "; compile the model on (or for) this machine");
+  if (required.has(tunec::CpuFeature::amx))
     if (tunec::Status s = tunec::requestAmxPermission(); !s)
       return fail(std::string(path) + ": " + s.error().message());
   std::vector<void*> kernels(table, table + *count);
   auto executor =
       tunec::rt::ModelExecutor::create(std::move(*parsed), std::move(kernels), threads, keep);
   if (!executor) return fail(std::string(path) + ": " + executor.error().message());
-  *model = new tunec_model{std::move(*executor)};
+  *model = new tunec_model{std::move(*executor), required.text()};
   return 0;
 }
 
@@ -182,7 +169,7 @@ int tunec_model_step_int8_ops(const tunec_model* model, int32_t step, double* op
 }
 
 const char* tunec_model_isa(const tunec_model* model) {
-  return model ? model->executor->plan().isa.c_str() : "";
+  return model ? model->features.c_str() : "";
 }
 
 int tunec_model_run_profiled(tunec_model* model, const void* const* inputs, void* const* outputs,

@@ -100,7 +100,7 @@ IoSpec ioFromJson(const nlohmann::json& j) {
 std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uint8_t>& constants) {
   nlohmann::json j;
   j["format"] = ModelPlan::kFormatVersion;
-  j["isa"] = plan.isa;
+  j["requires"] = plan.requiredFeatures.names();
   j["threads"] = plan.threads;
   j["arena_bytes"] = plan.arenaBytes;
   j["kernel_count"] = plan.kernelCount;
@@ -139,7 +139,9 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       return makeError("model format ", integer<int>(j.at("format")), " is not the format ",
                        ModelPlan::kFormatVersion,
                        " this runtime reads; recompile the model with this tunec");
-    plan.isa = j.at("isa").get<std::string>();
+    auto required = CpuFeatures::parse(j.at("requires").get<std::vector<std::string>>());
+    if (!required) return required.error().withContext("field 'requires'");
+    plan.requiredFeatures = *required;
     plan.threads = integer<int>(j.at("threads"));
     plan.arenaBytes = integer<int64_t>(j.at("arena_bytes"));
     plan.kernelCount = integer<int64_t>(j.at("kernel_count"));

@@ -5,6 +5,7 @@
 
 #include "support/dtype.h"
 #include "support/error.h"
+#include "support/target.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -94,8 +95,11 @@ struct ModelPlan {
   /// parameters and of an input channel scale (KernelArgs::values, normParams, channelScale).
   /// 4: ChannelRuns steps, and kernels that read or write channel slices in place.
   /// 5: Pool steps name their tensors' element type (a max pool of u8 or s8 values).
-  static constexpr int kFormatVersion = 5;
-  std::string isa;
+  /// 6: the plan names the CPU features its code requires (`requires`) instead of an ISA string.
+  static constexpr int kFormatVersion = 6;
+  /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
+  /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.
+  CpuFeatures requiredFeatures;
   int threads = 1; ///< the thread count the kernels were compiled for
   std::vector<TensorRef> tensors;
   std::vector<Step> steps;

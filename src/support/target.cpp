@@ -13,10 +13,11 @@ struct FeatureRow {
   const char* name;
   const char* llvm;
   bool Target::*field;
+  CpuFeature feature;
 };
 
 constexpr FeatureRow kFeatures[] = {
-#define TUNEC_FEATURE_ROW(field, name, llvm) {name, llvm, &Target::field},
+#define TUNEC_FEATURE_ROW(field, name, llvm) {name, llvm, &Target::field, CpuFeature::field},
     TUNEC_CPU_FEATURE_LIST(TUNEC_FEATURE_ROW)
 #undef TUNEC_FEATURE_ROW
 };
@@ -33,11 +34,41 @@ Expected<int64_t> cacheBytes(const nlohmann::json& j, const char* field) {
 
 } // namespace
 
-std::vector<std::string> Target::featureNames() const {
+std::vector<std::string> CpuFeatures::names() const {
   std::vector<std::string> names;
   for (const FeatureRow& f : kFeatures)
-    if (this->*f.field) names.push_back(f.name);
+    if (has(f.feature)) names.push_back(f.name);
   return names;
+}
+
+std::string CpuFeatures::text() const {
+  std::string s;
+  for (const std::string& name : names()) s += (s.empty() ? "" : ", ") + name;
+  return s;
+}
+
+Expected<CpuFeatures> CpuFeatures::parse(const std::vector<std::string>& names) {
+  CpuFeatures set;
+  for (const std::string& name : names) {
+    const FeatureRow* row = nullptr;
+    for (const FeatureRow& f : kFeatures)
+      if (name == f.name) row = &f;
+    if (!row) {
+      std::string known;
+      for (const FeatureRow& f : kFeatures)
+        known += (known.empty() ? "" : ", ") + std::string(f.name);
+      return makeError("unknown feature \"", name, "\" (tunec knows ", known, ")");
+    }
+    set.add(row->feature);
+  }
+  return set;
+}
+
+CpuFeatures Target::features() const {
+  CpuFeatures set;
+  for (const FeatureRow& f : kFeatures)
+    if (this->*f.field) set.add(f.feature);
+  return set;
 }
 
 std::string Target::llvmFeatures() const {
@@ -63,19 +94,14 @@ Expected<Target> Target::fromJson(const nlohmann::json& j) {
   Target t;
   if (!j.contains("isa") || !j.at("isa").is_array())
     return Error("missing field 'isa' (a list of feature names such as \"avx2\")");
+  std::vector<std::string> names;
   for (const nlohmann::json& name : j.at("isa")) {
     if (!name.is_string()) return makeError("field 'isa': ", name.dump(), " is not a feature name");
-    const FeatureRow* row = nullptr;
-    for (const FeatureRow& f : kFeatures)
-      if (name.get<std::string>() == f.name) row = &f;
-    if (!row) {
-      std::string known;
-      for (const FeatureRow& f : kFeatures)
-        known += (known.empty() ? "" : ", ") + std::string(f.name);
-      return makeError("field 'isa': unknown feature ", name.dump(), " (tunec knows ", known, ")");
-    }
-    t.*row->field = true;
+    names.push_back(name.get<std::string>());
   }
+  auto set = CpuFeatures::parse(names);
+  if (!set) return set.error().withContext("field 'isa'");
+  for (const FeatureRow& f : kFeatures) t.*f.field = set->has(f.feature);
   if (!t.avx2 || !t.fma) return Error("field 'isa': tunec's kernels need at least avx2 and fma");
   if (!j.contains("cores") || !j.at("cores").is_number_integer() ||
       j.at("cores").get<int64_t>() < 1 || j.at("cores").get<int64_t>() > 65536)

@@ -6,6 +6,7 @@
 #include "support/error.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -25,6 +26,51 @@ namespace tunec {
   X(avx512vnni, "avx512_vnni", "+avx512vnni")                                                      \
   X(amx, "amx", "+amx-tile,+amx-bf16,+amx-int8")
 
+/// One feature of TUNEC_CPU_FEATURE_LIST.
+enum class CpuFeature {
+#define TUNEC_FEATURE_ENUM(field, name, llvm) field,
+  TUNEC_CPU_FEATURE_LIST(TUNEC_FEATURE_ENUM)
+#undef TUNEC_FEATURE_ENUM
+};
+
+/// A set of CPU features: what a target has, or what a model's code needs (the model plan's
+/// `requires`, checked against the host when a model.so is loaded).
+class CpuFeatures {
+public:
+  CpuFeatures() = default;
+  CpuFeatures(std::initializer_list<CpuFeature> features) {
+    for (CpuFeature f : features) add(f);
+  }
+  bool has(CpuFeature f) const { return bits_ >> static_cast<unsigned>(f) & 1u; }
+  CpuFeatures& add(CpuFeature f) {
+    bits_ |= 1u << static_cast<unsigned>(f);
+    return *this;
+  }
+  CpuFeatures& add(const CpuFeatures& other) {
+    bits_ |= other.bits_;
+    return *this;
+  }
+  /// The features of this set that `have` lacks.
+  CpuFeatures missingFrom(const CpuFeatures& have) const {
+    CpuFeatures m;
+    m.bits_ = bits_ & ~have.bits_;
+    return m;
+  }
+  bool empty() const { return bits_ == 0; }
+  bool operator==(const CpuFeatures&) const = default;
+
+  /// Their names in the list's order ("avx2", "fma", ...).
+  std::vector<std::string> names() const;
+  /// The names joined by ", " ("" for none).
+  std::string text() const;
+  /// The set of these names; an unknown name is an error that lists the known ones (so a file
+  /// from a newer tunec is refused rather than misread).
+  static Expected<CpuFeatures> parse(const std::vector<std::string>& names);
+
+private:
+  uint32_t bits_ = 0;
+};
+
 /// A target machine. Its key (tuning_db/keys.h) is made of the features, cores, caches and
 /// model: what the machine is, never what one process may use (an affinity mask, a cgroup cpuset
 /// or a container CPU limit does not change it; the thread count lives in the workload).
@@ -37,8 +83,12 @@ struct Target {
   int cores = 1;       ///< logical CPUs of the machine (online), not the process's affinity mask
   int64_t l1d = 32 * 1024, l2 = 1024 * 1024, l3 = 32 * 1024 * 1024; ///< bytes; L1d, L2 per core
 
+  /// The features that are set.
+  CpuFeatures features() const;
   /// Names of the features that are set, in the list's order ("avx2", "fma", ...).
-  std::vector<std::string> featureNames() const;
+  std::vector<std::string> featureNames() const {
+    return features().names();
+  }
   /// The LLVM target-feature string of the set features ("+avx2,+fma,...").
   std::string llvmFeatures() const;
 

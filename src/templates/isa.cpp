@@ -7,26 +7,22 @@ namespace tunec {
 
 namespace {
 
-bool avx2Supported(const Target& t) {
-  return t.avx2 && t.fma;
-}
-bool avx512Supported(const Target& t) {
-  return t.avx512f && t.fma;
-}
-
-// AMX kernels need its tiles and their bf16 dot, and AVX-512 (with BF16, for a bf16 C) around them.
-bool amxSupported(const Target& t) {
-  return t.amx && t.avx512f && t.avx512bw && t.avx512bf16 && t.fma;
-}
+using F = CpuFeature;
+const CpuFeatures kAvx2Needs{F::avx2, F::fma};
+// Every AVX-512 CPU tunec targets has the four subsets (Skylake-SP on, Zen 4 on), and codegen
+// may use any of them (byte-masked loads are avx512bw's).
+const CpuFeatures kAvx512Needs{F::avx2, F::fma, F::avx512f, F::avx512bw, F::avx512vl, F::avx512dq};
+// AMX kernels need its tiles and their dots, and AVX-512 (with BF16, for a bf16 C) around them.
+const CpuFeatures kAmxNeeds = CpuFeatures(kAvx512Needs).add(CpuFeatures{F::avx512bf16, F::amx});
 
 constexpr Isa kVectorIsas[] = {Isa::Avx2, Isa::Avx512};
 
 } // namespace
 
 const IsaInfo& isaInfo(Isa isa) {
-  static const IsaInfo kAvx2{Isa::Avx2, spell(Isa::Avx2), 32, 16, avx2Supported, 2, 4};
-  static const IsaInfo kAvx512{Isa::Avx512, spell(Isa::Avx512), 64, 32, avx512Supported, 4, 7};
-  static const IsaInfo kAmx{Isa::Amx, spell(Isa::Amx), 64, 32, amxSupported, 2, 7};
+  static const IsaInfo kAvx2{Isa::Avx2, spell(Isa::Avx2), 32, 16, kAvx2Needs, 2, 4};
+  static const IsaInfo kAvx512{Isa::Avx512, spell(Isa::Avx512), 64, 32, kAvx512Needs, 4, 7};
+  static const IsaInfo kAmx{Isa::Amx, spell(Isa::Amx), 64, 32, kAmxNeeds, 2, 7};
   switch (isa) {
   case Isa::Avx2:
     return kAvx2;
@@ -55,7 +51,7 @@ std::optional<Isa> parseIsa(std::string_view name) {
 }
 
 bool targetSupports(const Target& target, Isa isa) {
-  return isaInfo(isa).supportedBy(target);
+  return isaInfo(isa).needs.missingFrom(target.features()).empty();
 }
 
 Status checkTargetSupports(const Target& target, Isa isa) {
@@ -66,14 +62,23 @@ Status checkTargetSupports(const Target& target, Isa isa) {
                    "' cannot run it (its features: ", has, ")");
 }
 
+CpuFeatures kernelNeeds(Isa isa, const KernelTypes& types) {
+  CpuFeatures needs = isaInfo(isa).needs;
+  if (isBf16Gemm(types)) needs.add(CpuFeature::avx512bf16);
+  if (isInt8Gemm(types) && isa == Isa::Avx512) needs.add(CpuFeature::avx512vnni);
+  return needs;
+}
+
 Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& types) {
   TUNEC_TRY(checkTargetSupports(target, isa));
-  if (isInt8Gemm(types) && isa == Isa::Avx512 && !target.avx512vnni)
+  const CpuFeatures missing = kernelNeeds(isa, types).missingFrom(target.features());
+  if (missing.has(CpuFeature::avx512vnni))
     return makeError("u8 x s8 kernels on avx512 use vpdpbusd (AVX512-VNNI), which the target '",
                      target.model, "' lacks; its int8 kernels run on avx2 (vpmaddubsw)");
-  if (isBf16Gemm(types) && !target.avx512bf16)
+  if (missing.has(CpuFeature::avx512bf16))
     return makeError("bf16 kernels need avx512_bf16 (vdpbf16ps), which the target '", target.model,
                      "' lacks; run them in f32 or compile for a target that has it");
+  TUNEC_ASSERT(missing.empty(), "kernelNeeds adds a feature the check does not name");
   return {};
 }
 

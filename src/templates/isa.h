@@ -25,12 +25,12 @@ template <> struct Spellings<Isa> {
 /// What the templates and the microkernel generator need to know about an ISA.
 struct IsaInfo {
   Isa isa;
-  std::string_view name;              ///< spell(isa): "avx2", "avx512", "amx"
-  int vectorBytes;                    ///< 32 (ymm) or 64 (zmm; AMX's epilogue vectors)
-  int vectorRegisters;                ///< 16 ymm or 32 zmm
-  bool (*supportedBy)(const Target&); ///< the target has every feature this ISA's code uses
-  int matmulNrVectors;                ///< default matmul tile width in vectors (fp32)
-  int depthwiseOwBlock;               ///< default depthwise output-column block
+  std::string_view name; ///< spell(isa): "avx2", "avx512", "amx"
+  int vectorBytes;       ///< 32 (ymm) or 64 (zmm; AMX's epilogue vectors)
+  int vectorRegisters;   ///< 16 ymm or 32 zmm
+  CpuFeatures needs;     ///< every feature this ISA's code may use
+  int matmulNrVectors;   ///< default matmul tile width in vectors (fp32)
+  int depthwiseOwBlock;  ///< default depthwise output-column block
   int f32Lanes() const { return vectorBytes / 4; }
 };
 
@@ -48,8 +48,12 @@ std::optional<Isa> parseIsa(std::string_view name);
 bool targetSupports(const Target& target, Isa isa);
 /// An error naming the ISA and what the target lacks, unless the target supports it.
 Status checkTargetSupports(const Target& target, Isa isa);
-/// As above, and the target has the instructions of these element types' kernels (bf16:
-/// avx512_bf16); the error names the feature the target lacks.
+/// The features a kernel of these element types needs on `isa`: the ISA's, and avx512_bf16 for
+/// bf16 (vdpbf16ps, and AMX's bf16 C), avx512_vnni for int8 on avx512 (vpdpbusd). A model's
+/// plan requires the union over its kernels; decided here, for the checks and the plan alike.
+CpuFeatures kernelNeeds(Isa isa, const KernelTypes& types);
+/// As above, and the target has the instructions of these element types' kernels
+/// (kernelNeeds); the error names the feature the target lacks.
 Status checkTargetSupports(const Target& target, Isa isa, const KernelTypes& types);
 /// The widest vector ISA `target` supports (AVX2 at least is required of every target): the
 /// ISA of fp32 kernels. AMX is chosen per kernel by its element types (bf16GemmIsa).

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <random>
@@ -722,10 +723,12 @@ TEST(CompileModel, Bf16PrecisionThroughTheCApi) {
               std::string::npos)
         << k.label;
   }
-  // The Gemm runs on AMX where the target has it (kernelIsa), and the plan says so.
-  const std::string isa =
-      std::string("avx512+avx512_bf16") + (targetSupports(hostTarget(), Isa::Amx) ? "+amx" : "");
-  EXPECT_EQ(compiled->plan.isa, isa);
+  // The Gemm runs on AMX where the target has it (kernelIsa), and the plan requires its features.
+  CpuFeatures required =
+      isaInfo(targetSupports(hostTarget(), Isa::Amx) ? Isa::Amx : Isa::Avx512).needs;
+  required.add(CpuFeature::avx512bf16);
+  EXPECT_EQ(compiled->plan.requiredFeatures, required) << compiled->plan.requiredFeatures.text();
+  const std::string isa = required.text();
   std::string path = (std::filesystem::temp_directory_path() /
                       ("tunec_bf16_" + std::to_string(::getpid()) + ".so"))
                          .string();
@@ -762,7 +765,7 @@ TEST(CompileModel, Bf16PrecisionThroughTheCApi) {
 
 TEST(CompileModel, CorruptPlansAreRejectedBeforeRunning) {
   rt::ModelPlan plan;
-  plan.isa = "avx2";
+  plan.requiredFeatures = isaInfo(Isa::Avx2).needs;
   plan.tensors = {{rt::Region::Arena, 0}};
   rt::Step step;
   step.kind = rt::StepKind::Softmax;
@@ -792,6 +795,18 @@ TEST(CompileModel, CorruptPlansAreRejectedBeforeRunning) {
               std::string::npos)
         << parsed.error().message();
   }
+  // A plan that requires a CPU feature this tunec does not know (a newer one's) is refused.
+  plan.steps[0].bf16Flops = plan.steps[0].int8Ops = 0;
+  blob = rt::serializeModel(plan, {});
+  std::string text(blob.begin(), blob.end());
+  size_t at = text.find("\"avx2\"");
+  ASSERT_NE(at, std::string::npos);
+  std::memcpy(blob.data() + at + 1, "sse9", 4);
+  parsed = rt::parseModel(blob.data(), static_cast<int64_t>(blob.size()));
+  ASSERT_FALSE(parsed.isOk());
+  EXPECT_NE(parsed.error().message().find("field 'requires': unknown feature \"sse9\""),
+            std::string::npos)
+      << parsed.error().message();
 }
 
 } // namespace
@@ -1194,6 +1209,12 @@ TEST(CompileModel, Int8KernelsCountTheirOperationsForTheProfile) {
   options.isa = widestIsa(options.target);
   auto compiled = driver::compileModel(*lowered, *sharedJit(), options);
   ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  // vpdpbusd where the target has VNNI: the plan requires it, so a CPU without it refuses the
+  // model.so at load instead of faulting on its first kernel.
+  const bool vnni = options.isa == Isa::Avx512 && options.target.avx512vnni;
+  EXPECT_EQ(compiled->plan.requiredFeatures.has(CpuFeature::avx512vnni), vnni)
+      << compiled->plan.requiredFeatures.text();
+  const std::string required = compiled->plan.requiredFeatures.text();
   std::string path = (std::filesystem::temp_directory_path() /
                       ("tunec_int8_ops_" + std::to_string(::getpid()) + ".so"))
                          .string();
@@ -1201,6 +1222,7 @@ TEST(CompileModel, Int8KernelsCountTheirOperationsForTheProfile) {
   ASSERT_TRUE(written.isOk()) << written.error().message();
   tunec_model* model = nullptr;
   ASSERT_EQ(tunec_model_load(path.c_str(), 1, &model), 0) << tunec_last_error();
+  EXPECT_EQ(std::string(tunec_model_isa(model)), required);
   int int8Steps = 0, otherSteps = 0;
   for (int32_t i = 0; i < tunec_model_num_steps(model); ++i) {
     double flops = 0, int8 = -1, bf16 = -1;
