@@ -33,7 +33,11 @@ Status Conv2dWorkload::check() const {
     return makeError("conv2d workload needs positive strides and dilations");
   if (padTop < 0 || padLeft < 0 || padBottom < 0 || padRight < 0)
     return makeError("conv2d workload needs non-negative pads");
-  if (oh() < 1 || ow() < 1) return makeError("conv2d workload has an empty output");
+  if (oh() < 1 || ow() < 1)
+    return makeError("conv2d workload has an empty output: its dilated kernel (",
+                     (kh - 1) * dilationH + 1, "x", (kw - 1) * dilationW + 1,
+                     ") is larger than the padded input (", h + padTop + padBottom, "x",
+                     w + padLeft + padRight, ")");
   if (groups < 1 || ic % groups || oc % groups)
     return makeError("conv2d workload: groups=", groups, " must divide ic=", ic, " and oc=", oc);
   if (threads < 1) return makeError("conv2d workload needs threads >= 1");

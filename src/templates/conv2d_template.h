@@ -44,8 +44,9 @@ struct Conv2dWorkload {
 
   int64_t inPixelStride() const { return inLd ? inLd : ic; }
   int64_t outPixelStride() const { return outLd ? outLd : oc; }
-  int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
-  int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }
+  /// Output rows and columns; 0 where the dilated kernel is larger than the padded input.
+  int64_t oh() const { return outputSize(h + padTop + padBottom, kh, dilationH, strideH); }
+  int64_t ow() const { return outputSize(w + padLeft + padRight, kw, dilationW, strideW); }
   int64_t icPerGroup() const { return ic / groups; }
   /// Input channels per group as the kernel reads them: an int8 convolution of one group
   /// rounds them up to whole quads (an RGB image's 3 to 4), the padded copy filling the extra

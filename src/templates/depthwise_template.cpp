@@ -22,7 +22,11 @@ Status DepthwiseWorkload::check() const {
     return makeError("depthwise workload needs positive strides and dilations");
   if (padTop < 0 || padLeft < 0 || padBottom < 0 || padRight < 0)
     return makeError("depthwise workload needs non-negative pads");
-  if (oh() < 1 || ow() < 1) return makeError("depthwise workload has an empty output");
+  if (oh() < 1 || ow() < 1)
+    return makeError("depthwise workload has an empty output: its dilated kernel (",
+                     (kh - 1) * dilationH + 1, "x", (kw - 1) * dilationW + 1,
+                     ") is larger than the padded input (", h + padTop + padBottom, "x",
+                     w + padLeft + padRight, ")");
   if (threads < 1) return makeError("depthwise workload needs threads >= 1");
   return {};
 }

@@ -27,8 +27,9 @@ struct DepthwiseWorkload {
   /// "a_zero_point" in the key, absent when 0.
   int64_t aZeroPoint = 0;
 
-  int64_t oh() const { return (h + padTop + padBottom - (kh - 1) * dilationH - 1) / strideH + 1; }
-  int64_t ow() const { return (w + padLeft + padRight - (kw - 1) * dilationW - 1) / strideW + 1; }
+  /// Output rows and columns; 0 where the dilated kernel is larger than the padded input.
+  int64_t oh() const { return outputSize(h + padTop + padBottom, kh, dilationH, strideH); }
+  int64_t ow() const { return outputSize(w + padLeft + padRight, kw, dilationW, strideW); }
   double flops() const { return 2.0 * static_cast<double>(n * c * oh() * ow() * kh * kw); }
   bool padded() const { return padTop || padLeft || padBottom || padRight; }
   Status check() const;

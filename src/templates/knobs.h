@@ -43,6 +43,14 @@ bool readField(const nlohmann::json& j, const char* name, T& out, std::string& e
   return true;
 }
 
+/// Output positions of a window sliding over `padded` positions: (padded - span) / stride + 1
+/// for the dilated kernel's span, 0 when the span is larger than the padded input (not the 1
+/// that truncating a negative quotient toward zero would give).
+inline int64_t outputSize(int64_t padded, int64_t kernel, int64_t dilation, int64_t stride) {
+  const int64_t room = padded - ((kernel - 1) * dilation + 1);
+  return room < 0 ? 0 : room / stride + 1;
+}
+
 /// The element types of a heavy kernel, named as oneDNN names them: source (activations),
 /// weights, accumulator and destination. A workload carries them (they are part of its key) and
 /// so does every microkernel spec; byte sizes come from them, never from a literal 4.

@@ -2,6 +2,7 @@
 // (odd sizes, strides, pads, dilations, 1x1, channel counts below a vector, two threads), with
 // epilogues. Tolerance: 4 * (ic*kh*kw) * eps + 1e-5 (inputs in [-1, 1]).
 #include "codegen/conv2d_kernel.h"
+#include "templates/depthwise_template.h"
 #include "ir/graph.h"
 #include "reference/reference.h"
 #include "support/host.h"
@@ -532,6 +533,34 @@ TEST(Conv2dInt8, WorkloadsAndWeightsOutsideTheKernelAreRefusedByName) {
             std::string::npos)
       << kernel.error().message();
   EXPECT_NE(kernel.error().message().find("weight 41 is -65"), std::string::npos);
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// A dilated kernel larger than the padded input has no output (ONNX's floor, not C's truncation
+// of a negative quotient toward zero, which gave one row: the kernel then read past the input).
+TEST(Conv2dTemplate, ADilatedKernelLargerThanTheInputIsAnEmptyOutput) {
+  Conv2dWorkload w = conv(1, 16, 4, 23, 3, 2, 0, 2); // a 5x5 span over 4x5
+  EXPECT_EQ(w.oh(), 0);
+  EXPECT_EQ(w.ow(), 1);
+  Status s = w.check();
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.error().message().find(
+                "empty output: its dilated kernel (5x5) is larger than the padded input (4x5)"),
+            std::string::npos)
+      << s.error().message();
+  w.padTop = 1; // 5 rows: one output row
+  EXPECT_EQ(w.oh(), 1);
+  EXPECT_TRUE(w.check().isOk());
+  DepthwiseWorkload d;
+  d.c = 8, d.h = 4, d.w = 5, d.kh = d.kw = 3, d.dilationH = d.dilationW = 2;
+  EXPECT_EQ(d.oh(), 0);
+  EXPECT_NE(d.check().error().message().find("is larger than the padded input (4x5)"),
+            std::string::npos);
 }
 
 } // namespace
