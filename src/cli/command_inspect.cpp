@@ -91,6 +91,7 @@ void printFusion(const Graph& graph, const driver::CompileOutline& o, bool detai
       std::printf(" %s", std::string(opName(graph.node(n).kind)).c_str());
     if (kernel.prologue >= 0)
       std::printf(" (prologue: %s)", std::string(opName(graph.node(kernel.prologue).kind)).c_str());
+    if (kernel.dequantizedAddend >= 0) std::printf(" (its addend's DequantizeLinear, read as u8)");
     std::printf("\n");
     printSteps(stepsOf[k]);
   }

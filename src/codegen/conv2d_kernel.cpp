@@ -176,7 +176,8 @@ private:
       std::vector<llvm::Value*> args = {
           b_.CreateGEP(mb_.ptr(), aArr_, firstTap), b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
           gep(w_.types.dst, out_, cOff), i64(entryK_), i64(w_.strideW * ic), i64(nr), i64(outLd_),
-          taps, b_.getInt32(kUkrApplyEpilogue), gep(bias_, oc0), gep(addend_, addOff), i64(w_.oc),
+          taps, b_.getInt32(kUkrApplyEpilogue), gep(bias_, oc0),
+          gep(epilogueAddendType(epilogue_, w_.types.dst), addend_, addOff), i64(w_.oc),
           i64(w_.strideH * wp_ * ic),
           gep(wei, nextWeights,
               b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),

@@ -18,8 +18,9 @@ class Conv2dKernel {
 public:
   /// The kernel's operands, as tests and the tuner call it: `in` and `out` of the workload's
   /// source and destination types (f32, or the u8 input and f32 or u8 output of an int8 conv).
-  /// `channelScale` (n x ic) when the workload has channel_scale.
-  void run(const void* in, void* out, const float* bias = nullptr, const float* addend = nullptr,
+  /// `channelScale` (n x ic) when the workload has channel_scale; `addend` of the epilogue's
+  /// addend type (epilogueAddendType: f32, or u8 for AddDequantizedU8).
+  void run(const void* in, void* out, const float* bias = nullptr, const void* addend = nullptr,
            const float* channelScale = nullptr, const float* columnScale = nullptr) const {
     rt::KernelArgs args = rt::kernelArgs(in, packedWeights_.data.get(), out, bias, addend);
     args.channelScale = channelScale;

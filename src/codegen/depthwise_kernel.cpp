@@ -275,6 +275,9 @@ Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string
       return makeError("depthwise: a row normalization must end the epilogue");
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa, w.types));
   TUNEC_TRY(checkEpilogueStores(e, w.types.dst)); // a u8 output ends with its quantization
+  if (epilogueAddendType(e, w.types.dst) == DType::U8)
+    return makeError("depthwise: the epilogue reads an f32 addend (a u8 one, AddDequantizedU8, "
+                     "is the matmul's and conv2d's)");
   DepthwiseEmitter emitter(mb, w, c, e);
   emitter.emit(symbol);
   return packDepthwiseWeights(w, c, emitter.cPad(), weights);

@@ -163,7 +163,8 @@ private:
     mb_.forLoop(b_, bLo, bHi, 1, "batch", [&](llvm::Value* batch) {
       aBatch_ = gep(types.src, a_, b_.CreateMul(batch, i64(w_.aStride())));
       cBatch_ = gep(types.dst, cArg_, b_.CreateMul(batch, i64(w_.cStride())));
-      addBatch_ = gep(types.dst, addend_, b_.CreateMul(batch, i64(w_.m * w_.n)));
+      addBatch_ = gep(epilogueAddendType(epilogue_, types.dst), addend_,
+                      b_.CreateMul(batch, i64(w_.m * w_.n)));
       llvm::Value* bRaw =
           w_.broadcastB ? bArg_ : gep(types.wei, bArg_, b_.CreateMul(batch, i64(w_.bStride())));
       if (w_.constantB) {
@@ -297,8 +298,8 @@ private:
                      b_.CreateAdd(b_.CreateMul(part, i64(w_.m * w_.splitN)),
                                   b_.CreateAdd(b_.CreateMul(row, i64(w_.splitN)), local)));
         }
-        llvm::Value* addPtr =
-            gep(t.dst, addBatch_, b_.CreateAdd(b_.CreateMul(row, i64(w_.n)), col));
+        llvm::Value* addPtr = gep(epilogueAddendType(epilogue_, t.dst), addBatch_,
+                                  b_.CreateAdd(b_.CreateMul(row, i64(w_.n)), col));
         llvm::Value* biasPtr = gep(bias_, col);
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));
         llvm::Value* which = mb_.tileVariant(b_, mTail, nTail);

@@ -143,6 +143,15 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
     auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), static_cast<unsigned>(lanes));
     return b.CreateBitCast(b.CreateShl(b.CreateZExt(h, wide), 16), vecTy);
   };
+  // A vector of a u8 addend as stored, for AddDequantizedU8 to widen.
+  auto* byteTy = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(lanes));
+  auto loadBytes = [&](llvm::Value* base, llvm::Value* offset, int j) -> llvm::Value* {
+    llvm::Value* p = b.CreateGEP(b.getInt8Ty(), base, offset);
+    if (j == validVectors - 1 && tailMask && spec.nValid < spec.nr)
+      return b.CreateMaskedLoad(byteTy, p, llvm::Align(1), tailMask,
+                                llvm::Constant::getNullValue(byteTy));
+    return b.CreateAlignedLoad(byteTy, p, llvm::Align(1));
+  };
   llvm::Value* accumulate =
       b.CreateICmpNE(b.CreateAnd(flags, b.getInt32(kUkrAccumulate)), b.getInt32(0));
   llvm::Value* applyEpilogue =
@@ -163,9 +172,10 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
       if (!u8C) v = b.CreateSelect(accumulate, b.CreateFAdd(v, loadC(c, cOffset, j)), v);
       auto operands = [&](const PostOp& op) {
         llvm::Value* other = nullptr;
-        if (op.kind == PostOpKind::AddTensor)
-          other = loadC(addend,
-                        b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes)), j);
+        llvm::Value* addOffset =
+            b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes));
+        if (op.kind == PostOpKind::AddTensor) other = loadC(addend, addOffset, j);
+        if (op.kind == PostOpKind::AddDequantizedU8) other = loadBytes(addend, addOffset, j);
         return std::pair{readsColumnScale(op.kind) ? scaleVec[static_cast<size_t>(j)]
                                                    : biasVec[static_cast<size_t>(j)],
                          other};

@@ -70,14 +70,15 @@ enum MicrokernelFlags : int32_t {
 };
 
 /// Signature of a generated microkernel. B_b element (k, j) is at B_b[k*ldb + j] and must be
-/// readable for all nr columns (packed panels are zero-padded); C and the addend use row strides
-/// ldc and ldAdd; bias is indexed by column; ldaGroup is read only by row-grouped kernels;
+/// readable for all nr columns (packed panels are zero-padded); C and the addend (of the type
+/// epilogueAddendType names) use row strides ldc and ldAdd; bias is indexed by column; ldaGroup
+/// is read only by row-grouped kernels;
 /// prefetchB only by kernels generated with spec.prefetchB (a prefetch never faults, any address
 /// is valid); kScale only by kernels generated with spec.scaleK; columnScale (indexed by column,
 /// as the bias) by epilogues with a ScalePerColumn.
 using MicrokernelFn = void (*)(const float* const* a, const float* const* b, float* c, int64_t k,
                                int64_t lda, int64_t ldb, int64_t ldc, int64_t batch, int32_t flags,
-                               const float* bias, const float* addend, int64_t ldAdd,
+                               const float* bias, const void* addend, int64_t ldAdd,
                                int64_t ldaGroup, const float* prefetchB, const float* kScale,
                                const float* columnScale);
 

@@ -149,6 +149,12 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
     return minKeepingNan(b, splat(v, op.hi), maxKeepingNan(b, splat(v, op.lo), v));
   case PostOpKind::AddTensor:
     return b.CreateFAdd(v, addend);
+  case PostOpKind::AddDequantizedU8: { // addend: the u8 lanes; (q - zp) is exact, then one fmul
+    auto* ints = llvm::VectorType::getInteger(llvm::cast<llvm::VectorType>(v->getType()));
+    llvm::Value* q = b.CreateSub(b.CreateZExt(addend, ints),
+                                 llvm::ConstantInt::get(ints, static_cast<uint64_t>(op.hi)));
+    return b.CreateFAdd(v, b.CreateFMul(b.CreateSIToFP(q, v->getType()), splat(v, op.lo)));
+  }
   case PostOpKind::Gelu:
     return emitGelu(b, v);
   case PostOpKind::Scale:

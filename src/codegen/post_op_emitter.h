@@ -12,7 +12,8 @@ namespace tunec::codegen {
 
 /// `op` applied to the float vector `v`. `column` (the op's per-column vector: the bias, or the
 /// column scale) and `addend` are the vectors at this tile position, loaded by the caller when
-/// the op reads them (nullptr otherwise).
+/// the op reads them (nullptr otherwise); an AddDequantizedU8's addend is the u8 lanes as
+/// stored (a vector of i8), which the op dequantizes.
 llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, llvm::Value* column,
                         llvm::Value* addend);
 

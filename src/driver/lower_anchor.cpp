@@ -186,6 +186,9 @@ bool buildEpilogue(Lowering& l, const passes::FusedKernel& kernel, int64_t chann
       bool afterView = kernel.nhwcView >= 0 && step.node > kernel.nhwcView;
       e.addend = c.constant ? l.addConstant(expandConstant(c, outShape, factor))
                             : l.tensorIn(step.operand, afterView ? Phys::Nhwc : outPhys);
+    } else if (step.op.kind == PostOpKind::AddDequantizedU8) { // the u8 tensor, as stored
+      bool afterView = kernel.nhwcView >= 0 && step.node > kernel.nhwcView;
+      e.addend = l.tensorIn(step.operand, afterView ? Phys::Nhwc : outPhys);
     }
     if (!step.mergesIntoBias) e.epilogue.push_back(step.op);
   }

@@ -35,7 +35,7 @@ bool writesInPlace(const Graph& graph, const FusionPlan& fusion, ValueId v) {
       k.nodesInKernel() != k.nodes.size())
     return false;
   for (const EpilogueStep& s : k.epilogue)
-    if (s.op.kind == PostOpKind::AddTensor) return false;
+    if (readsAddend(s.op.kind)) return false;
   return true;
 }
 

@@ -8,6 +8,8 @@
 #include <cfloat>
 #include <cmath>
 #include <map>
+#include <optional>
+#include <utility>
 
 namespace tunec::passes {
 
@@ -244,6 +246,43 @@ Expected<EpilogueStep> matchRequantize(const Graph& g, const FusedKernel& kernel
     return Error("the QuantizeLinear's scale is not a positive number");
   const auto zp = static_cast<float>(g.value(n.inputs[2]).constant->getInt(0));
   return EpilogueStep{id, {PostOpKind::QuantizeU8, static_cast<float>(scale), zp}};
+}
+
+// The DequantizeLinear whose result `add` (an AddTensor step) adds, when the epilogue of
+// `kernel` can read its u8 input in its place (AddDequantizedU8): the kernel is an int8 matmul
+// or conv2d, and the DequantizeLinear of a computed u8 tensor with one scale and zero point is
+// read by this Add alone, so it is a kernel of its own so far (its Add waited for this one).
+// Returns that node and the step that reads the u8 tensor.
+std::optional<std::pair<NodeId, EpilogueStep>>
+dequantizedAddend(const Graph& g, const FusedKernel& kernel, const EpilogueStep& add,
+                  const std::vector<int>& uses, const std::vector<bool>& isOutput,
+                  const FusionPlan& plan) {
+  if (add.op.kind != PostOpKind::AddTensor || add.operand == kNoValue ||
+      !isIntegerAnchor(g.node(kernel.anchor).kind) ||
+      (kernel.templ != TemplateKind::Matmul && kernel.templ != TemplateKind::Conv2d))
+    return std::nullopt;
+  const NodeId dq = g.value(add.operand).producer;
+  if (dq < 0 || uses[static_cast<size_t>(add.operand)] != 1 ||
+      isOutput[static_cast<size_t>(add.operand)])
+    return std::nullopt;
+  const Node& n = g.node(dq);
+  auto scalar = [&](size_t i) {
+    return i < n.inputs.size() && n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant &&
+           g.value(n.inputs[i]).type.shape.numel() == 1;
+  };
+  if (n.kind != OpKind::DequantizeLinear || !scalar(1) || !scalar(2) ||
+      g.value(n.inputs[0]).type.dtype != DType::U8 || g.value(n.inputs[0]).constant)
+    return std::nullopt;
+  const int own = plan.kernelOf[static_cast<size_t>(dq)];
+  if (own < 0 || plan.kernels[static_cast<size_t>(own)].nodes != std::vector<NodeId>{dq})
+    return std::nullopt;
+  const auto scale = static_cast<float>(g.value(n.inputs[1]).constant->getDouble(0));
+  const auto zp = static_cast<float>(g.value(n.inputs[2]).constant->getInt(0));
+  if (!(scale > 0) || !std::isfinite(scale)) return std::nullopt;
+  EpilogueStep step = add;
+  step.op = {PostOpKind::AddDequantizedU8, scale, zp};
+  step.operand = n.inputs[0];
+  return std::pair{dq, step};
 }
 
 // The anchor's own bias: a Conv's constant third input, a Gemm's C (per output channel as a
@@ -606,6 +645,16 @@ FusionPlan planFusion(const Graph& graph) {
             break;
           }
         }
+        if (auto dq = dequantizedAddend(graph, kernel, *step, uses, isOutput, plan)) {
+          // The DequantizeLinear's own kernel dissolves into this one (removed below).
+          plan.kernels[static_cast<size_t>(plan.kernelOf[static_cast<size_t>(dq->first)])]
+              .nodes.clear();
+          plan.kernelOf[static_cast<size_t>(dq->first)] = k;
+          std::erase_if(plan.boundaries,
+                        [&](const FusionBoundary& b) { return b.producer == dq->first; });
+          kernel.dequantizedAddend = dq->first;
+          *step = dq->second;
+        }
         kernel.epilogue.push_back(*step);
         join(next);
         last = next;
@@ -629,6 +678,17 @@ FusionPlan planFusion(const Graph& graph) {
     }
     plan.kernels.push_back(std::move(kernel));
   }
+  // Kernels that dissolved into a later one (a dequantized addend's) leave no gap.
+  std::vector<int> renumbered(plan.kernels.size(), -1);
+  std::vector<FusedKernel> kept;
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    if (plan.kernels[k].nodes.empty()) continue;
+    renumbered[k] = static_cast<int>(kept.size());
+    kept.push_back(std::move(plan.kernels[k]));
+  }
+  plan.kernels = std::move(kept);
+  for (int& k : plan.kernelOf)
+    if (k >= 0) k = renumbered[static_cast<size_t>(k)];
   return plan;
 }
 

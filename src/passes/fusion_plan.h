@@ -40,6 +40,10 @@ struct FusedKernel {
   /// `nodes`; kernelOf maps it here), the activation it scales and the [N, C, 1, 1] scale.
   NodeId prologue = -1;
   ValueId prologueInput = kNoValue, channelScale = kNoValue;
+  /// The DequantizeLinear of a u8 tensor whose result is the epilogue's residual addend, read
+  /// by the epilogue as the u8 tensor (AddDequantizedU8; not in `nodes`, kernelOf maps it
+  /// here); -1 otherwise.
+  NodeId dequantizedAddend = -1;
   /// A Transpose of a matmul's [N, H, W, C] output to [N, C, H, W]: the same bytes read as
   /// NHWC, so the epilogue goes on after it with the channel on axis 1 (ConvNeXt's permute
   /// back before its layer scale and residual). -1 otherwise.

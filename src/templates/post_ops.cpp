@@ -62,6 +62,9 @@ std::string epilogueName(const Epilogue& epilogue) {
     case PostOpKind::QuantizeU8:
       s += "quantize";
       break;
+    case PostOpKind::AddDequantizedU8:
+      s += "addu8";
+      break;
     }
   }
   return s;
@@ -81,8 +84,14 @@ bool epilogueNeedsColumnScale(const Epilogue& epilogue) {
 
 bool epilogueNeedsAddend(const Epilogue& epilogue) {
   for (const PostOp& p : epilogue)
-    if (p.kind == PostOpKind::AddTensor) return true;
+    if (readsAddend(p.kind)) return true;
   return false;
+}
+
+DType epilogueAddendType(const Epilogue& epilogue, DType dst) {
+  for (const PostOp& p : epilogue)
+    if (p.kind == PostOpKind::AddDequantizedU8) return DType::U8;
+  return dst == DType::U8 ? DType::F32 : dst;
 }
 
 Status checkEpilogueStores(const Epilogue& epilogue, DType dst) {
@@ -105,7 +114,7 @@ Status epilogueAccepts(const Epilogue& sofar, const PostOp& next) {
                  "per-channel add right after it merges into it)");
   if (readsColumnScale(next.kind) && epilogueNeedsColumnScale(sofar))
     return Error("the kernel reads one column-scale vector and its epilogue has one already");
-  if (next.kind == PostOpKind::AddTensor && epilogueNeedsAddend(sofar))
+  if (readsAddend(next.kind) && epilogueNeedsAddend(sofar))
     return Error("the kernel reads one addend tensor and its epilogue adds one already");
   return {};
 }

@@ -35,6 +35,10 @@ enum class PostOpKind {
   /// scale lo and zero point hi; NaN gives the zero point): the requantizing last op of a kernel
   /// whose C is u8 (the next int8 layer's A).
   QuantizeU8,
+  /// y += (addend[m][n] - hi) * lo with a u8 addend: a residual DequantizeLinear (scale lo, zero
+  /// point hi) read in the epilogue as the u8 tensor it dequantizes, bit for bit the
+  /// DequantizeLinear's f32 (the difference is exact, then one rounding) added as AddTensor's.
+  AddDequantizedU8,
 };
 
 struct PostOp {
@@ -49,6 +53,10 @@ using Epilogue = std::vector<PostOp>;
 
 /// "bias+relu", "" for none: for kernel names and printing.
 std::string epilogueName(const Epilogue& epilogue);
+/// True for the post-ops that read an addend tensor.
+inline bool readsAddend(PostOpKind kind) {
+  return kind == PostOpKind::AddTensor || kind == PostOpKind::AddDequantizedU8;
+}
 /// True when the epilogue reads a bias vector / an addend tensor.
 bool epilogueNeedsBias(const Epilogue& epilogue);
 bool epilogueNeedsAddend(const Epilogue& epilogue);
@@ -65,8 +73,13 @@ inline bool readsColumnScale(PostOpKind kind) {
 /// kind per kernel: a bias, a column scale, an addend.
 Status epilogueAccepts(const Epilogue& sofar, const PostOp& next);
 
+/// The element type of the epilogue's addend when the kernel's C is `dst`: u8 for
+/// AddDequantizedU8, else C's own (f32, or bf16 for a bf16 C); f32 beside a u8 C.
+DType epilogueAddendType(const Epilogue& epilogue, DType dst);
+
 /// Whether a kernel with this epilogue can store a C of `dst`: a u8 C is written by the
-/// requantizing epilogue (QuantizeU8 last; a residual addend is f32), and only a u8 C is.
+/// requantizing epilogue (QuantizeU8 last; a residual addend is f32 or a dequantized u8), and
+/// only a u8 C is.
 Status checkEpilogueStores(const Epilogue& epilogue, DType dst);
 
 } // namespace tunec

@@ -269,7 +269,8 @@ AmxRun runAmxKernel(Jit& j, int64_t m, int64_t n, int64_t k, int64_t kc, int mr,
                     KernelTypes types, const void* a, const float* b, const float* bias,
                     int repeats,
                     const Epilogue& epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}},
-                    const float* columnScale = nullptr, Isa isa = Isa::Amx) {
+                    const float* columnScale = nullptr, Isa isa = Isa::Amx,
+                    const void* addend = nullptr) {
   MatmulWorkload w = workloadOf(m, n, k, types);
   MatmulConfig c = defaultMatmulConfig(w, isa, j.target());
   c.isa = isa;
@@ -288,7 +289,7 @@ AmxRun runAmxKernel(Jit& j, int64_t m, int64_t n, int64_t k, int64_t kc, int mr,
   }
   run.out.assign(static_cast<size_t>(m * n), 1234.5f);
   for (int r = 0; r < repeats; ++r)
-    kernel->runTyped(a, nullptr, run.out.data(), bias, nullptr, nullptr, columnScale);
+    kernel->runTyped(a, nullptr, run.out.data(), bias, addend, nullptr, columnScale);
   return run;
 }
 
@@ -685,6 +686,56 @@ TEST(Avx2Int8MatmulTwin, EqualsTheInstructionsBitForBit) {
     for (size_t i = 0; i < twin.out.size(); ++i)
       ASSERT_EQ(bitsOf(real.out[i]), bitsOf(twin.out[i])) << int8CaseName(t) << " element " << i;
   }
+}
+
+// A residual of u8 values added before the ReLU and the requantization, as ResNet's blocks
+// add their input: y = clamp(round((s[n] sum + bias[n] + (r - zr) sr) / so) + zo, 0, 255) with
+// ReLU. The epilogue reads the u8 tensor itself (AddDequantizedU8) and computes the
+// DequantizeLinear's f32, (r - zr) exact then one rounding by sr, so the result is the reference
+// steps' bit for bit: on the AMX and VNNI twins and on AVX2's kernel, tiles with M and N tails.
+TEST(Int8Matmul, ADequantizedU8ResidualIsReadInTheEpilogueExactly) {
+  std::mt19937 rng(63);
+  int checked = 0, saturated = 0;
+  const std::pair<Isa, std::vector<Int8Case>> runs[] = {
+      {Isa::Amx, int8Cases()}, {Isa::Avx512, vnniCases()}, {Isa::Avx2, avx2Cases()}};
+  for (const auto& [isa, cases] : runs)
+    for (Int8Case t : cases) {
+      t.kc = t.k; // a u8 C is written once
+      Int8Data d = int8Data(t, rng, false, isa == Isa::Avx2);
+      std::vector<float> scale(static_cast<size_t>(t.n));
+      for (float& x : scale) x = std::uniform_real_distribution<float>(0.5f, 2.f)(rng) / 64.f;
+      std::vector<uint8_t> residual(static_cast<size_t>(t.m * t.n));
+      for (uint8_t& r : residual) r = static_cast<uint8_t>(rng() % 256);
+      const float sr = 0.73f + static_cast<float>(rng() % 1000) / 997.f, zr = 128.f - 3.f;
+      const float so = 40.f, zo = 7.f;
+      Jit& j = isa == Isa::Avx2 ? jit() : twinJit();
+      AmxRun run = runAmxKernel(j, t.m, t.n, t.k, t.kc, t.mr, t.nr,
+                                {DType::U8, DType::I8, DType::I32, DType::U8}, d.a.data(),
+                                d.b.data(), d.bias.data(), 1,
+                                {{PostOpKind::ScalePerColumn},
+                                 {PostOpKind::BiasPerColumn},
+                                 {PostOpKind::AddDequantizedU8, sr, zr},
+                                 {PostOpKind::Relu},
+                                 {PostOpKind::QuantizeU8, so, zo}},
+                                scale.data(), isa, residual.data());
+      ASSERT_TRUE(run.error.empty()) << int8CaseName(t) << ": " << run.error;
+      const auto* got = reinterpret_cast<const uint8_t*>(run.out.data());
+      for (int64_t i = 0; i < t.m; ++i)
+        for (int64_t jj = 0; jj < t.n; ++jj) {
+          float y = int8Reference(t, d, i, jj, false);
+          y = y * scale[static_cast<size_t>(jj)] + d.bias[static_cast<size_t>(jj)];
+          const auto r = static_cast<int32_t>(residual[static_cast<size_t>(i * t.n + jj)]);
+          y += static_cast<float>(r - static_cast<int32_t>(zr)) * sr; // DequantizeLinear's f32
+          y = std::max(y, 0.f);
+          const float q = std::clamp(std::nearbyint(y / so) + zo, 0.f, 255.f);
+          saturated += q == 255.f;
+          ASSERT_EQ(static_cast<int>(got[i * t.n + jj]), static_cast<int>(q))
+              << spell(isa) << " " << int8CaseName(t) << " (" << i << ", " << jj << ")";
+        }
+      ++checked;
+    }
+  EXPECT_EQ(checked, 85);
+  EXPECT_GT(saturated, 0);
 }
 
 TEST(Avx2Int8Matmul, WeightsBeyondSevenBitsAndComputedBAreRefusedByName) {

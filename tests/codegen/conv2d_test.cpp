@@ -2,10 +2,10 @@
 // (odd sizes, strides, pads, dilations, 1x1, channel counts below a vector, two threads), with
 // epilogues. Tolerance: 4 * (ic*kh*kw) * eps + 1e-5 (inputs in [-1, 1]).
 #include "codegen/conv2d_kernel.h"
-#include "templates/depthwise_template.h"
 #include "ir/graph.h"
 #include "reference/reference.h"
 #include "support/host.h"
+#include "templates/depthwise_template.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -384,8 +384,8 @@ std::vector<int64_t> integerConv(const Conv2dWorkload& w, const std::vector<uint
 // One int8 convolution under `c` through `j` against the integer reference: the sums exactly
 // (no epilogue); column scale, bias, ReLU, a scale and a rounding (a quantization round trip's)
 // in f32 as the epilogue computes them; and column scale, bias (epilogue 3: and an f32 residual
-// addend) and ReLU requantized to u8 (round half to even, saturate), exactly. `small`: inputs
-// in [0, 3] and weights in [-3, 3].
+// addend; 4: a u8 one, dequantized as DequantizeLinear does) and ReLU requantized to u8 (round
+// half to even, saturate), exactly. `small`: inputs in [0, 3] and weights in [-3, 3].
 void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c, int epilogue,
                    std::mt19937& rng, bool small) {
   Conv2dWorkload w = workload;
@@ -403,7 +403,10 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
     epi = {{PostOpKind::ScalePerColumn}, {PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
   if (epilogue == 1)
     epi.insert(epi.end(), {{PostOpKind::Scale, roundTripScale}, {PostOpKind::Round}});
+  const float residualScale = 3.7f, residualZero = 121.f;
   if (epilogue == 3) epi.insert(epi.begin() + 2, {PostOpKind::AddTensor}); // before the ReLU
+  if (epilogue == 4)
+    epi.insert(epi.begin() + 2, {PostOpKind::AddDequantizedU8, residualScale, residualZero});
   if (epilogue > 1) epi.push_back({PostOpKind::QuantizeU8, outScale, outZero});
   if (epilogue > 1) w.types.dst = DType::U8;
   std::vector<float> scale(static_cast<size_t>(w.oc)), bias(static_cast<size_t>(w.oc));
@@ -420,6 +423,8 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
   // The residual addend (f32, dense, of the output's shape: a u8 C adds an f32 one).
   std::vector<float> addend(static_cast<size_t>(pixels * w.oc));
   for (float& a : addend) a = static_cast<float>(static_cast<int>(rng() % 4001) - 2000);
+  std::vector<uint8_t> addendU8(static_cast<size_t>(epilogue == 4 ? pixels * w.oc : 0));
+  for (uint8_t& a : addendU8) a = static_cast<uint8_t>(rng() % 256);
   // An NCHW input holds the same values, plane by plane (the reference reads NHWC).
   std::vector<uint8_t> planes(x.size());
   if (w.nchwInput)
@@ -428,7 +433,8 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
         for (int64_t yx = 0; yx < w.h * w.w; ++yx)
           planes[static_cast<size_t>((b * w.ic + ch) * w.h * w.w + yx)] =
               x[static_cast<size_t>((b * w.h * w.w + yx) * w.ic + ch)];
-  kernel->run(w.nchwInput ? planes.data() : x.data(), out, bias.data(), addend.data(), nullptr,
+  kernel->run(w.nchwInput ? planes.data() : x.data(), out, bias.data(),
+              epilogue == 4 ? static_cast<void*>(addendU8.data()) : addend.data(), nullptr,
               scale.data());
   std::vector<int64_t> sums = integerConv(w, x, weights);
   for (int64_t p = 0; p < pixels; ++p)
@@ -444,6 +450,10 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
       float v = static_cast<float>(sum);
       if (epilogue > 0) v = v * scale[static_cast<size_t>(ch)] + bias[static_cast<size_t>(ch)];
       if (epilogue == 3) v += addend[static_cast<size_t>(p * w.oc + ch)];
+      if (epilogue == 4) // DequantizeLinear's f32: the difference is exact, then one rounding
+        v += static_cast<float>(static_cast<int32_t>(addendU8[static_cast<size_t>(p * w.oc + ch)]) -
+                                static_cast<int32_t>(residualZero)) *
+             residualScale;
       if (epilogue > 0) v = std::max(v, 0.f);
       if (epilogue == 1) v = std::nearbyint(v * roundTripScale);
       if (epilogue > 1) {
@@ -464,7 +474,8 @@ void checkInt8Conv(Jit& j, const Conv2dWorkload& workload, const Conv2dConfig& c
 TEST(Conv2dInt8, RandomConfigsEqualTheIntegerReference) {
   const bool vnniHere = hostTarget().avx512vnni && targetSupports(hostTarget(), Isa::Avx512);
   std::mt19937 rng(29);
-  int checked = 0, zeroPointPadded = 0, requantized = 0, residual = 0, roundedUp = 0, nchw = 0;
+  int checked = 0, zeroPointPadded = 0, requantized = 0, residual = 0, residualU8 = 0,
+      roundedUp = 0, nchw = 0;
   for (int trial = 0; trial < 160 && checked < 56; ++trial) {
     const Isa isa = trial % 2 ? Isa::Avx512 : Isa::Avx2;
     std::uniform_int_distribution<int64_t> ch(1, 10), hw(3, 11), k(1, 3), s(1, 2), p(0, 2);
@@ -485,7 +496,7 @@ TEST(Conv2dInt8, RandomConfigsEqualTheIntegerReference) {
     auto c = randomConfig(w, isa, rng);
     ASSERT_TRUE(c.isOk()) << c.error().message();
     if (!validateConv2dConfig(w, *c).isOk()) continue;
-    const int epilogue = trial % 4;
+    const int epilogue = trial % 8 == 7 ? 4 : trial % 4; // every other residual reads u8
     Jit& j = isa == Isa::Avx512 && !vnniHere ? test::twinJit() : jit();
     checkInt8Conv(j, w, *c, epilogue, rng, trial % 4 == 3);
     if (HasFatalFailure()) return;
@@ -493,13 +504,15 @@ TEST(Conv2dInt8, RandomConfigsEqualTheIntegerReference) {
     zeroPointPadded += w.padded() && w.aZeroPoint != 0;
     requantized += epilogue >= 2;
     residual += epilogue == 3;
+    residualU8 += epilogue == 4;
     roundedUp += w.icPerGroup() % 4 != 0;
     nchw += w.nchwInput;
   }
   EXPECT_GE(checked, 50);
   EXPECT_GE(zeroPointPadded, 6) << "padding with a nonzero zero point is covered";
   EXPECT_GE(requantized, 8);
-  EXPECT_GE(residual, 4) << "a requantizing epilogue with a residual add is covered";
+  EXPECT_GE(residual, 3) << "a requantizing epilogue with a residual add is covered";
+  EXPECT_GE(residualU8, 3) << "a requantizing epilogue with a u8 residual add is covered";
   EXPECT_GE(roundedUp, 6) << "channels rounded up to quads are covered";
   EXPECT_GE(nchw, 6) << "NCHW inputs are covered";
 }

@@ -1094,21 +1094,24 @@ TEST(CompileModel, AnRgbConvolutionRunsInInt8WithItsChannelsRoundedUp) {
   }
 }
 
-// `g` lowered as the pipeline does (lower-quantized-layers; move-quantized-values when `moved`;
-// lower-quantize-round-trips), compiled and run on random input of `inShape` from `seed`: its
-// output of `yShape`, the compile report, and the input and the lowered graph's reference
-// output.
+// `g` lowered as the pipeline does (lowerQuantized: lower-quantized-layers; move-quantized-values
+// when `moved`; lower-quantize-round-trips), compiled and run on random input of `inShape` from
+// `seed`: its output of `yShape`, the compile report, and the input and the lowered graph's
+// reference output.
 struct MovedRun {
   QuantizedRun run;
   Tensor exact;
 };
-Expected<MovedRun> runMovedOrNot(const Graph& g, bool moved, const Shape& inShape,
-                                 const Shape& yShape, unsigned seed) {
+Expected<Graph> lowerQuantized(const Graph& g, bool moved) {
   TUNEC_ASSIGN_OR_RETURN(Graph lowered, passes::lowerQuantizedLayers(g));
   if (moved) {
     TUNEC_ASSIGN_OR_RETURN(lowered, passes::moveQuantizedValues(lowered));
   }
-  TUNEC_ASSIGN_OR_RETURN(lowered, passes::lowerQuantizeRoundTrips(lowered));
+  return passes::lowerQuantizeRoundTrips(lowered);
+}
+Expected<MovedRun> runMovedOrNot(const Graph& g, bool moved, const Shape& inShape,
+                                 const Shape& yShape, unsigned seed) {
+  TUNEC_ASSIGN_OR_RETURN(Graph lowered, lowerQuantized(g, moved));
   std::mt19937 rng(seed);
   TUNEC_ASSIGN_OR_RETURN(QuantizedRun run,
                          runOnRandomInput(lowered, inShape, yShape, Shape{}, false, rng));
@@ -1181,6 +1184,57 @@ TEST(CompileModel, ConcatBetweenInt8LayersMovesTheU8Values) {
   g.addOutput(quantizedConv(g, c, 8, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 5,
                             false, rng, "c"));
   expectMovingChangesNoValue(g, Shape{1, 8, 9, 10}, Shape{1, 8, 9, 10}, 67, 3, 2, 0);
+}
+
+// A residual block as QDQ ResNets write it: the block's u8 input dequantized as the addend of
+// the last int8 conv, whose output makes a quantization round trip before the Add, the ReLU and
+// the block's quantization. The int8 kernel reads the u8 addend itself (AddDequantizedU8), so no
+// step dequantizes it; the result equals, bit for bit, the same graph with that
+// DequantizeLinear's output also a model output (so it stays a step and the kernel adds its f32),
+// and each equals its lowered graph on the reference executor and the QDQ graph within 2e-2.
+TEST(CompileModel, AResidualAddReadsTheBlockInputAsU8) {
+  std::vector<Tensor> results;
+  std::vector<int64_t> quantizeSteps;
+  for (bool exposed : {false, true}) {
+    Graph g;
+    std::mt19937 rng(73);
+    ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 9, 10}, {}});
+    ValueId h = quantizedConv(g, x, 16, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01,
+                              100, true, rng, "c1");
+    ValueId y = quantizedConv(g, h, 16, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02, 5,
+                              false, rng, "c2");
+    // The residual is the block input's dequantized u8, the value c2 reads.
+    ValueId residual = kNoValue;
+    for (const Node& n : g.nodes())
+      if (n.name == "c2.dq") residual = n.outputs[0];
+    ASSERT_NE(residual, kNoValue);
+    ValueId sum = addNamed(g, "add", OpKind::Add, NoAttrs{},
+                           {fakeQuantized(g, y, 0.031, 128, "c2.out"), residual});
+    sum = addNamed(g, "relu", OpKind::Relu, NoAttrs{}, {sum});
+    g.addOutput(fakeQuantized(g, sum, 0.0437, 0, "out"));
+    if (exposed) g.addOutput(residual);
+    auto lowered = lowerQuantized(g, true);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    const Shape shape{1, 16, 9, 10};
+    auto run = runOnRandomInput(*lowered, Shape{1, 8, 9, 10}, shape, shape, exposed, rng);
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    const auto& [in, out, compiled] = *run;
+    auto exact = runReference(*lowered, {in});
+    ASSERT_TRUE(exact.isOk()) << exact.error().message();
+    EXPECT_EQ(compiled.stats.int8Kernels, 2);
+    const std::string& block = compiled.kernels.back().label;
+    EXPECT_EQ(block.find("+addu8+relu+") != std::string::npos, !exposed) << block;
+    EXPECT_EQ(block.find("+add+relu+") != std::string::npos, exposed) << block;
+    quantizeSteps.push_back(compiled.stats.quantizeSteps);
+    EXPECT_LT(relativeL2(out, (*exact)[0]), 1e-6) << (exposed ? "exposed" : "hidden");
+    auto qdq = runReference(g, {in});
+    ASSERT_TRUE(qdq.isOk()) << qdq.error().message();
+    EXPECT_LT(relativeL2(out, (*qdq)[0]), 2e-2);
+    results.push_back(out);
+  }
+  EXPECT_EQ(quantizeSteps[1], quantizeSteps[0] + 1) << "the exposed addend dequantized by a step";
+  for (int64_t i = 0; i < results[0].numel(); ++i)
+    ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
 }
 
 // Two quantized convolutions of input `in`: a padded 3x3 to `mid` channels (ReLU; its input's
