@@ -58,6 +58,8 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--core", default="0")
+    p.add_argument("--target", default="", help="compile both for this target file (`tunec target "
+                   "--json`), e.g. an AVX2-only CPU's, to time its kernels on this CPU")
     p.add_argument("--db", default="", help="tuning records for both tunec compiles (default: none, "
                    "the analytical defaults)")
     args = p.parse_args()
@@ -67,8 +69,9 @@ def main():
         for tag, model in (("fp32", args.fp32), ("int8", args.int8)):
             so[tag] = os.path.join(work, tag + ".so")
             env = dict(os.environ, TUNEC_DB=args.db or os.path.join(work, "no-such.db"))
-            subprocess.run([args.tunec, "compile", model, "-o", so[tag], "--threads", "1"], check=True,
-                           capture_output=True, env=env)
+            target = ["--target", args.target] if args.target else []
+            subprocess.run([args.tunec, "compile", model, "-o", so[tag], "--threads", "1"] + target,
+                           check=True, capture_output=True, env=env)
         times = {k: [] for k in ("tunec fp32", "tunec int8", "ORT fp32", "ORT int8")}
         best = {k: float("inf") for k in times}
         ratios = {k: [] for k in times}
