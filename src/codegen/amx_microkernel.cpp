@@ -54,10 +54,9 @@ llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spe
   const int64_t kStep = int8 ? 64 : 32;
   llvm::FixedVectorType* vecTy = mb.f32Vector();
   llvm::Function* fn = createMicrokernelFunction(mb, name, internal, inlined);
-  auto args = fn->arg_begin();
-  llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
-              *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
-              *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *columnScale = &args[15];
+  const MicrokernelArgs params = MicrokernelArgs::of(fn);
+  llvm::Value *aPtrs = params.a, *bPtrs = params.b, *k = params.k, *lda = params.lda,
+              *ldb = params.ldb, *batch = params.batch;
 
   const TileGrid grid{(spec.mr + 15) / 16, spec.nr / 16};
   const TilePalette palette = amxPalette();
@@ -110,15 +109,15 @@ llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spe
       tiles->store(b, grid.c(ti, tj),
                    b.CreateGEP(accTy, scratch, b.getInt64(16 * ti * spec.nr + 16 * tj)), cStride);
   auto* i32Vec = llvm::FixedVectorType::get(mb.i32(), 16);
-  emitTileEpilogue(mb, b, spec,
-                   [&](int i, int j) -> llvm::Value* {
-                     llvm::Value* at =
-                         b.CreateGEP(accTy, scratch, b.getInt64(i * spec.nr + 16 * j));
-                     if (!int8) return b.CreateAlignedLoad(vecTy, at, llvm::Align(64));
-                     // The exact i32 sums, rounded to the nearest f32 for the epilogue.
-                     return b.CreateSIToFP(b.CreateAlignedLoad(i32Vec, at, llvm::Align(64)), vecTy);
-                   },
-                   {c, ldc, flags, bias, addend, ldAdd, columnScale});
+  emitTileEpilogue(
+      mb, b, spec,
+      [&](int i, int j) -> llvm::Value* {
+        llvm::Value* at = b.CreateGEP(accTy, scratch, b.getInt64(i * spec.nr + 16 * j));
+        if (!int8) return b.CreateAlignedLoad(vecTy, at, llvm::Align(64));
+        // The exact i32 sums, rounded to the nearest f32 for the epilogue.
+        return b.CreateSIToFP(b.CreateAlignedLoad(i32Vec, at, llvm::Align(64)), vecTy);
+      },
+      params);
   b.CreateRetVoid();
   return fn;
 }

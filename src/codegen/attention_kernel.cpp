@@ -357,24 +357,12 @@ private:
         Tile t = tileAt(ir, jr);
         b_.CreateStore(t.a, aArr_);
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(rows, ir), i64(c.mr));
-        llvm::Value* nullPtr = llvm::ConstantPointerNull::get(mb_.ptr());
-        std::vector<llvm::Value*> args = {aArr_,
-                                          bArr_,
-                                          t.c,
-                                          range.k,
-                                          t.lda,
-                                          i64(c.nr),
-                                          t.ldc,
-                                          i64(1),
-                                          range.flags,
-                                          nullPtr,
-                                          t.addend ? t.addend : nullPtr,
-                                          t.ldAdd,
-                                          i64(0),
-                                          bPtr,
-                                          nullPtr,
-                                          nullPtr};
-        mb_.emitVariantCall(b_, mb_.tileVariant(b_, mTail, nTail), kernels.variants, args);
+        codegen::MicrokernelArgs args;
+        args.a = aArr_, args.b = bArr_, args.c = t.c, args.k = range.k, args.lda = t.lda;
+        args.ldb = i64(c.nr), args.ldc = t.ldc, args.batch = i64(1), args.flags = range.flags;
+        args.addend = t.addend, args.ldAdd = t.ldAdd, args.prefetchB = bPtr;
+        mb_.emitVariantCall(b_, mb_.tileVariant(b_, mTail, nTail), kernels.variants,
+                            args.list(mb_));
       });
     });
   }

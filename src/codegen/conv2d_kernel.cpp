@@ -173,20 +173,24 @@ private:
                                        b_.CreateSDiv(ow0, i64(owStep)));
       llvm::Value* line = b_.CreateSRem(tile, i64(columns));
       llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
-      std::vector<llvm::Value*> args = {
-          b_.CreateGEP(mb_.ptr(), aArr_, firstTap), b_.CreateGEP(mb_.ptr(), bArr_, firstTap),
-          gep(w_.types.dst, out_, cOff), i64(entryK_), i64(w_.strideW * ic), i64(nr), i64(outLd_),
-          taps, b_.getInt32(kUkrApplyEpilogue), gep(bias_, oc0),
-          gep(epilogueAddendType(epilogue_, w_.types.dst), addend_, addOff), i64(w_.oc),
-          i64(w_.strideH * wp_ * ic),
-          gep(wei, nextWeights,
-              b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
-                           b_.CreateAdd(b_.CreateMul(line, i64(lineElems)),
-                                        b_.CreateMul(phase, i64(rowElems))))),
-          // Image n's input-channel scales; entry bi (channel block bi of a 1x1) reads from
-          // bi * k on (MicrokernelSpec::scaleK).
-          gep(scale_, b_.CreateMul(n, i64(w_.ic))), gep(columnScale_, oc0)};
-      mb_.emitVariantCall(b_, which, kernels_, args);
+      codegen::MicrokernelArgs args;
+      args.a = b_.CreateGEP(mb_.ptr(), aArr_, firstTap);
+      args.b = b_.CreateGEP(mb_.ptr(), bArr_, firstTap);
+      args.c = gep(w_.types.dst, out_, cOff);
+      args.k = i64(entryK_), args.lda = i64(w_.strideW * ic), args.ldb = i64(nr);
+      args.ldc = i64(outLd_), args.batch = taps, args.flags = b_.getInt32(kUkrApplyEpilogue);
+      args.bias = gep(bias_, oc0);
+      args.addend = gep(epilogueAddendType(epilogue_, w_.types.dst), addend_, addOff);
+      args.ldAdd = i64(w_.oc), args.ldaGroup = i64(w_.strideH * wp_ * ic);
+      args.prefetchB = gep(wei, nextWeights,
+                           b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
+                                        b_.CreateAdd(b_.CreateMul(line, i64(lineElems)),
+                                                     b_.CreateMul(phase, i64(rowElems)))));
+      // Image n's input-channel scales; entry bi (channel block bi of a 1x1) reads from bi * k
+      // on (MicrokernelSpec::scaleK).
+      args.kScale = gep(scale_, b_.CreateMul(n, i64(w_.ic)));
+      args.columnScale = gep(columnScale_, oc0);
+      mb_.emitVariantCall(b_, which, kernels_, args.list(mb_));
     });
   }
 

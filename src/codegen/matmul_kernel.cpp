@@ -314,23 +314,13 @@ private:
         llvm::Value* pf = gep(
             t.wei, nextB,
             b_.CreateAdd(b_.CreateMul(line, i64(lineElems)), b_.CreateMul(phase, i64(rowElems))));
-        std::vector<llvm::Value*> args = {aArr_,
-                                          bArr_,
-                                          cPtr,
-                                          amx() ? kcPairs : kcur, // AMX: whole tile rows
-                                          ldaV,
-                                          i64(c_.nr),
-                                          i64(w_.cLd()),
-                                          i64(1),
-                                          flags,
-                                          biasPtr,
-                                          addPtr,
-                                          i64(w_.n),
-                                          i64(0),
-                                          pf,
-                                          llvm::ConstantPointerNull::get(mb_.ptr()),
-                                          gep(scales_, col)};
-        mb_.emitVariantCall(b_, which, kernels_, args);
+        codegen::MicrokernelArgs args;
+        args.a = aArr_, args.b = bArr_, args.c = cPtr;
+        args.k = amx() ? kcPairs : kcur; // AMX: whole tile rows
+        args.lda = ldaV, args.ldb = i64(c_.nr), args.ldc = i64(w_.cLd()), args.batch = i64(1);
+        args.flags = flags, args.bias = biasPtr, args.addend = addPtr, args.ldAdd = i64(w_.n);
+        args.prefetchB = pf, args.columnScale = gep(scales_, col);
+        mb_.emitVariantCall(b_, which, kernels_, args.list(mb_));
       });
     });
   }

@@ -114,7 +114,9 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
   const int lanes = static_cast<int>(vecTy->getNumElements());
   const int mr = spec.mr;
   llvm::Value* zero = llvm::ConstantAggregateZero::get(vecTy);
-  auto [c, ldc, flags, bias, addend, ldAdd, columnScale] = operands;
+  llvm::Value *c = operands.c, *ldc = operands.ldc, *flags = operands.flags, *bias = operands.bias,
+              *addend = operands.addend, *ldAdd = operands.ldAdd,
+              *columnScale = operands.columnScale;
   const bool bf16C = spec.types.dst == DType::BF16;
   // A u8 C is the requantizing epilogue's (QuantizeU8 last, one K block: checkMicrokernelSpec):
   // written once, never read back.
@@ -196,13 +198,44 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
   }
 }
 
+// MicrokernelFn spells TUNEC_MICROKERNEL_ARGS in C: the two lists have the same length.
+template <typename> struct Arity;
+template <typename R, typename... A> struct Arity<R (*)(A...)> {
+  static constexpr int value = sizeof...(A);
+};
+#define TUNEC_MICROKERNEL_COUNT(name, type) +1
+static_assert(Arity<MicrokernelFn>::value == 0 TUNEC_MICROKERNEL_ARGS(TUNEC_MICROKERNEL_COUNT),
+              "MicrokernelFn and TUNEC_MICROKERNEL_ARGS list different arguments");
+#undef TUNEC_MICROKERNEL_COUNT
+
+MicrokernelArgs MicrokernelArgs::of(llvm::Function* fn) {
+  MicrokernelArgs args;
+  unsigned i = 0;
+#define TUNEC_MICROKERNEL_PARAM(name, type) args.name = fn->getArg(i++);
+  TUNEC_MICROKERNEL_ARGS(TUNEC_MICROKERNEL_PARAM)
+#undef TUNEC_MICROKERNEL_PARAM
+  return args;
+}
+
+std::vector<llvm::Value*> MicrokernelArgs::list(ModuleBuilder& mb) const {
+  std::vector<llvm::Value*> values;
+  auto unset = [&](llvm::Type* type) -> llvm::Value* {
+    return type->isPointerTy() ? static_cast<llvm::Value*>(llvm::ConstantPointerNull::get(mb.ptr()))
+                               : llvm::ConstantInt::get(type, 0);
+  };
+#define TUNEC_MICROKERNEL_VALUE(name, type) values.push_back(name ? name : unset(mb.type()));
+  TUNEC_MICROKERNEL_ARGS(TUNEC_MICROKERNEL_VALUE)
+#undef TUNEC_MICROKERNEL_VALUE
+  return values;
+}
+
 llvm::Function* createMicrokernelFunction(ModuleBuilder& mb, const std::string& name, bool internal,
                                           bool inlined) {
-  llvm::Type* i64 = mb.i64();
-  llvm::Type* ptr = mb.ptr();
-  auto* fnTy = llvm::FunctionType::get(
-      llvm::Type::getVoidTy(mb.context()),
-      {ptr, ptr, ptr, i64, i64, i64, i64, i64, mb.i32(), ptr, ptr, i64, i64, ptr, ptr, ptr}, false);
+  std::vector<llvm::Type*> params;
+#define TUNEC_MICROKERNEL_TYPE(name, type) params.push_back(mb.type());
+  TUNEC_MICROKERNEL_ARGS(TUNEC_MICROKERNEL_TYPE)
+#undef TUNEC_MICROKERNEL_TYPE
+  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(mb.context()), params, false);
   llvm::Function* fn = mb.createFunction(name, fnTy, internal);
   if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
   fn->addParamAttr(2, llvm::Attribute::NoAlias); // C
@@ -222,11 +255,10 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   const int mr = spec.mr;
 
   llvm::Function* fn = createMicrokernelFunction(mb, name, internal, inlined);
-  auto args = fn->arg_begin();
-  llvm::Value *aPtrs = &args[0], *bPtrs = &args[1], *c = &args[2], *k = &args[3], *lda = &args[4],
-              *ldb = &args[5], *ldc = &args[6], *batch = &args[7], *flags = &args[8],
-              *bias = &args[9], *addend = &args[10], *ldAdd = &args[11], *ldaGroup = &args[12],
-              *prefetchB = &args[13], *kScale = &args[14], *columnScale = &args[15];
+  const MicrokernelArgs params = MicrokernelArgs::of(fn);
+  llvm::Value *aPtrs = params.a, *bPtrs = params.b, *c = params.c, *k = params.k, *lda = params.lda,
+              *ldb = params.ldb, *batch = params.batch, *ldaGroup = params.ldaGroup,
+              *prefetchB = params.prefetchB, *kScale = params.kScale;
 
   // The k steps are the strategy's; the loops around them are this frame's.
   std::unique_ptr<KStepStrategy> strategy = kStepStrategyFor(mb, spec);
@@ -253,8 +285,8 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   if (spec.prefetchC) {
     for (int i = 0; i < mr; ++i)
       for (int j = 0; j < spec.nValid; j += lineElems) {
-        llvm::Value* p =
-            b.CreateGEP(cElem, c, b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j)));
+        llvm::Value* p = b.CreateGEP(
+            cElem, c, b.CreateAdd(b.CreateMul(b.getInt64(i), params.ldc), b.getInt64(j)));
         b.CreateCall(prefetch, {p, b.getInt32(1), b.getInt32(3), b.getInt32(1)});
       }
   }
@@ -359,8 +391,8 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   // is masked when the tile has fewer valid columns.
   b.SetInsertPoint(epilogue);
   next = strategy->toF32(b, next); // the accumulators as f32 vectors
-  emitTileEpilogue(mb, b, spec, [&](int i, int j) { return next[static_cast<size_t>(i * nv + j)]; },
-                   {c, ldc, flags, bias, addend, ldAdd, columnScale});
+  emitTileEpilogue(
+      mb, b, spec, [&](int i, int j) { return next[static_cast<size_t>(i * nv + j)]; }, params);
   b.CreateRetVoid();
   return fn;
 }

@@ -75,7 +75,8 @@ enum MicrokernelFlags : int32_t {
 /// is read only by row-grouped kernels;
 /// prefetchB only by kernels generated with spec.prefetchB (a prefetch never faults, any address
 /// is valid); kScale only by kernels generated with spec.scaleK; columnScale (indexed by column,
-/// as the bias) by epilogues with a ScalePerColumn.
+/// as the bias) by epilogues with a ScalePerColumn. Generated code names these arguments through
+/// codegen::MicrokernelArgs (microkernel_emitter.h), whose list is this one.
 using MicrokernelFn = void (*)(const float* const* a, const float* const* b, float* c, int64_t k,
                                int64_t lda, int64_t ldb, int64_t ldc, int64_t batch, int32_t flags,
                                const float* bias, const void* addend, int64_t ldAdd,

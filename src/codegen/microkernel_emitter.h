@@ -15,16 +15,36 @@ namespace tunec::codegen {
 llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
                                 const std::string& name, bool internal, bool inlined = false);
 
+/// The microkernel's arguments in their order, each with its LLVM type (MicrokernelFn spells
+/// the same list in C): the one list of the function type, the callee's parameters and every
+/// call, so that a call site names what it passes.
+#define TUNEC_MICROKERNEL_ARGS(X)                                                                  \
+  X(a, ptr)                                                                                        \
+  X(b, ptr) X(c, ptr) X(k, i64) X(lda, i64) X(ldb, i64) X(ldc, i64) X(batch, i64) X(flags, i32)    \
+      X(bias, ptr) X(addend, ptr) X(ldAdd, i64) X(ldaGroup, i64) X(prefetchB, ptr) X(kScale, ptr)  \
+          X(columnScale, ptr)
+
+/// The arguments of one microkernel call, or the parameters of a microkernel function, by name.
+struct MicrokernelArgs {
+#define TUNEC_MICROKERNEL_FIELD(name, type) llvm::Value* name = nullptr;
+  TUNEC_MICROKERNEL_ARGS(TUNEC_MICROKERNEL_FIELD)
+#undef TUNEC_MICROKERNEL_FIELD
+  /// The parameters of `fn` (made by createMicrokernelFunction).
+  static MicrokernelArgs of(llvm::Function* fn);
+  /// The argument list of a call: a field left unset passes a null pointer or 0 (the kernel
+  /// reads such an argument only when its spec says it has one).
+  std::vector<llvm::Value*> list(ModuleBuilder& mb) const;
+};
+
 /// A function of the MicrokernelFn signature (C noalias), inlined into its caller when internal
 /// and `inlined`, kept out of line when internal otherwise: the one declaration of every
 /// reduction core's entry.
 llvm::Function* createMicrokernelFunction(ModuleBuilder& mb, const std::string& name, bool internal,
                                           bool inlined);
 
-/// What the epilogue of a tile reads and writes: the MicrokernelFn arguments of those names.
-struct TileEpilogueOperands {
-  llvm::Value *c, *ldc, *flags, *bias, *addend, *ldAdd, *columnScale;
-};
+/// What the epilogue of a tile reads and writes: the microkernel's c, ldc, flags, bias, addend,
+/// ldAdd and columnScale.
+using TileEpilogueOperands = MicrokernelArgs;
 
 /// The shared epilogue of every reduction core (vector k steps and AMX tiles): for each row i and
 /// f32 vector j of the tile, acc(i, j) (+ C when accumulating), the post-ops (last K block), then
