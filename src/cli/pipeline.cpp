@@ -41,9 +41,9 @@ const std::vector<PassEntry>& graphPipeline() {
       {"split-conv-for-slices", passes::splitConvForSlices},
       {"push-gathers-through-depthwise", passes::pushGathersThroughDepthwise},
       {"absorb-channel-gathers", passes::absorbChannelGathers},
-      // Before lower-quantize-round-trips: the pooled and moved integers are read as integers, so
-      // the
-      // quantization before the pool stays (a requantizing epilogue) and is not lowered to f32.
+      // Before lower-quantize-round-trips: the pooled and moved integers are read as integers,
+      // so the quantization before the pool stays (a requantizing epilogue) and is not lowered
+      // to f32.
       {"move-quantized-values", passes::moveQuantizedValues},
       // After simplify-algebra, whose Div-by-constant to Mul would round differently at ties:
       // this pass's x / s must stay a division, as QuantizeLinear divides. After

@@ -108,15 +108,14 @@ namespace codegen {
 
 void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const MicrokernelSpec& spec,
                       const std::function<llvm::Value*(int, int)>& acc,
-                      const TileEpilogueOperands& operands) {
+                      const MicrokernelArgs& params) {
   llvm::Type* f32 = mb.f32();
   llvm::FixedVectorType* vecTy = mb.f32Vector();
   const int lanes = static_cast<int>(vecTy->getNumElements());
   const int mr = spec.mr;
   llvm::Value* zero = llvm::ConstantAggregateZero::get(vecTy);
-  llvm::Value *c = operands.c, *ldc = operands.ldc, *flags = operands.flags, *bias = operands.bias,
-              *addend = operands.addend, *ldAdd = operands.ldAdd,
-              *columnScale = operands.columnScale;
+  llvm::Value *c = params.c, *ldc = params.ldc, *flags = params.flags, *bias = params.bias,
+              *addend = params.addend, *ldAdd = params.ldAdd, *columnScale = params.columnScale;
   const bool bf16C = spec.types.dst == DType::BF16;
   // A u8 C is the requantizing epilogue's (QuantizeU8 last, one K block: checkMicrokernelSpec):
   // written once, never read back.
@@ -174,10 +173,12 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
       if (!u8C) v = b.CreateSelect(accumulate, b.CreateFAdd(v, loadC(c, cOffset, j)), v);
       auto operands = [&](const PostOp& op) {
         llvm::Value* other = nullptr;
-        llvm::Value* addOffset =
-            b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes));
-        if (op.kind == PostOpKind::AddTensor) other = loadC(addend, addOffset, j);
-        if (op.kind == PostOpKind::AddDequantizedU8) other = loadBytes(addend, addOffset, j);
+        if (readsAddend(op.kind)) {
+          llvm::Value* offset =
+              b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes));
+          other = op.kind == PostOpKind::AddTensor ? loadC(addend, offset, j)
+                                                   : loadBytes(addend, offset, j);
+        }
         return std::pair{readsColumnScale(op.kind) ? scaleVec[static_cast<size_t>(j)]
                                                    : biasVec[static_cast<size_t>(j)],
                          other};

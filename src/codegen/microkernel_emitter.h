@@ -20,9 +20,21 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
 /// call, so that a call site names what it passes.
 #define TUNEC_MICROKERNEL_ARGS(X)                                                                  \
   X(a, ptr)                                                                                        \
-  X(b, ptr) X(c, ptr) X(k, i64) X(lda, i64) X(ldb, i64) X(ldc, i64) X(batch, i64) X(flags, i32)    \
-      X(bias, ptr) X(addend, ptr) X(ldAdd, i64) X(ldaGroup, i64) X(prefetchB, ptr) X(kScale, ptr)  \
-          X(columnScale, ptr)
+  X(b, ptr)                                                                                        \
+  X(c, ptr)                                                                                        \
+  X(k, i64)                                                                                        \
+  X(lda, i64)                                                                                      \
+  X(ldb, i64)                                                                                      \
+  X(ldc, i64)                                                                                      \
+  X(batch, i64)                                                                                    \
+  X(flags, i32)                                                                                    \
+  X(bias, ptr)                                                                                     \
+  X(addend, ptr)                                                                                   \
+  X(ldAdd, i64)                                                                                    \
+  X(ldaGroup, i64)                                                                                 \
+  X(prefetchB, ptr)                                                                                \
+  X(kScale, ptr)                                                                                   \
+  X(columnScale, ptr)
 
 /// The arguments of one microkernel call, or the parameters of a microkernel function, by name.
 struct MicrokernelArgs {
@@ -42,16 +54,13 @@ struct MicrokernelArgs {
 llvm::Function* createMicrokernelFunction(ModuleBuilder& mb, const std::string& name, bool internal,
                                           bool inlined);
 
-/// What the epilogue of a tile reads and writes: the microkernel's c, ldc, flags, bias, addend,
-/// ldAdd and columnScale.
-using TileEpilogueOperands = MicrokernelArgs;
-
 /// The shared epilogue of every reduction core (vector k steps and AMX tiles): for each row i and
 /// f32 vector j of the tile, acc(i, j) (+ C when accumulating), the post-ops (last K block), then
-/// the store of f32 or bf16 C, the last vector of a row masked to spec.nValid.
+/// the store of f32 or bf16 C, the last vector of a row masked to spec.nValid. It reads the
+/// kernel's c, ldc, flags, bias, addend, ldAdd and columnScale from `params`.
 void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const MicrokernelSpec& spec,
                       const std::function<llvm::Value*(int, int)>& acc,
-                      const TileEpilogueOperands& operands);
+                      const MicrokernelArgs& params);
 
 /// The palette of every AMX kernel: all 8 tiles 16 rows of 64 bytes (C tiles of 16x16 f32, A and
 /// B tiles of 16 rows of one k step). One for all tail variants, so that a loop nest loads it once

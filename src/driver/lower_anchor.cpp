@@ -180,15 +180,12 @@ bool buildEpilogue(Lowering& l, const passes::FusedKernel& kernel, int64_t chann
           std::copy_n(floatData(g.value(norm.inputs[i])), cols,
                       params.begin() + static_cast<int64_t>(i - 1) * cols);
       e.normParams = l.addConstant(params);
-    } else if (step.op.kind == PostOpKind::AddTensor) {
+    } else if (readsAddend(step.op.kind)) { // f32, or AddDequantizedU8's u8 tensor as stored
       const Value& c = g.value(step.operand);
       // After an NHWC view of a matmul's rows the addend is read as NHWC: the same bytes.
       bool afterView = kernel.nhwcView >= 0 && step.node > kernel.nhwcView;
       e.addend = c.constant ? l.addConstant(expandConstant(c, outShape, factor))
                             : l.tensorIn(step.operand, afterView ? Phys::Nhwc : outPhys);
-    } else if (step.op.kind == PostOpKind::AddDequantizedU8) { // the u8 tensor, as stored
-      bool afterView = kernel.nhwcView >= 0 && step.node > kernel.nhwcView;
-      e.addend = l.tensorIn(step.operand, afterView ? Phys::Nhwc : outPhys);
     }
     if (!step.mergesIntoBias) e.epilogue.push_back(step.op);
   }

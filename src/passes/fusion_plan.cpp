@@ -226,6 +226,18 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
                " input" + (n.inputs.size() == 1 ? "" : "s") + ")");
 }
 
+// The scale and zero point of a QuantizeLinear or DequantizeLinear with one of each (one-element
+// constants), or nullopt; whether the scale is usable is the caller's to say.
+std::optional<std::pair<double, float>> tensorQuantization(const Graph& g, const Node& n) {
+  auto scalar = [&](size_t i) {
+    return i < n.inputs.size() && n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant &&
+           g.value(n.inputs[i]).type.shape.numel() == 1;
+  };
+  if (!scalar(1) || !scalar(2)) return std::nullopt;
+  return std::pair{g.value(n.inputs[1]).constant->getDouble(0),
+                   static_cast<float>(g.value(n.inputs[2]).constant->getInt(0))};
+}
+
 // The QuantizeLinear `id` of the kernel's current result `x` as the requantizing epilogue's last
 // step (the kernel writes the next layer's u8 A): after an int8 anchor, or an f32 convolution of
 // the conv2d template (a quantized model's RGB conv, whose 3 channels are no int8 quads), to u8
@@ -235,16 +247,12 @@ Expected<EpilogueStep> matchRequantize(const Graph& g, const FusedKernel& kernel
   const Node& n = g.node(id);
   if (!isIntegerAnchor(g.node(kernel.anchor).kind) && kernel.templ != TemplateKind::Conv2d)
     return Error("a QuantizeLinear joins only an int8 kernel's or an f32 convolution's epilogue");
-  auto scalar = [&](size_t i) {
-    return i < n.inputs.size() && n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant &&
-           g.value(n.inputs[i]).type.shape.numel() == 1;
-  };
-  if (n.inputs[0] != x || g.value(n.outputs[0]).type.dtype != DType::U8 || !scalar(1) || !scalar(2))
+  const auto params = tensorQuantization(g, n);
+  if (n.inputs[0] != x || g.value(n.outputs[0]).type.dtype != DType::U8 || !params)
     return Error("only a QuantizeLinear to u8 with one scale and zero point joins an epilogue");
-  const double scale = g.value(n.inputs[1]).constant->getDouble(0);
+  const auto [scale, zp] = *params;
   if (!(scale > 0) || !std::isfinite(scale))
     return Error("the QuantizeLinear's scale is not a positive number");
-  const auto zp = static_cast<float>(g.value(n.inputs[2]).constant->getInt(0));
   return EpilogueStep{id, {PostOpKind::QuantizeU8, static_cast<float>(scale), zp}};
 }
 
@@ -266,21 +274,15 @@ dequantizedAddend(const Graph& g, const FusedKernel& kernel, const EpilogueStep&
       isOutput[static_cast<size_t>(add.operand)])
     return std::nullopt;
   const Node& n = g.node(dq);
-  auto scalar = [&](size_t i) {
-    return i < n.inputs.size() && n.inputs[i] != kNoValue && g.value(n.inputs[i]).constant &&
-           g.value(n.inputs[i]).type.shape.numel() == 1;
-  };
-  if (n.kind != OpKind::DequantizeLinear || !scalar(1) || !scalar(2) ||
+  const auto params = n.kind == OpKind::DequantizeLinear ? tensorQuantization(g, n) : std::nullopt;
+  if (!params || !(params->first > 0) || !std::isfinite(params->first) ||
       g.value(n.inputs[0]).type.dtype != DType::U8 || g.value(n.inputs[0]).constant)
     return std::nullopt;
   const int own = plan.kernelOf[static_cast<size_t>(dq)];
   if (own < 0 || plan.kernels[static_cast<size_t>(own)].nodes != std::vector<NodeId>{dq})
     return std::nullopt;
-  const auto scale = static_cast<float>(g.value(n.inputs[1]).constant->getDouble(0));
-  const auto zp = static_cast<float>(g.value(n.inputs[2]).constant->getInt(0));
-  if (!(scale > 0) || !std::isfinite(scale)) return std::nullopt;
   EpilogueStep step = add;
-  step.op = {PostOpKind::AddDequantizedU8, scale, zp};
+  step.op = {PostOpKind::AddDequantizedU8, static_cast<float>(params->first), params->second};
   step.operand = n.inputs[0];
   return std::pair{dq, step};
 }

@@ -628,6 +628,15 @@ TEST(CompileModel, UnsupportedOpsAreListedByNode) {
   EXPECT_NE(msg.find("--reference"), std::string::npos) << msg;
 }
 
+// `compiled` written as a model.so in the temp directory, named for `tag` and this process.
+Expected<std::string> writeTempModel(driver::CompiledModel compiled, const std::string& tag) {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("tunec_" + tag + "_" + std::to_string(::getpid()) + ".so"))
+                         .string();
+  TUNEC_TRY(driver::writeSharedLibrary(std::move(compiled), path));
+  return path;
+}
+
 TEST(CompileModel, SharedLibraryThroughTheCApi) {
   Builder b;
   ValueId x = b.input({1, 4, 8, 8});
@@ -642,11 +651,9 @@ TEST(CompileModel, SharedLibraryThroughTheCApi) {
   options.isa = widestIsa(options.target);
   auto compiled = driver::compileModel(b.g, *sharedJit(), options);
   ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("tunec_capi_" + std::to_string(::getpid()) + ".so"))
-                         .string();
-  Status written = driver::writeSharedLibrary(std::move(*compiled), path);
+  auto written = writeTempModel(std::move(*compiled), "capi");
   ASSERT_TRUE(written.isOk()) << written.error().message();
+  const std::string path = *written;
   tunec_model* model = nullptr;
   ASSERT_EQ(tunec_model_load(path.c_str(), 2, &model), 0) << tunec_last_error();
   ASSERT_EQ(tunec_model_num_inputs(model), 1);
@@ -729,11 +736,9 @@ TEST(CompileModel, Bf16PrecisionThroughTheCApi) {
   required.add(CpuFeature::avx512bf16);
   EXPECT_EQ(compiled->plan.requiredFeatures, required) << compiled->plan.requiredFeatures.text();
   const std::string isa = required.text();
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("tunec_bf16_" + std::to_string(::getpid()) + ".so"))
-                         .string();
-  Status written = driver::writeSharedLibrary(std::move(*compiled), path);
+  auto written = writeTempModel(std::move(*compiled), "bf16");
   ASSERT_TRUE(written.isOk()) << written.error().message();
+  const std::string path = *written;
   tunec_model* model = nullptr;
   ASSERT_EQ(tunec_model_load(path.c_str(), 1, &model), 0) << tunec_last_error();
   EXPECT_EQ(std::string(tunec_model_isa(model)), isa);
@@ -1269,11 +1274,9 @@ TEST(CompileModel, Int8KernelsCountTheirOperationsForTheProfile) {
   EXPECT_EQ(compiled->plan.requiredFeatures.has(CpuFeature::avx512vnni), vnni)
       << compiled->plan.requiredFeatures.text();
   const std::string required = compiled->plan.requiredFeatures.text();
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("tunec_int8_ops_" + std::to_string(::getpid()) + ".so"))
-                         .string();
-  Status written = driver::writeSharedLibrary(std::move(*compiled), path);
+  auto written = writeTempModel(std::move(*compiled), "int8_ops");
   ASSERT_TRUE(written.isOk()) << written.error().message();
+  const std::string path = *written;
   tunec_model* model = nullptr;
   ASSERT_EQ(tunec_model_load(path.c_str(), 1, &model), 0) << tunec_last_error();
   EXPECT_EQ(std::string(tunec_model_isa(model)), required);
