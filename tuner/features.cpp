@@ -99,8 +99,12 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ta
   f[6] = c.parallel == Conv2dParallel::Oh;
   f[7] = c.parallel == Conv2dParallel::Oc;
   f[8] = c.parallel == Conv2dParallel::N;
-  f[9] = lg(ceilDiv(ocg, c.ocBlock));                              // oc panels
-  f[10] = lg(ceilDiv(ow, c.owBlock));                              // tiles per row
+  f[9] = lg(ceilDiv(ocg, c.ocBlock)); // oc panels
+  // AMX: tiles of owBlock virtual pixels over the image's rows of amxConv2dVirtualWidth.
+  const bool amx = c.isa == Isa::Amx;
+  const double virtualWidth = static_cast<double>(amxConv2dVirtualWidth(w));
+  f[10] = amx ? lg(ceilDiv(oh * virtualWidth, c.owBlock))          // tiles per image
+              : lg(ceilDiv(ow, c.owBlock));                        // tiles per row
   f[11] = lg(ceilDiv(oh, static_cast<double>(c.ohBlock)));         // row blocks
   f[12] = lg(ceilDiv(icg, static_cast<double>(c.icBlock)) * taps); // brgemm batch length
   // Bytes of one brgemm call: input rows + weight panel, against L1; a row block's input against
@@ -114,9 +118,10 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ta
   f[16] = static_cast<float>(2.0 * mr * c.ocBlock / (mr + c.ocBlock));
   f[17] = util(ocg, c.ocBlock);
   f[18] = util(ow, c.owBlock);
-  f[19] = static_cast<float>(
-      tileRegisters(c.isa, static_cast<int>(c.owBlock * c.rowsPerTile), c.ocBlock) /
-      static_cast<double>(isaInfo(c.isa).vectorRegisters));
+  f[19] = amx ? static_cast<float>(amxTileCount(c.owBlock, c.ocBlock) / 8.0)
+              : static_cast<float>(
+                    tileRegisters(c.isa, static_cast<int>(c.owBlock * c.rowsPerTile), c.ocBlock) /
+                    static_cast<double>(isaInfo(c.isa).vectorRegisters));
   double tasks = c.parallel == Conv2dParallel::Oh ? oh
                  : c.parallel == Conv2dParallel::Oc
                      ? ceilDiv(ocg, c.ocBlock) * static_cast<double>(w.groups)
@@ -133,7 +138,10 @@ Features conv2dFeatures(const Conv2dWorkload& w, const Conv2dConfig& c, const Ta
   f[27] = lg(ocg);
   f[28] = lg(ow);
   f[29] = w.padded();
-  f[30] = isBf16Gemm(w.types); // vdpbf16ps on a bf16 copy of the input
+  f[30] = isBf16Gemm(w.types); // vdpbf16ps or tdpbf16ps on a bf16 copy of the input
+  f[31] = isInt8Gemm(w.types); // u8 x s8 quads: vpdpbusd, vpmaddubsw or tdpbusd
+  f[32] = amx;                 // tile dots over virtual pixels
+  f[33] = amx ? static_cast<float>(ow / virtualWidth) : 1.f; // virtual pixels that are outputs
   return f;
 }
 
@@ -255,10 +263,10 @@ const std::array<const char*, kFeatureLength>& featureNames(TemplateKind kind) {
                                                                "log2 OC per group",
                                                                "log2 OW",
                                                                "padded",
-                                                               "bf16 (vdpbf16ps)",
-                                                               "-",
-                                                               "-",
-                                                               "-",
+                                                               "bf16 (vdpbf16ps, tdpbf16ps)",
+                                                               "int8 (u8 x s8 quads)",
+                                                               "AMX (tiles of virtual pixels)",
+                                                               "output share of virtual pixels",
                                                                "-"};
   static const std::array<const char*, kFeatureLength> depthwise = {
       "channel vectors",

@@ -15,7 +15,7 @@
 
 namespace tunec::tuner {
 
-inline constexpr int kFeatureSchemaVersion = 3;
+inline constexpr int kFeatureSchemaVersion = 4;
 inline constexpr int kFeatureLength = 35;
 
 using Features = std::array<float, kFeatureLength>;

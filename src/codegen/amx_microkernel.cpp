@@ -5,22 +5,16 @@
 // [k/4][nr][4] of i8, so a B tile row is one pair or quad row of 16 columns) and one tdpbf16ps
 // (tdpbusd) per C tile. Every tile is 16 rows of 64 bytes in all variants (amxPalette), so the
 // loop nest loads the palette once per task and an M tail computes the zero rows its packed A is
-// padded with (and the epilogue drops them); the C tiles are stored to a 64-byte aligned scratch
-// that the shared epilogue reads (microkernel.cpp), i32 sums converted to f32 first. K (the k
-// argument) is a multiple of the k step: the loop nest pads A's rows and B's panels with zeros.
+// padded with (and the epilogue drops them). A convolution's A rows are read in place instead
+// (spec.aRowsInPlace: its input pixels, lda apart) and its C rows through a row map
+// (spec.cRowMap: rows that are padding columns are dropped); the C tiles are stored to a 64-byte
+// aligned scratch that the shared epilogue reads (microkernel.cpp), i32 sums converted to f32
+// first. K (the k argument) is a multiple of the k step: the loop nest pads A's rows and B's panels
+// with zeros.
 #include "codegen/microkernel_emitter.h"
 #include "codegen/tile_ops.h"
 
 #include <algorithm>
-
-namespace tunec {
-
-int amxTileCount(int mr, int nr) {
-  int rowTiles = (mr + 15) / 16, colTiles = nr / 16;
-  return rowTiles * colTiles + rowTiles + colTiles;
-}
-
-} // namespace tunec
 
 namespace tunec::codegen {
 
@@ -76,7 +70,10 @@ llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spe
   for (int ti = 0; ti < grid.rowTiles; ++ti)
     for (int tj = 0; tj < grid.colTiles; ++tj) tiles->zero(b, grid.c(ti, tj));
 
-  llvm::Value* aStride = b.getInt64(64);                  // A comes in tiles (tunec_pack_a_*_tiles)
+  // A comes in tiles (tunec_pack_a_*_tiles), or its rows are read in place, lda elements apart.
+  const int64_t elemBytes = int8 ? 1 : 2;
+  llvm::Value* aStride =
+      spec.aRowsInPlace ? b.CreateMul(lda, b.getInt64(elemBytes)) : b.getInt64(64);
   llvm::Value* bStride = b.CreateMul(ldb, b.getInt64(4)); // bytes between pair or quad rows
   mb.forLoop(b, b.getInt64(0), batch, 1, "batch", [&](llvm::Value* bi) {
     llvm::Value* aBase = b.CreateLoad(ptr, b.CreateGEP(ptr, aPtrs, bi), "a");
@@ -89,9 +86,10 @@ llvm::Function* emitAmxMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spe
             b.CreateGEP(elem, bBase, b.CreateAdd(b.CreateMul(kk, ldb), b.getInt64(kStep * tj))),
             bStride, spec.amxStreamed == 'b');
       for (int ti = 0; ti < grid.rowTiles; ++ti) {
-        // Row block ti at 16 ti lda, its k step at 16 kk (16 rows of kStep values a step).
+        // Row block ti at 16 ti lda; its k step at 16 kk in packed tiles (16 rows of kStep
+        // values a step), or at kk along the rows read in place.
         llvm::Value* rows = b.CreateMul(b.getInt64(16 * ti), lda);
-        llvm::Value* step = b.CreateMul(kk, b.getInt64(16));
+        llvm::Value* step = spec.aRowsInPlace ? kk : b.CreateMul(kk, b.getInt64(16));
         tiles->load(b, grid.a(ti), b.CreateGEP(elem, aBase, b.CreateAdd(rows, step)), aStride,
                     spec.amxStreamed == 'a');
         for (int tj = 0; tj < grid.colTiles; ++tj) {

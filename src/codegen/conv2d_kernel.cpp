@@ -295,7 +295,10 @@ Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& s
   if (c.isa == Isa::Avx2 && isInt8Gemm(w.types)) // vpmaddubsw's s16 pair sums must not saturate
     TUNEC_TRY(checkAvx2Int8Weights(weights, w.oc * w.icPerGroup() * w.kh * w.kw, "conv2d"));
   TUNEC_TRY(checkEpilogueStores(e, w.types.dst));
-  Conv2dEmitter(mb, w, c, e).emit(symbol);
+  if (c.isa == Isa::Amx)
+    emitAmxConv2dLoopNest(mb, symbol, w, c, e);
+  else
+    Conv2dEmitter(mb, w, c, e).emit(symbol);
   return packConv2dWeights(w, c, weights);
 }
 

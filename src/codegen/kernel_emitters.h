@@ -25,6 +25,10 @@ Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& s
 Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& symbol,
                                          const Conv2dWorkload& w, const Conv2dConfig& c,
                                          const Epilogue& e, const float* weights);
+/// The conv2d loop nest on AMX tiles (conv2d_amx_kernel.cpp), which emitConv2dKernel emits for a
+/// validated config of Isa::Amx; its weights are packed as the vector kernel's.
+void emitAmxConv2dLoopNest(ModuleBuilder& mb, const std::string& symbol, const Conv2dWorkload& w,
+                           const Conv2dConfig& c, const Epilogue& e);
 Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string& symbol,
                                             const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                             const Epilogue& e, const float* weights);

@@ -35,12 +35,17 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
                        " tiles (C, A and B); AMX has 8 (e.g. 32x32: 4 C + 2 A + 2 B)");
     if (spec.aTransposed || spec.aRowGroup || spec.scaleK || spec.prefetchA || spec.prefetchB ||
         spec.kUnroll != 1)
-      return makeError("AMX microkernel: A is read as packed tiles (no transposed or grouped A, "
+      return makeError("AMX microkernel: A is read as tiles (no transposed or grouped A, "
                        "no k scale, prefetch or unroll)");
+    if (spec.aRowsInPlace && spec.mr % 16)
+      return makeError("AMX microkernel: A rows read in place come in whole tiles of 16, not mr=",
+                       spec.mr);
     if (spec.nValid < 1 || spec.nValid > spec.nr)
       return makeError("microkernel nValid=", spec.nValid, " must be in 1..nr=", spec.nr);
     return {};
   }
+  if (spec.aRowsInPlace || spec.cRowMap)
+    return makeError("microkernel: A rows in place and C row maps are the AMX core's");
   if (spec.nr < lanes || spec.nr % lanes != 0)
     return makeError("microkernel nr=", spec.nr, " must be a positive multiple of ", lanes, " for ",
                      info.name);
@@ -165,17 +170,27 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
   if (epilogueNeedsColumnScale(spec.epilogue))
     for (int j = 0; j < validVectors; ++j)
       scaleVec[static_cast<size_t>(j)] = loadVec(columnScale, b.getInt64(j * lanes), j);
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
   for (int i = 0; i < mr; ++i) {
+    // Row i's pixel: i itself, or (a row map) cRows[i], the row skipped when negative.
+    llvm::Value* row = b.getInt64(i);
+    llvm::BasicBlock* next = nullptr;
+    if (spec.cRowMap) {
+      row = b.CreateLoad(mb.i64(), b.CreateGEP(mb.i64(), params.cRows, b.getInt64(i)), "crow");
+      auto* body = llvm::BasicBlock::Create(mb.context(), "crow.store", fn);
+      next = llvm::BasicBlock::Create(mb.context(), "crow.next", fn);
+      b.CreateCondBr(b.CreateICmpSGE(row, b.getInt64(0)), body, next);
+      b.SetInsertPoint(body);
+    }
     for (int j = 0; j < validVectors; ++j) {
       llvm::Value* v = acc(i, j);
-      llvm::Value* cOffset = b.CreateAdd(b.CreateMul(b.getInt64(i), ldc), b.getInt64(j * lanes));
+      llvm::Value* cOffset = b.CreateAdd(b.CreateMul(row, ldc), b.getInt64(j * lanes));
       // The C tile is always valid memory, so it is loaded unconditionally and selected.
       if (!u8C) v = b.CreateSelect(accumulate, b.CreateFAdd(v, loadC(c, cOffset, j)), v);
       auto operands = [&](const PostOp& op) {
         llvm::Value* other = nullptr;
         if (readsAddend(op.kind)) {
-          llvm::Value* offset =
-              b.CreateAdd(b.CreateMul(b.getInt64(i), ldAdd), b.getInt64(j * lanes));
+          llvm::Value* offset = b.CreateAdd(b.CreateMul(row, ldAdd), b.getInt64(j * lanes));
           other = op.kind == PostOpKind::AddTensor ? loadC(addend, offset, j)
                                                    : loadBytes(addend, offset, j);
         }
@@ -195,6 +210,10 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
         b.CreateMaskedStore(v, p, align, tailMask);
       else
         b.CreateAlignedStore(v, p, align);
+    }
+    if (next) {
+      b.CreateBr(next);
+      b.SetInsertPoint(next);
     }
   }
 }

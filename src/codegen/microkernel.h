@@ -53,6 +53,13 @@ struct MicrokernelSpec {
   /// AMX: which operand's tiles are read once per call from L2 (tileloaddt1) so that the other,
   /// reused by the next calls, stays in L1: 'a', 'b' or 0 for neither.
   char amxStreamed = 0;
+  /// AMX: A's rows are read where they are, lda elements apart (a convolution's input pixels),
+  /// instead of from the 1 KiB tiles the matmul's loop nest packs; k is a whole number of steps.
+  bool aRowsInPlace = false;
+  /// Row i of C and of the addend is at pixel cRows[i] (times ldc and ldAdd), and a negative
+  /// entry skips the row: a convolution's tile of virtual pixels, some of them padding columns
+  /// (conv2d_amx_kernel.cpp).
+  bool cRowMap = false;
 };
 
 /// The prefetchBGroup for a panel that `tiles` tiles of width nr read in turn: as many times the
@@ -75,16 +82,14 @@ enum MicrokernelFlags : int32_t {
 /// is read only by row-grouped kernels;
 /// prefetchB only by kernels generated with spec.prefetchB (a prefetch never faults, any address
 /// is valid); kScale only by kernels generated with spec.scaleK; columnScale (indexed by column,
-/// as the bias) by epilogues with a ScalePerColumn. Generated code names these arguments through
+/// as the bias) by epilogues with a ScalePerColumn; cRows (mr entries) only by kernels generated
+/// with spec.cRowMap. Generated code names these arguments through
 /// codegen::MicrokernelArgs (microkernel_emitter.h), whose list is this one.
 using MicrokernelFn = void (*)(const float* const* a, const float* const* b, float* c, int64_t k,
                                int64_t lda, int64_t ldb, int64_t ldc, int64_t batch, int32_t flags,
                                const float* bias, const void* addend, int64_t ldAdd,
                                int64_t ldaGroup, const float* prefetchB, const float* kScale,
-                               const float* columnScale);
-
-/// Tiles an AMX tile grid of mr x nr uses: ceil(mr/16) x nr/16 C tiles, their A and B tiles.
-int amxTileCount(int mr, int nr);
+                               const float* columnScale, const int64_t* cRows);
 
 /// Checks the generator's contract; the error says which limit a tile breaks.
 Status checkMicrokernelSpec(const MicrokernelSpec& spec);

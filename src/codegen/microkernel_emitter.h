@@ -34,7 +34,8 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   X(ldaGroup, i64)                                                                                 \
   X(prefetchB, ptr)                                                                                \
   X(kScale, ptr)                                                                                   \
-  X(columnScale, ptr)
+  X(columnScale, ptr)                                                                              \
+  X(cRows, ptr)
 
 /// The arguments of one microkernel call, or the parameters of a microkernel function, by name.
 struct MicrokernelArgs {

@@ -126,49 +126,51 @@ llvm::Value* ModuleBuilder::emitScratch(llvm::IRBuilder<>& b, int slot, int64_t 
   return b.CreateCall(scratch, {b.getInt32(slot), b.getInt64(bytes)});
 }
 
+void ModuleBuilder::emitPaddedCopyCall(llvm::IRBuilder<>& b, const std::string& name,
+                                       llvm::Value* src, const std::vector<int64_t>& sizes,
+                                       int64_t phases, llvm::Value* dst) {
+  std::vector<llvm::Value*> args = {src};
+  for (int64_t v : sizes) args.push_back(b.getInt64(v));
+  if (phases > 1) args.push_back(b.getInt64(phases));
+  args.push_back(dst);
+  std::vector<llvm::Type*> types(args.size(), i64());
+  types.front() = types.back() = ptr();
+  b.CreateCall(declare(phases > 1 ? name + "_phased" : name,
+                       llvm::FunctionType::get(b.getVoidTy(), types, false)),
+               args);
+}
+
 llvm::Value* ModuleBuilder::emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n,
                                            int64_t h, int64_t w, int64_t c, int64_t padTop,
                                            int64_t padLeft, int64_t hp, int64_t wp, DType type,
                                            int64_t extra, bool fromNchw, int64_t padValue,
-                                           int64_t storedC) {
+                                           int64_t storedC, int64_t phases) {
   TUNEC_ASSERT(type == DType::F32 || type == DType::U8,
                "no padding helper for " << dtypeName(type));
   const int64_t cs = storedC ? storedC : c;
   TUNEC_ASSERT(cs == c || type == DType::U8, "only a u8 copy rounds its channels up");
+  TUNEC_ASSERT(phases == 1 || type == DType::U8, "only a u8 copy stores its rows in phases");
+  const int64_t rows = n * phases * ((hp + phases - 1) / phases);
   llvm::Value* padded =
-      emitScratch(b, 2, (n * hp * wp * cs + extra) * static_cast<int64_t>(dtypeSize(type)));
-  llvm::Type* i = i64();
-  if (type == DType::U8) { // an int8 convolution's input, padded with its zero point
-    llvm::FunctionCallee pad =
-        declare("tunec_pad_to_nhwc_u8",
-                llvm::FunctionType::get(b.getVoidTy(),
-                                        {ptr(), i, i, i, i, i, i, i, i, i, i, i, ptr()}, false));
-    b.CreateCall(pad,
-                 {in, b.getInt64(fromNchw ? 1 : 0), b.getInt64(n), b.getInt64(h), b.getInt64(w),
-                  b.getInt64(c), b.getInt64(cs), b.getInt64(padTop), b.getInt64(padLeft),
-                  b.getInt64(hp), b.getInt64(wp), b.getInt64(padValue), padded});
-    return padded;
-  }
-  llvm::FunctionCallee pad = declare(
-      fromNchw ? "tunec_pad_nchw_to_nhwc_f32" : "tunec_pad_nhwc_f32",
-      llvm::FunctionType::get(b.getVoidTy(), {ptr(), i, i, i, i, i, i, i, i, ptr()}, false));
-  b.CreateCall(pad,
-               {in, b.getInt64(n), b.getInt64(h), b.getInt64(w), b.getInt64(c), b.getInt64(padTop),
-                b.getInt64(padLeft), b.getInt64(hp), b.getInt64(wp), padded});
+      emitScratch(b, 2, (rows * wp * cs + extra) * static_cast<int64_t>(dtypeSize(type)));
+  if (type == DType::U8) // an int8 convolution's input, padded with its zero point
+    emitPaddedCopyCall(b, "tunec_pad_to_nhwc_u8", in,
+                       {fromNchw ? 1 : 0, n, h, w, c, cs, padTop, padLeft, hp, wp, padValue},
+                       phases, padded);
+  else
+    emitPaddedCopyCall(b, fromNchw ? "tunec_pad_nchw_to_nhwc_f32" : "tunec_pad_nhwc_f32", in,
+                       {n, h, w, c, padTop, padLeft, hp, wp}, 1, padded);
   return padded;
 }
 
 llvm::Value* ModuleBuilder::emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t srcLd,
                                          int64_t n, int64_t h, int64_t w, int64_t c, int64_t padTop,
-                                         int64_t padLeft, int64_t hp, int64_t wp) {
-  llvm::Value* copy = emitScratch(b, 2, n * hp * wp * c * 2);
-  llvm::Type* i = i64();
-  llvm::FunctionCallee convert = declare(
-      "tunec_pad_nhwc_f32_to_bf16",
-      llvm::FunctionType::get(b.getVoidTy(), {ptr(), i, i, i, i, i, i, i, i, i, ptr()}, false));
-  b.CreateCall(convert,
-               {in, b.getInt64(srcLd), b.getInt64(n), b.getInt64(h), b.getInt64(w), b.getInt64(c),
-                b.getInt64(padTop), b.getInt64(padLeft), b.getInt64(hp), b.getInt64(wp), copy});
+                                         int64_t padLeft, int64_t hp, int64_t wp, int64_t extra,
+                                         int64_t phases) {
+  const int64_t rows = n * phases * ((hp + phases - 1) / phases);
+  llvm::Value* copy = emitScratch(b, 2, (rows * wp * c + extra) * 2);
+  emitPaddedCopyCall(b, "tunec_pad_nhwc_f32_to_bf16", in,
+                     {srcLd, n, h, w, c, padTop, padLeft, hp, wp}, phases, copy);
   return copy;
 }
 

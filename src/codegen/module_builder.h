@@ -95,16 +95,24 @@ public:
   /// The runtime pads f32, and u8 with `padValue` (an int8 convolution's input zero point).
   /// `fromNchw`: the input is N x C x H x W, reordered while it is padded. `storedC` (u8): the
   /// copy's channels per pixel, c rounded up to quads, the extra ones padValue (0: c).
+  /// `phases` > 1 (u8): each image's padded rows in that many planes, row y in plane y % phases
+  /// (tunec_pad_to_nhwc_u8_phased), each plane ceil(hp / phases) rows.
   llvm::Value* emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n, int64_t h,
                               int64_t w, int64_t c, int64_t padTop, int64_t padLeft, int64_t hp,
                               int64_t wp, DType type, int64_t extra = 0, bool fromNchw = false,
-                              int64_t padValue = 0, int64_t storedC = 0);
+                              int64_t padValue = 0, int64_t storedC = 0, int64_t phases = 1);
 
   /// An NHWC f32 input (pixels srcLd floats apart) rounded to a zero-padded bf16 copy of
-  /// N x hp x wp x C, the source at (padTop, padLeft): a bf16 convolution's input.
+  /// N x hp x wp x C, the source at (padTop, padLeft): a bf16 convolution's input; its rows in
+  /// `phases` planes and `extra` elements of slack after it as emitPaddedNhwc's.
   llvm::Value* emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t srcLd, int64_t n,
                             int64_t h, int64_t w, int64_t c, int64_t padTop, int64_t padLeft,
-                            int64_t hp, int64_t wp);
+                            int64_t hp, int64_t wp, int64_t extra = 0, int64_t phases = 1);
+
+  /// Calls the runtime's padded copy `name` (its "_phased" variant when phases > 1): void
+  /// name(src, sizes..., [phases,] dst), every size an i64.
+  void emitPaddedCopyCall(llvm::IRBuilder<>& b, const std::string& name, llvm::Value* src,
+                          const std::vector<int64_t>& sizes, int64_t phases, llvm::Value* dst);
 
   /// Moves the context and module out (for the JIT).
   std::unique_ptr<llvm::LLVMContext> takeContext() { return std::move(context_); }

@@ -288,7 +288,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   const Shape& xs = x.type.shape;
   const Shape& ys = g.value(n.outputs[0]).type.shape;
   int64_t oc = wv.type.shape[0];
-  bool bf16Slower = false; // --precision bf16 keeps this conv fp32 (vectorBf16Pays)
+  bool bf16Slower = false; // --precision bf16 keeps this conv fp32 (bf16Pays)
   EpilogueBuild e;
   e.result = n.outputs[0];
   if (!buildEpilogue(l, kernel, oc, Phys::Nhwc, e)) return false;
@@ -351,14 +351,17 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     // next int8 layer); or, with --precision bf16, the input rounded into a bf16 copy and the
     // weights packed to bf16, f32 out, unless channels do not come in pairs (an RGB image), a
     // channel scale is fused or the target's vdpbf16ps is slower than its FMA (f32).
-    const bool bf16 = l.options().precision == Precision::Bf16 && !integer && !u8Out;
-    bf16Slower = bf16 && !vectorBf16Pays(l.options().target);
+    const bool bf16 = l.options().precision == Precision::Bf16 && !integer && !u8Out &&
+                      w.icPerGroup() % 2 == 0 && !prologue && !nchwInput;
+    Conv2dWorkload inBf16 = w;
+    inBf16.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    bf16Slower = bf16 && !bf16Pays(inBf16, l.options().target);
     if (integer)
       w.types = int8Types, w.aZeroPoint = a.padValue;
     else if (u8Out)
       w.types = {DType::F32, DType::F32, DType::F32, DType::U8};
-    else if (bf16 && !bf16Slower && w.icPerGroup() % 2 == 0 && !prologue && !nchwInput)
-      w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    else if (bf16 && !bf16Slower)
+      w.types = inBf16.types;
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (integer) int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(integerWeights, e));
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, weights, packed);

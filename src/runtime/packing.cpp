@@ -206,12 +206,30 @@ extern "C" void tunec_pack_a_u8_tiles(const uint8_t* a, int64_t lda, int64_t row
   }
 }
 
+namespace {
+
+// Where padded row y of image b is stored with its rows in `phases` planes (row y in plane
+// y % phases at y / phases): the row index in units of wp pixels.
+int64_t phasedRow(int64_t b, int64_t y, int64_t hp, int64_t phases) {
+  const int64_t planeRows = (hp + phases - 1) / phases;
+  return (b * phases + y % phases) * planeRows + y / phases;
+}
+
+} // namespace
+
 extern "C" void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h,
                                            int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
                                            int64_t wp, uint16_t* dst) {
+  tunec_pad_nhwc_f32_to_bf16_phased(src, srcLd, n, h, w, c, pt, pl, hp, wp, 1, dst);
+}
+
+extern "C" void tunec_pad_nhwc_f32_to_bf16_phased(const float* src, int64_t srcLd, int64_t n,
+                                                  int64_t h, int64_t w, int64_t c, int64_t pt,
+                                                  int64_t pl, int64_t hp, int64_t wp,
+                                                  int64_t phases, uint16_t* dst) {
   for (int64_t b = 0; b < n; ++b)
     for (int64_t y = 0; y < hp; ++y) {
-      uint16_t* row = dst + (b * hp + y) * wp * c;
+      uint16_t* row = dst + phasedRow(b, y, hp, phases) * wp * c;
       int64_t sy = y - pt;
       if (sy < 0 || sy >= h) {
         std::memset(row, 0, static_cast<size_t>(wp * c) * sizeof(uint16_t));
@@ -312,10 +330,17 @@ extern "C" void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t 
 extern "C" void tunec_pad_to_nhwc_u8(const uint8_t* src, int64_t nchw, int64_t n, int64_t h,
                                      int64_t w, int64_t c, int64_t cs, int64_t pt, int64_t pl,
                                      int64_t hp, int64_t wp, int64_t value, uint8_t* dst) {
+  tunec_pad_to_nhwc_u8_phased(src, nchw, n, h, w, c, cs, pt, pl, hp, wp, value, 1, dst);
+}
+
+extern "C" void tunec_pad_to_nhwc_u8_phased(const uint8_t* src, int64_t nchw, int64_t n, int64_t h,
+                                            int64_t w, int64_t c, int64_t cs, int64_t pt,
+                                            int64_t pl, int64_t hp, int64_t wp, int64_t value,
+                                            int64_t phases, uint8_t* dst) {
   const auto fill = static_cast<int>(value);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t y = 0; y < hp; ++y) {
-      uint8_t* row = dst + ((b * hp + y) * wp) * cs;
+      uint8_t* row = dst + phasedRow(b, y, hp, phases) * wp * cs;
       int64_t sy = y - pt;
       if (sy < 0 || sy >= h || nchw || cs != c) {
         std::memset(row, fill, static_cast<size_t>(wp * cs));

@@ -54,6 +54,13 @@ void tunec_pack_a_f32_to_bf16(const float* a, int64_t lda, int32_t transposed, i
 void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h, int64_t w,
                                 int64_t c, int64_t pt, int64_t pl, int64_t hp, int64_t wp,
                                 uint16_t* dst);
+/// As tunec_pad_nhwc_f32_to_bf16 with the padded rows of each image in `phases` planes: row y
+/// in plane y % phases at row y / phases of it, each plane ceil(hp / phases) rows (a
+/// convolution of row stride `phases` on AMX then reads the rows of consecutive output rows
+/// consecutively: conv2d_amx_kernel.cpp). One phase is the plain padded copy.
+void tunec_pad_nhwc_f32_to_bf16_phased(const float* src, int64_t srcLd, int64_t n, int64_t h,
+                                       int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
+                                       int64_t wp, int64_t phases, uint16_t* dst);
 
 /// Copies an NHWC tensor into a zero-padded one of spatial size hp x wp, with the source placed
 /// at (pt, pl).
@@ -65,6 +72,11 @@ void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64
 void tunec_pad_to_nhwc_u8(const uint8_t* src, int64_t nchw, int64_t n, int64_t h, int64_t w,
                           int64_t c, int64_t cs, int64_t pt, int64_t pl, int64_t hp, int64_t wp,
                           int64_t value, uint8_t* dst);
+/// As tunec_pad_to_nhwc_u8 with the padded rows in `phases` planes (as
+/// tunec_pad_nhwc_f32_to_bf16_phased).
+void tunec_pad_to_nhwc_u8_phased(const uint8_t* src, int64_t nchw, int64_t n, int64_t h, int64_t w,
+                                 int64_t c, int64_t cs, int64_t pt, int64_t pl, int64_t hp,
+                                 int64_t wp, int64_t value, int64_t phases, uint8_t* dst);
 /// tunec_pad_to_nhwc_u8 of an NHWC source into c channels (the entry of model.so files built
 /// before the channel rounding).
 void tunec_pad_nhwc_u8(const uint8_t* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,

@@ -142,6 +142,52 @@ Expected<Conv2dConfig> Conv2dConfig::fromJson(const nlohmann::json& j) {
   return configFromJson(j, kConv2dFields, "conv2d");
 }
 
+bool amxRunsConv2d(const Conv2dWorkload& w) {
+  if (!isInt8Gemm(w.types) && !convertsA(w.types)) return false;
+  return w.groups == 1 && w.icKernelPerGroup() % kGroup(Isa::Amx, w.types) == 0;
+}
+
+int64_t amxConv2dVirtualWidth(const Conv2dWorkload& w) {
+  return (w.w + w.padLeft + w.padRight + w.strideW - 1) / w.strideW;
+}
+
+namespace {
+
+// The AMX convolution (conv2d_amx_kernel.cpp): tiles of ow_block virtual pixels (16 rows each)
+// by oc_block channels (16 columns each), every input-channel block a whole number of 64-byte
+// tile rows.
+Status validateAmxConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
+  const int64_t step = kGroup(Isa::Amx, w.types);
+  if (!amxRunsConv2d(w))
+    return makeError("conv2d config: AMX runs int8 and bf16 convolutions of one group whose "
+                     "input channels fill whole 64-byte tile rows (a multiple of ",
+                     isInt8Gemm(w.types) ? 64 : 32, "), not ",
+                     isBf16Gemm(w.types) || isInt8Gemm(w.types) ? "" : "f32 ones or ",
+                     "ic=", w.icPerGroup(), " in ", w.groups, " group(s)");
+  if (c.owBlock % 16 || c.ocBlock % 16 || c.ocBlock > 64 || c.owBlock > 48 ||
+      amxTileCount(c.owBlock, c.ocBlock) > 8)
+    return makeError("conv2d config: the AMX tile grid ow_block=", c.owBlock,
+                     " x oc_block=", c.ocBlock, " needs multiples of 16 and at most 8 tiles (",
+                     c.owBlock % 16 || c.ocBlock % 16 ? 0 : amxTileCount(c.owBlock, c.ocBlock),
+                     "): e.g. 32x32 (4 C + 2 A + 2 B)");
+  if (c.icBlock < step || c.icBlock % step || w.icKernelPerGroup() % c.icBlock)
+    return makeError("conv2d config: on AMX ic_block=", c.icBlock, " must be a multiple of ", step,
+                     " (one 64-byte tile row) that divides ic=", w.icKernelPerGroup());
+  if (c.rowsPerTile != 1 || c.ohBlock != 1)
+    return makeError("conv2d config: AMX tiles run over virtual pixels of whole rows: "
+                     "rows_per_tile and oh_block are 1, not ",
+                     c.rowsPerTile, " and ", c.ohBlock);
+  if (c.ocBlock > (w.ocPerGroup() + 15) / 16 * 16)
+    return makeError("conv2d config: oc_block=", c.ocBlock, " exceeds oc=", w.ocPerGroup());
+  if (c.parallel != Conv2dParallel::None && w.threads < 2)
+    return makeError("conv2d config: parallel loops need threads > 1");
+  if (c.parallel == Conv2dParallel::N && w.n < 2)
+    return makeError("conv2d config: parallel over n needs n > 1");
+  return {};
+}
+
+} // namespace
+
 Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   TUNEC_TRY(w.check());
   const IsaInfo& info = isaInfo(c.isa);
@@ -153,6 +199,7 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (c.rowsPerTile > 1 && (c.owBlock != w.ow() || c.ohBlock % c.rowsPerTile))
     return makeError("conv2d config: rows_per_tile=", c.rowsPerTile, " needs ow_block=ow (", w.ow(),
                      ") and an oh_block that it divides");
+  if (c.isa == Isa::Amx) return validateAmxConv2dConfig(w, c);
   int regs = tileRegisters(c.isa, static_cast<int>(c.owBlock * c.rowsPerTile), c.ocBlock);
   if (regs > info.vectorRegisters)
     return makeError("conv2d config: tile ", c.owBlock * c.rowsPerTile, "x", c.ocBlock, " needs ",
@@ -161,13 +208,13 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
     return makeError("conv2d config: ic_block=", c.icBlock,
                      " must divide ic=", w.icKernelPerGroup(), w.groups > 1 ? " (per group)" : "");
   if (convertsA(w.types) && (c.icBlock % 2 || c.isa != Isa::Avx512))
-    return makeError("conv2d config: bf16 needs AVX-512 and an even ic_block (input-channel "
-                     "pairs), not ",
+    return makeError("conv2d config: bf16 needs AVX-512 or AMX and an even ic_block "
+                     "(input-channel pairs), not ",
                      info.name, " and ", c.icBlock);
-  if (isInt8Gemm(w.types) && (c.icBlock % 4 || c.isa == Isa::Amx))
-    return makeError("conv2d config: int8 needs AVX2 or AVX-512 (VNNI) and an ic_block that is a "
-                     "multiple of 4 (input-channel quads), not ",
-                     info.name, " and ", c.icBlock);
+  if (isInt8Gemm(w.types) && c.icBlock % 4)
+    return makeError("conv2d config: int8 needs an ic_block that is a multiple of 4 "
+                     "(input-channel quads), not ",
+                     c.icBlock);
   if (c.ohBlock < 1 || c.ohBlock > w.oh())
     return makeError("conv2d config: oh_block=", c.ohBlock, " must be in 1..", w.oh());
   if (c.owBlock > w.ow())
@@ -207,6 +254,18 @@ Conv2dParallel defaultParallelLoop(const Conv2dWorkload& w, const Conv2dConfig& 
 Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target& target) {
   Conv2dConfig c;
   c.isa = isa;
+  if (isa == Isa::Amx) {
+    // A 2x2 grid of C tiles (32 virtual pixels x 32 channels) where the output has them, every
+    // input channel in one batch entry per tap, the panel loop outside the tiles (a panel of
+    // 3x3x512 int8 weights is 147 KiB: it stays in L2 while the image's tiles pass).
+    c.ocBlock = w.ocPerGroup() > 16 ? 32 : 16;
+    c.owBlock = w.oh() * amxConv2dVirtualWidth(w) > 16 ? 32 : 16;
+    c.icBlock = w.icKernelPerGroup();
+    c.ohBlock = c.rowsPerTile = 1;
+    c.loopOrder = Conv2dLoopOrder::OcOh;
+    if (w.threads > 1 && w.flops() >= 4e6) c.parallel = defaultParallelLoop(w, c);
+    return c;
+  }
   int lanes = isaInfo(isa).f32Lanes();
   int64_t ocVectors = (w.ocPerGroup() + lanes - 1) / lanes;
   c.ocBlock = static_cast<int>(std::min<int64_t>(2, ocVectors)) * lanes;
@@ -245,6 +304,28 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target&
 KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa) {
   int lanes = isaInfo(isa).f32Lanes();
   KnobSpace space;
+  if (isa == Isa::Amx) { // grids of at most 8 tiles; whole tile rows of input channels
+    Knob oc{"oc_block", {}}, owb{"ow_block", {16, 32}}, icb{"ic_block", {}};
+    for (int v = 16; v <= 64; v += 16)
+      if (v <= (w.ocPerGroup() + 15) / 16 * 16) oc.values.emplace_back(v);
+    const int64_t step = kGroup(isa, w.types), ick = w.icKernelPerGroup();
+    for (int64_t v = step; v <= ick; v += step)
+      if (ick % v == 0) icb.values.emplace_back(v);
+    if (icb.values.empty()) icb.values.emplace_back(ick);
+    Knob parallel{"parallel", {"none"}};
+    if (w.threads > 1) {
+      if (w.n > 1) parallel.values.emplace_back("n");
+      parallel.values.emplace_back("oh");
+      parallel.values.emplace_back("oc");
+    }
+    return {oc,
+            owb,
+            icb,
+            {"oh_block", {1}},
+            {"loop_order", {"oc_oh", "oh_oc"}},
+            parallel,
+            {"rows_per_tile", {1}}};
+  }
   Knob oc{"oc_block", {}}, owb{"ow_block", {}}, icb{"ic_block", {}}, ohb{"oh_block", {}};
   for (int v = lanes; v <= 4 * lanes; v += lanes)
     if (v <= (w.ocPerGroup() + lanes - 1) / lanes * lanes) oc.values.emplace_back(v);

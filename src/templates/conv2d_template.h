@@ -101,6 +101,13 @@ struct Conv2dConfig {
 };
 
 Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c);
+/// Whether the workload can run on AMX's tiles: int8 (tdpbusd) or bf16 (tdpbf16ps), one group,
+/// its input channels a whole number of 64-byte tile rows (64 u8 or 32 bf16).
+bool amxRunsConv2d(const Conv2dWorkload& w);
+/// The AMX convolution's virtual row width: the padded input's width over the column stride,
+/// rounded up. Virtual pixel v = oh * width + x is output pixel (oh, x) when x < ow, else a
+/// padding column computed and dropped (conv2d_amx_kernel.cpp).
+int64_t amxConv2dVirtualWidth(const Conv2dWorkload& w);
 Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target& target);
 KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa);
 /// One value per knob of `space` (conv2dKnobSpace's knobs, set by name) to a config.

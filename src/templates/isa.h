@@ -69,12 +69,20 @@ Isa bf16GemmIsa(const Target& target);
 bool vectorBf16Pays(const Target& target);
 /// The compile report's reason for such a kernel.
 inline constexpr const char* kVectorBf16SlowerNote =
-    " (fp32: vdpbf16ps is slower than the FMA on this target, and only matmuls run on AMX)";
+    " (fp32: vdpbf16ps is slower than the FMA on this target, and AMX runs only matmuls and "
+    "convolutions whose input channels fill its tile rows)";
 
 /// The k that packed operands of these element types are padded to on `isa`: 1 (f32), 2 (bf16
 /// pairs for vdpbf16ps), 32 (an AMX tile row of 64 bytes of bf16). The one source of the k
 /// grouping for packers and loop nests.
 int kGroup(Isa isa, const KernelTypes& types);
+
+/// Tiles an AMX tile grid of mr x nr uses: ceil(mr/16) x nr/16 C tiles, their A and B tiles
+/// (AMX has 8).
+inline int amxTileCount(int mr, int nr) {
+  const int rowTiles = (mr + 15) / 16, colTiles = nr / 16;
+  return rowTiles * colTiles + rowTiles + colTiles;
+}
 
 /// The largest weight magnitude of the AVX2 int8 kernel: vpmaddubsw sums two u8 x s8 products
 /// into s16 with saturation, and 2 * 255 * 64 = 32640 fits, so 7-bit weights (as oneDNN keeps

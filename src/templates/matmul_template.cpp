@@ -166,7 +166,7 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
       return makeError("matmul config: AMX kernels are bf16 (tdpbf16ps) or u8 x i8 (tdpbusd); ",
                        kernelTypesToJson(w.types).dump(), " runs on avx512 or avx2");
     if (c.mr % 16 || c.nr % 16 || c.mr < 16 || c.nr < 16 || c.mr > 48 || c.nr > 64 ||
-        (c.mr / 16) * (c.nr / 16) + c.mr / 16 + c.nr / 16 > 8)
+        amxTileCount(c.mr, c.nr) > 8)
       return makeError("matmul config: AMX tile grid mr=", c.mr, " nr=", c.nr,
                        " must be whole 16x16 tiles using at most 8 tiles with their A and B "
                        "(16x16..16x48, 32x16, 32x32, 48x16)");

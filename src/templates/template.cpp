@@ -242,17 +242,24 @@ Isa kernelIsa(const Workload& w, Isa vectorIsa, const Target& target) {
   if (m && vectorIsa == Isa::Avx512 && isBf16Gemm(m->types) && m->constantB)
     return bf16GemmIsa(target);
   // The int8 GEMM: AMX's tdpbusd where the target has it, else vpdpbusd on AVX512-VNNI, else
-  // vpmaddubsw on AVX2 (also on an AVX-512 target without VNNI). An int8 convolution runs on
-  // the vector ISAs (its brgemm reads A through pointer batches; no AMX frame for it yet), and
-  // an int8 depthwise conv on vpdpbusd's row quads or, on AVX2, in exact f32 sums.
+  // vpmaddubsw on AVX2 (also on an AVX-512 target without VNNI). An int8 or bf16 convolution
+  // runs on AMX where the target has it and its channels fill whole tile rows (amxRunsConv2d),
+  // else on the vector ISAs; an int8 depthwise conv on vpdpbusd's row quads or, on AVX2, in
+  // exact f32 sums.
   const auto* conv = std::get_if<Conv2dWorkload>(&w);
   const auto* depthwise = std::get_if<DepthwiseWorkload>(&w);
   const bool int8 = (m && isInt8Gemm(m->types)) || (conv && isInt8Gemm(conv->types)) ||
                     (depthwise && isInt8Gemm(depthwise->types));
-  if (m && int8 && targetSupports(target, Isa::Amx)) return Isa::Amx;
+  const bool amx = targetSupports(target, Isa::Amx);
+  if (m && int8 && amx) return Isa::Amx;
+  if (conv && amx && vectorIsa != Isa::Avx2 && amxRunsConv2d(*conv)) return Isa::Amx;
   if (int8 && vectorIsa == Isa::Avx512 && !target.avx512vnni) return Isa::Avx2;
   if (int8 && vectorIsa == Isa::Amx) return Isa::Avx512;
   return vectorIsa;
+}
+
+bool bf16Pays(const Workload& w, const Target& target) {
+  return vectorBf16Pays(target) || kernelIsa(w, widestIsa(target), target) == Isa::Amx;
 }
 
 } // namespace tunec

@@ -68,10 +68,16 @@ std::string workloadLabel(const Workload& w);
 
 /// Candidate values of every knob for this workload on `isa`.
 KnobSpace knobSpace(const Workload& w, Isa isa);
-/// The ISA a kernel of `w` runs on when the compile's vector ISA is `vectorIsa`: AMX for a bf16
-/// matmul with constant weights on a target that has it (its B is packed at compile time),
-/// else the vector ISA. The one choice for the lowering, the tuner's tasks and bench-op.
+/// The ISA a kernel of `w` runs on when the compile's vector ISA is `vectorIsa`: on a target
+/// with AMX, AMX for a bf16 matmul with constant weights (its B is packed at compile time), an
+/// int8 matmul, and an int8 or bf16 convolution whose channels fill tile rows (amxRunsConv2d);
+/// else the vector ISA (AVX2 for int8 on AVX-512 without VNNI). The one choice for the
+/// lowering, the tuner's tasks and bench-op.
 Isa kernelIsa(const Workload& w, Isa vectorIsa, const Target& target);
+/// Whether --precision bf16 runs `w` (its bf16 types) in bf16 on `target`: on AMX (kernelIsa),
+/// or on vdpbf16ps where that beats the FMA (vectorBf16Pays); else the kernel stays fp32 with
+/// kVectorBf16SlowerNote in the compile report. The one decision for the lowering.
+bool bf16Pays(const Workload& w, const Target& target);
 /// The analytical default for `target`.
 Config defaultConfig(const Workload& w, Isa isa, const Target& target);
 /// One value per knob of `space` (knobSpace(w, isa)) to a config; not yet validated.

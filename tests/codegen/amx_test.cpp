@@ -32,22 +32,7 @@ namespace {
 
 using test::jit;
 
-bool hostHasAmx() {
-  return targetSupports(hostTarget(), Isa::Amx);
-}
-
-#define SKIP_WITHOUT_REAL_AMX()                                                                    \
-  do {                                                                                             \
-    if (!hostHasAmx()) {                                                                           \
-      if (std::getenv("TUNEC_REQUIRE_AMX") &&                                                      \
-          std::string(std::getenv("TUNEC_REQUIRE_AMX")) == "1")                                    \
-        FAIL() << "TUNEC_REQUIRE_AMX=1 but this machine has no AMX (amx_tile, amx_bf16)";          \
-      GTEST_SKIP()                                                                                 \
-          << "this machine has no AMX: the real tile instructions cannot run here (their "         \
-             "twins are tested on every machine)";                                                 \
-    }                                                                                              \
-  } while (0)
-
+using test::hostHasAmx;
 using test::twinJit;
 
 std::vector<uint8_t> hexBytes(const std::string& hex) {
@@ -863,16 +848,47 @@ TEST(Bf16RoundingTwin, FollowsTheInstructionsDefinition) {
 // On any machine: the real AMX kernel emitted as an object for an AMX target (the Xeon's target
 // file) has one tile configuration, at the kernel's entry outside its loops, and exactly the tile
 // loads, dots and stores of its 2x2 grid: no tile is spilled.
-TEST(AmxMatmulObject, OneTileConfigurationAndNoTileSpill) {
+// The assembly of a module an emitter fills, written as an object for `target` (through
+// TUNEC_DUMP_ASM); `count` counts an instruction's lines.
+struct AsmText {
+  std::string text, error;
+  int count(const std::string& mnemonic) const {
+    int n = 0;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      n += line.find("\t" + mnemonic + "\t") != std::string::npos;
+    return n;
+  }
+};
+
+AsmText objectAsm(const Target& target,
+                  const std::function<Status(codegen::ModuleBuilder&)>& emit) {
+  AsmText out;
   std::string dir =
       (std::filesystem::temp_directory_path() / ("tunec_amx_asm_" + std::to_string(::getpid())))
           .string();
   std::filesystem::create_directories(dir);
+  auto j = Jit::create(target);
+  if (!j) return {"", j.error().message()};
+  auto mb = (*j)->newModule(Isa::Avx512, "amx_object");
+  std::string id = mb->module().getModuleIdentifier();
+  if (Status s = emit(*mb); !s.isOk()) return {"", s.error().message()};
+  ::setenv("TUNEC_DUMP_ASM", dir.c_str(), 1);
+  Status written = (*j)->emitObject(std::move(mb), dir + "/amx.o");
+  ::unsetenv("TUNEC_DUMP_ASM");
+  if (!written.isOk()) return {"", written.error().message()};
+  std::ifstream in(dir + "/" + id + ".s");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove_all(dir);
+  out.text = text.str();
+  return out;
+}
+
+TEST(AmxMatmulObject, OneTileConfigurationAndNoTileSpill) {
   auto xeon =
       readTargetFile(std::string(TUNEC_SOURCE_DIR) + "/tests/fixtures/amx/xeon_target.json");
   ASSERT_TRUE(xeon.isOk()) << xeon.error().message();
-  auto j = Jit::create(*xeon);
-  ASSERT_TRUE(j.isOk()) << j.error().message();
   MatmulWorkload w;
   w.m = 64, w.n = 64, w.k = 256;
   w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
@@ -881,32 +897,46 @@ TEST(AmxMatmulObject, OneTileConfigurationAndNoTileSpill) {
   ASSERT_EQ(c.mr, 32);
   ASSERT_EQ(c.nr, 32);
   std::vector<float> b(static_cast<size_t>(w.k * w.n), 0.5f);
-  auto mb = (*j)->newModule(Isa::Avx512, "amx_object");
-  std::string id = mb->module().getModuleIdentifier();
-  auto packed = codegen::emitMatmulKernel(*mb, "amx_matmul", w, c, {}, b.data());
-  ASSERT_TRUE(packed.isOk()) << packed.error().message();
-  ::setenv("TUNEC_DUMP_ASM", dir.c_str(), 1);
-  Status written = (*j)->emitObject(std::move(mb), dir + "/amx.o");
-  ::unsetenv("TUNEC_DUMP_ASM");
-  ASSERT_TRUE(written.isOk()) << written.error().message();
-  std::ifstream in(dir + "/" + id + ".s");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::filesystem::remove_all(dir);
-  auto count = [&](const std::string& mnemonic) {
-    int n = 0;
-    std::istringstream lines(text.str());
-    for (std::string line; std::getline(lines, line);)
-      n += line.find("\t" + mnemonic + "\t") != std::string::npos;
-    return n;
-  };
+  AsmText text = objectAsm(*xeon, [&](codegen::ModuleBuilder& mb) {
+    return codegen::emitMatmulKernel(mb, "amx_matmul", w, c, {}, b.data()).status();
+  });
+  ASSERT_TRUE(text.error.empty()) << text.error;
   // m and n are whole tiles and one K block: a single variant, inlined into the loop nest.
-  EXPECT_EQ(count("ldtilecfg"), 1);
-  EXPECT_EQ(count("tdpbf16ps"), 4);
+  EXPECT_EQ(text.count("ldtilecfg"), 1);
+  EXPECT_EQ(text.count("tdpbf16ps"), 4);
   // 2 B tiles per k step reused from L1 by the block's row tiles, 2 A tiles streamed (mc > mr).
-  EXPECT_EQ(count("tileloadd"), 2);
-  EXPECT_EQ(count("tileloaddt1"), 2);
-  EXPECT_EQ(count("tilestored"), 4); // the 4 C tiles, once, to the epilogue's scratch
+  EXPECT_EQ(text.count("tileloadd"), 2);
+  EXPECT_EQ(text.count("tileloaddt1"), 2);
+  EXPECT_EQ(text.count("tilestored"), 4); // the 4 C tiles, once, to the epilogue's scratch
+}
+
+// The same for the AMX convolution (an int8 3x3 of the kind ResNet-50 has): one tile
+// configuration per task, the 2x2 grid's dots, loads and stores once each, no tile spilled.
+TEST(AmxConv2dObject, OneTileConfigurationAndNoTileSpill) {
+  auto xeon =
+      readTargetFile(std::string(TUNEC_SOURCE_DIR) + "/tests/fixtures/amx/xeon_target.json");
+  ASSERT_TRUE(xeon.isOk()) << xeon.error().message();
+  Conv2dWorkload w;
+  w.n = 1, w.ic = 64, w.h = w.w = 14, w.oc = 64, w.kh = w.kw = 3;
+  w.padTop = w.padLeft = w.padBottom = w.padRight = 1;
+  w.types = {DType::U8, DType::I8, DType::I32, DType::U8};
+  w.aZeroPoint = 3;
+  ASSERT_EQ(kernelIsa(w, Isa::Avx512, *xeon), Isa::Amx);
+  Conv2dConfig c = defaultConv2dConfig(w, Isa::Amx, *xeon);
+  ASSERT_EQ(c.owBlock, 32);
+  ASSERT_EQ(c.ocBlock, 32);
+  std::vector<float> weights(static_cast<size_t>(64 * 64 * 9), 1.f);
+  Epilogue e = {{PostOpKind::ScalePerColumn},
+                {PostOpKind::BiasPerColumn},
+                {PostOpKind::QuantizeU8, 0.5f, 2.f}};
+  AsmText text = objectAsm(*xeon, [&](codegen::ModuleBuilder& mb) {
+    return codegen::emitConv2dKernel(mb, "amx_conv", w, c, e, weights.data()).status();
+  });
+  ASSERT_TRUE(text.error.empty()) << text.error;
+  EXPECT_EQ(text.count("ldtilecfg"), 1);
+  EXPECT_EQ(text.count("tdpbusd"), 4);
+  EXPECT_EQ(text.count("tileloadd"), 4); // 2 A tiles read in place and 2 B tiles per k step
+  EXPECT_EQ(text.count("tilestored"), 4);
 }
 
 TEST(AmxMatmulReal, EqualsItsTwinBitForBitFromTwoThreads) {

@@ -2,14 +2,18 @@
 // (odd sizes, strides, pads, dilations, 1x1, channel counts below a vector, two threads), with
 // epilogues. Tolerance: 4 * (ic*kh*kw) * eps + 1e-5 (inputs in [-1, 1]).
 #include "codegen/conv2d_kernel.h"
+#include "codegen/matmul_kernel.h"
 #include "ir/graph.h"
 #include "reference/reference.h"
 #include "support/host.h"
 #include "templates/depthwise_template.h"
+#include "templates/template.h"
 #include "test_support.h"
 
+#include <bit>
 #include <gtest/gtest.h>
 #include <random>
+#include <thread>
 
 namespace tunec {
 namespace {
@@ -69,7 +73,8 @@ void checkConv(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e
   prepare(weights);
   if (integers) toSmallIntegers(bias, rng), toSmallIntegers(addend, rng);
   // bf16 convolutions run on the real vdpbf16ps where this CPU has it, else on its twin.
-  Jit& j = w.types.allF32() ? jit() : test::bf16Jit();
+  // AMX kernels run through their twins (Conv2dAmxReal compares the real instructions to them).
+  Jit& j = w.types.allF32() ? jit() : c.isa == Isa::Amx ? test::twinJit() : test::bf16Jit();
   auto kernel = compileConv2d(j, w, c, epi, weights.dataAs<float>());
   ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
   Tensor out = randomTensor(Shape{w.n, w.oh(), w.ow(), outLd}, rng);
@@ -574,6 +579,219 @@ TEST(Conv2dTemplate, ADilatedKernelLargerThanTheInputIsAnEmptyOutput) {
   EXPECT_EQ(d.oh(), 0);
   EXPECT_NE(d.check().error().message().find("is larger than the padded input (4x5)"),
             std::string::npos);
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// ---- convolutions on AMX tiles (conv2d_amx_kernel.cpp): through the twins on every machine ----
+
+// A random workload AMX runs: one group, input channels in whole 64-byte tile rows (64 u8 or 32
+// bf16 per row), 1 to 80 output channels (tails of the 16-column tiles), kernels 1x1 to 3x3,
+// strides 1 and 2 (unequal ones too), pads 0 to 2 (asymmetric too), dilation 2, images from
+// 2x3 to 12x13; every sixth a 1x1 of stride 1 without padding, which reads its input in place.
+Conv2dWorkload amxWorkload(std::mt19937& rng, int trial, int64_t unit) {
+  std::uniform_int_distribution<int64_t> hw(2, 12), k(1, 3), s(1, 2), p(0, 2);
+  Conv2dWorkload w =
+      conv(trial % 5 == 0 ? 2 : 1, unit * (1 + static_cast<int64_t>(rng() % 3)), hw(rng),
+           1 + static_cast<int64_t>(rng() % 80), k(rng), s(rng), p(rng), trial % 9 == 4 ? 2 : 1);
+  if (trial % 6 == 0) w.kh = w.kw = 1, w.strideH = w.strideW = 1, w.padTop = w.padLeft = 0;
+  if (trial % 6 == 0) w.padBottom = w.padRight = 0, w.dilationH = w.dilationW = 1;
+  if (trial % 4 == 1) w.strideH = 3 - w.strideW; // unequal strides
+  if (trial % 7 == 2) w.padBottom = 0, w.padLeft = (w.padLeft + 1) % 3;
+  w.threads = trial % 3 == 1 ? 2 : 1;
+  return w;
+}
+
+// int8 on tdpbusd: random workloads and configs from the AMX knob space, every epilogue
+// (f32 out, f32 with a round trip, requantized u8 out, with an f32 or a u8 residual), zero
+// points that pad, NCHW inputs, channel slices, two threads; equal to the integer reference bit
+// for bit, every fourth trial on small integers.
+TEST(Conv2dAmxTwin, Int8RandomConfigsEqualTheIntegerReference) {
+  std::mt19937 rng(64);
+  int checked = 0, inPlace = 0, strided = 0, unequal = 0, requantized = 0, residualU8 = 0,
+      ocTails = 0, wideGrid = 0;
+  for (int trial = 0; trial < 200 && checked < 40; ++trial) {
+    Conv2dWorkload w = amxWorkload(rng, trial, 64);
+    w.types = kInt8F32;
+    w.aZeroPoint = trial % 3 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % 255);
+    if (trial % 6 == 0 && trial % 12 && !w.padded()) w.inLd = w.ic + 4 * (1 + rng() % 4);
+    if (trial % 8 == 7 && !w.padded()) w.outLd = w.oc + 1 + rng() % 9;
+    if (trial % 3 == 2 && w.padded()) w.nchwInput = true;
+    if (!w.check().isOk()) continue;
+    auto c = randomConfig(w, Isa::Amx, rng);
+    ASSERT_TRUE(c.isOk()) << c.error().message();
+    if (!validateConv2dConfig(w, *c).isOk()) continue;
+    const int epilogue = trial % 5;
+    checkInt8Conv(test::twinJit(), w, *c, epilogue, rng, trial % 4 == 3);
+    if (HasFatalFailure()) return;
+    ++checked;
+    inPlace += !w.copiesInput() && w.kh == 1 && w.kw == 1 && w.strideH == 1 && w.strideW == 1;
+    strided += w.strideH > 1;
+    unequal += w.strideH != w.strideW;
+    requantized += epilogue >= 2;
+    residualU8 += epilogue == 4;
+    ocTails += w.oc % c->ocBlock != 0;
+    wideGrid += c->owBlock == 32;
+  }
+  EXPECT_GE(checked, 36);
+  EXPECT_GE(inPlace, 3) << "1x1 convolutions that read their input in place are covered";
+  EXPECT_GE(strided, 8) << "row strides (the input's rows in phase planes) are covered";
+  EXPECT_GE(unequal, 4);
+  EXPECT_GE(requantized, 8);
+  EXPECT_GE(residualU8, 4);
+  EXPECT_GE(ocTails, 10);
+  EXPECT_GE(wideGrid, 8) << "tiles of 32 virtual pixels are covered";
+}
+
+// bf16 on tdpbf16ps (the f32 input rounded into the phase-plane copy): random workloads and
+// configs against the reference on the rounded input and weights, within f32 accumulation's
+// bound, and exactly on small integers (every other trial).
+TEST(Conv2dAmxTwin, Bf16RandomConfigsMatchTheReference) {
+  std::mt19937 rng(65);
+  int checked = 0, strided = 0;
+  for (int trial = 0; trial < 120 && checked < 30; ++trial) {
+    Conv2dWorkload w = amxWorkload(rng, trial, 32);
+    w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    if (trial % 6 == 0 && !w.padded()) w.inLd = w.ic + 2 + rng() % 9;
+    Epilogue epi = {{PostOpKind::BiasPerColumn}};
+    if (trial % 2) epi.push_back({PostOpKind::Relu});
+    if (trial % 4 == 3) epi.push_back({PostOpKind::AddTensor});
+    const bool ran =
+        checkRandomConfig(w, Isa::Amx, epi, rng, static_cast<uint32_t>(trial), trial % 2 == 0);
+    if (HasFatalFailure()) return;
+    checked += ran;
+    strided += ran && w.strideH > 1;
+  }
+  EXPECT_GE(checked, 24);
+  EXPECT_GE(strided, 6);
+}
+
+// Exactly what the instruction computes: a bf16 AMX convolution equals, bit for bit, the AMX
+// matmul (whose twin equals the reference that splits K as tdpbf16ps does: amx_test.cpp) over
+// its im2col matrix (columns in the convolution's tap-major order, padding as zeros), whatever
+// the stride, padding, tile grid and input-channel block.
+TEST(Conv2dAmxTwin, Bf16EqualsTheAmxMatmulOfItsIm2colBitForBit) {
+  std::mt19937 rng(67);
+  int checked = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    Conv2dWorkload w = conv(1, 64, 9, 40, 3, 1 + trial % 2, 1, 1);
+    if (trial % 4 == 3) w.padBottom = 0, w.strideH = 1;
+    w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    Conv2dConfig c = defaultConv2dConfig(w, Isa::Amx, test::twinJit().target());
+    if (trial % 2) c.owBlock = 16, c.ocBlock = 48, c.icBlock = 32;
+    ASSERT_TRUE(validateConv2dConfig(w, c).isOk()) << validateConv2dConfig(w, c).error().message();
+    Tensor x = randomTensor(Shape{w.n, w.h, w.w, w.ic}, rng);
+    Tensor weights = randomTensor(Shape{w.oc, w.ic, w.kh, w.kw}, rng);
+    std::vector<float> bias = randomVector(static_cast<size_t>(w.oc), rng);
+    const Epilogue epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
+    auto kernel = compileConv2d(test::twinJit(), w, c, epi, weights.dataAs<float>());
+    ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+    const int64_t pixels = w.oh() * w.ow(), k = w.kh * w.kw * w.ic;
+    std::vector<float> out(static_cast<size_t>(pixels * w.oc));
+    kernel->run(x.dataAs<float>(), out.data(), bias.data());
+    // im2col: row p (output pixel), column (kh, kw, ic); B: [k][oc].
+    std::vector<float> a(static_cast<size_t>(pixels * k), 0.f), b(static_cast<size_t>(k * w.oc));
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t kh = 0; kh < w.kh; ++kh)
+        for (int64_t kw = 0; kw < w.kw; ++kw) {
+          const int64_t y = p / w.ow() * w.strideH - w.padTop + kh * w.dilationH,
+                        xx = p % w.ow() * w.strideW - w.padLeft + kw * w.dilationW;
+          if (y < 0 || y >= w.h || xx < 0 || xx >= w.w) continue;
+          std::copy_n(x.dataAs<float>() + (y * w.w + xx) * w.ic, w.ic,
+                      a.data() + p * k + (kh * w.kw + kw) * w.ic);
+        }
+    for (int64_t o = 0; o < w.oc; ++o)
+      for (int64_t ch = 0; ch < w.ic; ++ch)
+        for (int64_t kh = 0; kh < w.kh; ++kh)
+          for (int64_t kw = 0; kw < w.kw; ++kw)
+            b[static_cast<size_t>(((kh * w.kw + kw) * w.ic + ch) * w.oc + o)] =
+                weights.dataAs<float>()[((o * w.ic + ch) * w.kh + kh) * w.kw + kw];
+    MatmulWorkload mw;
+    mw.m = pixels, mw.n = w.oc, mw.k = k, mw.constantB = true, mw.types = w.types;
+    MatmulConfig mc = defaultMatmulConfig(mw, Isa::Amx, test::twinJit().target());
+    mc.mr = c.owBlock, mc.nr = c.ocBlock, mc.kc = k; // the same grid, one K block
+    auto matmul = compileMatmul(test::twinJit(), mw, mc, epi, b.data());
+    ASSERT_TRUE(matmul.isOk()) << matmul.error().message();
+    std::vector<float> want(out.size());
+    matmul->run(a.data(), nullptr, want.data(), bias.data());
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want[i]))
+          << "element " << i << " of " << w.toJson().dump() << " with " << c.toJson().dump()
+          << ": conv " << out[i] << ", matmul " << want[i];
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
+}
+
+// What AMX cannot run is refused by name: channels that do not fill tile rows, grids over 8
+// tiles, input-channel blocks off the tile rows; the ISA choice sends those to the vector ISAs.
+TEST(Conv2dAmxTwin, ConvolutionsOffTheTilesAreRefusedByNameAndRunOnVectors) {
+  Conv2dWorkload w = conv(1, 96, 8, 32, 3, 1, 1);
+  w.types = kInt8F32;
+  Conv2dConfig c = defaultConv2dConfig(w, Isa::Amx, test::twinJit().target());
+  Status s = validateConv2dConfig(w, c);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.error().message().find("whole 64-byte tile rows (a multiple of 64), not ic=96"),
+            std::string::npos)
+      << s.error().message();
+  EXPECT_EQ(kernelIsa(w, Isa::Avx512, test::twinJit().target()), Isa::Avx512);
+  w.ic = 128;
+  EXPECT_EQ(kernelIsa(w, Isa::Avx512, test::twinJit().target()), Isa::Amx);
+  EXPECT_EQ(kernelIsa(w, Isa::Avx512, hostTarget()), hostTarget().amx ? Isa::Amx : Isa::Avx512);
+  c = defaultConv2dConfig(w, Isa::Amx, test::twinJit().target());
+  EXPECT_TRUE(validateConv2dConfig(w, c).isOk());
+  c.owBlock = 32, c.ocBlock = 48; // 6 C + 2 A + 3 B tiles
+  EXPECT_NE(validateConv2dConfig(w, c).error().message().find("at most 8 tiles (11)"),
+            std::string::npos);
+  c.owBlock = 16, c.icBlock = 32;
+  EXPECT_NE(
+      validateConv2dConfig(w, c).error().message().find("ic_block=32 must be a multiple of 64"),
+      std::string::npos);
+  Conv2dWorkload f32 = w;
+  f32.types = {};
+  EXPECT_FALSE(validateConv2dConfig(f32, defaultConv2dConfig(f32, Isa::Amx, hostTarget())).isOk());
+  EXPECT_EQ(kernelIsa(f32, Isa::Avx512, test::twinJit().target()), Isa::Avx512);
+}
+
+// On a machine with AMX the real tile instructions equal their twins bit for bit, from two
+// threads at once.
+TEST(Conv2dAmxReal, EqualsItsTwinBitForBitFromTwoThreads) {
+  SKIP_WITHOUT_REAL_AMX();
+  std::mt19937 rng(66);
+  for (int trial = 0; trial < 12; ++trial) {
+    Conv2dWorkload w = amxWorkload(rng, trial, 64);
+    w.types = kInt8F32;
+    w.aZeroPoint = 1 + static_cast<int64_t>(rng() % 255);
+    if (!w.check().isOk()) continue;
+    Conv2dConfig c = defaultConv2dConfig(w, Isa::Amx, hostTarget());
+    std::vector<float> weights(static_cast<size_t>(w.oc * w.ic * w.kh * w.kw));
+    for (float& v : weights) v = static_cast<float>(static_cast<int>(rng() % 255) - 127);
+    std::vector<uint8_t> x(static_cast<size_t>(w.n * w.h * w.w * w.ic));
+    for (uint8_t& v : x) v = static_cast<uint8_t>(rng());
+    std::vector<float> bias(static_cast<size_t>(w.oc), 0.5f), scale(static_cast<size_t>(w.oc));
+    for (float& v : scale) v = 0.001f * static_cast<float>(1 + rng() % 100);
+    Epilogue epi = {{PostOpKind::ScalePerColumn}, {PostOpKind::BiasPerColumn}, {PostOpKind::Relu}};
+    const size_t outSize = static_cast<size_t>(w.n * w.oh() * w.ow() * w.oc);
+    auto run = [&](Jit& j) {
+      auto kernel = compileConv2d(j, w, c, epi, weights.data());
+      EXPECT_TRUE(kernel.isOk()) << kernel.error().message();
+      std::vector<float> out(outSize, -1.f);
+      if (kernel) kernel->run(x.data(), out.data(), bias.data(), nullptr, nullptr, scale.data());
+      return out;
+    };
+    std::vector<float> twin = run(test::twinJit()), real[2];
+    std::thread workers[2];
+    for (int th = 0; th < 2; ++th) workers[th] = std::thread([&, th] { real[th] = run(jit()); });
+    for (auto& t : workers) t.join();
+    for (const auto& r : real)
+      for (size_t i = 0; i < outSize; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(r[i]), std::bit_cast<uint32_t>(twin[i]))
+            << "element " << i << " of " << w.toJson().dump();
+  }
 }
 
 } // namespace

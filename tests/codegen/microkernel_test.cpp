@@ -56,7 +56,7 @@ void checkKernel(const MicrokernelSpec& spec, MicrokernelFn fn, const Case& cs, 
   std::vector<float> columnScale = randomVector(static_cast<size_t>(nr), rng);
   int32_t flags = (cs.accumulate ? kUkrAccumulate : 0) | kUkrApplyEpilogue;
   fn(aPtrs.data(), bPtrs.data(), c.data(), k, lda, ldb, ldc, cs.batch, flags, bias.data(),
-     addend.data(), ldAdd, ldaGroup, bPtrs[0], kScale.data(), columnScale.data());
+     addend.data(), ldAdd, ldaGroup, bPtrs[0], kScale.data(), columnScale.data(), nullptr);
 
   double tol = 4.0 * static_cast<double>(k * cs.batch + 2) * 1.1920929e-7 + 1e-6;
   for (int64_t i = 0; i < mr; ++i)

@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace tunec::test {
@@ -41,6 +43,25 @@ inline Jit& twinJit() {
   }();
   return *instance;
 }
+
+/// Whether this CPU runs the real AMX tile instructions.
+inline bool hostHasAmx() {
+  return targetSupports(hostTarget(), Isa::Amx);
+}
+
+/// Skips a test of the real tile instructions on a machine without AMX, saying so (their twins
+/// are tested everywhere); TUNEC_REQUIRE_AMX=1 makes the skip a failure.
+#define SKIP_WITHOUT_REAL_AMX()                                                                    \
+  do {                                                                                             \
+    if (!::tunec::test::hostHasAmx()) {                                                            \
+      if (std::getenv("TUNEC_REQUIRE_AMX") &&                                                      \
+          std::string(std::getenv("TUNEC_REQUIRE_AMX")) == "1")                                    \
+        FAIL() << "TUNEC_REQUIRE_AMX=1 but this machine has no AMX (amx_tile, amx_bf16)";          \
+      GTEST_SKIP()                                                                                 \
+          << "this machine has no AMX: the real tile instructions cannot run here (their "         \
+             "twins are tested on every machine)";                                                 \
+    }                                                                                              \
+  } while (0)
 
 /// Whether this CPU runs the real vdpbf16ps (AVX-512 with avx512_bf16).
 inline bool hostRunsBf16() {
