@@ -43,7 +43,8 @@ CommandSpec makeBenchOpSpec() {
       "best\n"
       "of a sweep over the knob space, and prints the median time, GFLOP/s and the percentage of\n"
       "this machine's measured peak of the kernel's instruction (probed at start, times the\n"
-      "thread count): the fp32 FMA, or vdpbf16ps for --dtype bf16.\n"
+      "thread count): the fp32 FMA, vdpbf16ps or tdpbf16ps for --dtype bf16, vpdpbusd,\n"
+      "vpmaddubsw or tdpbusd for --dtype u8s8.\n"
       "matmul shape: --m --n --k [--batch] [--trans-a] [--trans-b] [--runtime-b] [--lda ...]\n"
       "conv2d shape (NHWC): --n --ic --h --w --oc --kh --kw [--stride] [--pad] [--dilation]",
       {
@@ -144,15 +145,23 @@ Expected<OpBench> conv2dBench(const Arguments& args, Jit& jit, int threads) {
       randomData(static_cast<size_t>(w->oc * w->icPerGroup() * w->kh * w->kw), rng));
   auto out =
       std::make_shared<std::vector<float>>(static_cast<size_t>(w->n * w->oh() * w->ow() * w->oc));
+  // The int8 convolution: a u8 input over its whole range and 7-bit integer weights, as the
+  // matmul's (every int8 strategy takes them).
+  auto inU8 = std::make_shared<std::vector<uint8_t>>();
+  if (isInt8Gemm(w->types)) {
+    for (float x : *in) inU8->push_back(static_cast<uint8_t>(std::lround((x + 1) * 127.5f)));
+    for (float& x : *weights) x = std::round(x * static_cast<float>(kAvx2Int8WeightLimit));
+  }
   OpBench bench;
   bench.workload = *w;
-  bench.time = [w, in, weights, out, &jit, compile = bench.compileSeconds](
+  bench.time = [w, in, inU8, weights, out, &jit, compile = bench.compileSeconds](
                    const Config& config, double seconds) -> Expected<Timing> {
     const Conv2dConfig& c = std::get<Conv2dConfig>(config);
     TUNEC_ASSIGN_OR_RETURN(Conv2dKernel kernel, timedCompile(*compile, [&] {
                              return compileConv2d(jit, *w, c, {}, weights->data());
                            }));
-    return timeRepeated([&] { kernel.run(in->data(), out->data()); }, seconds, 5,
+    const void* input = inU8->empty() ? static_cast<const void*>(in->data()) : inU8->data();
+    return timeRepeated([&] { kernel.run(input, out->data()); }, seconds, 5,
                         evictionOf(*w, kernel.packedWeights()));
   };
   return bench;
@@ -196,15 +205,15 @@ int commandBenchOp(const std::vector<std::string>& argv) {
                               : conv2dBench(*args, **jit, static_cast<int>(*threads));
   if (!bench) return fail(bench.error().message());
   const Workload& workload = bench->workload;
-  // A bf16 GEMM runs on AMX where the machine has it (bf16GemmIsa), else vdpbf16ps; the roof is
-  // the chosen strategy's.
+  // A bf16 or int8 GEMM or convolution runs on AMX where the machine has it (kernelIsa), else
+  // on the vector ISA's dot; the roof is the chosen strategy's.
   const bool bf16 = isBf16Gemm(workloadTypes(workload)), int8 = isInt8Gemm(workloadTypes(workload));
   const TemplateKind kind = templateKind(workload);
   if (!args->has("isa")) isa = kernelIsa(workload, isa, *machine);
   if (bf16 && isa == Isa::Avx2)
     return fail("tunec bench-op: bf16 kernels are AMX or AVX-512 (vdpbf16ps); drop --isa avx2");
-  if (isa == Isa::Amx && (!(bf16 || int8) || kind != TemplateKind::Matmul))
-    return fail("tunec bench-op: --isa amx runs bf16 and u8s8 matmuls (--dtype bf16, --src f32 "
+  if (isa == Isa::Amx && !(bf16 || int8))
+    return fail("tunec bench-op: --isa amx runs bf16 and u8s8 kernels (--dtype bf16, --src f32 "
                 "--dtype bf16 or --dtype u8s8)");
   if (Status s = checkTargetSupports(*machine, isa, workloadTypes(workload)); !s)
     return fail("tunec bench-op: " + s.error().message());

@@ -38,7 +38,8 @@ std::vector<FlagSpec> opShapeFlags() {
        "matmul: element type of A, B and C (default f32; bf16: vdpbf16ps or AMX, f32 "
        "accumulation; u8s8: u8 A, s8 B, i32 sums, f32 C, on AMX's tdpbusd, AVX512-VNNI's "
        "vpdpbusd or AVX2's vpmaddubsw with 7-bit weights); "
-       "conv2d: bf16 rounds the input and weights to bf16, f32 output"},
+       "conv2d: bf16 rounds the input and weights to bf16, f32 output; u8s8: u8 input, s8 "
+       "weights, i32 sums, f32 output (AMX where the channels fill tile rows)"},
       {"src", "f32|bf16",
        "matmul: element type of A when it differs from --dtype (bf16 weights with an f32 A: the "
        "kernel rounds A to bf16 per block, as --precision bf16 builds do)"},
@@ -130,10 +131,12 @@ Expected<Conv2dWorkload> conv2dFromFlags(const Arguments& args, int threads) {
   w.threads = threads;
   w.coldWeights = args.has("cold-weights");
   std::string dtype = args.get("dtype", "f32");
-  if (dtype != "f32" && dtype != "bf16")
-    return makeError("--dtype must be f32 or bf16, not '", dtype, "'");
+  if (dtype != "f32" && dtype != "bf16" && dtype != "u8s8")
+    return makeError("--dtype must be f32, bf16 or u8s8, not '", dtype, "'");
   if (dtype == "bf16") // the bf16 convolution: f32 input rounded by the kernel, bf16 weights
     w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+  if (dtype == "u8s8") // the int8 convolution: u8 input, s8 weights, i32 sums, f32 out
+    w.types = {DType::U8, DType::I8, DType::I32, DType::F32};
   TUNEC_TRY(w.check());
   return w;
 }

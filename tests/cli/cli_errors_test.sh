@@ -23,10 +23,15 @@ expect 1 "cannot change the types of --dtype u8s8" -- bench-op matmul --m 8 --n 
 expect 0 "median .* GOP/s, .* of the measured vpmaddubsw peak" -- bench-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --isa avx2 --seconds 0.05
 expect 0 "best [0-9.]+ GOP/s \([0-9]+% of peak\)" -- tune-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --trials 4 --min-seconds 0.01 --db "$tmp/int8avx2.db"
 expect 1 "the AVX2 int8 kernel reads A's k-quads from its rows in place, so k=50" -- bench-op matmul --m 8 --n 16 --k 50 --dtype u8s8 --isa avx2 --config '{"isa":"avx2","kc":48,"loop_order":"nkm","mc":8,"mr":4,"nc":16,"nr":16,"pack_a":false,"parallel":"none"}'
+# The int8 convolution too (AMX where its channels fill tile rows: 64 of them).
+expect 0 "median .* GOP/s, .* of the measured vpmaddubsw peak" -- bench-op conv2d --n 1 --ic 8 -h 6 -w 6 --oc 16 --kh 3 --kw 3 --pad 1 --dtype u8s8 --isa avx2 --seconds 0.05
+expect 1 "--dtype must be f32, bf16 or u8s8, not 'u4'" -- bench-op conv2d --n 1 --ic 8 -h 6 -w 6 --oc 16 --kh 3 --kw 3 --dtype u4
 if "$tunec" target | grep -q "isa features.*avx512_vnni"; then
   expect 0 "median .* GOP/s, .* of the measured vpdpbusd peak" -- bench-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --isa avx512 --seconds 0.05
 fi
 if "$tunec" target | grep -q "isa features.*amx"; then
+  expect 0 "median .* GOP/s, .* of the measured tdpbusd peak" -- bench-op conv2d --n 1 --ic 64 -h 14 -w 14 --oc 64 --kh 3 --kw 3 --pad 1 --dtype u8s8 --seconds 0.05
+  expect 0 "median .* GFLOP/s, .* of the measured tdpbf16ps peak" -- bench-op conv2d --n 1 --ic 64 -h 14 -w 14 --oc 64 --kh 3 --kw 3 --pad 1 --dtype bf16 --seconds 0.05
   expect 0 "median .* GOP/s, .* of the measured tdpbusd peak" -- bench-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --seconds 0.05
   expect 0 "best [0-9.]+ GOP/s \([0-9]+% of peak\)" -- tune-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --trials 4 --min-seconds 0.01 --db "$tmp/int8.db"
   expect 0 "^4 trials \(0 errors\)" -- tune-op matmul --m 20 --n 48 --k 100 --dtype u8s8 --trials 4 --min-seconds 0.01 --db "$tmp/int8b.db"
