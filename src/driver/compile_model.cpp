@@ -543,9 +543,14 @@ std::string compileReport(const CompiledModel& model) {
       std::count_if(model.kernels.begin(), model.kernels.end(),
                     [](const HeavyKernel& k) { return isBf16Gemm(workloadTypes(k.workload)); }));
   if (bf16) {
+    const auto slower =
+        static_cast<size_t>(std::count_if(model.kernels.begin(), model.kernels.end(),
+                                          [](const HeavyKernel& k) { return k.bf16Slower; }));
     os << bf16 << " of them in bf16 (f32 accumulation)";
-    if (bf16 < model.kernels.size())
-      os << ", the other " << model.kernels.size() - bf16
+    if (slower)
+      os << ", " << slower << " in fp32 where vdpbf16ps is slower than the FMA (marked below)";
+    if (bf16 + slower < model.kernels.size())
+      os << ", " << (slower ? "" : "the other ") << model.kernels.size() - bf16 - slower
          << " in fp32 (no bf16 form: depthwise, an odd number of input channels, a fused channel "
             "scale, a matmul of computed operands outside attention)";
     os << "\n";

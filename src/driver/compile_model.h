@@ -55,6 +55,8 @@ struct HeavyKernel {
   /// these other thread counts, or in the other precision (fp32 for a bf16 kernel and back).
   std::set<int64_t> otherThreads;
   bool otherPrecision = false;
+  /// --precision bf16 kept this kernel fp32: its bf16 form would be slower here (bf16Pays).
+  bool bf16Slower = false;
 };
 
 struct CompileStats {

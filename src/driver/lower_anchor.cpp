@@ -362,6 +362,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
       w.types = {DType::F32, DType::F32, DType::F32, DType::U8};
     else if (bf16 && !bf16Slower)
       w.types = inBf16.types;
+    hk.bf16Slower = bf16Slower;
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (integer) int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(integerWeights, e));
     if (l.module()) code = l.module()->addConv2d(w, c, e.epilogue, weights, packed);
