@@ -50,7 +50,7 @@ const std::vector<PassEntry>& graphPipeline() {
       // fold-constants, which has folded the round trips of constant weights to f32 weights.
       {"lower-quantize-round-trips", passes::lowerQuantizeRoundTrips},
       // After it: the dequantizations left are of u8 values the int8 layers read too.
-      {"hoist-dequantize", passes::hoistDequantize},
+      {"hoist-quantization", passes::hoistQuantization},
       // Last: after the rewrites above have put every bias next to its MatMul.
       {"merge-sibling-matmuls", passes::mergeSiblingMatmuls},
   };

@@ -38,9 +38,10 @@ Expected<Graph> moveQuantizedValues(const Graph& graph);
 /// f32 arithmetic s * clip(round(x / s), lo - z, hi - z) (lower_quantize_round_trips.cpp).
 Expected<Graph> lowerQuantizeRoundTrips(const Graph& graph);
 
-/// Moves each DequantizeLinear of a computed value (constant scale and zero point) right after
-/// the node producing that value, so that the kernels after it can read it (hoist_dequantize.cpp).
-Expected<Graph> hoistDequantize(const Graph& graph);
+/// Moves each QuantizeLinear and DequantizeLinear of a computed value (constant scale and zero
+/// point) right after the node producing that value, so that the kernels after it can read it
+/// (hoist_quantization.cpp).
+Expected<Graph> hoistQuantization(const Graph& graph);
 
 /// MatMul/Gemm/Conv of a dequantized u8 activation and dequantized constant s8 weights as an
 /// IntegerMatMul/IntegerConv (the int8 kernel's exact sums) times the column scale plus the

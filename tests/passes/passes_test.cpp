@@ -139,6 +139,46 @@ TEST(Passes, QuantizeRoundTripsBecomeFloatArithmetic) {
   }
 }
 
+// Two fake-quantized branches meeting in an Add (ResNet-50's downsampling block): the earlier
+// branch's pair stays QuantizeLinear and DequantizeLinear (the later branch's kernel reads its
+// u8 tensor as the residual addend), the later one's becomes float arithmetic; with the Add's
+// operands the other way round, the same. A pair read by anything else than that Add is
+// lowered as before.
+TEST(Passes, TheEarlierBranchOfAQuantizedAddKeepsItsU8) {
+  for (bool swapped : {false, true}) {
+    for (bool extraUse : {false, true}) {
+      Graph g;
+      ValueId x = g.addInput("x", {DType::F32, Shape{1, 4, 3, 3}, {}});
+      Tensor scale(DType::F32, Shape{}), zp(DType::U8, Shape{});
+      scale.setDouble(0, 0.02), zp.setInt(0, 100);
+      ValueId s = g.addConstant("s", scale), z = g.addConstant("z", zp);
+      ValueId main = add(g, OpKind::Relu, NoAttrs{}, {x}, "main");
+      ValueId mq = add(g, OpKind::QuantizeLinear, QuantAttrs{0}, {main, s, z}, "mq");
+      ValueId md = add(g, OpKind::DequantizeLinear, QuantAttrs{0}, {mq, s, z}, "md");
+      ValueId side = add(g, OpKind::Sigmoid, NoAttrs{}, {x}, "side");
+      ValueId sq = add(g, OpKind::QuantizeLinear, QuantAttrs{0}, {side, s, z}, "sq");
+      ValueId sd = add(g, OpKind::DequantizeLinear, QuantAttrs{0}, {sq, s, z}, "sd");
+      ValueId sum = add(g, OpKind::Add, NoAttrs{},
+                        swapped ? std::vector{sd, md} : std::vector{md, sd}, "sum");
+      g.addOutput(sum);
+      if (extraUse) g.addOutput(add(g, OpKind::Neg, NoAttrs{}, {md}, "neg"));
+      auto out = passes::lowerQuantizeRoundTrips(g);
+      ASSERT_TRUE(out.isOk()) << out.error().message();
+      int quantizes = 0, divs = 0;
+      for (const Node& n : out->nodes()) {
+        quantizes += n.kind == OpKind::QuantizeLinear;
+        divs += n.kind == OpKind::Div;
+        if (n.kind == OpKind::QuantizeLinear) {
+          EXPECT_EQ(n.name, "mq");
+        }
+      }
+      EXPECT_EQ(quantizes, extraUse ? 0 : 1) << "swapped " << swapped << " extra use " << extraUse;
+      EXPECT_EQ(divs, extraUse ? 2 : 1);
+      expectEquivalent(g, *out, 0.0);
+    }
+  }
+}
+
 // A Gemm of a dequantized u8 activation and dequantized s8 weights (transposed, per output
 // channel, with a bias) becomes an IntegerMatMul, its column scale, zero-point correction and
 // bias; layers the int8 kernels cannot take stay as they are: s8 activations, weights with a
@@ -350,26 +390,34 @@ TEST(Passes, DataMovementOfQuantizedValuesMovesTheIntegers) {
 }
 
 // A DequantizeLinear of a computed u8 value moves right after its producer (before the nodes
-// between them in the source order), and the values stay the same.
-TEST(Passes, HoistDequantizeSchedulesItAfterItsProducer) {
-  Graph g;
-  ValueId x = g.addInput("x", {DType::F32, Shape{2, 8}, {}});
-  Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{});
-  sa.setDouble(0, 0.01), za.setInt(0, 7);
-  ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
-  ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "q");
-  ValueId e = add(g, OpKind::Exp, NoAttrs{}, {x}, "exp");
-  ValueId t = add(g, OpKind::Tanh, NoAttrs{}, {e}, "tanh");
-  ValueId d = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {q, s, z}, "dq");
-  g.addOutput(add(g, OpKind::Add, NoAttrs{}, {t, d}, "sum"));
-  auto out = passes::hoistDequantize(g);
-  ASSERT_TRUE(out.isOk()) << out.error().message();
-  std::vector<OpKind> order;
-  for (const Node& n : out->nodes()) order.push_back(n.kind);
-  const std::vector<OpKind> want = {OpKind::QuantizeLinear, OpKind::DequantizeLinear, OpKind::Exp,
-                                    OpKind::Tanh, OpKind::Add};
-  EXPECT_EQ(order, want);
-  expectEquivalent(g, *out, 0.0);
+// between them in the source order); a QuantizeLinear of a computed value too, and then the
+// DequantizeLinear after it; the values stay the same.
+TEST(Passes, HoistQuantizationSchedulesItAfterItsProducer) {
+  for (bool computed : {false, true}) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{2, 8}, {}});
+    Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{});
+    sa.setDouble(0, 0.01), za.setInt(0, 7);
+    ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+    ValueId r = computed ? add(g, OpKind::Relu, NoAttrs{}, {x}, "relu") : x;
+    ValueId e = add(g, OpKind::Exp, NoAttrs{}, {x}, "exp");
+    ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {r, s, z}, "q");
+    ValueId t = add(g, OpKind::Tanh, NoAttrs{}, {e}, "tanh");
+    ValueId d = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {q, s, z}, "dq");
+    g.addOutput(add(g, OpKind::Add, NoAttrs{}, {t, d}, "sum"));
+    auto out = passes::hoistQuantization(g);
+    ASSERT_TRUE(out.isOk()) << out.error().message();
+    std::vector<OpKind> order;
+    for (const Node& n : out->nodes()) order.push_back(n.kind);
+    // A model input's QuantizeLinear stays where it is; its DequantizeLinear follows it.
+    const std::vector<OpKind> want =
+        computed ? std::vector{OpKind::Relu, OpKind::QuantizeLinear, OpKind::DequantizeLinear,
+                               OpKind::Exp,  OpKind::Tanh,           OpKind::Add}
+                 : std::vector{OpKind::Exp, OpKind::QuantizeLinear, OpKind::DequantizeLinear,
+                               OpKind::Tanh, OpKind::Add};
+    EXPECT_EQ(order, want) << "computed " << computed;
+    expectEquivalent(g, *out, 0.0);
+  }
 }
 
 // Dynamic quantization: the activation's scale and zero point are computed per run (here graph
