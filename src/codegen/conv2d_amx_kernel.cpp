@@ -8,8 +8,9 @@
 // stride stride_w: tap t's A is the copy at tapOffset(t) + v * stride_w pixels, read in place by
 // the microkernel (MicrokernelSpec::aRowsInPlace), and each batch entry is one tap and input-
 // channel block of whole 64-byte tile rows. A 1x1 convolution of stride 1 without padding reads
-// its input where it is. The last tile of an image moves back to end at the image's last
-// virtual pixel and skips the rows the tile before it wrote, so no tile reads past the input.
+// its input where it is, and a strided one a copy of the pixels it reads (subsamplesInput). The
+// last tile of an image moves back to end at the image's last virtual pixel and skips the rows the
+// tile before it wrote, so no tile reads past the input.
 #include "codegen/kernel_emitters.h"
 #include "codegen/microkernel_emitter.h"
 
@@ -24,8 +25,8 @@ using codegen::ModuleBuilder;
 class AmxConv2dEmitter : codegen::EmitterBase {
 public:
   AmxConv2dEmitter(ModuleBuilder& mb, const Conv2dWorkload& w, const Conv2dConfig& c,
-                   const Epilogue& e)
-      : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
+                   const Epilogue& e, const Conv2dWorkload* subsampledFrom)
+      : EmitterBase(mb), w_(w), c_(c), epilogue_(e), from_(subsampledFrom) {
     aType_ = convertsA(w.types) ? DType::BF16 : w.types.src;
     icg_ = w.icKernelPerGroup();
     mr_ = c.owBlock;
@@ -33,9 +34,10 @@ public:
     wv_ = amxConv2dVirtualWidth(w);
     hp_ = w.h + w.padTop + w.padBottom;
     // Read in place: a 1x1 of stride 1 over an unconverted, unpadded input (its virtual pixels
-    // are its pixels) with at least one whole tile of them.
-    inPlace_ = !w.copiesInput() && !convertsA(w.types) && w.kh == 1 && w.kw == 1 &&
-               w.strideH == 1 && w.strideW == 1 && w.h * w.w >= mr_;
+    // are its pixels) with at least one whole tile of them, or over the subsampled copy of a
+    // strided 1x1's input (with a tile of slack).
+    inPlace_ = from_ || (!w.copiesInput() && !convertsA(w.types) && w.kh == 1 && w.kw == 1 &&
+                         w.strideH == 1 && w.strideW == 1 && w.h * w.w >= mr_);
     if (inPlace_) wv_ = w.w;
     virtualPixels_ = w.oh() * wv_;
     cs_ = inPlace_ ? w.inPixelStride() : icg_;
@@ -157,6 +159,10 @@ private:
   void emitEntry(const std::string& name, llvm::Function* task) {
     auto args = mb_.beginKernelEntry(b_, name);
     llvm::Value* in = args[rt::kArgSrc];
+    if (from_)
+      in = mb_.emitSubsampledNhwc(b_, in, from_->types.src, from_->inPixelStride(), from_->n,
+                                  from_->h, from_->w, from_->ic, from_->strideH, from_->strideW,
+                                  mr_ * cs_);
     if (!inPlace_) {
       // Slack past the last image for the padding columns of its last tile and a tile larger
       // than a small image.
@@ -167,7 +173,8 @@ private:
                               w_.padLeft, hp_, wp, extra, w_.strideH);
       else
         in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp,
-                                w_.types.src, extra, w_.nchwInput, w_.aZeroPoint, cs_, w_.strideH);
+                                w_.types.src, extra, w_.nchwInput, w_.aZeroPoint, cs_, w_.strideH,
+                                w_.inPixelStride());
     }
     const int64_t tasks = c_.parallel == Conv2dParallel::N    ? w_.n
                           : c_.parallel == Conv2dParallel::Oh ? tiles_
@@ -183,7 +190,8 @@ private:
   const Conv2dWorkload& w_;
   const Conv2dConfig& c_;
   const Epilogue& epilogue_;
-  DType aType_ = DType::U8; ///< what the microkernels read as A: u8, or the bf16 copy
+  const Conv2dWorkload* from_ = nullptr; ///< the strided 1x1 whose input pixels the entry copies
+  DType aType_ = DType::U8;              ///< what the microkernels read as A: u8, or the bf16 copy
   int mr_ = 32, nr_ = 32;
   bool inPlace_ = false;
   int64_t icg_ = 0, wv_ = 0, hp_ = 0, virtualPixels_ = 0, cs_ = 0, planeRows_ = 0, imagePixels_ = 0,
@@ -199,8 +207,9 @@ private:
 namespace codegen {
 
 void emitAmxConv2dLoopNest(ModuleBuilder& mb, const std::string& symbol, const Conv2dWorkload& w,
-                           const Conv2dConfig& c, const Epilogue& e) {
-  AmxConv2dEmitter(mb, w, c, e).emit(symbol);
+                           const Conv2dConfig& c, const Epilogue& e,
+                           const Conv2dWorkload* subsampledFrom) {
+  AmxConv2dEmitter(mb, w, c, e, subsampledFrom).emit(symbol);
 }
 
 } // namespace codegen

@@ -20,9 +20,11 @@ using codegen::ModuleBuilder;
 
 class Conv2dEmitter : codegen::EmitterBase {
 public:
+  // With `subsampledFrom`, w is subsampledWorkload(*subsampledFrom): the entry copies its input's
+  // pixels that the strided 1x1 reads, rounded to bf16 (subsamplesInput).
   Conv2dEmitter(ModuleBuilder& mb, const Conv2dWorkload& w, const Conv2dConfig& c,
-                const Epilogue& e)
-      : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
+                const Epilogue& e, const Conv2dWorkload* subsampledFrom)
+      : EmitterBase(mb), w_(w), c_(c), epilogue_(e), from_(subsampledFrom) {
     hp_ = w.h + w.padTop + w.padBottom;
     wp_ = w.w + w.padLeft + w.padRight;
     // A padded input is copied dense first (NCHW reordered, an int8 group's channels rounded up
@@ -252,7 +254,10 @@ private:
   void emitEntry(const std::string& name, llvm::Function* task) {
     auto args = mb_.beginKernelEntry(b_, name);
     llvm::Value* in = args[rt::kArgSrc];
-    if (convertsA(w_.types))
+    if (from_)
+      in = mb_.emitSubsampledNhwc(b_, in, from_->types.src, from_->inPixelStride(), from_->n,
+                                  from_->h, from_->w, from_->ic, from_->strideH, from_->strideW, 0);
+    else if (convertsA(w_.types))
       in = mb_.emitBf16Nhwc(b_, in, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic, w_.padTop,
                             w_.padLeft, hp_, wp_);
     else if (w_.copiesInput())
@@ -272,6 +277,7 @@ private:
   const Conv2dWorkload& w_;
   const Conv2dConfig& c_;
   const Epilogue& epilogue_;
+  const Conv2dWorkload* from_ = nullptr; ///< the strided 1x1 whose input pixels the entry copies
   int64_t hp_, wp_, icg_, inLd_, outLd_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
   int64_t group_ = 1; ///< input channels per k group of the packed weights (kGroup)
   bool mergeKw_ = false;
@@ -295,10 +301,14 @@ Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& s
   if (c.isa == Isa::Avx2 && isInt8Gemm(w.types)) // vpmaddubsw's s16 pair sums must not saturate
     TUNEC_TRY(checkAvx2Int8Weights(weights, w.oc * w.icPerGroup() * w.kh * w.kw, "conv2d"));
   TUNEC_TRY(checkEpilogueStores(e, w.types.dst));
+  // A strided 1x1 whose input is copied anyway copies only the pixels it reads, and runs as the
+  // 1x1 of stride 1 over them (the same output, tiles and weights).
+  const bool subsampled = subsamplesInput(w, c.isa);
+  const Conv2dWorkload kernel = subsampled ? subsampledWorkload(w) : w;
   if (c.isa == Isa::Amx)
-    emitAmxConv2dLoopNest(mb, symbol, w, c, e);
+    emitAmxConv2dLoopNest(mb, symbol, kernel, c, e, subsampled ? &w : nullptr);
   else
-    Conv2dEmitter(mb, w, c, e).emit(symbol);
+    Conv2dEmitter(mb, kernel, c, e, subsampled ? &w : nullptr).emit(symbol);
   return packConv2dWeights(w, c, weights);
 }
 

@@ -224,6 +224,8 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   bind("tunec_pack_a_bf16_tiles", &tunec_pack_a_bf16_tiles);
   bind("tunec_pack_a_u8_tiles", &tunec_pack_a_u8_tiles);
   bind("tunec_pad_nhwc_f32_to_bf16", &tunec_pad_nhwc_f32_to_bf16);
+  bind("tunec_subsample_nhwc_f32_to_bf16", &tunec_subsample_nhwc_f32_to_bf16);
+  bind("tunec_subsample_nhwc_u8", &tunec_subsample_nhwc_u8);
   bind("tunec_pad_nhwc_f32_to_bf16_phased", &tunec_pad_nhwc_f32_to_bf16_phased);
   bind("tunec_pad_nhwc_f32", &tunec_pad_nhwc_f32);
   bind("tunec_pad_nhwc_u8", &tunec_pad_nhwc_u8);

@@ -26,9 +26,12 @@ Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& s
                                          const Conv2dWorkload& w, const Conv2dConfig& c,
                                          const Epilogue& e, const float* weights);
 /// The conv2d loop nest on AMX tiles (conv2d_amx_kernel.cpp), which emitConv2dKernel emits for a
-/// validated config of Isa::Amx; its weights are packed as the vector kernel's.
+/// validated config of Isa::Amx; its weights are packed as the vector kernel's. With
+/// `subsampledFrom`, `w` is subsampledWorkload(*subsampledFrom) and the kernel's entry copies
+/// that workload's input pixels (subsamplesInput).
 void emitAmxConv2dLoopNest(ModuleBuilder& mb, const std::string& symbol, const Conv2dWorkload& w,
-                           const Conv2dConfig& c, const Epilogue& e);
+                           const Conv2dConfig& c, const Epilogue& e,
+                           const Conv2dWorkload* subsampledFrom);
 Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string& symbol,
                                             const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                             const Epilogue& e, const float* weights);

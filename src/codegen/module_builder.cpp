@@ -144,23 +144,43 @@ llvm::Value* ModuleBuilder::emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in
                                            int64_t h, int64_t w, int64_t c, int64_t padTop,
                                            int64_t padLeft, int64_t hp, int64_t wp, DType type,
                                            int64_t extra, bool fromNchw, int64_t padValue,
-                                           int64_t storedC, int64_t phases) {
+                                           int64_t storedC, int64_t phases, int64_t srcLd) {
   TUNEC_ASSERT(type == DType::F32 || type == DType::U8,
                "no padding helper for " << dtypeName(type));
   const int64_t cs = storedC ? storedC : c;
   TUNEC_ASSERT(cs == c || type == DType::U8, "only a u8 copy rounds its channels up");
-  TUNEC_ASSERT(phases == 1 || type == DType::U8, "only a u8 copy stores its rows in phases");
+  TUNEC_ASSERT((phases == 1 && !srcLd) || type == DType::U8,
+               "only a u8 copy stores its rows in phases or reads a channel range");
   const int64_t rows = n * phases * ((hp + phases - 1) / phases);
   llvm::Value* padded =
       emitScratch(b, 2, (rows * wp * cs + extra) * static_cast<int64_t>(dtypeSize(type)));
-  if (type == DType::U8) // an int8 convolution's input, padded with its zero point
+  if (type == DType::U8 && phases == 1 && (!srcLd || srcLd == c)) // an int8 conv's input
     emitPaddedCopyCall(b, "tunec_pad_to_nhwc_u8", in,
-                       {fromNchw ? 1 : 0, n, h, w, c, cs, padTop, padLeft, hp, wp, padValue},
-                       phases, padded);
+                       {fromNchw ? 1 : 0, n, h, w, c, cs, padTop, padLeft, hp, wp, padValue}, 1,
+                       padded);
+  else if (type == DType::U8) // in phases, or a channel range of a wider tensor
+    emitPaddedCopyCall(b, "tunec_pad_to_nhwc_u8_phased", in,
+                       {fromNchw ? 1 : 0, n, h, w, c, srcLd ? srcLd : c, cs, padTop, padLeft, hp,
+                        wp, padValue, phases},
+                       1, padded);
   else
     emitPaddedCopyCall(b, fromNchw ? "tunec_pad_nchw_to_nhwc_f32" : "tunec_pad_nhwc_f32", in,
                        {n, h, w, c, padTop, padLeft, hp, wp}, 1, padded);
   return padded;
+}
+
+llvm::Value* ModuleBuilder::emitSubsampledNhwc(llvm::IRBuilder<>& b, llvm::Value* in, DType from,
+                                               int64_t srcLd, int64_t n, int64_t h, int64_t w,
+                                               int64_t c, int64_t sh, int64_t sw, int64_t extra) {
+  TUNEC_ASSERT(from == DType::F32 || from == DType::U8,
+               "no subsampling copy of " << dtypeName(from));
+  const int64_t elemBytes = from == DType::U8 ? 1 : 2;
+  const int64_t pixels = n * ((h - 1) / sh + 1) * ((w - 1) / sw + 1);
+  llvm::Value* copy = emitScratch(b, 2, (pixels * c + extra) * elemBytes);
+  emitPaddedCopyCall(
+      b, from == DType::U8 ? "tunec_subsample_nhwc_u8" : "tunec_subsample_nhwc_f32_to_bf16", in,
+      {srcLd, n, h, w, c, sh, sw}, 1, copy);
+  return copy;
 }
 
 llvm::Value* ModuleBuilder::emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t srcLd,

@@ -96,11 +96,13 @@ public:
   /// `fromNchw`: the input is N x C x H x W, reordered while it is padded. `storedC` (u8): the
   /// copy's channels per pixel, c rounded up to quads, the extra ones padValue (0: c).
   /// `phases` > 1 (u8): each image's padded rows in that many planes, row y in plane y % phases
-  /// (tunec_pad_to_nhwc_u8_phased), each plane ceil(hp / phases) rows.
+  /// (tunec_pad_to_nhwc_u8_phased), each plane ceil(hp / phases) rows. `srcLd` (u8, NHWC): the
+  /// source's pixel stride when it is a channel range of a wider tensor (0: c).
   llvm::Value* emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n, int64_t h,
                               int64_t w, int64_t c, int64_t padTop, int64_t padLeft, int64_t hp,
                               int64_t wp, DType type, int64_t extra = 0, bool fromNchw = false,
-                              int64_t padValue = 0, int64_t storedC = 0, int64_t phases = 1);
+                              int64_t padValue = 0, int64_t storedC = 0, int64_t phases = 1,
+                              int64_t srcLd = 0);
 
   /// An NHWC f32 input (pixels srcLd floats apart) rounded to a zero-padded bf16 copy of
   /// N x hp x wp x C, the source at (padTop, padLeft): a bf16 convolution's input; its rows in
@@ -108,6 +110,13 @@ public:
   llvm::Value* emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t srcLd, int64_t n,
                             int64_t h, int64_t w, int64_t c, int64_t padTop, int64_t padLeft,
                             int64_t hp, int64_t wp, int64_t extra = 0, int64_t phases = 1);
+
+  /// The pixels (y * sh, x * sw) of an NHWC input (pixels srcLd elements apart) as a dense copy
+  /// (tunec_subsample_nhwc_*): bf16 rounded from an f32 input, or u8 bytes; `extra` elements of
+  /// slack after it.
+  llvm::Value* emitSubsampledNhwc(llvm::IRBuilder<>& b, llvm::Value* in, DType from, int64_t srcLd,
+                                  int64_t n, int64_t h, int64_t w, int64_t c, int64_t sh,
+                                  int64_t sw, int64_t extra);
 
   /// Calls the runtime's padded copy `name` (its "_phased" variant when phases > 1): void
   /// name(src, sizes..., [phases,] dst), every size an i64.

@@ -217,6 +217,28 @@ int64_t phasedRow(int64_t b, int64_t y, int64_t hp, int64_t phases) {
 
 } // namespace
 
+extern "C" void tunec_subsample_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n,
+                                                 int64_t h, int64_t w, int64_t c, int64_t sh,
+                                                 int64_t sw, uint16_t* dst) {
+  const int64_t oh = (h - 1) / sh + 1, ow = (w - 1) / sw + 1;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t x = 0; x < ow; ++x)
+        rowToBf16(src + ((b * h + y * sh) * w + x * sw) * srcLd, c,
+                  dst + ((b * oh + y) * ow + x) * c);
+}
+
+extern "C" void tunec_subsample_nhwc_u8(const uint8_t* src, int64_t srcLd, int64_t n, int64_t h,
+                                        int64_t w, int64_t c, int64_t sh, int64_t sw,
+                                        uint8_t* dst) {
+  const int64_t oh = (h - 1) / sh + 1, ow = (w - 1) / sw + 1;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t x = 0; x < ow; ++x)
+        std::memcpy(dst + ((b * oh + y) * ow + x) * c,
+                    src + ((b * h + y * sh) * w + x * sw) * srcLd, static_cast<size_t>(c));
+}
+
 extern "C" void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h,
                                            int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
                                            int64_t wp, uint16_t* dst) {
@@ -330,19 +352,19 @@ extern "C" void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t 
 extern "C" void tunec_pad_to_nhwc_u8(const uint8_t* src, int64_t nchw, int64_t n, int64_t h,
                                      int64_t w, int64_t c, int64_t cs, int64_t pt, int64_t pl,
                                      int64_t hp, int64_t wp, int64_t value, uint8_t* dst) {
-  tunec_pad_to_nhwc_u8_phased(src, nchw, n, h, w, c, cs, pt, pl, hp, wp, value, 1, dst);
+  tunec_pad_to_nhwc_u8_phased(src, nchw, n, h, w, c, c, cs, pt, pl, hp, wp, value, 1, dst);
 }
 
 extern "C" void tunec_pad_to_nhwc_u8_phased(const uint8_t* src, int64_t nchw, int64_t n, int64_t h,
-                                            int64_t w, int64_t c, int64_t cs, int64_t pt,
-                                            int64_t pl, int64_t hp, int64_t wp, int64_t value,
-                                            int64_t phases, uint8_t* dst) {
+                                            int64_t w, int64_t c, int64_t srcLd, int64_t cs,
+                                            int64_t pt, int64_t pl, int64_t hp, int64_t wp,
+                                            int64_t value, int64_t phases, uint8_t* dst) {
   const auto fill = static_cast<int>(value);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t y = 0; y < hp; ++y) {
       uint8_t* row = dst + phasedRow(b, y, hp, phases) * wp * cs;
       int64_t sy = y - pt;
-      if (sy < 0 || sy >= h || nchw || cs != c) {
+      if (sy < 0 || sy >= h || nchw || cs != c || srcLd != c) {
         std::memset(row, fill, static_cast<size_t>(wp * cs));
         if (sy < 0 || sy >= h) continue;
       }
@@ -364,10 +386,10 @@ extern "C" void tunec_pad_to_nhwc_u8_phased(const uint8_t* src, int64_t nchw, in
           const uint8_t* plane = src + ((b * c + ch) * h + sy) * w;
           for (int64_t x = 0; x < w; ++x) row[(pl + x) * cs + ch] = plane[x];
         }
-      } else if (cs != c) {
-        const uint8_t* line = src + ((b * h + sy) * w) * c;
+      } else if (cs != c || srcLd != c) {
+        const uint8_t* line = src + ((b * h + sy) * w) * srcLd;
         for (int64_t x = 0; x < w; ++x)
-          std::memcpy(row + (pl + x) * cs, line + x * c, static_cast<size_t>(c));
+          std::memcpy(row + (pl + x) * cs, line + x * srcLd, static_cast<size_t>(c));
       } else {
         std::memset(row, fill, static_cast<size_t>(pl * c));
         std::memcpy(row + pl * c, src + ((b * h + sy) * w) * c, static_cast<size_t>(w * c));

@@ -54,6 +54,13 @@ void tunec_pack_a_f32_to_bf16(const float* a, int64_t lda, int32_t transposed, i
 void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h, int64_t w,
                                 int64_t c, int64_t pt, int64_t pl, int64_t hp, int64_t wp,
                                 uint16_t* dst);
+/// The pixels (y * sh, x * sw) of an NHWC tensor (pixels `srcLd` elements apart) as a dense
+/// N x ceil(h / sh) x ceil(w / sw) x C copy, rounded to bf16 or bytes as they are: the input of
+/// a strided 1x1 convolution without padding, which reads no other pixel (conv2d_kernel.cpp).
+void tunec_subsample_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h,
+                                      int64_t w, int64_t c, int64_t sh, int64_t sw, uint16_t* dst);
+void tunec_subsample_nhwc_u8(const uint8_t* src, int64_t srcLd, int64_t n, int64_t h, int64_t w,
+                             int64_t c, int64_t sh, int64_t sw, uint8_t* dst);
 /// As tunec_pad_nhwc_f32_to_bf16 with the padded rows of each image in `phases` planes: row y
 /// in plane y % phases at row y / phases of it, each plane ceil(hp / phases) rows (a
 /// convolution of row stride `phases` on AMX then reads the rows of consecutive output rows
@@ -72,11 +79,13 @@ void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64
 void tunec_pad_to_nhwc_u8(const uint8_t* src, int64_t nchw, int64_t n, int64_t h, int64_t w,
                           int64_t c, int64_t cs, int64_t pt, int64_t pl, int64_t hp, int64_t wp,
                           int64_t value, uint8_t* dst);
-/// As tunec_pad_to_nhwc_u8 with the padded rows in `phases` planes (as
+/// As tunec_pad_to_nhwc_u8 from an NHWC source whose pixels are srcLd >= c bytes apart (a
+/// channel range of a wider tensor), with the padded rows in `phases` planes (as
 /// tunec_pad_nhwc_f32_to_bf16_phased).
 void tunec_pad_to_nhwc_u8_phased(const uint8_t* src, int64_t nchw, int64_t n, int64_t h, int64_t w,
-                                 int64_t c, int64_t cs, int64_t pt, int64_t pl, int64_t hp,
-                                 int64_t wp, int64_t value, int64_t phases, uint8_t* dst);
+                                 int64_t c, int64_t srcLd, int64_t cs, int64_t pt, int64_t pl,
+                                 int64_t hp, int64_t wp, int64_t value, int64_t phases,
+                                 uint8_t* dst);
 /// tunec_pad_to_nhwc_u8 of an NHWC source into c channels (the entry of model.so files built
 /// before the channel rounding).
 void tunec_pad_nhwc_u8(const uint8_t* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,

@@ -142,6 +142,17 @@ Expected<Conv2dConfig> Conv2dConfig::fromJson(const nlohmann::json& j) {
   return configFromJson(j, kConv2dFields, "conv2d");
 }
 
+bool subsamplesInput(const Conv2dWorkload& w, Isa isa) {
+  return w.kh == 1 && w.kw == 1 && !w.padded() && (w.strideH > 1 || w.strideW > 1) &&
+         !w.nchwInput && (convertsA(w.types) || isa == Isa::Amx);
+}
+
+Conv2dWorkload subsampledWorkload(const Conv2dWorkload& w) {
+  Conv2dWorkload s = w;
+  s.h = w.oh(), s.w = w.ow(), s.strideH = s.strideW = 1, s.inLd = 0;
+  return s;
+}
+
 bool amxRunsConv2d(const Conv2dWorkload& w) {
   if (!isInt8Gemm(w.types) && !convertsA(w.types)) return false;
   return w.groups == 1 && w.icKernelPerGroup() % kGroup(Isa::Amx, w.types) == 0;

@@ -101,6 +101,12 @@ struct Conv2dConfig {
 };
 
 Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c);
+/// Whether a kernel of `isa` for `w` copies only the input pixels it reads: a strided 1x1
+/// convolution without padding whose input is copied anyway (rounded to bf16, or for AMX's
+/// tiles). Its kernel is then subsampledWorkload(w) over that dense copy.
+bool subsamplesInput(const Conv2dWorkload& w, Isa isa);
+/// The 1x1 convolution of stride 1 over the pixels (y * stride_h, x * stride_w) of `w`'s input.
+Conv2dWorkload subsampledWorkload(const Conv2dWorkload& w);
 /// Whether the workload can run on AMX's tiles: int8 (tdpbusd) or bf16 (tdpbf16ps), one group,
 /// its input channels a whole number of 64-byte tile rows (64 u8 or 32 bf16).
 bool amxRunsConv2d(const Conv2dWorkload& w);

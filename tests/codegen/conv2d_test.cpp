@@ -592,15 +592,17 @@ namespace {
 // A random workload AMX runs: one group, input channels in whole 64-byte tile rows (64 u8 or 32
 // bf16 per row), 1 to 80 output channels (tails of the 16-column tiles), kernels 1x1 to 3x3,
 // strides 1 and 2 (unequal ones too), pads 0 to 2 (asymmetric too), dilation 2, images from
-// 2x3 to 12x13; every sixth a 1x1 of stride 1 without padding, which reads its input in place.
+// 2x3 to 12x13; every fourth a 1x1 without padding, which reads its input in place (stride 1) or
+// a copy of the pixels it reads (strided).
 Conv2dWorkload amxWorkload(std::mt19937& rng, int trial, int64_t unit) {
   std::uniform_int_distribution<int64_t> hw(2, 12), k(1, 3), s(1, 2), p(0, 2);
   Conv2dWorkload w =
       conv(trial % 5 == 0 ? 2 : 1, unit * (1 + static_cast<int64_t>(rng() % 3)), hw(rng),
            1 + static_cast<int64_t>(rng() % 80), k(rng), s(rng), p(rng), trial % 9 == 4 ? 2 : 1);
-  if (trial % 6 == 0) w.kh = w.kw = 1, w.strideH = w.strideW = 1, w.padTop = w.padLeft = 0;
-  if (trial % 6 == 0) w.padBottom = w.padRight = 0, w.dilationH = w.dilationW = 1;
-  if (trial % 4 == 1) w.strideH = 3 - w.strideW; // unequal strides
+  if (trial % 4 == 0) w.kh = w.kw = 1, w.strideH = w.strideW = 1, w.padTop = w.padLeft = 0;
+  if (trial % 4 == 0) w.padBottom = w.padRight = 0, w.dilationH = w.dilationW = 1;
+  if (trial % 8 == 4) w.strideH = 2, w.strideW = 1 + trial % 3; // reads a subsampled copy
+  if (trial % 4 == 1) w.strideH = 3 - w.strideW;                // unequal strides
   if (trial % 7 == 2) w.padBottom = 0, w.padLeft = (w.padLeft + 1) % 3;
   w.threads = trial % 3 == 1 ? 2 : 1;
   return w;
@@ -612,8 +614,8 @@ Conv2dWorkload amxWorkload(std::mt19937& rng, int trial, int64_t unit) {
 // for bit, every fourth trial on small integers.
 TEST(Conv2dAmxTwin, Int8RandomConfigsEqualTheIntegerReference) {
   std::mt19937 rng(64);
-  int checked = 0, inPlace = 0, strided = 0, unequal = 0, requantized = 0, residualU8 = 0,
-      ocTails = 0, wideGrid = 0;
+  int checked = 0, inPlace = 0, subsampled = 0, strided = 0, unequal = 0, requantized = 0,
+      residualU8 = 0, ocTails = 0, wideGrid = 0;
   for (int trial = 0; trial < 200 && checked < 40; ++trial) {
     Conv2dWorkload w = amxWorkload(rng, trial, 64);
     w.types = kInt8F32;
@@ -630,6 +632,7 @@ TEST(Conv2dAmxTwin, Int8RandomConfigsEqualTheIntegerReference) {
     if (HasFatalFailure()) return;
     ++checked;
     inPlace += !w.copiesInput() && w.kh == 1 && w.kw == 1 && w.strideH == 1 && w.strideW == 1;
+    subsampled += subsamplesInput(w, Isa::Amx);
     strided += w.strideH > 1;
     unequal += w.strideH != w.strideW;
     requantized += epilogue >= 2;
@@ -639,6 +642,7 @@ TEST(Conv2dAmxTwin, Int8RandomConfigsEqualTheIntegerReference) {
   }
   EXPECT_GE(checked, 36);
   EXPECT_GE(inPlace, 3) << "1x1 convolutions that read their input in place are covered";
+  EXPECT_GE(subsampled, 3) << "strided 1x1 convolutions that copy the pixels they read";
   EXPECT_GE(strided, 8) << "row strides (the input's rows in phase planes) are covered";
   EXPECT_GE(unequal, 4);
   EXPECT_GE(requantized, 8);
@@ -714,6 +718,7 @@ TEST(Conv2dAmxTwin, Bf16EqualsTheAmxMatmulOfItsIm2colBitForBit) {
     mw.m = pixels, mw.n = w.oc, mw.k = k, mw.constantB = true, mw.types = w.types;
     MatmulConfig mc = defaultMatmulConfig(mw, Isa::Amx, test::twinJit().target());
     mc.mr = c.owBlock, mc.nr = c.ocBlock, mc.kc = k; // the same grid, one K block
+    mc.mc = (pixels + mc.mr - 1) / mc.mr * mc.mr, mc.nc = (w.oc + mc.nr - 1) / mc.nr * mc.nr;
     auto matmul = compileMatmul(test::twinJit(), mw, mc, epi, b.data());
     ASSERT_TRUE(matmul.isOk()) << matmul.error().message();
     std::vector<float> want(out.size());
@@ -725,6 +730,40 @@ TEST(Conv2dAmxTwin, Bf16EqualsTheAmxMatmulOfItsIm2colBitForBit) {
     ++checked;
   }
   EXPECT_EQ(checked, 8);
+}
+
+// A strided 1x1 convolution without padding whose input is copied (rounded to bf16, or for
+// AMX) copies only the pixels it reads and runs as the 1x1 of stride 1 over them: bf16 on
+// vdpbf16ps and on AMX, int8 on AMX, odd sizes, equal and unequal strides, channel slices.
+TEST(Conv2dTemplate, StridedPointwiseConvsCopyOnlyThePixelsTheyRead) {
+  std::mt19937 rng(68);
+  int checked = 0;
+  for (auto [sh, sw] : {std::pair{2, 2}, {2, 1}, {1, 3}}) {
+    Conv2dWorkload w = conv(2, 64, 9, 40, 1, 1, 0);
+    w.strideH = sh, w.strideW = sw;
+    w.inLd = sw == 3 ? 70 : 0; // a channel slice of a wider tensor
+    w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    ASSERT_TRUE(subsamplesInput(w, Isa::Avx512));
+    EXPECT_EQ(subsampledWorkload(w).h, w.oh());
+    EXPECT_EQ(subsampledWorkload(w).w, w.ow());
+    const Epilogue epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::AddTensor}};
+    for (Isa isa : {Isa::Avx512, Isa::Amx}) {
+      checkConv(w, defaultConv2dConfig(w, isa, test::twinJit().target()), epi, 5, false);
+      if (HasFatalFailure()) return;
+      ++checked;
+    }
+    Conv2dWorkload q = w;
+    q.types = kInt8F32, q.aZeroPoint = 17;
+    EXPECT_FALSE(subsamplesInput(q, Isa::Avx512)) << "read in place at its stride";
+    ASSERT_TRUE(subsamplesInput(q, Isa::Amx));
+    for (int epilogue : {0, 4}) {
+      checkInt8Conv(test::twinJit(), q, defaultConv2dConfig(q, Isa::Amx, test::twinJit().target()),
+                    epilogue, rng, false);
+      if (HasFatalFailure()) return;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 12);
 }
 
 // What AMX cannot run is refused by name: channels that do not fill tile rows, grids over 8
