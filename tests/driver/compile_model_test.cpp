@@ -1243,6 +1243,23 @@ TEST(CompileModel, AResidualAddReadsTheBlockInputAsU8) {
     ASSERT_EQ(results[0].getDouble(i), results[1].getDouble(i)) << "element " << i;
 }
 
+// ResNet's downsampling block in QDQ form: a strided padded 3x3 to `mid` channels (ReLU) and a
+// 1x1 to `out`, beside a strided 1x1 of the block input to `out`, each output fake-quantized,
+// then their Add and a ReLU. Weights within +-weightLimit.
+ValueId downsamplingBlock(Graph& g, ValueId x, int64_t mid, int64_t out, int weightLimit,
+                          std::mt19937& rng) {
+  ValueId h = quantizedConv(g, x, mid, ConvAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01,
+                            100, true, rng, "c1", weightLimit);
+  ValueId main = quantizedConv(g, h, out, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02,
+                               5, false, rng, "c2", weightLimit);
+  ValueId down = quantizedConv(g, x, out, ConvAttrs{{1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1}, 0.01,
+                               100, false, rng, "down", weightLimit);
+  ValueId sum = addNamed(g, "add", OpKind::Add, NoAttrs{},
+                         {fakeQuantized(g, main, 0.031, 128, "c2.out"),
+                          fakeQuantized(g, down, 0.027, 120, "down.out")});
+  return addNamed(g, "relu", OpKind::Relu, NoAttrs{}, {sum});
+}
+
 // ResNet-50's downsampling block: the main branch's last int8 conv and the downsampling int8
 // conv both make a quantization round trip before the Add, the ReLU and the block's
 // quantization. The main branch's conv (whose branch ends first) writes its u8 output, and the
@@ -1254,16 +1271,7 @@ TEST(CompileModel, ADownsamplingBlockAddsTheMainBranchAsU8) {
   Graph g;
   std::mt19937 rng(79);
   ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 10, 9}, {}});
-  ValueId h = quantizedConv(g, x, 16, ConvAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01, 100,
-                            true, rng, "c1");
-  ValueId main = quantizedConv(g, h, 32, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02,
-                               5, false, rng, "c2");
-  ValueId down = quantizedConv(g, x, 32, ConvAttrs{{1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1}, 0.01,
-                               100, false, rng, "down");
-  ValueId sum = addNamed(g, "add", OpKind::Add, NoAttrs{},
-                         {fakeQuantized(g, main, 0.031, 128, "c2.out"),
-                          fakeQuantized(g, down, 0.027, 120, "down.out")});
-  sum = addNamed(g, "relu", OpKind::Relu, NoAttrs{}, {sum});
+  ValueId sum = downsamplingBlock(g, x, 16, 32, kAvx2Int8WeightLimit, rng);
   g.addOutput(fakeQuantized(g, sum, 0.0437, 0, "out"));
   auto lowered = lowerQuantized(g, true);
   ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
@@ -1295,16 +1303,7 @@ TEST(CompileModel, AnInt8ModelOnAmxTwinsEqualsTheVectorKernelsBitForBit) {
   Graph g;
   std::mt19937 rng(83);
   ValueId x = g.addInput("x", {DType::F32, Shape{1, 64, 11, 10}, {}});
-  ValueId h = quantizedConv(g, x, 64, ConvAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01, 100,
-                            true, rng, "c1", 127);
-  ValueId main = quantizedConv(g, h, 128, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, 0.02,
-                               5, false, rng, "c2", 127);
-  ValueId down = quantizedConv(g, x, 128, ConvAttrs{{1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1}, 0.01,
-                               100, false, rng, "down", 127);
-  ValueId sum = addNamed(g, "add", OpKind::Add, NoAttrs{},
-                         {fakeQuantized(g, main, 0.031, 128, "c2.out"),
-                          fakeQuantized(g, down, 0.027, 120, "down.out")});
-  sum = addNamed(g, "relu", OpKind::Relu, NoAttrs{}, {sum});
+  ValueId sum = downsamplingBlock(g, x, 64, 128, 127, rng);
   ValueId flat = addNamed(g, "flat", OpKind::Reshape, ReshapeAttrs{{1, 128 * 6 * 5}}, {sum});
   g.addOutput(quantizedLinear(g, flat, 10, 127, 0.0437, 0, rng, "fc"));
   auto lowered = lowerQuantized(g, true);
