@@ -716,11 +716,14 @@ bool lowerSingle(Lowering& l, const Node& n) {
                    n.kind == OpKind::Transpose || n.kind == OpKind::Expand ||
                    n.kind == OpKind::Slice || n.kind == OpKind::Split || n.kind == OpKind::Concat ||
                    n.kind == OpKind::Gather;
-  // A max pool of quantized integers (move-quantized-values) runs on its u8 or s8 values.
-  const bool integerMax = (n.kind == OpKind::MaxPool || n.kind == OpKind::GlobalMaxPool) &&
-                          (x.type.dtype == DType::U8 || x.type.dtype == DType::I8) &&
-                          n.outputs.size() == 1 && g.value(n.outputs[0]).type.dtype == x.type.dtype;
-  if (!allF32(g, n) && !movesData && !integerMax) {
+  // A max pool or a global average pool of quantized integers (move-quantized-values) runs on
+  // its u8 or s8 values.
+  const bool integerPool = (n.kind == OpKind::MaxPool || n.kind == OpKind::GlobalMaxPool ||
+                            n.kind == OpKind::GlobalAveragePool) &&
+                           (x.type.dtype == DType::U8 || x.type.dtype == DType::I8) &&
+                           n.outputs.size() == 1 &&
+                           g.value(n.outputs[0]).type.dtype == x.type.dtype;
+  if (!allF32(g, n) && !movesData && !integerPool) {
     l.unsupported(n, "only f32 tensors are compiled for this op");
     return false;
   }
@@ -977,7 +980,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
     int in = l.tensorAny(n.inputs[0], phys);
     Phys outPhys = phys;
     rt::PoolParams p{};
-    p.dtype = static_cast<int64_t>(x.type.dtype); // f32, or u8/s8 for a max (integerMax)
+    p.dtype = static_cast<int64_t>(x.type.dtype); // f32, or u8/s8 (move-quantized-values)
     bool global = n.kind == OpKind::GlobalAveragePool || n.kind == OpKind::GlobalMaxPool;
     p.isMax = n.kind == OpKind::MaxPool || n.kind == OpKind::GlobalMaxPool;
     p.n = xs[0], p.c = xs[1], p.h = xs[2], p.w = xs[3], p.oh = ys[2], p.ow = ys[3];

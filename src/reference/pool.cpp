@@ -20,6 +20,8 @@ Status globalPool(const Node& node, const Tensor& x, Tensor& y) {
       acc = node.kind == OpKind::GlobalMaxPool ? std::max(acc, src[i]) : acc + src[i];
     r[static_cast<size_t>(p)] =
         node.kind == OpKind::GlobalMaxPool ? acc : acc / static_cast<double>(size);
+    // Integers (move-quantized-values) average to the nearest one, ties to even.
+    if (isInteger(y.dtype())) r[static_cast<size_t>(p)] = std::nearbyint(r[static_cast<size_t>(p)]);
   }
   fromDoubles(y, r);
   return {};

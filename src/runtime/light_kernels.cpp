@@ -521,6 +521,28 @@ void runLayerNorm(const float* in, float* out, const float* scale, const float* 
   });
 }
 
+// Calls visit(offset) with the element offset of each window cell of output pixel (oy, ox) of
+// image n that lies in the input (padding left out), and returns the window's count: its cells
+// in the input, and with countIncludePad those in the padded input too (ONNX semantics).
+template <typename Visit>
+inline int64_t forEachWindowCell(const PoolParams& p, int64_t n, int64_t oy, int64_t ox,
+                                 Visit&& visit) {
+  int64_t count = 0;
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    int64_t y = oy * p.sh - p.padTop + ky * p.dh;
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      int64_t x = ox * p.sw - p.padLeft + kx * p.dw;
+      if (y < 0 || y >= p.h || x < 0 || x >= p.w) {
+        if (p.countIncludePad && y < p.h + p.padTop && x < p.w + p.padLeft) ++count;
+        continue;
+      }
+      ++count;
+      visit(n * p.inStride[0] + y * p.inStride[2] + x * p.inStride[3]);
+    }
+  }
+  return count;
+}
+
 // One output pixel for every channel: the window loops outside, the channel loop inside (unit
 // stride in NHWC, so it vectorizes); `acc` holds one accumulator per channel.
 TUNEC_MULTIVERSION
@@ -528,25 +550,14 @@ static void poolPixel(const PoolParams& p, const float* in, float* out, float* a
                       int64_t oy, int64_t ox) {
   float init = p.isMax ? -std::numeric_limits<float>::infinity() : 0.f;
   for (int64_t c = 0; c < p.c; ++c) acc[c] = init;
-  int64_t count = 0;
-  for (int64_t ky = 0; ky < p.kh; ++ky) {
-    int64_t y = oy * p.sh - p.padTop + ky * p.dh;
-    for (int64_t kx = 0; kx < p.kw; ++kx) {
-      int64_t x = ox * p.sw - p.padLeft + kx * p.dw;
-      if (y < 0 || y >= p.h || x < 0 || x >= p.w) {
-        // Count padding cells that lie within the padded input only (ONNX semantics).
-        if (p.countIncludePad && y < p.h + p.padTop && x < p.w + p.padLeft) ++count;
-        continue;
-      }
-      ++count;
-      const float* src = in + n * p.inStride[0] + y * p.inStride[2] + x * p.inStride[3];
-      int64_t cs = p.inStride[1];
-      if (p.isMax)
-        for (int64_t c = 0; c < p.c; ++c) acc[c] = std::max(acc[c], src[c * cs]);
-      else
-        for (int64_t c = 0; c < p.c; ++c) acc[c] += src[c * cs];
-    }
-  }
+  const int64_t cs = p.inStride[1];
+  int64_t count = forEachWindowCell(p, n, oy, ox, [&](int64_t offset) {
+    const float* src = in + offset;
+    if (p.isMax)
+      for (int64_t c = 0; c < p.c; ++c) acc[c] = std::max(acc[c], src[c * cs]);
+    else
+      for (int64_t c = 0; c < p.c; ++c) acc[c] += src[c * cs];
+  });
   float scale = p.isMax ? 1.f : 1.f / static_cast<float>(std::max<int64_t>(count, 1));
   float* dst = out + n * p.outStride[0] + oy * p.outStride[2] + ox * p.outStride[3];
   for (int64_t c = 0; c < p.c; ++c) dst[c * p.outStride[1]] = acc[c] * scale;
@@ -560,18 +571,13 @@ TUNEC_MULTIVERSION static void maxPoolPixel(const PoolParams& p, const T* in, T*
                                             T* __restrict acc, int64_t n, int64_t oy, int64_t ox) {
   const int64_t channels = p.c, cs = p.inStride[1], ocs = p.outStride[1];
   for (int64_t c = 0; c < channels; ++c) acc[c] = std::numeric_limits<T>::lowest();
-  for (int64_t ky = 0; ky < p.kh; ++ky) {
-    int64_t y = oy * p.sh - p.padTop + ky * p.dh;
-    for (int64_t kx = 0; kx < p.kw; ++kx) {
-      int64_t x = ox * p.sw - p.padLeft + kx * p.dw;
-      if (y < 0 || y >= p.h || x < 0 || x >= p.w) continue;
-      const T* __restrict src = in + n * p.inStride[0] + y * p.inStride[2] + x * p.inStride[3];
-      if (cs == 1) // NHWC: channels adjacent, one vector max per 32 or 64 of them
-        for (int64_t c = 0; c < channels; ++c) acc[c] = std::max(acc[c], src[c]);
-      else
-        for (int64_t c = 0; c < channels; ++c) acc[c] = std::max(acc[c], src[c * cs]);
-    }
-  }
+  forEachWindowCell(p, n, oy, ox, [&](int64_t offset) {
+    const T* __restrict src = in + offset;
+    if (cs == 1) // NHWC: channels adjacent, one vector max per 32 or 64 of them
+      for (int64_t c = 0; c < channels; ++c) acc[c] = std::max(acc[c], src[c]);
+    else
+      for (int64_t c = 0; c < channels; ++c) acc[c] = std::max(acc[c], src[c * cs]);
+  });
   T* dst = out + n * p.outStride[0] + oy * p.outStride[2] + ox * p.outStride[3];
   if (ocs == 1)
     std::memcpy(dst, acc, static_cast<size_t>(channels) * sizeof(T));
@@ -579,17 +585,39 @@ TUNEC_MULTIVERSION static void maxPoolPixel(const PoolParams& p, const T* in, T*
     for (int64_t c = 0; c < channels; ++c) dst[c * ocs] = acc[c];
 }
 
+// One output pixel of an average pool over integers (u8 or s8): the exact sum of the window,
+// divided by its count and rounded to the nearest integer, ties to even (a quantized global
+// average pool: move-quantized-values).
+template <typename T>
+static void averagePoolPixel(const PoolParams& p, const T* in, T* out, int64_t* __restrict acc,
+                             int64_t n, int64_t oy, int64_t ox) {
+  const int64_t channels = p.c, cs = p.inStride[1], ocs = p.outStride[1];
+  for (int64_t c = 0; c < channels; ++c) acc[c] = 0;
+  int64_t count = forEachWindowCell(p, n, oy, ox, [&](int64_t offset) {
+    const T* __restrict src = in + offset;
+    for (int64_t c = 0; c < channels; ++c) acc[c] += src[c * cs];
+  });
+  const double divisor = static_cast<double>(std::max<int64_t>(count, 1));
+  T* dst = out + n * p.outStride[0] + oy * p.outStride[2] + ox * p.outStride[3];
+  for (int64_t c = 0; c < channels; ++c) // |sum| < 2^40: the quotient rounds correctly
+    dst[c * ocs] = static_cast<T>(std::nearbyint(static_cast<double>(acc[c]) / divisor));
+}
+
 template <typename T> void runPoolOf(const PoolParams& p, const void* in, void* out, int threads) {
   parallelRange(p.n * p.oh, threads, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> acc(static_cast<size_t>(p.c));
+    std::vector<int64_t> sums(std::is_same_v<T, float> || p.isMax ? 0 : static_cast<size_t>(p.c));
     for (int64_t r = lo; r < hi; ++r)
       for (int64_t ox = 0; ox < p.ow; ++ox) {
         if constexpr (std::is_same_v<T, float>)
           poolPixel(p, static_cast<const float*>(in), static_cast<float*>(out), acc.data(),
                     r / p.oh, r % p.oh, ox);
-        else
+        else if (p.isMax)
           maxPoolPixel<T>(p, static_cast<const T*>(in), static_cast<T*>(out), acc.data(), r / p.oh,
                           r % p.oh, ox);
+        else
+          averagePoolPixel<T>(p, static_cast<const T*>(in), static_cast<T*>(out), sums.data(),
+                              r / p.oh, r % p.oh, ox);
       }
   });
 }

@@ -95,7 +95,7 @@ struct PoolParams {
   int64_t isMax, countIncludePad, n, c, h, w, oh, ow;
   int64_t inStride[4], outStride[4]; ///< n, c, h, w element strides
   int64_t kh, kw, sh, sw, padTop, padLeft, dh, dw;
-  int64_t dtype; ///< the tensors' DType: f32, or u8/s8 for a max pool of quantized integers
+  int64_t dtype; ///< the tensors' DType: f32, or u8/s8 for a pool of quantized integers
 };
 
 void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads);
@@ -110,7 +110,8 @@ void runReduce(const float* in, float* out, int64_t outer, int64_t len, ReduceKi
 /// Layer norm of each row; `bias`, `mean` and `invStd` (per-row outputs) may be null.
 void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, float* mean,
                   float* invStd, int64_t rows, int64_t cols, float epsilon, int threads);
-/// A pool over the f32 tensors, or a max pool over u8/s8 ones (p.dtype).
+/// A pool over the f32 tensors, or over u8/s8 ones (p.dtype): a max, or an average rounded to
+/// the nearest integer.
 void runPool(const PoolParams& p, const void* in, void* out, int threads);
 /// Gather along one axis; indices are int64 or int32 (`indexBytes`), negative ones wrap.
 /// Per pixel, each run (src, dst, len) of 4-byte channels from in[p*inLd + src] to

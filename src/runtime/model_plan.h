@@ -96,7 +96,9 @@ struct ModelPlan {
   /// 4: ChannelRuns steps, and kernels that read or write channel slices in place.
   /// 5: Pool steps name their tensors' element type (a max pool of u8 or s8 values).
   /// 6: the plan names the CPU features its code requires (`requires`) instead of an ISA string.
-  static constexpr int kFormatVersion = 6;
+  /// 7: a Pool step of u8 or s8 values averages too (a quantized GlobalAveragePool), and kernels
+  /// call the runtime's phased and subsampled input copies (AMX convolutions).
+  static constexpr int kFormatVersion = 7;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.
   CpuFeatures requiredFeatures;

@@ -1173,6 +1173,24 @@ TEST(CompileModel, MaxPoolBetweenInt8LayersPoolsTheU8Values) {
   expectMovingChangesNoValue(g, Shape{1, 8, 15, 13}, Shape{1, 8, 8, 7}, 59, 2, 1, 1e-2);
 }
 
+// A QDQ classifier's head: an int8 conv, its output quantized, dequantized, globally average-
+// pooled over 7x5 pixels, quantized again with the same parameters, flattened, then an int8
+// linear layer. After move-quantized-values the pool averages the u8 values (the integers' mean
+// rounded, a loop step of u8 tensors) and the conv writes them through its requantizing
+// epilogue; the result equals the same graph without that pass (the f32 pool) bit for bit.
+TEST(CompileModel, GlobalAveragePoolBetweenInt8LayersAveragesTheU8Values) {
+  Graph g;
+  std::mt19937 rng(89);
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 7, 5}, {}});
+  ValueId h = quantizedConv(g, x, 32, ConvAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, 0.01, 100,
+                            true, rng, "c1");
+  h = addNamed(g, "gap", OpKind::GlobalAveragePool, NoAttrs{},
+               {fakeQuantized(g, h, 0.02, 5, "gap")});
+  h = addNamed(g, "flat", OpKind::Flatten, AxisAttrs{1}, {fakeQuantized(g, h, 0.02, 5, "flat")});
+  g.addOutput(quantizedLinear(g, h, 10, kAvx2Int8WeightLimit, 0.02, 5, rng, "fc"));
+  expectMovingChangesNoValue(g, Shape{1, 8, 7, 5}, Shape{1, 10}, 97, 2, 1, 1e-2);
+}
+
 // Two int8 convolutions of one input concatenated (a QDQ model's Concat: both inputs and the
 // output quantized alike) for the next int8 layer: after move-quantized-values the Concat moves
 // u8 values, both convolutions requantize, and the result equals the same graph without that

@@ -341,6 +341,45 @@ TEST(Passes, MaxPoolOfQuantizedValuesPoolsTheIntegers) {
   }
 }
 
+// A GlobalAveragePool of quantized values over an odd number of pixels averages the integers
+// (rounded to the nearest): 7x7 (ResNet-50's, MobileNetV2's) and 1x5 move, equal to the
+// dequantized graph on inputs over the whole u8 range; an even count (8x7, ties possible) and
+// 13x15 (above 180 pixels) stay f32.
+TEST(Passes, GlobalAveragePoolOfQuantizedValuesAveragesTheIntegers) {
+  for (auto [h, w, moves] :
+       {std::tuple{7, 7, true}, {1, 5, true}, {8, 7, false}, {13, 15, false}}) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{2, 24, h, w}, {}});
+    Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{});
+    sa.setDouble(0, 0.0173), za.setInt(0, 97);
+    ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+    ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "q");
+    ValueId d = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {q, s, z}, "dq");
+    ValueId m = add(g, OpKind::GlobalAveragePool, NoAttrs{}, {d}, "gap");
+    ValueId q2 = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {m, s, z}, "q2");
+    g.addOutput(add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {q2, s, z}, "y"));
+    auto out = passes::moveQuantizedValues(g);
+    ASSERT_TRUE(out.isOk()) << out.error().message();
+    int pooledIntegers = 0;
+    for (const Node& n : out->nodes())
+      pooledIntegers +=
+          n.kind == OpKind::GlobalAveragePool && out->value(n.outputs[0]).type.dtype == DType::U8;
+    EXPECT_EQ(pooledIntegers, moves ? 1 : 0) << h << "x" << w;
+    // Inputs over [-2, 3): every u8 value, and both saturations, over 4 seeds.
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+      std::mt19937 rng(seed);
+      Tensor in(DType::F32, Shape{2, 24, h, w});
+      std::uniform_real_distribution<double> u(-2.0, 3.0);
+      for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));
+      auto want = runReference(g, {in});
+      auto got = runReference(*out, {in});
+      ASSERT_TRUE(want.isOk() && got.isOk());
+      for (int64_t i = 0; i < (*want)[0].numel(); ++i)
+        ASSERT_EQ((*got)[0].getDouble(i), (*want)[0].getDouble(i)) << h << "x" << w << " " << i;
+    }
+  }
+}
+
 // Data movement of quantized values moves the integers: a Concat of two dequantized tensors
 // with the output's parameters, then a Transpose and a Flatten, each quantized back with the
 // same parameters, become a Concat, Transpose and Flatten of u8 values (the same values,
