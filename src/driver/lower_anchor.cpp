@@ -257,6 +257,11 @@ bool halveWeightsForAvx2(std::vector<float>& weights, EpilogueBuild& e) {
 }
 
 // The label's note of an int8 kernel, counted in the compile statistics.
+// The label's note of a kernel on AMX's tiles (kernelIsa chose it: the target has AMX).
+std::string amxNote(const HeavyKernel& hk) {
+  return configIsa(hk.config) == Isa::Amx ? " on AMX tiles" : "";
+}
+
 std::string int8Note(Lowering& l, bool halved) {
   l.noteInt8Kernel(halved);
   return halved ? " in int8 (weights halved to 7 bits)" : " in int8";
@@ -381,7 +386,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
              (isBf16Gemm(workloadTypes(hk.workload)) ? " in bf16"
               : bf16Slower                           ? kVectorBf16SlowerNote
                                                      : "") +
-             int8;
+             int8 + amxNote(hk);
   std::string label = hk.label;
   // Through its plain [N, H, W, C] view (and the LayerNorm after it) the result's plain layout
   // is the conv's NHWC bytes.
@@ -549,7 +554,7 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(mo.bSource, Phys::Plain);
   if (w.splitN) hk.label += " split " + std::to_string(w.n / w.splitN) + " ways";
   if (isBf16Gemm(w.types)) hk.label += " in bf16";
-  hk.label += int8;
+  hk.label += int8 + amxNote(hk);
   std::string label = hk.label;
   // Read through an NHWC view, the matmul's rows are the NHWC layout of the result.
   Phys phys = kernel.nhwcView >= 0 ? Phys::Nhwc : Phys::Plain;

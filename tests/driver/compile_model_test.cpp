@@ -1338,8 +1338,10 @@ TEST(CompileModel, AnInt8ModelOnAmxTwinsEqualsTheVectorKernelsBitForBit) {
   auto compiled = driver::compileModel(*lowered, *twinJit, options);
   ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
   ASSERT_EQ(compiled->kernels.size(), 4u);
-  for (const driver::HeavyKernel& k : compiled->kernels)
+  for (const driver::HeavyKernel& k : compiled->kernels) {
     EXPECT_EQ(configIsa(k.config), Isa::Amx) << k.label;
+    EXPECT_NE(k.label.find(" in int8 on AMX tiles"), std::string::npos) << k.label;
+  }
   Tensor in(DType::F32, Shape{1, 64, 11, 10}), out(DType::F32, Shape{1, 10});
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, u(rng));

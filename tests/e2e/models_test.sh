@@ -117,6 +117,12 @@ for spec in qdq_resnet50:54 qdq_mobilenet_v2:53; do
     /usr/bin/python3 "$src/scripts/export_models.py" --out "$work" --only "$m" 2>&1 | grep -v -i warn || true
   fi
   "$tunec" compile "$d/model.onnx" -o "$work/$m.so" > "$work/out.$m.compile.txt"
+  # On the Xeon with AMX, every layer whose input channels fill tile rows runs on its tiles
+  # (compiled for tests/fixtures/amx/xeon_target.json: ResNet-50 53, MobileNetV2 19).
+  amx_want=53; [ $m = qdq_mobilenet_v2 ] && amx_want=19
+  if grep -qw amx_tile /proc/cpuinfo && [ "$(grep -c ' on AMX tiles' "$work/out.$m.compile.txt")" != $amx_want ]; then
+    echo "FAIL: $m: not $amx_want int8 kernels on AMX tiles"; status=1
+  fi
   if ! grep -q ": $want Conv/MatMul/Gemm layers of u8 activations and constant s8 weights run as int8 kernels" \
       "$work/out.$m.compile.txt" || grep -q "halved" "$work/out.$m.compile.txt"; then
     echo "FAIL: $m does not run $want layers in int8: $(grep 'run as int8' "$work/out.$m.compile.txt")"; status=1
