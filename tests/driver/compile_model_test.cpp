@@ -1312,6 +1312,60 @@ TEST(CompileModel, ADownsamplingBlockAddsTheMainBranchAsU8) {
   EXPECT_LT(relativeL2(out, (*qdq)[0]), 2e-2);
 }
 
+// A JIT for a target with AMX (and every AVX-512 feature) whose tile and dot instructions are
+// emitted as their twins, so a model compiled for that target runs in process here.
+std::shared_ptr<Jit> amxTwinJit() {
+  static std::shared_ptr<Jit> jit = [] {
+    Target amx = hostTarget();
+    amx.avx512f = amx.avx512bw = amx.avx512vl = amx.avx512dq = amx.avx512bf16 = amx.avx512vnni =
+        amx.amx = true;
+    auto j = Jit::create(amx, JitPipeline::Lean, JitInstructions::Twins);
+    EXPECT_TRUE(j.isOk()) << j.error().message();
+    return j ? std::shared_ptr<Jit>(std::move(*j)) : nullptr;
+  }();
+  return jit;
+}
+
+// A bf16 ResNet block on AMX, on any machine: --precision bf16 compiled for a target with AMX
+// puts the 64-channel convolutions (a padded 3x3, a strided 1x1 that copies only its pixels,
+// 1x1s, the residual add in the epilogue) on tdpbf16ps; run in process through the twins, the
+// output is within bf16's error of the f32 reference.
+TEST(CompileModel, ABf16BlockOnAmxTwinsMatchesTheReference) {
+  Builder b;
+  ValueId x = b.input({1, 64, 10, 9});
+  ValueId h = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({64, 64, 3, 3}), b.constant({64})});
+  h = b.op(OpKind::Relu, NoAttrs{}, {h});
+  h = b.op(OpKind::Conv, conv(1, 1, 0), {h, b.constant({128, 64, 1, 1}), b.constant({128})});
+  ValueId down =
+      b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({128, 64, 1, 1}), b.constant({128})});
+  ValueId y = b.op(OpKind::Relu, NoAttrs{}, {b.op(OpKind::Add, NoAttrs{}, {h, down})});
+  ValueId strided =
+      b.op(OpKind::Conv, conv(1, 2, 0), {y, b.constant({32, 128, 1, 1}), b.constant({32})});
+  b.g.addOutput(strided);
+  std::shared_ptr<Jit> twinJit = amxTwinJit();
+  ASSERT_TRUE(twinJit);
+  driver::CompileOptions options;
+  options.target = twinJit->target();
+  options.isa = Isa::Avx512;
+  options.precision = driver::Precision::Bf16;
+  auto compiled = driver::compileModel(b.g, *twinJit, options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  ASSERT_EQ(compiled->kernels.size(), 4u);
+  for (const driver::HeavyKernel& k : compiled->kernels)
+    EXPECT_NE(k.label.find(" in bf16 on AMX tiles"), std::string::npos) << k.label;
+  auto want = runReference(b.g, b.inputs);
+  ASSERT_TRUE(want.isOk()) << want.error().message();
+  Tensor out(DType::F32, Shape{1, 32, 5, 5});
+  auto executor = driver::loadInProcess(std::move(*compiled), twinJit, 1);
+  ASSERT_TRUE(executor.isOk()) << executor.error().message();
+  const void* ins[] = {b.inputs[0].data()};
+  void* outs[] = {out.data()};
+  ASSERT_TRUE((*executor)->run(ins, outs).isOk());
+  const double rel = relativeL2(out, (*want)[0]);
+  EXPECT_LT(rel, 2e-2);
+  EXPECT_GT(rel, 0.0); // really rounded to bf16
+}
+
 // A whole int8 model on AMX, on any machine: a downsampling block of 64-channel int8
 // convolutions (a strided 3x3, 1x1s, the residual Add) and a Gemm, compiled for a target with
 // AMX and run in process through the twins (codegen/tile_ops.h). Every layer runs on AMX's
@@ -1326,14 +1380,10 @@ TEST(CompileModel, AnInt8ModelOnAmxTwinsEqualsTheVectorKernelsBitForBit) {
   g.addOutput(quantizedLinear(g, flat, 10, 127, 0.0437, 0, rng, "fc"));
   auto lowered = lowerQuantized(g, true);
   ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-  Target amx = hostTarget();
-  amx.avx512f = amx.avx512bw = amx.avx512vl = amx.avx512dq = amx.avx512bf16 = amx.avx512vnni =
-      amx.amx = true;
-  auto twins = Jit::create(amx, JitPipeline::Lean, JitInstructions::Twins);
-  ASSERT_TRUE(twins.isOk()) << twins.error().message();
-  std::shared_ptr<Jit> twinJit(std::move(*twins));
+  std::shared_ptr<Jit> twinJit = amxTwinJit();
+  ASSERT_TRUE(twinJit);
   driver::CompileOptions options;
-  options.target = amx;
+  options.target = twinJit->target();
   options.isa = Isa::Avx512;
   auto compiled = driver::compileModel(*lowered, *twinJit, options);
   ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
