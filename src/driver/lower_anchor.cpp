@@ -256,12 +256,12 @@ bool halveWeightsForAvx2(std::vector<float>& weights, EpilogueBuild& e) {
   return true;
 }
 
-// The label's note of an int8 kernel, counted in the compile statistics.
 // The label's note of a kernel on AMX's tiles (kernelIsa chose it: the target has AMX).
 std::string amxNote(const HeavyKernel& hk) {
   return configIsa(hk.config) == Isa::Amx ? " on AMX tiles" : "";
 }
 
+// The label's note of an int8 kernel, counted in the compile statistics.
 std::string int8Note(Lowering& l, bool halved) {
   l.noteInt8Kernel(halved);
   return halved ? " in int8 (weights halved to 7 bits)" : " in int8";

@@ -169,12 +169,14 @@ namespace {
 // tile rows.
 Status validateAmxConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   const int64_t step = kGroup(Isa::Amx, w.types);
+  if (!isInt8Gemm(w.types) && !convertsA(w.types))
+    return makeError("conv2d config: AMX runs int8 and bf16 convolutions, not ",
+                     kernelTypesToJson(w.types).dump(), "; use avx512 or avx2");
   if (!amxRunsConv2d(w))
-    return makeError("conv2d config: AMX runs int8 and bf16 convolutions of one group whose "
-                     "input channels fill whole 64-byte tile rows (a multiple of ",
-                     isInt8Gemm(w.types) ? 64 : 32, "), not ",
-                     isBf16Gemm(w.types) || isInt8Gemm(w.types) ? "" : "f32 ones or ",
-                     "ic=", w.icPerGroup(), " in ", w.groups, " group(s)");
+    return makeError("conv2d config: AMX runs convolutions of one group whose input channels "
+                     "fill whole 64-byte tile rows (a multiple of ",
+                     isInt8Gemm(w.types) ? 64 : 32, "), not ic=", w.icPerGroup(), " in ", w.groups,
+                     " group(s); use avx512 or avx2");
   if (c.owBlock % 16 || c.ocBlock % 16 || c.ocBlock > 64 || c.owBlock > 48 ||
       amxTileCount(c.owBlock, c.ocBlock) > 8)
     return makeError("conv2d config: the AMX tile grid ow_block=", c.owBlock,
