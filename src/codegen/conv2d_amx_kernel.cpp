@@ -28,7 +28,7 @@ public:
                    const Epilogue& e, const Conv2dWorkload* subsampledFrom)
       : EmitterBase(mb), w_(w), c_(c), epilogue_(e), from_(subsampledFrom) {
     aType_ = convertsA(w.types) ? DType::BF16 : w.types.src;
-    icg_ = w.icKernelPerGroup();
+    icg_ = w.icKernelPerGroup(Isa::Amx); // int8 channels rounded up to tile rows
     mr_ = c.owBlock;
     nr_ = c.ocBlock;
     wv_ = amxConv2dVirtualWidth(w);
@@ -36,8 +36,9 @@ public:
     // Read in place: a 1x1 of stride 1 over an unconverted, unpadded input (its virtual pixels
     // are its pixels) with at least one whole tile of them, or over the subsampled copy of a
     // strided 1x1's input (with a tile of slack).
-    inPlace_ = from_ || (!w.copiesInput() && !convertsA(w.types) && w.kh == 1 && w.kw == 1 &&
-                         w.strideH == 1 && w.strideW == 1 && w.h * w.w >= mr_);
+    inPlace_ =
+        from_ || (!w.copiesInput() && !convertsA(w.types) && icg_ == w.icPerGroup() && w.kh == 1 &&
+                  w.kw == 1 && w.strideH == 1 && w.strideW == 1 && w.h * w.w >= mr_);
     if (inPlace_) wv_ = w.w;
     virtualPixels_ = w.oh() * wv_;
     cs_ = inPlace_ ? w.inPixelStride() : icg_;

@@ -105,7 +105,7 @@ template <typename T, typename Convert>
 void packConv2dGroups(const Conv2dWorkload& w, const Conv2dConfig& c, int64_t g, const float* src,
                       T* dst, Convert to) {
   // The kernel's channels (icKernelPerGroup) past the model's read zero weights.
-  const int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup(), ick = w.icKernelPerGroup();
+  const int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup(), ick = w.icKernelPerGroup(c.isa);
   const int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
   for (int64_t gr = 0; gr < w.groups; ++gr)
     for (int64_t p = 0; p < perGroup; ++p)
@@ -124,7 +124,7 @@ void packConv2dGroups(const Conv2dWorkload& w, const Conv2dConfig& c, int64_t g,
 PackedWeights packConv2dWeights(const Conv2dWorkload& w, const Conv2dConfig& c, const float* src) {
   int64_t ocg = w.ocPerGroup(), icg = w.icPerGroup();
   int64_t perGroup = (ocg + c.ocBlock - 1) / c.ocBlock;
-  int64_t count = w.groups * perGroup * w.kh * w.kw * w.icKernelPerGroup() * c.ocBlock;
+  int64_t count = w.groups * perGroup * w.kh * w.kw * w.icKernelPerGroup(c.isa) * c.ocBlock;
   if (w.types.wei == DType::BF16) { // input-channel pairs (icg is even), bf16
     PackedWeights packed = allocate(count, DType::BF16, WeightLayout::Conv2dPairPanels);
     packConv2dGroups(w, c, 2, src, reinterpret_cast<uint16_t*>(packed.data.get()), floatToBf16);

@@ -143,8 +143,10 @@ Expected<Conv2dConfig> Conv2dConfig::fromJson(const nlohmann::json& j) {
 }
 
 bool subsamplesInput(const Conv2dWorkload& w, Isa isa) {
+  // (AMX channels rounded up to tile rows come through the padded copy, which rounds them.)
   return w.kh == 1 && w.kw == 1 && !w.padded() && (w.strideH > 1 || w.strideW > 1) &&
-         !w.nchwInput && (convertsA(w.types) || isa == Isa::Amx);
+         !w.nchwInput && w.icKernelPerGroup(isa) == w.icPerGroup() &&
+         (convertsA(w.types) || isa == Isa::Amx);
 }
 
 Conv2dWorkload subsampledWorkload(const Conv2dWorkload& w) {
@@ -154,8 +156,9 @@ Conv2dWorkload subsampledWorkload(const Conv2dWorkload& w) {
 }
 
 bool amxRunsConv2d(const Conv2dWorkload& w) {
-  if (!isInt8Gemm(w.types) && !convertsA(w.types)) return false;
-  return w.groups == 1 && w.icKernelPerGroup() % kGroup(Isa::Amx, w.types) == 0;
+  if (w.groups != 1) return false;
+  if (convertsA(w.types)) return w.ic % kGroup(Isa::Amx, w.types) == 0;
+  return isInt8Gemm(w.types) && 3 * w.icKernelPerGroup(Isa::Amx) <= 4 * w.ic;
 }
 
 int64_t amxConv2dVirtualWidth(const Conv2dWorkload& w) {
@@ -173,19 +176,21 @@ Status validateAmxConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
     return makeError("conv2d config: AMX runs int8 and bf16 convolutions, not ",
                      kernelTypesToJson(w.types).dump(), "; use avx512 or avx2");
   if (!amxRunsConv2d(w))
-    return makeError("conv2d config: AMX runs convolutions of one group whose input channels "
-                     "fill whole 64-byte tile rows (a multiple of ",
-                     isInt8Gemm(w.types) ? 64 : 32, "), not ic=", w.icPerGroup(), " in ", w.groups,
-                     " group(s); use avx512 or avx2");
+    return makeError(
+        "conv2d config: AMX runs convolutions of one group whose input channels "
+        "fill whole 64-byte tile rows (",
+        isInt8Gemm(w.types) ? "within a third more when rounded up to 64" : "a multiple of 32",
+        "), not ic=", w.icPerGroup(), " in ", w.groups, " group(s); use avx512 or avx2");
+  const int64_t ick = w.icKernelPerGroup(Isa::Amx);
   if (c.owBlock % 16 || c.ocBlock % 16 || c.ocBlock > 64 || c.owBlock > 48 ||
       amxTileCount(c.owBlock, c.ocBlock) > 8)
     return makeError("conv2d config: the AMX tile grid ow_block=", c.owBlock,
                      " x oc_block=", c.ocBlock, " needs multiples of 16 and at most 8 tiles (",
                      c.owBlock % 16 || c.ocBlock % 16 ? 0 : amxTileCount(c.owBlock, c.ocBlock),
                      "): e.g. 32x32 (4 C + 2 A + 2 B)");
-  if (c.icBlock < step || c.icBlock % step || w.icKernelPerGroup() % c.icBlock)
+  if (c.icBlock < step || c.icBlock % step || ick % c.icBlock)
     return makeError("conv2d config: on AMX ic_block=", c.icBlock, " must be a multiple of ", step,
-                     " (one 64-byte tile row) that divides ic=", w.icKernelPerGroup());
+                     " (one 64-byte tile row) that divides ic=", ick);
   if (c.rowsPerTile != 1 || c.ohBlock != 1)
     return makeError("conv2d config: AMX tiles run over virtual pixels of whole rows: "
                      "rows_per_tile and oh_block are 1, not ",
@@ -273,7 +278,7 @@ Conv2dConfig defaultConv2dConfig(const Conv2dWorkload& w, Isa isa, const Target&
     // 3x3x512 int8 weights is 147 KiB: it stays in L2 while the image's tiles pass).
     c.ocBlock = w.ocPerGroup() > 16 ? 32 : 16;
     c.owBlock = w.oh() * amxConv2dVirtualWidth(w) > 16 ? 32 : 16;
-    c.icBlock = w.icKernelPerGroup();
+    c.icBlock = w.icKernelPerGroup(Isa::Amx);
     c.ohBlock = c.rowsPerTile = 1;
     c.loopOrder = Conv2dLoopOrder::OcOh;
     if (w.threads > 1 && w.flops() >= 4e6) c.parallel = defaultParallelLoop(w, c);
@@ -321,7 +326,7 @@ KnobSpace conv2dKnobSpace(const Conv2dWorkload& w, Isa isa) {
     Knob oc{"oc_block", {}}, owb{"ow_block", {16, 32}}, icb{"ic_block", {}};
     for (int v = 16; v <= 64; v += 16)
       if (v <= (w.ocPerGroup() + 15) / 16 * 16) oc.values.emplace_back(v);
-    const int64_t step = kGroup(isa, w.types), ick = w.icKernelPerGroup();
+    const int64_t step = kGroup(isa, w.types), ick = w.icKernelPerGroup(isa);
     for (int64_t v = step; v <= ick; v += step)
       if (ick % v == 0) icb.values.emplace_back(v);
     if (icb.values.empty()) icb.values.emplace_back(ick);

@@ -48,12 +48,14 @@ struct Conv2dWorkload {
   int64_t oh() const { return outputSize(h + padTop + padBottom, kh, dilationH, strideH); }
   int64_t ow() const { return outputSize(w + padLeft + padRight, kw, dilationW, strideW); }
   int64_t icPerGroup() const { return ic / groups; }
-  /// Input channels per group as the kernel reads them: an int8 convolution of one group
-  /// rounds them up to whole quads (an RGB image's 3 to 4), the padded copy filling the extra
-  /// channel with the zero point and the packed weights with zeros, so it adds nothing; else
-  /// icPerGroup(). The ic_block knob divides these.
-  int64_t icKernelPerGroup() const {
-    return isInt8Gemm(types) && groups == 1 ? (ic + 3) / 4 * 4 : icPerGroup();
+  /// Input channels per group as the kernel of `isa` reads them: an int8 convolution of one
+  /// group rounds them up to whole quads (an RGB image's 3 to 4), on AMX to whole 64-byte tile
+  /// rows (96 to 128), the padded copy filling the extra channels with the zero point and the
+  /// packed weights with zeros, so they add nothing; else icPerGroup(). The ic_block knob
+  /// divides these.
+  int64_t icKernelPerGroup(Isa isa = Isa::Avx512) const {
+    const int64_t unit = isa == Isa::Amx ? 64 : 4;
+    return isInt8Gemm(types) && groups == 1 ? (ic + unit - 1) / unit * unit : icPerGroup();
   }
   /// The kernel reads a dense padded copy of the input: spatial padding, an NCHW input, or
   /// channels rounded up to quads.
@@ -108,7 +110,8 @@ bool subsamplesInput(const Conv2dWorkload& w, Isa isa);
 /// The 1x1 convolution of stride 1 over the pixels (y * stride_h, x * stride_w) of `w`'s input.
 Conv2dWorkload subsampledWorkload(const Conv2dWorkload& w);
 /// Whether the workload can run on AMX's tiles: int8 (tdpbusd) or bf16 (tdpbf16ps), one group,
-/// its input channels a whole number of 64-byte tile rows (64 u8 or 32 bf16).
+/// its input channels a whole number of 64-byte tile rows (32 bf16), or for int8 at most a
+/// third more when rounded up to them (96 u8 as 128, 144 as 192; not 32 as 64).
 bool amxRunsConv2d(const Conv2dWorkload& w);
 /// The AMX convolution's virtual row width: the padded input's width over the column stride,
 /// rounded up. Virtual pixel v = oh * width + x is output pixel (oh, x) when x < ow, else a

@@ -596,8 +596,10 @@ namespace {
 // a copy of the pixels it reads (strided).
 Conv2dWorkload amxWorkload(std::mt19937& rng, int trial, int64_t unit) {
   std::uniform_int_distribution<int64_t> hw(2, 12), k(1, 3), s(1, 2), p(0, 2);
+  // (int8: every third trial 48, 96 or 144 channels, rounded up to tile rows.)
+  const int64_t channels = unit == 64 && trial % 3 == 2 ? 48 : unit;
   Conv2dWorkload w =
-      conv(trial % 5 == 0 ? 2 : 1, unit * (1 + static_cast<int64_t>(rng() % 3)), hw(rng),
+      conv(trial % 5 == 0 ? 2 : 1, channels * (1 + static_cast<int64_t>(rng() % 3)), hw(rng),
            1 + static_cast<int64_t>(rng() % 80), k(rng), s(rng), p(rng), trial % 9 == 4 ? 2 : 1);
   if (trial % 4 == 0) w.kh = w.kw = 1, w.strideH = w.strideW = 1, w.padTop = w.padLeft = 0;
   if (trial % 4 == 0) w.padBottom = w.padRight = 0, w.dilationH = w.dilationW = 1;
@@ -614,8 +616,8 @@ Conv2dWorkload amxWorkload(std::mt19937& rng, int trial, int64_t unit) {
 // for bit, every fourth trial on small integers.
 TEST(Conv2dAmxTwin, Int8RandomConfigsEqualTheIntegerReference) {
   std::mt19937 rng(64);
-  int checked = 0, inPlace = 0, subsampled = 0, strided = 0, unequal = 0, requantized = 0,
-      residualU8 = 0, ocTails = 0, wideGrid = 0;
+  int checked = 0, inPlace = 0, subsampled = 0, roundedUp = 0, strided = 0, unequal = 0,
+      requantized = 0, residualU8 = 0, ocTails = 0, wideGrid = 0;
   for (int trial = 0; trial < 200 && checked < 40; ++trial) {
     Conv2dWorkload w = amxWorkload(rng, trial, 64);
     w.types = kInt8F32;
@@ -633,6 +635,7 @@ TEST(Conv2dAmxTwin, Int8RandomConfigsEqualTheIntegerReference) {
     ++checked;
     inPlace += !w.copiesInput() && w.kh == 1 && w.kw == 1 && w.strideH == 1 && w.strideW == 1;
     subsampled += subsamplesInput(w, Isa::Amx);
+    roundedUp += w.icKernelPerGroup(Isa::Amx) != w.ic;
     strided += w.strideH > 1;
     unequal += w.strideH != w.strideW;
     requantized += epilogue >= 2;
@@ -643,6 +646,7 @@ TEST(Conv2dAmxTwin, Int8RandomConfigsEqualTheIntegerReference) {
   EXPECT_GE(checked, 36);
   EXPECT_GE(inPlace, 3) << "1x1 convolutions that read their input in place are covered";
   EXPECT_GE(subsampled, 3) << "strided 1x1 convolutions that copy the pixels they read";
+  EXPECT_GE(roundedUp, 8) << "channels rounded up to tile rows";
   EXPECT_GE(strided, 8) << "row strides (the input's rows in phase planes) are covered";
   EXPECT_GE(unequal, 4);
   EXPECT_GE(requantized, 8);
@@ -769,15 +773,19 @@ TEST(Conv2dTemplate, StridedPointwiseConvsCopyOnlyThePixelsTheyRead) {
 // What AMX cannot run is refused by name: channels that do not fill tile rows, grids over 8
 // tiles, input-channel blocks off the tile rows; the ISA choice sends those to the vector ISAs.
 TEST(Conv2dAmxTwin, ConvolutionsOffTheTilesAreRefusedByNameAndRunOnVectors) {
-  Conv2dWorkload w = conv(1, 96, 8, 32, 3, 1, 1);
+  Conv2dWorkload w = conv(1, 40, 8, 32, 3, 1, 1); // 64 would be 60% more channels
   w.types = kInt8F32;
   Conv2dConfig c = defaultConv2dConfig(w, Isa::Amx, test::twinJit().target());
   Status s = validateConv2dConfig(w, c);
   ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.error().message().find("whole 64-byte tile rows (a multiple of 64), not ic=96 in 1 "
-                                     "group(s); use avx512 or avx2"),
+  EXPECT_NE(s.error().message().find("whole 64-byte tile rows (within a third more when rounded "
+                                     "up to 64), not ic=40 in 1 group(s); use avx512 or avx2"),
             std::string::npos)
       << s.error().message();
+  w.ic = 96; // rounded up to 128 on AMX
+  EXPECT_EQ(w.icKernelPerGroup(Isa::Amx), 128);
+  EXPECT_EQ(kernelIsa(w, Isa::Avx512, test::twinJit().target()), Isa::Amx);
+  w.ic = 40;
   EXPECT_EQ(kernelIsa(w, Isa::Avx512, test::twinJit().target()), Isa::Avx512);
   w.ic = 128;
   EXPECT_EQ(kernelIsa(w, Isa::Avx512, test::twinJit().target()), Isa::Amx);
