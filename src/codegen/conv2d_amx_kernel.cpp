@@ -14,8 +14,6 @@
 #include "codegen/kernel_emitters.h"
 #include "codegen/microkernel_emitter.h"
 
-#include <map>
-
 namespace tunec {
 
 namespace {
@@ -78,18 +76,9 @@ private:
     rows_ = b_.CreateAlloca(mb_.i64(), i64(mr_));
     // One palette for both variants, loaded once per task on its thread.
     codegen::makeTileOps(mb_)->configure(b_, codegen::amxPalette());
-    std::map<std::string, std::pair<llvm::Value*, llvm::Value*>> ranges = {
-        {"n", {i64(0), i64(w_.n)}}, {"oh", {i64(0), i64(tiles_)}}, {"oc", {i64(0), i64(panels_)}}};
-    if (c_.parallel != Conv2dParallel::None)
-      ranges[std::string(spell(c_.parallel))] = {t, b_.CreateAdd(t, i64(1))};
-    const bool ocOuter = c_.loopOrder == Conv2dLoopOrder::OcOh;
-    const std::string outer = ocOuter ? "oc" : "oh", inner = ocOuter ? "oh" : "oc";
-    mb_.forLoop(b_, ranges["n"].first, ranges["n"].second, 1, "n", [&](llvm::Value* n) {
-      mb_.forLoop(b_, ranges[outer].first, ranges[outer].second, 1, outer, [&](llvm::Value* o) {
-        mb_.forLoop(b_, ranges[inner].first, ranges[inner].second, 1, inner,
-                    [&](llvm::Value* i) { emitTile(n, ocOuter ? o : i, ocOuter ? i : o); });
-      });
-    });
+    codegen::emitConv2dTaskLoops(
+        mb_, b_, c_, t, w_.n, tiles_, panels_,
+        [&](llvm::Value* n, llvm::Value* panel, llvm::Value* tile) { emitTile(n, panel, tile); });
     b_.CreateRetVoid();
     return fn;
   }

@@ -91,26 +91,14 @@ private:
     columnScale_ = fields[6];
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(batch_));
-    std::map<std::string, std::pair<llvm::Value*, llvm::Value*>> ranges = {
-        {"n", {i64(0), i64(w_.n)}},
-        {"oh", {i64(0), i64(ohBlocks_)}},
-        {"oc", {i64(0), i64(panels_)}}};
-    if (c_.parallel != Conv2dParallel::None)
-      ranges[std::string(spell(c_.parallel))] = {t, b_.CreateAdd(t, i64(1))};
-    mb_.forLoop(b_, ranges["n"].first, ranges["n"].second, 1, "n", [&](llvm::Value* n) {
-      bool ocOuter = c_.loopOrder == Conv2dLoopOrder::OcOh;
-      std::string outer = ocOuter ? "oc" : "oh", inner = ocOuter ? "oh" : "oc";
-      mb_.forLoop(b_, ranges[outer].first, ranges[outer].second, 1, outer, [&](llvm::Value* o) {
-        mb_.forLoop(b_, ranges[inner].first, ranges[inner].second, 1, inner, [&](llvm::Value* i) {
-          llvm::Value* panel = outer == "oc" ? o : i;
-          llvm::Value* ohBlock = outer == "oh" ? o : i;
+    codegen::emitConv2dTaskLoops(
+        mb_, b_, c_, t, w_.n, ohBlocks_, panels_,
+        [&](llvm::Value* n, llvm::Value* panel, llvm::Value* ohBlock) {
           llvm::Value* ohLo = b_.CreateMul(ohBlock, i64(c_.ohBlock));
           llvm::Value* ohHi = min(b_.CreateAdd(ohLo, i64(c_.ohBlock)), i64(w_.oh()));
           mb_.forLoop(b_, ohLo, ohHi, c_.rowsPerTile, "oh.row",
                       [&](llvm::Value* oh) { emitRow(n, panel, oh, ohHi); });
         });
-      });
-    });
     b_.CreateRetVoid();
     return fn;
   }
@@ -292,6 +280,26 @@ private:
 } // namespace
 
 namespace codegen {
+
+void emitConv2dTaskLoops(
+    ModuleBuilder& mb, llvm::IRBuilder<>& b, const Conv2dConfig& c, llvm::Value* task,
+    int64_t images, int64_t ohTrips, int64_t panels,
+    const std::function<void(llvm::Value*, llvm::Value*, llvm::Value*)>& body) {
+  std::map<std::string, std::pair<llvm::Value*, llvm::Value*>> ranges = {
+      {"n", {b.getInt64(0), b.getInt64(images)}},
+      {"oh", {b.getInt64(0), b.getInt64(ohTrips)}},
+      {"oc", {b.getInt64(0), b.getInt64(panels)}}};
+  if (c.parallel != Conv2dParallel::None)
+    ranges[std::string(spell(c.parallel))] = {task, b.CreateAdd(task, b.getInt64(1))};
+  const bool ocOuter = c.loopOrder == Conv2dLoopOrder::OcOh;
+  const std::string outer = ocOuter ? "oc" : "oh", inner = ocOuter ? "oh" : "oc";
+  mb.forLoop(b, ranges["n"].first, ranges["n"].second, 1, "n", [&](llvm::Value* n) {
+    mb.forLoop(b, ranges[outer].first, ranges[outer].second, 1, outer, [&](llvm::Value* o) {
+      mb.forLoop(b, ranges[inner].first, ranges[inner].second, 1, inner,
+                 [&](llvm::Value* i) { body(n, ocOuter ? o : i, ocOuter ? i : o); });
+    });
+  });
+}
 
 Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& symbol,
                                          const Conv2dWorkload& w, const Conv2dConfig& c,

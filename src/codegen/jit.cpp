@@ -226,11 +226,8 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   bind("tunec_pad_nhwc_f32_to_bf16", &tunec_pad_nhwc_f32_to_bf16);
   bind("tunec_subsample_nhwc_f32_to_bf16", &tunec_subsample_nhwc_f32_to_bf16);
   bind("tunec_subsample_nhwc_u8", &tunec_subsample_nhwc_u8);
-  bind("tunec_pad_nhwc_f32_to_bf16_phased", &tunec_pad_nhwc_f32_to_bf16_phased);
   bind("tunec_pad_nhwc_f32", &tunec_pad_nhwc_f32);
-  bind("tunec_pad_nhwc_u8", &tunec_pad_nhwc_u8);
   bind("tunec_pad_to_nhwc_u8", &tunec_pad_to_nhwc_u8);
-  bind("tunec_pad_to_nhwc_u8_phased", &tunec_pad_to_nhwc_u8_phased);
   bind("tunec_pad_nchw_to_nhwc_f32", &tunec_pad_nchw_to_nhwc_f32);
   if (auto err = impl.jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
     return makeError("cannot bind the runtime into the JIT: ", llvmErrorText(std::move(err)));

@@ -10,6 +10,8 @@
 #include "templates/matmul_template.h"
 #include "templates/post_ops.h"
 
+#include <functional>
+#include <llvm/IR/IRBuilder.h>
 #include <memory>
 #include <string>
 
@@ -25,6 +27,12 @@ Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& s
 Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& symbol,
                                          const Conv2dWorkload& w, const Conv2dConfig& c,
                                          const Epilogue& e, const float* weights);
+/// The loops of a conv2d task (conv2d_kernel.cpp), shared by the vector and the AMX loop nests:
+/// images, then output-channel panels and row trips (row blocks, or AMX tiles) in the config's
+/// order, the config's parallel loop covering only trip `task`; body(n, panel, trip).
+void emitConv2dTaskLoops(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Conv2dConfig& c,
+                         llvm::Value* task, int64_t images, int64_t ohTrips, int64_t panels,
+                         const std::function<void(llvm::Value*, llvm::Value*, llvm::Value*)>& body);
 /// The conv2d loop nest on AMX tiles (conv2d_amx_kernel.cpp), which emitConv2dKernel emits for a
 /// validated config of Isa::Amx; its weights are packed as the vector kernel's. With
 /// `subsampledFrom`, `w` is subsampledWorkload(*subsampledFrom) and the kernel's entry copies

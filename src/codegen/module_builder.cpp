@@ -126,18 +126,14 @@ llvm::Value* ModuleBuilder::emitScratch(llvm::IRBuilder<>& b, int slot, int64_t 
   return b.CreateCall(scratch, {b.getInt32(slot), b.getInt64(bytes)});
 }
 
-void ModuleBuilder::emitPaddedCopyCall(llvm::IRBuilder<>& b, const std::string& name,
-                                       llvm::Value* src, const std::vector<int64_t>& sizes,
-                                       int64_t phases, llvm::Value* dst) {
+void ModuleBuilder::emitCopyCall(llvm::IRBuilder<>& b, const std::string& name, llvm::Value* src,
+                                 const std::vector<int64_t>& sizes, llvm::Value* dst) {
   std::vector<llvm::Value*> args = {src};
   for (int64_t v : sizes) args.push_back(b.getInt64(v));
-  if (phases > 1) args.push_back(b.getInt64(phases));
   args.push_back(dst);
   std::vector<llvm::Type*> types(args.size(), i64());
   types.front() = types.back() = ptr();
-  b.CreateCall(declare(phases > 1 ? name + "_phased" : name,
-                       llvm::FunctionType::get(b.getVoidTy(), types, false)),
-               args);
+  b.CreateCall(declare(name, llvm::FunctionType::get(b.getVoidTy(), types, false)), args);
 }
 
 llvm::Value* ModuleBuilder::emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n,
@@ -154,18 +150,14 @@ llvm::Value* ModuleBuilder::emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in
   const int64_t rows = n * phases * ((hp + phases - 1) / phases);
   llvm::Value* padded =
       emitScratch(b, 2, (rows * wp * cs + extra) * static_cast<int64_t>(dtypeSize(type)));
-  if (type == DType::U8 && phases == 1 && (!srcLd || srcLd == c)) // an int8 conv's input
-    emitPaddedCopyCall(b, "tunec_pad_to_nhwc_u8", in,
-                       {fromNchw ? 1 : 0, n, h, w, c, cs, padTop, padLeft, hp, wp, padValue}, 1,
-                       padded);
-  else if (type == DType::U8) // in phases, or a channel range of a wider tensor
-    emitPaddedCopyCall(b, "tunec_pad_to_nhwc_u8_phased", in,
-                       {fromNchw ? 1 : 0, n, h, w, c, srcLd ? srcLd : c, cs, padTop, padLeft, hp,
-                        wp, padValue, phases},
-                       1, padded);
+  if (type == DType::U8) // an int8 convolution's input, padded with its zero point
+    emitCopyCall(b, "tunec_pad_to_nhwc_u8", in,
+                 {fromNchw ? 1 : 0, n, h, w, c, srcLd ? srcLd : c, cs, padTop, padLeft, hp, wp,
+                  padValue, phases},
+                 padded);
   else
-    emitPaddedCopyCall(b, fromNchw ? "tunec_pad_nchw_to_nhwc_f32" : "tunec_pad_nhwc_f32", in,
-                       {n, h, w, c, padTop, padLeft, hp, wp}, 1, padded);
+    emitCopyCall(b, fromNchw ? "tunec_pad_nchw_to_nhwc_f32" : "tunec_pad_nhwc_f32", in,
+                 {n, h, w, c, padTop, padLeft, hp, wp}, padded);
   return padded;
 }
 
@@ -177,9 +169,9 @@ llvm::Value* ModuleBuilder::emitSubsampledNhwc(llvm::IRBuilder<>& b, llvm::Value
   const int64_t elemBytes = from == DType::U8 ? 1 : 2;
   const int64_t pixels = n * ((h - 1) / sh + 1) * ((w - 1) / sw + 1);
   llvm::Value* copy = emitScratch(b, 2, (pixels * c + extra) * elemBytes);
-  emitPaddedCopyCall(
-      b, from == DType::U8 ? "tunec_subsample_nhwc_u8" : "tunec_subsample_nhwc_f32_to_bf16", in,
-      {srcLd, n, h, w, c, sh, sw}, 1, copy);
+  emitCopyCall(b,
+               from == DType::U8 ? "tunec_subsample_nhwc_u8" : "tunec_subsample_nhwc_f32_to_bf16",
+               in, {srcLd, n, h, w, c, sh, sw}, copy);
   return copy;
 }
 
@@ -189,8 +181,8 @@ llvm::Value* ModuleBuilder::emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, 
                                          int64_t phases) {
   const int64_t rows = n * phases * ((hp + phases - 1) / phases);
   llvm::Value* copy = emitScratch(b, 2, (rows * wp * c + extra) * 2);
-  emitPaddedCopyCall(b, "tunec_pad_nhwc_f32_to_bf16", in,
-                     {srcLd, n, h, w, c, padTop, padLeft, hp, wp}, phases, copy);
+  emitCopyCall(b, "tunec_pad_nhwc_f32_to_bf16", in,
+               {srcLd, n, h, w, c, padTop, padLeft, hp, wp, phases}, copy);
   return copy;
 }
 

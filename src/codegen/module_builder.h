@@ -96,7 +96,7 @@ public:
   /// `fromNchw`: the input is N x C x H x W, reordered while it is padded. `storedC` (u8): the
   /// copy's channels per pixel, c rounded up to quads, the extra ones padValue (0: c).
   /// `phases` > 1 (u8): each image's padded rows in that many planes, row y in plane y % phases
-  /// (tunec_pad_to_nhwc_u8_phased), each plane ceil(hp / phases) rows. `srcLd` (u8, NHWC): the
+  /// (tunec_pad_to_nhwc_u8), each plane ceil(hp / phases) rows. `srcLd` (u8, NHWC): the
   /// source's pixel stride when it is a channel range of a wider tensor (0: c).
   llvm::Value* emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t n, int64_t h,
                               int64_t w, int64_t c, int64_t padTop, int64_t padLeft, int64_t hp,
@@ -118,10 +118,9 @@ public:
                                   int64_t n, int64_t h, int64_t w, int64_t c, int64_t sh,
                                   int64_t sw, int64_t extra);
 
-  /// Calls the runtime's padded copy `name` (its "_phased" variant when phases > 1): void
-  /// name(src, sizes..., [phases,] dst), every size an i64.
-  void emitPaddedCopyCall(llvm::IRBuilder<>& b, const std::string& name, llvm::Value* src,
-                          const std::vector<int64_t>& sizes, int64_t phases, llvm::Value* dst);
+  /// Calls the runtime's copy `name`: void name(src, sizes..., dst), every size an i64.
+  void emitCopyCall(llvm::IRBuilder<>& b, const std::string& name, llvm::Value* src,
+                    const std::vector<int64_t>& sizes, llvm::Value* dst);
 
   /// Moves the context and module out (for the JIT).
   std::unique_ptr<llvm::LLVMContext> takeContext() { return std::move(context_); }

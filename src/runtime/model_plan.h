@@ -97,7 +97,8 @@ struct ModelPlan {
   /// 5: Pool steps name their tensors' element type (a max pool of u8 or s8 values).
   /// 6: the plan names the CPU features its code requires (`requires`) instead of an ISA string.
   /// 7: a Pool step of u8 or s8 values averages too (a quantized GlobalAveragePool), and kernels
-  /// call the runtime's phased and subsampled input copies (AMX convolutions).
+  /// call the runtime's padded copies with a source stride and row phases (tunec_pad_to_nhwc_u8,
+  /// tunec_pad_nhwc_f32_to_bf16) and its subsampling copies (AMX convolutions).
   static constexpr int kFormatVersion = 7;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.

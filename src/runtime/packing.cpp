@@ -241,14 +241,7 @@ extern "C" void tunec_subsample_nhwc_u8(const uint8_t* src, int64_t srcLd, int64
 
 extern "C" void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h,
                                            int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
-                                           int64_t wp, uint16_t* dst) {
-  tunec_pad_nhwc_f32_to_bf16_phased(src, srcLd, n, h, w, c, pt, pl, hp, wp, 1, dst);
-}
-
-extern "C" void tunec_pad_nhwc_f32_to_bf16_phased(const float* src, int64_t srcLd, int64_t n,
-                                                  int64_t h, int64_t w, int64_t c, int64_t pt,
-                                                  int64_t pl, int64_t hp, int64_t wp,
-                                                  int64_t phases, uint16_t* dst) {
+                                           int64_t wp, int64_t phases, uint16_t* dst) {
   for (int64_t b = 0; b < n; ++b)
     for (int64_t y = 0; y < hp; ++y) {
       uint16_t* row = dst + phasedRow(b, y, hp, phases) * wp * c;
@@ -350,15 +343,9 @@ extern "C" void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t 
 }
 
 extern "C" void tunec_pad_to_nhwc_u8(const uint8_t* src, int64_t nchw, int64_t n, int64_t h,
-                                     int64_t w, int64_t c, int64_t cs, int64_t pt, int64_t pl,
-                                     int64_t hp, int64_t wp, int64_t value, uint8_t* dst) {
-  tunec_pad_to_nhwc_u8_phased(src, nchw, n, h, w, c, c, cs, pt, pl, hp, wp, value, 1, dst);
-}
-
-extern "C" void tunec_pad_to_nhwc_u8_phased(const uint8_t* src, int64_t nchw, int64_t n, int64_t h,
-                                            int64_t w, int64_t c, int64_t srcLd, int64_t cs,
-                                            int64_t pt, int64_t pl, int64_t hp, int64_t wp,
-                                            int64_t value, int64_t phases, uint8_t* dst) {
+                                     int64_t w, int64_t c, int64_t srcLd, int64_t cs, int64_t pt,
+                                     int64_t pl, int64_t hp, int64_t wp, int64_t value,
+                                     int64_t phases, uint8_t* dst) {
   const auto fill = static_cast<int>(value);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t y = 0; y < hp; ++y) {
@@ -397,12 +384,6 @@ extern "C" void tunec_pad_to_nhwc_u8_phased(const uint8_t* src, int64_t nchw, in
           std::memset(row + (pl + w) * c, fill, static_cast<size_t>(right * c));
       }
     }
-}
-
-extern "C" void tunec_pad_nhwc_u8(const uint8_t* src, int64_t n, int64_t h, int64_t w, int64_t c,
-                                  int64_t pt, int64_t pl, int64_t hp, int64_t wp, int64_t value,
-                                  uint8_t* dst) {
-  tunec_pad_to_nhwc_u8(src, 0, n, h, w, c, c, pt, pl, hp, wp, value, dst);
 }
 
 extern "C" void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c,

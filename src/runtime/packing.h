@@ -50,10 +50,13 @@ void tunec_pack_a_f32_to_bf16(const float* a, int64_t lda, int32_t transposed, i
 
 /// An NHWC f32 tensor (pixels `srcLd` floats apart: a channel range of a wider tensor, or dense
 /// when srcLd == c) rounded to bf16 into a zero-padded N x hp x wp x C copy, the source at
-/// (pt, pl): the input of a bf16 convolution (--precision bf16).
+/// (pt, pl): the input of a bf16 convolution (--precision bf16). Each image's padded rows are in
+/// `phases` planes: row y in plane y % phases at row y / phases of it, each plane
+/// ceil(hp / phases) rows (a convolution of row stride `phases` on AMX then reads the rows of
+/// consecutive output rows consecutively: conv2d_amx_kernel.cpp); one phase is the plain copy.
 void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h, int64_t w,
                                 int64_t c, int64_t pt, int64_t pl, int64_t hp, int64_t wp,
-                                uint16_t* dst);
+                                int64_t phases, uint16_t* dst);
 /// The pixels (y * sh, x * sw) of an NHWC tensor (pixels `srcLd` elements apart) as a dense
 /// N x ceil(h / sh) x ceil(w / sw) x C copy, rounded to bf16 or bytes as they are: the input of
 /// a strided 1x1 convolution without padding, which reads no other pixel (conv2d_kernel.cpp).
@@ -61,35 +64,18 @@ void tunec_subsample_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n
                                       int64_t w, int64_t c, int64_t sh, int64_t sw, uint16_t* dst);
 void tunec_subsample_nhwc_u8(const uint8_t* src, int64_t srcLd, int64_t n, int64_t h, int64_t w,
                              int64_t c, int64_t sh, int64_t sw, uint8_t* dst);
-/// As tunec_pad_nhwc_f32_to_bf16 with the padded rows of each image in `phases` planes: row y
-/// in plane y % phases at row y / phases of it, each plane ceil(hp / phases) rows (a
-/// convolution of row stride `phases` on AMX then reads the rows of consecutive output rows
-/// consecutively: conv2d_amx_kernel.cpp). One phase is the plain padded copy.
-void tunec_pad_nhwc_f32_to_bf16_phased(const float* src, int64_t srcLd, int64_t n, int64_t h,
-                                       int64_t w, int64_t c, int64_t pt, int64_t pl, int64_t hp,
-                                       int64_t wp, int64_t phases, uint16_t* dst);
-
 /// Copies an NHWC tensor into a zero-padded one of spatial size hp x wp, with the source placed
 /// at (pt, pl).
 void tunec_pad_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,
                         int64_t pl, int64_t hp, int64_t wp, float* dst);
-/// As tunec_pad_nhwc_f32 for a u8 tensor, NHWC or (`nchw` nonzero) NCHW, into `cs` >= c
-/// channels per pixel: the padding and the channels past c read `value` (an int8 convolution's
-/// input zero point: a padded tap dequantizes to 0, and a channel past c has zero weights).
+/// As tunec_pad_nhwc_f32 for a u8 tensor, NHWC (pixels srcLd >= c bytes apart: a channel range
+/// of a wider tensor, or dense) or (`nchw` nonzero) NCHW, into `cs` >= c channels per pixel: the
+/// padding and the channels past c read `value` (an int8 convolution's input zero point: a
+/// padded tap dequantizes to 0, and a channel past c has zero weights); the padded rows in
+/// `phases` planes as tunec_pad_nhwc_f32_to_bf16's.
 void tunec_pad_to_nhwc_u8(const uint8_t* src, int64_t nchw, int64_t n, int64_t h, int64_t w,
-                          int64_t c, int64_t cs, int64_t pt, int64_t pl, int64_t hp, int64_t wp,
-                          int64_t value, uint8_t* dst);
-/// As tunec_pad_to_nhwc_u8 from an NHWC source whose pixels are srcLd >= c bytes apart (a
-/// channel range of a wider tensor), with the padded rows in `phases` planes (as
-/// tunec_pad_nhwc_f32_to_bf16_phased).
-void tunec_pad_to_nhwc_u8_phased(const uint8_t* src, int64_t nchw, int64_t n, int64_t h, int64_t w,
-                                 int64_t c, int64_t srcLd, int64_t cs, int64_t pt, int64_t pl,
-                                 int64_t hp, int64_t wp, int64_t value, int64_t phases,
-                                 uint8_t* dst);
-/// tunec_pad_to_nhwc_u8 of an NHWC source into c channels (the entry of model.so files built
-/// before the channel rounding).
-void tunec_pad_nhwc_u8(const uint8_t* src, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pt,
-                       int64_t pl, int64_t hp, int64_t wp, int64_t value, uint8_t* dst);
+                          int64_t c, int64_t srcLd, int64_t cs, int64_t pt, int64_t pl, int64_t hp,
+                          int64_t wp, int64_t value, int64_t phases, uint8_t* dst);
 /// As tunec_pad_nhwc_f32 from an NCHW source: the reorder to NHWC and the padding in one pass
 /// (a model's image input, read by its first convolution).
 void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w, int64_t c,

@@ -167,6 +167,15 @@ int64_t amxConv2dVirtualWidth(const Conv2dWorkload& w) {
 
 namespace {
 
+// The parallel loop the config names exists for the workload (both kernels).
+Status checkParallelLoop(const Conv2dWorkload& w, const Conv2dConfig& c) {
+  if (c.parallel != Conv2dParallel::None && w.threads < 2)
+    return makeError("conv2d config: parallel loops need threads > 1");
+  if (c.parallel == Conv2dParallel::N && w.n < 2)
+    return makeError("conv2d config: parallel over n needs n > 1");
+  return {};
+}
+
 // The AMX convolution (conv2d_amx_kernel.cpp): tiles of ow_block virtual pixels (16 rows each)
 // by oc_block channels (16 columns each), every input-channel block a whole number of 64-byte
 // tile rows.
@@ -197,11 +206,7 @@ Status validateAmxConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
                      c.rowsPerTile, " and ", c.ohBlock);
   if (c.ocBlock > (w.ocPerGroup() + 15) / 16 * 16)
     return makeError("conv2d config: oc_block=", c.ocBlock, " exceeds oc=", w.ocPerGroup());
-  if (c.parallel != Conv2dParallel::None && w.threads < 2)
-    return makeError("conv2d config: parallel loops need threads > 1");
-  if (c.parallel == Conv2dParallel::N && w.n < 2)
-    return makeError("conv2d config: parallel over n needs n > 1");
-  return {};
+  return checkParallelLoop(w, c);
 }
 
 } // namespace
@@ -240,11 +245,7 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (c.ocBlock > (w.ocPerGroup() + lanes - 1) / lanes * lanes)
     return makeError("conv2d config: oc_block=", c.ocBlock, " exceeds oc=", w.ocPerGroup(),
                      w.groups > 1 ? " (per group)" : "");
-  if (c.parallel != Conv2dParallel::None && w.threads < 2)
-    return makeError("conv2d config: parallel loops need threads > 1");
-  if (c.parallel == Conv2dParallel::N && w.n < 2)
-    return makeError("conv2d config: parallel over n needs n > 1");
-  return {};
+  return checkParallelLoop(w, c);
 }
 
 namespace {

@@ -33,15 +33,19 @@ inline Jit& jit() {
 /// CPU's caches, whose AMX, BF16 and VNNI instructions are emitted as their twins; LLVM legalizes
 /// the wide vectors to this CPU's, so its kernels run, with the target's arithmetic bit for bit,
 /// on any x86-64 machine (codegen/jit.h). For tests only.
-inline Jit& twinJit() {
-  static std::unique_ptr<Jit> instance = [] {
+/// Shared, for code that keeps the JIT alive with what it compiled (driver::loadInProcess).
+inline std::shared_ptr<Jit> sharedTwinJit() {
+  static std::shared_ptr<Jit> instance = [] {
     Target t = hostTarget();
     t.avx512f = t.avx512bw = t.avx512vl = t.avx512dq = t.avx512bf16 = t.avx512vnni = t.amx = true;
     auto j = Jit::create(t, JitPipeline::Lean, JitInstructions::Twins);
     if (!j) ADD_FAILURE() << j.error().message();
-    return std::move(*j);
+    return j ? std::shared_ptr<Jit>(std::move(*j)) : nullptr;
   }();
-  return *instance;
+  return instance;
+}
+inline Jit& twinJit() {
+  return *sharedTwinJit();
 }
 
 /// Whether this CPU runs the real AMX tile instructions.

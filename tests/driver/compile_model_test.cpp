@@ -2,6 +2,7 @@
 // kernels with fused epilogues, loop kernels, layouts, arena) and run in process with the JIT,
 // on random data; the tolerance is a relative L2 error of 1e-5 (fp32 against the reference's
 // double precision).
+#include "../codegen/test_support.h" // test::sharedTwinJit: the AMX target run through twins
 #include "driver/compile_model.h"
 #include "passes/fusion_plan.h"
 #include "passes/passes.h"
@@ -1312,20 +1313,6 @@ TEST(CompileModel, ADownsamplingBlockAddsTheMainBranchAsU8) {
   EXPECT_LT(relativeL2(out, (*qdq)[0]), 2e-2);
 }
 
-// A JIT for a target with AMX (and every AVX-512 feature) whose tile and dot instructions are
-// emitted as their twins, so a model compiled for that target runs in process here.
-std::shared_ptr<Jit> amxTwinJit() {
-  static std::shared_ptr<Jit> jit = [] {
-    Target amx = hostTarget();
-    amx.avx512f = amx.avx512bw = amx.avx512vl = amx.avx512dq = amx.avx512bf16 = amx.avx512vnni =
-        amx.amx = true;
-    auto j = Jit::create(amx, JitPipeline::Lean, JitInstructions::Twins);
-    EXPECT_TRUE(j.isOk()) << j.error().message();
-    return j ? std::shared_ptr<Jit>(std::move(*j)) : nullptr;
-  }();
-  return jit;
-}
-
 // A bf16 ResNet block on AMX, on any machine: --precision bf16 compiled for a target with AMX
 // puts the 64-channel convolutions (a padded 3x3, a strided 1x1 that copies only its pixels,
 // 1x1s, the residual add in the epilogue) on tdpbf16ps; run in process through the twins, the
@@ -1342,7 +1329,7 @@ TEST(CompileModel, ABf16BlockOnAmxTwinsMatchesTheReference) {
   ValueId strided =
       b.op(OpKind::Conv, conv(1, 2, 0), {y, b.constant({32, 128, 1, 1}), b.constant({32})});
   b.g.addOutput(strided);
-  std::shared_ptr<Jit> twinJit = amxTwinJit();
+  std::shared_ptr<Jit> twinJit = test::sharedTwinJit();
   ASSERT_TRUE(twinJit);
   driver::CompileOptions options;
   options.target = twinJit->target();
@@ -1380,7 +1367,7 @@ TEST(CompileModel, AnInt8ModelOnAmxTwinsEqualsTheVectorKernelsBitForBit) {
   g.addOutput(quantizedLinear(g, flat, 10, 127, 0.0437, 0, rng, "fc"));
   auto lowered = lowerQuantized(g, true);
   ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
-  std::shared_ptr<Jit> twinJit = amxTwinJit();
+  std::shared_ptr<Jit> twinJit = test::sharedTwinJit();
   ASSERT_TRUE(twinJit);
   driver::CompileOptions options;
   options.target = twinJit->target();
