@@ -49,6 +49,8 @@ const std::vector<PassEntry>& graphPipeline() {
       // this pass's x / s must stay a division, as QuantizeLinear divides. After
       // fold-constants, which has folded the round trips of constant weights to f32 weights.
       {"lower-quantize-round-trips", passes::lowerQuantizeRoundTrips},
+      // After it: a lowered round trip's division by its scale is a Div that folds too.
+      {"fold-requantization-scale", passes::foldRequantizationScale},
       // After it: the dequantizations left are of u8 values the int8 layers read too.
       {"hoist-quantization", passes::hoistQuantization},
       // Last: after the rewrites above have put every bias next to its MatMul.

@@ -9,7 +9,15 @@
 // kernel's epilogue (ScalePerColumn, BiasPerColumn, then the layer's bias and activation). A
 // quantized Conv is the same with an output channel for a column and its window for k: an
 // IntegerConv whose padding reads za (so that a padded tap is (za - za) sb w = 0, as the float
-// convolution's zero padding is, and the correction is the same for every pixel). It runs first,
+// convolution's zero padding is, and the correction is the same for every pixel). When the bias
+// is whole multiples of the column scale (the int32 bias a QDQ exporter writes, dequantized with
+// the scale sa sb[n]), the correction and the bias are instead one integer per column added to
+// the sums before the scale: (sums + k[n]) x sa sb[n], k[n] = bias[n] / (sa sb[n]) - za
+// sum_k w[k][n], as QLinearConv computes it (the int32 sum, one rounding to f32, one multiply;
+// fold-requantization-scale then folds the next QuantizeLinear's division into the scale). In
+// f32, sums + k rounds as the int32 sum does while |sums| and |k| stay below 2^24 (always for
+// windows of up to 518 taps), where a correction added after the scale cancels against the
+// scaled sums with a rounding error of its own (an RGB conv's zero point of 126). It runs first,
 // while the weights are still s8 constants (fold-constants would dequantize them). A
 // DequantizeLinear of anything else (s8 activations, per-column activation scales, weight zero
 // points, grouped convolutions whose groups' channels are no whole quads) is left to the f32
@@ -21,6 +29,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 namespace tunec::passes {
 
@@ -176,6 +185,40 @@ Tensor columnVector(const std::vector<double>& v, Shape shape = {}) {
   return t;
 }
 
+// The integer terms k[n] = bias[n] / scale[n] - za colSums[n] of a layer whose f32 bias (absent:
+// nullptr) is whole multiples of its f32 column scales, each bias[n] exactly the f32 product
+// k_b scale[n] that dequantizing an int32 bias gives, and every |k[n]| below 2^24; nullopt
+// otherwise.
+std::optional<std::vector<double>> integerColumnTerms(const std::vector<double>& scale,
+                                                      const std::vector<int64_t>& colSums,
+                                                      double za, const Tensor* bias) {
+  constexpr double kExact = 16777216.0; // 2^24: the integers f32 holds exactly
+  std::vector<double> k(scale.size());
+  for (size_t j = 0; j < k.size(); ++j) {
+    double kb = 0;
+    if (bias) {
+      const auto s = static_cast<float>(scale[j]);
+      const auto b = static_cast<float>(bias->getDouble(static_cast<int64_t>(j)));
+      kb = std::nearbyint(static_cast<double>(b) / s);
+      if (!(std::abs(kb) < kExact) || static_cast<float>(kb * s) != b) return std::nullopt;
+    }
+    k[j] = kb - za * static_cast<double>(colSums[j]);
+    if (!(std::abs(k[j]) < kExact)) return std::nullopt;
+  }
+  return k;
+}
+
+// The layer's value from its int8 `sums` with integer column terms `offset`: (sums + offset) x
+// scale, named `out` as the layer's output was.
+Expected<ValueId> offsetAndScaleSums(GraphRewriter& rw, const std::string& name,
+                                     const std::string& out, ValueId sums, ValueId offset,
+                                     ValueId scale) {
+  TUNEC_ASSIGN_OR_RETURN(
+      auto y, rw.add(name + ".offset", OpKind::Add, NoAttrs{}, {sums, offset}, {name + ".offset"}));
+  TUNEC_ASSIGN_OR_RETURN(y, rw.add(name + ".scale", OpKind::Mul, NoAttrs{}, {y[0], scale}, {out}));
+  return y[0];
+}
+
 // The layer's value from its int8 `sums`: sums x scale, + the zero point's correction, + the
 // bias (either kNoValue when absent), the last of them named `out` as the layer's output was.
 Expected<ValueId> scaleSums(GraphRewriter& rw, const std::string& name, const std::string& out,
@@ -201,29 +244,42 @@ Status lowerConvLayer(GraphRewriter& rw, const Graph& graph, const Node& node,
   const int64_t oc = w.shape()[0], window = w.numel() / oc;
   const Shape channels{1, oc, 1, 1};
   std::vector<double> scale(q.sb), correction(q.sb);
+  std::vector<int64_t> sums(static_cast<size_t>(oc));
   for (int64_t c = 0; c < oc; ++c) {
     int64_t sum = 0;
     for (int64_t i = 0; i < window; ++i) sum += w.dataAs<int8_t>()[c * window + i];
+    sums[static_cast<size_t>(c)] = sum;
     scale[static_cast<size_t>(c)] *= q.sa;
     correction[static_cast<size_t>(c)] *= -q.sa * q.za * static_cast<double>(sum);
   }
   const std::string& name = node.name;
+  const std::string& out = graph.value(node.outputs[0]).name;
   auto attrs = std::get<ConvAttrs>(node.attrs);
   attrs.padValue = static_cast<int64_t>(q.za);
-  TUNEC_ASSIGN_OR_RETURN(auto sums,
+  TUNEC_ASSIGN_OR_RETURN(auto integer,
                          rw.add(name + ".int8", OpKind::IntegerConv, attrs,
                                 {rw.map(q.xq), rw.constant(name + ".w_s8", w)}, {name + ".sums"}));
+  const Tensor* b = node.inputs.size() > 2 && node.inputs[2] != kNoValue
+                        ? &*graph.value(node.inputs[2]).constant
+                        : nullptr;
+  ValueId channelScale = rw.constant(name + ".channel_scale", columnVector(scale, channels));
+  if (auto k = integerColumnTerms(scale, sums, q.za, b)) {
+    TUNEC_ASSIGN_OR_RETURN(
+        ValueId y, offsetAndScaleSums(rw, name, out, integer[0],
+                                      rw.constant(name + ".offset", columnVector(*k, channels)),
+                                      channelScale));
+    rw.replace(node.outputs[0], y);
+    return {};
+  }
   ValueId bias = kNoValue;
-  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
-    const Tensor& b = *graph.value(node.inputs[2]).constant;
+  if (b) {
     std::vector<double> values(static_cast<size_t>(oc));
-    for (int64_t c = 0; c < oc; ++c) values[static_cast<size_t>(c)] = b.getDouble(c);
+    for (int64_t c = 0; c < oc; ++c) values[static_cast<size_t>(c)] = b->getDouble(c);
     bias = rw.constant(name + ".bias", columnVector(values, channels));
   }
   TUNEC_ASSIGN_OR_RETURN(
       ValueId y,
-      scaleSums(rw, name, graph.value(node.outputs[0]).name, sums[0],
-                rw.constant(name + ".channel_scale", columnVector(scale, channels)),
+      scaleSums(rw, name, out, integer[0], channelScale,
                 q.za != 0 ? rw.constant(name + ".zp_correction", columnVector(correction, channels))
                           : kNoValue,
                 bias));
@@ -301,12 +357,25 @@ Expected<Graph> lowerQuantizedLayers(const Graph& graph) {
         node.kind == OpKind::Gemm && node.inputs.size() > 2 && node.inputs[2] != kNoValue;
     ValueId colScale = kNoValue, colCorrection = kNoValue;
     NodeId absorbedBias = -1;
+    std::optional<std::vector<double>> offset; // integer column terms (integerColumnTerms)
     if (!dynamic) { // sa sb[n] and -sa za sb[n] sum_k w[k][n], folded here
       std::vector<double> scale(q.sb), correction(sbSums);
       for (double& s : scale) s *= q.sa;
       for (double& c : correction) c *= q.sa * q.za;
       colScale = rw.constant(name + ".col_scale", columnVector(scale));
-      colCorrection = rw.constant(name + ".zp_correction", columnVector(correction));
+      // The Gemm's bias, or the constant bias Add after a MatMul (absorbed when it is integral).
+      const NodeId after =
+          bias ? -1
+               : constantBiasAfter(graph, node.outputs[0],
+                                   onlyUser[static_cast<size_t>(node.outputs[0])], cols);
+      const Node* a = after >= 0 ? &graph.node(after) : nullptr;
+      const Value* b = bias ? &graph.value(node.inputs[2])
+                       : a  ? &graph.value(a->inputs[a->inputs[0] == node.outputs[0] ? 1 : 0])
+                            : nullptr;
+      if (!b || (b->constant && b->type.shape.numel() == cols))
+        offset = integerColumnTerms(scale, colSums, q.za, b ? &*b->constant : nullptr);
+      if (offset && after >= 0) absorbedBias = after;
+      if (!offset) colCorrection = rw.constant(name + ".zp_correction", columnVector(correction));
     } else {
       // The same with this run's scale and zero point: scalars of the graph times per-column
       // constants (a few hundred multiplies a run), then elementwise steps on the sums.
@@ -350,10 +419,13 @@ Expected<Graph> lowerQuantizedLayers(const Graph& graph) {
     TUNEC_ASSIGN_OR_RETURN(auto sums, rw.add(name + ".int8", OpKind::IntegerMatMul, NoAttrs{},
                                              {rw.map(q.xq), rw.constant(name + ".w_s8", weights)},
                                              {name + ".sums"}));
-    TUNEC_ASSIGN_OR_RETURN(ValueId y,
-                           scaleSums(rw, name, out, sums[0], colScale,
-                                     zeroPoint || absorbedBias >= 0 ? colCorrection : kNoValue,
-                                     bias ? rw.map(node.inputs[2]) : kNoValue));
+    TUNEC_ASSIGN_OR_RETURN(
+        ValueId y,
+        offset ? offsetAndScaleSums(rw, name, out, sums[0],
+                                    rw.constant(name + ".offset", columnVector(*offset)), colScale)
+               : scaleSums(rw, name, out, sums[0], colScale,
+                           zeroPoint || absorbedBias >= 0 ? colCorrection : kNoValue,
+                           bias ? rw.map(node.inputs[2]) : kNoValue));
     rw.replace(node.outputs[0], y);
     if (absorbedBias >= 0) absorbed[absorbedBias] = y;
   }

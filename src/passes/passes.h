@@ -38,6 +38,11 @@ Expected<Graph> moveQuantizedValues(const Graph& graph);
 /// f32 arithmetic s * clip(round(x / s), lo - z, hi - z) (lower_quantize_round_trips.cpp).
 Expected<Graph> lowerQuantizeRoundTrips(const Graph& graph);
 
+/// Folds the output scale s of the QuantizeLinear (or a lowered round trip's division) after an
+/// int8 layer's (sums + k) x scale into the scale, f32(scale / s), as QLinearConv computes it
+/// (fold_requantization_scale.cpp).
+Expected<Graph> foldRequantizationScale(const Graph& graph);
+
 /// Moves each QuantizeLinear and DequantizeLinear of a computed value (constant scale and zero
 /// point) right after the node producing that value, so that the kernels after it can read it
 /// (hoist_quantization.cpp).

@@ -981,7 +981,7 @@ TEST(CompileModel, QuantizedMatmulRunsAsAnInt8Kernel) {
 
 // A quantized convolution as QDQ models write it, relu?(Conv(DQ(Q(x)), DQ(wq)) + bias): x
 // quantized to u8 (scale sa, zero point za), random per-channel 7-bit s8 weights with scales of
-// 1e-3 to 1e-2, a random bias.
+// 1e-3 to 1e-2, a random bias quantized to int32 with the scale sa sb[oc].
 ValueId quantizedConv(Graph& g, ValueId x, int64_t oc, const ConvAttrs& attrs, double sa, int za,
                       bool relu, std::mt19937& rng, const std::string& name,
                       int weightLimit = kAvx2Int8WeightLimit) {
@@ -994,9 +994,11 @@ ValueId quantizedConv(Graph& g, ValueId x, int64_t oc, const ConvAttrs& attrs, d
       sb(DType::F32, Shape{oc}), bias(DType::F32, Shape{oc}), zb(DType::I8, Shape{oc});
   std::uniform_int_distribution<int> weight(-weightLimit, std::min(weightLimit, 127));
   for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, weight(rng));
+  // The bias an exporter writes: an int32 dequantized with the scale sa sb[oc].
   for (int64_t j = 0; j < oc; ++j)
     sb.setDouble(j, 0.001 * (1 + static_cast<double>(rng() % 10))),
-        bias.setDouble(j, static_cast<double>(rng() % 200) / 100.0 - 1.0);
+        bias.dataAs<float>()[j] = static_cast<float>(static_cast<int>(rng() % 40001) - 20000) *
+                                  (static_cast<float>(sa) * sb.dataAs<float>()[j]);
   ValueId w = node(".dw", OpKind::DequantizeLinear, QuantAttrs{0},
                    {g.addConstant(name + ".wq", wq), g.addConstant(name + ".sb", sb),
                     g.addConstant(name + ".zb", zb)});
@@ -1114,6 +1116,7 @@ Expected<Graph> lowerQuantized(const Graph& g, bool moved) {
     TUNEC_ASSIGN_OR_RETURN(lowered, passes::moveQuantizedValues(lowered));
   }
   TUNEC_ASSIGN_OR_RETURN(lowered, passes::lowerQuantizeRoundTrips(lowered));
+  TUNEC_ASSIGN_OR_RETURN(lowered, passes::foldRequantizationScale(lowered));
   return passes::hoistQuantization(lowered); // as the pipeline orders them
 }
 Expected<MovedRun> runMovedOrNot(const Graph& g, bool moved, const Shape& inShape,
@@ -1302,7 +1305,8 @@ TEST(CompileModel, ADownsamplingBlockAddsTheMainBranchAsU8) {
   EXPECT_EQ(compiled.stats.int8Kernels, 3);
   const std::string& mainConv = compiled.kernels[1].label;
   const std::string& block = compiled.kernels[2].label;
-  EXPECT_NE(mainConv.find("+bias+quantize in int8"), std::string::npos) << mainConv;
+  // Its integers k, then the scale over the output scale (QLinearConv's requantization).
+  EXPECT_NE(mainConv.find("+ bias+mul+quantize in int8"), std::string::npos) << mainConv;
   // (The block output is the model output: a round trip to f32.)
   EXPECT_NE(block.find("+addu8+relu+scale+round+clip+scale in int8"), std::string::npos) << block;
   auto exact = runReference(*lowered, {in});

@@ -6,6 +6,8 @@
 #include "passes/passes.h"
 #include "reference/reference.h"
 
+#include <algorithm>
+#include <cmath>
 #include <gtest/gtest.h>
 #include <random>
 
@@ -294,6 +296,95 @@ TEST(Passes, QuantizedConvsBecomeIntegerConvsPaddedWithTheirZeroPoint) {
     auto reasons = passes::quantizedLayersKeptFloat(other);
     ASSERT_EQ(reasons.size(), 1u);
     EXPECT_NE(reasons[0].second.find(why), std::string::npos) << reasons[0].second;
+  }
+}
+
+// A quantized Conv of an activation with a zero point (an RGB image's 126) whose bias is an
+// int32 quantized with the scale sa sb[oc], as exporters write it, becomes (IntegerConv + k) x
+// sa sb: the integers k = bias / (sa sb) - za sum w added before the one Mul. Then
+// fold-requantization-scale folds the output QuantizeLinear's scale s (through a Relu) into the
+// Mul, f32(f32(sa sb) / s), the QuantizeLinear of scale 1 left; or a lowered round trip's
+// division. The u8 results are QLinearConv's (ONNX Runtime's) bit for bit:
+// saturate(rint(f32(sum (x - za) w + bias_int32) x f32(f32(sa sb) / s)) + z).
+TEST(Passes, AnInt8ConvRequantizesAsQLinearConv) {
+  const int64_t ic = 3, oc = 8, h = 11, w = 10, kh = 3, kw = 3, oh = 6, ow = 5;
+  const float sa = 0.0362189f, sy = 0.028109416f;
+  const int za = 126;
+  std::mt19937 rng(41);
+  Tensor wq(DType::I8, Shape{oc, ic, kh, kw}), sb(DType::F32, Shape{oc}),
+      bias(DType::F32, Shape{oc});
+  std::vector<int64_t> kb(oc);
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, static_cast<int>(rng() % 255) - 127);
+  for (int64_t j = 0; j < oc; ++j) {
+    sb.dataAs<float>()[j] = 0.001f * static_cast<float>(1 + rng() % 10);
+    kb[j] = static_cast<int64_t>(rng() % 10001) - 5000;
+    bias.dataAs<float>()[j] = static_cast<float>(kb[j]) * (sa * sb.dataAs<float>()[j]);
+  }
+  Tensor xq(DType::U8, Shape{1, ic, h, w});
+  for (int64_t i = 0; i < xq.numel(); ++i) xq.setInt(i, static_cast<int>(rng() % 256));
+  auto count = [](const Graph& g, OpKind kind) {
+    return std::count_if(g.nodes().begin(), g.nodes().end(),
+                         [&](const Node& n) { return n.kind == kind; });
+  };
+  for (bool roundTrip : {false, true}) {
+    const int zy = roundTrip ? 123 : 0;
+    Graph g;
+    ValueId x = g.addInput("xq", {DType::U8, Shape{1, ic, h, w}, {}});
+    Tensor sat(DType::F32, Shape{}), zat(DType::U8, Shape{}), syt(DType::F32, Shape{}),
+        zyt(DType::U8, Shape{});
+    sat.dataAs<float>()[0] = sa, zat.setInt(0, za), syt.dataAs<float>()[0] = sy, zyt.setInt(0, zy);
+    ValueId xd = add(g, OpKind::DequantizeLinear, QuantAttrs{1},
+                     {x, g.addConstant("sa", sat), g.addConstant("za", zat)}, "xd");
+    ValueId wd = add(g, OpKind::DequantizeLinear, QuantAttrs{0},
+                     {g.addConstant("wq", wq), g.addConstant("sb", sb),
+                      g.addConstant("zb", Tensor(DType::I8, Shape{oc}))},
+                     "wd");
+    ValueId y = add(g, OpKind::Conv, ConvAttrs{{kh, kw}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+                    {xd, wd, g.addConstant("b", bias)}, "conv");
+    if (!roundTrip) y = add(g, OpKind::Relu, NoAttrs{}, {y}, "relu");
+    ValueId s = g.addConstant("sy", syt), z = g.addConstant("zy", zyt);
+    y = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {y, s, z}, "q");
+    if (roundTrip) y = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {y, s, z}, "dq");
+    g.addOutput(y);
+    auto lowered = passes::lowerQuantizedLayers(g);
+    ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+    EXPECT_EQ(count(*lowered, OpKind::Add), 1); // the integers k
+    auto folded = passes::lowerQuantizeRoundTrips(*lowered);
+    ASSERT_TRUE(folded.isOk()) << folded.error().message();
+    folded = passes::foldRequantizationScale(*folded);
+    ASSERT_TRUE(folded.isOk()) << folded.error().message();
+    ASSERT_TRUE(verifyGraph(*folded).isOk()) << verifyGraph(*folded).error().message();
+    EXPECT_EQ(count(*folded, OpKind::Div), 0);
+    EXPECT_EQ(count(*folded, OpKind::Mul), roundTrip ? 2 : 1); // (and the round trip's x s)
+    for (const Node& n : folded->nodes())
+      if (n.kind == OpKind::QuantizeLinear) {
+        EXPECT_EQ(folded->value(n.inputs[1]).constant->getDouble(0), 1.0);
+      }
+    auto out = runReference(*folded, {xq});
+    ASSERT_TRUE(out.isOk()) << out.error().message();
+    const Tensor& got = (*out)[0];
+    ASSERT_EQ(got.numel(), oc * oh * ow);
+    int64_t clamped = 0;
+    for (int64_t c = 0; c < oc; ++c) {
+      const float m = (sa * sb.dataAs<float>()[c]) / sy;
+      for (int64_t p = 0; p < oh * ow; ++p) {
+        int64_t acc = kb[static_cast<size_t>(c)];
+        for (int64_t i = 0; i < ic; ++i)
+          for (int64_t r = 0; r < kh; ++r)
+            for (int64_t t = 0; t < kw; ++t) {
+              const int64_t yy = p / ow * 2 - 1 + r, xx = p % ow * 2 - 1 + t;
+              if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+              acc += (xq.getInt((i * h + yy) * w + xx) - za) *
+                     wq.getInt(((c * ic + i) * kh + r) * kw + t);
+            }
+        const float v = static_cast<float>(acc) * m;
+        const double q = std::clamp(std::nearbyint(static_cast<double>(v)) + zy, 0.0, 255.0);
+        clamped += q == 0.0 || q == 255.0;
+        const double expected = roundTrip ? static_cast<float>((q - zy) * sy) : q;
+        ASSERT_EQ(got.getDouble(c * oh * ow + p), expected) << "channel " << c << " pixel " << p;
+      }
+    }
+    EXPECT_LT(clamped, oc * oh * ow / 2) << "the test's values mostly inside the u8 range";
   }
 }
 
