@@ -22,9 +22,19 @@ namespace tunec {
 
 namespace {
 
-// Scores of one row padded to whole panels of the first matmul.
+// The granule of key counts: whole panels of the first matmul, and on AMX whole k steps of
+// P V's tiles too (32 bf16: P's rows and V's panels are read a tile row at a time).
+int64_t keyGrain(const AttentionParts& p) {
+  return p.qkConfig.isa == Isa::Amx ? std::lcm<int64_t>(p.qkConfig.nr, 32) : p.qkConfig.nr;
+}
+
+// Scores of one row padded to whole key granules.
 int64_t scoreStride(const AttentionParts& p) {
-  return (p.qk.n + p.qkConfig.nr - 1) / p.qkConfig.nr * p.qkConfig.nr;
+  return (p.qk.n + keyGrain(p) - 1) / keyGrain(p) * keyGrain(p);
+}
+
+int64_t roundUp32(int64_t x) {
+  return (x + 31) / 32 * 32;
 }
 
 // Rows per block: a multiple of both mr.
@@ -39,11 +49,11 @@ public:
   AttentionEmitter(ModuleBuilder& mb, const AttentionParts& p)
       : EmitterBase(mb), p_(p), ld_(attentionKeyBlock(p, mb.target())),
         rows_(attentionRowBlock(p, mb.target())), online_(ld_ < p.qk.n),
-        bf16_(p.qk.types.wei == DType::BF16) {}
+        bf16_(p.qk.types.wei == DType::BF16), amx_(p.qkConfig.isa == Isa::Amx) {}
 
   void emit(const std::string& entryName) {
-    qk_ = makeKernels(p_.qk, p_.qkConfig, p_.qkEpilogue, p_.qk.transA && !bf16_, "att_qk");
-    av_ = makeKernels(p_.av, p_.avConfig, {}, false, "att_av");
+    qk_ = makeKernels(p_.qk, p_.qkConfig, p_.qkEpilogue, p_.qk.transA && !bf16_, false, "att_qk");
+    av_ = makeKernels(p_.av, p_.avConfig, {}, false, amx_, "att_av");
     llvm::Function* task = emitTask(entryName + "_task");
     auto args = mb_.beginKernelEntry(b_, entryName);
     mb_.emitRunTasks(b_, task,
@@ -58,13 +68,17 @@ private:
     llvm::Function* variants[4] = {};
   };
 
-  // The full tile and the static M / N tail variants of one matmul's microkernel.
+  // The full tile and the static M / N tail variants of one matmul's microkernel. On AMX, Q
+  // comes in the 1 KiB tiles tunec_pack_a_bf16_tiles packs and P's rows are read in place
+  // (`aInPlace`); the task loads the tile palette once.
   Kernels makeKernels(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& e,
-                      bool aTransposed, const std::string& name) {
+                      bool aTransposed, bool aInPlace, const std::string& name) {
     int mTail = static_cast<int>(w.m % c.mr), nTail = static_cast<int>(w.n % c.nr);
     auto make = [&](int rows, int cols, const std::string& suffix) {
       MicrokernelSpec spec{c.isa, rows, c.nr, cols, aTransposed, true, e};
       spec.types = w.types;
+      spec.tilesConfigured = amx_;
+      spec.aRowsInPlace = aInPlace;
       if (convertsA(w.types)) spec.types.src = DType::BF16; // Q rounded per row block
       return codegen::emitMicrokernel(mb_, spec, name + "_" + suffix, true,
                                       rows == c.mr && cols == c.nr);
@@ -77,17 +91,12 @@ private:
     return k;
   }
 
-  // K or V (f32 tensors) into the panels the microkernels read: f32, or bf16 k-pair panels.
+  // K or V (f32 tensors) into the panels the microkernels read: f32, or bf16 k-pair panels (on
+  // AMX each in its slot of k rounded up to 32, the rows past k zero).
   llvm::Value* packB(const MatmulWorkload& w, const MatmulConfig& c, llvm::Value* raw, int slot) {
     llvm::Value* packed = mb_.emitScratch(
         b_, slot, codegen::matmulPackedBElements(w, c) * static_cast<int64_t>(w.types.weiBytes()));
-    llvm::FunctionCallee pack = mb_.declare(
-        w.types.wei == DType::BF16 ? "tunec_pack_b_f32_to_bf16" : "tunec_pack_b_f32",
-        llvm::FunctionType::get(
-            b_.getVoidTy(),
-            {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(), mb_.i64(), mb_.i64(), mb_.ptr()}, false));
-    b_.CreateCall(
-        pack, {raw, i64(w.bLd()), b_.getInt32(w.transB), i64(w.k), i64(w.n), i64(c.nr), packed});
+    codegen::emitPackComputedB(mb_, b_, w, c, true, raw, packed);
     return packed;
   }
 
@@ -104,14 +113,16 @@ private:
     llvm::Value* kPanels = packB(qk, p_.qkConfig, k, 0);
     llvm::Value* vPanels = packB(av, p_.avConfig, v, 1);
     llvm::Value* scores = mb_.emitScratch(b_, 3, rows_ * ld_ * 4);
-    // bf16: the block's Q rows rounded to bf16 (whole k-pairs) and P rounded to bf16, in one
-    // scratch (the score buffer keeps the f32 scores and their exponentials).
+    // bf16: the block's Q rows rounded to bf16 (whole k-pairs; on AMX 1 KiB tiles of k rounded
+    // up to 32) and P rounded to bf16, in one scratch (the score buffer keeps the f32 scores and
+    // their exponentials).
     llvm::Value *qBf16 = nullptr, *pBf16 = nullptr;
-    const int64_t qPairs = (qk.k + 1) / 2 * 2;
+    const int64_t qPairs = amx_ ? roundUp32(qk.k) : (qk.k + 1) / 2 * 2;
     if (bf16_) {
       qBf16 = mb_.emitScratch(b_, 2, (rows_ * qPairs + rows_ * ld_) * 2);
       pBf16 = gep(DType::BF16, qBf16, i64(rows_ * qPairs));
     }
+    if (amx_) codegen::makeTileOps(mb_)->configure(b_, codegen::amxPalette());
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     bArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
     acc_ = b_.CreateAlloca(mb_.f32Vector()); // in the entry block: allocas in loops grow the stack
@@ -123,13 +134,17 @@ private:
       auto oRow = [&](llvm::Value* r) {
         return gep(o, b_.CreateMul(b_.CreateAdd(ib, r), i64(av.cLd())));
       };
-      if (bf16_) { // Q's rows of this block, rounded once for every key block
+      llvm::Value* first = qk.transA ? gep(q, ib) : gep(q, b_.CreateMul(ib, i64(qk.aLd())));
+      if (amx_) { // Q's rows of this block as AMX tiles, rows and k padded with zeros
+        llvm::FunctionCallee toTiles = codegen::declarePackABf16Tiles(mb_);
+        b_.CreateCall(toTiles, {first, b_.getInt32(0), i64(qk.aLd()), b_.getInt32(qk.transA), rows,
+                                i64(qk.k), i64(qPairs), qBf16});
+      } else if (bf16_) { // Q's rows of this block, rounded once for every key block
         llvm::FunctionCallee toBf16 = mb_.declare(
             "tunec_pack_a_f32_to_bf16",
             llvm::FunctionType::get(
                 b_.getVoidTy(), {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(), mb_.i64(), mb_.ptr()},
                 false));
-        llvm::Value* first = qk.transA ? gep(q, ib) : gep(q, b_.CreateMul(ib, i64(qk.aLd())));
         b_.CreateCall(toBf16,
                       {first, i64(qk.aLd()), b_.getInt32(qk.transA), rows, i64(qk.k), qBf16});
       }
@@ -149,11 +164,17 @@ private:
                                 gep(mask, b_.CreateAdd(b_.CreateMul(row, i64(qk.n)), col)),
                                 i64(qk.n)};
                   },
-                  {kb0, b_.CreateAdd(kb0, i64(keys)), nullptr, nullptr, nullptr});
+                  {kb0, b_.CreateAdd(kb0, i64(keys)), amx_ ? i64(0) : nullptr,
+                   amx_ ? i64(qPairs) : nullptr, nullptr});
         mb_.forLoop(b_, i64(0), rows, 1, "softmax", [&](llvm::Value* r) {
           llvm::Value* row = gep(scores, b_.CreateMul(r, i64(ld_)));
           // bf16: P goes straight to its bf16 row (the f32 one is not read again).
           llvm::Value* pRow = bf16_ ? gep(DType::BF16, pBf16, b_.CreateMul(r, i64(ld_))) : nullptr;
+          // AMX reads P's row a k step of 32 at a time: zeros after the keys, up to one.
+          if (amx_)
+            mb_.forLoop(
+                b_, i64((keys + 1) / 2 * 2), i64(roundUp32(keys)), 1, "ppad",
+                [&](llvm::Value* j) { b_.CreateStore(b_.getInt16(0), gep(DType::BF16, pRow, j)); });
           if (!online_) {
             // P unnormalized; O's row is divided by the sum instead (half as many columns).
             b_.CreateStore(emitExp(row, keys, emitRowMax(row, keys), pRow),
@@ -177,7 +198,7 @@ private:
                                 nullptr,
                                 i64(0)};
                   },
-                  {nullptr, nullptr, kb0, i64(keys),
+                  {nullptr, nullptr, kb0, i64(amx_ ? roundUp32(keys) : keys),
                    b_.CreateSelect(b_.CreateICmpEQ(kb0, i64(0)), b_.getInt32(kUkrApplyEpilogue),
                                    b_.getInt32(kUkrApplyEpilogue | kUkrAccumulate))});
       };
@@ -371,6 +392,7 @@ private:
   int64_t ld_, rows_; ///< the score buffer's row stride (keys per block), rows per block
   bool online_;       ///< more keys than one block: the online softmax
   bool bf16_;         ///< vdpbf16ps: Q, K, P and V rounded to bf16, f32 scores and sums
+  bool amx_;          ///< bf16 on AMX tiles: Q packed in tiles, P's rows read in place
   Kernels qk_, av_;
   llvm::Value *aArr_ = nullptr, *bArr_ = nullptr, *acc_ = nullptr;
   llvm::Value *rowMax_ = nullptr, *rowSum_ = nullptr; ///< per row of the block: m and l
@@ -407,7 +429,7 @@ Status checkAttention(const AttentionParts& p) {
 }
 
 int64_t attentionKeyBlock(const AttentionParts& p, const Target& target) {
-  int64_t nr = p.qkConfig.nr, all = scoreStride(p);
+  int64_t nr = keyGrain(p), all = scoreStride(p);
   if (p.keyBlock > 0) return std::min(all, (p.keyBlock + nr - 1) / nr * nr);
   if (rowGrain(p) * all * 4 <= target.l2 / 2) return all;
   return std::max<int64_t>(nr, target.l1d / 2 / (rowGrain(p) * 4) / nr * nr);

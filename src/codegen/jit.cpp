@@ -221,6 +221,8 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   bind("tunec_pack_b_f32", &tunec_pack_b_f32);
   bind("tunec_pack_a_f32_to_bf16", &tunec_pack_a_f32_to_bf16);
   bind("tunec_pack_b_bf16", &tunec_pack_b_bf16);
+  bind("tunec_pack_b_f32_to_bf16_slots", &tunec_pack_b_f32_to_bf16_slots);
+  bind("tunec_pack_b_bf16_slots", &tunec_pack_b_bf16_slots);
   bind("tunec_pack_a_bf16_tiles", &tunec_pack_a_bf16_tiles);
   bind("tunec_pack_a_u8_tiles", &tunec_pack_a_u8_tiles);
   bind("tunec_pad_nhwc_f32_to_bf16", &tunec_pad_nhwc_f32_to_bf16);

@@ -172,15 +172,8 @@ private:
                        ? bArg_
                        : gep(types.wei, bArg_,
                              b_.CreateMul(batch, i64(codegen::matmulPackedBElements(w_, c_))));
-      } else {
-        llvm::FunctionCallee pack =
-            mb_.declare(types.wei == DType::BF16 ? "tunec_pack_b_bf16" : "tunec_pack_b_f32",
-                        llvm::FunctionType::get(b_.getVoidTy(),
-                                                {mb_.ptr(), mb_.i64(), mb_.i32(), mb_.i64(),
-                                                 mb_.i64(), mb_.i64(), mb_.ptr()},
-                                                false));
-        b_.CreateCall(pack, {bRaw, i64(w_.bLd()), b_.getInt32(w_.transB), i64(w_.k), i64(w_.n),
-                             i64(c_.nr), bPack_});
+      } else { // packed per call
+        codegen::emitPackComputedB(mb_, b_, w_, c_, false, bRaw, bPack_);
         bPanels_ = bPack_;
       }
       emitBlockLoops(0);
@@ -232,12 +225,7 @@ private:
               false));
       b_.CreateCall(pack, {aBlock, i64(lda), mcur, kcur, kcPairs, aPack_});
     } else if (amx()) {
-      llvm::FunctionCallee pack =
-          mb_.declare("tunec_pack_a_bf16_tiles",
-                      llvm::FunctionType::get(b_.getVoidTy(),
-                                              {mb_.ptr(), mb_.i32(), mb_.i64(), mb_.i32(),
-                                               mb_.i64(), mb_.i64(), mb_.i64(), mb_.ptr()},
-                                              false));
+      llvm::FunctionCallee pack = codegen::declarePackABf16Tiles(mb_);
       b_.CreateCall(pack, {aBlock, b_.getInt32(w_.types.src == DType::BF16), i64(lda),
                            b_.getInt32(w_.transA), mcur, kcur, kcPairs, aPack_});
     } else if (convertsA(w_.types)) {

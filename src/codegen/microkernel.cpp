@@ -8,6 +8,7 @@
 #include "codegen/microkernel_emitter.h"
 #include "codegen/post_op_emitter.h"
 #include "codegen/tile_ops.h"
+#include "codegen/weight_packing.h"
 
 #include <algorithm>
 #include <llvm/IR/Intrinsics.h>
@@ -442,6 +443,38 @@ bool hasKStepStrategy(const MicrokernelSpec& spec) {
   if (isInt8Gemm(spec.types)) return true;
   return (spec.isa == Isa::Avx512 || spec.isa == Isa::Amx) && isBf16Gemm(spec.types) &&
          spec.types.src == DType::BF16;
+}
+
+void emitPackComputedB(ModuleBuilder& mb, llvm::IRBuilder<>& b, const MatmulWorkload& w,
+                       const MatmulConfig& c, bool fromF32, llvm::Value* raw, llvm::Value* packed) {
+  const bool bf16 = w.types.wei == DType::BF16;
+  std::string name = !bf16     ? "tunec_pack_b_f32"
+                     : fromF32 ? "tunec_pack_b_f32_to_bf16"
+                               : "tunec_pack_b_bf16";
+  std::vector<llvm::Type*> params = {mb.ptr(), mb.i64(), mb.i32(), mb.i64(), mb.i64(), mb.i64()};
+  std::vector<llvm::Value*> args = {raw,
+                                    b.getInt64(w.bLd()),
+                                    b.getInt32(w.transB),
+                                    b.getInt64(w.k),
+                                    b.getInt64(w.n),
+                                    b.getInt64(c.nr)};
+  if (c.isa == Isa::Amx) { // each panel in its slot of k padded to a tile row
+    name += "_slots";
+    params.push_back(mb.i64());
+    args.push_back(b.getInt64(matmulPanelElements(w, c) / c.nr));
+  }
+  params.push_back(mb.ptr());
+  args.push_back(packed);
+  b.CreateCall(mb.declare(name, llvm::FunctionType::get(b.getVoidTy(), params, false)), args);
+}
+
+llvm::FunctionCallee declarePackABf16Tiles(ModuleBuilder& mb) {
+  llvm::Type* v = llvm::Type::getVoidTy(mb.context());
+  return mb.declare("tunec_pack_a_bf16_tiles",
+                    llvm::FunctionType::get(v,
+                                            {mb.ptr(), mb.i32(), mb.i64(), mb.i32(), mb.i64(),
+                                             mb.i64(), mb.i64(), mb.ptr()},
+                                            false));
 }
 
 } // namespace codegen

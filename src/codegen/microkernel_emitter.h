@@ -4,6 +4,7 @@
 #include "codegen/microkernel.h"
 #include "codegen/module_builder.h"
 #include "codegen/tile_ops.h"
+#include "templates/matmul_template.h"
 
 #include <functional>
 
@@ -62,6 +63,17 @@ llvm::Function* createMicrokernelFunction(ModuleBuilder& mb, const std::string& 
 void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const MicrokernelSpec& spec,
                       const std::function<llvm::Value*(int, int)>& acc,
                       const MicrokernelArgs& params);
+
+/// The call packing a computed B of `w` (at `raw`: f32 when `fromF32`, else of w.types.wei)
+/// into the panels the microkernels of `c` read, at `packed`: f32 panels, or bf16 k-pair panels,
+/// on AMX each in its slot of k padded to a tile row (tunec_pack_b_*_slots). The matmul packs a
+/// computed B per call, the attention its K and V per head.
+void emitPackComputedB(ModuleBuilder& mb, llvm::IRBuilder<>& b, const MatmulWorkload& w,
+                       const MatmulConfig& c, bool fromF32, llvm::Value* raw, llvm::Value* packed);
+
+/// tunec_pack_a_bf16_tiles (runtime/packing.h) declared in the module: A (f32 or bf16) packed
+/// into AMX's 1 KiB tiles, for the matmul's blocks and the attention's Q.
+llvm::FunctionCallee declarePackABf16Tiles(ModuleBuilder& mb);
 
 /// The palette of every AMX kernel: all 8 tiles 16 rows of 64 bytes (C tiles of 16x16 f32, A and
 /// B tiles of 16 rows of one k step). One for all tail variants, so that a loop nest loads it once

@@ -58,20 +58,10 @@ PackedWeights packMatmulB(const MatmulWorkload& w, const MatmulConfig& c, const 
   if (w.types.wei == DType::BF16) { // k-pair panels of bf16 (vdpbf16ps)
     PackedWeights packed = allocate(per * batches, DType::BF16, WeightLayout::MatmulPairPanels);
     auto* dst = reinterpret_cast<uint16_t*>(packed.data.get());
-    // Panels of whole k-pairs, then (AMX) each moved to its slot of k padded to a tile row: the
-    // rows past k stay zero.
-    const int64_t pairPanel = (w.k + 1) / 2 * 2 * c.nr, slot = matmulPanelElements(w, c);
-    const int64_t panels = (w.n + c.nr - 1) / c.nr;
-    std::vector<uint16_t> pairs(static_cast<size_t>(slot == pairPanel ? 0 : panels * pairPanel));
-    for (int64_t i = 0; i < batches; ++i) {
-      uint16_t* out = slot == pairPanel ? dst + i * per : pairs.data();
-      tunec_pack_b_f32_to_bf16(b + i * w.k * w.n, w.transB ? w.k : w.n, w.transB, w.k, w.n, c.nr,
-                               out);
-      if (slot != pairPanel)
-        for (int64_t p = 0; p < panels; ++p)
-          std::copy(pairs.begin() + p * pairPanel, pairs.begin() + (p + 1) * pairPanel,
-                    dst + i * per + p * slot);
-    }
+    // Panels of whole k-pairs, each (AMX) in its slot of k padded to a tile row.
+    for (int64_t i = 0; i < batches; ++i)
+      tunec_pack_b_f32_to_bf16_slots(b + i * w.k * w.n, w.transB ? w.k : w.n, w.transB, w.k, w.n,
+                                     c.nr, matmulPanelElements(w, c) / c.nr, dst + i * per);
     return packed;
   }
   if (w.types.wei == DType::I8) { // k-quad panels of i8 (tdpbusd), k padded to whole tile rows

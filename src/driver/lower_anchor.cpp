@@ -572,12 +572,13 @@ bool lowerAttention(Lowering& l, const passes::FusedKernel& kernel) {
   for (MatmulWorkload* w : {&qk.w, &av.w})
     if (w->batch == 1) w->broadcastB = false;
   // --precision bf16: Q rounded per row block times K packed to bf16, P rounded by the softmax
-  // times V packed to bf16 (P's k-pairs need an even key count; else the attention stays f32).
-  bool bf16 = l.options().precision == Precision::Bf16 && qk.w.n % 2 == 0 &&
-              vectorBf16Pays(l.options().target);
-  if (bf16) {
-    qk.w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
-    av.w.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};
+  // times V packed to bf16 (P's k-pairs need an even key count; else the attention stays f32),
+  // where the target's bf16 pays: AMX's tiles, or a vdpbf16ps faster than its FMA (bf16Pays).
+  if (l.options().precision == Precision::Bf16 && qk.w.n % 2 == 0) {
+    MatmulWorkload qkBf16 = qk.w, avBf16 = av.w;
+    qkBf16.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    avBf16.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};
+    if (bf16Pays(qkBf16, l.options().target)) qk.w = qkBf16, av.w = avBf16;
   }
   EpilogueBuild e;
   if (!buildEpilogue(l, kernel, qk.w.n, Phys::Plain, e)) return false;
@@ -601,7 +602,7 @@ bool lowerAttention(Lowering& l, const passes::FusedKernel& kernel) {
                       std::to_string(qk.w.m) + " queries x " + std::to_string(qk.w.n) + " keys x " +
                       std::to_string(qk.w.k) + (e.epilogue.empty() ? "" : " + ") +
                       epilogueName(e.epilogue) + " + softmax x V " + std::to_string(av.w.n) +
-                      (bf16 ? " in bf16" : "");
+                      (isBf16Gemm(av.w.types) ? " in bf16" : "") + amxNote(hq);
   hq.label = label + ": scores, MatMul " + matmulDims(qk.w);
   hv.label = label + ": values, MatMul '" + g.node(kernel.values).name + "' " + matmulDims(av.w);
   int q = l.tensorIn(qk.aSource, Phys::Plain), k = l.tensorIn(qk.bSource, Phys::Plain),

@@ -326,6 +326,37 @@ extern "C" void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t tr
                  [](float x) { return tunec::floatToBf16(x); });
 }
 
+namespace {
+
+// `pack` (tunec_pack_b_f32_to_bf16 or tunec_pack_b_bf16) panel by panel into slots of kPad / 2
+// pair rows, the rows past k zeroed.
+template <typename T, typename Pack>
+void packPairPanelSlots(const T* b, int64_t ldb, int32_t transposed, int64_t k, int64_t n,
+                        int64_t nr, int64_t kPad, uint16_t* dst, Pack pack) {
+  const int64_t kp = (k + 1) / 2 * 2, slot = kPad * nr;
+  if (kPad == kp) return pack(b, ldb, transposed, k, n, nr, dst);
+  for (int64_t p = 0; p * nr < n; ++p) {
+    uint16_t* panel = dst + p * slot;
+    pack(b + p * nr * (transposed ? ldb : 1), ldb, transposed, k, std::min(nr, n - p * nr), nr,
+         panel);
+    std::memset(panel + kp * nr, 0, static_cast<size_t>(slot - kp * nr) * sizeof(uint16_t));
+  }
+}
+
+} // namespace
+
+extern "C" void tunec_pack_b_f32_to_bf16_slots(const float* b, int64_t ldb, int32_t transposed,
+                                               int64_t k, int64_t n, int64_t nr, int64_t kPad,
+                                               uint16_t* dst) {
+  packPairPanelSlots(b, ldb, transposed, k, n, nr, kPad, dst, tunec_pack_b_f32_to_bf16);
+}
+
+extern "C" void tunec_pack_b_bf16_slots(const uint16_t* b, int64_t ldb, int32_t transposed,
+                                        int64_t k, int64_t n, int64_t nr, int64_t kPad,
+                                        uint16_t* dst) {
+  packPairPanelSlots(b, ldb, transposed, k, n, nr, kPad, dst, tunec_pack_b_bf16);
+}
+
 extern "C" void tunec_pad_nchw_to_nhwc_f32(const float* src, int64_t n, int64_t h, int64_t w,
                                            int64_t c, int64_t pt, int64_t pl, int64_t hp,
                                            int64_t wp, float* dst) {

@@ -27,6 +27,16 @@ void tunec_pack_b_bf16(const uint16_t* b, int64_t ldb, int32_t transposed, int64
 /// packed at compile time).
 void tunec_pack_b_f32_to_bf16(const float* b, int64_t ldb, int32_t transposed, int64_t k, int64_t n,
                               int64_t nr, uint16_t* dst);
+/// As tunec_pack_b_f32_to_bf16, each panel in a slot of kPad / 2 pair rows (kPad even, at least
+/// k): panel p at dst[p*kPad*nr], its rows past k zero. AMX's B tiles read 16 pair rows a k
+/// step, so kPad is k rounded up to 32 there (attention's K and V, packed per head at run time,
+/// and a matmul's constant B).
+void tunec_pack_b_f32_to_bf16_slots(const float* b, int64_t ldb, int32_t transposed, int64_t k,
+                                    int64_t n, int64_t nr, int64_t kPad, uint16_t* dst);
+/// As tunec_pack_b_bf16 into the slots of tunec_pack_b_f32_to_bf16_slots (a computed bf16 B of
+/// an AMX matmul, packed per call).
+void tunec_pack_b_bf16_slots(const uint16_t* b, int64_t ldb, int32_t transposed, int64_t k,
+                             int64_t n, int64_t nr, int64_t kPad, uint16_t* dst);
 
 /// Copies a rows x cols block of A (bf16, or f32 rounded to the nearest even bf16) into AMX
 /// tiles: for each block of 16 rows and each k step of 32, one 16 x 32 bf16 tile of 1 KiB

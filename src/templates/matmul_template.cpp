@@ -170,9 +170,6 @@ Status validateMatmulConfig(const MatmulWorkload& w, const MatmulConfig& c) {
       return makeError("matmul config: AMX tile grid mr=", c.mr, " nr=", c.nr,
                        " must be whole 16x16 tiles using at most 8 tiles with their A and B "
                        "(16x16..16x48, 32x16, 32x32, 48x16)");
-    if (!w.constantB)
-      return makeError("matmul config: AMX reads B from panels packed at compile time (a "
-                       "constant B); this B is computed");
     if (const int group = kGroup(c.isa, w.types); c.kc % group && c.kc != w.k)
       return makeError("matmul config: kc=", c.kc, " must be a multiple of ", group,
                        " on AMX (one tile row of ", dtypeName(w.types.wei), "), or cover k");
@@ -239,7 +236,7 @@ MatmulConfig defaultAmxConfig(const MatmulWorkload& w, const Target& target) {
   c.isa = Isa::Amx;
   int64_t nTiles = std::clamp<int64_t>((w.n + 15) / 16, 1, 3);
   while (nTiles > 1 && w.splitN % (16 * nTiles)) --nTiles;
-  if (w.m > 16 && nTiles >= 2) {
+  if (w.m > 16 && nTiles >= 2 && w.splitN % 32 == 0) { // (a split C's parts of whole grids)
     c.mr = 32;
     c.nr = 32;
   } else {

@@ -252,6 +252,9 @@ Isa kernelIsa(const Workload& w, Isa vectorIsa, const Target& target) {
                     (depthwise && isInt8Gemm(depthwise->types));
   const bool amx = targetSupports(target, Isa::Amx);
   if (m && int8 && amx) return Isa::Amx;
+  // A bf16 matmul of a computed B is one of the fused attention's (which packs K and V per head
+  // itself): on AMX where the target has it.
+  if (m && amx && vectorIsa != Isa::Avx2 && isBf16Gemm(m->types) && !m->constantB) return Isa::Amx;
   if (conv && amx && vectorIsa != Isa::Avx2 && amxRunsConv2d(*conv)) return Isa::Amx;
   if (int8 && vectorIsa == Isa::Avx512 && !target.avx512vnni) return Isa::Avx2;
   if (int8 && vectorIsa == Isa::Amx) return Isa::Avx512;

@@ -7,6 +7,7 @@
 // too and equal the twins bit for bit, from two threads at once; elsewhere those tests skip,
 // saying so, and TUNEC_REQUIRE_AMX=1 turns the skip into a failure. The AVX2 int8 kernel
 // (vpmaddubsw) runs for real everywhere and equals its twin and the integer reference.
+#include "codegen/attention_kernel.h"
 #include "codegen/kernel_emitters.h"
 #include "codegen/matmul_kernel.h"
 #include "codegen/module_builder.h"
@@ -338,6 +339,42 @@ TEST(AmxMatmulTwin, EveryGridWithTailsEqualsTheSplitKReference) {
         double tol = 4.0 * static_cast<double>(t.k) * 1.1920929e-7 + 1e-5;
         EXPECT_NEAR(run.out[static_cast<size_t>(i * t.n + j)], ref, tol) << caseName(t);
       }
+  }
+}
+
+// A computed bf16 B (the fused attention's K and V, or a tuning candidate of their matmuls):
+// packed per call into panels of k padded to a tile row, transposed or not, then the same tiles:
+// bit for bit the split-K reference, over every grid and shape with tails.
+TEST(AmxMatmulTwin, AComputedBIsPackedPerCallAndEqualsTheSplitKReference) {
+  std::mt19937 rng(43);
+  int i = 0;
+  for (const AmxCase& t : amxCases()) {
+    const bool transposed = i++ % 2;
+    AmxData d = amxData(t, rng, false);
+    MatmulWorkload w = workloadOf(t.m, t.n, t.k, {DType::F32, DType::BF16, DType::F32, DType::F32});
+    w.constantB = false, w.transB = transposed;
+    MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, twinJit().target());
+    c.mr = t.mr, c.nr = t.nr, c.kc = t.kc;
+    c.mc = std::min<int64_t>(64, (t.m + t.mr - 1) / t.mr * t.mr) / t.mr * t.mr;
+    c.nc = (t.n + t.nr - 1) / t.nr * t.nr;
+    ASSERT_TRUE(validateMatmulConfig(w, c).isOk()) << validateMatmulConfig(w, c).error().message();
+    auto kernel =
+        compileMatmul(twinJit(), w, c, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}}, nullptr);
+    ASSERT_TRUE(kernel.isOk()) << caseName(t) << ": " << kernel.error().message();
+    std::vector<uint16_t> b(static_cast<size_t>(t.k * t.n));
+    for (int64_t kk = 0; kk < t.k; ++kk)
+      for (int64_t j = 0; j < t.n; ++j)
+        b[static_cast<size_t>(transposed ? j * t.k + kk : kk * t.n + j)] =
+            floatToBf16(d.b[static_cast<size_t>(kk * t.n + j)]);
+    std::vector<float> out(static_cast<size_t>(t.m * t.n), 1234.5f);
+    kernel->runTyped(d.a.data(), b.data(), out.data(), d.bias.data());
+    MatmulConfig split;
+    split.kc = t.kc;
+    std::vector<float> want = splitKReference(w, split, d.a, d.b, d.bias, true);
+    for (size_t e = 0; e < want.size(); ++e)
+      ASSERT_EQ(bitsOf(out[e]), bitsOf(want[e]))
+          << caseName(t) << (transposed ? " transposed B" : "") << " element " << e << ": "
+          << out[e] << " != " << want[e];
   }
 }
 
@@ -937,6 +974,66 @@ TEST(AmxConv2dObject, OneTileConfigurationAndNoTileSpill) {
   EXPECT_EQ(text.count("tdpbusd"), 4);
   EXPECT_EQ(text.count("tileloadd"), 4); // 2 A tiles read in place and 2 B tiles per k step
   EXPECT_EQ(text.count("tilestored"), 4);
+}
+
+// A BERT-base head's attention in bf16 on AMX (a Xeon's --precision bf16): K's and V's panels
+// packed per head, the task's one tile configuration, each matmul's 2x2 grid of C tiles with
+// its dots, loads and stores once (Q's tiles packed, P's rows read in place), no tile spilled.
+AttentionParts amxBertHead(const Target& target) {
+  AttentionParts p;
+  p.qk.batch = p.av.batch = 12;
+  p.qk.m = p.av.m = 128, p.qk.n = p.av.k = 128, p.qk.k = 64, p.av.n = 64;
+  p.qk.transB = true;
+  p.qk.broadcastB = p.av.broadcastB = p.qk.constantB = p.av.constantB = false;
+  p.qk.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+  p.av.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};
+  p.qkConfig = defaultMatmulConfig(p.qk, kernelIsa(p.qk, Isa::Avx512, target), target);
+  p.avConfig = defaultMatmulConfig(p.av, kernelIsa(p.av, Isa::Avx512, target), target);
+  p.qkEpilogue = {{PostOpKind::Scale, 0.125f}, {PostOpKind::AddTensor}};
+  return p;
+}
+
+TEST(AmxAttentionObject, OneTileConfigurationPerTaskAndNoTileSpill) {
+  auto xeon =
+      readTargetFile(std::string(TUNEC_SOURCE_DIR) + "/tests/fixtures/amx/xeon_target.json");
+  ASSERT_TRUE(xeon.isOk()) << xeon.error().message();
+  AttentionParts p = amxBertHead(*xeon);
+  ASSERT_EQ(p.qkConfig.isa, Isa::Amx);
+  ASSERT_EQ(p.avConfig.isa, Isa::Amx);
+  ASSERT_TRUE(checkAttention(p).isOk()) << checkAttention(p).error().message();
+  AsmText text = objectAsm(*xeon, [&](codegen::ModuleBuilder& mb) {
+    return codegen::emitAttentionKernel(mb, "amx_attention", p);
+  });
+  ASSERT_TRUE(text.error.empty()) << text.error;
+  EXPECT_EQ(text.count("ldtilecfg"), 1);
+  EXPECT_EQ(text.count("tdpbf16ps"), 8);
+  EXPECT_EQ(text.count("tileloadd"), 8); // per k step 2 A and 2 B tiles, in each matmul
+  EXPECT_EQ(text.count("tilestored"), 8);
+}
+
+// On a machine with AMX the attention's real tiles equal their twins bit for bit.
+TEST(AmxAttentionReal, EqualsItsTwinBitForBit) {
+  SKIP_WITHOUT_REAL_AMX();
+  AttentionParts p = amxBertHead(twinJit().target());
+  p.qk.batch = p.av.batch = 2, p.qk.m = p.av.m = 45, p.qk.n = p.av.k = 70, p.qk.k = 40;
+  std::mt19937 rng(37);
+  auto data = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+    return v;
+  };
+  std::vector<float> q = data(2 * 45 * 40), k = data(2 * 70 * 40), v = data(2 * 70 * 64),
+                     mask = data(2 * 45 * 70);
+  std::vector<float> outs[2];
+  Jit* jits[2] = {&twinJit(), &jit()};
+  for (int i = 0; i < 2; ++i) {
+    auto kernel = compileAttention(*jits[i], p);
+    ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+    outs[i].assign(2 * 45 * 64, 0.f);
+    kernel->run(q.data(), k.data(), v.data(), outs[i].data(), mask.data());
+  }
+  for (size_t i = 0; i < outs[0].size(); ++i)
+    ASSERT_EQ(bitsOf(outs[1][i]), bitsOf(outs[0][i])) << "element " << i;
 }
 
 TEST(AmxMatmulReal, EqualsItsTwinBitForBitFromTwoThreads) {

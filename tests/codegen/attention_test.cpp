@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <gtest/gtest.h>
+#include <limits>
 #include <random>
 
 namespace tunec {
@@ -59,11 +60,12 @@ Tensor roundedToBf16(Tensor t) {
 // panels, so that most shapes take the online softmax over several key blocks (with a tail).
 // `bf16`: Q x K and P x V on vdpbf16ps (keys even, as P's k-pairs need), against the reference
 // on Q, K and V rounded to bf16; P is rounded too (8 bits), so O, a convex combination of V's
-// rows, is within 2^-8 of it: an absolute 8e-3.
-void checkRandomAttention(bool online, uint32_t seed, bool bf16 = false) {
+// rows, is within 2^-8 of it: an absolute 8e-3. `amx`: bf16 on AMX tiles (tdpbf16ps) through
+// the twins, Q packed in tiles and P's rows read in place, k padded to tile rows of 32.
+void checkRandomAttention(bool online, uint32_t seed, bool bf16 = false, bool amx = false) {
   std::mt19937 rng(seed);
-  Jit& j = bf16 ? test::bf16Jit() : jit();
-  Isa isa = widestIsa(j.target());
+  Jit& j = amx ? test::twinJit() : bf16 ? test::bf16Jit() : jit();
+  Isa isa = amx ? Isa::Amx : widestIsa(j.target());
   int checked = 0, blocks = 0;
   for (int trial = 0; trial < 60 && checked < 24; ++trial) {
     int64_t heads = 1 + rng() % 4, m = 1 + rng() % 70, keys = 1 + rng() % 150, d = 1 + rng() % 40,
@@ -84,8 +86,7 @@ void checkRandomAttention(bool online, uint32_t seed, bool bf16 = false) {
     auto vc = randomConfig(p.av, isa, rng);
     ASSERT_TRUE(qc.isOk() && vc.isOk());
     p.qkConfig = *qc, p.avConfig = *vc;
-    if (!validateMatmulConfig(p.qk, p.qkConfig) || !validateMatmulConfig(p.av, p.avConfig))
-      continue;
+    if (!checkAttention(p)) continue; // (a config the kernel refuses)
     if (online) p.keyBlock = p.qkConfig.nr * (1 + static_cast<int64_t>(rng() % 5));
     bool masked = trial % 4 == 1;
     float scale = 1.f / std::sqrt(static_cast<float>(d)) * (trial % 2 ? 4.f : 1.f);
@@ -128,6 +129,85 @@ TEST(AttentionKernel, RandomShapesAndConfigsMatchReference) {
 TEST(AttentionKernel, Bf16MatchesReferenceOnRoundedOperands) {
   checkRandomAttention(false, 5, true);
   checkRandomAttention(true, 13, true);
+}
+
+// bf16 attention on AMX tiles (a Xeon's --precision bf16), through the twins: one block of
+// keys, and the online softmax over several (blocks of whole tile rows of P).
+TEST(AttentionKernel, AmxTwinsMatchReferenceOnRoundedOperands) {
+  checkRandomAttention(false, 17, true, true);
+  checkRandomAttention(true, 19, true, true);
+}
+
+// Exactly, on AMX's twins: small-integer Q and V, and K's keys all one small-integer vector, so
+// that every row's scores are equal and its unmasked keys' P is exactly 1 (a random mask hides
+// others with -inf). Then O = (the sum of the unmasked keys' V rows) x (1 / their count) in f32,
+// bit for bit, whatever the order of the sums: the packing of Q into tiles, of K and V into
+// panels of k padded to 32, P's rows padded to whole k steps, the tails in every dimension and
+// the online softmax's key blocks are all exercised with a closed-form answer.
+TEST(AttentionKernel, AmxTwinsAreExactOnUniformScores) {
+  std::mt19937 rng(23);
+  int checked = 0;
+  auto small = [&] { return static_cast<float>(static_cast<int>(rng() % 9) - 4); };
+  for (int trial = 0; trial < 40 && checked < 16; ++trial) {
+    const int64_t heads = 1 + rng() % 3, m = 1 + rng() % 50, keys = 2 + 2 * (rng() % 60),
+                  d = 1 + rng() % 40, dv = 1 + rng() % 40;
+    AttentionParts p;
+    p.qk.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    p.av.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};
+    p.qk.batch = p.av.batch = heads;
+    p.qk.m = p.av.m = m, p.qk.n = p.av.k = keys, p.qk.k = d, p.av.n = dv;
+    p.qk.broadcastB = p.av.broadcastB = p.qk.constantB = p.av.constantB = false;
+    p.qk.transB = rng() % 2, p.av.transB = rng() % 2;
+    auto qc = randomConfig(p.qk, Isa::Amx, rng);
+    auto vc = randomConfig(p.av, Isa::Amx, rng);
+    ASSERT_TRUE(qc.isOk() && vc.isOk());
+    p.qkConfig = *qc, p.avConfig = *vc;
+    if (!checkAttention(p)) continue;
+    if (trial % 2) p.keyBlock = p.qkConfig.nr * (1 + static_cast<int64_t>(rng() % 3));
+    p.qkEpilogue = {{PostOpKind::Scale, 0.25f}, {PostOpKind::AddTensor}};
+    auto kernel = compileAttention(test::twinJit(), p);
+    ASSERT_TRUE(kernel.isOk()) << kernel.error().message();
+    Tensor q(DType::F32, Shape{heads, m, d}), k(DType::F32, Shape{heads, keys, d}),
+        v(DType::F32, Shape{heads, keys, dv}), mask(DType::F32, Shape{heads, m, keys});
+    for (int64_t i = 0; i < q.numel(); ++i) q.dataAs<float>()[i] = small();
+    std::vector<float> key(static_cast<size_t>(d));
+    for (float& x : key) x = small();
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < keys; ++j)
+        for (int64_t c = 0; c < d; ++c) // K [d, keys], or [keys, d] when transB
+          k.dataAs<float>()[h * keys * d + (p.qk.transB ? j * d + c : c * keys + j)] =
+              key[static_cast<size_t>(c)];
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < keys; ++j)
+        for (int64_t c = 0; c < dv; ++c) // V [keys, dv], or [dv, keys] when transB
+          v.dataAs<float>()[h * keys * dv + (p.av.transB ? c * keys + j : j * dv + c)] = small();
+    for (int64_t i = 0; i < mask.numel(); ++i)
+      mask.dataAs<float>()[i] =
+          i % keys != 0 && rng() % 3 == 0 ? -std::numeric_limits<float>::infinity() : 0.f;
+    Tensor out(DType::F32, Shape{heads, m, dv});
+    kernel->run(q.dataAs<float>(), k.dataAs<float>(), v.dataAs<float>(), out.dataAs<float>(),
+                mask.dataAs<float>());
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < m; ++i) {
+        const float* row = mask.dataAs<float>() + (h * m + i) * keys;
+        float count = 0.f;
+        for (int64_t j = 0; j < keys; ++j) count += row[j] == 0.f;
+        for (int64_t c = 0; c < dv; ++c) {
+          float sum = 0.f;
+          for (int64_t j = 0; j < keys; ++j)
+            if (row[j] == 0.f)
+              sum += v.dataAs<float>()[h * keys * dv + (p.av.transB ? c * keys + j : j * dv + c)];
+          const float want = sum * (1.f / count);
+          const float got = out.dataAs<float>()[(h * m + i) * dv + c];
+          ASSERT_EQ(got, want) << "head " << h << " row " << i << " column " << c << " of m " << m
+                               << " keys " << keys << " d " << d << " dv " << dv << " qk "
+                               << p.qkConfig.toJson().dump() << " av " << p.avConfig.toJson().dump()
+                               << " key block " << attentionKeyBlock(p, test::twinJit().target());
+        }
+      }
+    ++checked;
+  }
+  EXPECT_GE(checked, 12);
 }
 
 // The online softmax (FlashAttention's recurrence over key blocks): the same checks with key

@@ -1317,6 +1317,36 @@ TEST(CompileModel, ADownsamplingBlockAddsTheMainBranchAsU8) {
   EXPECT_LT(relativeL2(out, (*qdq)[0]), 2e-2);
 }
 
+// `b`'s graph (one input, one output of `outShape`) compiled with --precision bf16 for the twin
+// target (AMX) and run in process through the twins: its kernels, each of which must be in bf16
+// on AMX tiles, and the output's relative L2 error against the reference executor.
+struct AmxBf16Run {
+  std::vector<driver::HeavyKernel> kernels;
+  double relativeError = -1;
+};
+Expected<AmxBf16Run> runBf16OnAmxTwins(const Builder& b, const Shape& outShape) {
+  std::shared_ptr<Jit> twinJit = test::sharedTwinJit();
+  if (!twinJit) return makeError("no twin JIT");
+  driver::CompileOptions options;
+  options.target = twinJit->target();
+  options.isa = Isa::Avx512;
+  options.precision = driver::Precision::Bf16;
+  TUNEC_ASSIGN_OR_RETURN(driver::CompiledModel compiled,
+                         driver::compileModel(b.g, *twinJit, options));
+  AmxBf16Run run{compiled.kernels, -1};
+  for (const driver::HeavyKernel& k : run.kernels)
+    if (k.label.find(" in bf16 on AMX tiles") == std::string::npos)
+      return makeError("not in bf16 on AMX tiles: ", k.label);
+  TUNEC_ASSIGN_OR_RETURN(auto want, runReference(b.g, b.inputs));
+  Tensor out(DType::F32, outShape);
+  TUNEC_ASSIGN_OR_RETURN(auto executor, driver::loadInProcess(std::move(compiled), twinJit, 1));
+  const void* ins[] = {b.inputs[0].data()};
+  void* outs[] = {out.data()};
+  TUNEC_TRY(executor->run(ins, outs));
+  run.relativeError = relativeL2(out, want[0]);
+  return run;
+}
+
 // A bf16 ResNet block on AMX, on any machine: --precision bf16 compiled for a target with AMX
 // puts the 64-channel convolutions (a padded 3x3, a strided 1x1 that copies only its pixels,
 // 1x1s, the residual add in the epilogue) on tdpbf16ps; run in process through the twins, the
@@ -1333,28 +1363,30 @@ TEST(CompileModel, ABf16BlockOnAmxTwinsMatchesTheReference) {
   ValueId strided =
       b.op(OpKind::Conv, conv(1, 2, 0), {y, b.constant({32, 128, 1, 1}), b.constant({32})});
   b.g.addOutput(strided);
-  std::shared_ptr<Jit> twinJit = test::sharedTwinJit();
-  ASSERT_TRUE(twinJit);
-  driver::CompileOptions options;
-  options.target = twinJit->target();
-  options.isa = Isa::Avx512;
-  options.precision = driver::Precision::Bf16;
-  auto compiled = driver::compileModel(b.g, *twinJit, options);
-  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
-  ASSERT_EQ(compiled->kernels.size(), 4u);
-  for (const driver::HeavyKernel& k : compiled->kernels)
-    EXPECT_NE(k.label.find(" in bf16 on AMX tiles"), std::string::npos) << k.label;
-  auto want = runReference(b.g, b.inputs);
-  ASSERT_TRUE(want.isOk()) << want.error().message();
-  Tensor out(DType::F32, Shape{1, 32, 5, 5});
-  auto executor = driver::loadInProcess(std::move(*compiled), twinJit, 1);
-  ASSERT_TRUE(executor.isOk()) << executor.error().message();
-  const void* ins[] = {b.inputs[0].data()};
-  void* outs[] = {out.data()};
-  ASSERT_TRUE((*executor)->run(ins, outs).isOk());
-  const double rel = relativeL2(out, (*want)[0]);
-  EXPECT_LT(rel, 2e-2);
-  EXPECT_GT(rel, 0.0); // really rounded to bf16
+  auto run = runBf16OnAmxTwins(b, Shape{1, 32, 5, 5});
+  ASSERT_TRUE(run.isOk()) << run.error().message();
+  EXPECT_EQ(run->kernels.size(), 4u);
+  EXPECT_LT(run->relativeError, 2e-2);
+  EXPECT_GT(run->relativeError, 0.0); // really rounded to bf16
+}
+
+// BERT's attention block with --precision bf16 for a target with AMX, run in process through
+// the twins: the merged projections, the fused attention (Q packed in tiles, K and V packed per
+// head into panels of k padded to 32: heads of 24, 22 tokens) and the output projection all on
+// AMX tiles, the reference's values within bf16's 2e-2.
+TEST(CompileModel, AnAttentionBlockInBf16OnAmxTwinsMatchesTheReference) {
+  Builder b;
+  b.g.addOutput(attentionBlock(b, 22, 2, 24));
+  auto merged = passes::mergeSiblingMatmuls(b.g);
+  ASSERT_TRUE(merged.isOk()) << merged.error().message();
+  b.g = std::move(*merged);
+  auto run = runBf16OnAmxTwins(b, Shape{1, 22, 48});
+  ASSERT_TRUE(run.isOk()) << run.error().message();
+  int attention = 0;
+  for (const driver::HeavyKernel& k : run->kernels) attention += k.label.rfind("Attention", 0) == 0;
+  EXPECT_EQ(attention, 2) << "its scores and its values";
+  EXPECT_LT(run->relativeError, 2e-2);
+  EXPECT_GT(run->relativeError, 0.0); // really rounded to bf16
 }
 
 // A whole int8 model on AMX, on any machine: a downsampling block of 64-channel int8
