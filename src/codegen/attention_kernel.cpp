@@ -5,7 +5,10 @@
 // their sums. When the keys do not fit one block of score rows, the softmax is online over
 // blocks of keys: per block the running row maximum m and sum l are updated, O is rescaled by
 // exp(m_old - m_new) and P V of the block added to it; O is divided by l at the end
-// (FlashAttention's recurrence).
+// (FlashAttention's recurrence). In bf16 on AMX tiles the same nest packs each block of Q rows
+// into 1 KiB tiles and K and V into panels of k padded to 32, reads P's bf16 rows in place
+// (zeros after the keys up to a k step; key blocks of whole k steps), and loads the palette once
+// per task.
 #include "codegen/attention_kernel.h"
 
 #include "codegen/microkernel_emitter.h"
