@@ -108,6 +108,27 @@ void quantizeWeights(const Tensor& w, int64_t axis, bool perChannel, int limit, 
   }
 }
 
+// A layer's bias as int32 with the scale sa sb[n] of its sums (zero point 0), as QDQ exporters
+// write it and QLinearConv reads it: the int8 kernels then add it to the integer sums exactly
+// (lower-quantized-layers) and round as ONNX Runtime does. Per channel when the weights are
+// (scale [N]), else per tensor; quotients beyond int32 saturate.
+void quantizeBias(const Tensor& bias, float sa, const Tensor& weightScale, Tensor& q, Tensor& scale,
+                  Tensor& zeroPoint) {
+  const bool perChannel = weightScale.shape().rank() == 1;
+  const Shape paramShape = perChannel ? weightScale.shape() : Shape{};
+  scale = Tensor(DType::F32, paramShape);
+  zeroPoint = Tensor(DType::I32, paramShape);
+  for (int64_t c = 0; c < scale.numel(); ++c)
+    scale.dataAs<float>()[c] = sa * weightScale.dataAs<float>()[c];
+  q = Tensor(DType::I32, bias.shape());
+  constexpr double kMax = 2147483647.0;
+  for (int64_t c = 0; c < bias.numel(); ++c) {
+    const float s = scale.dataAs<float>()[perChannel ? c : 0];
+    q.setInt(c, static_cast<int64_t>(std::clamp(
+                    std::nearbyint(static_cast<double>(bias.getDouble(c)) / s), -kMax, kMax)));
+  }
+}
+
 } // namespace
 
 Expected<QuantizePlan> planQuantization(const std::string& modelPath) {
@@ -135,6 +156,7 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
   std::string baseDir = std::filesystem::path(modelPath).parent_path().string();
   std::vector<onnx::NodeProto> nodes;
   std::map<std::string, std::string> dequantized; // activation -> its DequantizeLinear output
+  std::map<std::string, float> activationScale;   // (static) activation -> its scale
   std::set<std::string> replacedWeights;
   int quantized = 0;
   for (const onnx::NodeProto& original : g.node()) {
@@ -181,6 +203,7 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
         } else {
           s = std::max(-lo, hi) > 0 ? std::max(-lo, hi) / 127 : 1.0;
         }
+        activationScale[a] = static_cast<float>(s);
         addInitializer(g, scalar(DType::F32, s), a + "_scale");
         addInitializer(g, scalar(options.activations, z), a + "_zero_point");
         nodes.push_back(quantNode("QuantizeLinear", a + "_QuantizeLinear",
@@ -190,21 +213,37 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
                                   a + "_dequantized"));
         dequantized[a] = a + "_dequantized";
       }
+      // Input `i` of the layer replaced by the DequantizeLinear of `q` (its scale and zero point
+      // initializers too, per `axis` with per-channel weights).
+      auto dequantizeInput = [&](int i, const Tensor& q, const Tensor& scale, const Tensor& zp,
+                                 int64_t axis) {
+        const std::string name = n.input(i) + "_" + n.name() + "_quantized";
+        addInitializer(g, q, name);
+        addInitializer(g, scale, name + "_scale");
+        addInitializer(g, zp, name + "_zero_point");
+        nodes.push_back(
+            quantNode("DequantizeLinear", name + "_DequantizeLinear",
+                      {name, name + "_scale", name + "_zero_point"}, name + "_dequantized",
+                      options.perChannel ? std::optional<int64_t>(axis) : std::nullopt));
+        replacedWeights.insert(n.input(i));
+        n.set_input(i, name + "_dequantized");
+      };
       const Tensor& w = *weights;
-      std::string wName = n.input(1) + "_" + n.name() + "_quantized";
       Tensor q, scale, zp;
       int64_t axis = outputAxis(n);
       quantizeWeights(w, axis, options.perChannel, options.weightLimit, q, scale, zp);
-      addInitializer(g, q, wName);
-      addInitializer(g, scale, wName + "_scale");
-      addInitializer(g, zp, wName + "_zero_point");
-      nodes.push_back(quantNode("DequantizeLinear", wName + "_DequantizeLinear",
-                                {wName, wName + "_scale", wName + "_zero_point"},
-                                wName + "_dequantized",
-                                options.perChannel ? std::optional<int64_t>(axis) : std::nullopt));
-      replacedWeights.insert(n.input(1));
+      dequantizeInput(1, q, scale, zp, axis);
+      if (auto sa = activationScale.find(a);
+          sa != activationScale.end() && n.input_size() > 2 && floatInitializer(g, n.input(2))) {
+        TUNEC_ASSIGN_OR_RETURN(
+            Tensor b, onnx_import::tensorFromProto(*floatInitializer(g, n.input(2)), baseDir));
+        if (b.shape().rank() == 1 && b.numel() == w.shape()[static_cast<int>(axis)]) {
+          Tensor bq, bScale, bZero;
+          quantizeBias(b, sa->second, scale, bq, bScale, bZero);
+          dequantizeInput(2, bq, bScale, bZero, 0);
+        }
+      }
       n.set_input(0, dequantized[a]);
-      n.set_input(1, wName + "_dequantized");
     }
     nodes.push_back(std::move(n));
   }

@@ -28,6 +28,11 @@ expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes \(4 activations calibrated on 
 expect 0 "quantized model \([0-9]+ QuantizeLinear/DequantizeLinear nodes\): 4 Conv/MatMul/Gemm layers .* run as int8 kernels" -- compile "$tmp/q.onnx" -o "$tmp/q.so"
 expect 0 "Conv '/conv1/Conv.int8' 1x3x32x32 -> 1x16x32x32 k3x3 s1 .*\(reads its input NCHW\) in int8" \
   -- compile "$tmp/q.onnx" -o "$tmp/q.so"
+# Each layer's bias is written as an int32 with the scale of its sums (as exporters write it):
+# the int8 kernel adds it to the integer sums, then multiplies once (QLinearConv's arithmetic).
+expect 0 "Conv '/conv2/Conv.int8' 1x16x32x32 -> 1x32x16x16 k3x3 s2 \+ bias\+mul\+relu in int8" \
+  -- inspect "$tmp/q.onnx" --fusion
+expect 0 "IntegerMatMul '/fc/Gemm.int8' .* \+ bias\+mul in int8" -- inspect "$tmp/q.onnx" --fusion
 # inspect --fusion says the same: which kernels run int8 (each step too).
 expect 0 "  4 kernels run in int8 \(u8 activations, s8 weights\)" -- inspect "$tmp/q.onnx" --fusion --summary
 expect 0 "step [0-9]+ generated .* in int8" -- inspect "$tmp/q.onnx" --fusion
