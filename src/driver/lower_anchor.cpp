@@ -474,12 +474,13 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
   }
   w.constantB = mo.bData != nullptr;
   w.coldWeights = w.constantB && l.weightsCold();
-  // --precision bf16: weights packed to bf16, A rounded per block by the kernel, f32 out; on AMX,
-  // or on vdpbf16ps where that beats the FMA.
-  const Target& target = l.options().target;
-  if (!integer && l.options().precision == Precision::Bf16 && w.constantB &&
-      (bf16GemmIsa(target) == Isa::Amx || vectorBf16Pays(target)))
-    w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+  // --precision bf16: weights packed to bf16, A rounded per block by the kernel, f32 out, where
+  // the target's bf16 pays (bf16Pays: AMX, or a vdpbf16ps that beats the FMA).
+  if (!integer && l.options().precision == Precision::Bf16 && w.constantB) {
+    MatmulWorkload inBf16 = w;
+    inBf16.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    if (bf16Pays(inBf16, l.options().target)) w.types = inBf16.types;
+  }
   mo.aSource = n.inputs[0], mo.bSource = n.inputs[1];
   const passes::OperandViews& views = l.operandViews();
   if (auto it = views.a.find(id); it != views.a.end()) {
