@@ -49,7 +49,10 @@ JSONL
   plan)
     sources="tests/fuzz/plan_fuzzer.cpp src/runtime/model_plan.cpp $support"
     libs="" flags=""
-    /usr/bin/python3 - "$out/corpus" <<'PY'
+    # The seeds are plans of the format this runtime reads (ModelPlan::kFormatVersion), so that
+    # the fuzzer starts past the format check.
+    format=$(sed -n 's/.*kFormatVersion = \([0-9]*\);.*/\1/p' src/runtime/model_plan.h)
+    /usr/bin/python3 - "$out/corpus" "$format" <<'PY'
 import json, struct, sys
 def blob(plan, constants=b""):
     text = json.dumps(plan, separators=(",", ":")).encode()
@@ -58,7 +61,7 @@ def blob(plan, constants=b""):
     return b"TUNECMD1" + struct.pack("<Q", len(text)) + text + b"\0" * pad + constants
 io = lambda n: {"name": n, "dtype": "f32", "shape": [1, 4], "bytes": 16}
 step = {"kind": 2, "label": "softmax", "kernel": -1, "tensors": [2, 0], "ints": [1, 4, 1, 0], "floats": []}
-plan = {"format": 6, "requires": ["avx2", "fma"], "threads": 1, "arena_bytes": 64, "kernel_count": 0,
+plan = {"format": int(sys.argv[2]), "requires": ["avx2", "fma"], "threads": 1, "arena_bytes": 64, "kernel_count": 0,
         "constant_bytes": 16, "tensors": [[2, 0], [1, 0], [3, 0]], "steps": [step],
         "inputs": [io("x")], "outputs": [io("y")]}
 open(sys.argv[1] + "/softmax.bin", "wb").write(blob(plan, b"\0" * 16))

@@ -99,7 +99,10 @@ struct ModelPlan {
   /// 7: a Pool step of u8 or s8 values averages too (a quantized GlobalAveragePool), and kernels
   /// call the runtime's padded copies with a source stride and row phases (tunec_pad_to_nhwc_u8,
   /// tunec_pad_nhwc_f32_to_bf16) and its subsampling copies (AMX convolutions).
-  static constexpr int kFormatVersion = 7;
+  /// 8: kernels call the runtime's packers of k-pair panels in AMX's slots
+  /// (tunec_pack_b_f32_to_bf16_slots, tunec_pack_b_bf16_slots: the attention and a computed B on
+  /// AMX tiles).
+  static constexpr int kFormatVersion = 8;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.
   CpuFeatures requiredFeatures;
