@@ -25,10 +25,14 @@ namespace tunec {
 
 namespace {
 
-// The granule of key counts: whole panels of the first matmul, and on AMX whole k steps of
-// P V's tiles too (32 bf16: P's rows and V's panels are read a tile row at a time).
+// The k group of P V (kGroup): AMX reads P's rows and V's panels a tile row of 32 at a time.
+int64_t pvGroup(const AttentionParts& p) {
+  return kGroup(p.avConfig.isa, p.av.types);
+}
+
+// The granule of key counts: whole panels of the first matmul, and whole k groups of P V.
 int64_t keyGrain(const AttentionParts& p) {
-  return p.qkConfig.isa == Isa::Amx ? std::lcm<int64_t>(p.qkConfig.nr, 32) : p.qkConfig.nr;
+  return std::lcm<int64_t>(p.qkConfig.nr, pvGroup(p));
 }
 
 // Scores of one row padded to whole key granules.
@@ -36,8 +40,8 @@ int64_t scoreStride(const AttentionParts& p) {
   return (p.qk.n + keyGrain(p) - 1) / keyGrain(p) * keyGrain(p);
 }
 
-int64_t roundUp32(int64_t x) {
-  return (x + 31) / 32 * 32;
+int64_t roundUp(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
 }
 
 // Rows per block: a multiple of both mr.
@@ -120,10 +124,10 @@ private:
     // up to 32) and P rounded to bf16, in one scratch (the score buffer keeps the f32 scores and
     // their exponentials).
     llvm::Value *qBf16 = nullptr, *pBf16 = nullptr;
-    const int64_t qPairs = amx_ ? roundUp32(qk.k) : (qk.k + 1) / 2 * 2;
+    const int64_t qLd = roundUp(qk.k, kGroup(p_.qkConfig.isa, qk.types));
     if (bf16_) {
-      qBf16 = mb_.emitScratch(b_, 2, (rows_ * qPairs + rows_ * ld_) * 2);
-      pBf16 = gep(DType::BF16, qBf16, i64(rows_ * qPairs));
+      qBf16 = mb_.emitScratch(b_, 2, (rows_ * qLd + rows_ * ld_) * 2);
+      pBf16 = gep(DType::BF16, qBf16, i64(rows_ * qLd));
     }
     if (amx_) codegen::makeTileOps(mb_)->configure(b_, codegen::amxPalette());
     aArr_ = b_.CreateAlloca(mb_.ptr(), i64(1));
@@ -141,7 +145,7 @@ private:
       if (amx_) { // Q's rows of this block as AMX tiles, rows and k padded with zeros
         llvm::FunctionCallee toTiles = codegen::declarePackABf16Tiles(mb_);
         b_.CreateCall(toTiles, {first, b_.getInt32(0), i64(qk.aLd()), b_.getInt32(qk.transA), rows,
-                                i64(qk.k), i64(qPairs), qBf16});
+                                i64(qk.k), i64(qLd), qBf16});
       } else if (bf16_) { // Q's rows of this block, rounded once for every key block
         llvm::FunctionCallee toBf16 = mb_.declare(
             "tunec_pack_a_f32_to_bf16",
@@ -156,11 +160,11 @@ private:
         emitTiles(qk, p_.qkConfig, qk_, rows, kPanels,
                   [&](llvm::Value* ir, llvm::Value* col) {
                     llvm::Value* row = b_.CreateAdd(ib, ir);
-                    llvm::Value* a = bf16_ ? gep(DType::BF16, qBf16, b_.CreateMul(ir, i64(qPairs)))
+                    llvm::Value* a = bf16_ ? gep(DType::BF16, qBf16, b_.CreateMul(ir, i64(qLd)))
                                      : qk.transA ? gep(q, row)
                                                  : gep(q, b_.CreateMul(row, i64(qk.aLd())));
                     return Tile{a,
-                                i64(bf16_ ? qPairs : qk.aLd()),
+                                i64(bf16_ ? qLd : qk.aLd()),
                                 gep(scores, b_.CreateAdd(b_.CreateMul(ir, i64(ld_)),
                                                          b_.CreateSub(col, kb0))),
                                 i64(ld_),
@@ -168,15 +172,15 @@ private:
                                 i64(qk.n)};
                   },
                   {kb0, b_.CreateAdd(kb0, i64(keys)), amx_ ? i64(0) : nullptr,
-                   amx_ ? i64(qPairs) : nullptr, nullptr});
+                   amx_ ? i64(qLd) : nullptr, nullptr});
         mb_.forLoop(b_, i64(0), rows, 1, "softmax", [&](llvm::Value* r) {
           llvm::Value* row = gep(scores, b_.CreateMul(r, i64(ld_)));
           // bf16: P goes straight to its bf16 row (the f32 one is not read again).
           llvm::Value* pRow = bf16_ ? gep(DType::BF16, pBf16, b_.CreateMul(r, i64(ld_))) : nullptr;
-          // AMX reads P's row a k step of 32 at a time: zeros after the keys, up to one.
-          if (amx_)
+          // AMX reads P's row a k group of 32 at a time: zeros after the keys' pairs, up to one.
+          if (bf16_ && roundUp(keys, 2) < roundUp(keys, pvGroup(p_)))
             mb_.forLoop(
-                b_, i64((keys + 1) / 2 * 2), i64(roundUp32(keys)), 1, "ppad",
+                b_, i64(roundUp(keys, 2)), i64(roundUp(keys, pvGroup(p_))), 1, "ppad",
                 [&](llvm::Value* j) { b_.CreateStore(b_.getInt16(0), gep(DType::BF16, pRow, j)); });
           if (!online_) {
             // P unnormalized; O's row is divided by the sum instead (half as many columns).
@@ -201,7 +205,7 @@ private:
                                 nullptr,
                                 i64(0)};
                   },
-                  {nullptr, nullptr, kb0, i64(amx_ ? roundUp32(keys) : keys),
+                  {nullptr, nullptr, kb0, i64(roundUp(keys, pvGroup(p_))),
                    b_.CreateSelect(b_.CreateICmpEQ(kb0, i64(0)), b_.getInt32(kUkrApplyEpilogue),
                                    b_.getInt32(kUkrApplyEpilogue | kUkrAccumulate))});
       };

@@ -34,9 +34,8 @@ public:
     // Read in place: a 1x1 of stride 1 over an unconverted, unpadded input (its virtual pixels
     // are its pixels) with at least one whole tile of them, or over the subsampled copy of a
     // strided 1x1's input (with a tile of slack).
-    inPlace_ =
-        from_ || (!w.copiesInput() && !convertsA(w.types) && icg_ == w.icPerGroup() && w.kh == 1 &&
-                  w.kw == 1 && w.strideH == 1 && w.strideW == 1 && w.h * w.w >= mr_);
+    inPlace_ = from_ || (!w.copiesInput(Isa::Amx) && !convertsA(w.types) && w.kh == 1 &&
+                         w.kw == 1 && w.strideH == 1 && w.strideW == 1 && w.h * w.w >= mr_);
     if (inPlace_) wv_ = w.w;
     virtualPixels_ = w.oh() * wv_;
     cs_ = inPlace_ ? w.inPixelStride() : icg_;
@@ -149,10 +148,7 @@ private:
   void emitEntry(const std::string& name, llvm::Function* task) {
     auto args = mb_.beginKernelEntry(b_, name);
     llvm::Value* in = args[rt::kArgSrc];
-    if (from_)
-      in = mb_.emitSubsampledNhwc(b_, in, from_->types.src, from_->inPixelStride(), from_->n,
-                                  from_->h, from_->w, from_->ic, from_->strideH, from_->strideW,
-                                  mr_ * cs_);
+    if (from_) in = codegen::emitSubsampledInput(mb_, b_, in, *from_, mr_ * cs_);
     if (!inPlace_) {
       // Slack past the last image for the padding columns of its last tile and a tile larger
       // than a small image.

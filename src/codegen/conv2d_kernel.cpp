@@ -243,8 +243,7 @@ private:
     auto args = mb_.beginKernelEntry(b_, name);
     llvm::Value* in = args[rt::kArgSrc];
     if (from_)
-      in = mb_.emitSubsampledNhwc(b_, in, from_->types.src, from_->inPixelStride(), from_->n,
-                                  from_->h, from_->w, from_->ic, from_->strideH, from_->strideW, 0);
+      in = codegen::emitSubsampledInput(mb_, b_, in, *from_, 0);
     else if (convertsA(w_.types))
       in = mb_.emitBf16Nhwc(b_, in, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic, w_.padTop,
                             w_.padLeft, hp_, wp_);
@@ -280,6 +279,12 @@ private:
 } // namespace
 
 namespace codegen {
+
+llvm::Value* emitSubsampledInput(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* in,
+                                 const Conv2dWorkload& from, int64_t extra) {
+  return mb.emitSubsampledNhwc(b, in, from.types.src, from.inPixelStride(), from.n, from.h, from.w,
+                               from.ic, from.strideH, from.strideW, extra);
+}
 
 void emitConv2dTaskLoops(
     ModuleBuilder& mb, llvm::IRBuilder<>& b, const Conv2dConfig& c, llvm::Value* task,

@@ -33,6 +33,10 @@ Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& s
 void emitConv2dTaskLoops(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Conv2dConfig& c,
                          llvm::Value* task, int64_t images, int64_t ohTrips, int64_t panels,
                          const std::function<void(llvm::Value*, llvm::Value*, llvm::Value*)>& body);
+/// The dense copy of the input pixels that the strided 1x1 `from` reads (subsamplesInput), with
+/// `extra` elements of slack: the input of its kernel subsampledWorkload(from).
+llvm::Value* emitSubsampledInput(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* in,
+                                 const Conv2dWorkload& from, int64_t extra);
 /// The conv2d loop nest on AMX tiles (conv2d_amx_kernel.cpp), which emitConv2dKernel emits for a
 /// validated config of Isa::Amx; its weights are packed as the vector kernel's. With
 /// `subsampledFrom`, `w` is subsampledWorkload(*subsampledFrom) and the kernel's entry copies

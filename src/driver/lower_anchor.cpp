@@ -12,6 +12,10 @@ namespace tunec::driver {
 
 namespace {
 
+// --precision bf16's types of a matmul or convolution: its f32 A rounded to bf16 by the kernel,
+// bf16 weights, f32 accumulation and C.
+constexpr KernelTypes kBf16Types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+
 // The config for a workload: the best record of the database, else the analytical default.
 // A cold_weights (or NCHW-input, or channel-slice) workload without records of its own takes
 // the best record measured without the condition (a database tuned before it was in the key). A
@@ -86,7 +90,7 @@ Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
     const KernelTypes types = workloadTypes(w);
     variant = keys.front();
     variant["dtype"] = types.allF32()
-                           ? kernelTypesToJson({DType::F32, DType::BF16, DType::F32, DType::F32})
+                           ? kernelTypesToJson(kBf16Types)
                            : kernelTypesToJson({DType::F32, DType::F32, DType::F32, DType::F32});
     hk.otherPrecision = (types.allF32() || isBf16Gemm(types)) && hasRecords(variant);
   }
@@ -359,7 +363,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     const bool bf16 = l.options().precision == Precision::Bf16 && !integer && !u8Out &&
                       w.icPerGroup() % 2 == 0 && !prologue && !nchwInput;
     Conv2dWorkload inBf16 = w;
-    inBf16.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    inBf16.types = kBf16Types;
     bf16Slower = bf16 && !bf16Pays(inBf16, l.options().target);
     if (integer)
       w.types = int8Types, w.aZeroPoint = a.padValue;
@@ -478,8 +482,8 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
   // the target's bf16 pays (bf16Pays: AMX, or a vdpbf16ps that beats the FMA).
   if (!integer && l.options().precision == Precision::Bf16 && w.constantB) {
     MatmulWorkload inBf16 = w;
-    inBf16.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
-    if (bf16Pays(inBf16, l.options().target)) w.types = inBf16.types;
+    inBf16.types = kBf16Types;
+    if (bf16Pays(inBf16, l.options().target)) w.types = kBf16Types;
   }
   mo.aSource = n.inputs[0], mo.bSource = n.inputs[1];
   const passes::OperandViews& views = l.operandViews();
@@ -576,10 +580,12 @@ bool lowerAttention(Lowering& l, const passes::FusedKernel& kernel) {
   // times V packed to bf16 (P's k-pairs need an even key count; else the attention stays f32),
   // where the target's bf16 pays: AMX's tiles, or a vdpbf16ps faster than its FMA (bf16Pays).
   if (l.options().precision == Precision::Bf16 && qk.w.n % 2 == 0) {
-    MatmulWorkload qkBf16 = qk.w, avBf16 = av.w;
-    qkBf16.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
-    avBf16.types = {DType::BF16, DType::BF16, DType::F32, DType::F32};
-    if (bf16Pays(qkBf16, l.options().target)) qk.w = qkBf16, av.w = avBf16;
+    MatmulWorkload qkBf16 = qk.w;
+    qkBf16.types = kBf16Types;
+    if (bf16Pays(qkBf16, l.options().target)) {
+      qk.w.types = kBf16Types;
+      av.w.types = {DType::BF16, DType::BF16, DType::F32, DType::F32}; // P already bf16
+    }
   }
   EpilogueBuild e;
   if (!buildEpilogue(l, kernel, qk.w.n, Phys::Plain, e)) return false;

@@ -217,26 +217,33 @@ int64_t phasedRow(int64_t b, int64_t y, int64_t hp, int64_t phases) {
 
 } // namespace
 
-extern "C" void tunec_subsample_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n,
-                                                 int64_t h, int64_t w, int64_t c, int64_t sh,
-                                                 int64_t sw, uint16_t* dst) {
+namespace {
+
+// copy(source pixel, copy pixel) for the pixels (y * sh, x * sw) of each image, in order.
+template <typename Copy>
+void forEachSubsampledPixel(int64_t n, int64_t h, int64_t w, int64_t sh, int64_t sw, Copy copy) {
   const int64_t oh = (h - 1) / sh + 1, ow = (w - 1) / sw + 1;
   for (int64_t b = 0; b < n; ++b)
     for (int64_t y = 0; y < oh; ++y)
-      for (int64_t x = 0; x < ow; ++x)
-        rowToBf16(src + ((b * h + y * sh) * w + x * sw) * srcLd, c,
-                  dst + ((b * oh + y) * ow + x) * c);
+      for (int64_t x = 0; x < ow; ++x) copy((b * h + y * sh) * w + x * sw, (b * oh + y) * ow + x);
+}
+
+} // namespace
+
+extern "C" void tunec_subsample_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n,
+                                                 int64_t h, int64_t w, int64_t c, int64_t sh,
+                                                 int64_t sw, uint16_t* dst) {
+  forEachSubsampledPixel(n, h, w, sh, sw, [&](int64_t from, int64_t to) {
+    rowToBf16(src + from * srcLd, c, dst + to * c);
+  });
 }
 
 extern "C" void tunec_subsample_nhwc_u8(const uint8_t* src, int64_t srcLd, int64_t n, int64_t h,
                                         int64_t w, int64_t c, int64_t sh, int64_t sw,
                                         uint8_t* dst) {
-  const int64_t oh = (h - 1) / sh + 1, ow = (w - 1) / sw + 1;
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t y = 0; y < oh; ++y)
-      for (int64_t x = 0; x < ow; ++x)
-        std::memcpy(dst + ((b * oh + y) * ow + x) * c,
-                    src + ((b * h + y * sh) * w + x * sw) * srcLd, static_cast<size_t>(c));
+  forEachSubsampledPixel(n, h, w, sh, sw, [&](int64_t from, int64_t to) {
+    std::memcpy(dst + to * c, src + from * srcLd, static_cast<size_t>(c));
+  });
 }
 
 extern "C" void tunec_pad_nhwc_f32_to_bf16(const float* src, int64_t srcLd, int64_t n, int64_t h,

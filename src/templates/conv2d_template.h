@@ -57,9 +57,11 @@ struct Conv2dWorkload {
     const int64_t unit = isa == Isa::Amx ? 64 : 4;
     return isInt8Gemm(types) && groups == 1 ? (ic + unit - 1) / unit * unit : icPerGroup();
   }
-  /// The kernel reads a dense padded copy of the input: spatial padding, an NCHW input, or
-  /// channels rounded up to quads.
-  bool copiesInput() const { return padded() || nchwInput || icKernelPerGroup() != icPerGroup(); }
+  /// The kernel of `isa` reads a dense padded copy of the input: spatial padding, an NCHW input,
+  /// or channels rounded up (icKernelPerGroup).
+  bool copiesInput(Isa isa = Isa::Avx512) const {
+    return padded() || nchwInput || icKernelPerGroup(isa) != icPerGroup();
+  }
   int64_t ocPerGroup() const { return oc / groups; }
   double flops() const {
     return 2.0 * static_cast<double>(n * oc * oh() * ow() * icPerGroup() * kh * kw);

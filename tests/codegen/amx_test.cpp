@@ -248,6 +248,18 @@ MatmulWorkload workloadOf(int64_t m, int64_t n, int64_t k, KernelTypes types) {
   return w;
 }
 
+/// The default config of `w` on `isa` with a grid of mr x nr, K blocks of kc, M blocks of up to
+/// 64 rows and one N block.
+MatmulConfig gridConfig(const MatmulWorkload& w, Isa isa, const Target& target, int mr, int nr,
+                        int64_t kc) {
+  MatmulConfig c = defaultMatmulConfig(w, isa, target);
+  c.isa = isa;
+  c.mr = mr, c.nr = nr, c.kc = kc;
+  c.mc = std::min<int64_t>(64, (w.m + mr - 1) / mr * mr) / mr * mr;
+  c.nc = (w.n + nr - 1) / nr * nr;
+  return c;
+}
+
 /// Compiles the AMX matmul m x n x k of `types` with a grid of mr x nr, K blocks of kc and a bias
 /// and relu epilogue (or `epi`), and runs it `repeats` times on A (of types.src) and the bias; the
 /// error of validation or compilation instead, if any.
@@ -258,11 +270,7 @@ AmxRun runAmxKernel(Jit& j, int64_t m, int64_t n, int64_t k, int64_t kc, int mr,
                     const float* columnScale = nullptr, Isa isa = Isa::Amx,
                     const void* addend = nullptr) {
   MatmulWorkload w = workloadOf(m, n, k, types);
-  MatmulConfig c = defaultMatmulConfig(w, isa, j.target());
-  c.isa = isa;
-  c.mr = mr, c.nr = nr, c.kc = kc;
-  c.mc = std::min<int64_t>(64, (m + mr - 1) / mr * mr) / mr * mr;
-  c.nc = (n + nr - 1) / nr * nr;
+  MatmulConfig c = gridConfig(w, isa, j.target(), mr, nr, kc);
   AmxRun run;
   if (Status s = validateMatmulConfig(w, c); !s) {
     run.error = s.error().message();
@@ -353,10 +361,7 @@ TEST(AmxMatmulTwin, AComputedBIsPackedPerCallAndEqualsTheSplitKReference) {
     AmxData d = amxData(t, rng, false);
     MatmulWorkload w = workloadOf(t.m, t.n, t.k, {DType::F32, DType::BF16, DType::F32, DType::F32});
     w.constantB = false, w.transB = transposed;
-    MatmulConfig c = defaultMatmulConfig(w, Isa::Amx, twinJit().target());
-    c.mr = t.mr, c.nr = t.nr, c.kc = t.kc;
-    c.mc = std::min<int64_t>(64, (t.m + t.mr - 1) / t.mr * t.mr) / t.mr * t.mr;
-    c.nc = (t.n + t.nr - 1) / t.nr * t.nr;
+    MatmulConfig c = gridConfig(w, Isa::Amx, twinJit().target(), t.mr, t.nr, t.kc);
     ASSERT_TRUE(validateMatmulConfig(w, c).isOk()) << validateMatmulConfig(w, c).error().message();
     auto kernel =
         compileMatmul(twinJit(), w, c, {{PostOpKind::BiasPerColumn}, {PostOpKind::Relu}}, nullptr);
