@@ -198,9 +198,16 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
   Shape ws{w.oc, w.icPerGroup(), w.kh, w.kw};
   p.b = randomData(ws.numel(), rng);
   p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * outLd), 0.f);
-  if (convertsA(w.types)) // bf16: the values the kernel rounds to, for the reference too
+  if (isBf16Gemm(w.types)) { // the values the kernel rounds to (or reads), for the reference too
     for (std::vector<float>* values : {&p.a, &p.b})
       for (float& x : *values) x = bf16ToFloat(floatToBf16(x));
+    if (w.types.src == DType::BF16) // a bf16 input is given as bits
+      for (float x : p.a) p.aBf16.push_back(floatToBf16(x));
+    if (w.types.dst == DType::BF16) { // a bf16 C rounds each result once more (2^-9)
+      p.outBf16.assign(p.out.size(), 0);
+      p.tolerance = 4e-3;
+    }
+  }
   if (isInt8Gemm(w.types)) toInt8Operands(p);
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
@@ -264,18 +271,25 @@ Candidate candidateOf(Kernel k, bool coldWeights, Run run) {
   return out;
 }
 
+// A and C as the kernel's types hold them: u8 or bf16 bits where filled, else f32.
+const void* typedA(const CandidateRunner::Problem& p) {
+  return !p.aU8.empty()     ? static_cast<const void*>(p.aU8.data())
+         : !p.aBf16.empty() ? static_cast<const void*>(p.aBf16.data())
+                            : p.a.data();
+}
+void* typedOut(CandidateRunner::Problem& p) {
+  return !p.outU8.empty()     ? static_cast<void*>(p.outU8.data())
+         : !p.outBf16.empty() ? static_cast<void*>(p.outBf16.data())
+                              : p.out.data();
+}
+
 Expected<Candidate> compileCandidate(Jit& jit, const MatmulWorkload& w, const MatmulConfig& c,
                                      CandidateRunner::Problem& p) {
   TUNEC_ASSIGN_OR_RETURN(MatmulKernel k, compileMatmul(jit, w, c, p.epilogue, p.b.data()));
   return candidateOf(std::move(k), w.coldWeights, [&p](const MatmulKernel& kernel) {
-    // Each operand as the kernel's types hold it (tensors of bf16 bits where filled).
-    const void* a = !p.aU8.empty()     ? static_cast<const void*>(p.aU8.data())
-                    : !p.aBf16.empty() ? static_cast<const void*>(p.aBf16.data())
-                                       : p.a.data();
-    void* c = !p.outU8.empty()     ? static_cast<void*>(p.outU8.data())
-              : !p.outBf16.empty() ? static_cast<void*>(p.outBf16.data())
-                                   : p.out.data();
-    kernel.runTyped(a, p.bBf16.empty() ? static_cast<const void*>(p.b.data()) : p.bBf16.data(), c);
+    kernel.runTyped(typedA(p),
+                    p.bBf16.empty() ? static_cast<const void*>(p.b.data()) : p.bBf16.data(),
+                    typedOut(p));
   });
 }
 
@@ -283,9 +297,8 @@ Expected<Candidate> compileCandidate(Jit& jit, const Conv2dWorkload& w, const Co
                                      CandidateRunner::Problem& p) {
   TUNEC_ASSIGN_OR_RETURN(Conv2dKernel k, compileConv2d(jit, w, c, p.epilogue, p.b.data()));
   return candidateOf(std::move(k), w.coldWeights, [&p](const Conv2dKernel& kernel) {
-    kernel.run(p.aU8.empty() ? static_cast<const void*>(p.a.data()) : p.aU8.data(),
-               p.outU8.empty() ? static_cast<void*>(p.out.data()) : p.outU8.data(), nullptr,
-               nullptr, p.scale.empty() ? nullptr : p.scale.data());
+    kernel.run(typedA(p), typedOut(p), nullptr, nullptr,
+               p.scale.empty() ? nullptr : p.scale.data());
   });
 }
 

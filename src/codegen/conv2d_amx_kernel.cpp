@@ -25,7 +25,7 @@ public:
   AmxConv2dEmitter(ModuleBuilder& mb, const Conv2dWorkload& w, const Conv2dConfig& c,
                    const Epilogue& e, const Conv2dWorkload* subsampledFrom)
       : EmitterBase(mb), w_(w), c_(c), epilogue_(e), from_(subsampledFrom) {
-    aType_ = convertsA(w.types) ? DType::BF16 : w.types.src;
+    aType_ = isBf16Gemm(w.types) ? DType::BF16 : w.types.src;
     icg_ = w.icKernelPerGroup(Isa::Amx); // int8 channels rounded up to tile rows
     mr_ = c.owBlock;
     nr_ = c.ocBlock;
@@ -154,9 +154,9 @@ private:
       // than a small image.
       const int64_t wp = wv_ * w_.strideW,
                     extra = (mr_ * w_.strideW + (w_.kw - 1) * w_.dilationW) * cs_;
-      if (convertsA(w_.types))
-        in = mb_.emitBf16Nhwc(b_, in, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic, w_.padTop,
-                              w_.padLeft, hp_, wp, extra, w_.strideH);
+      if (isBf16Gemm(w_.types))
+        in = mb_.emitBf16Nhwc(b_, in, w_.types.src, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic,
+                              w_.padTop, w_.padLeft, hp_, wp, extra, w_.strideH);
       else
         in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp,
                                 w_.types.src, extra, w_.nchwInput, w_.aZeroPoint, cs_, w_.strideH,

@@ -29,8 +29,9 @@ public:
     wp_ = w.w + w.padLeft + w.padRight;
     // A padded input is copied dense first (NCHW reordered, an int8 group's channels rounded up
     // to quads: icKernelPerGroup); an unpadded one is read in place, in_ld apart. A bf16
-    // convolution (f32 input, bf16 weights) reads a dense bf16 copy, padded or not.
-    aType_ = convertsA(w.types) ? DType::BF16 : w.types.src;
+    // convolution of an f32 input reads a dense bf16 copy, padded or not; of a bf16 input (a
+    // bf16 kernel's output), a padded copy or the input in place, as u8 inputs.
+    aType_ = isBf16Gemm(w.types) ? DType::BF16 : w.types.src;
     icg_ = w.icKernelPerGroup();
     inLd_ = w.copiesInput() || convertsA(w.types) ? w.groups * icg_ : w.inPixelStride();
     outLd_ = w.outPixelStride();
@@ -244,9 +245,9 @@ private:
     llvm::Value* in = args[rt::kArgSrc];
     if (from_)
       in = codegen::emitSubsampledInput(mb_, b_, in, *from_, 0);
-    else if (convertsA(w_.types))
-      in = mb_.emitBf16Nhwc(b_, in, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic, w_.padTop,
-                            w_.padLeft, hp_, wp_);
+    else if (convertsA(w_.types) || (isBf16Gemm(w_.types) && w_.copiesInput()))
+      in = mb_.emitBf16Nhwc(b_, in, w_.types.src, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic,
+                            w_.padTop, w_.padLeft, hp_, wp_);
     else if (w_.copiesInput())
       in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_,
                               w_.types.src, 0, w_.nchwInput, w_.aZeroPoint, inLd_);

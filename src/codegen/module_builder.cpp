@@ -164,25 +164,33 @@ llvm::Value* ModuleBuilder::emitPaddedNhwc(llvm::IRBuilder<>& b, llvm::Value* in
 llvm::Value* ModuleBuilder::emitSubsampledNhwc(llvm::IRBuilder<>& b, llvm::Value* in, DType from,
                                                int64_t srcLd, int64_t n, int64_t h, int64_t w,
                                                int64_t c, int64_t sh, int64_t sw, int64_t extra) {
-  TUNEC_ASSERT(from == DType::F32 || from == DType::U8,
+  TUNEC_ASSERT(from == DType::F32 || from == DType::U8 || from == DType::BF16,
                "no subsampling copy of " << dtypeName(from));
-  const int64_t elemBytes = from == DType::U8 ? 1 : 2;
   const int64_t pixels = n * ((h - 1) / sh + 1) * ((w - 1) / sw + 1);
-  llvm::Value* copy = emitScratch(b, 2, (pixels * c + extra) * elemBytes);
-  emitCopyCall(b,
-               from == DType::U8 ? "tunec_subsample_nhwc_u8" : "tunec_subsample_nhwc_f32_to_bf16",
-               in, {srcLd, n, h, w, c, sh, sw}, copy);
+  llvm::Value* copy = emitScratch(b, 2, (pixels * c + extra) * (from == DType::U8 ? 1 : 2));
+  if (from == DType::F32) {
+    emitCopyCall(b, "tunec_subsample_nhwc_f32_to_bf16", in, {srcLd, n, h, w, c, sh, sw}, copy);
+  } else { // u8 or bf16 pixels moved as they are: the byte copy of pixels of c elements
+    const int64_t bytes = static_cast<int64_t>(dtypeSize(from));
+    emitCopyCall(b, "tunec_subsample_nhwc_u8", in, {srcLd * bytes, n, h, w, c * bytes, sh, sw},
+                 copy);
+  }
   return copy;
 }
 
-llvm::Value* ModuleBuilder::emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t srcLd,
-                                         int64_t n, int64_t h, int64_t w, int64_t c, int64_t padTop,
-                                         int64_t padLeft, int64_t hp, int64_t wp, int64_t extra,
-                                         int64_t phases) {
+llvm::Value* ModuleBuilder::emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, DType from,
+                                         int64_t srcLd, int64_t n, int64_t h, int64_t w, int64_t c,
+                                         int64_t padTop, int64_t padLeft, int64_t hp, int64_t wp,
+                                         int64_t extra, int64_t phases) {
+  TUNEC_ASSERT(from == DType::F32 || from == DType::BF16, "no bf16 copy of " << dtypeName(from));
   const int64_t rows = n * phases * ((hp + phases - 1) / phases);
   llvm::Value* copy = emitScratch(b, 2, (rows * wp * c + extra) * 2);
-  emitCopyCall(b, "tunec_pad_nhwc_f32_to_bf16", in,
-               {srcLd, n, h, w, c, padTop, padLeft, hp, wp, phases}, copy);
+  if (from == DType::F32)
+    emitCopyCall(b, "tunec_pad_nhwc_f32_to_bf16", in,
+                 {srcLd, n, h, w, c, padTop, padLeft, hp, wp, phases}, copy);
+  else // bf16 pixels padded as they are: the u8 copy of 2c-byte pixels, zero bytes being +0.0
+    emitCopyCall(b, "tunec_pad_to_nhwc_u8", in,
+                 {0, n, h, w, 2 * c, 2 * srcLd, 2 * c, padTop, padLeft, hp, wp, 0, phases}, copy);
   return copy;
 }
 

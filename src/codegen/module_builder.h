@@ -104,16 +104,18 @@ public:
                               int64_t padValue = 0, int64_t storedC = 0, int64_t phases = 1,
                               int64_t srcLd = 0);
 
-  /// An NHWC f32 input (pixels srcLd floats apart) rounded to a zero-padded bf16 copy of
-  /// N x hp x wp x C, the source at (padTop, padLeft): a bf16 convolution's input; its rows in
-  /// `phases` planes and `extra` elements of slack after it as emitPaddedNhwc's.
-  llvm::Value* emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, int64_t srcLd, int64_t n,
-                            int64_t h, int64_t w, int64_t c, int64_t padTop, int64_t padLeft,
-                            int64_t hp, int64_t wp, int64_t extra = 0, int64_t phases = 1);
+  /// An NHWC input of f32 (rounded) or bf16 (as stored), pixels srcLd elements apart, as a
+  /// zero-padded bf16 copy of N x hp x wp x C, the source at (padTop, padLeft): a bf16
+  /// convolution's input; its rows in `phases` planes and `extra` elements of slack after it as
+  /// emitPaddedNhwc's.
+  llvm::Value* emitBf16Nhwc(llvm::IRBuilder<>& b, llvm::Value* in, DType from, int64_t srcLd,
+                            int64_t n, int64_t h, int64_t w, int64_t c, int64_t padTop,
+                            int64_t padLeft, int64_t hp, int64_t wp, int64_t extra = 0,
+                            int64_t phases = 1);
 
   /// The pixels (y * sh, x * sw) of an NHWC input (pixels srcLd elements apart) as a dense copy
-  /// (tunec_subsample_nhwc_*): bf16 rounded from an f32 input, or u8 bytes; `extra` elements of
-  /// slack after it.
+  /// (tunec_subsample_nhwc_*): bf16 rounded from an f32 input, or u8 and bf16 as stored; `extra`
+  /// elements of slack after it.
   llvm::Value* emitSubsampledNhwc(llvm::IRBuilder<>& b, llvm::Value* in, DType from, int64_t srcLd,
                                   int64_t n, int64_t h, int64_t w, int64_t c, int64_t sh,
                                   int64_t sw, int64_t extra);

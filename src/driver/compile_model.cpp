@@ -179,6 +179,9 @@ int Lowering::tensorIn(ValueId v, Phys want) {
   auto key = std::make_pair(v, want);
   if (auto it = reordered_.find(key); it != reordered_.end()) return it->second;
   const DType dtype = graph_.value(v).type.dtype;
+  TUNEC_ASSERT(storedType(v) == dtype, "bf16 activation '"
+                                           << graph_.value(v).name
+                                           << "' read in another layout (plan_bf16_activations)");
   int64_t bytes = shape.numel() * static_cast<int64_t>(dtypeSize(dtype));
   tensors_.push_back({{rt::Region::Arena, 0}, bytes});
   int out = static_cast<int>(tensors_.size()) - 1;
@@ -221,7 +224,7 @@ int Lowering::defineOutput(ValueId v, Phys phys) {
     tensors_.push_back({{rt::Region::Output, pos - outs.begin()}, 0});
     phys = Phys::Plain;
   } else {
-    int64_t bytes = value.type.shape.numel() * static_cast<int64_t>(dtypeSize(value.type.dtype));
+    int64_t bytes = value.type.shape.numel() * static_cast<int64_t>(dtypeSize(storedType(v)));
     tensors_.push_back({{rt::Region::Arena, 0}, bytes});
   }
   int t = static_cast<int>(tensors_.size()) - 1;
@@ -554,6 +557,9 @@ std::string compileReport(const CompiledModel& model) {
          << " in fp32 (no bf16 form: depthwise, an odd number of input channels, a fused channel "
             "scale, a matmul of computed operands outside attention)";
     os << "\n";
+    if (model.stats.bf16Activations)
+      os << model.stats.bf16Activations
+         << " activations between bf16 kernels stored in bf16 (rounded once, by their producer)\n";
   }
   for (const HeavyKernel& k : model.kernels)
     os << "  " << (k.tuned ? "tuned  " : "default") << "  " << k.label << "\n";

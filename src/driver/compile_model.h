@@ -36,6 +36,10 @@ struct CompileOptions {
   db::TuningDatabase* database = nullptr; ///< tuned configs; defaults without one
   db::TargetMatch targetMatch = db::TargetMatch::Exact;
   Precision precision = Precision::Fp32;
+  /// --precision bf16: an activation that only bf16 kernels read is stored as bf16 by its
+  /// producer (plan_bf16_activations.cpp); false stores every activation in f32 (the tests that
+  /// compare the two: the same values, rounded by the reader instead).
+  bool bf16Activations = true;
 };
 
 /// "fp32" or "bf16" (the --precision flag); an error names the spellings.
@@ -71,6 +75,8 @@ struct CompileStats {
   /// Quantized layers of the imported model left in fp32, "Op 'name'" and why (set by whoever
   /// imported it, from passes::quantizedLayersKeptFloat).
   std::vector<std::pair<std::string, std::string>> quantizedKeptFloat;
+  /// Activations between bf16 kernels stored as bf16 (--precision bf16).
+  int64_t bf16Activations = 0;
   int64_t arenaBytes = 0, arenaLowerBound = 0, intermediateBytes = 0, constantBytes = 0;
 };
 

@@ -42,6 +42,14 @@ Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
       key.erase(condition);
       keys.push_back(key);
     }
+  // A bf16 kernel that reads or writes activations stored as bf16 then takes the records of its
+  // form with f32 activations (kBf16Types: the same knobs, tuned before the types were stored).
+  if (const KernelTypes types = workloadTypes(w); isBf16Gemm(types) && types != kBf16Types)
+    for (size_t i = 0, count = keys.size(); i < count; ++i) {
+      nlohmann::json f32Activations = keys[i];
+      f32Activations["dtype"] = kernelTypesToJson(kBf16Types);
+      keys.push_back(std::move(f32Activations));
+    }
   // Fastest first; a record whose config no longer parses or validates (an edited or imported
   // row) is skipped for the next one rather than sending the kernel back to its default.
   std::vector<std::vector<db::Record>> recordsByKey;
@@ -265,10 +273,54 @@ std::string amxNote(const HeavyKernel& hk) {
   return configIsa(hk.config) == Isa::Amx ? " on AMX tiles" : "";
 }
 
+// The label's note of a bf16 kernel whose activations are stored as bf16
+// (plan_bf16_activations.cpp): which of them.
+std::string bf16StorageNote(const KernelTypes& t) {
+  const bool in = isBf16Gemm(t) && t.src == DType::BF16,
+             out = isBf16Gemm(t) && t.dst == DType::BF16;
+  return in && out ? " (bf16 in and out)" : in ? " (bf16 in)" : out ? " (bf16 out)" : "";
+}
+
 // The label's note of an int8 kernel, counted in the compile statistics.
 std::string int8Note(Lowering& l, bool halved) {
   l.noteInt8Kernel(halved);
   return halved ? " in int8 (weights halved to 7 bits)" : " in int8";
+}
+
+// A Conv node's conv2d workload as the graph gives it: shapes, strides, pads, dilations and
+// groups, f32 types (lowerConv adds the layouts, views and types it decides).
+Conv2dWorkload convShape(const Lowering& l, const Node& n) {
+  const Graph& g = l.graph();
+  const auto& a = std::get<ConvAttrs>(n.attrs);
+  const Shape& xs = g.value(n.inputs[0]).type.shape;
+  Conv2dWorkload w;
+  w.n = xs[0], w.ic = xs[1], w.h = xs[2], w.w = xs[3], w.oc = g.value(n.inputs[1]).type.shape[0];
+  w.kh = a.kernel[0], w.kw = a.kernel[1], w.strideH = a.strides[0], w.strideW = a.strides[1];
+  w.padTop = a.pads[0], w.padLeft = a.pads[1], w.padBottom = a.pads[2], w.padRight = a.pads[3];
+  w.dilationH = a.dilations[0], w.dilationW = a.dilations[1], w.groups = a.group;
+  w.threads = l.options().threads;
+  return w;
+}
+
+// The epilogue ends with the next int8 layer's QuantizeLinear: the kernel writes u8.
+bool requantizes(const passes::FusedKernel& kernel) {
+  return !kernel.epilogue.empty() && kernel.epilogue.back().op.kind == PostOpKind::QuantizeU8;
+}
+
+// --precision bf16's decision for a conv2d anchor of f32 shape `w` (convShape): bf16 unless
+// its channels do not come in pairs (an RGB image), a channel scale is fused, it reads its NCHW
+// input, it is int8 or requantizes, or the target's vdpbf16ps is slower than its FMA there
+// (`slower`: bf16Pays says no).
+bool convRunsBf16(const Lowering& l, const passes::FusedKernel& kernel, const Conv2dWorkload& w,
+                  bool nchwInput, bool& slower) {
+  const Node& n = l.graph().node(kernel.anchor);
+  Conv2dWorkload inBf16 = w;
+  inBf16.types = kBf16Types;
+  const bool form = l.options().precision == Precision::Bf16 && n.kind == OpKind::Conv &&
+                    kernel.templ == TemplateKind::Conv2d && !requantizes(kernel) &&
+                    w.icPerGroup() % 2 == 0 && kernel.prologue < 0 && !nchwInput;
+  slower = form && !bf16Pays(inBf16, l.options().target);
+  return form && !slower;
 }
 
 bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
@@ -329,7 +381,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
   std::string int8; // the label's int8 note
   // An int8 kernel's types: a requantizing epilogue (the next int8 layer's QuantizeLinear)
   // writes a u8 output.
-  const bool u8Out = !e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::QuantizeU8;
+  const bool u8Out = requantizes(kernel);
   const KernelTypes int8Types{DType::U8, DType::I8, DType::I32, u8Out ? DType::U8 : DType::F32};
   if (kernel.templ == TemplateKind::Depthwise) {
     DepthwiseWorkload w;
@@ -345,32 +397,23 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     auto c = chooseConfigOf<DepthwiseConfig>(l, w, hk);
     if (l.module()) code = l.module()->addDepthwise(w, c, e.epilogue, weights, packed);
   } else {
-    Conv2dWorkload w;
-    w.n = xs[0], w.ic = xs[1], w.h = xs[2], w.w = xs[3], w.oc = oc;
-    w.kh = a.kernel[0], w.kw = a.kernel[1], w.strideH = a.strides[0], w.strideW = a.strides[1];
-    w.padTop = a.pads[0], w.padLeft = a.pads[1], w.padBottom = a.pads[2], w.padRight = a.pads[3];
-    w.dilationH = a.dilations[0], w.dilationW = a.dilations[1], w.groups = a.group;
-    w.threads = l.options().threads;
+    Conv2dWorkload w = convShape(l, n);
     w.coldWeights = l.weightsCold();
     w.channelScale = prologue;
     w.inLd = inLd;
     w.outLd = outLd;
     w.nchwInput = nchwInput;
     // The conv's types, decided once: int8; f32 with a u8 out (its epilogue quantizes for the
-    // next int8 layer); or, with --precision bf16, the input rounded into a bf16 copy and the
-    // weights packed to bf16, f32 out, unless channels do not come in pairs (an RGB image), a
-    // channel scale is fused or the target's vdpbf16ps is slower than its FMA (f32).
-    const bool bf16 = l.options().precision == Precision::Bf16 && !integer && !u8Out &&
-                      w.icPerGroup() % 2 == 0 && !prologue && !nchwInput;
-    Conv2dWorkload inBf16 = w;
-    inBf16.types = kBf16Types;
-    bf16Slower = bf16 && !bf16Pays(inBf16, l.options().target);
+    // next int8 layer); or, with --precision bf16 (convRunsBf16), bf16 weights and its input
+    // and output f32 or, between bf16 kernels, bf16 as stored (plan_bf16_activations.cpp).
     if (integer)
       w.types = int8Types, w.aZeroPoint = a.padValue;
     else if (u8Out)
       w.types = {DType::F32, DType::F32, DType::F32, DType::U8};
-    else if (bf16 && !bf16Slower)
-      w.types = inBf16.types;
+    else if (convRunsBf16(l, kernel, w, nchwInput, bf16Slower)) {
+      if (keepsResultBf16(l, kernel)) l.storeAsBf16(e.result);
+      w.types = {l.storedType(n.inputs[0]), DType::BF16, DType::F32, l.storedType(e.result)};
+    }
     hk.bf16Slower = bf16Slower;
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (integer) int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(integerWeights, e));
@@ -390,7 +433,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
              (isBf16Gemm(workloadTypes(hk.workload)) ? " in bf16"
               : bf16Slower                           ? kVectorBf16SlowerNote
                                                      : "") +
-             int8 + amxNote(hk);
+             int8 + amxNote(hk) + bf16StorageNote(workloadTypes(hk.workload));
   std::string label = hk.label;
   // Through its plain [N, H, W, C] view (and the LayerNorm after it) the result's plain layout
   // is the conv's NHWC bytes.
@@ -415,8 +458,13 @@ struct MatmulOperands {
   std::vector<float> scaledB;   ///< storage of a B made here: scaled by alpha, or s8 as floats
 };
 
-bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
+// `report`: an anchor the template cannot run is reported (lowering); else only refused (the
+// bf16 activation plan asking ahead).
+bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo, bool report = true) {
   const Graph& g = l.graph();
+  auto unsupported = [&](const Node& n, const std::string& why) {
+    if (report) l.unsupported(n, why);
+  };
   const Node& n = g.node(id);
   const Value& av = g.value(n.inputs[0]);
   const Value& bv = g.value(n.inputs[1]);
@@ -426,12 +474,12 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
   // the compiler passes to the packer as integer floats.
   const bool integer = n.kind == OpKind::IntegerMatMul;
   if (integer && (!bv.constant || bs.rank() != 2 || as.rank() < 2)) {
-    l.unsupported(n, "an int8 matmul needs constant 2-d s8 weights and an A of rank >= 2");
+    unsupported(n, "an int8 matmul needs constant 2-d s8 weights and an A of rank >= 2");
     return false;
   }
   if (!integer && (av.type.dtype != DType::F32 || bv.type.dtype != DType::F32 || as.rank() < 2 ||
                    bs.rank() < 2)) {
-    l.unsupported(n, "only f32 matmul with operands of rank >= 2 is compiled");
+    unsupported(n, "only f32 matmul with operands of rank >= 2 is compiled");
     return false;
   }
   MatmulWorkload& w = mo.w;
@@ -452,7 +500,7 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
     w.n = a.transB ? bs[0] : bs[1];
     if (a.alpha != 1.f) {
       if (!mo.bData) {
-        l.unsupported(n, "alpha != 1 needs a constant B");
+        unsupported(n, "alpha != 1 needs a constant B");
         return false;
       }
       mo.scaledB.assign(mo.bData, mo.bData + bs.numel());
@@ -472,18 +520,20 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
       w.m = as[as.rank() - 2];
       w.broadcastB = false;
     } else {
-      l.unsupported(n, "MatMul with broadcast batch dimensions is not compiled yet");
+      unsupported(n, "MatMul with broadcast batch dimensions is not compiled yet");
       return false;
     }
   }
   w.constantB = mo.bData != nullptr;
   w.coldWeights = w.constantB && l.weightsCold();
-  // --precision bf16: weights packed to bf16, A rounded per block by the kernel, f32 out, where
-  // the target's bf16 pays (bf16Pays: AMX, or a vdpbf16ps that beats the FMA).
+  // --precision bf16: weights packed to bf16, A and C f32 (A rounded per block by the kernel)
+  // or, between bf16 kernels, bf16 as stored (plan_bf16_activations.cpp), where the target's
+  // bf16 pays (bf16Pays: AMX, or a vdpbf16ps that beats the FMA).
   if (!integer && l.options().precision == Precision::Bf16 && w.constantB) {
     MatmulWorkload inBf16 = w;
     inBf16.types = kBf16Types;
-    if (bf16Pays(inBf16, l.options().target)) w.types = kBf16Types;
+    if (bf16Pays(inBf16, l.options().target))
+      w.types = {l.storedType(n.inputs[0]), DType::BF16, DType::F32, DType::F32};
   }
   mo.aSource = n.inputs[0], mo.bSource = n.inputs[1];
   const passes::OperandViews& views = l.operandViews();
@@ -503,7 +553,7 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo) {
     mo.result = it->second.base;
   }
   if (Status s = w.check(); !s) {
-    l.unsupported(n, "internal: " + s.error().message());
+    unsupported(n, "internal: " + s.error().message());
     return false;
   }
   return true;
@@ -538,8 +588,12 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   e.result = mo.result;
   if (!buildEpilogue(l, kernel, w.n, Phys::Plain, e)) return false;
   // A requantizing epilogue (the next int8 layer's QuantizeLinear, fusion_plan) writes a u8 C.
-  if (!e.epilogue.empty() && e.epilogue.back().kind == PostOpKind::QuantizeU8)
-    mo.w.types.dst = DType::U8;
+  if (requantizes(kernel)) mo.w.types.dst = DType::U8;
+  // A bf16 GEMM's C is bf16 where only bf16 kernels read it (plan_bf16_activations.cpp).
+  if (isBf16Gemm(w.types)) {
+    if (keepsResultBf16(l, kernel)) l.storeAsBf16(e.result);
+    mo.w.types.dst = l.storedType(e.result);
+  }
   HeavyKernel hk;
   auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
   std::string int8; // the label's int8 note
@@ -559,7 +613,7 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   int weights = w.constantB ? packedConstant(l, packed) : l.tensorIn(mo.bSource, Phys::Plain);
   if (w.splitN) hk.label += " split " + std::to_string(w.n / w.splitN) + " ways";
   if (isBf16Gemm(w.types)) hk.label += " in bf16";
-  hk.label += int8 + amxNote(hk);
+  hk.label += int8 + amxNote(hk) + bf16StorageNote(w.types);
   std::string label = hk.label;
   // Read through an NHWC view, the matmul's rows are the NHWC layout of the result.
   Phys phys = kernel.nhwcView >= 0 ? Phys::Nhwc : Phys::Plain;
@@ -618,6 +672,21 @@ bool lowerAttention(Lowering& l, const passes::FusedKernel& kernel) {
 }
 
 } // namespace
+
+bool anchorRunsBf16(Lowering& l, const passes::FusedKernel& kernel) {
+  const Graph& g = l.graph();
+  const Node& n = g.node(kernel.anchor);
+  if (kernel.values >= 0 || requantizes(kernel)) return false; // attention packs f32 operands
+  if (kernel.templ == TemplateKind::Matmul) {
+    MatmulOperands mo;
+    return describeMatmul(l, kernel.anchor, mo, false) && isBf16Gemm(mo.w.types);
+  }
+  const Value& x = g.value(n.inputs[0]);
+  bool slower = false;
+  return n.kind == OpKind::Conv && std::get<ConvAttrs>(n.attrs).kernel.size() == 2 &&
+         x.type.shape.rank() == 4 && x.type.dtype == DType::F32 && g.value(n.inputs[1]).constant &&
+         convRunsBf16(l, kernel, convShape(l, n), false, slower);
+}
 
 bool lowerAnchor(Lowering& l, const passes::FusedKernel& kernel) {
   if (kernel.values >= 0) return lowerAttention(l, kernel);

@@ -30,6 +30,8 @@ public:
   const Graph& graph() const { return graph_; }
   const CompileOptions& options() const { return options_; }
   ModelModule* module() { return module_; }
+  /// The kernels the fusion plan decided, and each node's kernel.
+  const passes::FusionPlan& fusion() const { return fusion_; }
   /// Transposes that MatMuls read or write in place (strided operands).
   const passes::OperandViews& operandViews() const { return views_; }
   /// Concat inputs written in place and channel Slices read in place (NHWC channel ranges).
@@ -59,6 +61,17 @@ public:
   int channelSlot(ValueId v, int64_t& ld);
   /// True when `v`'s producer wrote it in place (channelSlot was called for it).
   bool wroteInPlace(ValueId v) const { return inPlace_.count(v) > 0; }
+  /// The element type `v` is stored in: its graph type, or bf16 for an activation between
+  /// bf16 kernels that its producer writes as bf16 (storeAsBf16).
+  DType storedType(ValueId v) const {
+    return bf16Stored_.count(v) ? DType::BF16 : graph_.value(v).type.dtype;
+  }
+  /// The kernel producing `v` writes it as bf16 (keepsResultBf16 said so); before its output
+  /// is defined.
+  void storeAsBf16(ValueId v) {
+    bf16Stored_.insert(v);
+    ++stats_.bf16Activations;
+  }
   /// How many nodes read `v` (model outputs count as a read).
   int uses(ValueId v) const { return uses_[static_cast<size_t>(v)]; }
   /// `v` is channels [offset, offset + C) of `source`, an NHWC tensor of pixel stride `ld`.
@@ -135,6 +148,7 @@ private:
   std::map<std::pair<ValueId, Phys>, int> reordered_;
   std::map<ValueId, int64_t> pixelStride_; ///< NHWC channel views: their pixel stride
   std::set<ValueId> inPlace_;              ///< values their producer wrote into a Concat
+  std::set<ValueId> bf16Stored_;           ///< f32 activations stored as bf16 (storeAsBf16)
   std::map<NodeId, int> concatBuffers_;
   std::vector<rt::Step> steps_;
   std::vector<uint8_t> constants_;
@@ -143,6 +157,15 @@ private:
   CompileStats stats_;
 };
 
+/// --precision bf16's decision for an anchored kernel (a conv2d or a matmul outside attention):
+/// whether it runs in bf16, as lowerAnchor decides, for a kernel whose input is not a model's
+/// NCHW image (the kernels that read another bf16 kernel's output). Nothing is lowered or
+/// reported.
+bool anchorRunsBf16(Lowering& l, const passes::FusedKernel& kernel);
+/// Whether the result of `producer`, an anchored kernel that runs in bf16, is stored as bf16
+/// (plan_bf16_activations.cpp): every reader is a bf16 kernel reading it as its A, so it would
+/// round it to bf16 anyway.
+bool keepsResultBf16(Lowering& l, const passes::FusedKernel& producer);
 /// Lowers an anchored kernel of the fusion plan, its anchor with the epilogue the plan decided,
 /// as one generated-kernel step; false when the anchor is not one the templates implement (after
 /// reporting why).

@@ -6,12 +6,13 @@
 namespace tunec {
 
 Status Conv2dWorkload::check() const {
-  if (convertsA(types)) {
-    // bf16 (--precision bf16): the f32 input rounded into a bf16 copy, weights in input-channel
-    // pairs, so the channels of a group come in pairs; f32 out.
-    if (types.dst != DType::F32 || icPerGroup() % 2 || channelScale || nchwInput)
-      return makeError("bf16 conv2d workload: needs an even number of input channels per group, "
-                       "an f32 output and no channel_scale or NCHW input (ic=",
+  if (isBf16Gemm(types)) {
+    // bf16 (--precision bf16): weights in input-channel pairs, so the channels of a group come
+    // in pairs; the input f32 (rounded into a bf16 copy) or bf16 as stored (a bf16 kernel's
+    // output), the output f32 or bf16.
+    if (icPerGroup() % 2 || channelScale || nchwInput)
+      return makeError("bf16 conv2d workload: needs an even number of input channels per group "
+                       "and no channel_scale or NCHW input (ic=",
                        ic, ", groups=", groups, ")");
   } else if (isInt8Gemm(types)) {
     // int8: u8 input, s8 weights in input-channel quads, i32 sums, an f32 or requantized u8 out
@@ -157,7 +158,7 @@ Conv2dWorkload subsampledWorkload(const Conv2dWorkload& w) {
 
 bool amxRunsConv2d(const Conv2dWorkload& w) {
   if (w.groups != 1) return false;
-  if (convertsA(w.types)) return w.ic % kGroup(Isa::Amx, w.types) == 0;
+  if (isBf16Gemm(w.types)) return w.ic % kGroup(Isa::Amx, w.types) == 0;
   return isInt8Gemm(w.types) && 3 * w.icKernelPerGroup(Isa::Amx) <= 4 * w.ic;
 }
 
@@ -181,7 +182,7 @@ Status checkParallelLoop(const Conv2dWorkload& w, const Conv2dConfig& c) {
 // tile rows.
 Status validateAmxConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   const int64_t step = kGroup(Isa::Amx, w.types);
-  if (!isInt8Gemm(w.types) && !convertsA(w.types))
+  if (!isLowPrecisionGemm(w.types))
     return makeError("conv2d config: AMX runs int8 and bf16 convolutions, not ",
                      kernelTypesToJson(w.types).dump(), "; use avx512 or avx2");
   if (!amxRunsConv2d(w))
@@ -230,7 +231,7 @@ Status validateConv2dConfig(const Conv2dWorkload& w, const Conv2dConfig& c) {
   if (c.icBlock < 1 || w.icKernelPerGroup() % c.icBlock)
     return makeError("conv2d config: ic_block=", c.icBlock,
                      " must divide ic=", w.icKernelPerGroup(), w.groups > 1 ? " (per group)" : "");
-  if (convertsA(w.types) && (c.icBlock % 2 || c.isa != Isa::Avx512))
+  if (isBf16Gemm(w.types) && (c.icBlock % 2 || c.isa != Isa::Avx512))
     return makeError("conv2d config: bf16 needs AVX-512 or AMX and an even ic_block "
                      "(input-channel pairs), not ",
                      info.name, " and ", c.icBlock);

@@ -16,10 +16,12 @@ std::atomic<uint64_t> gParses{0};
 template <typename W> struct TemplateOf;
 
 // Low-precision kernels say so in their label: "bf16" (all bf16), "f32xbf16" (f32 A, bf16
-// weights), "u8xi8" (the int8 kernels).
+// weights), "u8xi8" (the int8 kernels); a bf16 kernel whose C is not of A's type names it
+// ("f32xbf16->bf16", "bf16->f32": activations stored as bf16 on one side).
 void labelTypes(std::ostream& os, const KernelTypes& t) {
   if (!t.allF32())
     os << " " << (t.src == t.wei ? "" : std::string(dtypeName(t.src)) + "x") << dtypeName(t.wei);
+  if (isBf16Gemm(t) && t.dst != t.src) os << "->" << dtypeName(t.dst);
 }
 
 template <> struct TemplateOf<MatmulWorkload> {

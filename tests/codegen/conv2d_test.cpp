@@ -211,8 +211,8 @@ TEST(Conv2dTemplate, Bf16RandomConfigsMatchReference) {
   Conv2dWorkload odd = conv(1, 3, 8, 16, 3, 1, 1);
   odd.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
   EXPECT_EQ(odd.check().error().message(),
-            "bf16 conv2d workload: needs an even number of input channels per group, an f32 "
-            "output and no channel_scale or NCHW input (ic=3, groups=1)");
+            "bf16 conv2d workload: needs an even number of input channels per group and no "
+            "channel_scale or NCHW input (ic=3, groups=1)");
 }
 
 TEST(Conv2dTemplate, RandomValidConfigsMatchReference) {
@@ -768,6 +768,86 @@ TEST(Conv2dTemplate, StridedPointwiseConvsCopyOnlyThePixelsTheyRead) {
     }
   }
   EXPECT_EQ(checked, 12);
+}
+
+// --precision bf16 between layers: a bf16 convolution that reads its input as bf16 (a bf16
+// kernel's output) or writes its output as bf16 equals, bit for bit, the convolution of the f32
+// input (which it rounds itself) with its output rounded to bf16 once: the same tiles and sums,
+// the rounding moved from the reader to the producer. Vector (vdpbf16ps, or its twin) and AMX
+// (twins) kernels under random workloads and configs: padded (the bf16 input copied as it is),
+// 1x1 read in place, strided (in place on vectors, subsampled on AMX), channel slices, dilations,
+// groups, and a residual read as bf16 beside a bf16 output.
+TEST(Conv2dTemplate, Bf16ActivationsEqualTheF32FormRoundedOnceBitForBit) {
+  std::mt19937 rng(70);
+  int checked = 0, amx = 0, copied = 0, inPlace = 0, bf16In = 0, bf16Out = 0, residual = 0;
+  for (int trial = 0; trial < 200 && checked < 48; ++trial) {
+    const Isa isa = trial % 2 ? Isa::Amx : Isa::Avx512;
+    std::uniform_int_distribution<int64_t> ch(1, 24), hw(3, 12), k(1, 3), s(1, 2), p(0, 2);
+    Conv2dWorkload w = isa == Isa::Amx ? amxWorkload(rng, trial, 32)
+                                       : conv(trial % 5 == 0 ? 2 : 1, 2 * ch(rng), hw(rng), ch(rng),
+                                              k(rng), s(rng), p(rng), trial % 9 == 4 ? 2 : 1);
+    if (isa == Isa::Avx512 && trial % 7 == 3 && w.ic % 4 == 0) w.groups = 2, w.oc *= 2;
+    if (trial % 5 == 1 && !w.padded()) w.inLd = w.ic + 2 + static_cast<int64_t>(rng() % 9);
+    w.types = {DType::F32, DType::BF16, DType::F32, DType::F32};
+    auto c = randomConfig(w, isa, rng);
+    if (!w.check().isOk() || !c || !validateConv2dConfig(w, *c).isOk()) continue;
+    Conv2dWorkload stored = w; // 0: bf16 in, 1: bf16 out, 2: both
+    const int form = trial / 2 % 3;
+    stored.types.src = form != 1 ? DType::BF16 : DType::F32;
+    stored.types.dst = form != 0 ? DType::BF16 : DType::F32;
+    ASSERT_TRUE(validateConv2dConfig(stored, *c).isOk())
+        << validateConv2dConfig(stored, *c).error().message();
+    Epilogue epi = {{PostOpKind::BiasPerColumn}};
+    if (trial % 3) epi.push_back({PostOpKind::Relu});
+    if (trial % 4 == 3) epi.push_back({PostOpKind::AddTensor});
+    const bool outBf16 = stored.types.dst == DType::BF16;
+    // The input (a channel slice of a wider tensor with in_ld) as f32 and as its bf16 bits; the
+    // residual as bf16 values beside a bf16 output (read as bf16 there).
+    std::vector<float> x =
+        randomVector(static_cast<size_t>(w.n * w.h * w.w * w.inPixelStride()), rng);
+    std::vector<uint16_t> xBits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xBits[i] = floatToBf16(x[i]);
+    const size_t outs = static_cast<size_t>(w.n * w.oh() * w.ow() * w.oc);
+    std::vector<float> addend = randomVector(outs, rng), bias = randomVector(w.oc, rng);
+    std::vector<uint16_t> addendBits(outs);
+    for (size_t i = 0; i < outs; ++i) {
+      addendBits[i] = floatToBf16(addend[i]);
+      if (outBf16) addend[i] = bf16ToFloat(addendBits[i]);
+    }
+    Tensor weights = randomTensor(Shape{w.oc, w.icPerGroup(), w.kh, w.kw}, rng);
+    Jit& j = isa == Isa::Amx ? test::twinJit() : test::bf16Jit();
+    auto f32Form = compileConv2d(j, w, *c, epi, weights.dataAs<float>());
+    auto storedForm = compileConv2d(j, stored, *c, epi, weights.dataAs<float>());
+    ASSERT_TRUE(f32Form.isOk()) << f32Form.error().message();
+    ASSERT_TRUE(storedForm.isOk()) << storedForm.error().message();
+    std::vector<float> want(outs, std::nanf("")), got(outs, std::nanf(""));
+    std::vector<uint16_t> gotBits(outs, floatToBf16(std::nanf("")));
+    f32Form->run(x.data(), want.data(), bias.data(), addend.data());
+    storedForm->run(stored.types.src == DType::BF16 ? static_cast<const void*>(xBits.data())
+                                                    : x.data(),
+                    outBf16 ? static_cast<void*>(gotBits.data()) : got.data(), bias.data(),
+                    outBf16 ? static_cast<const void*>(addendBits.data()) : addend.data());
+    for (size_t i = 0; i < outs; ++i) {
+      const uint32_t expect = outBf16 ? floatToBf16(want[i]) : std::bit_cast<uint32_t>(want[i]);
+      const uint32_t actual = outBf16 ? gotBits[i] : std::bit_cast<uint32_t>(got[i]);
+      ASSERT_EQ(actual, expect) << "element " << i << " of " << stored.toJson().dump()
+                                << " with config " << c->toJson().dump();
+    }
+    ++checked;
+    amx += isa == Isa::Amx;
+    copied += stored.types.src == DType::BF16 && w.padded();
+    inPlace += stored.types.src == DType::BF16 && !w.padded();
+    bf16In += stored.types.src == DType::BF16;
+    bf16Out += outBf16;
+    residual += outBf16 && epi.back().kind == PostOpKind::AddTensor;
+  }
+  EXPECT_GE(checked, 40);
+  EXPECT_GE(amx, 12);
+  EXPECT_GE(copied, 8) << "bf16 inputs copied into the padded buffer as they are";
+  EXPECT_GE(inPlace, 6) << "bf16 inputs read where they are";
+  EXPECT_GE(bf16In, 20);
+  EXPECT_GE(bf16Out, 20);
+  EXPECT_GE(residual, 3);
 }
 
 // What AMX cannot run is refused by name: channels that do not fill tile rows, grids over 8

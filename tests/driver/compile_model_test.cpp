@@ -14,6 +14,7 @@
 #include "tuning_db/database.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1324,15 +1325,20 @@ struct AmxBf16Run {
   std::vector<driver::HeavyKernel> kernels;
   double relativeError = -1;
 };
+// --precision bf16 for `jit`'s target on AVX-512 (AMX where it has it).
+driver::CompileOptions bf16Options(const Jit& jit) {
+  driver::CompileOptions options;
+  options.target = jit.target();
+  options.isa = Isa::Avx512;
+  options.precision = driver::Precision::Bf16;
+  return options;
+}
+
 Expected<AmxBf16Run> runBf16OnAmxTwins(const Builder& b, const Shape& outShape) {
   std::shared_ptr<Jit> twinJit = test::sharedTwinJit();
   if (!twinJit) return makeError("no twin JIT");
-  driver::CompileOptions options;
-  options.target = twinJit->target();
-  options.isa = Isa::Avx512;
-  options.precision = driver::Precision::Bf16;
   TUNEC_ASSIGN_OR_RETURN(driver::CompiledModel compiled,
-                         driver::compileModel(b.g, *twinJit, options));
+                         driver::compileModel(b.g, *twinJit, bf16Options(*twinJit)));
   AmxBf16Run run{compiled.kernels, -1};
   for (const driver::HeavyKernel& k : run.kernels)
     if (k.label.find(" in bf16 on AMX tiles") == std::string::npos)
@@ -1387,6 +1393,86 @@ TEST(CompileModel, AnAttentionBlockInBf16OnAmxTwinsMatchesTheReference) {
   EXPECT_EQ(attention, 2) << "its scores and its values";
   EXPECT_LT(run->relativeError, 2e-2);
   EXPECT_GT(run->relativeError, 0.0); // really rounded to bf16
+}
+
+// --precision bf16 between layers, on any machine: a bottleneck of convolutions (1x1, a padded
+// 3x3, 1x1 with the residual, a strided 1x1, a 3x3 whose input is also its residual) and an MLP
+// (a MatMul with Gelu, then one with a bias), compiled for a target with AMX and for one with
+// only vdpbf16ps, and run in process through the twins. The activations that only bf16 kernels
+// read as their A are stored as bf16 (the first two of the bottleneck, the MLP's hidden layer);
+// those read as a residual or by the model stay f32. The output equals, bit for bit, the same
+// model with every activation f32 (each reader rounded it to bf16 itself), and the reference
+// within bf16's error.
+TEST(CompileModel, Bf16ActivationsBetweenBf16KernelsEqualTheF32StoredModelBitForBit) {
+  Builder b;
+  ValueId x = b.input({1, 64, 10, 9});
+  ValueId h = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({32, 64, 1, 1}), b.constant({32})});
+  h = b.op(OpKind::Relu, NoAttrs{}, {h});
+  h = b.op(OpKind::Conv, conv(3, 1, 1), {h, b.constant({32, 32, 3, 3}), b.constant({32})});
+  h = b.op(OpKind::Relu, NoAttrs{}, {h});
+  h = b.op(OpKind::Conv, conv(1, 1, 0), {h, b.constant({64, 32, 1, 1}), b.constant({64})});
+  ValueId y = b.op(OpKind::Relu, NoAttrs{}, {b.op(OpKind::Add, NoAttrs{}, {h, x})});
+  ValueId s = b.op(OpKind::Conv, conv(1, 2, 0), {y, b.constant({32, 64, 1, 1}), b.constant({32})});
+  ValueId t = b.op(OpKind::Conv, conv(3, 1, 1), {s, b.constant({32, 32, 3, 3}), b.constant({32})});
+  b.g.addOutput(b.op(OpKind::Add, NoAttrs{}, {t, s}));
+  Builder mlp;
+  ValueId a = mlp.input({1, 24, 48});
+  ValueId hidden =
+      mlp.op(OpKind::Add, NoAttrs{},
+             {mlp.op(OpKind::MatMul, NoAttrs{}, {a, mlp.constant({48, 64})}), mlp.constant({64})});
+  hidden = mlp.op(OpKind::Gelu, GeluAttrs{false}, {hidden});
+  mlp.g.addOutput(mlp.op(
+      OpKind::Add, NoAttrs{},
+      {mlp.op(OpKind::MatMul, NoAttrs{}, {hidden, mlp.constant({64, 48})}), mlp.constant({48})}));
+  std::shared_ptr<Jit> amxJit = test::sharedTwinJit();
+  ASSERT_TRUE(amxJit);
+  Target vectorTarget = amxJit->target();
+  vectorTarget.amx = false;
+  auto vectorJit = Jit::create(vectorTarget, JitPipeline::Lean, JitInstructions::Twins);
+  ASSERT_TRUE(vectorJit.isOk()) << vectorJit.error().message();
+  std::shared_ptr<Jit> vector(std::move(*vectorJit));
+  struct Case {
+    Builder* model;
+    Shape out;
+    int64_t stored;      // activations stored as bf16
+    int bf16In, bf16Out; // kernels reading / writing them
+  };
+  for (const Case& c :
+       {Case{&b, Shape{1, 32, 5, 5}, 2, 2, 2}, Case{&mlp, Shape{1, 24, 48}, 1, 1, 1}})
+    for (const std::shared_ptr<Jit>& jit : {amxJit, vector}) {
+      auto want = runReference(c.model->g, c.model->inputs);
+      ASSERT_TRUE(want.isOk()) << want.error().message();
+      std::vector<Tensor> outs;
+      for (bool bf16Activations : {true, false}) {
+        driver::CompileOptions options = bf16Options(*jit);
+        options.bf16Activations = bf16Activations;
+        auto compiled = driver::compileModel(c.model->g, *jit, options);
+        ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+        EXPECT_EQ(compiled->stats.bf16Activations, bf16Activations ? c.stored : 0);
+        int in = 0, out = 0;
+        for (const driver::HeavyKernel& k : compiled->kernels) {
+          EXPECT_TRUE(isBf16Gemm(workloadTypes(k.workload))) << k.label;
+          const KernelTypes types = workloadTypes(k.workload);
+          in += types.src == DType::BF16, out += types.dst == DType::BF16;
+          EXPECT_EQ(types.src == DType::BF16, k.label.find("(bf16 in") != std::string::npos)
+              << k.label;
+        }
+        EXPECT_EQ(in, bf16Activations ? c.bf16In : 0);
+        EXPECT_EQ(out, bf16Activations ? c.bf16Out : 0);
+        auto executor = driver::loadInProcess(std::move(*compiled), jit, 1);
+        ASSERT_TRUE(executor.isOk()) << executor.error().message();
+        outs.emplace_back(DType::F32, c.out);
+        const void* ins[] = {c.model->inputs[0].data()};
+        void* outPtrs[] = {outs.back().data()};
+        ASSERT_TRUE((*executor)->run(ins, outPtrs).isOk());
+      }
+      for (int64_t i = 0; i < outs[0].numel(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(outs[0].dataAs<float>()[i]),
+                  std::bit_cast<uint32_t>(outs[1].dataAs<float>()[i]))
+            << "element " << i << (jit == amxJit ? " on AMX" : " on vdpbf16ps");
+      EXPECT_LT(relativeL2(outs[0], (*want)[0]), 2e-2);
+      EXPECT_GT(relativeL2(outs[0], (*want)[0]), 0.0); // really rounded to bf16
+    }
 }
 
 // A whole int8 model on AMX, on any machine: a downsampling block of 64-channel int8

@@ -321,6 +321,40 @@ TEST(Measurer, SplitOutputWorkloadsAreMeasured) {
   }
 }
 
+// Workloads whose activations are stored as bf16 (--precision bf16 between bf16 kernels: a bf16
+// input, a bf16 output, or both), convolutions (padded: the bf16 copy; 1x1: read in place) and
+// matmuls: measured and their results checked against the reference, as a model's tuning draws
+// them (on real vdpbf16ps: the measurer runs what a model.so runs).
+TEST(Measurer, Bf16ActivationWorkloadsAreMeasuredAndChecked) {
+  if (!hostTarget().avx512bf16 || !targetSupports(hostTarget(), Isa::Avx512))
+    GTEST_SKIP() << "this machine has no avx512_bf16: the measurer runs real vdpbf16ps (the "
+                    "kernels' twins are tested by tunec_codegen_tests)";
+  Conv2dWorkload padded;
+  padded.ic = 32, padded.h = 9, padded.w = 8, padded.oc = 48, padded.kh = padded.kw = 3;
+  padded.padTop = padded.padLeft = padded.padBottom = padded.padRight = 1;
+  Conv2dWorkload pointwise;
+  pointwise.ic = 64, pointwise.h = 7, pointwise.w = 7, pointwise.oc = 32;
+  MatmulWorkload matmul;
+  matmul.m = 24, matmul.k = 64, matmul.n = 48, matmul.coldWeights = true;
+  Measurer m(worker(), 10.0);
+  int measured = 0;
+  for (auto [src, dst] : {std::pair{DType::BF16, DType::BF16},
+                          {DType::F32, DType::BF16},
+                          {DType::BF16, DType::F32}}) {
+    const KernelTypes types{src, DType::BF16, DType::F32, dst};
+    padded.types = pointwise.types = matmul.types = types;
+    for (const nlohmann::json& w : {padded.toJson(), pointwise.toJson(), matmul.toJson()}) {
+      auto task = makeTask(w, hostTarget());
+      ASSERT_TRUE(task.isOk()) << task.error().message();
+      MeasureResult r =
+          m.measure({task->workloadJson, toJson(task->defaultConfig), 0.01, 2, false});
+      EXPECT_EQ(r.status, db::MeasureStatus::Ok) << task->label << ": " << r.error;
+      measured += r.status == db::MeasureStatus::Ok;
+    }
+  }
+  EXPECT_EQ(measured, 9);
+}
+
 // A cold_weights workload is timed with its packed weights evicted before every run: as a
 // model with more weights than the L3 runs it, slower than with the same weights warm.
 TEST(Measurer, ColdWeightsAreEvictedBeforeEveryTimedRun) {
