@@ -72,6 +72,16 @@ inline bool hostRunsBf16() {
   return hostTarget().avx512bf16 && targetSupports(hostTarget(), Isa::Avx512);
 }
 
+/// Skips a test that runs the real vdpbf16ps (a model.so, the measurer's worker) on a CPU without
+/// it, saying so (the bf16 kernels' twins are tested by tunec_codegen_tests on every machine).
+#define SKIP_WITHOUT_REAL_BF16(what)                                                               \
+  do {                                                                                             \
+    if (!::tunec::test::hostRunsBf16())                                                            \
+      GTEST_SKIP() << "this machine has no avx512_bf16: " << what                                  \
+                   << " runs the real vdpbf16ps, which cannot run here (the bf16 kernels' twins "  \
+                      "are tested by tunec_codegen_tests)";                                        \
+  } while (0)
+
 /// The JIT for bf16 kernels: the real instructions where this CPU has them, else the twins (the
 /// same kernels, exactly, on a CPU without AVX512-BF16).
 inline Jit& bf16Jit() {

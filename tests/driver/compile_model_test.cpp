@@ -715,9 +715,7 @@ TEST(CompileModel, Bf16PrecisionThroughTheCApi) {
   EXPECT_NE(outline.error().message().find("--precision bf16 needs AVX-512 with avx512_bf16"),
             std::string::npos)
       << outline.error().message();
-  if (!hostTarget().avx512bf16 || options.isa != Isa::Avx512)
-    GTEST_SKIP() << "this machine has no avx512_bf16: a model.so holds the real vdpbf16ps, which "
-                    "cannot run here (the bf16 kernels' twins are tested by tunec_codegen_tests)";
+  SKIP_WITHOUT_REAL_BF16("a model.so");
   auto want = runReference(b.g, b.inputs);
   ASSERT_TRUE(want.isOk());
   auto compiled = driver::compileModel(b.g, *sharedJit(), options);

@@ -1,5 +1,6 @@
 // The tuner's parts: search space, features, cost model, scheduler, the measurer's isolation
 // (a crashing and a hanging candidate, injected), and a resumable job against a real database.
+#include "../codegen/test_support.h" // test::hostRunsBf16
 #include "codegen/jit.h"
 #include "support/host.h"
 #include "support/timing.h"
@@ -309,7 +310,7 @@ TEST(Measurer, SplitOutputWorkloadsAreMeasured) {
   w.m = 24, w.k = 32, w.splitN = 32, w.n = 96;
   w.coldWeights = true;
   std::vector<KernelTypes> types = {{}};
-  if (hostTarget().avx512bf16 && targetSupports(hostTarget(), Isa::Avx512))
+  if (test::hostRunsBf16()) // (the measurer runs the real vdpbf16ps)
     types.push_back({DType::F32, DType::BF16, DType::F32, DType::F32});
   Measurer m(worker(), 10.0);
   for (const KernelTypes& t : types) {
@@ -326,9 +327,7 @@ TEST(Measurer, SplitOutputWorkloadsAreMeasured) {
 // matmuls: measured and their results checked against the reference, as a model's tuning draws
 // them (on real vdpbf16ps: the measurer runs what a model.so runs).
 TEST(Measurer, Bf16ActivationWorkloadsAreMeasuredAndChecked) {
-  if (!hostTarget().avx512bf16 || !targetSupports(hostTarget(), Isa::Avx512))
-    GTEST_SKIP() << "this machine has no avx512_bf16: the measurer runs real vdpbf16ps (the "
-                    "kernels' twins are tested by tunec_codegen_tests)";
+  SKIP_WITHOUT_REAL_BF16("the measurer");
   Conv2dWorkload padded;
   padded.ic = 32, padded.h = 9, padded.w = 8, padded.oc = 48, padded.kh = padded.kw = 3;
   padded.padTop = padded.padLeft = padded.padBottom = padded.padRight = 1;
