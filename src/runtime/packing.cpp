@@ -168,22 +168,24 @@ extern "C" void tunec_pack_a_bf16_tiles(const void* a, int32_t srcIsBf16, int64_
                                         int64_t kPad, uint16_t* dst) {
   const auto* f = static_cast<const float*>(a);
   const auto* h = static_cast<const uint16_t*>(a);
-  std::vector<uint16_t> row(static_cast<size_t>(kPad), 0);
   const int64_t steps = kPad / 32;
   for (int64_t i = 0; i < rows; ++i) {
-    uint16_t* out = row.data();
-    if (srcIsBf16 && transposed)
-      for (int64_t k = 0; k < cols; ++k) out[k] = h[k * lda + i];
-    else if (srcIsBf16)
-      std::memcpy(out, h + i * lda, static_cast<size_t>(cols) * sizeof(uint16_t));
-    else if (transposed)
-      for (int64_t k = 0; k < cols; ++k) out[k] = tunec::floatToBf16(f[k * lda + i]);
-    else
-      rowToBf16(f + i * lda, cols, out);
-    // Row i % 16 of the tiles of row block i / 16: 32 values (64 bytes) per k step.
+    // Row i % 16 of the tiles of row block i / 16: 32 values (64 bytes) per k step, written in
+    // place (no row buffer: the attention and the matmuls call this per block), zeros past k.
     uint16_t* block = dst + (i / 16) * steps * 512 + (i % 16) * 32;
-    for (int64_t s = 0; s < steps; ++s)
-      std::memcpy(block + s * 512, out + s * 32, 32 * sizeof(uint16_t));
+    for (int64_t s = 0; s < steps; ++s) {
+      uint16_t* out = block + s * 512;
+      const int64_t k0 = s * 32, valid = std::clamp<int64_t>(cols - k0, 0, 32);
+      if (srcIsBf16 && transposed)
+        for (int64_t k = 0; k < valid; ++k) out[k] = h[(k0 + k) * lda + i];
+      else if (srcIsBf16)
+        std::memcpy(out, h + i * lda + k0, static_cast<size_t>(valid) * sizeof(uint16_t));
+      else if (transposed)
+        for (int64_t k = 0; k < valid; ++k) out[k] = tunec::floatToBf16(f[(k0 + k) * lda + i]);
+      else
+        rowToBf16(f + i * lda + k0, valid, out);
+      std::memset(out + valid, 0, static_cast<size_t>(32 - valid) * sizeof(uint16_t));
+    }
   }
   // The rows after the last up to a whole tile are zeros: the kernels load all 16 rows.
   for (int64_t i = rows; i % 16; ++i) {
