@@ -559,7 +559,8 @@ std::string compileReport(const CompiledModel& model) {
     os << "\n";
     if (model.stats.bf16Activations)
       os << model.stats.bf16Activations
-         << " activations between bf16 kernels stored in bf16 (rounded once, by their producer)\n";
+         << (model.stats.bf16Activations > 1 ? " activations" : " activation")
+         << " between bf16 kernels stored in bf16 (rounded once, by the producer)\n";
   }
   for (const HeavyKernel& k : model.kernels)
     os << "  " << (k.tuned ? "tuned  " : "default") << "  " << k.label << "\n";
