@@ -131,10 +131,11 @@ std::string databaseForCompile(const Arguments& args) {
 FlagSpec precisionFlag() {
   return {"precision", "fp32|bf16",
           "ONNX models: bf16 runs convolutions, MatMul/Gemm layers with constant weights and the "
-          "fused attention in bf16 (weights packed to bf16, f32 accumulation; needs avx512_bf16) "
-          "where the target's bf16 is faster (AMX for matmuls, convolutions and the attention on "
-          "a Xeon with AMX, where vdpbf16ps is slower than fp32), the rest in fp32 (default "
-          "fp32)"};
+          "fused attention in bf16 (weights packed to bf16, f32 accumulation, activations between "
+          "bf16 kernels stored as bf16) where the target's bf16 is faster (vdpbf16ps with "
+          "avx512_bf16; AMX for matmuls, convolutions and the attention on a Xeon with AMX, where "
+          "vdpbf16ps is slower than fp32), the rest in fp32; a target without a bf16 instruction "
+          "runs all of it in fp32, the report saying why (default fp32)"};
 }
 
 Expected<driver::Precision> precisionFromArgs(const Arguments& args) {

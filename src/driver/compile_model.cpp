@@ -405,21 +405,22 @@ Expected<Precision> parsePrecision(const std::string& name) {
   return makeError("precision '", name, "' is not one of fp32, bf16");
 }
 
-Status checkPrecision(const CompileOptions& options) {
-  if (options.precision != Precision::Bf16) return {};
+std::string bf16Unavailable(const CompileOptions& options) {
   const Target& t = options.target;
-  if (options.isa == Isa::Avx512 && t.avx512bf16) return {};
+  if (options.precision != Precision::Bf16 || (options.isa == Isa::Avx512 && t.avx512bf16))
+    return "";
   std::string has;
   for (const std::string& f : t.featureNames()) has += (has.empty() ? "" : ", ") + f;
-  return makeError(
-      "--precision bf16 needs AVX-512 with avx512_bf16 (vdpbf16ps), which the target '", t.model,
-      "' (", has,
-      ") lacks; use --precision fp32, or compile for a target "
-      "that has it (--target FILE)");
+  return "the target '" + t.model + "' (" + has + ") has no bf16 instruction at " +
+         std::string(spell(options.isa)) +
+         " (vdpbf16ps needs AVX-512 with avx512_bf16, AMX's tdpbf16ps a CPU with AMX); compile "
+         "for a target that has one (--target FILE) to run bf16 there";
 }
 
 Status Lowering::run() {
-  TUNEC_TRY(checkPrecision(options_));
+  // --precision bf16 on a target without a bf16 instruction: every kernel in fp32, said once.
+  stats_.bf16Unavailable = bf16Unavailable(options_);
+  if (!stats_.bf16Unavailable.empty()) options_.precision = Precision::Fp32;
   stats_.graphNodes = static_cast<int64_t>(graph_.nodes().size());
   for (ValueId in : graph_.inputs()) {
     Phys phys;
@@ -542,6 +543,8 @@ std::string compileReport(const CompiledModel& model) {
   for (const HeavyKernel& k : model.kernels) tuned += k.tuned;
   os << model.kernels.size() << " heavy kernels: " << tuned << " tuned, "
      << model.kernels.size() - static_cast<size_t>(tuned) << " with the analytical default\n";
+  if (!model.stats.bf16Unavailable.empty())
+    os << "--precision bf16: every kernel in fp32: " << model.stats.bf16Unavailable << "\n";
   size_t bf16 = static_cast<size_t>(
       std::count_if(model.kernels.begin(), model.kernels.end(),
                     [](const HeavyKernel& k) { return isBf16Gemm(workloadTypes(k.workload)); }));

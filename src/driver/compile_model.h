@@ -44,8 +44,11 @@ struct CompileOptions {
 
 /// "fp32" or "bf16" (the --precision flag); an error names the spellings.
 Expected<Precision> parsePrecision(const std::string& name);
-/// The target runs the precision's kernels at this ISA; the error names what the target lacks.
-Status checkPrecision(const CompileOptions& options);
+/// Why --precision bf16 has no bf16 kernel on the options' target and ISA (no avx512_bf16 at
+/// AVX-512): the reason, naming the target's features; empty when it has one or the precision is
+/// fp32. The lowering then compiles every kernel in fp32 (as on a CPU where bf16 would be slower:
+/// --precision bf16 is never slower than fp32) and the compile report says why.
+std::string bf16Unavailable(const CompileOptions& options);
 
 /// One heavy kernel of the model, for the compile report and for task extraction.
 struct HeavyKernel {
@@ -77,6 +80,8 @@ struct CompileStats {
   std::vector<std::pair<std::string, std::string>> quantizedKeptFloat;
   /// Activations between bf16 kernels stored as bf16 (--precision bf16).
   int64_t bf16Activations = 0;
+  /// --precision bf16 compiled in fp32: why (bf16Unavailable); empty otherwise.
+  std::string bf16Unavailable;
   int64_t arenaBytes = 0, arenaLowerBound = 0, intermediateBytes = 0, constantBytes = 0;
 };
 

@@ -691,7 +691,8 @@ TEST(CompileModel, SharedLibraryThroughTheCApi) {
 
 // --precision bf16 through model.so: the convolution and the Gemm run in bf16 (labels, the
 // steps' bf16 operations for profiles), the plan's ISA names avx512_bf16, the output is within
-// bf16's error of the reference; a target without avx512_bf16 is refused by name.
+// bf16's error of the reference. For a target without avx512_bf16 (or restricted to AVX2) every
+// kernel stays fp32, the report naming what the target lacks: --precision bf16 is never slower.
 TEST(CompileModel, Bf16PrecisionThroughTheCApi) {
   Builder b;
   ValueId x = b.input({1, 4, 8, 8});
@@ -708,13 +709,27 @@ TEST(CompileModel, Bf16PrecisionThroughTheCApi) {
   options.precision = driver::Precision::Bf16;
   Target noBf16 = options.target;
   noBf16.avx512bf16 = false;
-  driver::CompileOptions refused = options;
-  refused.target = noBf16;
-  auto outline = driver::outlineCompile(b.g, refused);
-  ASSERT_FALSE(outline.isOk());
-  EXPECT_NE(outline.error().message().find("--precision bf16 needs AVX-512 with avx512_bf16"),
-            std::string::npos)
-      << outline.error().message();
+  driver::CompileOptions fallback = options, avx2 = options;
+  fallback.target = noBf16;
+  avx2.isa = Isa::Avx2;
+  for (const driver::CompileOptions& o : {fallback, avx2}) {
+    auto outline = driver::outlineCompile(b.g, o);
+    ASSERT_TRUE(outline.isOk()) << outline.error().message();
+    EXPECT_NE(outline->stats.bf16Unavailable.find("has no bf16 instruction at " +
+                                                  std::string(spell(o.isa))),
+              std::string::npos)
+        << outline->stats.bf16Unavailable;
+    for (const driver::StepOutline& step : outline->steps)
+      EXPECT_EQ(step.label.find(" in bf16"), std::string::npos) << step.label;
+  }
+  // (Compiled for this machine's target, restricted to AVX2: the report says why.)
+  auto inFp32 = driver::compileModel(b.g, *sharedJit(), avx2);
+  ASSERT_TRUE(inFp32.isOk()) << inFp32.error().message();
+  for (const driver::HeavyKernel& k : inFp32->kernels)
+    EXPECT_TRUE(workloadTypes(k.workload).allF32()) << k.label;
+  const std::string report = driver::compileReport(*inFp32);
+  EXPECT_NE(report.find("--precision bf16: every kernel in fp32: the target"), std::string::npos)
+      << report;
   SKIP_WITHOUT_REAL_BF16("a model.so");
   auto want = runReference(b.g, b.inputs);
   ASSERT_TRUE(want.isOk());

@@ -124,15 +124,16 @@ def test_bench(model):
     assert stats["runs"] == 10 and 0 < stats["min_ms"] <= stats["median_ms"] <= stats["p90_ms"]
 
 
-def test_bf16_precision_runs_or_names_what_the_machine_lacks(tmp_path):
+def test_bf16_precision_runs_in_bf16_or_in_fp32_where_the_machine_has_no_bf16(tmp_path):
     x = np.random.default_rng(3).uniform(-1, 1, size=(1, 3, 32, 32)).astype(np.float32)
     want = tunec.compile(MODEL).run({"x": x})["y"]
-    try:
-        got = tunec.compile(MODEL, precision="bf16").run({"x": x})["y"]
-    except tunec.Error as e:  # a machine without avx512_bf16
-        assert "--precision bf16 needs AVX-512 with avx512_bf16" in str(e)
-        pytest.skip("this machine has no avx512_bf16: " + str(e))
+    got = tunec.compile(MODEL, precision="bf16").run({"x": x})["y"]
     rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+    with open("/proc/cpuinfo") as f:
+        bf16 = " avx512_bf16" in f.read()
+    if not bf16:  # every kernel in fp32 (the compile report says why): the fp32 result
+        assert rel == 0
+        pytest.skip("this machine has no avx512_bf16: --precision bf16 compiled in fp32")
     assert 0 < rel < 2e-2  # its Gemm ran in bf16: close to fp32, not equal
     db = str(tmp_path / "bf16.db")
     summary = tunec.tune(MODEL, db=db, trials=8, precision="bf16")
