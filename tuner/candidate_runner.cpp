@@ -243,6 +243,17 @@ Status fillProblem(const DepthwiseWorkload& w, CandidateRunner::Problem& p, std:
   p.b = randomData(ws.numel(), rng);
   p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.c), 0.f);
   if (isInt8Gemm(w.types)) toInt8Operands(p);
+  if (isF32OnBf16Activations(w.types)) { // f32 arithmetic on bf16 activations
+    if (w.types.src == DType::BF16)
+      for (float& x : p.a) {
+        p.aBf16.push_back(floatToBf16(x));
+        x = bf16ToFloat(p.aBf16.back());
+      }
+    if (w.types.dst == DType::BF16) { // rounded once more (2^-9)
+      p.outBf16.assign(p.out.size(), 0);
+      p.tolerance = 4e-3;
+    }
+  }
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},
@@ -305,10 +316,8 @@ Expected<Candidate> compileCandidate(Jit& jit, const Conv2dWorkload& w, const Co
 Expected<Candidate> compileCandidate(Jit& jit, const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                      CandidateRunner::Problem& p) {
   TUNEC_ASSIGN_OR_RETURN(DepthwiseKernel k, compileDepthwise(jit, w, c, p.epilogue, p.b.data()));
-  return candidateOf(std::move(k), false, [&p](const DepthwiseKernel& kernel) {
-    kernel.run(p.aU8.empty() ? static_cast<const void*>(p.a.data()) : p.aU8.data(),
-               p.outU8.empty() ? static_cast<void*>(p.out.data()) : p.outU8.data());
-  });
+  return candidateOf(std::move(k), false,
+                     [&p](const DepthwiseKernel& kernel) { kernel.run(typedA(p), typedOut(p)); });
 }
 
 } // namespace

@@ -73,6 +73,11 @@ private:
     auto load = [&](llvm::Value* base, int64_t offset, int v) {
       return loadLanes(vec, gep(base, i64(offset)), masks[static_cast<size_t>(v)]);
     };
+    // A bf16 output's addend is bf16 too (epilogueAddendType), widened as the input is.
+    const bool bf16Out = w_.types.dst == DType::BF16;
+    auto loadAddend = [&](int64_t offset, int v) {
+      return bf16Out ? loadBf16(add, offset, v, masks) : load(add, offset, v);
+    };
     // An int8 workload's u8 input and u8 output: the window's exact integer sums (in f32 for
     // the epilogue) and the requantized results (integers in [0, 255]) narrowed back.
     const bool u8Out = w_.types.dst == DType::U8;
@@ -86,13 +91,14 @@ private:
           return std::pair{op.kind == PostOpKind::BiasPerColumn ? load(bias, v * lanes_, v)
                            : readsColumnScale(op.kind)          ? load(scale, v * lanes_, v)
                                                                 : nullptr,
-                           op.kind == PostOpKind::AddTensor ? load(add, offset, v) : nullptr};
+                           op.kind == PostOpKind::AddTensor ? loadAddend(offset, v) : nullptr};
         };
         llvm::Value* y = codegen::emitEpilogue(b_, epilogue_,
                                                acc[static_cast<size_t>(p * vectors + v)], operands);
         llvm::Value* dst = gep(w_.types.dst, out, i64(offset));
         llvm::Align align(w_.types.dstBytes());
         if (u8Out) y = b_.CreateTrunc(y, bytes); // the requantized u8 values as i32 lanes
+        if (bf16Out) y = codegen::emitRoundToBf16(mb_, b_, y);
         if (masks[static_cast<size_t>(v)])
           b_.CreateMaskedStore(y, dst, align, masks[static_cast<size_t>(v)]);
         else
@@ -119,13 +125,26 @@ private:
         loadLanes(bytes, gep(DType::U8, in, i64(offset)), masks[static_cast<size_t>(v)]), ints);
   }
 
+  // The bf16 values of channel vector v at `offset` (elements from `base`), widened to f32
+  // exactly (a bf16 is the upper half of its f32).
+  llvm::Value* loadBf16(llvm::Value* base, int64_t offset, int v,
+                        const std::vector<llvm::Value*>& masks) {
+    auto* halves = llvm::FixedVectorType::get(b_.getInt16Ty(), static_cast<unsigned>(lanes_));
+    auto* ints = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(lanes_));
+    llvm::Value* h =
+        loadLanes(halves, gep(DType::BF16, base, i64(offset)), masks[static_cast<size_t>(v)]);
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(h, ints), 16), mb_.f32Vector());
+  }
+
   // The window's sums by taps: per tap, each input vector (u8 widened to the f32 integers the
-  // FMA sums exactly) times its channels' filter value. Row-major (pixel, vector) f32 sums.
+  // FMA sums exactly, bf16 widened exactly) times its channels' filter value. Row-major (pixel,
+  // vector) f32 sums.
   std::vector<llvm::Value*> sumTaps(int pixels, int vectors, const std::vector<llvm::Value*>& masks,
                                     llvm::Value* in, llvm::Value* wt) {
     llvm::FixedVectorType* vec = mb_.f32Vector();
     auto loadInput = [&](int64_t offset, int v) -> llvm::Value* {
       if (w_.types.src == DType::U8) return b_.CreateUIToFP(loadBytes(in, offset, v, masks), vec);
+      if (w_.types.src == DType::BF16) return loadBf16(in, offset, v, masks);
       return loadLanes(vec, gep(in, i64(offset)), masks[static_cast<size_t>(v)]);
     };
     llvm::Function* fma =
@@ -210,12 +229,13 @@ private:
                 b_.CreateAdd(b_.CreateMul(b_.CreateAdd(outRow, ow0), i64(w_.c)), c0);
             llvm::Value* pTail = b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
             llvm::Value* which = mb_.tileVariant(b_, pTail, cTail);
-            std::vector<llvm::Value*> args = {gep(w_.types.src, in, inOff),
-                                              gep(wt, c0),
-                                              gep(w_.types.dst, out, outOff),
-                                              gep(bias, c0),
-                                              gep(add, outOff),
-                                              gep(scale, c0)};
+            std::vector<llvm::Value*> args = {
+                gep(w_.types.src, in, inOff),
+                gep(wt, c0),
+                gep(w_.types.dst, out, outOff),
+                gep(bias, c0),
+                gep(epilogueAddendType(epilogue_, w_.types.dst), add, outOff),
+                gep(scale, c0)};
             mb_.emitVariantCall(b_, which, tiles_, args);
           });
         });
@@ -240,10 +260,14 @@ private:
     auto args = mb_.beginKernelEntry(b_, name);
     // The window is read from a zero-padded copy, so every load is in bounds; one vector of
     // slack covers the masked channel-tail loads of the last pixel.
-    // An int8 input is padded with its zero point (DepthwiseWorkload::aZeroPoint).
+    // An int8 input is padded with its zero point (DepthwiseWorkload::aZeroPoint), a bf16 one
+    // copied as it is.
     llvm::Value* padded =
-        mb_.emitPaddedNhwc(b_, args[rt::kArgSrc], w_.n, w_.h, w_.w, w_.c, w_.padTop, w_.padLeft,
-                           hp_, wp_, w_.types.src, lanes_, false, w_.aZeroPoint);
+        w_.types.src == DType::BF16
+            ? mb_.emitBf16Nhwc(b_, args[rt::kArgSrc], DType::BF16, w_.c, w_.n, w_.h, w_.w, w_.c,
+                               w_.padTop, w_.padLeft, hp_, wp_, lanes_)
+            : mb_.emitPaddedNhwc(b_, args[rt::kArgSrc], w_.n, w_.h, w_.w, w_.c, w_.padTop,
+                                 w_.padLeft, hp_, wp_, w_.types.src, lanes_, false, w_.aZeroPoint);
     int64_t tasks = c_.parallel == DepthwiseParallel::Oh ? w_.oh() : 1;
     mb_.emitRunTasks(b_, task,
                      {padded, args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
@@ -270,9 +294,13 @@ Expected<PackedWeights> emitDepthwiseKernel(ModuleBuilder& mb, const std::string
                                             const DepthwiseWorkload& w, const DepthwiseConfig& c,
                                             const Epilogue& e, const float* weights) {
   TUNEC_TRY(validateDepthwiseConfig(w, c));
-  for (size_t i = 0; i < e.size(); ++i)
+  for (size_t i = 0; i < e.size(); ++i) {
     if (e[i].kind == PostOpKind::LayerNormRow && i + 1 != e.size())
       return makeError("depthwise: a row normalization must end the epilogue");
+    if (e[i].kind == PostOpKind::LayerNormRow && w.types.dst != DType::F32)
+      return makeError("depthwise: a row normalization normalizes an f32 output, not ",
+                       dtypeName(w.types.dst));
+  }
   TUNEC_TRY(checkTargetSupports(mb.target(), c.isa, w.types));
   TUNEC_TRY(checkEpilogueStores(e, w.types.dst)); // a u8 output ends with its quantization
   if (epilogueAddendType(e, w.types.dst) == DType::U8)

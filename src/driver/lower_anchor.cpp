@@ -273,11 +273,10 @@ std::string amxNote(const HeavyKernel& hk) {
   return configIsa(hk.config) == Isa::Amx ? " on AMX tiles" : "";
 }
 
-// The label's note of a bf16 kernel whose activations are stored as bf16
-// (plan_bf16_activations.cpp): which of them.
+// The label's note of a kernel whose activations are stored as bf16 (plan_bf16_activations.cpp):
+// which of them.
 std::string bf16StorageNote(const KernelTypes& t) {
-  const bool in = isBf16Gemm(t) && t.src == DType::BF16,
-             out = isBf16Gemm(t) && t.dst == DType::BF16;
+  const bool in = t.src == DType::BF16, out = t.dst == DType::BF16;
   return in && out ? " (bf16 in and out)" : in ? " (bf16 in)" : out ? " (bf16 out)" : "";
 }
 
@@ -321,6 +320,18 @@ bool convRunsBf16(const Lowering& l, const passes::FusedKernel& kernel, const Co
                     w.icPerGroup() % 2 == 0 && kernel.prologue < 0 && !nchwInput;
   slower = form && !bf16Pays(inBf16, l.options().target);
   return form && !slower;
+}
+
+// --precision bf16's decision for a depthwise anchor, which has no bf16 form: its f32 kernel
+// reads and writes activations stored as bf16 between bf16 kernels (plan_bf16_activations.cpp),
+// unless it is int8, its epilogue normalizes rows (an f32 output) or a plain view follows it.
+bool depthwiseTakesBf16(const Lowering& l, const passes::FusedKernel& kernel) {
+  const Node& n = l.graph().node(kernel.anchor);
+  return l.options().precision == Precision::Bf16 && n.kind == OpKind::Conv &&
+         kernel.templ == TemplateKind::Depthwise && kernel.plainView < 0 && !requantizes(kernel) &&
+         std::none_of(
+             kernel.epilogue.begin(), kernel.epilogue.end(),
+             [](const passes::EpilogueStep& s) { return s.op.kind == PostOpKind::LayerNormRow; });
 }
 
 bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
@@ -393,6 +404,10 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
     if (integer) {
       w.types = int8Types, w.aZeroPoint = a.padValue;
       int8 = int8Note(l, false); // exact in f32 whatever the weights' bits
+    } else if (depthwiseTakesBf16(l, kernel)) {
+      // f32 arithmetic; its input and output bf16 where bf16 kernels write and read them.
+      if (keepsResultBf16(l, kernel)) l.storeAsBf16(e.result);
+      w.types = {l.storedType(n.inputs[0]), DType::F32, DType::F32, l.storedType(e.result)};
     }
     auto c = chooseConfigOf<DepthwiseConfig>(l, w, hk);
     if (l.module()) code = l.module()->addDepthwise(w, c, e.epilogue, weights, packed);
@@ -683,9 +698,11 @@ bool anchorRunsBf16(Lowering& l, const passes::FusedKernel& kernel) {
   }
   const Value& x = g.value(n.inputs[0]);
   bool slower = false;
-  return n.kind == OpKind::Conv && std::get<ConvAttrs>(n.attrs).kernel.size() == 2 &&
-         x.type.shape.rank() == 4 && x.type.dtype == DType::F32 && g.value(n.inputs[1]).constant &&
-         convRunsBf16(l, kernel, convShape(l, n), false, slower);
+  if (n.kind != OpKind::Conv || std::get<ConvAttrs>(n.attrs).kernel.size() != 2 ||
+      x.type.shape.rank() != 4 || x.type.dtype != DType::F32 || !g.value(n.inputs[1]).constant)
+    return false;
+  if (kernel.templ == TemplateKind::Depthwise) return depthwiseTakesBf16(l, kernel);
+  return convRunsBf16(l, kernel, convShape(l, n), false, slower);
 }
 
 bool lowerAnchor(Lowering& l, const passes::FusedKernel& kernel) {

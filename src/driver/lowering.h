@@ -159,8 +159,8 @@ private:
 
 /// --precision bf16's decision for an anchored kernel (a conv2d or a matmul outside attention):
 /// whether it runs in bf16, as lowerAnchor decides, for a kernel whose input is not a model's
-/// NCHW image (the kernels that read another bf16 kernel's output). Nothing is lowered or
-/// reported.
+/// NCHW image (the kernels that read another bf16 kernel's output); for a depthwise conv, whether
+/// it takes bf16 activations. Nothing is lowered or reported.
 bool anchorRunsBf16(Lowering& l, const passes::FusedKernel& kernel);
 /// Whether the result of `producer`, an anchored kernel that runs in bf16, is stored as bf16
 /// (plan_bf16_activations.cpp): every reader is a bf16 kernel reading it as its A, so it would

@@ -13,7 +13,9 @@ Status DepthwiseWorkload::check() const {
     if (aZeroPoint < 0 || aZeroPoint > 255)
       return makeError("int8 depthwise workload: a_zero_point=", aZeroPoint, " is not a u8");
   } else {
-    TUNEC_TRY(checkKernelTypes(types, "depthwise", "f32 or u8 x s8"));
+    if (!isF32OnBf16Activations(types))
+      TUNEC_TRY(checkKernelTypes(types, "depthwise",
+                                 "f32 (its input and output f32 or bf16) or u8 x s8"));
     if (aZeroPoint) return makeError("depthwise workload: a_zero_point is for a u8 input");
   }
   if (n < 1 || c < 1 || h < 1 || w < 1 || kh < 1 || kw < 1)
@@ -113,6 +115,10 @@ Status validateDepthwiseConfig(const DepthwiseWorkload& w, const DepthwiseConfig
     return makeError("depthwise config: channel_vectors exceeds the channels");
   if (c.parallel != DepthwiseParallel::None && w.threads < 2)
     return makeError("depthwise config: parallel loops need threads > 1");
+  if (isF32OnBf16Activations(w.types) && c.isa != Isa::Avx512)
+    return makeError("depthwise config: bf16 activations are read and written on avx512 (16 "
+                     "lanes, vcvtneps2bf16), not ",
+                     info.name);
   return {};
 }
 

@@ -64,7 +64,9 @@ Status checkTargetSupports(const Target& target, Isa isa) {
 
 CpuFeatures kernelNeeds(Isa isa, const KernelTypes& types) {
   CpuFeatures needs = isaInfo(isa).needs;
-  if (isBf16Gemm(types)) needs.add(CpuFeature::avx512bf16);
+  // (A bf16 output is rounded by vcvtneps2bf16.)
+  if (isBf16Gemm(types) || (isF32OnBf16Activations(types) && types.dst == DType::BF16))
+    needs.add(CpuFeature::avx512bf16);
   if (isInt8Gemm(types) && isa == Isa::Avx512) needs.add(CpuFeature::avx512vnni);
   return needs;
 }

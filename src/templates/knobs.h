@@ -98,6 +98,13 @@ inline bool writesCOnce(const KernelTypes& t) {
 inline bool isLowPrecisionGemm(const KernelTypes& t) {
   return isBf16Gemm(t) || isInt8Gemm(t);
 }
+/// f32 weights and arithmetic on activations stored as bf16 on one side or both (a depthwise
+/// convolution between bf16 kernels, --precision bf16): a bf16 input widened exactly, a bf16
+/// output rounded to nearest even.
+inline bool isF32OnBf16Activations(const KernelTypes& t) {
+  return (t.src == DType::F32 || t.src == DType::BF16) && t.wei == DType::F32 &&
+         t.acc == DType::F32 && (t.dst == DType::F32 || t.dst == DType::BF16) && !t.allF32();
+}
 /// A bf16 GEMM whose A is f32: rounded to bf16 (nearest even) into a scratch per block.
 inline bool convertsA(const KernelTypes& t) {
   return isBf16Gemm(t) && t.src == DType::F32;

@@ -17,8 +17,14 @@ template <typename W> struct TemplateOf;
 
 // Low-precision kernels say so in their label: "bf16" (all bf16), "f32xbf16" (f32 A, bf16
 // weights), "u8xi8" (the int8 kernels); a bf16 kernel whose C is not of A's type names it
-// ("f32xbf16->bf16", "bf16->f32": activations stored as bf16 on one side).
+// ("f32xbf16->bf16", "bf16->f32": activations stored as bf16 on one side); an f32 kernel on bf16
+// activations says which ("f32 (bf16 in and out)").
 void labelTypes(std::ostream& os, const KernelTypes& t) {
+  if (isF32OnBf16Activations(t)) { // a depthwise conv between bf16 kernels
+    const bool in = t.src == DType::BF16, out = t.dst == DType::BF16;
+    os << " f32 (bf16 " << (in && out ? "in and out" : in ? "in" : "out") << ")";
+    return;
+  }
   if (!t.allF32())
     os << " " << (t.src == t.wei ? "" : std::string(dtypeName(t.src)) + "x") << dtypeName(t.wei);
   if (isBf16Gemm(t) && t.dst != t.src) os << "->" << dtypeName(t.dst);
@@ -89,6 +95,7 @@ template <> struct TemplateOf<DepthwiseWorkload> {
   static void label(std::ostream& os, const DepthwiseWorkload& w) {
     os << "depthwise " << w.h << "x" << w.w << "x" << w.c << " k" << w.kh << "x" << w.kw << " s"
        << w.strideH;
+    labelTypes(os, w.types);
   }
   static bool cold(const DepthwiseWorkload&) { return false; }
 };

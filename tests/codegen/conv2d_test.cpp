@@ -828,12 +828,8 @@ TEST(Conv2dTemplate, Bf16ActivationsEqualTheF32FormRoundedOnceBitForBit) {
                                                     : x.data(),
                     outBf16 ? static_cast<void*>(gotBits.data()) : got.data(), bias.data(),
                     outBf16 ? static_cast<const void*>(addendBits.data()) : addend.data());
-    for (size_t i = 0; i < outs; ++i) {
-      const uint32_t expect = outBf16 ? floatToBf16(want[i]) : std::bit_cast<uint32_t>(want[i]);
-      const uint32_t actual = outBf16 ? gotBits[i] : std::bit_cast<uint32_t>(got[i]);
-      ASSERT_EQ(actual, expect) << "element " << i << " of " << stored.toJson().dump()
-                                << " with config " << c->toJson().dump();
-    }
+    ASSERT_EQ(test::differenceFromRoundedOnce(want, got, gotBits, outBf16), "")
+        << stored.toJson().dump() << " with config " << c->toJson().dump();
     ++checked;
     amx += isa == Isa::Amx;
     copied += stored.types.src == DType::BF16 && w.padded();

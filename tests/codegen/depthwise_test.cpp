@@ -7,6 +7,8 @@
 #include "support/host.h"
 #include "test_support.h"
 
+#include <bit>
+#include <cmath>
 #include <cstdio>
 #include <gtest/gtest.h>
 #include <random>
@@ -162,6 +164,88 @@ TEST(DepthwiseTemplate, RowNormalizationOfEachPixelEndsTheEpilogue) {
     }
   }
   EXPECT_GE(checked, 8);
+}
+
+// --precision bf16 between layers: the f32 depthwise kernel that reads its input as bf16 and or
+// writes its output as bf16 equals, bit for bit, the f32 kernel on the input's bf16 values with
+// its output rounded to bf16 once (nearest even; a residual read as bf16 beside a bf16 output).
+// Random workloads and configs, channel and pixel tails, strides, pads, dilations, two threads.
+// On AVX-512 (vcvtneps2bf16, or its twin); another ISA and a row normalization of a bf16 output
+// are refused by name.
+TEST(DepthwiseTemplate, Bf16ActivationsEqualTheF32KernelRoundedOnceBitForBit) {
+  std::mt19937 rng(31);
+  int checked = 0, bf16In = 0, bf16Out = 0, residual = 0;
+  for (int trial = 0; trial < 80 && checked < 30; ++trial) {
+    DepthwiseWorkload w;
+    std::uniform_int_distribution<int64_t> ch(1, 70), hw(3, 15), k(1, 5), s(1, 2), p(0, 2);
+    w.c = ch(rng), w.h = hw(rng), w.w = hw(rng), w.kh = w.kw = trial < 10 ? 3 : k(rng);
+    w.strideH = w.strideW = s(rng);
+    w.padTop = w.padLeft = p(rng);
+    w.padBottom = w.padRight = p(rng);
+    w.dilationH = w.dilationW = trial % 7 == 3 ? 2 : 1;
+    w.threads = trial % 3 == 0 ? 2 : 1;
+    if (!w.check().isOk()) continue;
+    auto c = randomConfig(w, Isa::Avx512, rng);
+    ASSERT_TRUE(c.isOk()) << c.error().message();
+    if (!validateDepthwiseConfig(w, *c).isOk()) continue;
+    DepthwiseWorkload stored = w; // 0: bf16 in, 1: bf16 out, 2: both
+    const int form = trial % 3;
+    stored.types.src = form != 1 ? DType::BF16 : DType::F32;
+    stored.types.dst = form != 0 ? DType::BF16 : DType::F32;
+    ASSERT_TRUE(validateDepthwiseConfig(stored, *c).isOk())
+        << validateDepthwiseConfig(stored, *c).error().message();
+    Epilogue epi = {{PostOpKind::BiasPerColumn}, {PostOpKind::Clip, 0.f, 6.f}};
+    if (trial % 4 == 3) epi.push_back({PostOpKind::AddTensor});
+    const bool outBf16 = stored.types.dst == DType::BF16;
+    const size_t ins = static_cast<size_t>(w.n * w.h * w.w * w.c),
+                 outs = static_cast<size_t>(w.n * w.oh() * w.ow() * w.c);
+    std::vector<float> x = randomVector(ins, rng), addend = randomVector(outs, rng);
+    std::vector<uint16_t> xBits(ins), addendBits(outs);
+    for (size_t i = 0; i < ins; ++i) { // the f32 kernel reads the bf16 values
+      xBits[i] = floatToBf16(x[i]);
+      if (stored.types.src == DType::BF16) x[i] = bf16ToFloat(xBits[i]);
+    }
+    for (size_t i = 0; i < outs; ++i) {
+      addendBits[i] = floatToBf16(addend[i]);
+      if (outBf16) addend[i] = bf16ToFloat(addendBits[i]);
+    }
+    std::vector<float> weights = randomVector(static_cast<size_t>(w.c * w.kh * w.kw), rng),
+                       bias = randomVector(static_cast<size_t>(w.c), rng);
+    auto f32Kernel = compileDepthwise(test::bf16Jit(), w, *c, epi, weights.data());
+    auto storedKernel = compileDepthwise(test::bf16Jit(), stored, *c, epi, weights.data());
+    ASSERT_TRUE(f32Kernel.isOk()) << f32Kernel.error().message();
+    ASSERT_TRUE(storedKernel.isOk()) << storedKernel.error().message();
+    std::vector<float> want(outs, std::nanf("")), got(outs, std::nanf(""));
+    std::vector<uint16_t> gotBits(outs, floatToBf16(std::nanf("")));
+    f32Kernel->run(x.data(), want.data(), bias.data(), addend.data());
+    storedKernel->run(stored.types.src == DType::BF16 ? static_cast<const void*>(xBits.data())
+                                                      : x.data(),
+                      outBf16 ? static_cast<void*>(gotBits.data()) : got.data(), bias.data(),
+                      outBf16 ? reinterpret_cast<const float*>(addendBits.data()) : addend.data());
+    ASSERT_EQ(test::differenceFromRoundedOnce(want, got, gotBits, outBf16), "")
+        << stored.toJson().dump() << " with config " << c->toJson().dump();
+    ++checked;
+    bf16In += stored.types.src == DType::BF16;
+    bf16Out += outBf16;
+    residual += outBf16 && epi.back().kind == PostOpKind::AddTensor;
+  }
+  EXPECT_GE(checked, 24);
+  EXPECT_GE(bf16In, 12);
+  EXPECT_GE(bf16Out, 12);
+  EXPECT_GE(residual, 2);
+  DepthwiseWorkload w;
+  w.c = 32, w.h = w.w = 8, w.kh = w.kw = 3;
+  w.types = {DType::BF16, DType::F32, DType::F32, DType::BF16};
+  DepthwiseConfig avx2 = defaultDepthwiseConfig(w, Isa::Avx2);
+  EXPECT_NE(validateDepthwiseConfig(w, avx2).error().message().find(
+                "bf16 activations are read and written on avx512"),
+            std::string::npos);
+  std::vector<float> weights(static_cast<size_t>(w.c * 9), 0.5f);
+  auto normalized = compileDepthwise(test::bf16Jit(), w, defaultDepthwiseConfig(w, Isa::Avx512),
+                                     {{PostOpKind::LayerNormRow, 1e-5f}}, weights.data());
+  ASSERT_FALSE(normalized.isOk());
+  EXPECT_EQ(normalized.error().message(),
+            "depthwise: a row normalization normalizes an f32 output, not bf16");
 }
 
 TEST(DepthwiseTemplate, RegisterLimitIsReported) {

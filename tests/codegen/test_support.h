@@ -9,6 +9,7 @@
 #include "templates/post_ops.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <gtest/gtest.h>
@@ -81,6 +82,35 @@ inline bool hostRunsBf16() {
                    << " runs the real vdpbf16ps, which cannot run here (the bf16 kernels' twins "  \
                       "are tested by tunec_codegen_tests)";                                        \
   } while (0)
+
+/// The twins of a target with AVX512-BF16 and no AMX (where bf16 convolutions and matmuls run on
+/// vdpbf16ps), shared.
+inline std::shared_ptr<Jit> sharedVectorBf16TwinJit() {
+  static std::shared_ptr<Jit> instance = [] {
+    Target t = sharedTwinJit()->target();
+    t.amx = false;
+    auto j = Jit::create(t, JitPipeline::Lean, JitInstructions::Twins);
+    if (!j) ADD_FAILURE() << j.error().message();
+    return j ? std::shared_ptr<Jit>(std::move(*j)) : nullptr;
+  }();
+  return instance;
+}
+
+/// A kernel that stores its output as bf16 (`gotBits`) or f32 (`got`) against its all-f32 form's
+/// output `want`, rounded once to bf16 for a bf16 output: "" when equal bit for bit, else the
+/// first difference.
+inline std::string differenceFromRoundedOnce(const std::vector<float>& want,
+                                             const std::vector<float>& got,
+                                             const std::vector<uint16_t>& gotBits, bool outBf16) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    const uint32_t expect = outBf16 ? floatToBf16(want[i]) : std::bit_cast<uint32_t>(want[i]);
+    const uint32_t actual = outBf16 ? gotBits[i] : std::bit_cast<uint32_t>(got[i]);
+    if (actual != expect)
+      return "element " + std::to_string(i) + ": bits " + std::to_string(actual) + ", want " +
+             std::to_string(expect);
+  }
+  return "";
+}
 
 /// The JIT for bf16 kernels: the real instructions where this CPU has them, else the twins (the
 /// same kernels, exactly, on a CPU without AVX512-BF16).

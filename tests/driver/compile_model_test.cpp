@@ -1437,13 +1437,8 @@ TEST(CompileModel, Bf16ActivationsBetweenBf16KernelsEqualTheF32StoredModelBitFor
   mlp.g.addOutput(mlp.op(
       OpKind::Add, NoAttrs{},
       {mlp.op(OpKind::MatMul, NoAttrs{}, {hidden, mlp.constant({64, 48})}), mlp.constant({48})}));
-  std::shared_ptr<Jit> amxJit = test::sharedTwinJit();
-  ASSERT_TRUE(amxJit);
-  Target vectorTarget = amxJit->target();
-  vectorTarget.amx = false;
-  auto vectorJit = Jit::create(vectorTarget, JitPipeline::Lean, JitInstructions::Twins);
-  ASSERT_TRUE(vectorJit.isOk()) << vectorJit.error().message();
-  std::shared_ptr<Jit> vector(std::move(*vectorJit));
+  std::shared_ptr<Jit> amxJit = test::sharedTwinJit(), vector = test::sharedVectorBf16TwinJit();
+  ASSERT_TRUE(amxJit && vector);
   struct Case {
     Builder* model;
     Shape out;
@@ -1486,6 +1481,53 @@ TEST(CompileModel, Bf16ActivationsBetweenBf16KernelsEqualTheF32StoredModelBitFor
       EXPECT_LT(relativeL2(outs[0], (*want)[0]), 2e-2);
       EXPECT_GT(relativeL2(outs[0], (*want)[0]), 0.0); // really rounded to bf16
     }
+}
+
+// An inverted residual (MobileNetV2's: a 1x1 expansion, a depthwise 3x3, a 1x1 projection and
+// the residual) with --precision bf16, compiled for a target with AMX and for one with only
+// vdpbf16ps and run in process through the twins: the depthwise conv, which has no bf16 form,
+// reads the expansion's output and writes its own as bf16 (f32 arithmetic), so both activations
+// are stored as bf16. Its input was f32 before, so the result differs from the f32-stored build's,
+// within bf16's rounding, and stays within 2e-2 of the reference.
+TEST(CompileModel, AnInvertedResidualStoresItsDepthwiseActivationsAsBf16) {
+  Builder b;
+  ValueId x = b.input({1, 32, 10, 9});
+  ValueId h = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({64, 32, 1, 1}), b.constant({64})});
+  h = b.op(OpKind::Clip, ClipAttrs{0.0, 6.0}, {h});
+  h = b.op(OpKind::Conv, conv(3, 1, 1, 64), {h, b.constant({64, 1, 3, 3}), b.constant({64})});
+  h = b.op(OpKind::Clip, ClipAttrs{0.0, 6.0}, {h});
+  h = b.op(OpKind::Conv, conv(1, 1, 0), {h, b.constant({32, 64, 1, 1}), b.constant({32})});
+  b.g.addOutput(b.op(OpKind::Add, NoAttrs{}, {h, x}));
+  auto want = runReference(b.g, b.inputs);
+  ASSERT_TRUE(want.isOk()) << want.error().message();
+  std::shared_ptr<Jit> amxJit = test::sharedTwinJit(), vector = test::sharedVectorBf16TwinJit();
+  ASSERT_TRUE(amxJit && vector);
+  for (const std::shared_ptr<Jit>& jit : {amxJit, vector}) {
+    std::vector<Tensor> outs;
+    for (bool bf16Activations : {true, false}) {
+      driver::CompileOptions options = bf16Options(*jit);
+      options.bf16Activations = bf16Activations;
+      auto compiled = driver::compileModel(b.g, *jit, options);
+      ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+      ASSERT_EQ(compiled->kernels.size(), 3u);
+      EXPECT_EQ(compiled->stats.bf16Activations, bf16Activations ? 2 : 0);
+      const driver::HeavyKernel& depthwise = compiled->kernels[1];
+      const KernelTypes stored{DType::BF16, DType::F32, DType::F32, DType::BF16};
+      EXPECT_TRUE(workloadTypes(depthwise.workload) == (bf16Activations ? stored : KernelTypes{}))
+          << depthwise.label;
+      EXPECT_EQ(depthwise.label.find(" (bf16 in and out)") != std::string::npos, bf16Activations)
+          << depthwise.label;
+      auto executor = driver::loadInProcess(std::move(*compiled), jit, 1);
+      ASSERT_TRUE(executor.isOk()) << executor.error().message();
+      outs.emplace_back(DType::F32, Shape{1, 32, 10, 9});
+      const void* ins[] = {b.inputs[0].data()};
+      void* outPtrs[] = {outs.back().data()};
+      ASSERT_TRUE((*executor)->run(ins, outPtrs).isOk());
+    }
+    EXPECT_LT(relativeL2(outs[0], (*want)[0]), 2e-2);
+    EXPECT_GT(relativeL2(outs[0], outs[1]), 0.0) << "the depthwise conv read the rounded input";
+    EXPECT_LT(relativeL2(outs[0], outs[1]), 1e-2);
+  }
 }
 
 // A whole int8 model on AMX, on any machine: a downsampling block of 64-channel int8

@@ -323,9 +323,10 @@ TEST(Measurer, SplitOutputWorkloadsAreMeasured) {
 }
 
 // Workloads whose activations are stored as bf16 (--precision bf16 between bf16 kernels: a bf16
-// input, a bf16 output, or both), convolutions (padded: the bf16 copy; 1x1: read in place) and
-// matmuls: measured and their results checked against the reference, as a model's tuning draws
-// them (on real vdpbf16ps: the measurer runs what a model.so runs).
+// input, a bf16 output, or both), convolutions (padded: the bf16 copy; 1x1: read in place),
+// matmuls and depthwise convolutions (f32 arithmetic): measured and their results checked against
+// the reference, as a model's tuning draws them (on real vdpbf16ps: the measurer runs what a
+// model.so runs).
 TEST(Measurer, Bf16ActivationWorkloadsAreMeasuredAndChecked) {
   SKIP_WITHOUT_REAL_BF16("the measurer");
   Conv2dWorkload padded;
@@ -335,14 +336,18 @@ TEST(Measurer, Bf16ActivationWorkloadsAreMeasuredAndChecked) {
   pointwise.ic = 64, pointwise.h = 7, pointwise.w = 7, pointwise.oc = 32;
   MatmulWorkload matmul;
   matmul.m = 24, matmul.k = 64, matmul.n = 48, matmul.coldWeights = true;
+  DepthwiseWorkload depthwise; // f32 arithmetic on bf16 activations
+  depthwise.c = 40, depthwise.h = 9, depthwise.w = 8, depthwise.kh = depthwise.kw = 3;
+  depthwise.padTop = depthwise.padLeft = depthwise.padBottom = depthwise.padRight = 1;
   Measurer m(worker(), 10.0);
   int measured = 0;
   for (auto [src, dst] : {std::pair{DType::BF16, DType::BF16},
                           {DType::F32, DType::BF16},
                           {DType::BF16, DType::F32}}) {
-    const KernelTypes types{src, DType::BF16, DType::F32, dst};
-    padded.types = pointwise.types = matmul.types = types;
-    for (const nlohmann::json& w : {padded.toJson(), pointwise.toJson(), matmul.toJson()}) {
+    padded.types = pointwise.types = matmul.types = {src, DType::BF16, DType::F32, dst};
+    depthwise.types = {src, DType::F32, DType::F32, dst};
+    for (const nlohmann::json& w :
+         {padded.toJson(), pointwise.toJson(), matmul.toJson(), depthwise.toJson()}) {
       auto task = makeTask(w, hostTarget());
       ASSERT_TRUE(task.isOk()) << task.error().message();
       MeasureResult r =
@@ -351,7 +356,7 @@ TEST(Measurer, Bf16ActivationWorkloadsAreMeasuredAndChecked) {
       measured += r.status == db::MeasureStatus::Ok;
     }
   }
-  EXPECT_EQ(measured, 9);
+  EXPECT_EQ(measured, 12);
 }
 
 // A cold_weights workload is timed with its packed weights evicted before every run: as a
