@@ -42,13 +42,19 @@ Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
       key.erase(condition);
       keys.push_back(key);
     }
-  // A bf16 kernel that reads or writes activations stored as bf16 then takes the records of its
-  // form with f32 activations (kBf16Types: the same knobs, tuned before the types were stored).
-  if (const KernelTypes types = workloadTypes(w); isBf16Gemm(types) && types != kBf16Types)
+  // A kernel that reads or writes activations stored as bf16 then takes the records of its form
+  // with f32 activations (the same knobs, tuned before the types were stored): kBf16Types for a
+  // bf16 GEMM, all f32 for a depthwise conv.
+  const KernelTypes types = workloadTypes(w);
+  const std::optional<KernelTypes> f32Activations =
+      isBf16Gemm(types) && types != kBf16Types ? std::optional(kBf16Types)
+      : isF32OnBf16Activations(types)          ? std::optional(KernelTypes{})
+                                               : std::nullopt;
+  if (f32Activations)
     for (size_t i = 0, count = keys.size(); i < count; ++i) {
-      nlohmann::json f32Activations = keys[i];
-      f32Activations["dtype"] = kernelTypesToJson(kBf16Types);
-      keys.push_back(std::move(f32Activations));
+      nlohmann::json f32Key = keys[i];
+      f32Key["dtype"] = kernelTypesToJson(*f32Activations);
+      keys.push_back(std::move(f32Key));
     }
   // Fastest first; a record whose config no longer parses or validates (an edited or imported
   // row) is skipped for the next one rather than sending the kernel back to its default.
@@ -95,7 +101,6 @@ Config chooseConfig(Lowering& l, const Workload& w, HeavyKernel& hk) {
     if (hasRecords(variant)) hk.otherThreads.insert(t);
   }
   if (kind == TemplateKind::Matmul || kind == TemplateKind::Conv2d) {
-    const KernelTypes types = workloadTypes(w);
     variant = keys.front();
     variant["dtype"] = types.allF32()
                            ? kernelTypesToJson(kBf16Types)

@@ -1530,6 +1530,53 @@ TEST(CompileModel, AnInvertedResidualStoresItsDepthwiseActivationsAsBf16) {
   }
 }
 
+// A kernel that reads or writes activations stored as bf16 has a workload key of its own; until
+// it has records it takes those of its form with f32 activations (a database tuned before):
+// kBf16Types for the convolutions, all f32 for the depthwise conv.
+TEST(CompileModel, Bf16ActivationKernelsTakeTheRecordsOfTheirF32ActivationForm) {
+  Builder b;
+  ValueId x = b.input({1, 32, 8, 8});
+  ValueId h = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({64, 32, 1, 1}), b.constant({64})});
+  h = b.op(OpKind::Conv, conv(3, 1, 1, 64), {h, b.constant({64, 1, 3, 3}), b.constant({64})});
+  b.g.addOutput(
+      b.op(OpKind::Conv, conv(1, 1, 0), {h, b.constant({32, 64, 1, 1}), b.constant({32})}));
+  std::shared_ptr<Jit> jit = test::sharedVectorBf16TwinJit();
+  ASSERT_TRUE(jit);
+  driver::CompileOptions options = bf16Options(*jit);
+  options.bf16Activations = false;
+  auto f32Stored = driver::compileModel(b.g, *jit, options);
+  ASSERT_TRUE(f32Stored.isOk()) << f32Stored.error().message();
+  ASSERT_EQ(f32Stored->kernels.size(), 3u);
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("tunec_bf16_fallback_" + std::to_string(getpid()) + ".db"))
+                         .string();
+  std::filesystem::remove(path);
+  {
+    auto database = db::TuningDatabase::open(path);
+    ASSERT_TRUE(database.isOk()) << database.error().message();
+    std::vector<db::Record> rows;
+    for (const driver::HeavyKernel& k : f32Stored->kernels) {
+      db::Record r = matmulRecord(toJson(k.workload), toJson(k.config), 1,
+                                  db::TargetInfo::fromTarget(jit->target()));
+      r.templateVersion = templateVersion(templateKind(k.workload));
+      rows.push_back(r);
+    }
+    ASSERT_TRUE(database->insert(rows).isOk());
+    options.bf16Activations = true;
+    options.database = &*database;
+    auto stored = driver::compileModel(b.g, *jit, options);
+    ASSERT_TRUE(stored.isOk()) << stored.error().message();
+    EXPECT_EQ(stored->stats.bf16Activations, 2);
+    for (size_t i = 0; i < 3; ++i) {
+      const driver::HeavyKernel& k = stored->kernels[i];
+      EXPECT_NE(toJson(k.workload), toJson(f32Stored->kernels[i].workload)) << k.label;
+      EXPECT_TRUE(k.tuned) << k.label;
+      EXPECT_EQ(toJson(k.config), toJson(f32Stored->kernels[i].config)) << k.label;
+    }
+  }
+  std::filesystem::remove(path);
+}
+
 // A whole int8 model on AMX, on any machine: a downsampling block of 64-channel int8
 // convolutions (a strided 3x3, 1x1s, the residual Add) and a Gemm, compiled for a target with
 // AMX and run in process through the twins (codegen/tile_ops.h). Every layer runs on AMX's
