@@ -130,6 +130,26 @@ void toInt8Operands(CandidateRunner::Problem& p) {
   for (float& x : p.b) x = std::round(x * static_cast<float>(kAvx2Int8WeightLimit));
 }
 
+// Operands as a kernel of types `t` with bf16 in it reads them, and the reference the same
+// values as floats: A rounded (an f32 A the kernel rounds itself is given rounded, a bf16 A as
+// bits), bf16 weights rounded (as bits too when `weightBits`: a matmul's runtime B), and a bf16
+// C rounded once more (2^-9 in the tolerance; f32 accumulation keeps the 1e-4 bound otherwise).
+void toBf16Operands(const KernelTypes& t, CandidateRunner::Problem& p, bool weightBits) {
+  auto round = [](std::vector<float>& values, std::vector<uint16_t>* bits) {
+    for (float& x : values) {
+      const uint16_t h = floatToBf16(x);
+      if (bits) bits->push_back(h);
+      x = bf16ToFloat(h);
+    }
+  };
+  if (t.src == DType::BF16 || convertsA(t)) round(p.a, t.src == DType::BF16 ? &p.aBf16 : nullptr);
+  if (t.wei == DType::BF16) round(p.b, weightBits ? &p.bBf16 : nullptr);
+  if (t.dst == DType::BF16) {
+    p.outBf16.assign(p.out.size(), 0);
+    p.tolerance = 4e-3;
+  }
+}
+
 // Random operands and the reference output of each template's workload.
 Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt19937& rng) {
   int64_t bBatches = w.broadcastB ? 1 : w.batch;
@@ -138,21 +158,7 @@ Status fillProblem(const MatmulWorkload& w, CandidateRunner::Problem& p, std::mt
   p.a = randomData(w.aExtent(), rng);
   p.b = randomData(w.bExtent(), rng);
   p.out.assign(static_cast<size_t>(w.cExtent()), 0.f);
-  if (isBf16Gemm(w.types)) {
-    // The kernel reads A (and a runtime B) as bf16 and the reference the same values as floats
-    // (an f32 A, which the kernel rounds itself, is given rounded); f32 accumulation keeps the
-    // 1e-4 bound, a bf16 C rounds each result once more (2^-9).
-    for (auto [values, bits] : {std::pair{&p.a, &p.aBf16}, std::pair{&p.b, &p.bBf16}})
-      for (float& x : *values) {
-        bits->push_back(floatToBf16(x));
-        x = bf16ToFloat(bits->back());
-      }
-    if (convertsA(w.types)) p.aBf16.clear();
-    if (w.types.dst == DType::BF16) {
-      p.outBf16.assign(p.out.size(), 0);
-      p.tolerance = 4e-3;
-    }
-  }
+  toBf16Operands(w.types, p, true);
   if (isInt8Gemm(w.types)) // exact integer sums, rounded once to f32: within the fp32 bound
     toInt8Operands(p);
   Graph g;
@@ -198,16 +204,7 @@ Status fillProblem(const Conv2dWorkload& w, CandidateRunner::Problem& p, std::mt
   Shape ws{w.oc, w.icPerGroup(), w.kh, w.kw};
   p.b = randomData(ws.numel(), rng);
   p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * outLd), 0.f);
-  if (isBf16Gemm(w.types)) { // the values the kernel rounds to (or reads), for the reference too
-    for (std::vector<float>* values : {&p.a, &p.b})
-      for (float& x : *values) x = bf16ToFloat(floatToBf16(x));
-    if (w.types.src == DType::BF16) // a bf16 input is given as bits
-      for (float x : p.a) p.aBf16.push_back(floatToBf16(x));
-    if (w.types.dst == DType::BF16) { // a bf16 C rounds each result once more (2^-9)
-      p.outBf16.assign(p.out.size(), 0);
-      p.tolerance = 4e-3;
-    }
-  }
+  toBf16Operands(w.types, p, false);
   if (isInt8Gemm(w.types)) toInt8Operands(p);
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
@@ -243,17 +240,7 @@ Status fillProblem(const DepthwiseWorkload& w, CandidateRunner::Problem& p, std:
   p.b = randomData(ws.numel(), rng);
   p.out.assign(static_cast<size_t>(w.n * w.oh() * w.ow() * w.c), 0.f);
   if (isInt8Gemm(w.types)) toInt8Operands(p);
-  if (isF32OnBf16Activations(w.types)) { // f32 arithmetic on bf16 activations
-    if (w.types.src == DType::BF16)
-      for (float& x : p.a) {
-        p.aBf16.push_back(floatToBf16(x));
-        x = bf16ToFloat(p.aBf16.back());
-      }
-    if (w.types.dst == DType::BF16) { // rounded once more (2^-9)
-      p.outBf16.assign(p.out.size(), 0);
-      p.tolerance = 4e-3;
-    }
-  }
+  toBf16Operands(w.types, p, false); // f32 arithmetic on bf16 activations
   ConvAttrs attrs{{w.kh, w.kw},
                   {w.strideH, w.strideW},
                   {w.padTop, w.padLeft, w.padBottom, w.padRight},

@@ -37,11 +37,7 @@ int64_t keyGrain(const AttentionParts& p) {
 
 // Scores of one row padded to whole key granules.
 int64_t scoreStride(const AttentionParts& p) {
-  return (p.qk.n + keyGrain(p) - 1) / keyGrain(p) * keyGrain(p);
-}
-
-int64_t roundUp(int64_t x, int64_t m) {
-  return (x + m - 1) / m * m;
+  return roundUp(p.qk.n, keyGrain(p));
 }
 
 // Rows per block: a multiple of both mr.
@@ -437,7 +433,7 @@ Status checkAttention(const AttentionParts& p) {
 
 int64_t attentionKeyBlock(const AttentionParts& p, const Target& target) {
   int64_t nr = keyGrain(p), all = scoreStride(p);
-  if (p.keyBlock > 0) return std::min(all, (p.keyBlock + nr - 1) / nr * nr);
+  if (p.keyBlock > 0) return std::min(all, roundUp(p.keyBlock, nr));
   if (rowGrain(p) * all * 4 <= target.l2 / 2) return all;
   return std::max<int64_t>(nr, target.l1d / 2 / (rowGrain(p) * 4) / nr * nr);
 }

@@ -33,7 +33,8 @@ public:
     // bf16 kernel's output), a padded copy or the input in place, as u8 inputs.
     aType_ = isBf16Gemm(w.types) ? DType::BF16 : w.types.src;
     icg_ = w.icKernelPerGroup();
-    inLd_ = w.copiesInput() || convertsA(w.types) ? w.groups * icg_ : w.inPixelStride();
+    copies_ = w.copiesInput() || convertsA(w.types);
+    inLd_ = copies_ ? w.groups * icg_ : w.inPixelStride();
     outLd_ = w.outPixelStride();
     panelsPerGroup_ = (w.ocPerGroup() + c.ocBlock - 1) / c.ocBlock;
     panels_ = w.groups * panelsPerGroup_;
@@ -245,10 +246,10 @@ private:
     llvm::Value* in = args[rt::kArgSrc];
     if (from_)
       in = codegen::emitSubsampledInput(mb_, b_, in, *from_, 0);
-    else if (convertsA(w_.types) || (isBf16Gemm(w_.types) && w_.copiesInput()))
+    else if (copies_ && isBf16Gemm(w_.types))
       in = mb_.emitBf16Nhwc(b_, in, w_.types.src, w_.inPixelStride(), w_.n, w_.h, w_.w, w_.ic,
                             w_.padTop, w_.padLeft, hp_, wp_);
-    else if (w_.copiesInput())
+    else if (copies_)
       in = mb_.emitPaddedNhwc(b_, in, w_.n, w_.h, w_.w, w_.ic, w_.padTop, w_.padLeft, hp_, wp_,
                               w_.types.src, 0, w_.nchwInput, w_.aZeroPoint, inLd_);
     int64_t tasks = c_.parallel == Conv2dParallel::N    ? w_.n
@@ -269,7 +270,8 @@ private:
   int64_t hp_, wp_, icg_, inLd_, outLd_, panelsPerGroup_, panels_, icBlocks_, batch_, ohBlocks_;
   int64_t group_ = 1; ///< input channels per k group of the packed weights (kGroup)
   bool mergeKw_ = false;
-  DType aType_ = DType::F32;           ///< what the microkernels read as A
+  bool copies_ = false;      ///< the entry copies the input dense (padded, reordered, or to bf16)
+  DType aType_ = DType::F32; ///< what the microkernels read as A
   int64_t kwEntries_ = 1, entryK_ = 1; ///< batch entries per kernel row, k of each entry
   llvm::Function* kernels_[4] = {};
   llvm::Value *in_ = nullptr, *weights_ = nullptr, *out_ = nullptr, *bias_ = nullptr,

@@ -125,15 +125,13 @@ private:
         loadLanes(bytes, gep(DType::U8, in, i64(offset)), masks[static_cast<size_t>(v)]), ints);
   }
 
-  // The bf16 values of channel vector v at `offset` (elements from `base`), widened to f32
-  // exactly (a bf16 is the upper half of its f32).
+  // The bf16 values of channel vector v at `offset` (elements from `base`), widened to f32.
   llvm::Value* loadBf16(llvm::Value* base, int64_t offset, int v,
                         const std::vector<llvm::Value*>& masks) {
     auto* halves = llvm::FixedVectorType::get(b_.getInt16Ty(), static_cast<unsigned>(lanes_));
-    auto* ints = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(lanes_));
-    llvm::Value* h =
-        loadLanes(halves, gep(DType::BF16, base, i64(offset)), masks[static_cast<size_t>(v)]);
-    return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(h, ints), 16), mb_.f32Vector());
+    return codegen::bf16ToF32(
+        b_, loadLanes(halves, gep(DType::BF16, base, i64(offset)), masks[static_cast<size_t>(v)]),
+        mb_.f32Vector());
   }
 
   // The window's sums by taps: per tap, each input vector (u8 widened to the f32 integers the

@@ -147,8 +147,7 @@ void emitTileEpilogue(ModuleBuilder& mb, llvm::IRBuilder<>& b, const Microkernel
                              llvm::Constant::getNullValue(halfTy));
     else
       h = b.CreateAlignedLoad(halfTy, p, llvm::Align(2));
-    auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), static_cast<unsigned>(lanes));
-    return b.CreateBitCast(b.CreateShl(b.CreateZExt(h, wide), 16), vecTy);
+    return bf16ToF32(b, h, vecTy);
   };
   // A vector of a u8 addend as stored, for AddDequantizedU8 to widen.
   auto* byteTy = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(lanes));

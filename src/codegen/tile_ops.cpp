@@ -39,16 +39,6 @@ llvm::Value* flushSubnormal(llvm::IRBuilder<>& b, llvm::Value* x) {
   return b.CreateBitCast(b.CreateSelect(isSub, signOnly, bits), ty);
 }
 
-/// bf16 bits (i16 or a vector of i16 or of i32 holding them in the low half) as f32.
-llvm::Value* bf16ToF32(llvm::IRBuilder<>& b, llvm::Value* bits, llvm::Type* f32Ty) {
-  llvm::Type* ty = bits->getType();
-  llvm::Type* i32Ty = ty->isVectorTy() ? static_cast<llvm::Type*>(llvm::VectorType::get(
-                                             b.getInt32Ty(), llvm::cast<llvm::VectorType>(ty)))
-                                       : b.getInt32Ty();
-  llvm::Value* wide = ty == i32Ty ? bits : b.CreateZExt(bits, i32Ty);
-  return b.CreateBitCast(b.CreateShl(wide, 16), f32Ty);
-}
-
 class RealTileOps final : public TileOps {
 public:
   explicit RealTileOps(ModuleBuilder& mb) : mb_(mb) {}
@@ -301,6 +291,15 @@ llvm::Value* emitDotU8S8QuadsAvx2(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm:
     quads = addAdjacentPairs(b, b.CreateSExt(pairs, wide));
   }
   return b.CreateAdd(acc, quads);
+}
+
+llvm::Value* bf16ToF32(llvm::IRBuilder<>& b, llvm::Value* bits, llvm::Type* f32Ty) {
+  llvm::Type* ty = bits->getType();
+  llvm::Type* i32Ty = ty->isVectorTy() ? static_cast<llvm::Type*>(llvm::VectorType::get(
+                                             b.getInt32Ty(), llvm::cast<llvm::VectorType>(ty)))
+                                       : b.getInt32Ty();
+  llvm::Value* wide = ty == i32Ty ? bits : b.CreateZExt(bits, i32Ty);
+  return b.CreateBitCast(b.CreateShl(wide, 16), f32Ty);
 }
 
 llvm::Value* emitRoundToBf16(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* v) {

@@ -65,6 +65,9 @@ llvm::Value* emitDotU8S8Quads(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Val
 /// leaves s16, which 7-bit weights (|b| <= 64) guarantee; beyond, the pair sum saturates.
 llvm::Value* emitDotU8S8QuadsAvx2(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* acc,
                                   llvm::Value* a, llvm::Value* bv);
+/// bf16 bits (i16 or a vector of i16 or of i32 holding them in the low half) as f32, exactly:
+/// a bf16 is the upper half of its f32.
+llvm::Value* bf16ToF32(llvm::IRBuilder<>& b, llvm::Value* bits, llvm::Type* f32Ty);
 /// vcvtneps2bf16 on one zmm: <16 x float> to <16 x i16>, round to nearest even, denormal inputs
 /// as signed zeros, NaNs quieted (the twin: that arithmetic as integer IR, any width).
 llvm::Value* emitRoundToBf16(ModuleBuilder& mb, llvm::IRBuilder<>& b, llvm::Value* v);

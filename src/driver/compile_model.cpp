@@ -37,6 +37,7 @@ Lowering::Lowering(const Graph& graph, const CompileOptions& options, ModelModul
     : graph_(graph), options_(options), module_(module), fusion_(passes::planFusion(graph)),
       views_(passes::planOperandViews(graph, fusion_)),
       channelViews_(passes::planChannelViews(graph, fusion_)), uses_(passes::useCounts(graph)),
+      readers_(passes::readersOf(graph)),
       weightsCold_(constantBytesRead(graph) > static_cast<size_t>(options.target.l3)) {}
 
 bool Lowering::sameBytes(const Shape& s) {

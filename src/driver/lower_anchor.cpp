@@ -411,8 +411,7 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
       int8 = int8Note(l, false); // exact in f32 whatever the weights' bits
     } else if (depthwiseTakesBf16(l, kernel)) {
       // f32 arithmetic; its input and output bf16 where bf16 kernels write and read them.
-      if (keepsResultBf16(l, kernel)) l.storeAsBf16(e.result);
-      w.types = {l.storedType(n.inputs[0]), DType::F32, DType::F32, l.storedType(e.result)};
+      w.types = {l.storedType(n.inputs[0]), DType::F32, DType::F32, storeResult(l, kernel)};
     }
     auto c = chooseConfigOf<DepthwiseConfig>(l, w, hk);
     if (l.module()) code = l.module()->addDepthwise(w, c, e.epilogue, weights, packed);
@@ -430,10 +429,8 @@ bool lowerConv(Lowering& l, const passes::FusedKernel& kernel) {
       w.types = int8Types, w.aZeroPoint = a.padValue;
     else if (u8Out)
       w.types = {DType::F32, DType::F32, DType::F32, DType::U8};
-    else if (convRunsBf16(l, kernel, w, nchwInput, bf16Slower)) {
-      if (keepsResultBf16(l, kernel)) l.storeAsBf16(e.result);
-      w.types = {l.storedType(n.inputs[0]), DType::BF16, DType::F32, l.storedType(e.result)};
-    }
+    else if (convRunsBf16(l, kernel, w, nchwInput, bf16Slower))
+      w.types = {l.storedType(n.inputs[0]), DType::BF16, DType::F32, storeResult(l, kernel)};
     hk.bf16Slower = bf16Slower;
     auto c = chooseConfigOf<Conv2dConfig>(l, w, hk);
     if (integer) int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(integerWeights, e));
@@ -610,10 +607,7 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   // A requantizing epilogue (the next int8 layer's QuantizeLinear, fusion_plan) writes a u8 C.
   if (requantizes(kernel)) mo.w.types.dst = DType::U8;
   // A bf16 GEMM's C is bf16 where only bf16 kernels read it (plan_bf16_activations.cpp).
-  if (isBf16Gemm(w.types)) {
-    if (keepsResultBf16(l, kernel)) l.storeAsBf16(e.result);
-    mo.w.types.dst = l.storedType(e.result);
-  }
+  if (isBf16Gemm(w.types)) mo.w.types.dst = storeResult(l, kernel);
   HeavyKernel hk;
   auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
   std::string int8; // the label's int8 note

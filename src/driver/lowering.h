@@ -66,14 +66,16 @@ public:
   DType storedType(ValueId v) const {
     return bf16Stored_.count(v) ? DType::BF16 : graph_.value(v).type.dtype;
   }
-  /// The kernel producing `v` writes it as bf16 (keepsResultBf16 said so); before its output
-  /// is defined.
+  /// The kernel producing `v` writes it as bf16 (storeResult decided it); before its output is
+  /// defined.
   void storeAsBf16(ValueId v) {
     bf16Stored_.insert(v);
     ++stats_.bf16Activations;
   }
   /// How many nodes read `v` (model outputs count as a read).
   int uses(ValueId v) const { return uses_[static_cast<size_t>(v)]; }
+  /// The nodes that read `v`, in node order (once per input slot).
+  const std::vector<NodeId>& readers(ValueId v) const { return readers_[static_cast<size_t>(v)]; }
   /// `v` is channels [offset, offset + C) of `source`, an NHWC tensor of pixel stride `ld`.
   void defineChannelView(ValueId v, int source, int64_t offset, int64_t ld);
   /// A new arena tensor (a temporary between steps).
@@ -134,7 +136,8 @@ private:
   std::vector<ReorderOutline> reorderNotes_;
   passes::OperandViews views_;
   passes::ChannelViews channelViews_;
-  std::vector<int> uses_; ///< per value, its readers (passes::useCounts)
+  std::vector<int> uses_;                    ///< per value, its readers (passes::useCounts)
+  std::vector<std::vector<NodeId>> readers_; ///< per value, the nodes reading it (readersOf)
   bool weightsCold_ = false;
   struct TensorInfo {
     rt::TensorRef ref;
@@ -162,10 +165,12 @@ private:
 /// NCHW image (the kernels that read another bf16 kernel's output); for a depthwise conv, whether
 /// it takes bf16 activations. Nothing is lowered or reported.
 bool anchorRunsBf16(Lowering& l, const passes::FusedKernel& kernel);
-/// Whether the result of `producer`, an anchored kernel that runs in bf16, is stored as bf16
-/// (plan_bf16_activations.cpp): every reader is a bf16 kernel reading it as its A, so it would
-/// round it to bf16 anyway.
-bool keepsResultBf16(Lowering& l, const passes::FusedKernel& producer);
+/// The element type the result of `producer` (an anchored kernel that runs in bf16, or a
+/// depthwise conv that takes bf16 activations) is stored in, decided as it is lowered
+/// (plan_bf16_activations.cpp): bf16 when every reader is a bf16 kernel reading it as its A, so
+/// it would round it to bf16 anyway (recorded: storedType says so from then on); else its graph
+/// type.
+DType storeResult(Lowering& l, const passes::FusedKernel& producer);
 /// Lowers an anchored kernel of the fusion plan, its anchor with the epilogue the plan decided,
 /// as one generated-kernel step; false when the anchor is not one the templates implement (after
 /// reporting why).

@@ -17,7 +17,6 @@
 // attention, a channel view or a transpose view reads, a model output, and the results of
 // kernels whose epilogue reads an addend or normalizes rows (their C is read back as f32).
 #include "driver/lowering.h"
-#include "passes/rewriter.h"
 
 #include <algorithm>
 
@@ -73,18 +72,24 @@ bool readsAsBf16A(Lowering& l, NodeId reader, ValueId v, const passes::FusedKern
   return anchorRunsBf16(l, k);
 }
 
-} // namespace
-
-bool keepsResultBf16(Lowering& l, const passes::FusedKernel& producer) {
-  const Graph& g = l.graph();
-  if (!l.options().bf16Activations || !writesPlainResult(l, producer)) return false;
-  const ValueId v = kernelResult(g, producer);
-  const auto& outs = g.outputs();
-  if (std::find(outs.begin(), outs.end(), v) != outs.end()) return false;
-  const std::vector<NodeId> readers = passes::readersOf(g)[static_cast<size_t>(v)];
+// Every reader of `producer`'s result reads it as a bf16 A (the result is kept bf16).
+bool keepsResultBf16(Lowering& l, const passes::FusedKernel& producer, ValueId v) {
+  const auto& outs = l.graph().outputs();
+  if (!l.options().bf16Activations || !writesPlainResult(l, producer) ||
+      std::find(outs.begin(), outs.end(), v) != outs.end())
+    return false;
+  const std::vector<NodeId>& readers = l.readers(v);
   return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](NodeId reader) {
     return readsAsBf16A(l, reader, v, producer);
   });
+}
+
+} // namespace
+
+DType storeResult(Lowering& l, const passes::FusedKernel& producer) {
+  const ValueId v = kernelResult(l.graph(), producer);
+  if (keepsResultBf16(l, producer, v)) l.storeAsBf16(v);
+  return l.storedType(v);
 }
 
 } // namespace tunec::driver

@@ -77,6 +77,11 @@ inline constexpr const char* kVectorBf16SlowerNote =
 /// grouping for packers and loop nests.
 int kGroup(Isa isa, const KernelTypes& types);
 
+/// `v` rounded up to a whole number of `m` (k padded to its groups, keys to whole panels).
+inline int64_t roundUp(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
+
 /// Tiles an AMX tile grid of mr x nr uses: ceil(mr/16) x nr/16 C tiles, their A and B tiles
 /// (AMX has 8).
 inline int amxTileCount(int mr, int nr) {

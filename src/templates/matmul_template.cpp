@@ -12,10 +12,6 @@ namespace {
 // repeat at 64-128 KiB as well).
 constexpr int64_t kL2SetPeriod = 64 * 1024;
 
-int64_t roundUp(int64_t v, int64_t m) {
-  return (v + m - 1) / m * m;
-}
-
 } // namespace
 
 Status MatmulWorkload::check() const {

@@ -348,6 +348,17 @@ ValueId attentionBlock(Builder& b, int64_t tokens, int64_t heads, int64_t dim) {
   return b.op(OpKind::MatMul, NoAttrs{}, {c, b.constant({width, width})});
 }
 
+// attentionBlock as the model's output, its Q, K and V projections merged into one MatMul
+// (passes::mergeSiblingMatmuls), as the pass pipeline leaves BERT's attention.
+testing::AssertionResult mergedAttentionBlock(Builder& b, int64_t tokens, int64_t heads,
+                                              int64_t dim) {
+  b.g.addOutput(attentionBlock(b, tokens, heads, dim));
+  auto merged = passes::mergeSiblingMatmuls(b.g);
+  if (!merged) return testing::AssertionFailure() << merged.error().message();
+  b.g = std::move(*merged);
+  return testing::AssertionSuccess();
+}
+
 // All four Transposes of the attention block are read or written in place by the matmuls
 // (strided operands), and Q K^T, the scale, the softmax and P V are one fused attention kernel.
 TEST(CompileModel, AttentionHeadTransposesAreReadInPlaceByTheMatmuls) {
@@ -1395,10 +1406,7 @@ TEST(CompileModel, ABf16BlockOnAmxTwinsMatchesTheReference) {
 // AMX tiles, the reference's values within bf16's 2e-2.
 TEST(CompileModel, AnAttentionBlockInBf16OnAmxTwinsMatchesTheReference) {
   Builder b;
-  b.g.addOutput(attentionBlock(b, 22, 2, 24));
-  auto merged = passes::mergeSiblingMatmuls(b.g);
-  ASSERT_TRUE(merged.isOk()) << merged.error().message();
-  b.g = std::move(*merged);
+  ASSERT_TRUE(mergedAttentionBlock(b, 22, 2, 24));
   auto run = runBf16OnAmxTwins(b, Shape{1, 22, 48});
   ASSERT_TRUE(run.isOk()) << run.error().message();
   int attention = 0;
@@ -1925,10 +1933,7 @@ TEST(CompileModel, ChannelShuffleGathersMatchTheReference) {
 // no loop kernel.
 TEST(CompileModel, MergedProjectionsFeedFusedAttention) {
   Builder b;
-  b.g.addOutput(attentionBlock(b, 21, 2, 16));
-  auto merged = passes::mergeSiblingMatmuls(b.g);
-  ASSERT_TRUE(merged.isOk()) << merged.error().message();
-  b.g = std::move(*merged);
+  ASSERT_TRUE(mergedAttentionBlock(b, 21, 2, 16));
   auto m = checkCompiled(b, {b.g.outputs()[0]});
   EXPECT_EQ(m.stats.generatedKernels, 3);
   EXPECT_EQ(m.stats.loopKernels, 0);
