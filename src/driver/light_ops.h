@@ -1,0 +1,49 @@
+// Internal to the driver: the light lowerers, one per op family (lower_data_movement.cpp,
+// lower_normalization.cpp, lower_pool.cpp, lower_reduce.cpp), and the helpers they share;
+// lower_light.cpp dispatches a node to its family.
+#pragma once
+
+#include "driver/lowering.h"
+
+#include <string>
+#include <vector>
+
+namespace tunec::driver {
+
+/// Reshapes (views), transposes, tiles, depth/space rearrangements, pads, expands, slices,
+/// splits, concats, Gather and GatherElements: strided copies of any element type, or views.
+bool lowerDataMovement(Lowering& l, const Node& n);
+/// Softmax, LogSoftmax, Hardmax, LayerNormalization and InstanceNormalization (f32).
+bool lowerNormalization(Lowering& l, const Node& n);
+/// MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool (f32, or quantized u8/s8 values).
+bool lowerPool(Lowering& l, const Node& n);
+/// The Reduce* ops (f32), ArgMax and ArgMin (the dispatcher sends nothing else).
+bool lowerReduction(Lowering& l, const Node& n);
+
+/// "Op 'name'": a light step's label.
+std::string lightLabel(const Node& n);
+/// Every input and output of `n` is f32.
+bool allF32(const Graph& g, const Node& n);
+/// A plain f32 copy program: `out` element idx = in[offset + sum(idx[d] * strides[d])].
+void copyProgram(Lowering& l, const std::string& label, int out, const Shape& outShape,
+                 int64_t outOffset, const std::vector<int64_t>& outStrides, int in,
+                 std::vector<int64_t> inStrides, int64_t inOffset);
+/// A strided copy of any element type: the vectorized program for f32, a typed one otherwise.
+bool copyAny(Lowering& l, const std::string& label, int out, const Shape& outShape,
+             int64_t outOffset, const std::vector<int64_t>& outStrides, int in,
+             std::vector<int64_t> inStrides, int64_t inOffset, DType dtype);
+/// A pool step (rt::PoolParams) reading `in` and writing `out`.
+void addPoolStep(Lowering& l, const std::string& label, const rt::PoolParams& p, int in, int out);
+
+inline int64_t normalizeAxis(int64_t axis, int rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// The product of d[from..to).
+inline int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+} // namespace tunec::driver
