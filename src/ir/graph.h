@@ -46,8 +46,8 @@ struct Node {
   std::vector<ValueId> outputs;
 };
 
-/// A dataflow graph with static shapes. Construction through addNode runs shape and dtype
-/// inference, so every value has a known type (DESIGN.md, decision 1).
+/// A dataflow graph with static or bounded symbolic shapes. Construction through addNode runs shape
+/// and dtype inference, so every value has a known type (DESIGN.md, decision 1).
 class Graph {
 public:
   /// Adds a model input.

@@ -159,7 +159,11 @@ InferResult inferConv(const OpAttrs& attrs, Inputs in, int) {
   if (in.size() > 2 && in[2] && (in[2]->shape.rank() != 1 || in[2]->shape[0] != w[0]))
     return makeError("bias ", in[2]->shape.toString(), " must have ", w[0], " elements");
   TUNEC_TRY(checkSameDType(in, 0, in.size()));
-  std::vector<int64_t> out = {x[0], w[0]};
+  for (int d = 1; d < x.rank(); ++d)
+    if (!x.dim(d).isStatic())
+      return makeError("input ", x.toString(), " has a symbolic dimension ", d,
+                       ": a convolution takes a symbolic batch only");
+  std::vector<Dim> out = {x.dim(0), Dim(w[0])};
   for (size_t i = 0; i < spatial; ++i) {
     int d = static_cast<int>(i) + 2;
     if (w[d] != a.kernel[i])
@@ -169,7 +173,7 @@ InferResult inferConv(const OpAttrs& attrs, Inputs in, int) {
                                   a.dilations[i], false);
     if (o <= 0)
       return makeError("output spatial size ", o, " is not positive for input ", x.toString());
-    out.push_back(o);
+    out.push_back(Dim(o));
   }
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
@@ -180,14 +184,14 @@ InferResult inferGemm(const OpAttrs& attrs, Inputs in, int) {
   const Shape& sb = in[1]->shape;
   if (sa.rank() != 2 || sb.rank() != 2)
     return makeError("A ", sa.toString(), " and B ", sb.toString(), " must be 2-d");
-  int64_t m = a.transA ? sa[1] : sa[0], k = a.transA ? sa[0] : sa[1];
-  int64_t kb = a.transB ? sb[1] : sb[0], n = a.transB ? sb[0] : sb[1];
+  Dim m = sa.dim(a.transA ? 1 : 0), k = sa.dim(a.transA ? 0 : 1);
+  Dim kb = sb.dim(a.transB ? 1 : 0), n = sb.dim(a.transB ? 0 : 1);
   if (k != kb)
     return makeError("inner dimensions differ: A ", sa.toString(),
                      (a.transA ? " (transposed)" : ""), ", B ", sb.toString(),
                      (a.transB ? " (transposed)" : ""));
   TUNEC_TRY(checkSameDType(in, 0, in.size()));
-  Shape out{m, n};
+  Shape out(std::vector<Dim>{m, n});
   if (in.size() > 2 && in[2]) {
     auto b = broadcastShapes(in[2]->shape, out);
     if (!b || !(*b == out))
@@ -201,17 +205,18 @@ InferResult inferMatMul(const OpAttrs&, Inputs in, int) {
   if (a.rank() == 0 || b.rank() == 0) return makeError("operands must not be scalars");
   TUNEC_TRY(checkSameDType(in, 0, 2));
   bool aVec = a.rank() == 1, bVec = b.rank() == 1;
-  if (aVec) a = Shape({1, a[0]});
-  if (bVec) b = Shape({b[0], 1});
-  if (a[a.rank() - 1] != b[b.rank() - 2])
+  std::vector<Dim> da = a.symbolicDims(), db = b.symbolicDims();
+  if (aVec) da.insert(da.begin(), Dim(1));
+  if (bVec) db.push_back(Dim(1));
+  if (da[da.size() - 1] != db[db.size() - 2])
     return makeError("inner dimensions differ: ", in[0]->shape.toString(), " x ",
                      in[1]->shape.toString());
-  Shape batchA(std::vector<int64_t>(a.dims().begin(), a.dims().end() - 2));
-  Shape batchB(std::vector<int64_t>(b.dims().begin(), b.dims().end() - 2));
+  Shape batchA(std::vector<Dim>(da.begin(), da.end() - 2));
+  Shape batchB(std::vector<Dim>(db.begin(), db.end() - 2));
   TUNEC_ASSIGN_OR_RETURN(Shape batch, broadcastShapes(batchA, batchB));
-  std::vector<int64_t> out = batch.dims();
-  if (!aVec) out.push_back(a[a.rank() - 2]);
-  if (!bVec) out.push_back(b[b.rank() - 1]);
+  std::vector<Dim> out = batch.symbolicDims();
+  if (!aVec) out.push_back(da[da.size() - 2]);
+  if (!bVec) out.push_back(db[db.size() - 1]);
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
 
@@ -250,7 +255,8 @@ InferResult inferSoftmax(const OpAttrs& attrs, Inputs in, int) {
 InferResult inferLayerNorm(const OpAttrs& attrs, Inputs in, int numOutputs) {
   const Shape& x = in[0]->shape;
   TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(std::get<NormAttrs>(attrs).axis, x.rank()));
-  std::vector<int64_t> norm(x.dims().begin() + axis, x.dims().end());
+  std::vector<Dim> all = x.symbolicDims();
+  std::vector<Dim> norm(all.begin() + axis, all.end());
   for (size_t i = 1; i < 3 && i < in.size(); ++i) {
     if (!in[i]) continue;
     auto b = broadcastShapes(in[i]->shape, Shape(norm));
@@ -259,8 +265,8 @@ InferResult inferLayerNorm(const OpAttrs& attrs, Inputs in, int numOutputs) {
                        Shape(norm).toString());
   }
   std::vector<TensorType> out{plainType(in[0]->dtype, x)};
-  std::vector<int64_t> stat = x.dims();
-  for (size_t i = static_cast<size_t>(axis); i < stat.size(); ++i) stat[i] = 1;
+  std::vector<Dim> stat = all;
+  for (size_t i = static_cast<size_t>(axis); i < stat.size(); ++i) stat[i] = Dim(1);
   for (int i = 1; i < numOutputs; ++i) out.push_back(plainType(DType::F32, Shape(stat)));
   return out;
 }
@@ -281,12 +287,16 @@ InferResult inferPool(const OpAttrs& attrs, Inputs in, int numOutputs) {
   size_t spatial = a.kernel.size();
   if (static_cast<size_t>(x.rank()) != spatial + 2)
     return makeError("input ", x.toString(), " does not fit a ", spatial, "-d window");
-  std::vector<int64_t> out = {x[0], x[1]};
+  for (int d = 1; d < x.rank(); ++d)
+    if (!x.dim(d).isStatic())
+      return makeError("input ", x.toString(), " has a symbolic dimension ", d,
+                       ": a pool takes a symbolic batch only");
+  std::vector<Dim> out = {x.dim(0), x.dim(1)};
   for (size_t i = 0; i < spatial; ++i) {
     int64_t o = slidingOutputSize(x[static_cast<int>(i) + 2], a.kernel[i], a.strides[i], a.pads[i],
                                   a.pads[i + spatial], a.dilations[i], a.ceilMode);
     if (o <= 0) return makeError("output size ", o, " is not positive for input ", x.toString());
-    out.push_back(o);
+    out.push_back(Dim(o));
   }
   std::vector<TensorType> result{plainType(in[0]->dtype, Shape(out))};
   if (numOutputs > 1) result.push_back(plainType(DType::I64, Shape(out)));
@@ -294,9 +304,9 @@ InferResult inferPool(const OpAttrs& attrs, Inputs in, int numOutputs) {
 }
 
 InferResult inferGlobalPool(const OpAttrs&, Inputs in, int) {
-  std::vector<int64_t> out = in[0]->shape.dims();
+  std::vector<Dim> out = in[0]->shape.symbolicDims();
   if (out.size() < 3) return makeError("input ", in[0]->shape.toString(), " has no spatial dims");
-  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  for (size_t i = 2; i < out.size(); ++i) out[i] = Dim(1);
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
 
@@ -306,12 +316,12 @@ Expected<Shape> reducedShape(const Shape& x, const std::vector<int64_t>& axes, b
     TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(a, x.rank()));
     reduce[static_cast<size_t>(axis)] = true;
   }
-  std::vector<int64_t> out;
+  std::vector<Dim> out;
   for (int i = 0; i < x.rank(); ++i) {
     if (!reduce[static_cast<size_t>(i)])
-      out.push_back(x[i]);
+      out.push_back(x.dim(i));
     else if (keepDims)
-      out.push_back(1);
+      out.push_back(Dim(1));
   }
   return Shape(out);
 }
@@ -344,9 +354,12 @@ InferResult inferFlatten(const OpAttrs& attrs, Inputs in, int) {
   if (axis < 0) axis += x.rank();
   if (axis < 0 || axis > x.rank())
     return makeError("axis ", axis, " out of range for rank ", x.rank());
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < x.rank(); ++i) (i < axis ? outer : inner) *= x[i];
-  return std::vector{plainType(in[0]->dtype, Shape{outer, inner})};
+  Dim outer(1), inner(1);
+  for (int i = 0; i < x.rank(); ++i) {
+    Dim& part = i < axis ? outer : inner;
+    part = part * x.dim(i);
+  }
+  return std::vector{plainType(in[0]->dtype, Shape(std::vector<Dim>{outer, inner}))};
 }
 
 InferResult inferSqueeze(const OpAttrs& attrs, Inputs in, int) {
@@ -355,14 +368,15 @@ InferResult inferSqueeze(const OpAttrs& attrs, Inputs in, int) {
   std::vector<bool> drop(static_cast<size_t>(x.rank()), false);
   for (int64_t a : axes) {
     TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(a, x.rank()));
-    if (x[static_cast<int>(axis)] != 1)
-      return makeError("cannot squeeze axis ", axis, " of size ", x[static_cast<int>(axis)]);
+    if (x.dim(static_cast<int>(axis)) != Dim(1))
+      return makeError("cannot squeeze axis ", axis, " of size ",
+                       x.dim(static_cast<int>(axis)).toString());
     drop[static_cast<size_t>(axis)] = true;
   }
-  std::vector<int64_t> out;
+  std::vector<Dim> out;
   for (int i = 0; i < x.rank(); ++i) {
-    bool d = axes.empty() ? x[i] == 1 : drop[static_cast<size_t>(i)];
-    if (!d) out.push_back(x[i]);
+    bool d = axes.empty() ? x.dim(i) == Dim(1) : drop[static_cast<size_t>(i)];
+    if (!d) out.push_back(x.dim(i));
   }
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
@@ -377,9 +391,10 @@ InferResult inferUnsqueeze(const OpAttrs& attrs, Inputs in, int) {
     if (inserted[static_cast<size_t>(axis)]) return makeError("axis ", a, " repeated");
     inserted[static_cast<size_t>(axis)] = true;
   }
-  std::vector<int64_t> out;
+  std::vector<Dim> out;
   int src = 0;
-  for (int i = 0; i < rank; ++i) out.push_back(inserted[static_cast<size_t>(i)] ? 1 : x[src++]);
+  for (int i = 0; i < rank; ++i)
+    out.push_back(inserted[static_cast<size_t>(i)] ? Dim(1) : x.dim(src++));
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
 
@@ -389,12 +404,12 @@ InferResult inferTranspose(const OpAttrs& attrs, Inputs in, int) {
   if (static_cast<int>(perm.size()) != x.rank())
     return makeError("perm ", dimsToString(perm), " does not match rank ", x.rank());
   std::vector<bool> seen(perm.size(), false);
-  std::vector<int64_t> out;
+  std::vector<Dim> out;
   for (int64_t p : perm) {
     if (p < 0 || p >= x.rank() || seen[static_cast<size_t>(p)])
       return makeError("perm ", dimsToString(perm), " is not a permutation");
     seen[static_cast<size_t>(p)] = true;
-    out.push_back(x[static_cast<int>(p)]);
+    out.push_back(x.dim(static_cast<int>(p)));
   }
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
@@ -404,15 +419,16 @@ InferResult inferConcat(const OpAttrs& attrs, Inputs in, int) {
   TUNEC_ASSIGN_OR_RETURN(int64_t axis,
                          normalizeDimAxis(std::get<AxisAttrs>(attrs).axis, first.rank()));
   TUNEC_TRY(checkSameDType(in, 0, in.size()));
-  std::vector<int64_t> out = first.dims();
-  out[static_cast<size_t>(axis)] = 0;
+  std::vector<Dim> out = first.symbolicDims();
+  out[static_cast<size_t>(axis)] = Dim(0);
   for (const TensorType* t : in) {
     if (t->shape.rank() != first.rank()) return makeError("inputs have different ranks");
     for (int i = 0; i < first.rank(); ++i)
-      if (i != axis && t->shape[i] != first[i])
+      if (i != axis && t->shape.dim(i) != first.dim(i))
         return makeError("inputs ", first.toString(), " and ", t->shape.toString(),
                          " differ outside axis ", axis);
-    out[static_cast<size_t>(axis)] += t->shape[static_cast<int>(axis)];
+    out[static_cast<size_t>(axis)] =
+        out[static_cast<size_t>(axis)] + t->shape.dim(static_cast<int>(axis));
   }
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
@@ -448,9 +464,12 @@ InferResult inferGather(const OpAttrs& attrs, Inputs in, int) {
   TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(std::get<AxisAttrs>(attrs).axis, x.rank()));
   if (!isInteger(in[1]->dtype))
     return makeError("indices must be integers, not ", dtypeName(in[1]->dtype));
-  std::vector<int64_t> out(x.dims().begin(), x.dims().begin() + axis);
-  for (int64_t d : in[1]->shape.dims()) out.push_back(d);
-  for (int i = static_cast<int>(axis) + 1; i < x.rank(); ++i) out.push_back(x[i]);
+  if (!x.dim(static_cast<int>(axis)).isStatic())
+    return makeError("the gathered axis ", axis, " of ", x.toString(), " is symbolic");
+  std::vector<Dim> out;
+  for (int i = 0; i < axis; ++i) out.push_back(x.dim(i));
+  for (const Dim& d : in[1]->shape.symbolicDims()) out.push_back(d);
+  for (int i = static_cast<int>(axis) + 1; i < x.rank(); ++i) out.push_back(x.dim(i));
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
 
@@ -550,6 +569,40 @@ int64_t poolFlops(const Node& node, const Graph& graph) {
   int64_t window = 1;
   for (int64_t k : a.kernel) window *= k;
   return outputElements(node, graph) * window;
+}
+
+// The inference functions that carry symbolic dimensions (Shape::dim) from their inputs to their
+// outputs; the others see only the bounds, so a symbolic input to them is an error, never a
+// shape silently fixed at its bound.
+bool carriesSymbols(decltype(OpInfo::infer) infer) {
+  static const decltype(OpInfo::infer) kCarriers[] = {inferSameAsFirst,
+                                                      inferBoolUnary,
+                                                      inferCast,
+                                                      inferQuantizeLinear,
+                                                      inferDequantizeLinear,
+                                                      inferBroadcast,
+                                                      inferBroadcastFirstType,
+                                                      inferCompare,
+                                                      inferWhere,
+                                                      inferConv,
+                                                      inferGemm,
+                                                      inferMatMul,
+                                                      inferIntegerMatMul,
+                                                      inferIntegerConv,
+                                                      inferSoftmax,
+                                                      inferLayerNorm,
+                                                      inferChannelNorm,
+                                                      inferPool,
+                                                      inferGlobalPool,
+                                                      inferReduce,
+                                                      inferArgReduce,
+                                                      inferFlatten,
+                                                      inferSqueeze,
+                                                      inferUnsqueeze,
+                                                      inferTranspose,
+                                                      inferConcat,
+                                                      inferGather};
+  return std::find(std::begin(kCarriers), std::end(kCarriers), infer) != std::end(kCarriers);
 }
 
 // ---- the table --------------------------------------------------------------------------------
@@ -743,6 +796,11 @@ Expected<std::vector<TensorType>> inferNodeTypes(const Graph& graph, OpKind kind
     if (v == kNoValue && i < info.minInputs) return makeError("required input ", i, " is missing");
     types.push_back(v == kNoValue ? nullptr : &graph.value(v).type);
   }
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i] && !types[i]->shape.isStatic() && !carriesSymbols(info.infer))
+      return makeError("input ", i, " has the symbolic shape ", types[i]->shape.toString(),
+                       ", and tunec does not carry symbolic dimensions through ", info.name,
+                       " yet: fix them with --input-shape");
   return info.infer(attrs, types, numOutputs);
 }
 
@@ -759,14 +817,17 @@ Expected<int64_t> normalizeAxis(int64_t axis, int rank) {
 }
 
 Expected<Shape> broadcastShapes(const Shape& a, const Shape& b) {
+  // A symbolic dimension broadcasts with 1 or with itself: tunec takes a symbol for an extent
+  // that is never the 1 that would broadcast (ONNX Runtime's symbolic shapes do the same).
   int rank = std::max(a.rank(), b.rank());
-  std::vector<int64_t> out(static_cast<size_t>(rank));
+  std::vector<Dim> out(static_cast<size_t>(rank));
+  const Dim one(1);
   for (int i = 0; i < rank; ++i) {
     int ia = a.rank() - rank + i, ib = b.rank() - rank + i;
-    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    if (da != db && da != 1 && db != 1)
+    Dim da = ia >= 0 ? a.dim(ia) : one, db = ib >= 0 ? b.dim(ib) : one;
+    if (da != db && da != one && db != one)
       return makeError("shapes ", a.toString(), " and ", b.toString(), " do not broadcast");
-    out[static_cast<size_t>(i)] = da == 1 ? db : da;
+    out[static_cast<size_t>(i)] = da == one ? db : da;
   }
   return Shape(out);
 }

@@ -1,10 +1,155 @@
-// Shape arithmetic and Layout printing.
+// Symbolic dimensions, shape arithmetic and Layout printing.
 #include "ir/shape.h"
 
+#include "support/error.h"
+
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
 namespace tunec {
+
+// ---- DimExpr -------------------------------------------------------------------------------
+
+DimExpr::DimExpr(int64_t value) {
+  if (value != 0) terms_[{}] = value;
+}
+
+DimExpr DimExpr::symbol(const std::string& name) {
+  DimExpr e;
+  e.terms_[{name}] = 1;
+  return e;
+}
+
+std::optional<int64_t> DimExpr::constant() const {
+  if (terms_.empty()) return 0;
+  if (terms_.size() == 1 && terms_.begin()->first.empty()) return terms_.begin()->second;
+  return std::nullopt;
+}
+
+std::vector<std::string> DimExpr::symbols() const {
+  std::vector<std::string> out;
+  for (const auto& [monomial, coefficient] : terms_)
+    for (const auto& name : monomial)
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int64_t DimExpr::evaluate(const std::map<std::string, int64_t>& values) const {
+  int64_t total = 0;
+  for (const auto& [monomial, coefficient] : terms_) {
+    int64_t term = coefficient;
+    for (const auto& name : monomial) {
+      auto it = values.find(name);
+      TUNEC_ASSERT(it != values.end(), "DimExpr::evaluate: no value for symbol " + name);
+      term *= it->second;
+    }
+    total += term;
+  }
+  return total;
+}
+
+DimExpr DimExpr::operator+(const DimExpr& other) const {
+  DimExpr out = *this;
+  for (const auto& [monomial, coefficient] : other.terms_) {
+    int64_t& c = out.terms_[monomial];
+    c += coefficient;
+    if (c == 0) out.terms_.erase(monomial);
+  }
+  return out;
+}
+
+DimExpr DimExpr::operator-(const DimExpr& other) const {
+  return *this + other * DimExpr(-1);
+}
+
+DimExpr DimExpr::operator*(const DimExpr& other) const {
+  DimExpr out;
+  for (const auto& [ma, ca] : terms_)
+    for (const auto& [mb, cb] : other.terms_) {
+      Monomial m = ma;
+      m.insert(m.end(), mb.begin(), mb.end());
+      std::sort(m.begin(), m.end());
+      out = out + [&] {
+        DimExpr t;
+        t.terms_[m] = ca * cb;
+        return t;
+      }();
+    }
+  return out;
+}
+
+std::optional<DimExpr> DimExpr::divideExactly(const DimExpr& divisor) const {
+  if (divisor.terms_.size() != 1) return std::nullopt;
+  const auto& [dm, dc] = *divisor.terms_.begin();
+  DimExpr out;
+  for (const auto& [monomial, coefficient] : terms_) {
+    if (coefficient % dc != 0) return std::nullopt;
+    Monomial rest = monomial;
+    for (const auto& name : dm) {
+      auto it = std::find(rest.begin(), rest.end(), name);
+      if (it == rest.end()) return std::nullopt;
+      rest.erase(it);
+    }
+    out.terms_[rest] = coefficient / dc;
+  }
+  return out;
+}
+
+std::string DimExpr::toString() const {
+  if (terms_.empty()) return "0";
+  // Terms by descending degree, so "past+sequence+1" and "2*batch*sequence" read naturally;
+  // a constant factor is written last ("batch*sequence*768") as exporters' shapes read.
+  std::vector<std::pair<Monomial, int64_t>> ordered(terms_.begin(), terms_.end());
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  std::string out;
+  for (const auto& [monomial, coefficient] : ordered) {
+    int64_t c = coefficient;
+    if (!out.empty())
+      out += c < 0 ? "-" : "+";
+    else if (c < 0)
+      out += "-";
+    c = c < 0 ? -c : c;
+    std::string term;
+    for (const auto& name : monomial) term += (term.empty() ? "" : "*") + name;
+    if (term.empty())
+      term = std::to_string(c);
+    else if (c != 1)
+      term += "*" + std::to_string(c);
+    out += term;
+  }
+  return out;
+}
+
+std::optional<Dim> Dim::divideExactly(int64_t divisor) const {
+  TUNEC_ASSERT(divisor > 0, "Dim::divideExactly: the divisor must be positive");
+  auto e = expr.divideExactly(DimExpr(divisor));
+  if (!e) return std::nullopt;
+  return Dim(*e, min / divisor, max / divisor);
+}
+
+// ---- Shape ---------------------------------------------------------------------------------
+
+Shape::Shape(const std::vector<Dim>& dims) {
+  bool symbolic = false;
+  for (const Dim& d : dims) {
+    dims_.push_back(d.max);
+    symbolic = symbolic || !d.isStatic();
+  }
+  if (symbolic) symbolic_ = dims;
+}
+
+Dim Shape::dim(int axis) const {
+  return symbolic_.empty() ? Dim(dims_[static_cast<size_t>(axis)])
+                           : symbolic_[static_cast<size_t>(axis)];
+}
+
+std::vector<Dim> Shape::symbolicDims() const {
+  if (!symbolic_.empty()) return symbolic_;
+  return {dims_.begin(), dims_.end()};
+}
 
 int64_t Shape::numel() const {
   int64_t n = 1;
@@ -22,8 +167,8 @@ std::string Shape::toString() const {
   if (dims_.empty()) return "scalar";
   std::string out;
   for (size_t i = 0; i < dims_.size(); ++i) {
-    if (i) out += 'x';
-    out += std::to_string(dims_[i]);
+    if (i) out += symbolic_.empty() ? "x" : " x ";
+    out += symbolic_.empty() ? std::to_string(dims_[i]) : symbolic_[i].toString();
   }
   return out;
 }
