@@ -230,7 +230,7 @@ Model compileModel(const std::string& onnx, std::optional<std::string> db,
   options.precision = *parsed;
   options.threads = threadsOr(threads);
   options.dbPath = db.value_or("");
-  options.inputShapes = inputShapes(shapes);
+  options.inputDims.shapes = inputShapes(shapes);
   if (target) {
     options.target = unwrap(readTargetFile(*target));
     if (cli::targetKey(options.target) != cli::targetKey(cli::thisMachine()) && !output)
@@ -256,7 +256,7 @@ std::string compileToFile(const std::string& onnx, const std::string& output,
   cli::SessionOptions options;
   options.threads = threadsOr(threads);
   options.dbPath = db.value_or("");
-  options.inputShapes = inputShapes(shapes);
+  options.inputDims.shapes = inputShapes(shapes);
   if (target) options.target = unwrap(readTargetFile(*target));
   return unwrap(cli::compileToFile(onnx, output, options));
 }
@@ -290,7 +290,8 @@ py::dict tune(const std::vector<std::string>& models, const std::string& dbPath,
   const Target& target = cli::thisMachine();
   int t = threads.value_or(target.cores);
   if (t < 1) throw py::value_error("threads must be at least 1");
-  auto found = unwrap(cli::modelTasks(models, inputShapes(shapes), target, t, *parsed));
+  auto found =
+      unwrap(cli::modelTasks(models, InputDims{inputShapes(shapes), {}, {}}, target, t, *parsed));
   db::TuningDatabase database = unwrap(db::TuningDatabase::open(dbPath, true));
   tuner::TuneOptions o;
   o.target = target;

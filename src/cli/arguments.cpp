@@ -1,6 +1,8 @@
 // Flag parsing and help text shared by every tunec subcommand.
 #include "cli/arguments.h"
 
+#include <cctype>
+#include <optional>
 #include <sstream>
 
 namespace tunec::cli {
@@ -80,16 +82,62 @@ std::string helpText(const CommandSpec& spec) {
   return os.str();
 }
 
-Expected<std::map<std::string, Shape>> parseInputShapes(const std::vector<std::string>& values) {
-  std::map<std::string, Shape> shapes;
-  for (const auto& v : values) {
+namespace {
+
+// A non-negative decimal integer that fits int64_t.
+std::optional<int64_t> parseExtent(const std::string& text) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  for (char c : text)
+    if (c < '0' || c > '9') return std::nullopt;
+  return std::stoll(text);
+}
+
+bool isSymbolName(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'))
+      return false;
+  return true;
+}
+
+} // namespace
+
+Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
+                                   const std::vector<std::string>& dimFlags) {
+  InputDims dims;
+  for (const auto& v : shapeFlags) {
     auto eq = v.rfind('=');
     Shape shape;
     if (eq == std::string::npos || eq == 0 || !parseShape(v.substr(eq + 1), shape))
       return makeError("--input-shape '", v, "' is not of the form name=1x3x224x224");
-    shapes[v.substr(0, eq)] = shape;
+    dims.shapes[v.substr(0, eq)] = shape;
   }
-  return shapes;
+  for (const auto& v : dimFlags) {
+    auto eq = v.rfind('=');
+    std::string left = eq == std::string::npos ? v : v.substr(0, eq);
+    std::string right = eq == std::string::npos ? "" : v.substr(eq + 1);
+    auto colon = left.rfind(':');
+    if (colon != std::string::npos) {
+      // INPUT:AXIS=NAME names a dimension.
+      auto axis = parseExtent(left.substr(colon + 1));
+      if (colon == 0 || !axis || *axis > 64 || !isSymbolName(right))
+        return makeError("--dim '", v, "' is not of the form INPUT:AXIS=NAME (e.g. ",
+                         "input_ids:1=sequence)");
+      dims.names[{left.substr(0, colon), static_cast<int>(*axis)}] = right;
+      continue;
+    }
+    auto dots = right.find("..");
+    auto lo = dots == std::string::npos ? std::nullopt : parseExtent(right.substr(0, dots));
+    auto hi = dots == std::string::npos ? std::nullopt : parseExtent(right.substr(dots + 2));
+    if (!isSymbolName(left) || !lo || !hi)
+      return makeError("--dim '", v, "' is not of the form NAME=MIN..MAX (e.g. sequence=1..512) ",
+                       "or INPUT:AXIS=NAME (e.g. input_ids:1=sequence)");
+    if (*lo < 1 || *lo > *hi)
+      return makeError("--dim '", v, "': the bounds must satisfy 1 <= MIN <= MAX");
+    if (dims.ranges.count(left)) return makeError("--dim gives the bounds of '", left, "' twice");
+    dims.ranges[left] = {*lo, *hi};
+  }
+  return dims;
 }
 
 } // namespace tunec::cli

@@ -1,6 +1,7 @@
 // Command-line parsing for the tunec subcommands: flags, repeated flags and positionals.
 #pragma once
 
+#include "frontend/onnx_importer.h"
 #include "ir/shape.h"
 #include "support/error.h"
 
@@ -51,7 +52,13 @@ private:
 /// The --help text of a command.
 std::string helpText(const CommandSpec& spec);
 
-/// Parses "name=1x3x224x224" pairs of --input-shape flags.
-Expected<std::map<std::string, Shape>> parseInputShapes(const std::vector<std::string>& values);
+/// Parses the --input-shape flags ("name=1x3x224x224") and the --dim flags ("sequence=1..512",
+/// "input_ids:1=sequence").
+Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
+                                   const std::vector<std::string>& dimFlags);
+/// The --dim flag's spec, shared by the commands that import a model.
+inline constexpr const char* kDimFlagHelp =
+    "bound a dynamic dimension, e.g. sequence=1..512 (a symbolic compile), or name one, "
+    "e.g. input_ids:1=sequence";
 
 } // namespace tunec::cli

@@ -31,6 +31,7 @@ const CommandSpec kAccuracySpec{
         {"random", "N", "inputs: N random samples (default 4)"},
         {"threads", "N", "threads of the compiled model (default: the machine's cores)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
         precisionFlag(),
     },
     1,
@@ -49,10 +50,10 @@ int commandAccuracy(const std::vector<std::string>& argv) {
   std::string against = args->get("against", model);
   auto samples = parseInteger("random", args->get("random", "4"), 1, 100'000);
   if (!samples) return fail("tunec accuracy: " + samples.error().message());
-  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
   if (!shapes) return fail(shapes.error().message());
   SessionOptions options;
-  options.inputShapes = *shapes;
+  options.inputDims = *shapes;
   auto precision = precisionFromArgs(*args);
   if (!precision) return fail(precision.error().message());
   options.precision = *precision;

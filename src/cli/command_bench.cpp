@@ -30,6 +30,7 @@ const CommandSpec kBenchSpec{
         {"profile", "",
          "also time every step; print the slowest steps and the steps grouped by computation"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
         precisionFlag(),
     },
     1,

@@ -29,6 +29,7 @@ const CommandSpec kCompileSpec{
         targetFlag("build for the machine this file describes ('tunec target --json > FILE' "
                    "there): its ISA, its caches and its tuning records (default: this machine)"),
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
         precisionFlag(),
     },
     1,
@@ -51,9 +52,9 @@ int commandCompile(const std::vector<std::string>& argv) {
       return fail("tunec compile: -o " + args->get("o") + " is the input " + input +
                   "; write the library to another file");
   SessionOptions options;
-  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
   if (!shapes) return fail(shapes.error().message());
-  options.inputShapes = *shapes;
+  options.inputDims = *shapes;
   options.dbPath = databaseForCompile(*args);
   auto precision = precisionFromArgs(*args);
   if (!precision) return fail(precision.error().message());

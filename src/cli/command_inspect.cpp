@@ -28,6 +28,7 @@ const CommandSpec kInspectSpec{
     "Prints the imported graph (typed attributes, static shapes), then op counts and FLOPs.",
     {
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
         precisionFlag(),
         {"summary", "", "print only the summary, not the graph"},
         {"print-after-all", "",
@@ -115,7 +116,7 @@ int commandInspect(const std::vector<std::string>& argv) {
     std::fputs(helpText(kInspectSpec).c_str(), stdout);
     return 0;
   }
-  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
   if (!shapes) return fail(shapes.error().message());
   auto graph = loadModel(args->positionals()[0], *shapes);
   if (!graph) return fail(graph.error().message());

@@ -42,6 +42,7 @@ const CommandSpec kProfileSpec{
         {"db", "FILE",
          "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
         precisionFlag(),
     },
     1,

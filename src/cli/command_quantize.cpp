@@ -59,6 +59,7 @@ const CommandSpec kQuantizeSpec{
          "(vpmaddubsw) takes 7-bit weights as they are and halves 8-bit ones at compile time"},
         {"activations", "u8|s8", "activation type: u8 asymmetric (default) or s8 symmetric"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
     },
     1,
     1};
@@ -183,7 +184,7 @@ int commandQuantize(const std::vector<std::string>& argv) {
                 args->get("o").c_str());
     return 0;
   }
-  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
   if (!shapes) return fail(shapes.error().message());
   auto graph = loadModel(model, *shapes);
   if (!graph) return fail(graph.error().message());

@@ -36,6 +36,7 @@ const CommandSpec kReportSpec{
         {"model", "MODEL.onnx", "weight the tasks by how often this model runs them", true},
         {"target-key", "KEY", "chart this target's records ('tunec target' prints a key)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input of --model", true},
+        {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
         {"threads", "N",
          "the thread count the model's kernels were tuned for, as given to 'tunec tune' "
          "(default: the machine's cores)"},
@@ -121,7 +122,7 @@ int commandReport(const std::vector<std::string>& argv) {
   std::map<std::string, double> weights;
   std::vector<std::string> models = args->getAll("model");
   if (!models.empty()) {
-    auto shapes = parseInputShapes(args->getAll("input-shape"));
+    auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
     if (!shapes) return fail(shapes.error().message());
     auto threads = args->has("threads") ? parseThreads(args->get("threads"))
                                         : Expected<int>(thisMachine().cores);

@@ -40,6 +40,7 @@ const CommandSpec kRunSpec{
         {"output", "DIR", "directory for the outputs (default: print a summary only)"},
         {"format", "npy|pb", "output file format (default npy)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
         precisionFlag(),
         {"optimize", "", "with --reference: run the graph passes first"},
         {"expect", "NAME=FILE",
@@ -166,10 +167,10 @@ int checkExpected(const Arguments& args, const std::vector<std::string>& names,
   return differing == 0 ? 0 : 1;
 }
 
-int runCompiled(const Arguments& args, const std::map<std::string, Shape>& shapes,
+int runCompiled(const Arguments& args, const InputDims& shapes,
                 std::map<std::string, std::string> files, const std::string& format) {
   SessionOptions options;
-  options.inputShapes = shapes;
+  options.inputDims = shapes;
   options.dbPath = databaseForCompile(args);
   auto precision = precisionFromArgs(args);
   if (!precision) return fail(precision.error().message());
@@ -242,7 +243,7 @@ int commandRun(const std::vector<std::string>& argv) {
     std::fputs(helpText(kRunSpec).c_str(), stdout);
     return 0;
   }
-  auto shapes = parseInputShapes(args->getAll("input-shape"));
+  auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
   if (!shapes) return fail(shapes.error().message());
   std::string format = args->get("format", "npy");
   if (format != "npy" && format != "pb")

@@ -6,10 +6,9 @@
 
 namespace tunec::cli {
 
-Expected<Graph> loadModel(const std::string& path,
-                          const std::map<std::string, Shape>& inputShapes) {
+Expected<Graph> loadModel(const std::string& path, const InputDims& inputDims) {
   ImportOptions options;
-  options.inputShapes = inputShapes;
+  options.inputDims = inputDims;
   options.evaluator = runReferenceNode;
   return importOnnxFile(path, options);
 }

@@ -1,6 +1,7 @@
 // Loading a model for any command: ONNX import with the CLI's shapes and constant folding.
 #pragma once
 
+#include "frontend/onnx_importer.h"
 #include "ir/graph.h"
 
 #include <map>
@@ -8,8 +9,8 @@
 
 namespace tunec::cli {
 
-/// Imports an ONNX model with static input shapes; shape arithmetic is folded with the
-/// reference executor.
-Expected<Graph> loadModel(const std::string& path, const std::map<std::string, Shape>& inputShapes);
+/// Imports an ONNX model with the input dimensions the user fixed or bounded; shape arithmetic
+/// is folded with the reference executor.
+Expected<Graph> loadModel(const std::string& path, const InputDims& inputDims);
 
 } // namespace tunec::cli

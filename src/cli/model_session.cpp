@@ -83,7 +83,7 @@ struct Compiled {
 };
 
 Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& options) {
-  TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, options.inputShapes));
+  TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, options.inputDims));
   int64_t quantizeNodes = 0;
   for (const Node& n : graph.nodes())
     quantizeNodes += n.kind == OpKind::QuantizeLinear || n.kind == OpKind::DequantizeLinear;
@@ -148,7 +148,8 @@ Expected<SessionOptions> timingSessionOptions(const Arguments& args) {
   SessionOptions options;
   TUNEC_ASSIGN_OR_RETURN(options.precision, precisionFromArgs(args));
   TUNEC_ASSIGN_OR_RETURN(options.threads, parseThreads(args.get("threads")));
-  TUNEC_ASSIGN_OR_RETURN(options.inputShapes, parseInputShapes(args.getAll("input-shape")));
+  TUNEC_ASSIGN_OR_RETURN(options.inputDims,
+                         parseInputDims(args.getAll("input-shape"), args.getAll("dim")));
   options.dbPath = databaseForCompile(args);
   return options;
 }

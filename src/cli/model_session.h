@@ -42,8 +42,8 @@ struct SessionOptions {
   /// The machine the code is for (a foreign one can only be compiled to a file).
   Target target = thisMachine();
   int threads = 1;
-  std::string dbPath; ///< tuned configs for the JIT path ("" for defaults)
-  std::map<std::string, Shape> inputShapes;
+  std::string dbPath;  ///< tuned configs for the JIT path ("" for defaults)
+  InputDims inputDims; ///< --input-shape and --dim
   driver::Precision precision = driver::Precision::Fp32; ///< --precision (ONNX models)
 };
 

@@ -8,8 +8,7 @@
 
 namespace tunec::cli {
 
-Expected<ModelTasks> modelTasks(const std::vector<std::string>& models,
-                                const std::map<std::string, Shape>& inputShapes,
+Expected<ModelTasks> modelTasks(const std::vector<std::string>& models, const InputDims& inputDims,
                                 const Target& target, int threads, driver::Precision precision) {
   driver::CompileOptions co;
   co.precision = precision;
@@ -19,7 +18,7 @@ Expected<ModelTasks> modelTasks(const std::vector<std::string>& models,
   ModelTasks out;
   std::map<std::string, size_t> index;
   for (const std::string& path : models) {
-    TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, inputShapes));
+    TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, inputDims));
     TUNEC_ASSIGN_OR_RETURN(Graph optimized, runGraphPipeline(std::move(graph), nullptr));
     TUNEC_ASSIGN_OR_RETURN(std::vector<driver::HeavyKernel> kernels,
                            driver::extractHeavyKernels(optimized, co));

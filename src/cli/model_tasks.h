@@ -3,6 +3,7 @@
 #pragma once
 
 #include "driver/compile_model.h"
+#include "frontend/onnx_importer.h"
 #include "ir/shape.h"
 #include "support/target.h"
 #include "tuner/task.h"
@@ -18,8 +19,7 @@ struct ModelTasks {
   size_t heavyKernels = 0;        ///< before deduplication
 };
 
-Expected<ModelTasks> modelTasks(const std::vector<std::string>& models,
-                                const std::map<std::string, Shape>& inputShapes,
+Expected<ModelTasks> modelTasks(const std::vector<std::string>& models, const InputDims& inputDims,
                                 const Target& target, int threads,
                                 driver::Precision precision = driver::Precision::Fp32);
 

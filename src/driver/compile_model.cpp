@@ -418,7 +418,32 @@ std::string bf16Unavailable(const CompileOptions& options) {
          "for a target that has one (--target FILE) to run bf16 there";
 }
 
+namespace {
+
+// The kernels read their extents from the plan at compile time: a symbolic dimension reaches
+// the lowering only once they read it at run time (issue 47's run-time extents); until then it
+// is an error naming the value and the fix, never a model run at its bound.
+Status checkStaticShapes(const Graph& graph) {
+  for (ValueId v : graph.inputs()) {
+    const Shape& s = graph.value(v).type.shape;
+    if (s.isStatic()) continue;
+    std::string bounds;
+    for (const Dim& d : s.symbolicDims())
+      if (!d.isStatic())
+        bounds += (bounds.empty() ? "" : ", ") + d.toString() + " in " + std::to_string(d.min) +
+                  ".." + std::to_string(d.max);
+    return makeError("input '", graph.value(v).name, "' has the symbolic shape ", s.toString(),
+                     " (", bounds, "): tunec imports and infers symbolic dimensions, but its ",
+                     "kernels do not read run-time extents yet; compile one size with ",
+                     "--input-shape or --dim NAME=N..N");
+  }
+  return {};
+}
+
+} // namespace
+
 Status Lowering::run() {
+  TUNEC_TRY(checkStaticShapes(graph_));
   // --precision bf16 on a target without a bf16 instruction: every kernel in fp32, said once.
   stats_.bf16Unavailable = bf16Unavailable(options_);
   if (!stats_.bf16Unavailable.empty()) options_.precision = Precision::Fp32;

@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <onnx/defs/schema.h>
+#include <set>
 #include <sstream>
 
 namespace tunec {
@@ -49,7 +50,19 @@ Status checkOpsSupported(const onnx::GraphProto& graph) {
   return Error(os.str());
 }
 
-Expected<TensorType> inputTypeOf(const onnx::ValueInfoProto& info, const ImportOptions& options) {
+// The flags that fix or bound dimension `axis` of input `name`, for error messages.
+std::string dimFixes(const std::string& input, int axis, const std::string& symbol,
+                     const std::string& example) {
+  std::string bound = symbol.empty() ? "name it with --dim " + input + ":" + std::to_string(axis) +
+                                           "=NAME and bound it with --dim NAME=MIN..MAX"
+                                     : "bound it with --dim " + symbol + "=MIN..MAX";
+  return bound + " (a symbolic compile), or fix it with --input-shape " + input + "=" + example;
+}
+
+// The input's type: its dimensions fixed by --input-shape, constant in the model, or symbols
+// bounded by --dim. `symbols` collects the names of its dynamic dimensions.
+Expected<TensorType> inputTypeOf(const onnx::ValueInfoProto& info, const ImportOptions& options,
+                                 std::set<std::string>& symbols) {
   if (!info.type().has_tensor_type())
     return makeError("input '", info.name(),
                      "' is not a tensor (sequences, maps and optionals are not supported)");
@@ -58,33 +71,48 @@ Expected<TensorType> inputTypeOf(const onnx::ValueInfoProto& info, const ImportO
   if (!dtype)
     return makeError("input '", info.name(), "' has unsupported element type ",
                      onnxTypeName(tt.elem_type()));
-  auto given = options.inputShapes.find(info.name());
-  if (given != options.inputShapes.end()) {
-    if (tt.has_shape() && tt.shape().dim_size() != given->second.rank())
-      return makeError("--input-shape ", info.name(), "=", given->second.toString(), " has rank ",
-                       given->second.rank(), " but the model declares rank ",
+  const InputDims& given = options.inputDims;
+  auto fixed = given.shapes.find(info.name());
+  if (fixed != given.shapes.end()) {
+    if (tt.has_shape() && tt.shape().dim_size() != fixed->second.rank())
+      return makeError("--input-shape ", info.name(), "=", fixed->second.toString(), " has rank ",
+                       fixed->second.rank(), " but the model declares rank ",
                        tt.shape().dim_size());
-    return TensorType{*dtype, given->second, {}};
+    return TensorType{*dtype, fixed->second, {}};
   }
   if (!tt.has_shape())
     return makeError("input '", info.name(), "' has no shape; give one with --input-shape ",
                      info.name(), "=1x3x224x224");
-  std::vector<int64_t> dims;
   std::string example;
   for (int i = 0; i < tt.shape().dim_size(); ++i) {
     const auto& d = tt.shape().dim(i);
-    dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
     example +=
         (i ? "x" : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("1"));
   }
-  for (int i = 0; i < tt.shape().dim_size(); ++i)
-    if (dims[static_cast<size_t>(i)] < 0) {
-      const auto& d = tt.shape().dim(i);
-      std::string what = d.has_dim_param() ? "'" + d.dim_param() + "'" : std::string("unknown");
-      return makeError("input '", info.name(), "' has a dynamic dimension ", what, " (dim ", i,
-                       "); tunec compiles static shapes: give one with --input-shape ", info.name(),
-                       "=", example);
+  std::vector<Dim> dims;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto& d = tt.shape().dim(i);
+    auto named = given.names.find({info.name(), i});
+    if (d.has_dim_value() && d.dim_value() >= 0) {
+      if (named != given.names.end())
+        return makeError("--dim ", info.name(), ":", i, "=", named->second, " names dimension ", i,
+                         " of '", info.name(), "', which the model fixes at ", d.dim_value());
+      dims.push_back(Dim(d.dim_value()));
+      continue;
     }
+    std::string symbol = named != given.names.end() ? named->second
+                         : d.has_dim_param()        ? d.dim_param()
+                                                    : std::string();
+    if (!symbol.empty()) symbols.insert(symbol);
+    auto range = symbol.empty() ? given.ranges.end() : given.ranges.find(symbol);
+    if (range == given.ranges.end()) {
+      std::string what = symbol.empty() ? "unnamed" : "'" + symbol + "'";
+      return makeError("input '", info.name(), "' has a dynamic dimension ", what, " (dim ", i,
+                       ") without bounds: ", dimFixes(info.name(), i, symbol, example));
+    }
+    auto [lo, hi] = range->second;
+    dims.push_back(lo == hi ? Dim(lo) : Dim::symbol(symbol, lo, hi));
+  }
   return TensorType{*dtype, Shape(dims), {}};
 }
 
@@ -184,20 +212,16 @@ public:
       if (!t) return t.error().withContext("initializer '" + init.name() + "'");
       names_[init.name()] = graph_.addConstant(init.name(), std::move(*t));
     }
-    std::set<std::string> inputNames;
+    std::set<std::string> inputNames, symbols;
+    for (const auto& input : g.input())
+      if (!names_.count(input.name())) inputNames.insert(input.name()); // not an initializer
+    TUNEC_TRY(checkInputNames(inputNames));
     for (const auto& input : g.input()) {
-      if (names_.count(input.name())) continue; // an initializer with a default value
-      TUNEC_ASSIGN_OR_RETURN(TensorType type, inputTypeOf(input, options_));
+      if (!inputNames.count(input.name())) continue;
+      TUNEC_ASSIGN_OR_RETURN(TensorType type, inputTypeOf(input, options_, symbols));
       names_[input.name()] = graph_.addInput(input.name(), type);
-      inputNames.insert(input.name());
     }
-    for (const auto& [name, shape] : options_.inputShapes)
-      if (!inputNames.count(name)) {
-        std::string all;
-        for (const auto& n : inputNames) all += (all.empty() ? "" : ", ") + n;
-        return makeError("--input-shape names '", name,
-                         "', which is not a model input (inputs: ", all, ")");
-      }
+    TUNEC_TRY(checkSymbols(symbols));
     int index = 0;
     for (const auto& node : g.node()) {
       std::string name =
@@ -221,6 +245,37 @@ public:
   }
 
 private:
+  // Every --input-shape and --dim names something of the model: a mistyped name is an error,
+  // never a flag silently ignored. First the inputs they name, then (once the inputs are read)
+  // the symbols they bound.
+  Status checkInputNames(const std::set<std::string>& inputNames) const {
+    std::string all;
+    for (const auto& n : inputNames) all += (all.empty() ? "" : ", ") + n;
+    const InputDims& given = options_.inputDims;
+    for (const auto& [name, shape] : given.shapes)
+      if (!inputNames.count(name))
+        return makeError("--input-shape names '", name,
+                         "', which is not a model input (inputs: ", all, ")");
+    for (const auto& [where, symbol] : given.names)
+      if (!inputNames.count(where.first))
+        return makeError("--dim ", where.first, ":", where.second, "=", symbol, " names '",
+                         where.first, "', which is not a model input (inputs: ", all, ")");
+    return {};
+  }
+
+  Status checkSymbols(const std::set<std::string>& symbols) const {
+    for (const auto& [symbol, range] : options_.inputDims.ranges) {
+      if (symbols.count(symbol)) continue;
+      std::string known;
+      for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
+      return makeError(
+          "--dim ", symbol, "=", range.first, "..", range.second,
+          " names no dynamic dimension of the model (",
+          known.empty() ? std::string("it has none") : "its dynamic dimensions: " + known, ")");
+    }
+    return {};
+  }
+
   Expected<ValueId> lookup(const std::string& name) {
     auto it = names_.find(name);
     if (it == names_.end()) return makeError("input '", name, "' is not defined before use");
@@ -322,13 +377,24 @@ private:
     return {};
   }
 
-  // Shape and Size are metadata of static shapes: their results are constants.
+  // Shape and Size of static dimensions are metadata: their results are constants.
   Status importShapeOf(const onnx::NodeProto& node, const std::vector<ValueId>& inputs) {
     AttrReader attrs(node);
     if (inputs.size() != 1 || inputs[0] == kNoValue) return makeError("needs one input");
     const Shape& s = graph_.value(inputs[0]).type.shape;
     Tensor t;
+    // A symbolic dimension has no value to fold: say which, rather than fold its bound.
+    auto checkStatic = [&](int64_t from, int64_t to) -> Status {
+      for (int64_t i = from; i < to; ++i)
+        if (!s.dim(static_cast<int>(i)).isStatic())
+          return makeError("reads the symbolic dimension ", s.dim(static_cast<int>(i)).toString(),
+                           " (dim ", i, " of '", graph_.value(inputs[0]).name,
+                           "'), and tunec does not carry shape arithmetic on symbols yet: fix it ",
+                           "with --input-shape or --dim NAME=N..N");
+      return {};
+    };
     if (node.op_type() == "Size") {
+      TUNEC_TRY(checkStatic(0, s.rank()));
       t = Tensor(DType::I64, Shape());
       t.setInt(0, s.numel());
     } else {
@@ -337,6 +403,7 @@ private:
       if (end < 0) end += s.rank();
       start = std::clamp<int64_t>(start, 0, s.rank());
       end = std::clamp<int64_t>(end, start, s.rank());
+      TUNEC_TRY(checkStatic(start, end));
       t = Tensor(DType::I64, Shape({end - start}));
       for (int64_t i = start; i < end; ++i) t.setInt(i - start, s[static_cast<int>(i)]);
     }

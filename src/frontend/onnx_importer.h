@@ -1,4 +1,5 @@
-// ONNX import: a model file to a Graph with static shapes and typed attributes.
+// ONNX import: a model file to a Graph with static or bounded symbolic shapes and typed
+// attributes.
 #pragma once
 
 #include "ir/graph.h"
@@ -16,10 +17,21 @@ namespace tunec {
 using ConstantEvaluator =
     std::function<Status(const Node&, std::span<const Tensor* const>, std::span<Tensor>)>;
 
-struct ImportOptions {
+/// How the user fixes or bounds the model's input dimensions (the CLI's --input-shape and --dim).
+struct InputDims {
   /// Static shapes for inputs whose shape in the model is dynamic or that the user overrides
-  /// (the CLI's --input-shape name=1x3x224x224).
-  std::map<std::string, Shape> inputShapes;
+  /// (--input-shape name=1x3x224x224): a static compile of those inputs.
+  std::map<std::string, Shape> shapes;
+  /// The bounds of a symbolic dimension, by symbol (--dim sequence=1..512): an ONNX dim_param of
+  /// that name, or a dimension named by `names`. MIN == MAX fixes it.
+  std::map<std::string, std::pair<int64_t, int64_t>> ranges;
+  /// A symbol for a dimension of an input, by (input, axis) (--dim input_ids:1=sequence): for
+  /// a dynamic dimension the model does not name, or to rename one.
+  std::map<std::pair<std::string, int>, std::string> names;
+};
+
+struct ImportOptions {
+  InputDims inputDims;
   /// Called when an op needs a compile-time constant (a Reshape target, Slice bounds, ...)
   /// that is a model input; a returned tensor binds that input as a constant.
   std::function<std::optional<Tensor>(const std::string& inputName)> bindInput;
@@ -30,7 +42,8 @@ struct ImportOptions {
 
 /// Reads an ONNX model file (external data files next to it are resolved). The error names
 /// the file and the problem: unreadable or non-ONNX file, every unsupported op in one message,
-/// a dynamic dimension with the --input-shape fix, an unsupported attribute, a bad shape.
+/// a dynamic dimension without bounds (with the --dim and --input-shape fixes), an unsupported
+/// attribute, a bad shape.
 Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options = {});
 
 /// Imports from serialized ModelProto bytes; `baseDir` resolves external data.

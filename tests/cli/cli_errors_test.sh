@@ -154,6 +154,19 @@ echo garbage >"$tmp/garbage.npy"
 expect 1 "neither a .npy file nor a serialized ONNX TensorProto" -- run "$model" --input x="$tmp/garbage.npy"
 expect 1 "--input-shape 'x=1xAx3' is not of the form" -- inspect "$model" --input-shape x=1xAx3
 expect 1 "--input-shape names 'z', which is not a model input \(inputs: x\)" -- inspect "$model" --input-shape z=1x3x32x32
+# Dynamic dimensions: bounded with --dim (symbolic through shape inference), or fixed.
+dyn="$src/tests/fixtures/mlp_dynamic.onnx"
+expect 1 "input 'x' has a dynamic dimension 'batch' \(dim 0\) without bounds: bound it with --dim batch=MIN..MAX \(a symbolic compile\), or fix it with --input-shape x=1x1x16" -- inspect "$dyn"
+expect 0 "%y: f32\[batch x sequence x 32\] = Softmax" -- inspect "$dyn" --dim batch=1..8 --dim sequence=1..128
+expect 0 "%y: f32\[2 x sequence x 32\]" -- inspect "$dyn" --dim batch=2..2 --dim sequence=1..128
+expect 0 "%y: f32\[batch x tokens x 32\]" -- inspect "$dyn" --dim batch=1..8 --dim x:1=tokens --dim tokens=1..64
+expect 1 "--dim seq=1..64 names no dynamic dimension of the model \(its dynamic dimensions: batch, sequence\)" -- inspect "$dyn" --dim batch=1..8 --dim sequence=1..128 --dim seq=1..64
+expect 1 "--dim 'sequence=1-128' is not of the form NAME=MIN..MAX" -- inspect "$dyn" --dim sequence=1-128
+expect 1 "--dim 'sequence=0..8': the bounds must satisfy 1 <= MIN <= MAX" -- inspect "$dyn" --dim sequence=0..8
+expect 1 "--dim gives the bounds of 'batch' twice" -- inspect "$dyn" --dim batch=1..8 --dim batch=1..4
+expect 1 "--dim 'x:one=tokens' is not of the form INPUT:AXIS=NAME" -- inspect "$dyn" --dim x:one=tokens
+expect 1 "input 'x' has the symbolic shape batch x sequence x 16 \(batch in 1..8, sequence in 1..128\): tunec imports and infers symbolic dimensions, but its kernels do not read run-time extents yet" -- compile "$dyn" --dim batch=1..8 --dim sequence=1..128 -o "$tmp/dyn.so"
+expect 0 "wrote .*dyn.so" -- compile "$dyn" --dim batch=2..2 --dim sequence=5..5 -o "$tmp/dyn.so"
 expect 1 "--format must be npy or pb" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --format csv
 expect 0 "= Conv\(%x.*\{kernel=\[3,3\] strides=\[1,1\]" -- inspect "$model"
 expect 0 "Conv +3" -- inspect "$model" --summary

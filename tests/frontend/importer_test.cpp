@@ -38,6 +38,23 @@ public:
     }
     return *this;
   }
+  /// An input whose dimensions are numbers or symbols ("batch"; "" for an unnamed dynamic one).
+  ModelBuilder& inputDims(const std::string& name, std::vector<std::string> dims,
+                          int elem = onnx::TensorProto::FLOAT) {
+    auto* in = model_.mutable_graph()->add_input();
+    in->set_name(name);
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* shape = tt->mutable_shape();
+    for (const auto& d : dims) {
+      auto* dim = shape->add_dim();
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0])))
+        dim->set_dim_value(std::stoll(d));
+      else if (!d.empty())
+        dim->set_dim_param(d);
+    }
+    return *this;
+  }
   ModelBuilder& output(const std::string& name) {
     model_.mutable_graph()->add_output()->set_name(name);
     return *this;
@@ -70,6 +87,15 @@ public:
       t->add_int32_data(static_cast<int32_t>(v));
     return *this;
   }
+  ModelBuilder& initializerFloats(const std::string& name, std::vector<int64_t> dims,
+                                  std::vector<float> v) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float x : v) t->add_float_data(x);
+    return *this;
+  }
   std::string bytes() const { return model_.SerializeAsString(); }
 
 private:
@@ -81,6 +107,13 @@ void addIntAttr(onnx::NodeProto& n, const std::string& name, int64_t v) {
   a->set_name(name);
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(v);
+}
+
+void addIntsAttr(onnx::NodeProto& n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
 }
 
 Expected<Graph> import(const ModelBuilder& b, ImportOptions options = {}) {
@@ -320,13 +353,120 @@ TEST(Importer, DynamicDimensionNamesInputAndFix) {
   auto g = import(b);
   ASSERT_FALSE(g.isOk());
   EXPECT_EQ(g.error().message(),
-            "input 'pixels' has a dynamic dimension 'batch' (dim 0); tunec compiles static shapes: "
-            "give one with --input-shape pixels=1x3x8x8");
+            "input 'pixels' has a dynamic dimension 'batch' (dim 0) without bounds: bound it with "
+            "--dim batch=MIN..MAX (a symbolic compile), or fix it with --input-shape "
+            "pixels=1x3x8x8");
   ImportOptions options;
-  options.inputShapes["pixels"] = Shape{2, 3, 8, 8};
+  options.inputDims.shapes["pixels"] = Shape{2, 3, 8, 8};
   g = import(b, options);
   ASSERT_TRUE(g.isOk()) << g.error().message();
   EXPECT_EQ(g->value(g->inputs()[0]).type.shape, (Shape{2, 3, 8, 8}));
+  // --dim batch=1..8: a symbolic batch with its bound; MIN == MAX: a static dimension.
+  options = {};
+  options.inputDims.ranges["batch"] = {1, 8};
+  g = import(b, options);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  EXPECT_EQ(g->value(g->inputs()[0]).type.shape.toString(), "batch x 3 x 8 x 8");
+  EXPECT_EQ(g->value(g->outputs()[0]).type.shape.dim(0), Dim::symbol("batch", 1, 8));
+  options.inputDims.ranges["batch"] = {4, 4};
+  g = import(b, options);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  EXPECT_EQ(g->value(g->inputs()[0]).type.shape, (Shape{4, 3, 8, 8}));
+}
+
+TEST(Importer, DimFlagsNameAndBoundDynamicDimensions) {
+  // input_ids [batch, <unnamed>]: the unnamed one is named by --dim input_ids:1=sequence.
+  ModelBuilder b;
+  b.inputDims("input_ids", {"batch", ""}, onnx::TensorProto::INT64).output("y");
+  b.node("Identity", {"input_ids"}, {"y"});
+  ImportOptions options;
+  options.inputDims.ranges["batch"] = {1, 8};
+  auto g = import(b, options);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(),
+            "input 'input_ids' has a dynamic dimension unnamed (dim 1) without bounds: name it "
+            "with --dim input_ids:1=NAME and bound it with --dim NAME=MIN..MAX (a symbolic "
+            "compile), or fix it with --input-shape input_ids=1x1");
+  options.inputDims.names[{"input_ids", 1}] = "sequence";
+  options.inputDims.ranges["sequence"] = {1, 512};
+  g = import(b, options);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  EXPECT_EQ(g->value(g->inputs()[0]).type.shape.toString(), "batch x sequence");
+  EXPECT_EQ(g->value(g->inputs()[0]).type.shape.dims(), (std::vector<int64_t>{8, 512}));
+  // A bound for a symbol the model does not have is a mistake, named.
+  options.inputDims.ranges["seq"] = {1, 64};
+  g = import(b, options);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(), "--dim seq=1..64 names no dynamic dimension of the model (its "
+                                 "dynamic dimensions: batch, sequence)");
+  options.inputDims.ranges.erase("seq");
+  // So is a name for a dimension the model fixes, or for an input it does not have.
+  options.inputDims.names[{"input_ids", 0}] = "b";
+  ModelBuilder fixedBatch;
+  fixedBatch.inputDims("input_ids", {"2", ""}, onnx::TensorProto::INT64).output("y");
+  fixedBatch.node("Identity", {"input_ids"}, {"y"});
+  g = import(fixedBatch, options);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(), "--dim input_ids:0=b names dimension 0 of 'input_ids', which "
+                                 "the model fixes at 2");
+  options.inputDims.names.clear();
+  options.inputDims.names[{"ids", 1}] = "sequence";
+  g = import(b, options);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(), "--dim ids:1=sequence names 'ids', which is not a model input "
+                                 "(inputs: input_ids)");
+}
+
+TEST(Importer, SymbolsAreCarriedThroughABertLikeBlock) {
+  // Embedding Gather, MatMul + bias, the scores' transpose and MatMul, Softmax, a LayerNorm's
+  // ReduceMean: every shape keeps batch and sequence, sized at their bounds.
+  ModelBuilder b;
+  b.inputDims("ids", {"batch", "sequence"}, onnx::TensorProto::INT64).output("y").output("p");
+  b.initializerFloats("table", {10, 4}, std::vector<float>(40, 0.5f));
+  b.initializerFloats("w", {4, 4}, std::vector<float>(16, 0.25f));
+  b.initializerFloats("bias", {4}, {1, 2, 3, 4});
+  b.node("Gather", {"table", "ids"}, {"e"});
+  b.node("MatMul", {"e", "w"}, {"h0"});
+  b.node("Add", {"h0", "bias"}, {"h"});
+  addIntsAttr(b.node("Transpose", {"h"}, {"ht"}), "perm", {0, 2, 1});
+  b.node("MatMul", {"h", "ht"}, {"s"});
+  addIntAttr(b.node("Softmax", {"s"}, {"p"}), "axis", -1);
+  addIntsAttr(b.node("ReduceMean", {"h"}, {"y"}), "axes", {-1});
+  ImportOptions options;
+  options.inputDims.ranges = {{"batch", {1, 8}}, {"sequence", {1, 128}}};
+  auto g = import(b, options);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  auto shapeOf = [&](const std::string& name) {
+    for (const Value& v : g->values())
+      if (v.name == name) return v.type.shape;
+    return Shape();
+  };
+  EXPECT_EQ(shapeOf("e").toString(), "batch x sequence x 4");
+  EXPECT_EQ(shapeOf("h").toString(), "batch x sequence x 4");
+  EXPECT_EQ(shapeOf("ht").toString(), "batch x 4 x sequence");
+  EXPECT_EQ(shapeOf("p").toString(), "batch x sequence x sequence");
+  EXPECT_EQ(shapeOf("p").dims(), (std::vector<int64_t>{8, 128, 128}));
+  EXPECT_EQ(shapeOf("y").toString(), "batch x sequence x 1");
+}
+
+TEST(Importer, ShapeArithmeticOnASymbolIsAnErrorNamingIt) {
+  ModelBuilder b;
+  b.inputDims("x", {"batch", "8"}).output("s");
+  b.node("Shape", {"x"}, {"s"}, "shape_of_x");
+  ImportOptions options;
+  options.inputDims.ranges["batch"] = {1, 8};
+  auto g = import(b, options);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.error().message(),
+            "node 'shape_of_x' (Shape): reads the symbolic dimension batch (dim 0 of 'x'), and "
+            "tunec does not carry shape arithmetic on symbols yet: fix it with --input-shape or "
+            "--dim NAME=N..N");
+  // The static part of the shape still folds.
+  ModelBuilder tail;
+  tail.inputDims("x", {"batch", "8"}).output("s");
+  addIntAttr(tail.node("Shape", {"x"}, {"s"}), "start", 1);
+  g = import(tail, options);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
 }
 
 TEST(Importer, UnsupportedAttributeIsNamed) {
