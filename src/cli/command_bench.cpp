@@ -17,7 +17,8 @@ namespace {
 const CommandSpec kBenchSpec{
     "bench",
     "tunec bench model.so|MODEL.onnx [--runs N] [--warmup N] [--threads N]",
-    "Times whole-model runs on random inputs (floats uniform in [-1, 1], integers in [0, 10)):\n"
+    "Times whole-model runs on random inputs (floats uniform in [-1, 1], integers in [0, 10)),\n"
+    "or on the tensor files --input gives for some inputs (token ids, a real image):\n"
     "warm-up runs, then the median, p90 and minimum latency of --runs runs. An ONNX model is\n"
     "compiled in memory first.",
     {
@@ -31,6 +32,10 @@ const CommandSpec kBenchSpec{
          "also time every step; print the slowest steps and the steps grouped by computation"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
         {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
+        {"input", "NAME=FILE",
+         "time on this tensor file (.npy or .pb) for a model input instead of random values "
+         "(token ids within a vocabulary, a real image)",
+         true},
         precisionFlag(),
     },
     1,
@@ -62,6 +67,9 @@ int commandBench(const std::vector<std::string>& argv) {
   auto session = openModel(args->positionals()[0], *options);
   if (!session) return fail(session.error().message());
   RunBuffers buffers = randomRunBuffers(*session, 7);
+  auto files = parseInputFiles(args->getAll("input"));
+  if (!files) return fail(files.error().message());
+  if (Status s = useInputFiles(*session, *files, buffers); !s) return fail(s.error().message());
   const void* const* in = buffers.in.data();
   void* const* out = buffers.out.data();
   auto stats = timeRuns(*session, in, out, *warmup, *runs);

@@ -189,11 +189,8 @@ int runCompiled(const Arguments& args, const InputDims& shapes,
     auto it = files.find(io.name);
     if (it == files.end())
       return fail("missing --input for model input '" + io.name + "' (" + type + ")");
-    auto tensor = readTensorFile(it->second);
+    auto tensor = readInputFile(io, it->second);
     if (!tensor) return fail(tensor.error().message());
-    if (tensor->dtype() != io.dtype || tensor->shape().dims() != io.shape)
-      return fail("input '" + io.name + "' from " + it->second + " is " + tensor->typeString() +
-                  ", but the model expects " + type);
     inputs.push_back(*tensor);
     inPtrs.push_back(inputs.back().data());
     files.erase(it);
@@ -249,16 +246,9 @@ int commandRun(const std::vector<std::string>& argv) {
   if (format != "npy" && format != "pb")
     return fail("--format must be npy or pb, not '" + format + "'");
 
-  std::map<std::string, std::string> files;
-  for (const auto& spec : args->getAll("input")) {
-    auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return fail("--input '" + spec + "' is not of the form NAME=FILE");
-    auto [at, fresh] = files.emplace(spec.substr(0, eq), spec.substr(eq + 1));
-    if (!fresh)
-      return fail("--input '" + at->first + "' is given twice (" + at->second + " and " +
-                  spec.substr(eq + 1) + "); give each model input once");
-  }
+  auto parsedFiles = parseInputFiles(args->getAll("input"));
+  if (!parsedFiles) return fail(parsedFiles.error().message());
+  std::map<std::string, std::string> files = *parsedFiles;
   if (!args->has("reference")) return runCompiled(*args, *shapes, files, format);
   auto graph = loadModel(args->positionals()[0], *shapes);
   if (!graph) return fail(graph.error().message());

@@ -5,6 +5,7 @@
 #include "cli/load_model.h"
 #include "cli/pipeline.h"
 #include "driver/compile_model.h"
+#include "frontend/tensor_io.h"
 #include "passes/passes.h"
 #include "support/atomic_file.h"
 #include "support/host.h"
@@ -177,6 +178,43 @@ RunBuffers randomRunBuffers(const ModelSession& session, uint32_t seed) {
   for (const Tensor& t : b.inputs) b.in.push_back(t.data());
   for (Tensor& t : b.outputs) b.out.push_back(t.data());
   return b;
+}
+
+Expected<std::map<std::string, std::string>>
+parseInputFiles(const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> files;
+  for (const auto& spec : specs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return makeError("--input '", spec, "' is not of the form NAME=FILE");
+    auto [at, fresh] = files.emplace(spec.substr(0, eq), spec.substr(eq + 1));
+    if (!fresh)
+      return makeError("--input '", at->first, "' is given twice (", at->second, " and ",
+                       spec.substr(eq + 1), "); give each model input once");
+  }
+  return files;
+}
+
+Expected<Tensor> readInputFile(const rt::IoSpec& io, const std::string& path) {
+  std::string type = std::string(dtypeName(io.dtype)) + "[" + Shape(io.shape).toString() + "]";
+  TUNEC_ASSIGN_OR_RETURN(Tensor tensor, readTensorFile(path));
+  if (tensor.dtype() != io.dtype || tensor.shape().dims() != io.shape)
+    return makeError("input '", io.name, "' from ", path, " is ", tensor.typeString(),
+                     ", but the model expects ", type);
+  return tensor;
+}
+
+Status useInputFiles(const ModelSession& session, const std::map<std::string, std::string>& files,
+                     RunBuffers& buffers) {
+  for (const auto& [name, path] : files) {
+    size_t i = 0;
+    while (i < session.inputs.size() && session.inputs[i].name != name) ++i;
+    if (i == session.inputs.size())
+      return makeError("--input names '", name, "', which is not a model input");
+    TUNEC_ASSIGN_OR_RETURN(buffers.inputs[i], readInputFile(session.inputs[i], path));
+    buffers.in[i] = buffers.inputs[i].data();
+  }
+  return {};
 }
 
 Tensor randomInput(const rt::IoSpec& io, std::mt19937& rng) {

@@ -87,6 +87,15 @@ struct RunBuffers {
   std::vector<void*> out;
 };
 RunBuffers randomRunBuffers(const ModelSession& session, uint32_t seed);
+/// The --input NAME=FILE flags by input name; an error for a malformed or repeated one.
+Expected<std::map<std::string, std::string>> parseInputFiles(const std::vector<std::string>& specs);
+/// The tensor file for model input `io` (.npy or .pb), checked against its element type and
+/// shape; the error names the input, the file, what it holds and what the model expects.
+Expected<Tensor> readInputFile(const rt::IoSpec& io, const std::string& path);
+/// Replaces the buffers of the inputs named in `files` by the tensors read from them (the others
+/// keep their random values); a name that is no model input is an error.
+Status useInputFiles(const ModelSession& session, const std::map<std::string, std::string>& files,
+                     RunBuffers& buffers);
 
 /// A random model input of `io`'s type and shape: floats uniform in [-1, 1], integers in 0..9
 /// (valid token ids and indices for the models tunec runs).

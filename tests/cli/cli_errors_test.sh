@@ -154,6 +154,11 @@ echo garbage >"$tmp/garbage.npy"
 expect 1 "neither a .npy file nor a serialized ONNX TensorProto" -- run "$model" --input x="$tmp/garbage.npy"
 expect 1 "--input-shape 'x=1xAx3' is not of the form" -- inspect "$model" --input-shape x=1xAx3
 expect 1 "--input-shape names 'z', which is not a model input \(inputs: x\)" -- inspect "$model" --input-shape z=1x3x32x32
+# bench times random inputs, or the tensor files --input gives, checked against the input.
+expect 0 "5 runs on 1 thread: median" -- bench "$model" --runs 5 --threads 1 --input x="$src/examples/tiny_cnn/x.npy"
+expect 1 "input 'x' from .*expected_y.npy is f32\[1x10\], but the model expects f32\[1x3x32x32\]" -- bench "$model" --runs 5 --input x="$src/examples/tiny_cnn/expected_y.npy"
+expect 1 "--input names 'z', which is not a model input" -- bench "$model" --runs 5 --input z="$src/examples/tiny_cnn/x.npy"
+expect 1 "--input 'x' is not of the form NAME=FILE" -- bench "$model" --runs 5 --input x
 # Dynamic dimensions: bounded with --dim (symbolic through shape inference), or fixed.
 dyn="$src/tests/fixtures/mlp_dynamic.onnx"
 expect 1 "input 'x' has a dynamic dimension 'batch' \(dim 0\) without bounds: bound it with --dim batch=MIN..MAX \(a symbolic compile\), or fix it with --input-shape x=1x1x16" -- inspect "$dyn"
