@@ -127,15 +127,20 @@ Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
       continue;
     }
     auto dots = right.find("..");
-    auto lo = dots == std::string::npos ? std::nullopt : parseExtent(right.substr(0, dots));
-    auto hi = dots == std::string::npos ? std::nullopt : parseExtent(right.substr(dots + 2));
+    std::optional<int64_t> lo, hi;
+    if (dots != std::string::npos) {
+      lo = parseExtent(right.substr(0, dots));
+      hi = parseExtent(right.substr(dots + 2));
+    }
     if (!isSymbolName(left) || !lo || !hi)
       return makeError("--dim '", v, "' is not of the form NAME=MIN..MAX (e.g. sequence=1..512) ",
                        "or INPUT:AXIS=NAME (e.g. input_ids:1=sequence)");
-    if (*lo < 1 || *lo > *hi)
+    const int64_t min = *lo, max = *hi;
+    if (min < 1 || min > max)
       return makeError("--dim '", v, "': the bounds must satisfy 1 <= MIN <= MAX");
-    if (dims.ranges.count(left)) return makeError("--dim gives the bounds of '", left, "' twice");
-    dims.ranges[left] = {*lo, *hi};
+    if (dims.ranges.count(left))
+      return makeError("--dim gives the bounds of '", left, "' twice");
+    dims.ranges[left] = {min, max};
   }
   return dims;
 }
