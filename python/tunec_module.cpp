@@ -186,7 +186,7 @@ public:
     Expected<cli::LatencyStats> stats = Error("not run");
     {
       py::gil_scoped_release release;
-      stats = cli::timeRuns(*session_, buffers.in.data(), buffers.out.data(), warmup, runs);
+      stats = cli::timeRuns(*session_, buffers, warmup, runs);
     }
     cli::LatencyStats s = unwrap(std::move(stats));
     py::dict d;

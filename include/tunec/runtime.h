@@ -8,6 +8,11 @@
  *
  * Link with -ltunec_runtime. A loaded model may be run from several threads at once: each run
  * takes its own arena. Tensors are dense, row-major, in the dtype and shape the info reports.
+ *
+ * A model compiled with symbolic dimensions (`tunec compile --dim sequence=1..512`) runs at any
+ * input shape within their bounds: tunec_model_run_shaped takes the run's input shapes and
+ * writes its output shapes; the info's dims are then the bounds (buffers of that size always
+ * suffice) and tunec_model_dim_name names the symbolic ones.
  */
 #ifndef TUNEC_RUNTIME_H
 #define TUNEC_RUNTIME_H
@@ -41,6 +46,23 @@ int tunec_model_output_info(const tunec_model* model, int32_t index, tunec_tenso
 /* Runs the model: inputs[i] and outputs[i] point to dense buffers of the reported sizes. */
 int tunec_model_run(tunec_model* model, const void* const* inputs, void* const* outputs);
 void tunec_model_free(tunec_model* model);
+
+/* The symbols of the inputs' dynamic dimensions (0 for a static model), each with its bounds. */
+int32_t tunec_model_num_symbols(const tunec_model* model);
+int tunec_model_symbol_info(const tunec_model* model, int32_t index, const char** name,
+                            int64_t* min, int64_t* max);
+/* Dimension `dim` of input (is_output 0) or output (1) `index`: "" when static, else its
+ * extent over the symbols ("sequence", "batch*sequence"). NULL if out of range. */
+const char* tunec_model_dim_name(const tunec_model* model, int32_t is_output, int32_t index,
+                                 int32_t dim);
+/* Runs at the given input shapes (input_dims[i]: input i's dims, as many as its rank), dense
+ * buffers of those shapes; writes output o's dims into output_dims[o] (room for its rank; NULL
+ * to skip). A shape outside the bounds, two inputs that disagree on one symbol, or a static
+ * dimension of another size is an error before anything runs. A static model takes its
+ * shapes. */
+int tunec_model_run_shaped(tunec_model* model, const void* const* inputs,
+                           const int64_t* const* input_dims, void* const* outputs,
+                           int64_t* const* output_dims);
 
 /* Profiling: the model's steps (kernels and loop kernels, in run order), their labels, and a run
  * that adds each step's wall time in seconds to step_seconds[i]. */

@@ -138,8 +138,7 @@ Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
     const int64_t min = *lo, max = *hi;
     if (min < 1 || min > max)
       return makeError("--dim '", v, "': the bounds must satisfy 1 <= MIN <= MAX");
-    if (dims.ranges.count(left))
-      return makeError("--dim gives the bounds of '", left, "' twice");
+    if (dims.ranges.count(left)) return makeError("--dim gives the bounds of '", left, "' twice");
     dims.ranges[left] = {min, max};
   }
   return dims;

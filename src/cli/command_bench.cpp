@@ -72,7 +72,7 @@ int commandBench(const std::vector<std::string>& argv) {
   if (Status s = useInputFiles(*session, *files, buffers); !s) return fail(s.error().message());
   const void* const* in = buffers.in.data();
   void* const* out = buffers.out.data();
-  auto stats = timeRuns(*session, in, out, *warmup, *runs);
+  auto stats = timeRuns(*session, buffers, *warmup, *runs);
   if (!stats) return fail(stats.error().message());
   if (args->has("profile")) {
     std::vector<double> seconds(session->steps.size(), 0.0);

@@ -7,6 +7,7 @@
 #include "driver/compile_model.h"
 #include "frontend/tensor_io.h"
 #include "passes/passes.h"
+#include "runtime/model_executor.h"
 #include "support/atomic_file.h"
 #include "support/host.h"
 #include "tunec/runtime.h"
@@ -34,7 +35,7 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
     auto dtype = parseDType(t.dtype);
     if (!dtype)
       return makeError(path, ": tensor '", t.name, "' has an unknown dtype '", t.dtype, "'");
-    return rt::IoSpec{t.name, *dtype, std::vector<int64_t>(t.dims, t.dims + t.rank), t.bytes};
+    return rt::IoSpec{t.name, *dtype, std::vector<int64_t>(t.dims, t.dims + t.rank), t.bytes, {}};
   };
   for (int32_t i = 0; i < tunec_model_num_inputs(raw); ++i) {
     tunec_tensor_info t;
@@ -70,6 +71,35 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
   s.runProfiled = [raw](const void* const* in, void* const* out,
                         std::vector<double>& seconds) -> Status {
     if (tunec_model_run_profiled(raw, in, out, seconds.data()) != 0)
+      return Error(tunec_last_error());
+    return {};
+  };
+  for (int32_t i = 0; i < tunec_model_num_symbols(raw); ++i) {
+    const char* name = nullptr;
+    int64_t min = 0, max = 0;
+    if (tunec_model_symbol_info(raw, i, &name, &min, &max) != 0) return Error(tunec_last_error());
+    s.symbols.push_back({name, min, max});
+  }
+  for (int32_t out = 0; out < 2; ++out) {
+    auto& names = out ? s.outputDimNames : s.inputDimNames;
+    const auto& ios = out ? s.outputs : s.inputs;
+    for (size_t i = 0; i < ios.size(); ++i) {
+      names.emplace_back();
+      for (size_t d = 0; d < ios[i].shape.size(); ++d)
+        names.back().push_back(
+            tunec_model_dim_name(raw, out, static_cast<int32_t>(i), static_cast<int32_t>(d)));
+    }
+  }
+  s.runShaped = [raw, outputs = s.outputs](
+                    const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
+                    void* const* out, std::vector<std::vector<int64_t>>& outShapes) -> Status {
+    std::vector<const int64_t*> dims;
+    for (const auto& shape : shapes) dims.push_back(shape.data());
+    outShapes.clear();
+    std::vector<int64_t*> outDims;
+    for (const rt::IoSpec& io : outputs) outShapes.emplace_back(io.shape.size());
+    for (auto& shape : outShapes) outDims.push_back(shape.data());
+    if (tunec_model_run_shaped(raw, in, dims.data(), out, outDims.data()) != 0)
       return Error(tunec_last_error());
     return {};
   };
@@ -177,7 +207,20 @@ RunBuffers randomRunBuffers(const ModelSession& session, uint32_t seed) {
   for (const rt::IoSpec& io : session.outputs) b.outputs.emplace_back(io.dtype, Shape(io.shape));
   for (const Tensor& t : b.inputs) b.in.push_back(t.data());
   for (Tensor& t : b.outputs) b.out.push_back(t.data());
+  for (const rt::IoSpec& io : session.inputs) b.inputShapes.push_back(io.shape);
   return b;
+}
+
+Expected<LatencyStats> timeRuns(const ModelSession& session, const RunBuffers& buffers, int warmup,
+                                int runs) {
+  if (!session.symbolic())
+    return timeRuns(session, buffers.in.data(), buffers.out.data(), warmup, runs);
+  ModelSession shaped = session; // a run at the buffers' shapes
+  shaped.run = [&session, &buffers](const void* const* in, void* const* out) {
+    std::vector<std::vector<int64_t>> outShapes;
+    return session.runShaped(in, buffers.inputShapes, out, outShapes);
+  };
+  return timeRuns(shaped, buffers.in.data(), buffers.out.data(), warmup, runs);
 }
 
 Expected<std::map<std::string, std::string>>
@@ -195,9 +238,12 @@ parseInputFiles(const std::vector<std::string>& specs) {
   return files;
 }
 
-Expected<Tensor> readInputFile(const rt::IoSpec& io, const std::string& path) {
+Expected<Tensor> readInputFile(const rt::IoSpec& io, const std::string& path, bool symbolic) {
   std::string type = std::string(dtypeName(io.dtype)) + "[" + Shape(io.shape).toString() + "]";
   TUNEC_ASSIGN_OR_RETURN(Tensor tensor, readTensorFile(path));
+  if (symbolic && tensor.dtype() == io.dtype &&
+      tensor.shape().rank() == static_cast<int>(io.shape.size()))
+    return tensor; // the run binds its symbols and checks it against their bounds
   if (tensor.dtype() != io.dtype || tensor.shape().dims() != io.shape)
     return makeError("input '", io.name, "' from ", path, " is ", tensor.typeString(),
                      ", but the model expects ", type);
@@ -211,8 +257,10 @@ Status useInputFiles(const ModelSession& session, const std::map<std::string, st
     while (i < session.inputs.size() && session.inputs[i].name != name) ++i;
     if (i == session.inputs.size())
       return makeError("--input names '", name, "', which is not a model input");
-    TUNEC_ASSIGN_OR_RETURN(buffers.inputs[i], readInputFile(session.inputs[i], path));
+    TUNEC_ASSIGN_OR_RETURN(buffers.inputs[i],
+                           readInputFile(session.inputs[i], path, session.symbolic()));
     buffers.in[i] = buffers.inputs[i].data();
+    buffers.inputShapes[i] = buffers.inputs[i].shape().dims();
   }
   return {};
 }
@@ -253,6 +301,24 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
     Status st = shared->run(in, out, &run);
     for (size_t i = 0; i < run.size(); ++i) seconds[i] += run[i];
     return st;
+  };
+  s.symbols = shared->plan().symbols;
+  for (int out = 0; out < 2; ++out) {
+    auto& names = out ? s.outputDimNames : s.inputDimNames;
+    for (const rt::IoSpec& io : out ? s.outputs : s.inputs) {
+      names.emplace_back(io.shape.size());
+      for (size_t d = 0; d < io.dimExtents.size(); ++d)
+        if (io.dimExtents[d] >= 0)
+          names.back()[d] = rt::extentName(shared->plan(), io.dimExtents[d]);
+    }
+  }
+  s.runShaped = [shared](const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
+                         void* const* out, std::vector<std::vector<int64_t>>& outShapes) -> Status {
+    TUNEC_ASSIGN_OR_RETURN(rt::RunExtents run, rt::bindRunExtents(shared->plan(), shapes));
+    TUNEC_TRY(shared->run(in, out, nullptr, &run));
+    outShapes.clear();
+    for (const rt::IoSpec& io : shared->plan().outputs) outShapes.push_back(rt::runShape(io, run));
+    return Status();
   };
   s.owner = shared;
   return s;

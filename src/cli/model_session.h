@@ -27,8 +27,18 @@ struct StepInfo {
 };
 
 struct ModelSession {
-  std::vector<rt::IoSpec> inputs, outputs;
+  std::vector<rt::IoSpec> inputs, outputs; ///< shapes: the bounds of symbolic dimensions
   std::function<Status(const void* const*, void* const*)> run;
+  /// The symbols of a model compiled with symbolic dimensions (empty: a static model), and per
+  /// input and output dimension "" or its extent ("sequence", "batch*sequence").
+  std::vector<rt::SymbolSpec> symbols;
+  std::vector<std::vector<std::string>> inputDimNames, outputDimNames;
+  /// A run at the given input shapes (dense buffers of those shapes) that writes the output
+  /// shapes; the error names an input outside its bounds before anything runs.
+  std::function<Status(const void* const*, const std::vector<std::vector<int64_t>>&, void* const*,
+                       std::vector<std::vector<int64_t>>&)>
+      runShaped;
+  bool symbolic() const { return !symbols.empty(); }
   /// A run that adds each step's seconds to `stepSeconds` (sized to steps).
   std::function<Status(const void* const*, void* const*, std::vector<double>&)> runProfiled;
   std::vector<StepInfo> steps;
@@ -85,13 +95,19 @@ struct RunBuffers {
   std::vector<Tensor> inputs, outputs;
   std::vector<const void*> in;
   std::vector<void*> out;
+  std::vector<std::vector<int64_t>> inputShapes; ///< the run's (the bounds, or the files')
 };
+/// timeRuns on the buffers, at their input shapes when the model is symbolic.
+Expected<LatencyStats> timeRuns(const ModelSession& session, const RunBuffers& buffers, int warmup,
+                                int runs);
 RunBuffers randomRunBuffers(const ModelSession& session, uint32_t seed);
 /// The --input NAME=FILE flags by input name; an error for a malformed or repeated one.
 Expected<std::map<std::string, std::string>> parseInputFiles(const std::vector<std::string>& specs);
 /// The tensor file for model input `io` (.npy or .pb), checked against its element type and
-/// shape; the error names the input, the file, what it holds and what the model expects.
-Expected<Tensor> readInputFile(const rt::IoSpec& io, const std::string& path);
+/// shape (any shape of its rank where `symbolic`: the run checks it against the bounds); the
+/// error names the input, the file, what it holds and what the model expects.
+Expected<Tensor> readInputFile(const rt::IoSpec& io, const std::string& path,
+                               bool symbolic = false);
 /// Replaces the buffers of the inputs named in `files` by the tensors read from them (the others
 /// keep their random values); a name that is no model input is an error.
 Status useInputFiles(const ModelSession& session, const std::map<std::string, std::string>& files,

@@ -1,7 +1,10 @@
 // The matmul loop nest in LLVM IR. Structure (BLIS): an optional parallel loop over blocks of
 // one dimension (hoisted outermost), the batch loop, the three block loops in the configured
 // order, then per block: pack A (optional), loop over nr panels, loop over mr panels, call the
-// microkernel. Tiles at the M and N edges call tail variants whose sizes are static.
+// microkernel. Tiles at the M and N edges call tail variants whose sizes are static. With a
+// run-time M (an extent of the run, read from KernelArgs::extents), every row count a tile can
+// have is a variant, the M loops and the parallel split run to the run's M, and nothing reads or
+// writes a row past it.
 #include "codegen/matmul_kernel.h"
 
 #include "codegen/kernel_emitters.h"
@@ -25,8 +28,8 @@ struct Dims {
 class MatmulEmitter : codegen::EmitterBase {
 public:
   MatmulEmitter(ModuleBuilder& mb, const MatmulWorkload& w, const MatmulConfig& c,
-                const Epilogue& e)
-      : EmitterBase(mb), w_(w), c_(c), epilogue_(e) {
+                const Epilogue& e, int32_t mExtent)
+      : EmitterBase(mb), w_(w), c_(c), epilogue_(e), mExtent_(mExtent) {
     // A row normalization ends the epilogue: the tiles apply the rest, then a pass over the
     // complete rows of C (in cache) normalizes them.
     if (!epilogue_.empty() && epilogue_.back().kind == PostOpKind::LayerNormRow) {
@@ -48,9 +51,10 @@ public:
   // Normalizes C's rows [t * normRows, ...) in place (tunec_layer_norm_rows_f32).
   llvm::Function* emitNormTask(const std::string& name) {
     std::vector<llvm::Value*> fields;
-    llvm::Function* fn = mb_.beginTask(b_, name, 2, fields);
+    llvm::Function* fn = mb_.beginTask(b_, name, 3, fields);
+    loadM(fields[2]);
     llvm::Value* first = b_.CreateMul(fn->getArg(1), i64(normRows()));
-    llvm::Value* count = min(i64(normRows()), b_.CreateSub(i64(w_.batch * w_.m), first));
+    llvm::Value* count = min(i64(normRows()), b_.CreateSub(b_.CreateMul(i64(w_.batch), m_), first));
     llvm::FunctionCallee normRows =
         mb_.declare("tunec_layer_norm_rows_f32",
                     llvm::FunctionType::get(
@@ -87,6 +91,23 @@ private:
     kernels_[1] = nTail ? make(c_.mr, nTail, "ntail") : kernels_[0];
     kernels_[2] = mTail ? make(mTail, c_.nr, "mtail") : kernels_[0];
     kernels_[3] = mTail ? (nTail ? make(mTail, nTail, "mntail") : kernels_[2]) : kernels_[1];
+    // A run-time M: a tile has any row count up to mr; variant 2 * (rows - 1) + (N tail).
+    if (runTimeM())
+      for (int rows = 1; rows <= c_.mr; ++rows) {
+        std::string r = std::to_string(rows);
+        llvm::Function* full = rows == c_.mr ? kernels_[0] : make(rows, c_.nr, "rows" + r);
+        rowKernels_.push_back(full);
+        rowKernels_.push_back(
+            nTail ? (rows == c_.mr ? kernels_[1] : make(rows, nTail, "rows" + r + "_ntail"))
+                  : full);
+      }
+  }
+
+  bool runTimeM() const { return mExtent_ >= 0; }
+  // The M of this function's run: the run's extent, or the static M.
+  void loadM(llvm::Value* extents) {
+    m_ = runTimeM() ? b_.CreateLoad(mb_.i64(), b_.CreateGEP(mb_.i64(), extents, i64(mExtent_)), "m")
+                    : i64(w_.m);
   }
 
   // AMX reads A as whole tiles packed per block (tunec_pack_a_bf16_tiles or, for the int8
@@ -121,8 +142,9 @@ private:
 
   llvm::Function* emitTask(const std::string& name) {
     std::vector<llvm::Value*> fields;
-    llvm::Function* fn = mb_.beginTask(b_, name, 6, fields);
+    llvm::Function* fn = mb_.beginTask(b_, name, 7, fields);
     llvm::Value* t = fn->getArg(1);
+    loadM(fields[6]);
     a_ = fields[0];
     bArg_ = fields[1];
     cArg_ = fields[2];
@@ -147,7 +169,7 @@ private:
     // Ranges of the batch and block loops; the parallel one covers block t only.
     llvm::Value* bLo = i64(0);
     llvm::Value* bHi = i64(w_.batch);
-    ranges_['m'] = {i64(0), i64(w_.m)};
+    ranges_['m'] = {i64(0), m_};
     ranges_['n'] = {i64(0), i64(w_.n)};
     ranges_['k'] = {i64(0), i64(w_.k)};
     if (c_.parallel == MatmulParallel::Batch) {
@@ -155,9 +177,9 @@ private:
       bHi = b_.CreateAdd(t, i64(1));
     } else if (c_.parallel == MatmulParallel::M || c_.parallel == MatmulParallel::N) {
       char d = c_.parallel == MatmulParallel::M ? 'm' : 'n';
-      int64_t block = d == 'm' ? c_.mc : c_.nc, size = d == 'm' ? w_.m : w_.n;
+      int64_t block = d == 'm' ? c_.mc : c_.nc;
       llvm::Value* lo = b_.CreateMul(t, i64(block));
-      ranges_[d] = {lo, min(b_.CreateAdd(lo, i64(block)), i64(size))};
+      ranges_[d] = {lo, min(b_.CreateAdd(lo, i64(block)), d == 'm' ? m_ : i64(w_.n))};
     }
     const KernelTypes& types = w_.types;
     mb_.forLoop(b_, bLo, bHi, 1, "batch", [&](llvm::Value* batch) {
@@ -201,7 +223,7 @@ private:
     llvm::Value* ic = blockStart_['m'];
     llvm::Value* jc = blockStart_['n'];
     llvm::Value* pc = blockStart_['k'];
-    llvm::Value* mcur = min(i64(c_.mc), b_.CreateSub(i64(w_.m), ic));
+    llvm::Value* mcur = min(i64(c_.mc), b_.CreateSub(m_, ic));
     llvm::Value* ncur = min(i64(c_.nc), b_.CreateSub(i64(w_.n), jc));
     llvm::Value* kcur = min(i64(c_.kc), b_.CreateSub(i64(w_.k), pc));
     llvm::Value* accumulate =
@@ -291,6 +313,12 @@ private:
         llvm::Value* biasPtr = gep(bias_, col);
         llvm::Value* mTail = b_.CreateICmpSLT(b_.CreateSub(mcur, ir), i64(c_.mr));
         llvm::Value* which = mb_.tileVariant(b_, mTail, nTail);
+        if (runTimeM()) { // 2 * (rows - 1) + (N tail)
+          llvm::Value* rows = min(i64(c_.mr), b_.CreateSub(mcur, ir));
+          which =
+              b_.CreateOr(b_.CreateShl(b_.CreateTrunc(b_.CreateSub(rows, i64(1)), mb_.i32()), 1),
+                          b_.CreateZExt(nTail, mb_.i32()));
+        }
         // Tile t prefetches line column t % columns, rows of phase (t / columns) % group.
         int64_t columns = (c_.nr + 15) / 16, group = prefetchGroup();
         llvm::Value* tile = b_.CreateSDiv(ir, i64(c_.mr));
@@ -308,32 +336,70 @@ private:
         args.lda = ldaV, args.ldb = i64(c_.nr), args.ldc = i64(w_.cLd()), args.batch = i64(1);
         args.flags = flags, args.bias = biasPtr, args.addend = addPtr, args.ldAdd = i64(w_.n);
         args.prefetchB = pf, args.columnScale = gep(scales_, col);
-        mb_.emitVariantCall(b_, which, kernels_, args.list(mb_));
+        if (runTimeM())
+          emitRowsCall(which, args.list(mb_));
+        else
+          mb_.emitVariantCall(b_, which, kernels_, args.list(mb_));
       });
     });
   }
 
   void emitEntry(const std::string& name, llvm::Function* task, llvm::Function* norm) {
     auto args = mb_.beginKernelEntry(b_, name);
+    loadM(args[rt::kArgExtents]);
+    std::vector<llvm::Value*> fields = {
+        args[rt::kArgSrc],      args[rt::kArgWei],    args[rt::kArgDst],    args[rt::kArgBias],
+        args[rt::kArgResidual], args[rt::kArgScales], args[rt::kArgExtents]};
     int64_t tasks = 1;
     if (c_.parallel == MatmulParallel::Batch) tasks = w_.batch;
     if (c_.parallel == MatmulParallel::M) tasks = (w_.m + c_.mc - 1) / c_.mc;
     if (c_.parallel == MatmulParallel::N) tasks = (w_.n + c_.nc - 1) / c_.nc;
-    mb_.emitRunTasks(b_, task,
-                     {args[rt::kArgSrc], args[rt::kArgWei], args[rt::kArgDst], args[rt::kArgBias],
-                      args[rt::kArgResidual], args[rt::kArgScales]},
-                     tasks, w_.threads);
+    if (runTimeM() && c_.parallel == MatmulParallel::M) // the run's blocks, not the bound's
+      mb_.emitRunTasksDynamic(b_, task, fields,
+                              b_.CreateSDiv(b_.CreateAdd(m_, i64(c_.mc - 1)), i64(c_.mc)),
+                              w_.threads);
+    else
+      mb_.emitRunTasks(b_, task, fields, tasks, w_.threads);
     if (norm) {
-      int64_t rows = w_.batch * w_.m;
-      mb_.emitRunTasks(b_, norm, {args[rt::kArgDst], args[rt::kArgNormParams]},
-                       (rows + normRows() - 1) / normRows(), w_.threads);
+      llvm::Value* rows = b_.CreateMul(i64(w_.batch), m_);
+      std::vector<llvm::Value*> normFields = {args[rt::kArgDst], args[rt::kArgNormParams],
+                                              args[rt::kArgExtents]};
+      if (runTimeM())
+        mb_.emitRunTasksDynamic(
+            b_, norm, normFields,
+            b_.CreateSDiv(b_.CreateAdd(rows, i64(normRows() - 1)), i64(normRows())), w_.threads);
+      else
+        mb_.emitRunTasks(b_, norm, normFields, (w_.batch * w_.m + normRows() - 1) / normRows(),
+                         w_.threads);
     }
     b_.CreateRetVoid();
+  }
+
+  // Calls rowKernels_[which] (a run-time M's tile of any row count).
+  void emitRowsCall(llvm::Value* which, llvm::ArrayRef<llvm::Value*> args) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* done = llvm::BasicBlock::Create(b_.getContext(), "rows.done", fn);
+    auto* first = llvm::BasicBlock::Create(b_.getContext(), "rows.0", fn);
+    llvm::SwitchInst* sw = b_.CreateSwitch(which, first, static_cast<unsigned>(rowKernels_.size()));
+    b_.SetInsertPoint(first);
+    b_.CreateCall(rowKernels_[0], args);
+    b_.CreateBr(done);
+    for (size_t v = 1; v < rowKernels_.size(); ++v) {
+      auto* block = llvm::BasicBlock::Create(b_.getContext(), "rows." + std::to_string(v), fn);
+      sw->addCase(b_.getInt32(static_cast<uint32_t>(v)), block);
+      b_.SetInsertPoint(block);
+      b_.CreateCall(rowKernels_[v], args);
+      b_.CreateBr(done);
+    }
+    b_.SetInsertPoint(done);
   }
 
   const MatmulWorkload& w_;
   const MatmulConfig& c_;
   Epilogue epilogue_;
+  int32_t mExtent_ = -1;
+  llvm::Value* m_ = nullptr; ///< the M of the function being emitted (loadM)
+  std::vector<llvm::Function*> rowKernels_;
   std::optional<float> normEpsilon_;
   llvm::Function* kernels_[4] = {};
   std::map<char, std::pair<llvm::Value*, llvm::Value*>> ranges_;
@@ -350,8 +416,12 @@ namespace codegen {
 
 Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& symbol,
                                          const MatmulWorkload& w, const MatmulConfig& c,
-                                         const Epilogue& e, const float* constantB) {
+                                         const Epilogue& e, const float* constantB,
+                                         int32_t mExtent) {
   TUNEC_TRY(validateMatmulConfig(w, c));
+  // A run-time M is the folded rows of one dense A and C: no batch, no split of C.
+  TUNEC_ASSERT(mExtent < 0 || (w.batch == 1 && !w.splitN),
+               "matmul: a run-time M needs one batch and an unsplit C");
   for (size_t i = 0; i < e.size(); ++i)
     if (e[i].kind == PostOpKind::LayerNormRow &&
         (i + 1 != e.size() || w.splitN || (w.batch > 1 && w.cStride() != w.m * w.cLd())))
@@ -366,7 +436,7 @@ Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& s
     TUNEC_TRY(checkAvx2Int8Weights(constantB, (w.broadcastB ? 1 : w.batch) * w.k * w.n, "matmul"));
   PackedWeights packed;
   if (w.constantB) packed = packMatmulB(w, c, constantB);
-  MatmulEmitter(mb, w, c, e).emit(symbol);
+  MatmulEmitter(mb, w, c, e, mExtent).emit(symbol);
   return packed;
 }
 

@@ -78,6 +78,24 @@ llvm::Value* ModuleBuilder::tileVariant(llvm::IRBuilder<>& b, llvm::Value* rowTa
 
 void ModuleBuilder::emitRunTasks(llvm::IRBuilder<>& b, llvm::Function* task,
                                  llvm::ArrayRef<llvm::Value*> fields, int64_t tasks, int threads) {
+  if (tasks > 1) {
+    emitRunTasksDynamic(b, task, fields, b.getInt64(tasks), threads);
+    return;
+  }
+  b.CreateCall(task, {taskContext(b, task, fields), b.getInt64(0)});
+}
+
+void ModuleBuilder::emitRunTasksDynamic(llvm::IRBuilder<>& b, llvm::Function* task,
+                                        llvm::ArrayRef<llvm::Value*> fields, llvm::Value* tasks,
+                                        int threads) {
+  llvm::FunctionCallee pfor =
+      declare("tunec_parallel_for",
+              llvm::FunctionType::get(b.getVoidTy(), {ptr(), ptr(), i64(), i32()}, false));
+  b.CreateCall(pfor, {task, taskContext(b, task, fields), tasks, b.getInt32(threads)});
+}
+
+llvm::Value* ModuleBuilder::taskContext(llvm::IRBuilder<>& b, llvm::Function* task,
+                                        llvm::ArrayRef<llvm::Value*> fields) {
   auto declared = taskFields_.find(task);
   int reads = declared == taskFields_.end() ? -1 : declared->second;
   TUNEC_ASSERT(reads == static_cast<int>(fields.size()),
@@ -86,14 +104,7 @@ void ModuleBuilder::emitRunTasks(llvm::IRBuilder<>& b, llvm::Function* task,
   llvm::Value* ctx = b.CreateAlloca(ptr(), b.getInt64(static_cast<int64_t>(fields.size())));
   for (size_t i = 0; i < fields.size(); ++i)
     b.CreateStore(fields[i], b.CreateGEP(ptr(), ctx, b.getInt64(static_cast<int64_t>(i))));
-  if (tasks > 1) {
-    llvm::FunctionCallee pfor =
-        declare("tunec_parallel_for",
-                llvm::FunctionType::get(b.getVoidTy(), {ptr(), ptr(), i64(), i32()}, false));
-    b.CreateCall(pfor, {task, ctx, b.getInt64(tasks), b.getInt32(threads)});
-  } else {
-    b.CreateCall(task, {ctx, b.getInt64(0)});
-  }
+  return ctx;
 }
 
 llvm::Function* ModuleBuilder::beginTask(llvm::IRBuilder<>& b, const std::string& name,

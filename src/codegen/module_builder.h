@@ -78,6 +78,9 @@ public:
   llvm::Value* tileVariant(llvm::IRBuilder<>& b, llvm::Value* rowTail, llvm::Value* columnTail);
   /// Stores `fields` in a stack context and runs task(ctx, t) for t in [0, tasks): through the
   /// runtime's tunec_parallel_for on `threads` threads when tasks > 1, else by a direct call.
+  /// As emitRunTasks for a task count known at run time (an extent of the run).
+  void emitRunTasksDynamic(llvm::IRBuilder<>& b, llvm::Function* task,
+                           llvm::ArrayRef<llvm::Value*> fields, llvm::Value* tasks, int threads);
   void emitRunTasks(llvm::IRBuilder<>& b, llvm::Function* task, llvm::ArrayRef<llvm::Value*> fields,
                     int64_t tasks, int threads);
   /// Creates task(ptr ctx, i64 t) with its entry block as the insertion point; the context's
@@ -129,6 +132,11 @@ public:
   std::unique_ptr<llvm::Module> takeModule() { return std::move(module_); }
 
 private:
+  /// The context array a task reads: `fields` stored in order (their count checked against the
+  /// task's).
+  llvm::Value* taskContext(llvm::IRBuilder<>& b, llvm::Function* task,
+                           llvm::ArrayRef<llvm::Value*> fields);
+
   Isa isa_;
   bool twins_;
   const Target& target_;

@@ -418,32 +418,105 @@ std::string bf16Unavailable(const CompileOptions& options) {
          "for a target that has one (--target FILE) to run bf16 there";
 }
 
-namespace {
-
-// The kernels read their extents from the plan at compile time: a symbolic dimension reaches
-// the lowering only once they read it at run time (issue 47's run-time extents); until then it
-// is an error naming the value and the fix, never a model run at its bound.
-Status checkStaticShapes(const Graph& graph) {
-  for (ValueId v : graph.inputs()) {
-    const Shape& s = graph.value(v).type.shape;
-    if (s.isStatic()) continue;
-    std::string bounds;
-    for (const Dim& d : s.symbolicDims())
-      if (!d.isStatic())
-        bounds += (bounds.empty() ? "" : ", ") + d.toString() + " in " + std::to_string(d.min) +
-                  ".." + std::to_string(d.max);
-    return makeError("input '", graph.value(v).name, "' has the symbolic shape ", s.toString(),
-                     " (", bounds, "): tunec imports and infers symbolic dimensions, but its ",
-                     "kernels do not read run-time extents yet; compile one size with ",
-                     "--input-shape or --dim NAME=N..N");
+int64_t Lowering::bound(const DimExpr& e) const {
+  int64_t total = 0;
+  for (const auto& [monomial, coefficient] : e.terms()) {
+    int64_t term = coefficient;
+    for (const std::string& name : monomial) {
+      const rt::SymbolSpec& s = symbols_[static_cast<size_t>(symbolIndex_.at(name))];
+      term *= coefficient > 0 ? s.max : s.min;
+    }
+    total += term;
   }
-  return {};
+  return total;
 }
 
-} // namespace
+int32_t Lowering::extentIndex(const DimExpr& e) {
+  auto [it, fresh] = extentIndex_.emplace(e.toString(), static_cast<int32_t>(extents_.size()));
+  if (fresh) {
+    rt::Extent extent;
+    for (const auto& [monomial, coefficient] : e.terms()) {
+      rt::ExtentTerm term{coefficient, {}};
+      for (const std::string& name : monomial) term.symbols.push_back(symbolIndex_.at(name));
+      extent.terms.push_back(std::move(term));
+    }
+    extents_.push_back(std::move(extent));
+  }
+  return it->second;
+}
+
+void Lowering::setInts(rt::Step& step, const std::vector<DimExpr>& ints) {
+  step.ints.clear();
+  step.runTimeInts.clear();
+  for (const DimExpr& e : ints) {
+    if (auto c = e.constant()) {
+      step.ints.push_back(*c);
+      continue;
+    }
+    step.runTimeInts.push_back({static_cast<int32_t>(step.ints.size()), extentIndex(e)});
+    step.ints.push_back(bound(e));
+  }
+}
+
+std::vector<DimExpr> Lowering::extentsOf(const Shape& shape) {
+  std::vector<DimExpr> out;
+  for (const Dim& d : shape.symbolicDims()) out.push_back(d.expr);
+  return out;
+}
+
+std::vector<DimExpr> Lowering::denseStrides(const Shape& shape) {
+  std::vector<DimExpr> dims = extentsOf(shape), s(dims.size(), DimExpr(1));
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
+void Lowering::addRunTimeElementwise(
+    const std::string& label, int out, const Shape& outShape,
+    const std::vector<std::pair<int, std::vector<DimExpr>>>& inputs,
+    std::vector<rt::EwInstr> code) {
+  rt::BasicEwProgram<DimExpr> p;
+  p.dims = extentsOf(outShape);
+  p.outStrides = denseStrides(outShape);
+  if (p.dims.empty()) {
+    p.dims = {DimExpr(1)};
+    p.outStrides = {DimExpr(1)};
+  }
+  std::vector<int> reads;
+  for (const auto& [tensor, strides] : inputs) {
+    p.inStrides.push_back(strides.empty() ? std::vector<DimExpr>{DimExpr(0)} : strides);
+    p.inOffsets.push_back(DimExpr(0));
+    reads.push_back(tensor);
+  }
+  p.code = std::move(code);
+  p.coalesce();
+  rt::Step step;
+  step.label = label;
+  step.kind = rt::StepKind::Elementwise;
+  std::vector<DimExpr> ints;
+  p.encode(ints, step.floats);
+  setInts(step, ints);
+  step.tensors.push_back(out);
+  step.tensors.insert(step.tensors.end(), reads.begin(), reads.end());
+  double elements = static_cast<double>(outShape.numel()); // at the bound
+  step.flops = elements * static_cast<double>(
+                              std::count_if(p.code.begin(), p.code.end(), [](const rt::EwInstr& i) {
+                                return i.op != rt::EwOp::Copy;
+                              }));
+  addStep(std::move(step), reads, {out});
+}
 
 Status Lowering::run() {
-  TUNEC_TRY(checkStaticShapes(graph_));
+  // The symbols of the inputs' dynamic dimensions: each run binds them from its input shapes.
+  for (ValueId in : graph_.inputs())
+    for (const Dim& d : graph_.value(in).type.shape.symbolicDims()) {
+      const auto& terms = d.expr.terms();
+      if (d.isStatic() || terms.size() != 1 || terms.begin()->second != 1 ||
+          terms.begin()->first.size() != 1)
+        continue;
+      const std::string& name = terms.begin()->first[0];
+      if (symbolIndex_.emplace(name, static_cast<int32_t>(symbols_.size())).second)
+        symbols_.push_back({name, d.min, d.max});
+    }
   // --precision bf16 on a target without a bf16 instruction: every kernel in fp32, said once.
   stats_.bf16Unavailable = bf16Unavailable(options_);
   if (!stats_.bf16Unavailable.empty()) options_.precision = Precision::Fp32;
@@ -505,12 +578,22 @@ CompiledModel Lowering::finish() {
   plan.steps = std::move(steps_);
   auto io = [&](ValueId v, const std::string& name) {
     const Value& value = graph_.value(v);
-    return rt::IoSpec{name, value.type.dtype, value.type.shape.dims(),
-                      value.type.shape.numel() * static_cast<int64_t>(dtypeSize(value.type.dtype))};
+    const Shape& shape = value.type.shape;
+    rt::IoSpec spec{name,
+                    value.type.dtype,
+                    shape.dims(),
+                    shape.numel() * static_cast<int64_t>(dtypeSize(value.type.dtype)),
+                    {}};
+    if (!shape.isStatic())
+      for (const Dim& d : shape.symbolicDims())
+        spec.dimExtents.push_back(d.isStatic() ? -1 : extentIndex(d.expr));
+    return spec;
   };
   for (ValueId v : graph_.inputs()) plan.inputs.push_back(io(v, graph_.value(v).name));
   for (size_t i = 0; i < graph_.outputs().size(); ++i)
     plan.outputs.push_back(io(graph_.outputs()[i], graph_.outputName(i)));
+  plan.symbols = symbols_;
+  plan.extents = extents_;
   m.constants = std::move(constants_);
   m.kernels = std::move(kernels_);
   m.stats = stats_;

@@ -15,10 +15,23 @@ namespace tunec::driver {
 bool lowerDataMovement(Lowering& l, const Node& n);
 /// Softmax, LogSoftmax, Hardmax, LayerNormalization and InstanceNormalization (f32).
 bool lowerNormalization(Lowering& l, const Node& n);
+/// Softmax, LogSoftmax and Hardmax over an axis (f32), of static or symbolic shape: rows at the
+/// run's extents.
+bool lowerSoftmax(Lowering& l, const Node& n);
 /// MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool (f32, or quantized u8/s8 values).
 bool lowerPool(Lowering& l, const Node& n);
 /// The Reduce* ops (f32), ArgMax and ArgMin (the dispatcher sends nothing else).
 bool lowerReduction(Lowering& l, const Node& n);
+
+/// A light op of symbolic shape, over the run's extents: reshapes (views), LayerNormalization
+/// and Softmax over run-time rows (lower_run_time.cpp); any other op is reported, naming it.
+/// (A run of elementwise ops of symbolic shape is lowerElementwiseRun's.)
+bool lowerRunTimeLight(Lowering& l, const Node& n);
+/// An input or output of `n` has a symbolic shape.
+bool hasSymbolicShape(const Graph& g, const Node& n);
+/// The strides of a dense plain tensor of `shape` broadcast to `outShape` (0 along a broadcast
+/// dimension), as extents of the run.
+std::vector<DimExpr> runTimeBroadcastStrides(const Shape& shape, const Shape& outShape);
 
 /// "Op 'name'": a light step's label.
 std::string lightLabel(const Node& n);

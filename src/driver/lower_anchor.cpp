@@ -6,6 +6,7 @@
 #include "tuning_db/keys.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 namespace tunec::driver {
@@ -473,7 +474,32 @@ struct MatmulOperands {
   ValueId aSource, bSource, result;
   const float* bData = nullptr; ///< constant B, alpha applied
   std::vector<float> scaledB;   ///< storage of a B made here: scaled by alpha, or s8 as floats
+  int32_t mExtent = -1;         ///< M is this extent of the run (w.m its bound); -1: static
+  std::string mRows;            ///< that extent ("batch*sequence"), for the label
 };
+
+// A symbolic A: its rows (every dimension but the last, folded into M) are an extent of the run,
+// the rest static. The one form the matmul template runs at a run-time M: constant 2-d B, a
+// dense A read where it lies, no batch, no split of C.
+bool describeRunTimeM(Lowering& l, NodeId id, MatmulOperands& mo,
+                      const std::function<void(const std::string&)>& unsupported) {
+  const Graph& g = l.graph();
+  const Node& n = g.node(id);
+  const Shape& as = g.value(n.inputs[0]).type.shape;
+  const Shape& bs = g.value(n.inputs[1]).type.shape;
+  if (!bs.isStatic() || !mo.w.constantB || mo.w.batch != 1 || !as.dim(as.rank() - 1).isStatic() ||
+      (n.kind == OpKind::Gemm && std::get<GemmAttrs>(n.attrs).transA) ||
+      l.operandViews().a.count(id) || l.operandViews().c.count(id)) {
+    unsupported("a symbolic shape (" + as.toString() + " x " + bs.toString() +
+                ") runs only as rows of a dense A times constant weights yet");
+    return false;
+  }
+  DimExpr rows(1);
+  for (int d = 0; d + 1 < as.rank(); ++d) rows = rows * as.dim(d).expr;
+  mo.mExtent = l.extentIndex(rows);
+  mo.mRows = rows.toString();
+  return true;
+}
 
 // `report`: an anchor the template cannot run is reported (lowering); else only refused (the
 // bf16 activation plan asking ahead).
@@ -573,6 +599,9 @@ bool describeMatmul(Lowering& l, NodeId id, MatmulOperands& mo, bool report = tr
     unsupported(n, "internal: " + s.error().message());
     return false;
   }
+  if (!av.type.shape.isStatic() || !bv.type.shape.isStatic() ||
+      !g.value(n.outputs[0]).type.shape.isStatic())
+    return describeRunTimeM(l, id, mo, [&](const std::string& why) { unsupported(n, why); });
   return true;
 }
 
@@ -587,6 +616,10 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   if (!describeMatmul(l, kernel.anchor, mo)) return false;
   const MatmulWorkload& w = mo.w;
   int out = -1;
+  if (kernel.split >= 0 && mo.mExtent >= 0) {
+    l.unsupported(n, "a split of C at a run-time M is not compiled yet");
+    return false;
+  }
   if (kernel.split >= 0) {
     // Each part of the split is a dense tensor; the parts lie one after the other in one.
     const Node& split = l.graph().node(kernel.split);
@@ -615,12 +648,16 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
     int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(mo.scaledB, e));
   codegen::PackedWeights packed;
   Expected<int> code = -1;
-  if (l.module()) code = l.module()->addMatmul(w, c, e.epilogue, mo.bData, packed);
+  if (l.module()) code = l.module()->addMatmul(w, c, e.epilogue, mo.bData, packed, mo.mExtent);
   if (!code) {
     l.unsupported(n, code.error().message());
     return false;
   }
-  hk.label = std::string(opName(n.kind)) + " '" + n.name + "' " + matmulDims(w) +
+  // A run-time M reads "1x(batch*sequence<=1024)x32x16".
+  hk.label = std::string(opName(n.kind)) + " '" + n.name + "' " +
+             (mo.mExtent >= 0 ? "1x(" + mo.mRows + "<=" + std::to_string(w.m) + ")x" +
+                                    std::to_string(w.n) + "x" + std::to_string(w.k)
+                              : matmulDims(w)) +
              (w.constantB ? "" : " (B computed)") + (w.dense() ? "" : " strided") +
              (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue);
   int in = l.tensorIn(mo.aSource, Phys::Plain);
@@ -705,6 +742,17 @@ bool anchorRunsBf16(Lowering& l, const passes::FusedKernel& kernel) {
 }
 
 bool lowerAnchor(Lowering& l, const passes::FusedKernel& kernel) {
+  // A symbolic shape reaches only the kernels that read their extents at run time.
+  const Node& anchor = l.graph().node(kernel.anchor);
+  bool symbolic = false;
+  for (ValueId v : anchor.inputs)
+    symbolic = symbolic || (v != kNoValue && !l.graph().value(v).type.shape.isStatic());
+  if (symbolic && (kernel.values >= 0 || kernel.templ != TemplateKind::Matmul)) {
+    l.unsupported(anchor, kernel.values >= 0
+                              ? "the fused attention at run-time lengths is not compiled yet"
+                              : "a convolution of symbolic shape is not compiled yet");
+    return false;
+  }
   if (kernel.values >= 0) return lowerAttention(l, kernel);
   if (kernel.templ == TemplateKind::Matmul) return lowerMatmul(l, kernel);
   return lowerConv(l, kernel);

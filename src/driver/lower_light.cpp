@@ -173,6 +173,9 @@ size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t
   }
   ValueId result = g.node(nodes[end - 1]).outputs[0];
   const Shape& outShape = g.value(result).type.shape;
+  // A symbolic shape: plain dense operands, strides that are extents of the run.
+  const bool runTime = !outShape.isStatic();
+  std::vector<std::pair<int, std::vector<DimExpr>>> runTimeOperands;
   // External operands, and the output layout: NHWC when an activation operand is NHWC.
   std::map<ValueId, int> inputIndex;
   std::vector<Lowering::EwOperand> operands;
@@ -182,6 +185,14 @@ size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t
   for (size_t i = begin; i < end; ++i)
     for (ValueId v : g.node(nodes[i]).inputs) {
       if (inRun.count(v) || inputIndex.count(v)) continue;
+      if (runTime) {
+        const Shape& s = g.value(v).type.shape;
+        inputIndex[v] = static_cast<int>(runTimeOperands.size());
+        runTimeOperands.emplace_back(l.tensorIn(v, Phys::Plain),
+                                     runTimeBroadcastStrides(s, outShape));
+        operands.push_back({runTimeOperands.back().first, {}, 0});
+        continue;
+      }
       Phys phys;
       int t = l.tensorAny(v, phys);
       const Shape& s = g.value(v).type.shape;
@@ -222,8 +233,11 @@ size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t
   const auto& outs = g.outputs();
   if (std::find(outs.begin(), outs.end(), result) != outs.end()) outPhys = Phys::Plain;
   int out = l.defineOutput(result, outPhys);
-  l.addElementwise(label, out, outShape, outPhys, 0, Lowering::logicalStrides(outShape, outPhys),
-                   operands, std::move(code));
+  if (runTime)
+    l.addRunTimeElementwise(label, out, outShape, runTimeOperands, std::move(code));
+  else
+    l.addElementwise(label, out, outShape, outPhys, 0, Lowering::logicalStrides(outShape, outPhys),
+                     operands, std::move(code));
   return end;
 }
 
@@ -473,6 +487,7 @@ size_t lowerLight(Lowering& l, const std::vector<NodeId>& nodes, size_t begin) {
   const Graph& g = l.graph();
   const Node& n = g.node(nodes[begin]);
   if (isElementwise(g, n)) return lowerElementwiseRun(l, nodes, begin);
+  if (hasSymbolicShape(g, n)) return lowerRunTimeLight(l, n) ? begin + 1 : begin;
   if (lowerTyped(l, n)) return begin + 1;
   return lowerSingle(l, n) ? begin + 1 : begin;
 }

@@ -25,6 +25,37 @@ void addLayerNormStep(Lowering& l, const std::string& label, std::vector<int> te
 
 } // namespace
 
+bool lowerSoftmax(Lowering& l, const Node& n) {
+  const Graph& g = l.graph();
+  if (!allF32(g, n)) {
+    l.unsupported(n, "only f32 tensors are compiled for this op");
+    return false;
+  }
+  const Shape& xs = g.value(n.inputs[0]).type.shape;
+  const auto& a = std::get<SoftmaxAttrs>(n.attrs);
+  auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
+  // Rows of `len` elements `inner` apart, `outer` of them: extents of the run where symbolic.
+  std::vector<DimExpr> d = Lowering::extentsOf(xs);
+  auto product = [&](size_t from, size_t to) {
+    DimExpr p(1);
+    for (size_t i = from; i < to; ++i) p = p * d[i];
+    return p;
+  };
+  DimExpr len = a.coerce2d ? product(axis, d.size()) : d[axis];
+  DimExpr inner = a.coerce2d ? DimExpr(1) : product(axis + 1, d.size());
+  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  rt::Step step;
+  step.kind = rt::StepKind::Softmax;
+  step.label = lightLabel(n);
+  step.tensors = {out, in};
+  l.setInts(step,
+            {product(0, axis), len, inner,
+             DimExpr(n.kind == OpKind::LogSoftmax ? 1 : (n.kind == OpKind::Hardmax ? 2 : 0))});
+  l.addStep(std::move(step), {in}, {out});
+  return true;
+}
+
 bool lowerNormalization(Lowering& l, const Node& n) {
   const Graph& g = l.graph();
   const Shape& xs = g.value(n.inputs[0]).type.shape;
@@ -37,29 +68,8 @@ bool lowerNormalization(Lowering& l, const Node& n) {
   switch (n.kind) {
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
-  case OpKind::Hardmax: {
-    const auto& a = std::get<SoftmaxAttrs>(n.attrs);
-    auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
-    const auto& d = xs.dims();
-    int64_t outer = product(d, 0, axis), len, inner;
-    if (a.coerce2d) {
-      len = product(d, axis, d.size());
-      inner = 1;
-    } else {
-      len = d[axis];
-      inner = product(d, axis + 1, d.size());
-    }
-    int in = l.tensorIn(n.inputs[0], Phys::Plain);
-    int out = l.defineOutput(n.outputs[0], Phys::Plain);
-    rt::Step step;
-    step.kind = rt::StepKind::Softmax;
-    step.label = label;
-    step.tensors = {out, in};
-    step.ints = {outer, len, inner,
-                 n.kind == OpKind::LogSoftmax ? 1 : (n.kind == OpKind::Hardmax ? 2 : 0)};
-    l.addStep(std::move(step), {in}, {out});
-    return true;
-  }
+  case OpKind::Hardmax:
+    return lowerSoftmax(l, n);
   case OpKind::InstanceNormalization: {
     // Each (n, c) plane normalized as a LayerNorm row without affine, then scale and bias per
     // channel in one elementwise pass over the output.

@@ -106,6 +106,26 @@ public:
   static std::vector<int64_t> nhwcStrides(const Shape& shape, int64_t ld);
   CompileStats& stats() { return stats_; }
 
+  // ---- symbolic dimensions: extents of the run (DESIGN.md, decision 1) ----------------------
+  /// The model has inputs of symbolic shape.
+  bool symbolic() const { return !symbols_.empty(); }
+  /// The largest value of `e` within the symbols' bounds (what is sized at compile time).
+  int64_t bound(const DimExpr& e) const;
+  /// The plan's index of the extent `e` (added on first use).
+  int32_t extentIndex(const DimExpr& e);
+  /// Sets a step's ints: constants as they are, a symbolic extent as its bound and a run-time
+  /// int that the executor replaces by the run's value.
+  void setInts(rt::Step& step, const std::vector<DimExpr>& ints);
+  /// The dimensions of a shape as extents.
+  static std::vector<DimExpr> extentsOf(const Shape& shape);
+  /// Row-major strides of a dense tensor of `shape` at the run's extents.
+  static std::vector<DimExpr> denseStrides(const Shape& shape);
+  /// A symbolic-shape elementwise step over plain dense tensors: `inputs` are (tensor, strides
+  /// aligned to the output's dims, 0 along a broadcast one).
+  void addRunTimeElementwise(const std::string& label, int out, const Shape& outShape,
+                             const std::vector<std::pair<int, std::vector<DimExpr>>>& inputs,
+                             std::vector<rt::EwInstr> code);
+
   /// Builds an elementwise step writing `out` (logical shape, layout) from the given operands.
   /// `inputs` are (tensor, logical strides aligned to the output's logical dims, offset).
   struct EwOperand {
@@ -158,6 +178,10 @@ private:
   std::vector<HeavyKernel> kernels_;
   std::vector<std::string> unsupported_;
   CompileStats stats_;
+  std::vector<rt::SymbolSpec> symbols_;        ///< the inputs' symbols, in order of appearance
+  std::map<std::string, int32_t> symbolIndex_; ///< by name
+  std::vector<rt::Extent> extents_;
+  std::map<std::string, int32_t> extentIndex_; ///< by DimExpr::toString()
 };
 
 /// --precision bf16's decision for an anchored kernel (a conv2d or a matmul outside attention):

@@ -71,11 +71,9 @@ DimExpr DimExpr::operator*(const DimExpr& other) const {
       Monomial m = ma;
       m.insert(m.end(), mb.begin(), mb.end());
       std::sort(m.begin(), m.end());
-      out = out + [&] {
-        DimExpr t;
-        t.terms_[m] = ca * cb;
-        return t;
-      }();
+      DimExpr term;
+      term.terms_[m] = ca * cb;
+      out = out + term;
     }
   return out;
 }

@@ -43,9 +43,12 @@ public:
   std::string toString() const;
   bool operator==(const DimExpr& other) const = default;
 
-private:
   using Monomial = std::vector<std::string>; ///< sorted; a symbol repeated for its power
-  std::map<Monomial, int64_t> terms_;        ///< no zero coefficient; {} -> constant term
+  /// The terms: monomial -> coefficient (never 0; the empty monomial is the constant term).
+  const std::map<Monomial, int64_t>& terms() const { return terms_; }
+
+private:
+  std::map<Monomial, int64_t> terms_;
 };
 
 /// A dimension: a constant, or a polynomial over symbols with the range it takes within the

@@ -9,10 +9,14 @@
 #include <dlfcn.h>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 struct tunec_model {
   std::unique_ptr<tunec::rt::ModelExecutor> executor;
   std::string features; ///< the features the code requires, as tunec_model_isa returns them
+  /// Per input and output, per dimension: "" or its extent's name (tunec_model_dim_name).
+  std::vector<std::vector<std::string>> inputDimNames, outputDimNames;
 };
 
 namespace {
@@ -94,7 +98,15 @@ int tunec_model_load(const char* path, int32_t threads, tunec_model** model) {
   auto executor =
       tunec::rt::ModelExecutor::create(std::move(*parsed), std::move(kernels), threads, keep);
   if (!executor) return fail(std::string(path) + ": " + executor.error().message());
-  *model = new tunec_model{std::move(*executor), required.text()};
+  *model = new tunec_model{std::move(*executor), required.text(), {}, {}};
+  const tunec::rt::ModelPlan& plan = (*model)->executor->plan();
+  for (const auto& [ios, names] : {std::pair{&plan.inputs, &(*model)->inputDimNames},
+                                   std::pair{&plan.outputs, &(*model)->outputDimNames}})
+    for (const tunec::rt::IoSpec& io : *ios) {
+      names->emplace_back(io.shape.size());
+      for (size_t d = 0; d < io.dimExtents.size(); ++d)
+        if (io.dimExtents[d] >= 0) names->back()[d] = tunec::rt::extentName(plan, io.dimExtents[d]);
+    }
   return 0;
 }
 
@@ -128,6 +140,62 @@ int tunec_model_run(tunec_model* model, const void* const* inputs, void* const* 
   if (!model || !inputs || !outputs) return fail("tunec_model_run: null argument");
   tunec::Status status = model->executor->run(inputs, outputs);
   if (!status) return fail(status.error().message());
+  return 0;
+}
+
+int32_t tunec_model_num_symbols(const tunec_model* model) {
+  return static_cast<int32_t>(model->executor->plan().symbols.size());
+}
+
+int tunec_model_symbol_info(const tunec_model* model, int32_t index, const char** name,
+                            int64_t* min, int64_t* max) {
+  if (!model || !name || !min || !max) return fail("tunec_model_symbol_info: null argument");
+  const auto& symbols = model->executor->plan().symbols;
+  if (index < 0 || index >= static_cast<int32_t>(symbols.size()))
+    return fail("tunec_model_symbol_info: symbol " + std::to_string(index) + " out of range (" +
+                std::to_string(symbols.size()) + " symbols)");
+  const auto& s = symbols[static_cast<size_t>(index)];
+  *name = s.name.c_str();
+  *min = s.min;
+  *max = s.max;
+  return 0;
+}
+
+const char* tunec_model_dim_name(const tunec_model* model, int32_t is_output, int32_t index,
+                                 int32_t dim) {
+  if (!model) return nullptr;
+  const auto& plan = model->executor->plan();
+  const auto& ios = is_output ? plan.outputs : plan.inputs;
+  if (index < 0 || index >= static_cast<int32_t>(ios.size())) return nullptr;
+  const auto& io = ios[static_cast<size_t>(index)];
+  if (dim < 0 || dim >= static_cast<int32_t>(io.shape.size())) return nullptr;
+  const auto& names =
+      (is_output ? model->outputDimNames : model->inputDimNames)[static_cast<size_t>(index)];
+  return names[static_cast<size_t>(dim)].c_str();
+}
+
+int tunec_model_run_shaped(tunec_model* model, const void* const* inputs,
+                           const int64_t* const* input_dims, void* const* outputs,
+                           int64_t* const* output_dims) {
+  if (!model || !inputs || !outputs || !input_dims)
+    return fail("tunec_model_run_shaped: null argument");
+  const auto& plan = model->executor->plan();
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    if (!input_dims[i])
+      return fail("tunec_model_run_shaped: no dims for input " + std::to_string(i));
+    shapes.emplace_back(input_dims[i], input_dims[i] + plan.inputs[i].shape.size());
+  }
+  auto run = tunec::rt::bindRunExtents(plan, shapes);
+  if (!run) return fail(run.error().message());
+  tunec::Status status = model->executor->run(inputs, outputs, nullptr, &*run);
+  if (!status) return fail(status.error().message());
+  if (output_dims)
+    for (size_t o = 0; o < plan.outputs.size(); ++o)
+      if (output_dims[o]) {
+        std::vector<int64_t> dims = tunec::rt::runShape(plan.outputs[o], *run);
+        std::copy(dims.begin(), dims.end(), output_dims[o]);
+      }
   return 0;
 }
 

@@ -23,6 +23,7 @@ enum KernelArgSlot : int {
   kArgValues,       ///< the second computed operand of a fused matmul pair (attention's V)
   kArgNormParams,   ///< a row normalization after the epilogue: scale[n] then bias[n]
   kArgChannelScale, ///< per (image, input channel): a scale of the input (squeeze-excite)
+  kArgExtents,      ///< the run's extents (ModelPlan::extents, int64_t), set by the executor
   kArgSlots,
 };
 
@@ -38,6 +39,7 @@ struct KernelArgs {
   const void* values = nullptr;
   const float* normParams = nullptr;
   const float* channelScale = nullptr;
+  const int64_t* extents = nullptr;
 };
 
 static_assert(sizeof(KernelArgs) == kArgSlots * sizeof(void*), "one pointer per slot");
@@ -45,6 +47,7 @@ static_assert(offsetof(KernelArgs, compensation) == kArgCompensation * sizeof(vo
 static_assert(offsetof(KernelArgs, values) == kArgValues * sizeof(void*));
 static_assert(offsetof(KernelArgs, normParams) == kArgNormParams * sizeof(void*));
 static_assert(offsetof(KernelArgs, channelScale) == kArgChannelScale * sizeof(void*));
+static_assert(offsetof(KernelArgs, extents) == kArgExtents * sizeof(void*));
 
 /// The arguments of a kernel that reads the first five slots (every fp32 kernel).
 inline KernelArgs kernelArgs(const void* src, const void* wei, void* dst, const void* bias,

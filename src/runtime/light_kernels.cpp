@@ -270,52 +270,9 @@ bool isBinary(EwOp op) {
   return (op >= EwOp::Add && op <= EwOp::Pow) || op == EwOp::PRelu;
 }
 
-void EwProgram::coalesce() {
-  std::vector<int64_t> d, os;
-  std::vector<std::vector<int64_t>> is(inStrides.size());
-  for (size_t k = 0; k < dims.size(); ++k) {
-    if (dims[k] == 1 && dims.size() > 1) continue;
-    bool merge = !d.empty() && os.back() == outStrides[k] * dims[k];
-    for (size_t i = 0; merge && i < inStrides.size(); ++i)
-      merge = is[i].back() == inStrides[i][k] * dims[k];
-    if (merge) {
-      d.back() *= dims[k];
-      os.back() = outStrides[k];
-      for (size_t i = 0; i < inStrides.size(); ++i) is[i].back() = inStrides[i][k];
-    } else {
-      d.push_back(dims[k]);
-      os.push_back(outStrides[k]);
-      for (size_t i = 0; i < inStrides.size(); ++i) is[i].push_back(inStrides[i][k]);
-    }
-  }
-  if (d.empty()) {
-    d.push_back(1);
-    os.push_back(1);
-    for (auto& s : is) s.push_back(0);
-  }
-  dims = d;
-  outStrides = os;
-  inStrides = is;
-}
-
 void EwProgram::encode(Step& step) const {
   step.kind = StepKind::Elementwise;
-  auto& v = step.ints;
-  v = {static_cast<int64_t>(dims.size()), static_cast<int64_t>(inOffsets.size()),
-       static_cast<int64_t>(code.size())};
-  v.insert(v.end(), dims.begin(), dims.end());
-  v.push_back(outOffset);
-  v.insert(v.end(), outStrides.begin(), outStrides.end());
-  for (size_t i = 0; i < inOffsets.size(); ++i) {
-    v.push_back(inOffsets[i]);
-    v.insert(v.end(), inStrides[i].begin(), inStrides[i].end());
-  }
-  step.floats.clear();
-  for (const EwInstr& in : code) {
-    v.insert(v.end(), {static_cast<int64_t>(in.op), in.dst, in.a, in.b});
-    step.floats.push_back(in.p0);
-    step.floats.push_back(in.p1);
-  }
+  BasicEwProgram<int64_t>::encode(step.ints, step.floats);
 }
 
 Expected<EwProgram> EwProgram::decode(const Step& step) {

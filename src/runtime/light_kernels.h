@@ -75,17 +75,70 @@ struct EwInstr {
 };
 
 /// Every operand is addressed as base + offset + sum(index[d] * stride[d]) (elements) over the
-/// iteration space `dims`; the result of the last instruction is stored to the output.
-struct EwProgram {
-  std::vector<int64_t> dims;
-  int64_t outOffset = 0;
-  std::vector<int64_t> outStrides;
-  std::vector<int64_t> inOffsets;
-  std::vector<std::vector<int64_t>> inStrides;
+/// iteration space `dims`; the result of the last instruction is stored to the output. `Int` is
+/// int64_t in the runtime, and the compiler's symbolic extents where a dimension is one (the
+/// same coalescing and the same int layout, each int an extent of the run).
+template <typename Int> struct BasicEwProgram {
+  std::vector<Int> dims;
+  Int outOffset = 0;
+  std::vector<Int> outStrides;
+  std::vector<Int> inOffsets;
+  std::vector<std::vector<Int>> inStrides;
   std::vector<EwInstr> code;
 
   /// Merges adjacent dimensions that every operand walks contiguously, drops size-1 ones.
-  void coalesce();
+  void coalesce() {
+    std::vector<Int> d, os;
+    std::vector<std::vector<Int>> is(inStrides.size());
+    for (size_t k = 0; k < dims.size(); ++k) {
+      if (dims[k] == Int(1) && dims.size() > 1) continue;
+      bool merge = !d.empty() && os.back() == outStrides[k] * dims[k];
+      for (size_t i = 0; merge && i < inStrides.size(); ++i)
+        merge = is[i].back() == inStrides[i][k] * dims[k];
+      if (merge) {
+        d.back() = d.back() * dims[k];
+        os.back() = outStrides[k];
+        for (size_t i = 0; i < inStrides.size(); ++i) is[i].back() = inStrides[i][k];
+      } else {
+        d.push_back(dims[k]);
+        os.push_back(outStrides[k]);
+        for (size_t i = 0; i < inStrides.size(); ++i) is[i].push_back(inStrides[i][k]);
+      }
+    }
+    if (d.empty()) {
+      d.push_back(Int(1));
+      os.push_back(Int(1));
+      for (auto& s : is) s.push_back(Int(0));
+    }
+    dims = d;
+    outStrides = os;
+    inStrides = is;
+  }
+
+  /// The step's ints (rank, inputs, instructions, dims, the output's offset and strides, each
+  /// input's offset and strides, each instruction's op and registers) and floats (p0, p1).
+  void encode(std::vector<Int>& v, std::vector<float>& floats) const {
+    v = {Int(static_cast<int64_t>(dims.size())), Int(static_cast<int64_t>(inOffsets.size())),
+         Int(static_cast<int64_t>(code.size()))};
+    v.insert(v.end(), dims.begin(), dims.end());
+    v.push_back(outOffset);
+    v.insert(v.end(), outStrides.begin(), outStrides.end());
+    for (size_t i = 0; i < inOffsets.size(); ++i) {
+      v.push_back(inOffsets[i]);
+      v.insert(v.end(), inStrides[i].begin(), inStrides[i].end());
+    }
+    floats.clear();
+    for (const EwInstr& in : code) {
+      for (int64_t x : {static_cast<int64_t>(in.op), static_cast<int64_t>(in.dst),
+                        static_cast<int64_t>(in.a), static_cast<int64_t>(in.b)})
+        v.push_back(Int(x));
+      floats.push_back(in.p0);
+      floats.push_back(in.p1);
+    }
+  }
+};
+
+struct EwProgram : BasicEwProgram<int64_t> {
   void encode(Step& step) const;
   static Expected<EwProgram> decode(const Step& step);
 };

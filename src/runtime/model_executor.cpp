@@ -34,6 +34,67 @@ bool validChannelRuns(const Step& s) {
 
 } // namespace
 
+Expected<RunExtents> bindRunExtents(const ModelPlan& plan,
+                                    const std::vector<std::vector<int64_t>>& inputShapes) {
+  if (inputShapes.size() != plan.inputs.size())
+    return makeError("the model has ", plan.inputs.size(), " inputs, ", inputShapes.size(),
+                     " shapes were given");
+  RunExtents run;
+  const size_t unbound = plan.symbols.size();
+  std::vector<size_t> boundBy(plan.symbols.size(), unbound); // the input that bound it
+  run.symbols.assign(plan.symbols.size(), 0);
+  auto dimName = [&](size_t i, size_t d) {
+    return "dimension " + std::to_string(d) + " of input '" + plan.inputs[i].name + "'";
+  };
+  // First the dimensions that are one symbol: they bind it.
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const IoSpec& io = plan.inputs[i];
+    const std::vector<int64_t>& dims = inputShapes[i];
+    if (dims.size() != io.shape.size())
+      return makeError("input '", io.name, "' has rank ", dims.size(), ", the model takes rank ",
+                       io.shape.size());
+    for (size_t d = 0; d < dims.size(); ++d) {
+      int32_t e = io.dimExtents.empty() ? -1 : io.dimExtents[d];
+      const Extent* extent = e < 0 ? nullptr : &plan.extents[static_cast<size_t>(e)];
+      if (!extent || extent->terms.size() != 1 || extent->terms[0].coefficient != 1 ||
+          extent->terms[0].symbols.size() != 1)
+        continue;
+      auto sym = static_cast<size_t>(extent->terms[0].symbols[0]);
+      const SymbolSpec& spec = plan.symbols[sym];
+      if (dims[d] < spec.min || dims[d] > spec.max)
+        return makeError(dimName(i, d), " is ", dims[d], ", outside the bounds of '", spec.name,
+                         "' (", spec.min, "..", spec.max, ") it was compiled for");
+      if (boundBy[sym] != unbound && run.symbols[sym] != dims[d])
+        return makeError(dimName(i, d), " is ", dims[d], ", but '", spec.name, "' is ",
+                         run.symbols[sym], " in input '", plan.inputs[boundBy[sym]].name,
+                         "': the inputs disagree on it");
+      boundBy[sym] = i;
+      run.symbols[sym] = dims[d];
+    }
+  }
+  for (size_t sym = 0; sym < plan.symbols.size(); ++sym)
+    if (boundBy[sym] == unbound)
+      return makeError("no input dimension is '", plan.symbols[sym].name,
+                       "' alone: its value cannot be read from the input shapes");
+  run.extents.reserve(plan.extents.size());
+  for (const Extent& e : plan.extents) run.extents.push_back(e.evaluate(run.symbols));
+  // Then every dimension must be what the symbols make it.
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    std::vector<int64_t> want = runShape(plan.inputs[i], run);
+    for (size_t d = 0; d < want.size(); ++d)
+      if (inputShapes[i][d] != want[d])
+        return makeError(dimName(i, d), " is ", inputShapes[i][d], ", the model takes ", want[d]);
+  }
+  return run;
+}
+
+std::vector<int64_t> runShape(const IoSpec& io, const RunExtents& run) {
+  std::vector<int64_t> dims = io.shape;
+  for (size_t d = 0; d < io.dimExtents.size(); ++d)
+    if (io.dimExtents[d] >= 0) dims[d] = run.extents[static_cast<size_t>(io.dimExtents[d])];
+  return dims;
+}
+
 Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model,
                                                                std::vector<void*> kernels,
                                                                int threads,
@@ -114,7 +175,10 @@ void ModelExecutor::giveArena(std::unique_ptr<uint8_t, void (*)(void*)> arena) {
 }
 
 Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
-                          std::vector<double>* stepSeconds) {
+                          std::vector<double>* stepSeconds, const RunExtents* extents) {
+  if (!model_.plan.symbols.empty() && !extents)
+    return makeError("the model has symbolic dimensions: give the run's input shapes ",
+                     "(tunec_model_run_shaped)");
   auto arena = takeArena();
   if (!arena) return makeError("out of memory: the arena needs ", model_.plan.arenaBytes, " bytes");
   std::vector<void*> pointers(model_.plan.tensors.size());
@@ -138,22 +202,47 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
   ThreadLimit limit(threads_);
   Status status;
   if (stepSeconds) stepSeconds->resize(model_.plan.steps.size(), 0.0);
+  const int64_t* runExtents = extents ? extents->extents.data() : nullptr;
   for (size_t s = 0; s < model_.plan.steps.size() && status; ++s) {
-    if (!stepSeconds) {
-      status = runStep(s, pointers);
-      continue;
-    }
     auto start = std::chrono::steady_clock::now();
-    status = runStep(s, pointers);
-    (*stepSeconds)[s] +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const Step& step = model_.plan.steps[s];
+    if (step.runTimeInts.empty()) {
+      status = runStep(step, programs_[s], typed_[s], pointers, runExtents);
+    } else {
+      // The step at the run's extents: its ints patched, its program decoded from them.
+      Step patched = step;
+      for (const RunTimeInt& r : step.runTimeInts)
+        patched.ints[static_cast<size_t>(r.position)] =
+            extents->extents[static_cast<size_t>(r.extent)];
+      EwProgram program;
+      TypedProgram typed;
+      if (step.kind == StepKind::Elementwise) {
+        auto decoded = EwProgram::decode(patched);
+        if (!decoded) {
+          status = decoded.error();
+          break;
+        }
+        program = std::move(*decoded);
+      } else if (step.kind == StepKind::Typed) {
+        auto decoded = TypedProgram::decode(patched);
+        if (!decoded) {
+          status = decoded.error();
+          break;
+        }
+        typed = std::move(*decoded);
+      }
+      status = runStep(patched, program, typed, pointers, runExtents);
+    }
+    if (stepSeconds)
+      (*stepSeconds)[s] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   giveArena(std::move(arena));
   return status;
 }
 
-Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
-  const Step& s = model_.plan.steps[index];
+Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const TypedProgram& typed,
+                              std::vector<void*>& pointers, const int64_t* extents) {
   auto ptr = [&](size_t operand) -> void* {
     int32_t t = s.tensors[operand];
     return t < 0 ? nullptr : pointers[static_cast<size_t>(t)];
@@ -166,13 +255,14 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
     for (size_t i = 0; i < s.tensors.size(); ++i) slots[i] = ptr(i);
     KernelArgs args;
     std::memcpy(&args, slots, sizeof(args));
+    args.extents = extents;
     kernels_[static_cast<size_t>(s.kernel)](&args);
     return {};
   }
   case StepKind::Elementwise: {
     const float* in[8];
     for (size_t i = 1; i < s.tensors.size(); ++i) in[i - 1] = f(i);
-    runElementwise(programs_[index], f(0), in, threads_);
+    runElementwise(program, f(0), in, threads_);
     return {};
   }
   case StepKind::Softmax:
@@ -181,7 +271,7 @@ Status ModelExecutor::runStep(size_t index, std::vector<void*>& pointers) {
   case StepKind::Typed: {
     const void* in[3] = {};
     for (size_t i = 1; i < s.tensors.size() && i <= 3; ++i) in[i - 1] = ptr(i);
-    return runTyped(typed_[index], ptr(0), in, s.label);
+    return runTyped(typed, ptr(0), in, s.label);
   }
   case StepKind::GatherElements: {
     auto rank = static_cast<size_t>(s.ints[0]);

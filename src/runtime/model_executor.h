@@ -14,6 +14,22 @@
 
 namespace tunec::rt {
 
+/// The extents of one run: the symbols' values, bound from its input shapes, and every extent
+/// of the plan evaluated once for the steps and kernels to read.
+struct RunExtents {
+  std::vector<int64_t> symbols;
+  std::vector<int64_t> extents;
+};
+
+/// Binds the plan's symbols from the run's input shapes (`inputShapes[i]`: input i's dims) and
+/// evaluates its extents. The error, before any kernel runs, names the input and the dimension:
+/// a wrong rank, a static dimension of another size, a symbol outside its bounds, two inputs
+/// that disagree on one symbol.
+Expected<RunExtents> bindRunExtents(const ModelPlan& plan,
+                                    const std::vector<std::vector<int64_t>>& inputShapes);
+/// The shape of `io` in the run (its bound where it is static).
+std::vector<int64_t> runShape(const IoSpec& io, const RunExtents& run);
+
 class ModelExecutor {
 public:
   /// `keepAlive` owns whatever the constants and kernels live in (a dlopen handle, a JIT).
@@ -24,12 +40,15 @@ public:
   int threads() const { return threads_; }
   /// Safe to call from several threads at once. With `stepSeconds`, adds each step's wall time
   /// to its entry (sized to the step count).
+  /// A model with symbolic dimensions needs the run's extents (bindRunExtents); inputs and
+  /// outputs are dense at the run's shapes.
   Status run(const void* const* inputs, void* const* outputs,
-             std::vector<double>* stepSeconds = nullptr);
+             std::vector<double>* stepSeconds = nullptr, const RunExtents* extents = nullptr);
 
 private:
   ModelExecutor() = default;
-  Status runStep(size_t index, std::vector<void*>& pointers);
+  Status runStep(const Step& s, const EwProgram& program, const TypedProgram& typed,
+                 std::vector<void*>& pointers, const int64_t* extents);
   std::unique_ptr<uint8_t, void (*)(void*)> takeArena();
   void giveArena(std::unique_ptr<uint8_t, void (*)(void*)> arena);
 

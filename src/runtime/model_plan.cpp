@@ -63,6 +63,12 @@ std::vector<float> floatsFromJson(const nlohmann::json& j) {
   return out;
 }
 
+nlohmann::json runTimeIntsToJson(const std::vector<RunTimeInt>& v) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RunTimeInt& r : v) out.push_back({r.position, r.extent});
+  return out;
+}
+
 nlohmann::json stepToJson(const Step& s) {
   nlohmann::json j = {{"kind", static_cast<int>(s.kind)},
                       {"label", s.label},
@@ -74,12 +80,15 @@ nlohmann::json stepToJson(const Step& s) {
                       {"bytes", s.bytes}};
   if (s.bf16Flops > 0) j["bf16_flops"] = s.bf16Flops; // absent: an fp32 step, as before
   if (s.int8Ops != 0) j["int8_ops"] = s.int8Ops;      // absent: no int8 kernels
+  if (!s.runTimeInts.empty()) j["run_time_ints"] = runTimeIntsToJson(s.runTimeInts);
   return j;
 }
 
 nlohmann::json ioToJson(const IoSpec& io) {
-  return {
+  nlohmann::json j = {
       {"name", io.name}, {"dtype", dtypeName(io.dtype)}, {"shape", io.shape}, {"bytes", io.bytes}};
+  if (!io.dimExtents.empty()) j["dim_extents"] = io.dimExtents;
+  return j;
 }
 
 IoSpec ioFromJson(const nlohmann::json& j) {
@@ -92,10 +101,39 @@ IoSpec ioFromJson(const nlohmann::json& j) {
   io.dtype = *parsed;
   io.shape = integers<int64_t>(j.at("shape"));
   io.bytes = integer<int64_t>(j.at("bytes"));
+  if (j.contains("dim_extents")) io.dimExtents = integers<int32_t>(j.at("dim_extents"));
+  if (!io.dimExtents.empty() && io.dimExtents.size() != io.shape.size())
+    throw std::runtime_error("tensor '" + io.name + "' has dimension extents of another rank");
   return io;
 }
 
 } // namespace
+
+int64_t Extent::evaluate(const std::vector<int64_t>& symbolValues) const {
+  int64_t total = 0;
+  for (const ExtentTerm& t : terms) {
+    int64_t v = t.coefficient;
+    for (int32_t s : t.symbols) v *= symbolValues[static_cast<size_t>(s)];
+    total += v;
+  }
+  return total;
+}
+
+std::string extentName(const ModelPlan& plan, int32_t extent) {
+  std::string out;
+  for (const ExtentTerm& t : plan.extents[static_cast<size_t>(extent)].terms) {
+    std::string term;
+    for (int32_t s : t.symbols)
+      term += (term.empty() ? "" : "*") + plan.symbols[static_cast<size_t>(s)].name;
+    int64_t c = t.coefficient < 0 ? -t.coefficient : t.coefficient;
+    if (term.empty())
+      term = std::to_string(c);
+    else if (c != 1)
+      term += "*" + std::to_string(c);
+    out += (out.empty() ? (t.coefficient < 0 ? "-" : "") : (t.coefficient < 0 ? "-" : "+")) + term;
+  }
+  return out.empty() ? "0" : out;
+}
 
 std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uint8_t>& constants) {
   nlohmann::json j;
@@ -113,6 +151,15 @@ std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uin
   j["steps"] = std::move(steps);
   for (const IoSpec& io : plan.inputs) j["inputs"].push_back(ioToJson(io));
   for (const IoSpec& io : plan.outputs) j["outputs"].push_back(ioToJson(io));
+  if (!plan.symbols.empty()) {
+    for (const SymbolSpec& s : plan.symbols)
+      j["symbols"].push_back({{"name", s.name}, {"min", s.min}, {"max", s.max}});
+    for (const Extent& e : plan.extents) {
+      nlohmann::json terms = nlohmann::json::array();
+      for (const ExtentTerm& t : e.terms) terms.push_back({t.coefficient, t.symbols});
+      j["extents"].push_back(std::move(terms));
+    }
+  }
   // Names come from the model: a byte that is not UTF-8 is replaced rather than thrown on.
   std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   uint64_t length = text.size();
@@ -161,6 +208,9 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       step.bytes = (s.contains("bytes") ? integer<int64_t>(s.at("bytes")) : 0);
       step.bf16Flops = s.value("bf16_flops", 0.0);
       step.int8Ops = s.value("int8_ops", 0.0);
+      if (s.contains("run_time_ints"))
+        for (const auto& r : s.at("run_time_ints"))
+          step.runTimeInts.push_back({integer<int32_t>(r.at(0)), integer<int32_t>(r.at(1))});
       if (!(step.flops >= 0) || step.bytes < 0 || !(step.bf16Flops >= 0) || !(step.int8Ops >= 0) ||
           step.bf16Flops + step.int8Ops > step.flops)
         return makeError("corrupt model plan: step '", step.label,
@@ -171,6 +221,17 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       for (const auto& io : j.at("inputs")) plan.inputs.push_back(ioFromJson(io));
     if (j.contains("outputs"))
       for (const auto& io : j.at("outputs")) plan.outputs.push_back(ioFromJson(io));
+    if (j.contains("symbols"))
+      for (const auto& s : j.at("symbols"))
+        plan.symbols.push_back({s.at("name").get<std::string>(), integer<int64_t>(s.at("min")),
+                                integer<int64_t>(s.at("max"))});
+    if (j.contains("extents"))
+      for (const auto& e : j.at("extents")) {
+        Extent extent;
+        for (const auto& t : e)
+          extent.terms.push_back({integer<int64_t>(t.at(0)), integers<int32_t>(t.at(1))});
+        plan.extents.push_back(std::move(extent));
+      }
   } catch (const std::exception& e) {
     return makeError("corrupt model plan: ", e.what());
   }
@@ -200,6 +261,27 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
     }
     if (!ok) return makeError("corrupt model plan: a tensor reference is out of range");
   }
+  // Symbols, extents and every reference to them in range.
+  for (const SymbolSpec& s : plan.symbols)
+    if (s.min < 1 || s.min > s.max)
+      return makeError("corrupt model plan: symbol '", s.name, "' has the bounds ", s.min, "..",
+                       s.max);
+  for (const Extent& e : plan.extents)
+    for (const ExtentTerm& t : e.terms)
+      for (int32_t s : t.symbols)
+        if (s < 0 || s >= std::ssize(plan.symbols) || t.symbols.size() > 8)
+          return makeError("corrupt model plan: an extent names symbol ", s);
+  for (const auto* ios : {&plan.inputs, &plan.outputs})
+    for (const IoSpec& io : *ios)
+      for (int32_t e : io.dimExtents)
+        if (e < -1 || e >= std::ssize(plan.extents))
+          return makeError("corrupt model plan: tensor '", io.name, "' names extent ", e);
+  for (const Step& s : plan.steps)
+    for (const RunTimeInt& r : s.runTimeInts)
+      if (r.position < 0 || r.position >= std::ssize(s.ints) || r.extent < 0 ||
+          r.extent >= std::ssize(plan.extents))
+        return makeError("corrupt model plan: step '", s.label, "' reads a run-time int out of ",
+                         "range");
   for (const Step& s : plan.steps) {
     for (int32_t t : s.tensors)
       if (t < -1 || t >= std::ssize(plan.tensors))

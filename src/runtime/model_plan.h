@@ -44,12 +44,39 @@ enum class StepKind : int32_t {
   ChannelRuns = 10,
 };
 
+/// A dynamic dimension of the model's inputs (`--dim NAME=MIN..MAX`).
+struct SymbolSpec {
+  std::string name;
+  int64_t min = 1, max = 1;
+};
+
+/// An extent of a run: the sum of `coefficient` times the product of the symbols' values
+/// (`symbols` indexes ModelPlan::symbols, a symbol repeated for its power), one term each.
+struct ExtentTerm {
+  int64_t coefficient = 0;
+  std::vector<int32_t> symbols;
+};
+struct Extent {
+  std::vector<ExtentTerm> terms;
+  /// The value for the run's symbol values (checked against the symbols at parse time).
+  int64_t evaluate(const std::vector<int64_t>& symbolValues) const;
+};
+
+/// A step parameter read at run time: the step's `ints[position]` is the run's value of
+/// `ModelPlan::extents[extent]` (the plan holds its bound there).
+struct RunTimeInt {
+  int32_t position = 0;
+  int32_t extent = 0;
+};
+
 struct Step {
   StepKind kind = StepKind::Kernel;
   std::string label; ///< what it computes, for errors and profiles
   int32_t kernel = -1;
   std::vector<int32_t> tensors; ///< tensor ids, -1 for none
   std::vector<int64_t> ints;
+  /// The ints that are extents of the run (their bound in `ints`); empty for a static step.
+  std::vector<RunTimeInt> runTimeInts;
   std::vector<float> floats;
   /// For profiles (`tunec profile`): the arithmetic operations of one run (a generated kernel's
   /// workloads, 2mnk each; a loop kernel's one per element and operation; 0 for data movement)
@@ -83,9 +110,17 @@ private:
 
 struct IoSpec {
   std::string name;
-  DType dtype = DType::F32; ///< spelled "f32", "i64", ... in the plan
-  std::vector<int64_t> shape;
-  int64_t bytes = 0;
+  DType dtype = DType::F32;   ///< spelled "f32", "i64", ... in the plan
+  std::vector<int64_t> shape; ///< the bound of each dimension
+  int64_t bytes = 0;          ///< at the bound
+  /// Per dimension, the extent it is (ModelPlan::extents), or -1 for a static one; empty when
+  /// every dimension is static.
+  std::vector<int32_t> dimExtents;
+  bool isStatic() const {
+    for (int32_t e : dimExtents)
+      if (e >= 0) return false;
+    return true;
+  }
 };
 
 struct ModelPlan {
@@ -102,7 +137,10 @@ struct ModelPlan {
   /// 8: kernels call the runtime's packers of k-pair panels in AMX's slots
   /// (tunec_pack_b_f32_to_bf16_slots, tunec_pack_b_bf16_slots: the attention and a computed B on
   /// AMX tiles).
-  static constexpr int kFormatVersion = 8;
+  /// 9: symbolic dimensions: the plan's symbols and extents, inputs and outputs of symbolic
+  /// shape, steps with run-time ints, and the kernels' slot of the run's extents
+  /// (KernelArgs::extents).
+  static constexpr int kFormatVersion = 9;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.
   CpuFeatures requiredFeatures;
@@ -110,9 +148,17 @@ struct ModelPlan {
   std::vector<TensorRef> tensors;
   std::vector<Step> steps;
   std::vector<IoSpec> inputs, outputs;
-  int64_t arenaBytes = 0;
+  /// The symbols of the inputs' dynamic dimensions, and the extents steps and shapes read: the
+  /// run binds the symbols from its input shapes and evaluates every extent once.
+  std::vector<SymbolSpec> symbols;
+  std::vector<Extent> extents;
+  int64_t arenaBytes = 0; ///< at the bounds
   int64_t kernelCount = 0;
 };
+
+/// "sequence", "batch*sequence*768", "past+sequence": plan.extents[extent] over the symbols'
+/// names.
+std::string extentName(const ModelPlan& plan, int32_t extent);
 
 /// The blob: "TUNECMD1", the plan's JSON length (u64), the JSON, zero padding to 64 bytes, then
 /// the constants (each 64-byte aligned at its offset).

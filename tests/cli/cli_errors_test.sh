@@ -170,7 +170,25 @@ expect 1 "--dim 'sequence=1-128' is not of the form NAME=MIN..MAX" -- inspect "$
 expect 1 "--dim 'sequence=0..8': the bounds must satisfy 1 <= MIN <= MAX" -- inspect "$dyn" --dim sequence=0..8
 expect 1 "--dim gives the bounds of 'batch' twice" -- inspect "$dyn" --dim batch=1..8 --dim batch=1..4
 expect 1 "--dim 'x:one=tokens' is not of the form INPUT:AXIS=NAME" -- inspect "$dyn" --dim x:one=tokens
-expect 1 "input 'x' has the symbolic shape batch x sequence x 16 \(batch in 1..8, sequence in 1..128\): tunec imports and infers symbolic dimensions, but its kernels do not read run-time extents yet" -- compile "$dyn" --dim batch=1..8 --dim sequence=1..128 -o "$tmp/dyn.so"
+# One model.so for every shape within the bounds: each run at its input file's shape.
+expect 0 "MatMul '/l/MatMul' 1x\(batch\*sequence<=1024\)x32x16 \+ bias\+relu\+layernorm" -- compile "$dyn" --dim batch=1..8 --dim sequence=1..128 -o "$tmp/dynamic.so"
+/usr/bin/python3 - "$tmp" <<'PY'
+import sys, numpy as np
+rng = np.random.default_rng(3)
+for b, s in [(1, 1), (3, 50), (8, 128), (9, 4), (2, 129)]:
+    np.save(f"{sys.argv[1]}/x_{b}x{s}.npy", rng.standard_normal((b, s, 16)).astype(np.float32))
+np.save(f"{sys.argv[1]}/x_rank2.npy", np.zeros((3, 16), np.float32))
+PY
+for bs in 1x1 3x50 8x128; do
+  expect 0 "output y: f32\[${bs}x32\]" -- run "$tmp/dynamic.so" --input x="$tmp/x_$bs.npy" --output "$tmp/out_$bs"
+  # The same values as the reference executor on the model fixed at that shape.
+  expect 0 "check y: matches" -- run "$dyn" --reference --input-shape x=${bs}x16 --input x="$tmp/x_$bs.npy" --expect y="$tmp/out_$bs/y.npy"
+done
+expect 0 "output y: f32\[3x50x32\]" -- run "$dyn" --dim batch=1..8 --dim sequence=1..128 --input x="$tmp/x_3x50.npy"
+expect 1 "dimension 0 of input 'x' is 9, outside the bounds of 'batch' \(1..8\) it was compiled for" -- run "$tmp/dynamic.so" --input x="$tmp/x_9x4.npy"
+expect 1 "dimension 1 of input 'x' is 129, outside the bounds of 'sequence' \(1..128\)" -- run "$tmp/dynamic.so" --input x="$tmp/x_2x129.npy"
+expect 1 "input 'x' from .*x_rank2.npy is f32\[3x16\], but the model expects f32\[8x128x16\]" -- run "$tmp/dynamic.so" --input x="$tmp/x_rank2.npy"
+expect 0 "runs on 1 thread: median" -- bench "$tmp/dynamic.so" --runs 3 --threads 1 --input x="$tmp/x_3x50.npy"
 expect 0 "wrote .*dyn.so" -- compile "$dyn" --dim batch=2..2 --dim sequence=5..5 -o "$tmp/dyn.so"
 expect 1 "--format must be npy or pb" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --format csv
 expect 0 "= Conv\(%x.*\{kernel=\[3,3\] strides=\[1,1\]" -- inspect "$model"

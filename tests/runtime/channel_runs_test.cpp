@@ -42,8 +42,8 @@ ParsedModel planWith(std::vector<int64_t> ints) {
   step.tensors = {1, 0};
   step.ints = std::move(ints);
   m.plan.steps.push_back(step);
-  m.plan.inputs = {{"x", DType::F32, {1, 4}, 16}};
-  m.plan.outputs = {{"y", DType::F32, {1, 4}, 16}};
+  m.plan.inputs = {{"x", DType::F32, {1, 4}, 16, {}}};
+  m.plan.outputs = {{"y", DType::F32, {1, 4}, 16, {}}};
   return m;
 }
 

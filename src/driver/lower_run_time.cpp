@@ -1,0 +1,101 @@
+// Light ops of symbolic shape over the run's extents: a step's ints that depend on a symbol are
+// run-time ints (rt::RunTimeInt) the executor sets from each run's shapes; tensors are dense at
+// the run's shape, in buffers sized for the bounds.
+#include "driver/light_ops.h"
+#include "ir/op_registry.h"
+
+namespace tunec::driver {
+
+bool hasSymbolicShape(const Graph& g, const Node& n) {
+  for (ValueId v : n.inputs)
+    if (v != kNoValue && !g.value(v).type.shape.isStatic()) return true;
+  for (ValueId v : n.outputs)
+    if (!g.value(v).type.shape.isStatic()) return true;
+  return false;
+}
+
+std::vector<DimExpr> runTimeBroadcastStrides(const Shape& shape, const Shape& outShape) {
+  std::vector<DimExpr> strides = Lowering::denseStrides(shape);
+  std::vector<DimExpr> out(static_cast<size_t>(outShape.rank()), DimExpr(0));
+  const int lead = outShape.rank() - shape.rank();
+  for (int d = lead; d < outShape.rank(); ++d) {
+    const Dim dim = shape.dim(d - lead);
+    if (dim == Dim(1) && outShape.dim(d) != Dim(1)) continue; // broadcast: stride 0
+    out[static_cast<size_t>(d)] = strides[static_cast<size_t>(d - lead)];
+  }
+  return out;
+}
+
+namespace {
+
+// The product of extents [from, to).
+DimExpr extentProduct(const std::vector<DimExpr>& d, size_t from, size_t to) {
+  DimExpr p(1);
+  for (size_t i = from; i < to; ++i) p = p * d[i];
+  return p;
+}
+
+bool lowerRunTimeLayerNorm(Lowering& l, const Node& n, const std::string& label) {
+  const Graph& g = l.graph();
+  const Shape& xs = g.value(n.inputs[0]).type.shape;
+  const auto& a = std::get<NormAttrs>(n.attrs);
+  auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
+  std::vector<DimExpr> d = Lowering::extentsOf(xs);
+  DimExpr cols = extentProduct(d, axis, d.size());
+  if (!cols.isConstant() || n.outputs.size() > 1) {
+    l.unsupported(n, "a layer norm over symbolic columns, or with its mean and deviation "
+                     "outputs, is not compiled yet");
+    return false;
+  }
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (n.inputs[i] != kNoValue && g.value(n.inputs[i]).type.shape.numel() != *cols.constant()) {
+      l.unsupported(n, "a layer norm's scale or bias that broadcasts is not compiled at a "
+                       "symbolic shape yet");
+      return false;
+    }
+  int scale = l.tensorIn(n.inputs[1], Phys::Plain);
+  int bias =
+      n.inputs.size() > 2 && n.inputs[2] != kNoValue ? l.tensorIn(n.inputs[2], Phys::Plain) : -1;
+  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  rt::Step step;
+  step.kind = rt::StepKind::LayerNorm;
+  step.label = label;
+  step.tensors = {out, in, scale, bias, -1, -1};
+  l.setInts(step, {extentProduct(d, 0, axis), cols});
+  step.floats = {a.epsilon};
+  l.addStep(std::move(step), {in, scale, bias}, {out, -1, -1});
+  return true;
+}
+
+} // namespace
+
+bool lowerRunTimeLight(Lowering& l, const Node& n) {
+  const std::string label = lightLabel(n);
+  if (!allF32(l.graph(), n) && n.kind != OpKind::Reshape && n.kind != OpKind::Flatten &&
+      n.kind != OpKind::Squeeze && n.kind != OpKind::Unsqueeze) {
+    l.unsupported(n, "only f32 tensors are compiled at a symbolic shape yet");
+    return false;
+  }
+  switch (n.kind) {
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
+    // Dense at the run's shape before and after: the same bytes.
+    l.defineAlias(n.outputs[0], l.tensorIn(n.inputs[0], Phys::Plain), Phys::Plain);
+    return true;
+  case OpKind::LayerNormalization:
+    return lowerRunTimeLayerNorm(l, n, label);
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+  case OpKind::Hardmax:
+    return lowerSoftmax(l, n);
+  default:
+    l.unsupported(n, "a symbolic shape (" + l.graph().value(n.inputs[0]).type.shape.toString() +
+                         ") is not compiled for this op yet");
+    return false;
+  }
+}
+
+} // namespace tunec::driver

@@ -1,0 +1,206 @@
+// Symbolic dimensions end to end: one compile of a graph whose inputs have bounded symbolic
+// dimensions runs at every size within the bounds (at, between and across the matmul tiles' row
+// edges, 1 and the bound), each run equal to the reference executor on the same graph built
+// statically at that size (relative L2 below 1e-5, fp32 against double); shapes outside the
+// bounds are errors before any kernel runs.
+#include "driver/compile_model.h"
+#include "reference/reference.h"
+#include "runtime/model_executor.h"
+#include "support/host.h"
+#include "templates/template.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
+#include <random>
+
+namespace tunec {
+namespace {
+
+std::shared_ptr<Jit> sharedJit() {
+  static std::shared_ptr<Jit> jit = [] {
+    auto j = Jit::create(hostTarget());
+    EXPECT_TRUE(j.isOk());
+    return std::shared_ptr<Jit>(std::move(*j));
+  }();
+  return jit;
+}
+
+Tensor randomTensor(const Shape& shape, std::mt19937& rng) {
+  Tensor t(DType::F32, shape);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, real(rng));
+  return t;
+}
+
+double relativeL2(const float* got, const Tensor& want) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double d = got[i] - want.getDouble(i);
+    num += d * d;
+    den += want.getDouble(i) * want.getDouble(i);
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+ValueId op(Graph& g, OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
+  std::string name = "n" + std::to_string(g.nodes().size());
+  auto n = g.addNode(name, kind, std::move(attrs), std::move(in), {name + "_out"});
+  EXPECT_TRUE(n.isOk()) << n.error().message();
+  return g.node(*n).outputs[0];
+}
+
+constexpr int64_t kHidden = 24, kInner = 40;
+
+// An encoder's feed-forward block on x [batch, sequence, 24] plus z (its residual stream):
+// h = Relu(x W1 + b1) (40 columns: an N tail), y = LayerNorm(h W2 + b2 + x + z), p = Softmax
+// of y's rows flattened to [batch*sequence, 24], and q = z W3 written by its kernel straight
+// into the caller's buffer. The constants come from `seed`, so the graphs
+// built at a symbolic and at a static shape compute the same function.
+Graph feedForward(const Shape& x, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Graph g;
+  ValueId in = g.addInput("x", {DType::F32, x, {}});
+  ValueId z = g.addInput("z", {DType::F32, x, {}});
+  ValueId w1 = g.addConstant("w1", randomTensor(Shape{kHidden, kInner}, rng));
+  ValueId b1 = g.addConstant("b1", randomTensor(Shape{kInner}, rng));
+  ValueId w2 = g.addConstant("w2", randomTensor(Shape{kInner, kHidden}, rng));
+  ValueId b2 = g.addConstant("b2", randomTensor(Shape{kHidden}, rng));
+  ValueId gamma = g.addConstant("gamma", randomTensor(Shape{kHidden}, rng));
+  ValueId beta = g.addConstant("beta", randomTensor(Shape{kHidden}, rng));
+  ValueId w3 = g.addConstant("w3", randomTensor(Shape{kHidden, 5}, rng));
+  ValueId h = op(g, OpKind::MatMul, NoAttrs{}, {in, w1});
+  h = op(g, OpKind::Add, NoAttrs{}, {h, b1});
+  h = op(g, OpKind::Relu, NoAttrs{}, {h});
+  ValueId y = op(g, OpKind::MatMul, NoAttrs{}, {h, w2});
+  y = op(g, OpKind::Add, NoAttrs{}, {y, b2});
+  y = op(g, OpKind::Add, NoAttrs{}, {y, in});
+  y = op(g, OpKind::Add, NoAttrs{}, {y, z});
+  y = op(g, OpKind::LayerNormalization, NormAttrs{-1, 1e-5f}, {y, gamma, beta});
+  ValueId flat = op(g, OpKind::Flatten, AxisAttrs{2}, {y});
+  ValueId p = op(g, OpKind::Softmax, SoftmaxAttrs{-1, false}, {flat});
+  ValueId q = op(g, OpKind::MatMul, NoAttrs{}, {z, w3});
+  g.addOutput(y, "y");
+  g.addOutput(p, "p");
+  g.addOutput(q, "q");
+  return g;
+}
+
+struct Compiled {
+  std::unique_ptr<rt::ModelExecutor> executor;
+  driver::CompiledModel summary;
+};
+
+Compiled compileSymbolic(int threads) {
+  Shape x(
+      std::vector<Dim>{Dim::symbol("batch", 1, 4), Dim::symbol("sequence", 1, 37), Dim(kHidden)});
+  Graph g = feedForward(x, 7);
+  driver::CompileOptions options;
+  options.threads = threads;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(g, *sharedJit(), options);
+  EXPECT_TRUE(compiled.isOk()) << compiled.error().message();
+  Compiled c;
+  if (!compiled) return c;
+  c.summary.plan = compiled->plan;
+  c.summary.kernels = compiled->kernels;
+  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), threads);
+  EXPECT_TRUE(executor.isOk()) << executor.error().message();
+  if (executor) c.executor = std::move(*executor);
+  return c;
+}
+
+TEST(RunTimeExtents, OneCompileRunsEverySizeWithinTheBoundsAsTheReference) {
+  for (int threads : {1, 2}) {
+    Compiled c = compileSymbolic(threads);
+    ASSERT_TRUE(c.executor);
+    const rt::ModelPlan& plan = c.executor->plan();
+    ASSERT_EQ(plan.symbols.size(), 2u);
+    EXPECT_EQ(plan.symbols[0].name, "batch");
+    EXPECT_EQ(plan.symbols[1].max, 37);
+    // The three matmuls read M (batch*sequence) at run time; the loop kernels' rows too.
+    ASSERT_EQ(c.summary.kernels.size(), 3u);
+    size_t runTimeSteps = 0;
+    for (const rt::Step& s : plan.steps) runTimeSteps += !s.runTimeInts.empty();
+    EXPECT_GE(runTimeSteps, 1u);
+    // Every size class: 1, the tiles' row edges and either side of them, between, the bound.
+    for (auto [batch, sequence] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1}, {1, 2}, {2, 3}, {1, 13}, {2, 7}, {3, 11}, {4, 36}, {4, 37}, {1, 37}, {3, 1}}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + ", batch " + std::to_string(batch) +
+                   ", sequence " + std::to_string(sequence));
+      Shape shape{batch, sequence, kHidden};
+      Graph reference = feedForward(shape, 7);
+      std::mt19937 rng(static_cast<uint32_t>(batch * 100 + sequence));
+      std::vector<Tensor> inputs = {randomTensor(shape, rng), randomTensor(shape, rng)};
+      auto want = runReference(reference, inputs);
+      ASSERT_TRUE(want.isOk()) << want.error().message();
+      auto run = rt::bindRunExtents(plan, {shape.dims(), shape.dims()});
+      ASSERT_TRUE(run.isOk()) << run.error().message();
+      EXPECT_EQ(rt::runShape(plan.outputs[0], *run), shape.dims());
+      EXPECT_EQ(rt::runShape(plan.outputs[1], *run),
+                (std::vector<int64_t>{batch * sequence, kHidden}));
+      EXPECT_EQ(rt::runShape(plan.outputs[2], *run), (std::vector<int64_t>{batch, sequence, 5}));
+      // Output buffers of the bound, filled with a canary past the run's extent: no kernel
+      // writes past it.
+      const float canary = 12345.f;
+      std::vector<std::vector<float>> out(3, std::vector<float>(4 * 37 * kHidden, canary));
+      std::vector<const void*> in = {inputs[0].data(), inputs[1].data()};
+      std::vector<void*> outPtrs = {out[0].data(), out[1].data(), out[2].data()};
+      Status s = c.executor->run(in.data(), outPtrs.data(), nullptr, &*run);
+      ASSERT_TRUE(s.isOk()) << s.error().message();
+      for (size_t o = 0; o < 3; ++o) {
+        EXPECT_LT(relativeL2(out[o].data(), (*want)[o]), 1e-5) << "output " << o;
+        for (size_t i = static_cast<size_t>((*want)[o].numel()); i < out[o].size(); ++i)
+          ASSERT_EQ(out[o][i], canary) << "output " << o << " written at " << i;
+      }
+    }
+  }
+}
+
+TEST(RunTimeExtents, ShapesOutsideTheBoundsAreErrorsNamingTheInput) {
+  Compiled c = compileSymbolic(1);
+  ASSERT_TRUE(c.executor);
+  const rt::ModelPlan& plan = c.executor->plan();
+  auto error = [&](std::vector<int64_t> x, std::vector<int64_t> z) {
+    auto run = rt::bindRunExtents(plan, {x, z});
+    return run ? std::string("no error") : run.error().message();
+  };
+  EXPECT_EQ(error({5, 3, 24}, {5, 3, 24}),
+            "dimension 0 of input 'x' is 5, outside the bounds of 'batch' (1..4) it was compiled "
+            "for");
+  EXPECT_EQ(error({2, 0, 24}, {2, 0, 24}),
+            "dimension 1 of input 'x' is 0, outside the bounds of 'sequence' (1..37) it was "
+            "compiled for");
+  EXPECT_EQ(error({2, 5, 24}, {2, 6, 24}), "dimension 1 of input 'z' is 6, but 'sequence' is 5 "
+                                           "in input 'x': the inputs disagree on it");
+  EXPECT_EQ(error({2, 5, 23}, {2, 5, 24}), "dimension 2 of input 'x' is 23, the model takes 24");
+  EXPECT_EQ(error({2, 5}, {2, 5, 24}), "input 'x' has rank 2, the model takes rank 3");
+  EXPECT_EQ(error({2, 5, 24}, {2, 5, 24}), "no error");
+  // A symbolic model run without shapes is refused, not run at its bounds.
+  std::vector<float> buffer(4 * 37 * kHidden);
+  std::vector<const void*> in = {buffer.data(), buffer.data()};
+  std::vector<void*> out = {buffer.data(), buffer.data(), buffer.data()};
+  Status s = c.executor->run(in.data(), out.data());
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.error().message().find("give the run's input shapes"), std::string::npos);
+}
+
+TEST(RunTimeExtents, AnOpWithoutRunTimeExtentsIsReportedByName) {
+  Graph g;
+  Shape x(std::vector<Dim>{Dim::symbol("batch", 1, 4), Dim(8)});
+  ValueId in = g.addInput("x", {DType::F32, x, {}});
+  ValueId m = op(g, OpKind::ReduceMax, ReduceAttrs{{1}, true}, {in});
+  g.addOutput(m, "m");
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(g, *sharedJit(), options);
+  ASSERT_FALSE(compiled.isOk());
+  EXPECT_NE(compiled.error().message().find(
+                "(ReduceMax): a symbolic shape (batch x 8) is not compiled for this op yet"),
+            std::string::npos)
+      << compiled.error().message();
+}
+
+} // namespace
+} // namespace tunec
