@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 
 namespace tunec::driver {
@@ -220,7 +221,7 @@ std::string shapeText(const Shape& s) {
 // kernels it runs (one; attention's two matmuls).
 bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::string& label,
                    int kernel, int in, int weights, const EpilogueBuild& e, Phys phys,
-                   int values = -1, int out = -1, int channelScale = -1) {
+                   int values = -1, int out = -1, int channelScale = -1, rt::StepGuard when = {}) {
   int bias = e.biasTensor >= 0 ? e.biasTensor : e.bias.empty() ? -1 : l.addConstant(e.bias);
   int scales = e.scalesTensor >= 0 ? e.scalesTensor
                : e.scales.empty()  ? -1
@@ -241,6 +242,7 @@ bool addKernelStep(Lowering& l, std::vector<HeavyKernel> parts, const std::strin
   step.tensors[rt::kArgNormParams] = e.normParams;
   step.tensors[rt::kArgChannelScale] = channelScale;
   step.tensors[rt::kArgScales] = scales;
+  step.when = when;
   for (const HeavyKernel& hk : parts) {
     step.flops += workloadFlops(hk.workload);
     if (isBf16Gemm(workloadTypes(hk.workload))) step.bf16Flops += workloadFlops(hk.workload);
@@ -476,6 +478,7 @@ struct MatmulOperands {
   std::vector<float> scaledB;   ///< storage of a B made here: scaled by alpha, or s8 as floats
   int32_t mExtent = -1;         ///< M is this extent of the run (w.m its bound); -1: static
   std::string mRows;            ///< that extent ("batch*sequence"), for the label
+  int64_t mMin = 0;             ///< its smallest value within the symbols' bounds
 };
 
 // A symbolic A: its rows (every dimension but the last, folded into M) are an extent of the run,
@@ -498,6 +501,8 @@ bool describeRunTimeM(Lowering& l, NodeId id, MatmulOperands& mo,
   for (int d = 0; d + 1 < as.rank(); ++d) rows = rows * as.dim(d).expr;
   mo.mExtent = l.extentIndex(rows);
   mo.mRows = rows.toString();
+  mo.mMin = 1;
+  for (int d = 0; d + 1 < as.rank(); ++d) mo.mMin *= as.dim(d).min;
   return true;
 }
 
@@ -610,6 +615,103 @@ std::string matmulDims(const MatmulWorkload& w) {
          std::to_string(w.k);
 }
 
+// The size buckets of a run-time M from `lo` to its bound `hi`: cut at the powers of two from 16
+// up (DietCode's idea: tune a few sizes, serve all); one bucket below 16.
+std::vector<std::pair<int64_t, int64_t>> mBuckets(int64_t lo, int64_t hi) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t from = lo;
+  for (int64_t edge = 16; edge < hi; edge *= 2) {
+    if (edge < from) continue;
+    out.push_back({from, edge});
+    from = edge + 1;
+  }
+  out.push_back({from, hi});
+  return out;
+}
+
+// A matmul of run-time M: a variant per size bucket, each with the config tuned (or defaulted)
+// for the bucket's largest M, a static workload whose records a static compile of that size
+// shares (and the reverse), run when the run's M falls in its bucket. Adjacent buckets with one
+// config are one variant; variants that pack the weights alike share the packed copy.
+bool lowerMatmulBuckets(Lowering& l, const passes::FusedKernel& kernel, MatmulOperands& mo,
+                        EpilogueBuild& e) {
+  const Node& n = l.graph().node(kernel.anchor);
+  const MatmulWorkload& w = mo.w;
+  struct Variant {
+    int64_t lo, hi;
+    HeavyKernel hk;
+    MatmulConfig c;
+  };
+  auto rowsLabel = [&](int64_t lo, int64_t hi) {
+    return std::string(opName(n.kind)) + " '" + n.name + "' 1x(" + mo.mRows + " in " +
+           std::to_string(lo) + ".." + std::to_string(hi) + ")x" + std::to_string(w.n) + "x" +
+           std::to_string(w.k) + (e.epilogue.empty() ? "" : " + ") + epilogueName(e.epilogue) +
+           (isBf16Gemm(w.types) ? " in bf16" : "");
+  };
+  std::vector<Variant> variants;
+  std::vector<std::pair<int64_t, int64_t>> servedBy; // of each merged bucket: its own range
+  std::vector<HeavyKernel> merged;                   // (tuned and reported per bucket)
+  for (auto [lo, hi] : mBuckets(mo.mMin, w.m)) {
+    MatmulWorkload bucket = w;
+    bucket.m = hi;
+    HeavyKernel hk;
+    MatmulConfig c = chooseConfigOf<MatmulConfig>(l, bucket, hk);
+    if (!variants.empty() && variants.back().c == c) { // the larger bucket's kernel serves both
+      Variant& v = variants.back();
+      servedBy.push_back({v.lo, v.hi});
+      merged.push_back(std::move(v.hk));
+      v.hi = hi;
+      v.hk = std::move(hk);
+      continue;
+    }
+    variants.push_back({lo, hi, std::move(hk), c});
+  }
+  // A bucket merged into a larger one keeps its own task and report line.
+  for (size_t i = 0; i < merged.size(); ++i) {
+    auto [lo, hi] = servedBy[i];
+    const Variant* v = nullptr;
+    for (const Variant& candidate : variants)
+      if (candidate.lo <= lo && hi <= candidate.hi) v = &candidate;
+    TUNEC_ASSERT(v, "a merged bucket lies in no variant");
+    merged[i].label = rowsLabel(lo, hi) + " (runs the " + std::to_string(v->lo) + ".." +
+                      std::to_string(v->hi) + " variant: the same config)";
+    l.noteHeavy(std::move(merged[i]));
+  }
+  // Every variant reads the same operands and writes the same output.
+  if (e.biasTensor < 0 && !e.bias.empty()) e.biasTensor = l.addConstant(e.bias);
+  if (e.scalesTensor < 0 && !e.scales.empty()) e.scalesTensor = l.addConstant(e.scales);
+  int in = l.tensorIn(mo.aSource, Phys::Plain);
+  int out = l.defineOutput(e.result, Phys::Plain);
+  std::map<std::pair<int64_t, int64_t>, int> packedBy; // (nr, k group) -> the packed constant
+  for (Variant& v : variants) {
+    MatmulWorkload bound = w;
+    bound.m = v.hi;
+    codegen::PackedWeights packed;
+    Expected<int> code = -1;
+    if (l.module())
+      code = l.module()->addMatmul(bound, v.c, e.epilogue, mo.bData, packed, mo.mExtent);
+    if (!code) {
+      l.unsupported(n, code.error().message());
+      return false;
+    }
+    int weights = -1;
+    if (!w.constantB) {
+      weights = l.tensorIn(mo.bSource, Phys::Plain);
+    } else {
+      auto key = std::pair{v.c.nr, kGroup(v.c.isa, w.types)};
+      auto it = packedBy.find(key);
+      weights = it != packedBy.end() ? it->second : (packedBy[key] = packedConstant(l, packed));
+    }
+    // "1x(batch*sequence in 17..32)x3072x768".
+    v.hk.label = rowsLabel(v.lo, v.hi) + amxNote(v.hk) + bf16StorageNote(w.types);
+    std::string label = v.hk.label;
+    if (!addKernelStep(l, {std::move(v.hk)}, label, *code, in, weights, e, Phys::Plain, -1, out, -1,
+                       rt::StepGuard{mo.mExtent, v.lo, v.hi}))
+      return false;
+  }
+  return true;
+}
+
 bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   const Node& n = l.graph().node(kernel.anchor);
   MatmulOperands mo;
@@ -641,6 +743,7 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
   if (requantizes(kernel)) mo.w.types.dst = DType::U8;
   // A bf16 GEMM's C is bf16 where only bf16 kernels read it (plan_bf16_activations.cpp).
   if (isBf16Gemm(w.types)) mo.w.types.dst = storeResult(l, kernel);
+  if (mo.mExtent >= 0 && !isInt8Gemm(w.types)) return lowerMatmulBuckets(l, kernel, mo, e);
   HeavyKernel hk;
   auto c = chooseConfigOf<MatmulConfig>(l, w, hk);
   std::string int8; // the label's int8 note

@@ -176,7 +176,7 @@ void ModelExecutor::giveArena(std::unique_ptr<uint8_t, void (*)(void*)> arena) {
 
 Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
                           std::vector<double>* stepSeconds, const RunExtents* extents) {
-  if (!model_.plan.symbols.empty() && !extents)
+  if ((!model_.plan.symbols.empty() || !model_.plan.extents.empty()) && !extents)
     return makeError("the model has symbolic dimensions: give the run's input shapes ",
                      "(tunec_model_run_shaped)");
   auto arena = takeArena();
@@ -206,6 +206,10 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
   for (size_t s = 0; s < model_.plan.steps.size() && status; ++s) {
     auto start = std::chrono::steady_clock::now();
     const Step& step = model_.plan.steps[s];
+    if (step.when.extent >= 0) { // a size bucket's variant: only for runs in its bucket
+      int64_t v = extents->extents[static_cast<size_t>(step.when.extent)];
+      if (v < step.when.min || v > step.when.max) continue;
+    }
     if (step.runTimeInts.empty()) {
       status = runStep(step, programs_[s], typed_[s], pointers, runExtents);
     } else {

@@ -81,6 +81,7 @@ nlohmann::json stepToJson(const Step& s) {
   if (s.bf16Flops > 0) j["bf16_flops"] = s.bf16Flops; // absent: an fp32 step, as before
   if (s.int8Ops != 0) j["int8_ops"] = s.int8Ops;      // absent: no int8 kernels
   if (!s.runTimeInts.empty()) j["run_time_ints"] = runTimeIntsToJson(s.runTimeInts);
+  if (s.when.extent >= 0) j["when"] = {s.when.extent, s.when.min, s.when.max};
   return j;
 }
 
@@ -208,6 +209,9 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       step.bytes = (s.contains("bytes") ? integer<int64_t>(s.at("bytes")) : 0);
       step.bf16Flops = s.value("bf16_flops", 0.0);
       step.int8Ops = s.value("int8_ops", 0.0);
+      if (s.contains("when"))
+        step.when = {integer<int32_t>(s.at("when").at(0)), integer<int64_t>(s.at("when").at(1)),
+                     integer<int64_t>(s.at("when").at(2))};
       if (s.contains("run_time_ints"))
         for (const auto& r : s.at("run_time_ints"))
           step.runTimeInts.push_back({integer<int32_t>(r.at(0)), integer<int32_t>(r.at(1))});
@@ -276,6 +280,10 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       for (int32_t e : io.dimExtents)
         if (e < -1 || e >= std::ssize(plan.extents))
           return makeError("corrupt model plan: tensor '", io.name, "' names extent ", e);
+  for (const Step& s : plan.steps)
+    if (s.when.extent < -1 || s.when.extent >= std::ssize(plan.extents) ||
+        (s.when.extent >= 0 && s.when.min > s.when.max))
+      return makeError("corrupt model plan: step '", s.label, "' has a guard out of range");
   for (const Step& s : plan.steps)
     for (const RunTimeInt& r : s.runTimeInts)
       if (r.position < 0 || r.position >= std::ssize(s.ints) || r.extent < 0 ||

@@ -69,6 +69,13 @@ struct RunTimeInt {
   int32_t extent = 0;
 };
 
+/// A step that runs only when the run's extent is within [min, max]: one size bucket's variant of
+/// a kernel (the buckets of one kernel cover its extent's range once).
+struct StepGuard {
+  int32_t extent = -1; ///< -1: the step always runs
+  int64_t min = 0, max = 0;
+};
+
 struct Step {
   StepKind kind = StepKind::Kernel;
   std::string label; ///< what it computes, for errors and profiles
@@ -77,6 +84,7 @@ struct Step {
   std::vector<int64_t> ints;
   /// The ints that are extents of the run (their bound in `ints`); empty for a static step.
   std::vector<RunTimeInt> runTimeInts;
+  StepGuard when;
   std::vector<float> floats;
   /// For profiles (`tunec profile`): the arithmetic operations of one run (a generated kernel's
   /// workloads, 2mnk each; a loop kernel's one per element and operation; 0 for data movement)
@@ -138,8 +146,8 @@ struct ModelPlan {
   /// (tunec_pack_b_f32_to_bf16_slots, tunec_pack_b_bf16_slots: the attention and a computed B on
   /// AMX tiles).
   /// 9: symbolic dimensions: the plan's symbols and extents, inputs and outputs of symbolic
-  /// shape, steps with run-time ints, and the kernels' slot of the run's extents
-  /// (KernelArgs::extents).
+  /// shape, steps with run-time ints and guards (a size bucket's variant), and the kernels' slot
+  /// of the run's extents (KernelArgs::extents).
   static constexpr int kFormatVersion = 9;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.

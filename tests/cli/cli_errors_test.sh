@@ -171,7 +171,14 @@ expect 1 "--dim 'sequence=0..8': the bounds must satisfy 1 <= MIN <= MAX" -- ins
 expect 1 "--dim gives the bounds of 'batch' twice" -- inspect "$dyn" --dim batch=1..8 --dim batch=1..4
 expect 1 "--dim 'x:one=tokens' is not of the form INPUT:AXIS=NAME" -- inspect "$dyn" --dim x:one=tokens
 # One model.so for every shape within the bounds: each run at its input file's shape.
-expect 0 "MatMul '/l/MatMul' 1x\(batch\*sequence<=1024\)x32x16 \+ bias\+relu\+layernorm" -- compile "$dyn" --dim batch=1..8 --dim sequence=1..128 -o "$tmp/dynamic.so"
+# A variant per size bucket of M = batch*sequence (1..16, 17..32, ..., up to the bound 1024).
+expect 0 "MatMul '/l/MatMul' 1x\(batch\*sequence in 1..16\)x32x16 \+ bias\+relu\+layernorm" -- compile "$dyn" --dim batch=1..8 --dim sequence=1..128 -o "$tmp/dynamic.so"
+expect 0 "MatMul '/l/MatMul' 1x\(batch\*sequence in [0-9]+..1024\)x32x16" -- compile "$dyn" --dim batch=1..8 --dim sequence=1..128 -o "$tmp/dynamic.so"
+# Tuning: every bucket is a task; a static compile's record serves the bucket of its size.
+expect 0 "matmul 16x32x16 t1" -- tune "$dyn" --dim batch=1..8 --dim sequence=1..128 --threads 1 --list-tasks
+expect 0 "matmul 1024x32x16 t1" -- tune "$dyn" --dim batch=1..8 --dim sequence=1..128 --threads 1 --list-tasks
+expect 0 "matmul 16x32x16 t1 +4" -- tune "$dyn" --dim batch=2..2 --dim sequence=8..8 --threads 1 --trials 4 --db "$tmp/buckets.db"
+expect 0 "tuned +MatMul '/l/MatMul' 1x\(batch\*sequence in 1..16\)" -- compile "$dyn" --dim batch=1..8 --dim sequence=1..128 --threads 1 --db "$tmp/buckets.db" -o "$tmp/tuned.so"
 /usr/bin/python3 - "$tmp" <<'PY'
 import sys, numpy as np
 rng = np.random.default_rng(3)
