@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
@@ -85,17 +86,39 @@ std::string describe(const rt::IoSpec& io) {
   return "'" + io.name + "' (" + numpyName(io.dtype) + ", shape " + shapeText(io.shape) + ")";
 }
 
-py::dict tensorInfo(const rt::IoSpec& io) {
+// A symbolic dimension shows its name ("sequence"), as ONNX Runtime's shapes do; "bounds" holds
+// every dimension's largest size.
+py::dict tensorInfo(const rt::IoSpec& io, const std::vector<std::string>& dimNames) {
   py::dict d;
   d["name"] = io.name;
-  d["shape"] = py::tuple(py::cast(io.shape));
+  py::list shape;
+  for (size_t i = 0; i < io.shape.size(); ++i) {
+    if (i < dimNames.size() && !dimNames[i].empty())
+      shape.append(dimNames[i]);
+    else
+      shape.append(io.shape[i]);
+  }
+  d["shape"] = py::tuple(shape);
+  d["bounds"] = py::tuple(py::cast(io.shape));
   d["dtype"] = numpyName(io.dtype);
   return d;
 }
 
-std::map<std::string, Shape> inputShapes(const std::map<std::string, std::vector<int64_t>>& in) {
-  std::map<std::string, Shape> out;
-  for (const auto& [name, dims] : in) out.emplace(name, Shape(dims));
+using DimRanges = std::map<std::string, std::pair<int64_t, int64_t>>;
+
+// --input-shape and --dim as Python gives them: input_shapes={"x": (1, 3, 224, 224)},
+// dims={"sequence": (1, 512)}.
+InputDims inputDims(const std::map<std::string, std::vector<int64_t>>& shapes,
+                    const DimRanges& ranges) {
+  InputDims out;
+  for (const auto& [name, dims] : shapes) out.shapes.emplace(name, Shape(dims));
+  for (const auto& [name, range] : ranges) {
+    if (range.first < 1 || range.first > range.second)
+      throw py::value_error("dims['" + name + "'] = (" + std::to_string(range.first) + ", " +
+                            std::to_string(range.second) + "): the bounds must satisfy 1 <= min " +
+                            "<= max");
+    out.ranges[name] = range;
+  }
   return out;
 }
 
@@ -107,13 +130,19 @@ public:
 
   py::list inputs() const {
     py::list l;
-    for (const rt::IoSpec& io : session_->inputs) l.append(tensorInfo(io));
+    for (size_t i = 0; i < session_->inputs.size(); ++i)
+      l.append(tensorInfo(session_->inputs[i], dimNames(session_->inputDimNames, i)));
     return l;
   }
   py::list outputs() const {
     py::list l;
-    for (const rt::IoSpec& io : session_->outputs) l.append(tensorInfo(io));
+    for (size_t i = 0; i < session_->outputs.size(); ++i)
+      l.append(tensorInfo(session_->outputs[i], dimNames(session_->outputDimNames, i)));
     return l;
+  }
+  static std::vector<std::string> dimNames(const std::vector<std::vector<std::string>>& names,
+                                           size_t i) {
+    return i < names.size() ? names[i] : std::vector<std::string>{};
   }
   const std::string& report() const { return session_->report; }
 
@@ -132,6 +161,7 @@ public:
     }
     std::vector<py::array> keep;
     std::vector<const void*> in;
+    std::vector<std::vector<int64_t>> shapes;
     for (const rt::IoSpec& io : session_->inputs) {
       std::string want = numpyName(io.dtype);
       if (!feeds.contains(io.name.c_str()))
@@ -150,9 +180,12 @@ public:
         throw py::type_error("input '" + io.name + "': dtype " + got + ", expected " + want +
                              " (convert it with x.astype(numpy." + want + "))");
       std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
-      if (shape != io.shape)
+      // A symbolic model takes any shape of the input's rank; the run checks it against the
+      // bounds before anything runs.
+      if (shape != io.shape && !(session_->symbolic() && shape.size() == io.shape.size()))
         throw py::value_error("input '" + io.name + "': shape " + shapeText(shape) + ", expected " +
                               shapeText(io.shape));
+      shapes.push_back(shape);
       if (!(a.flags() & py::array::c_style))
         throw py::value_error("input '" + io.name +
                               "': not C-contiguous (a transposed or sliced view); tunec reads "
@@ -171,11 +204,20 @@ public:
       result[io.name.c_str()] = a;
     }
     Status status;
+    std::vector<std::vector<int64_t>> outShapes;
     {
       py::gil_scoped_release release;
-      status = session_->run(in.data(), out.data());
+      status = session_->symbolic() ? session_->runShaped(in.data(), shapes, out.data(), outShapes)
+                                    : session_->run(in.data(), out.data());
     }
     check(status);
+    // A symbolic output: dense at the run's shape at the start of its bound-sized buffer.
+    for (size_t o = 0; o < outShapes.size(); ++o) {
+      const rt::IoSpec& io = session_->outputs[o];
+      py::array shaped(py::dtype(numpyName(io.dtype)), outShapes[o]);
+      std::memcpy(shaped.mutable_data(), out[o], static_cast<size_t>(shaped.nbytes()));
+      result[io.name.c_str()] = shaped;
+    }
     return result;
   }
 
@@ -221,7 +263,7 @@ Model compileModel(const std::string& onnx, std::optional<std::string> db,
                    const std::string& precision, std::optional<std::string> target,
                    std::optional<int> threads,
                    const std::map<std::string, std::vector<int64_t>>& shapes,
-                   std::optional<std::string> output) {
+                   std::optional<std::string> output, const DimRanges& dims) {
   auto parsed = driver::parsePrecision(precision);
   if (!parsed)
     throw py::value_error(parsed.error().message() + " (int8: quantize the model with 'tunec "
@@ -230,7 +272,7 @@ Model compileModel(const std::string& onnx, std::optional<std::string> db,
   options.precision = *parsed;
   options.threads = threadsOr(threads);
   options.dbPath = db.value_or("");
-  options.inputDims.shapes = inputShapes(shapes);
+  options.inputDims = inputDims(shapes, dims);
   if (target) {
     options.target = unwrap(readTargetFile(*target));
     if (cli::targetKey(options.target) != cli::targetKey(cli::thisMachine()) && !output)
@@ -252,11 +294,12 @@ Model compileModel(const std::string& onnx, std::optional<std::string> db,
 std::string compileToFile(const std::string& onnx, const std::string& output,
                           std::optional<std::string> db, std::optional<std::string> target,
                           std::optional<int> threads,
-                          const std::map<std::string, std::vector<int64_t>>& shapes) {
+                          const std::map<std::string, std::vector<int64_t>>& shapes,
+                          const DimRanges& dims) {
   cli::SessionOptions options;
   options.threads = threadsOr(threads);
   options.dbPath = db.value_or("");
-  options.inputDims.shapes = inputShapes(shapes);
+  options.inputDims = inputDims(shapes, dims);
   if (target) options.target = unwrap(readTargetFile(*target));
   return unwrap(cli::compileToFile(onnx, output, options));
 }
@@ -282,7 +325,7 @@ py::dict tune(const std::vector<std::string>& models, const std::string& dbPath,
               std::optional<double> timeBudget, std::optional<int> threads,
               std::optional<py::function> progress, uint32_t seed,
               const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& worker,
-              const std::string& precision) {
+              const std::string& precision, const DimRanges& dims) {
   if (models.empty()) throw py::value_error("tune: no model given");
   auto parsed = driver::parsePrecision(precision);
   if (!parsed) throw py::value_error(parsed.error().message());
@@ -290,8 +333,7 @@ py::dict tune(const std::vector<std::string>& models, const std::string& dbPath,
   const Target& target = cli::thisMachine();
   int t = threads.value_or(target.cores);
   if (t < 1) throw py::value_error("threads must be at least 1");
-  auto found =
-      unwrap(cli::modelTasks(models, InputDims{inputShapes(shapes), {}, {}}, target, t, *parsed));
+  auto found = unwrap(cli::modelTasks(models, inputDims(shapes, dims), target, t, *parsed));
   db::TuningDatabase database = unwrap(db::TuningDatabase::open(dbPath, true));
   tuner::TuneOptions o;
   o.target = target;
@@ -459,14 +501,15 @@ PYBIND11_MODULE(_tunec, m) {
         py::arg("precision") = "fp32", py::arg("target") = py::none(),
         py::arg("threads") = py::none(),
         py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
-        py::arg("output") = py::none());
+        py::arg("output") = py::none(), py::arg("dims") = DimRanges{});
   m.def("compile_to_file", &compileToFile, py::arg("onnx_path"), py::arg("output"),
         py::arg("db") = py::none(), py::arg("target") = py::none(), py::arg("threads") = py::none(),
-        py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{});
+        py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
+        py::arg("dims") = DimRanges{});
   m.def("load", &loadModel, py::arg("path"), py::arg("threads") = py::none());
   m.def("tune", &tune, py::arg("models"), py::arg("db"), py::arg("trials"), py::arg("time_budget"),
         py::arg("threads"), py::arg("progress"), py::arg("seed"), py::arg("input_shapes"),
-        py::arg("worker"), py::arg("precision") = "fp32");
+        py::arg("worker"), py::arg("precision") = "fp32", py::arg("dims") = DimRanges{});
   py::class_<Database>(m, "Database")
       .def(py::init<const std::string&, bool>(), py::arg("path"), py::arg("create") = true)
       .def_property_readonly("path", &Database::path)

@@ -30,7 +30,7 @@ __all__ = ["compile", "compile_to_file", "load", "tune", "Database", "Model", "E
 
 
 def compile(onnx_path, db=None, precision="fp32", target=None, threads=None, input_shapes=None,
-            output=None):
+            output=None, dims=None):
     """Compiles an ONNX model for this machine in this process and returns a Model.
 
     db: a tuning database (its best records for this machine; default: the analytical configs).
@@ -38,21 +38,25 @@ def compile(onnx_path, db=None, precision="fp32", target=None, threads=None, inp
     accumulation; needs avx512_bf16, else tunec.Error says what the machine lacks).
     target: a target file ('tunec target --json')
     of this machine. threads: the most threads a run uses (default: the CPUs this process may
-    use). input_shapes: {"x": (1, 3, 224, 224)} for dynamic inputs. output: also write the
-    compiled model.so there (and return it loaded).
+    use). input_shapes: {"x": (1, 3, 224, 224)} fixes dynamic inputs (a static compile). dims:
+    {"batch": (1, 8), "sequence": (1, 512)} bounds the model's dynamic axes instead: one model
+    for every shape within them (Model.run takes arrays of any such shape). output: also write
+    the compiled model.so there (and return it loaded).
     """
     return _tunec.compile(os.fspath(onnx_path), None if db is None else os.fspath(db), precision,
                           None if target is None else os.fspath(target), threads,
-                          _shapes(input_shapes), None if output is None else os.fspath(output))
+                          _shapes(input_shapes), None if output is None else os.fspath(output),
+                          _dims(dims))
 
 
-def compile_to_file(onnx_path, output, db=None, target=None, threads=None, input_shapes=None):
+def compile_to_file(onnx_path, output, db=None, target=None, threads=None, input_shapes=None,
+                    dims=None):
     """Compiles to model.so without loading it (for another machine too: target=its file).
     Returns the compile report."""
     return _tunec.compile_to_file(os.fspath(onnx_path), os.fspath(output),
                                   None if db is None else os.fspath(db),
                                   None if target is None else os.fspath(target), threads,
-                                  _shapes(input_shapes))
+                                  _shapes(input_shapes), _dims(dims))
 
 
 def load(path, threads=None):
@@ -61,11 +65,12 @@ def load(path, threads=None):
 
 
 def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None, progress=None,
-         seed=1, input_shapes=None, precision="fp32"):
+         seed=1, input_shapes=None, precision="fp32", dims=None):
     """Tunes the model's heavy kernels on this machine into the database `db`.
 
     onnx_path: a path or a list of paths (one task list). trials: configs to measure.
     precision: the kernels of compile(..., precision=...) to tune ("fp32" or "bf16").
+    dims: the bounds of the dynamic axes, as compile takes them: every size bucket is tuned.
     time_budget: seconds. progress: called with a dict after every batch (trials, budget, task,
     best_gflops, kernels_ms, elapsed_s); if it raises, the job stops and the exception
     propagates. Ctrl-C stops after the running candidate with everything measured saved and
@@ -74,7 +79,7 @@ def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None,
     models = [os.fspath(onnx_path)] if isinstance(onnx_path, (str, os.PathLike)) else \
         [os.fspath(p) for p in onnx_path]
     return _tunec.tune(models, os.fspath(db), trials, time_budget, threads, progress, seed,
-                       _shapes(input_shapes), _worker(), precision)
+                       _shapes(input_shapes), _worker(), precision, _dims(dims))
 
 
 class Database:
@@ -121,6 +126,14 @@ class Database:
 
     def __repr__(self):
         return f"<tunec.Database {self.path}>"
+
+
+def _dims(dims):
+    out = {}
+    for name, bounds in (dims or {}).items():
+        low, high = bounds
+        out[str(name)] = (int(low), int(high))
+    return out
 
 
 def _shapes(input_shapes):

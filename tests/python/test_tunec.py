@@ -43,9 +43,37 @@ def test_compile_run_matches_pytorch_and_the_cli(model, x, tmp_path):
 
 
 def test_inputs_and_outputs(model):
-    assert model.inputs == [{"name": "x", "shape": (1, 3, 32, 32), "dtype": "float32"}]
-    assert model.outputs == [{"name": "y", "shape": (1, 10), "dtype": "float32"}]
+    assert model.inputs == [{"name": "x", "shape": (1, 3, 32, 32), "bounds": (1, 3, 32, 32),
+                             "dtype": "float32"}]
+    assert model.outputs == [{"name": "y", "shape": (1, 10), "bounds": (1, 10),
+                              "dtype": "float32"}]
     assert "steps" in repr(model)
+
+
+def test_one_model_runs_every_shape_within_its_dims(tmp_path):
+    dynamic = SOURCE / "tests" / "fixtures" / "mlp_dynamic.onnx"  # x: [batch, sequence, 16]
+    model = tunec.compile(dynamic, threads=1, dims={"batch": (1, 4), "sequence": (1, 64)},
+                          output=tmp_path / "dynamic.so")
+    assert model.inputs == [{"name": "x", "shape": ("batch", "sequence", 16),
+                             "bounds": (4, 64, 16), "dtype": "float32"}]
+    rng = np.random.default_rng(5)
+    for batch, sequence in [(1, 1), (2, 17), (4, 64), (3, 33)]:
+        x = rng.standard_normal((batch, sequence, 16)).astype(np.float32)
+        y = model.run({"x": x})["y"]
+        assert y.shape == (batch, sequence, 32)
+        static = tunec.compile(dynamic, threads=1, input_shapes={"x": (batch, sequence, 16)})
+        want = static.run({"x": x})["y"]
+        assert np.linalg.norm(y - want) / np.linalg.norm(want) < 1e-5
+    # Loaded from the model.so: the same.
+    loaded = tunec.load(tmp_path / "dynamic.so", threads=1)
+    assert np.array_equal(loaded.run({"x": x})["y"], y)
+    with pytest.raises(tunec.Error, match=r"dimension 1 of input 'x' is 65, outside the bounds "
+                                          r"of 'sequence' \(1..64\)"):
+        model.run({"x": np.zeros((1, 65, 16), np.float32)})
+    with pytest.raises(ValueError, match=r"shape \(1, 16\), expected \(4, 64, 16\)"):
+        model.run({"x": np.zeros((1, 16), np.float32)})
+    with pytest.raises(ValueError, match="the bounds must satisfy 1 <= min <= max"):
+        tunec.compile(dynamic, dims={"batch": (0, 4), "sequence": (1, 64)})
 
 
 def test_load_a_compiled_library(model, x, tmp_path):
