@@ -334,6 +334,41 @@ bool lowerTyped(Lowering& l, const Node& n) {
   auto perAxis = [&](size_t i) {
     return quant && i > 0 && g.value(n.inputs[i]).type.shape.rank() == 1;
   };
+  for (ValueId v : n.inputs)
+    if (v == kNoValue) return false;
+  if (hasSymbolicShape(g, n)) { // plain dense tensors at the run's extents
+    rt::BasicTypedProgram<DimExpr> p;
+    p.op = *op;
+    p.out = y.type.dtype;
+    p.dims = Lowering::extentsOf(ys);
+    p.outStrides = Lowering::denseStrides(ys);
+    std::vector<int> ins;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Value& x = g.value(n.inputs[i]);
+      p.in.push_back(x.type.dtype);
+      if (perAxis(i)) {
+        std::vector<DimExpr> strides(static_cast<size_t>(ys.rank()), DimExpr(0));
+        strides[static_cast<size_t>(std::get<QuantAttrs>(n.attrs).axis)] = DimExpr(1);
+        p.inStrides.push_back(std::move(strides));
+      } else {
+        p.inStrides.push_back(runTimeBroadcastStrides(x.type.shape, ys));
+      }
+      p.inOffsets.push_back(DimExpr(0));
+      ins.push_back(l.tensorIn(n.inputs[i], Phys::Plain));
+    }
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    rt::Step step;
+    step.kind = rt::StepKind::Typed;
+    step.label = lightLabel(n);
+    std::vector<DimExpr> ints;
+    p.encode(ints);
+    l.setInts(step, ints);
+    step.tensors = {out};
+    step.tensors.insert(step.tensors.end(), ins.begin(), ins.end());
+    l.addStep(std::move(step), ins, {out});
+    if (quant) l.noteQuantizeStep();
+    return true;
+  }
   // NHWC when the output is 4-d and every input of its shape was produced NHWC, the others
   // scalars or per-axis parameters: a quantized activation between NHWC kernels (the
   // QuantizeLinear before an int8 convolution, the DequantizeLinear after one) is not reordered.
@@ -487,7 +522,10 @@ size_t lowerLight(Lowering& l, const std::vector<NodeId>& nodes, size_t begin) {
   const Graph& g = l.graph();
   const Node& n = g.node(nodes[begin]);
   if (isElementwise(g, n)) return lowerElementwiseRun(l, nodes, begin);
-  if (hasSymbolicShape(g, n)) return lowerRunTimeLight(l, n) ? begin + 1 : begin;
+  if (hasSymbolicShape(g, n)) {
+    if (lowerTyped(l, n)) return begin + 1;
+    return lowerRunTimeLight(l, n) ? begin + 1 : begin;
+  }
   if (lowerTyped(l, n)) return begin + 1;
   return lowerSingle(l, n) ? begin + 1 : begin;
 }

@@ -68,12 +68,40 @@ bool lowerRunTimeLayerNorm(Lowering& l, const Node& n, const std::string& label)
   return true;
 }
 
+// Gather along an axis of rows at the run's extents (the embeddings of a batch of token ids):
+// outer x axis x inner data, `count` indices.
+bool lowerRunTimeGather(Lowering& l, const Node& n, const std::string& label) {
+  const Graph& g = l.graph();
+  const Value& x = g.value(n.inputs[0]);
+  const Value& idx = g.value(n.inputs[1]);
+  if (idx.type.dtype != DType::I64 && idx.type.dtype != DType::I32) {
+    l.unsupported(n, "Gather indices must be int64 or int32");
+    return false;
+  }
+  const Shape& xs = x.type.shape;
+  auto axis = static_cast<size_t>(normalizeAxis(std::get<AxisAttrs>(n.attrs).axis, xs.rank()));
+  std::vector<DimExpr> d = Lowering::extentsOf(xs), id = Lowering::extentsOf(idx.type.shape);
+  int data = l.tensorIn(n.inputs[0], Phys::Plain);
+  int indices = l.tensorIn(n.inputs[1], Phys::Plain);
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  rt::Step step;
+  step.kind = rt::StepKind::Gather;
+  step.label = label;
+  step.tensors = {out, data, indices};
+  l.setInts(step, {extentProduct(d, 0, axis), d[axis], extentProduct(d, axis + 1, d.size()),
+                   extentProduct(id, 0, id.size()),
+                   DimExpr(static_cast<int64_t>(dtypeSize(x.type.dtype))),
+                   DimExpr(static_cast<int64_t>(dtypeSize(idx.type.dtype)))});
+  l.addStep(std::move(step), {data, indices}, {out});
+  return true;
+}
+
 } // namespace
 
 bool lowerRunTimeLight(Lowering& l, const Node& n) {
   const std::string label = lightLabel(n);
   if (!allF32(l.graph(), n) && n.kind != OpKind::Reshape && n.kind != OpKind::Flatten &&
-      n.kind != OpKind::Squeeze && n.kind != OpKind::Unsqueeze) {
+      n.kind != OpKind::Squeeze && n.kind != OpKind::Unsqueeze && n.kind != OpKind::Gather) {
     l.unsupported(n, "only f32 tensors are compiled at a symbolic shape yet");
     return false;
   }
@@ -87,6 +115,8 @@ bool lowerRunTimeLight(Lowering& l, const Node& n) {
     return true;
   case OpKind::LayerNormalization:
     return lowerRunTimeLayerNorm(l, n, label);
+  case OpKind::Gather:
+    return lowerRunTimeGather(l, n, label);
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
   case OpKind::Hardmax:

@@ -145,16 +145,7 @@ bool isBool(TypedOp op) {
 
 void TypedProgram::encode(Step& step) const {
   step.kind = StepKind::Typed;
-  auto& v = step.ints;
-  v = {static_cast<int64_t>(op), static_cast<int64_t>(out), static_cast<int64_t>(in.size()),
-       static_cast<int64_t>(dims.size()), outOffset};
-  for (DType t : in) v.push_back(static_cast<int64_t>(t));
-  v.insert(v.end(), dims.begin(), dims.end());
-  v.insert(v.end(), outStrides.begin(), outStrides.end());
-  for (size_t i = 0; i < in.size(); ++i) {
-    v.push_back(inOffsets[i]);
-    v.insert(v.end(), inStrides[i].begin(), inStrides[i].end());
-  }
+  BasicTypedProgram<int64_t>::encode(step.ints);
 }
 
 Expected<TypedProgram> TypedProgram::decode(const Step& step) {

@@ -51,15 +51,33 @@ enum class TypedOp : int64_t {
 };
 
 /// One op over strided operands (element strides, broadcast = 0), like EwProgram.
-struct TypedProgram {
+/// `Int` is int64_t in the runtime, and the compiler's symbolic extents where a dimension is one
+/// (the same int layout, each int an extent of the run).
+template <typename Int> struct BasicTypedProgram {
   TypedOp op = TypedOp::Cast;
   DType out = DType::F32;
   std::vector<DType> in;
-  std::vector<int64_t> dims, outStrides;
-  int64_t outOffset = 0;
-  std::vector<std::vector<int64_t>> inStrides;
-  std::vector<int64_t> inOffsets;
+  std::vector<Int> dims, outStrides;
+  Int outOffset = 0;
+  std::vector<std::vector<Int>> inStrides;
+  std::vector<Int> inOffsets;
 
+  /// The step's ints: op, output type, input count, rank, the output's offset, the input types,
+  /// the dims, the output's strides, then each input's offset and strides.
+  void encode(std::vector<Int>& v) const {
+    v = {Int(static_cast<int64_t>(op)), Int(static_cast<int64_t>(out)),
+         Int(static_cast<int64_t>(in.size())), Int(static_cast<int64_t>(dims.size())), outOffset};
+    for (DType t : in) v.push_back(Int(static_cast<int64_t>(t)));
+    v.insert(v.end(), dims.begin(), dims.end());
+    v.insert(v.end(), outStrides.begin(), outStrides.end());
+    for (size_t i = 0; i < in.size(); ++i) {
+      v.push_back(inOffsets[i]);
+      v.insert(v.end(), inStrides[i].begin(), inStrides[i].end());
+    }
+  }
+};
+
+struct TypedProgram : BasicTypedProgram<int64_t> {
   void encode(Step& step) const;
   static Expected<TypedProgram> decode(const Step& step);
 };

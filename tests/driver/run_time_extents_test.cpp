@@ -188,6 +188,70 @@ TEST(RunTimeExtents, OneCompileRunsEverySizeWithinTheBoundsAsTheReference) {
   }
 }
 
+// Token embeddings under a padding mask, as text models begin: e = Gather(table, ids) [batch,
+// sequence, 24], the mask cast to f32 and unsqueezed, y = e * mask, and z = Where(ids == 0, -1,
+// e): a Gather, typed ops (Cast, Equal, Where) and elementwise broadcasts at run-time extents.
+Graph embeddings(const Shape& ids, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Graph g;
+  ValueId in = g.addInput("ids", {DType::I64, ids, {}});
+  ValueId mask = g.addInput("mask", {DType::I64, ids, {}});
+  ValueId table = g.addConstant("table", randomTensor(Shape{50, kHidden}, rng));
+  Tensor zero(DType::I64, Shape{1});
+  Tensor minusOne(DType::F32, Shape{1});
+  minusOne.setDouble(0, -1.0);
+  ValueId zeroV = g.addConstant("zero", zero), minusOneV = g.addConstant("minus_one", minusOne);
+  ValueId e = op(g, OpKind::Gather, AxisAttrs{0}, {table, in});
+  ValueId m = op(g, OpKind::Cast, CastAttrs{DType::F32}, {mask});
+  m = op(g, OpKind::Unsqueeze, AxesAttrs{{2}}, {m});
+  ValueId y = op(g, OpKind::Mul, NoAttrs{}, {e, m});
+  ValueId padding = op(g, OpKind::Equal, NoAttrs{}, {in, zeroV});
+  padding = op(g, OpKind::Unsqueeze, AxesAttrs{{2}}, {padding});
+  ValueId z = op(g, OpKind::Where, NoAttrs{}, {padding, minusOneV, e});
+  g.addOutput(y, "y");
+  g.addOutput(z, "z");
+  return g;
+}
+
+TEST(RunTimeExtents, EmbeddingsUnderAMaskRunAtEverySize) {
+  Shape ids(std::vector<Dim>{Dim::symbol("batch", 1, 3), Dim::symbol("sequence", 1, 20)});
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(embeddings(ids, 3), *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), 1);
+  ASSERT_TRUE(executor.isOk()) << executor.error().message();
+  const rt::ModelPlan& plan = (*executor)->plan();
+  for (auto [batch, sequence] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 9}, {3, 20}, {1, 20}, {3, 4}}) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + ", sequence " + std::to_string(sequence));
+    Shape shape{batch, sequence};
+    std::mt19937 rng(static_cast<uint32_t>(batch * 31 + sequence));
+    std::uniform_int_distribution<int64_t> token(0, 49), bit(0, 1);
+    Tensor tokens(DType::I64, shape), mask(DType::I64, shape);
+    for (int64_t i = 0; i < shape.numel(); ++i) {
+      tokens.setInt(i, i % 5 == 0 ? 0 : token(rng)); // some padding ids
+      mask.setInt(i, bit(rng));
+    }
+    auto want = runReference(embeddings(shape, 3), {tokens, mask});
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    auto run = rt::bindRunExtents(plan, {shape.dims(), shape.dims()});
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    const float canary = -777.f;
+    std::vector<std::vector<float>> out(2, std::vector<float>(3 * 20 * kHidden, canary));
+    std::vector<const void*> in = {tokens.data(), mask.data()};
+    std::vector<void*> outPtrs = {out[0].data(), out[1].data()};
+    Status s = (*executor)->run(in.data(), outPtrs.data(), nullptr, &*run);
+    ASSERT_TRUE(s.isOk()) << s.error().message();
+    for (size_t o = 0; o < 2; ++o) {
+      EXPECT_LT(relativeL2(out[o].data(), (*want)[o]), 1e-6) << "output " << o;
+      for (size_t i = static_cast<size_t>((*want)[o].numel()); i < out[o].size(); ++i)
+        ASSERT_EQ(out[o][i], canary) << "output " << o << " written at " << i;
+    }
+  }
+}
+
 TEST(RunTimeExtents, ShapesOutsideTheBoundsAreErrorsNamingTheInput) {
   Compiled c = compileSymbolic(1);
   ASSERT_TRUE(c.executor);
