@@ -493,7 +493,7 @@ bool describeRunTimeM(Lowering& l, NodeId id, MatmulOperands& mo,
   if (!bs.isStatic() || !mo.w.constantB || mo.w.batch != 1 || !as.dim(as.rank() - 1).isStatic() ||
       (n.kind == OpKind::Gemm && std::get<GemmAttrs>(n.attrs).transA) ||
       l.operandViews().a.count(id) || l.operandViews().c.count(id)) {
-    unsupported("a symbolic shape (" + as.toString() + " x " + bs.toString() +
+    unsupported("a symbolic shape (A " + as.toString() + " times B " + bs.toString() +
                 ") runs only as rows of a dense A times constant weights yet");
     return false;
   }

@@ -101,7 +101,8 @@ bool lowerRunTimeGather(Lowering& l, const Node& n, const std::string& label) {
 bool lowerRunTimeLight(Lowering& l, const Node& n) {
   const std::string label = lightLabel(n);
   if (!allF32(l.graph(), n) && n.kind != OpKind::Reshape && n.kind != OpKind::Flatten &&
-      n.kind != OpKind::Squeeze && n.kind != OpKind::Unsqueeze && n.kind != OpKind::Gather) {
+      n.kind != OpKind::Squeeze && n.kind != OpKind::Unsqueeze && n.kind != OpKind::Gather &&
+      n.kind != OpKind::Slice) {
     l.unsupported(n, "only f32 tensors are compiled at a symbolic shape yet");
     return false;
   }
@@ -117,6 +118,41 @@ bool lowerRunTimeLight(Lowering& l, const Node& n) {
     return lowerRunTimeLayerNorm(l, n, label);
   case OpKind::Gather:
     return lowerRunTimeGather(l, n, label);
+  case OpKind::Transpose: {
+    // A copy over the output's extents reading the input's dense strides permuted.
+    const auto& perm = std::get<TransposeAttrs>(n.attrs).perm;
+    const Graph& g = l.graph();
+    std::vector<DimExpr> xs = Lowering::denseStrides(g.value(n.inputs[0]).type.shape), strides;
+    for (int64_t p : perm) strides.push_back(xs[static_cast<size_t>(p)]);
+    int in = l.tensorIn(n.inputs[0], Phys::Plain);
+    int out = l.defineOutput(n.outputs[0], Phys::Plain);
+    l.addRunTimeElementwise(label, out, g.value(n.outputs[0]).type.shape, {{in, strides}},
+                            {{rt::EwOp::Copy, 0, -1, -1000}});
+    return true;
+  }
+  case OpKind::Slice: {
+    // A prefix whose leading dimensions are 1 (positions[:, :sequence]): the first elements of
+    // its input, a view.
+    const auto& a = std::get<SliceAttrs>(n.attrs);
+    const Shape& xs = l.graph().value(n.inputs[0]).type.shape;
+    bool leading = true, view = true;
+    for (int d = 0; d < xs.rank(); ++d) {
+      const Dim out = a.extents.empty() ? Dim(a.counts[static_cast<size_t>(d)])
+                                        : a.extents[static_cast<size_t>(d)];
+      bool full = out == xs.dim(d);
+      view = view && a.starts[static_cast<size_t>(d)] == 0 &&
+             a.steps[static_cast<size_t>(d)] == 1 && (leading || full);
+      if (!(out == Dim(1) && xs.dim(d) == Dim(1))) leading = false;
+      if (!full) leading = false;
+    }
+    if (view) {
+      l.defineAlias(n.outputs[0], l.tensorIn(n.inputs[0], Phys::Plain), Phys::Plain);
+      return true;
+    }
+    l.unsupported(n, "a slice of symbolic shape other than a prefix of its input is not "
+                     "compiled yet");
+    return false;
+  }
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
   case OpKind::Hardmax:

@@ -237,6 +237,12 @@ public:
       auto it = names_.find(output.name());
       if (it == names_.end())
         return makeError("graph output '", output.name(), "' is produced by no node");
+      if (auto sv = shapeValues_.find(it->second); sv != shapeValues_.end())
+        return makeError("graph output '", output.name(),
+                         "' is a shape computed from the symbolic ", "dimensions [",
+                         dimsText(sv->second.elements),
+                         "]: tunec does not output shape values yet; fix the dimensions with ",
+                         "--input-shape or --dim NAME=N..N");
       // The model's name, also for a value a converter's expansion computes under its own
       // (DynamicQuantizeLinear's zero point).
       graph_.addOutput(it->second, output.name());
@@ -301,11 +307,23 @@ private:
     }
     TUNEC_TRY(checkArity(node, inputs));
     if (op == "Shape" || op == "Size") return importShapeOf(node, inputs);
+    // Shape arithmetic on symbolic dimensions is folded here, into shape values; a reader that
+    // takes a shape value (Reshape's target) gets its dimensions; any other is an error.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      auto sv = shapeValues_.find(inputs[i]);
+      if (sv == shapeValues_.end()) continue;
+      if (auto folded = foldShapeArithmetic(node, inputs)) return *folded;
+      if ((op == "Reshape" && i == 1) || (op == "Slice" && i == 2)) continue;
+      return makeError("reads '", graph_.value(inputs[i]).name, "', a shape computed from the ",
+                       "symbolic dimensions [", dimsText(sv->second.elements),
+                       "], and tunec does not carry it through ", op,
+                       " yet: fix the dimensions with --input-shape or --dim NAME=N..N");
+    }
     int numOutputs = 0;
     for (int i = 0; i < node.output_size(); ++i)
       if (!node.output(i).empty()) numOutputs = i + 1;
-    ConvertContext ctx{graph_,           node,     opset_,  inputs, numOutputs,
-                       AttrReader(node), options_, baseDir_};
+    ConvertContext ctx{graph_,           node,     opset_,   inputs,       numOutputs,
+                       AttrReader(node), options_, baseDir_, &shapeValues_};
     Converter convert = findConverter(op);
     TUNEC_ASSERT(convert, "checkOpsSupported let " << op << " through");
     TUNEC_ASSIGN_OR_RETURN(Conversion conv, convert(ctx));
@@ -383,18 +401,12 @@ private:
     if (inputs.size() != 1 || inputs[0] == kNoValue) return makeError("needs one input");
     const Shape& s = graph_.value(inputs[0]).type.shape;
     Tensor t;
-    // A symbolic dimension has no value to fold: say which, rather than fold its bound.
-    auto checkStatic = [&](int64_t from, int64_t to) -> Status {
-      for (int64_t i = from; i < to; ++i)
-        if (!s.dim(static_cast<int>(i)).isStatic())
-          return makeError("reads the symbolic dimension ", s.dim(static_cast<int>(i)).toString(),
-                           " (dim ", i, " of '", graph_.value(inputs[0]).name,
-                           "'), and tunec does not carry shape arithmetic on symbols yet: fix it ",
-                           "with --input-shape or --dim NAME=N..N");
-      return {};
-    };
+    // Of symbolic dimensions: a shape value (its elements the dimensions).
+    ShapeValue value;
     if (node.op_type() == "Size") {
-      TUNEC_TRY(checkStatic(0, s.rank()));
+      Dim n(1);
+      for (const Dim& d : s.symbolicDims()) n = n * d;
+      value = {{n}, true};
       t = Tensor(DType::I64, Shape());
       t.setInt(0, s.numel());
     } else {
@@ -403,14 +415,129 @@ private:
       if (end < 0) end += s.rank();
       start = std::clamp<int64_t>(start, 0, s.rank());
       end = std::clamp<int64_t>(end, start, s.rank());
-      TUNEC_TRY(checkStatic(start, end));
+      for (int64_t i = start; i < end; ++i) value.elements.push_back(s.dim(static_cast<int>(i)));
       t = Tensor(DType::I64, Shape({end - start}));
       for (int64_t i = start; i < end; ++i) t.setInt(i - start, s[static_cast<int>(i)]);
     }
     for (const std::string& attr : attrs.unread())
       return makeError("unsupported attribute '", attr, "'");
-    names_[node.output(0)] = graph_.addConstant(node.output(0), std::move(t));
+    defineShapeValue(node.output(0), std::move(value));
     return {};
+  }
+
+  static std::string dimsText(const std::vector<Dim>& dims) {
+    std::string s;
+    for (const Dim& d : dims) s += (s.empty() ? "" : ", ") + d.toString();
+    return s;
+  }
+
+  // `name` is a shape value: a constant when every element is static, else a placeholder
+  // constant of the bounds marked as the shape value.
+  void defineShapeValue(const std::string& name, ShapeValue value) {
+    Tensor t(DType::I64, value.scalar ? Shape() : Shape({std::ssize(value.elements)}));
+    bool symbolic = false;
+    for (size_t i = 0; i < value.elements.size(); ++i) {
+      t.setInt(static_cast<int64_t>(i), value.elements[i].max);
+      symbolic = symbolic || !value.elements[i].isStatic();
+    }
+    ValueId id = graph_.addConstant(name, std::move(t));
+    names_[name] = id;
+    if (symbolic) shapeValues_[id] = std::move(value);
+  }
+
+  // Input i as a shape value: a marked one, or a small integer constant of rank <= 1.
+  std::optional<ShapeValue> shapeValueOf(ValueId v) const {
+    if (auto it = shapeValues_.find(v); it != shapeValues_.end()) return it->second;
+    const Value& value = graph_.value(v);
+    if (!value.constant || !isInteger(value.type.dtype) || value.type.shape.rank() > 1 ||
+        value.type.shape.numel() > 64)
+      return std::nullopt;
+    ShapeValue out{{}, value.type.shape.rank() == 0};
+    for (int64_t i = 0; i < value.type.shape.numel(); ++i)
+      out.elements.push_back(Dim(value.constant->getInt(i)));
+    return out;
+  }
+
+  // The shape arithmetic exporters write on a model's dimensions (Gather of an element,
+  // Unsqueeze, Squeeze, Concat, Slice, Cast, Identity, and elementwise Add, Sub, Mul and exact
+  // Div), folded on dimensions; nullopt when `node` is not such an op on shape values.
+  std::optional<Status> foldShapeArithmetic(const onnx::NodeProto& node,
+                                            const std::vector<ValueId>& inputs) {
+    const std::string& op = node.op_type();
+    std::vector<ShapeValue> in;
+    for (ValueId v : inputs) {
+      if (v == kNoValue) return std::nullopt;
+      auto sv = shapeValueOf(v);
+      if (!sv) return std::nullopt;
+      in.push_back(std::move(*sv));
+    }
+    if (in.empty() || node.output_size() != 1) return std::nullopt;
+    AttrReader attrs(node);
+    const auto& ranges = options_.inputDims.ranges;
+    ShapeValue out;
+    if (op == "Identity" || op == "Cast") {
+      attrs.getInt("to", 7);
+      out = in[0];
+    } else if (op == "Gather" && in.size() == 2) {
+      int64_t n = std::ssize(in[0].elements);
+      if (attrs.getInt("axis", 0) != 0 || in[0].scalar) return std::nullopt;
+      out.scalar = in[1].scalar;
+      for (const Dim& i : in[1].elements) {
+        auto k = i.expr.constant();
+        if (!k || *k < -n || *k >= n)
+          return Status(makeError("gathers element ", i.toString(), " of a shape of ", n));
+        out.elements.push_back(in[0].elements[static_cast<size_t>(*k < 0 ? *k + n : *k)]);
+      }
+    } else if (op == "Unsqueeze" || op == "Squeeze") {
+      // Of a scalar or a 1-d shape value: to rank 1 and back.
+      for (size_t i = 1; i < in.size(); ++i) (void)i; // axes as an input (opset 13): any
+      attrs.getInts("axes");
+      out.elements = in[0].elements;
+      out.scalar = op == "Squeeze" && in[0].elements.size() == 1;
+      if (op == "Unsqueeze" && !in[0].scalar) return std::nullopt;
+    } else if (op == "Concat") {
+      if (attrs.getInt("axis", 0) != 0 && attrs.getInt("axis", 0) != -1) return std::nullopt;
+      for (const ShapeValue& v : in) {
+        if (v.scalar) return std::nullopt;
+        out.elements.insert(out.elements.end(), v.elements.begin(), v.elements.end());
+      }
+    } else if (op == "Slice" && in.size() >= 3) {
+      int64_t n = std::ssize(in[0].elements);
+      auto bound = [&](const ShapeValue& v, int64_t fallback) -> std::optional<int64_t> {
+        if (v.elements.size() != 1) return std::nullopt;
+        auto c = v.elements[0].expr.constant();
+        if (!c) return std::nullopt;
+        int64_t x = *c < 0 ? *c + n : *c;
+        return std::clamp<int64_t>(x, 0, n) + 0 * fallback;
+      };
+      auto start = bound(in[1], 0), end = bound(in[2], n);
+      if (!start || !end || (in.size() > 4 && in[4].elements != std::vector<Dim>{Dim(1)}))
+        return std::nullopt;
+      for (int64_t i = *start; i < *end; ++i)
+        out.elements.push_back(in[0].elements[static_cast<size_t>(i)]);
+    } else if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && in.size() == 2) {
+      size_t n = std::max(in[0].elements.size(), in[1].elements.size());
+      out.scalar = in[0].scalar && in[1].scalar;
+      for (size_t i = 0; i < n; ++i) {
+        const Dim& a = in[0].elements[in[0].elements.size() == 1 ? 0 : i];
+        const Dim& b = in[1].elements[in[1].elements.size() == 1 ? 0 : i];
+        std::optional<DimExpr> e;
+        if (op == "Add") e = a.expr + b.expr;
+        if (op == "Sub") e = a.expr - b.expr;
+        if (op == "Mul") e = a.expr * b.expr;
+        if (op == "Div") e = a.expr.divideExactly(b.expr);
+        if (!e)
+          return Status(makeError("divides ", a.toString(), " by ", b.toString(),
+                                  ", which is not exact for every value of the symbols"));
+        out.elements.push_back(dimWithin(*e, ranges));
+      }
+    } else {
+      return std::nullopt;
+    }
+    for (const std::string& attr : attrs.unread())
+      return Status(makeError("unsupported attribute '", attr, "'"));
+    defineShapeValue(node.output(0), std::move(out));
+    return Status();
   }
 
   // Evaluates a node whose inputs are all constant and whose outputs are small (shape
@@ -449,6 +576,7 @@ private:
   int opset_ = 0;
   Graph graph_;
   std::map<std::string, ValueId> names_;
+  std::map<ValueId, ShapeValue> shapeValues_; ///< values computed from symbolic dimensions
 };
 
 } // namespace

@@ -85,6 +85,33 @@ Expected<std::optional<Tensor>> ConvertContext::constantInput(size_t i, const ch
                    "do_constant_folding=True and no dynamic_axes)");
 }
 
+Expected<std::optional<std::vector<Dim>>> ConvertContext::shapeInput(size_t i, const char* role) {
+  if (hasInput(i) && shapeValues)
+    if (auto it = shapeValues->find(inputs[i]); it != shapeValues->end())
+      return std::optional<std::vector<Dim>>(it->second.elements);
+  TUNEC_ASSIGN_OR_RETURN(auto t, constantInput(i, role));
+  if (!t) return std::optional<std::vector<Dim>>();
+  std::vector<Dim> dims;
+  for (int64_t k = 0; k < t->numel(); ++k) dims.push_back(Dim(t->getInt(k)));
+  return std::optional<std::vector<Dim>>(std::move(dims));
+}
+
+Dim dimWithin(const DimExpr& e, const std::map<std::string, std::pair<int64_t, int64_t>>& ranges) {
+  if (auto c = e.constant()) return Dim(*c);
+  int64_t lo = 0, hi = 0;
+  for (const auto& [monomial, coefficient] : e.terms()) {
+    int64_t small = coefficient, large = coefficient;
+    for (const std::string& name : monomial) {
+      auto [min, max] = ranges.at(name);
+      small *= coefficient > 0 ? min : max;
+      large *= coefficient > 0 ? max : min;
+    }
+    lo += small;
+    hi += large;
+  }
+  return Dim(e, lo, hi);
+}
+
 namespace {
 
 using Result = Expected<Conversion>;
@@ -559,16 +586,49 @@ template <OpKind K> Result convertArgReduce(ConvertContext& ctx) {
 
 // ---- data movement ----------------------------------------------------------------------------
 
+// A target with symbolic entries (a shape value computed from the input's dimensions): 0 copies
+// the input's dimension, -1 is the exact quotient of the element counts.
+Result convertSymbolicReshape(ConvertContext& ctx, std::vector<Dim> target, bool allowZero) {
+  const Shape& x = ctx.inputType(0).shape;
+  DimExpr elements(1), known(1);
+  for (const Dim& d : x.symbolicDims()) elements = elements * d.expr;
+  int inferred = -1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == Dim(0) && !allowZero) {
+      if (static_cast<int>(i) >= x.rank())
+        return makeError("shape entry 0 at ", i, " has no input dim to copy");
+      target[i] = x.dim(static_cast<int>(i));
+    }
+    if (target[i] == Dim(-1)) {
+      if (inferred >= 0) return makeError("shape has more than one -1");
+      inferred = static_cast<int>(i);
+      continue;
+    }
+    known = known * target[i].expr;
+  }
+  if (inferred >= 0) {
+    auto rest = elements.divideExactly(known);
+    if (!rest)
+      return makeError("cannot infer the -1 in shape: ", elements.toString(),
+                       " elements do not divide by ", known.toString());
+    target[static_cast<size_t>(inferred)] = dimWithin(*rest, ctx.options.inputDims.ranges);
+  }
+  return Conversion{OpKind::Reshape, ReshapeAttrs{target}, {ctx.inputs[0]}};
+}
+
 Result convertReshape(ConvertContext& ctx) {
   std::vector<int64_t> target;
+  bool allowZero = ctx.attrs.getInt("allowzero", 0) != 0;
   if (ctx.opset < 5) {
     target = ctx.attrs.getInts("shape").value_or(std::vector<int64_t>{});
   } else {
-    TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "target shape"));
-    if (!t) return makeError("the shape input is required");
-    target = tensorInts(*t);
+    TUNEC_ASSIGN_OR_RETURN(auto dims, ctx.shapeInput(1, "target shape"));
+    if (!dims) return makeError("the shape input is required");
+    bool symbolic = !ctx.inputType(0).shape.isStatic();
+    for (const Dim& d : *dims) symbolic = symbolic || !d.isStatic();
+    if (symbolic) return convertSymbolicReshape(ctx, *dims, allowZero);
+    for (const Dim& d : *dims) target.push_back(*d.expr.constant());
   }
-  bool allowZero = ctx.attrs.getInt("allowzero", 0) != 0;
   const Shape& x = ctx.inputType(0).shape;
   int64_t known = 1;
   int inferred = -1;
@@ -592,7 +652,7 @@ Result convertReshape(ConvertContext& ctx) {
                        known);
     target[static_cast<size_t>(inferred)] = x.numel() / known;
   }
-  return Conversion{OpKind::Reshape, ReshapeAttrs{target}, {ctx.inputs[0]}};
+  return Conversion{OpKind::Reshape, ReshapeAttrs{{target.begin(), target.end()}}, {ctx.inputs[0]}};
 }
 
 Result convertFlatten(ConvertContext& ctx) {
@@ -652,6 +712,42 @@ Result convertSplit(ConvertContext& ctx) {
   return Conversion{OpKind::Split, SplitAttrs{axis, sizes}, {ctx.inputs[0]}};
 }
 
+// A slice whose end is symbolic (positions[:, :sequence], a constant table cut to the run's
+// length): from 0 with step 1 along its axis, the end within the axis for every value of the
+// symbols, so that no clamping depends on them.
+Result convertPrefixSlice(ConvertContext& ctx, const std::vector<Dim>& ends) {
+  const Shape& x = ctx.inputType(0).shape;
+  TUNEC_ASSIGN_OR_RETURN(auto s, ctx.constantInput(1, "starts"));
+  TUNEC_ASSIGN_OR_RETURN(auto a, ctx.constantInput(3, "axes"));
+  TUNEC_ASSIGN_OR_RETURN(auto st, ctx.constantInput(4, "steps"));
+  std::vector<int64_t> starts = s ? tensorInts(*s) : std::vector<int64_t>{};
+  std::vector<int64_t> axes = a ? tensorInts(*a) : std::vector<int64_t>{};
+  if (axes.empty())
+    for (size_t i = 0; i < ends.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (starts.size() != ends.size() || axes.size() != ends.size())
+    return makeError("starts, ends and axes have different lengths");
+  SliceAttrs out;
+  out.starts.assign(static_cast<size_t>(x.rank()), 0);
+  out.steps.assign(static_cast<size_t>(x.rank()), 1);
+  out.extents = x.symbolicDims();
+  for (size_t i = 0; i < axes.size(); ++i) {
+    TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeDimAxis(axes[i], x.rank()));
+    const Dim dim = x.dim(static_cast<int>(axis));
+    const Dim& end = ends[i];
+    bool prefix = starts[i] == 0 && dim.isStatic() && end.min >= 0 && end.max <= dim.max &&
+                  (!st || tensorInts(*st)[i] == 1);
+    if (!prefix && !end.isStatic())
+      return makeError("a slice to the symbolic end ", end.toString(), " is compiled from 0 with ",
+                       "step 1 within its axis only (here start ", starts[i], ", axis size ",
+                       dim.toString(), ")");
+    if (!prefix)
+      return makeError("a slice with a symbolic end slices its other axes from 0 to their end");
+    out.extents[static_cast<size_t>(axis)] = end;
+  }
+  for (const Dim& d : out.extents) out.counts.push_back(d.max);
+  return Conversion{OpKind::Slice, out, {ctx.inputs[0]}};
+}
+
 Result convertSlice(ConvertContext& ctx) {
   const Shape& x = ctx.inputType(0).shape;
   std::vector<int64_t> starts, ends, axes, steps;
@@ -660,6 +756,10 @@ Result convertSlice(ConvertContext& ctx) {
     ends = ctx.attrs.getInts("ends").value_or(std::vector<int64_t>{});
     axes = ctx.attrs.getInts("axes").value_or(std::vector<int64_t>{});
   } else {
+    TUNEC_ASSIGN_OR_RETURN(auto symbolicEnds, ctx.shapeInput(2, "ends"));
+    bool symbolic = false;
+    for (const Dim& d : symbolicEnds.value_or(std::vector<Dim>{})) symbolic |= !d.isStatic();
+    if (symbolic) return convertPrefixSlice(ctx, *symbolicEnds);
     TUNEC_ASSIGN_OR_RETURN(auto s, ctx.constantInput(1, "starts"));
     TUNEC_ASSIGN_OR_RETURN(auto e, ctx.constantInput(2, "ends"));
     TUNEC_ASSIGN_OR_RETURN(auto a, ctx.constantInput(3, "axes"));
@@ -712,7 +812,8 @@ template <OpKind K> Result convertGather(ConvertContext& ctx) {
 Result convertExpand(ConvertContext& ctx) {
   TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "target shape"));
   if (!t) return makeError("the shape input is required");
-  return Conversion{OpKind::Expand, ReshapeAttrs{tensorInts(*t)}, {ctx.inputs[0]}};
+  std::vector<int64_t> target = tensorInts(*t);
+  return Conversion{OpKind::Expand, ReshapeAttrs{{target.begin(), target.end()}}, {ctx.inputs[0]}};
 }
 
 Result convertTile(ConvertContext& ctx) {

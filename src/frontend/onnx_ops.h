@@ -37,6 +37,17 @@ private:
 };
 
 /// What a converter sees of one node.
+/// A value the model computes from symbolic dimensions by shape arithmetic (Shape, then Gather,
+/// Unsqueeze, Concat, Mul, ...): its elements as dimensions. The graph holds a placeholder
+/// constant of their bounds under its name, which only shape-aware readers may read.
+struct ShapeValue {
+  std::vector<Dim> elements;
+  bool scalar = false;
+};
+
+/// The range of `e` within the symbols' bounds (`ranges`: --dim).
+Dim dimWithin(const DimExpr& e, const std::map<std::string, std::pair<int64_t, int64_t>>& ranges);
+
 struct ConvertContext {
   Graph& graph;
   const onnx::NodeProto& proto;
@@ -52,6 +63,10 @@ struct ConvertContext {
   /// The compile-time value of input i (binding a model input through options.bindInput if
   /// needed); nullopt when the input is omitted; an error when it is not constant.
   Expected<std::optional<Tensor>> constantInput(size_t i, const char* role);
+  /// The symbolic shape values of the import so far (null: none).
+  const std::map<ValueId, ShapeValue>* shapeValues = nullptr;
+  /// Input i as dimensions: a shape value's elements, or a constant's integers.
+  Expected<std::optional<std::vector<Dim>>> shapeInput(size_t i, const char* role);
 };
 
 /// The op a node becomes: kind, typed attributes and the inputs that stay data inputs.

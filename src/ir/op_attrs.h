@@ -125,9 +125,10 @@ struct ArgReduceAttrs {
   bool operator==(const ArgReduceAttrs&) const = default;
 };
 
-/// Target shape of Reshape (fully resolved: no 0 or -1) or of Expand (the ONNX shape operand).
+/// Target shape of Reshape (fully resolved: no 0 or -1; a dimension may be symbolic, computed
+/// from the input's) or of Expand (the ONNX shape operand).
 struct ReshapeAttrs {
-  std::vector<int64_t> shape;
+  std::vector<Dim> shape;
   bool operator==(const ReshapeAttrs&) const = default;
 };
 
@@ -158,7 +159,10 @@ struct SplitAttrs {
 struct SliceAttrs {
   std::vector<int64_t> starts;
   std::vector<int64_t> steps;
-  std::vector<int64_t> counts;
+  std::vector<int64_t> counts; ///< the bounds of `extents` when it is set
+  /// A symbolic slice's counts (a prefix of run-time length: positions[:, :sequence]); empty for
+  /// a static one.
+  std::vector<Dim> extents;
   bool operator==(const SliceAttrs&) const = default;
 };
 

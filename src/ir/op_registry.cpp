@@ -342,6 +342,18 @@ InferResult inferArgReduce(const OpAttrs& attrs, Inputs in, int) {
 
 InferResult inferReshape(const OpAttrs& attrs, Inputs in, int) {
   Shape out(std::get<ReshapeAttrs>(attrs).shape);
+  auto elements = [](const Shape& s) {
+    DimExpr n(1);
+    for (const Dim& d : s.symbolicDims()) n = n * d.expr;
+    return n;
+  };
+  if (!in[0]->shape.isStatic() || !out.isStatic()) {
+    if (!(elements(out) == elements(in[0]->shape)))
+      return makeError("cannot reshape ", in[0]->shape.toString(), " (",
+                       elements(in[0]->shape).toString(), " elements) to ", out.toString(), " (",
+                       elements(out).toString(), " elements)");
+    return std::vector{plainType(in[0]->dtype, out)};
+  }
   if (out.numel() != in[0]->shape.numel())
     return makeError("cannot reshape ", in[0]->shape.toString(), " (", in[0]->shape.numel(),
                      " elements) to ", out.toString(), " (", out.numel(), " elements)");
@@ -456,6 +468,7 @@ InferResult inferSlice(const OpAttrs& attrs, Inputs in, int) {
   const auto& a = std::get<SliceAttrs>(attrs);
   if (static_cast<int>(a.counts.size()) != in[0]->shape.rank())
     return makeError("slice has ", a.counts.size(), " dims for rank ", in[0]->shape.rank());
+  if (!a.extents.empty()) return std::vector{plainType(in[0]->dtype, Shape(a.extents))};
   return std::vector{plainType(in[0]->dtype, Shape(a.counts))};
 }
 
@@ -601,7 +614,7 @@ bool carriesSymbols(decltype(OpInfo::infer) infer) {
                                                       inferUnsqueeze,
                                                       inferTranspose,
                                                       inferConcat,
-                                                      inferGather};
+                                                      inferGather,     inferReshape};
   return std::find(std::begin(kCarriers), std::end(kCarriers), infer) != std::end(kCarriers);
 }
 

@@ -13,6 +13,12 @@ std::string list(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+std::string list(const std::vector<Dim>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i].toString();
+  return s + "]";
+}
+
 std::string num(double v) {
   std::ostringstream os;
   os << v;
@@ -74,7 +80,8 @@ struct AttrPrinter {
     return "axis=" + std::to_string(a.axis) + " sizes=" + list(a.sizes);
   }
   std::string operator()(const SliceAttrs& a) const {
-    return "starts=" + list(a.starts) + " steps=" + list(a.steps) + " counts=" + list(a.counts);
+    return "starts=" + list(a.starts) + " steps=" + list(a.steps) +
+           " counts=" + (a.extents.empty() ? list(a.counts) : list(a.extents));
   }
   std::string operator()(const TileAttrs& a) const { return "repeats=" + list(a.repeats); }
   std::string operator()(const PadAttrs& a) const {

@@ -29,8 +29,9 @@ std::optional<Sibling> siblingOf(const Graph& g, NodeId id, const std::vector<in
   if (n.kind != OpKind::MatMul || n.inputs.size() != 2) return std::nullopt;
   const Value& a = g.value(n.inputs[0]);
   const Value& b = g.value(n.inputs[1]);
+  // A symbolic A stays unmerged: a split of C at a run-time M is not lowered yet.
   if (a.constant || a.type.dtype != DType::F32 || a.type.shape.rank() < 2 || !b.constant ||
-      b.type.dtype != DType::F32 || b.type.shape.rank() != 2)
+      b.type.dtype != DType::F32 || b.type.shape.rank() != 2 || !a.type.shape.isStatic())
     return std::nullopt;
   Sibling s{id, -1, n.outputs[0], &*b.constant};
   ValueId y = n.outputs[0];

@@ -169,7 +169,7 @@ private:
       return {};
     }
     if (source == in[0]) return rw_.copy(node);
-    return emit(node, OpKind::Reshape, ReshapeAttrs{target.dims()}, {source});
+    return emit(node, OpKind::Reshape, ReshapeAttrs{target.symbolicDims()}, {source});
   }
 };
 

@@ -459,7 +459,7 @@ TEST(CompileModel, DataMovement) {
   ValueId t = b.op(OpKind::Transpose, TransposeAttrs{{0, 2, 3, 1}}, {x});
   ValueId r = b.op(OpKind::Reshape, ReshapeAttrs{{2, 60}}, {t});
   ValueId c = b.op(OpKind::Concat, AxisAttrs{1}, {r, b.input({2, 7})});
-  ValueId s = b.op(OpKind::Slice, SliceAttrs{{0, 1}, {1, 2}, {2, 30}}, {c});
+  ValueId s = b.op(OpKind::Slice, SliceAttrs{{0, 1}, {1, 2}, {2, 30}, {}}, {c});
   ValueId e = b.op(OpKind::Expand, ReshapeAttrs{{3, 2, 30}}, {s});
   ValueId table = b.constant({11, 6});
   ValueId ids = b.input({2, 4}, DType::I64);
@@ -1868,7 +1868,7 @@ TEST(CompileModel, ChannelConcatSplitAndSliceStayNhwc) {
   ValueId a = b.op(OpKind::Conv, conv(1, 1, 0), {x, b.constant({6, 8, 1, 1})});
   ValueId c = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({10, 8, 3, 3})});
   ValueId cat = b.op(OpKind::Concat, AxisAttrs{1}, {a, c});
-  ValueId s = b.op(OpKind::Slice, SliceAttrs{{0, 3, 0, 0}, {1, 1, 1, 1}, {1, 13, 9, 7}}, {cat});
+  ValueId s = b.op(OpKind::Slice, SliceAttrs{{0, 3, 0, 0}, {1, 1, 1, 1}, {1, 13, 9, 7}, {}}, {cat});
   ValueId s0 = b.op(OpKind::Split, SplitAttrs{1, {4, 9}}, {s}, 2);
   ValueId s1 = s0 + 1; // the second output, made right after the first
   ValueId y0 = b.op(OpKind::Conv, conv(1, 1, 0), {s0, b.constant({5, 4, 1, 1})});

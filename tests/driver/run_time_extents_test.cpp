@@ -189,8 +189,9 @@ TEST(RunTimeExtents, OneCompileRunsEverySizeWithinTheBoundsAsTheReference) {
 }
 
 // Token embeddings under a padding mask, as text models begin: e = Gather(table, ids) [batch,
-// sequence, 24], the mask cast to f32 and unsqueezed, y = e * mask, and z = Where(ids == 0, -1,
-// e): a Gather, typed ops (Cast, Equal, Where) and elementwise broadcasts at run-time extents.
+// sequence, 24], the mask cast to f32 and unsqueezed, y = e * mask, z = Where(ids == 0, -1, e),
+// and t = (e + the first `sequence` position embeddings) transposed: a Gather, typed ops (Cast,
+// Equal, Where), elementwise broadcasts, a prefix slice and a transpose at run-time extents.
 Graph embeddings(const Shape& ids, uint32_t seed) {
   std::mt19937 rng(seed);
   Graph g;
@@ -208,8 +209,21 @@ Graph embeddings(const Shape& ids, uint32_t seed) {
   ValueId padding = op(g, OpKind::Equal, NoAttrs{}, {in, zeroV});
   padding = op(g, OpKind::Unsqueeze, AxesAttrs{{2}}, {padding});
   ValueId z = op(g, OpKind::Where, NoAttrs{}, {padding, minusOneV, e});
+  // Position embeddings: the first `sequence` positions of a constant table (a prefix slice),
+  // and the embeddings transposed to [sequence, batch, 24].
+  Tensor positions(DType::I64, Shape{1, 20});
+  for (int64_t i = 0; i < 20; ++i) positions.setInt(i, (i * 7) % 50);
+  ValueId table2 = g.addConstant("positions", positions);
+  Dim sequence = ids.dim(1);
+  SliceAttrs prefix{{0, 0}, {1, 1}, {1, sequence.max}, {}};
+  if (!sequence.isStatic()) prefix.extents = {Dim(1), sequence};
+  ValueId pos = op(g, OpKind::Slice, prefix, {table2});
+  ValueId pe = op(g, OpKind::Gather, AxisAttrs{0}, {table, pos});
+  ValueId w = op(g, OpKind::Add, NoAttrs{}, {e, pe});
+  ValueId t = op(g, OpKind::Transpose, TransposeAttrs{{1, 0, 2}}, {w});
   g.addOutput(y, "y");
   g.addOutput(z, "z");
+  g.addOutput(t, "t");
   return g;
 }
 
@@ -239,12 +253,12 @@ TEST(RunTimeExtents, EmbeddingsUnderAMaskRunAtEverySize) {
     auto run = rt::bindRunExtents(plan, {shape.dims(), shape.dims()});
     ASSERT_TRUE(run.isOk()) << run.error().message();
     const float canary = -777.f;
-    std::vector<std::vector<float>> out(2, std::vector<float>(3 * 20 * kHidden, canary));
+    std::vector<std::vector<float>> out(3, std::vector<float>(3 * 20 * kHidden, canary));
     std::vector<const void*> in = {tokens.data(), mask.data()};
-    std::vector<void*> outPtrs = {out[0].data(), out[1].data()};
+    std::vector<void*> outPtrs = {out[0].data(), out[1].data(), out[2].data()};
     Status s = (*executor)->run(in.data(), outPtrs.data(), nullptr, &*run);
     ASSERT_TRUE(s.isOk()) << s.error().message();
-    for (size_t o = 0; o < 2; ++o) {
+    for (size_t o = 0; o < 3; ++o) {
       EXPECT_LT(relativeL2(out[o].data(), (*want)[o]), 1e-6) << "output " << o;
       for (size_t i = static_cast<size_t>((*want)[o].numel()); i < out[o].size(); ++i)
         ASSERT_EQ(out[o][i], canary) << "output " << o << " written at " << i;

@@ -890,9 +890,9 @@ TEST(Passes, RecognizeChannelShuffleAndFoldItsSlices) {
   ValueId r = add(g, OpKind::Reshape, ReshapeAttrs{{1, 3, 4, 3, 5}}, {x}, "r");
   ValueId t = add(g, OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3, 4}}, {r}, "t");
   ValueId shuffled = add(g, OpKind::Reshape, ReshapeAttrs{{1, 12, 3, 5}}, {t}, "shuffled");
-  ValueId half = add(g, OpKind::Slice, SliceAttrs{{0, 6, 0, 0}, {1, 1, 1, 1}, {1, 6, 3, 5}},
+  ValueId half = add(g, OpKind::Slice, SliceAttrs{{0, 6, 0, 0}, {1, 1, 1, 1}, {1, 6, 3, 5}, {}},
                      {shuffled}, "half");
-  ValueId rows = add(g, OpKind::Slice, SliceAttrs{{0, 0, 1, 0}, {1, 1, 1, 1}, {1, 12, 2, 5}},
+  ValueId rows = add(g, OpKind::Slice, SliceAttrs{{0, 0, 1, 0}, {1, 1, 1, 1}, {1, 12, 2, 5}, {}},
                      {shuffled}, "rows");
   g.addOutput(half);
   g.addOutput(rows);
@@ -1104,7 +1104,7 @@ TEST(Passes, SplitConvForSlicesSplitsTheOutputChannels) {
                name + ".relu");
   };
   auto slice = [&](ValueId v, int64_t lo, int64_t n, const std::string& name) {
-    return add(g, OpKind::Slice, SliceAttrs{{0, lo, 0, 0}, {1, 1, 1, 1}, {1, n, 4, 4}}, {v}, name);
+    return add(g, OpKind::Slice, SliceAttrs{{0, lo, 0, 0}, {1, 1, 1, 1}, {1, n, 4, 4}, {}}, {v}, name);
   };
   ValueId split = conv("split", 1);
   g.addOutput(slice(split, 0, 2, "s0"));
