@@ -614,7 +614,8 @@ bool carriesSymbols(decltype(OpInfo::infer) infer) {
                                                       inferUnsqueeze,
                                                       inferTranspose,
                                                       inferConcat,
-                                                      inferGather,     inferReshape};
+                                                      inferGather,
+                                                      inferReshape};
   return std::find(std::begin(kCarriers), std::end(kCarriers), infer) != std::end(kCarriers);
 }
 

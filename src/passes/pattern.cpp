@@ -57,7 +57,9 @@ std::optional<std::pair<int64_t, int64_t>> slicedRange(const Graph& graph, const
 
 SliceAttrs sliceAlong(const Shape& shape, int64_t axis, int64_t start, int64_t count) {
   SliceAttrs a{std::vector<int64_t>(static_cast<size_t>(shape.rank()), 0),
-               std::vector<int64_t>(static_cast<size_t>(shape.rank()), 1), shape.dims(), {}};
+               std::vector<int64_t>(static_cast<size_t>(shape.rank()), 1),
+               shape.dims(),
+               {}};
   a.starts[static_cast<size_t>(axis)] = start;
   a.counts[static_cast<size_t>(axis)] = count;
   return a;

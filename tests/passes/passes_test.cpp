@@ -1104,7 +1104,8 @@ TEST(Passes, SplitConvForSlicesSplitsTheOutputChannels) {
                name + ".relu");
   };
   auto slice = [&](ValueId v, int64_t lo, int64_t n, const std::string& name) {
-    return add(g, OpKind::Slice, SliceAttrs{{0, lo, 0, 0}, {1, 1, 1, 1}, {1, n, 4, 4}, {}}, {v}, name);
+    return add(g, OpKind::Slice, SliceAttrs{{0, lo, 0, 0}, {1, 1, 1, 1}, {1, n, 4, 4}, {}}, {v},
+               name);
   };
   ValueId split = conv("split", 1);
   g.addOutput(slice(split, 0, 2, "s0"));
