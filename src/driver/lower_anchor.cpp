@@ -616,15 +616,18 @@ std::string matmulDims(const MatmulWorkload& w) {
 }
 
 // The size buckets of a run-time M from `lo` to its bound `hi`: cut at the powers of two from 16
-// up (DietCode's idea: tune a few sizes, serve all); one bucket below 16.
+// up and halfway between them (16, 24, 32, 48, 64, 96, ...: a bucket's config is chosen for its
+// largest M, and an M just past an edge runs within 1.5x of it); one bucket below 16 (DietCode's
+// idea: tune a few sizes, serve all).
 std::vector<std::pair<int64_t, int64_t>> mBuckets(int64_t lo, int64_t hi) {
   std::vector<std::pair<int64_t, int64_t>> out;
   int64_t from = lo;
-  for (int64_t edge = 16; edge < hi; edge *= 2) {
-    if (edge < from) continue;
-    out.push_back({from, edge});
-    from = edge + 1;
-  }
+  for (int64_t octave = 16; octave < hi; octave *= 2)
+    for (int64_t edge : {octave, octave + octave / 2}) {
+      if (edge < from || edge >= hi) continue;
+      out.push_back({from, edge});
+      from = edge + 1;
+    }
   out.push_back({from, hi});
   return out;
 }
