@@ -23,10 +23,14 @@ bool lowerPool(Lowering& l, const Node& n);
 /// The Reduce* ops (f32), ArgMax and ArgMin (the dispatcher sends nothing else).
 bool lowerReduction(Lowering& l, const Node& n);
 
-/// A light op of symbolic shape, over the run's extents: reshapes (views), LayerNormalization
-/// and Softmax over run-time rows (lower_run_time.cpp); any other op is reported, naming it.
-/// (A run of elementwise ops of symbolic shape is lowerElementwiseRun's.)
+/// A light op of symbolic shape, over the run's extents: reshapes and prefix slices (views),
+/// Gather, Transpose, LayerNormalization and Softmax (lower_run_time.cpp); any other op is
+/// reported, naming it. (Elementwise runs and typed ops of symbolic shape are lowerLight's.)
 bool lowerRunTimeLight(Lowering& l, const Node& n);
+/// A fused kernel of symbolic shape that the templates do not run at run-time extents (the
+/// attention: Q K^T, its scale and mask, Softmax, P V), lowered node by node: its matmuls as
+/// BatchedMatmul steps over the run's extents, the rest as light ops.
+bool lowerRunTimeKernelNodes(Lowering& l, const passes::FusedKernel& kernel);
 /// An input or output of `n` has a symbolic shape.
 bool hasSymbolicShape(const Graph& g, const Node& n);
 /// The strides of a dense plain tensor of `shape` broadcast to `outShape` (0 along a broadcast

@@ -2,6 +2,7 @@
 // epilogue the fusion plan decided (passes/fusion_plan.h), the config from the tuning database
 // or the template's analytical default.
 #include "codegen/attention_kernel.h"
+#include "driver/light_ops.h"
 #include "driver/lowering.h"
 #include "tuning_db/keys.h"
 
@@ -853,11 +854,16 @@ bool lowerAnchor(Lowering& l, const passes::FusedKernel& kernel) {
   bool symbolic = false;
   for (ValueId v : anchor.inputs)
     symbolic = symbolic || (v != kNoValue && !l.graph().value(v).type.shape.isStatic());
-  if (symbolic && (kernel.values >= 0 || kernel.templ != TemplateKind::Matmul)) {
-    l.unsupported(anchor, kernel.values >= 0
-                              ? "the fused attention at run-time lengths is not compiled yet"
-                              : "a convolution of symbolic shape is not compiled yet");
+  if (symbolic && kernel.templ != TemplateKind::Matmul) {
+    l.unsupported(anchor, "a convolution of symbolic shape is not compiled yet");
     return false;
+  }
+  // The attention, or a matmul the template cannot run at a run-time M (computed operands):
+  // node by node over the run's extents.
+  if (symbolic && anchor.kind == OpKind::MatMul) {
+    MatmulOperands mo;
+    if (kernel.values >= 0 || !describeMatmul(l, kernel.anchor, mo, false))
+      return lowerRunTimeKernelNodes(l, kernel);
   }
   if (kernel.values >= 0) return lowerAttention(l, kernel);
   if (kernel.templ == TemplateKind::Matmul) return lowerMatmul(l, kernel);

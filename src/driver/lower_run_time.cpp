@@ -96,7 +96,61 @@ bool lowerRunTimeGather(Lowering& l, const Node& n, const std::string& label) {
   return true;
 }
 
+// A MatMul of computed (or constant) operands at run-time extents: A [..., m, k] and
+// B [..., k, n] dense, their batch dimensions equal or one of them without any.
+bool lowerRunTimeMatmul(Lowering& l, const Node& n) {
+  const Graph& g = l.graph();
+  const Shape& as = g.value(n.inputs[0]).type.shape;
+  const Shape& bs = g.value(n.inputs[1]).type.shape;
+  const Shape& ys = g.value(n.outputs[0]).type.shape;
+  if (!allF32(g, n) || as.rank() < 2 || bs.rank() < 2) {
+    l.unsupported(n, "a matmul of symbolic shape needs f32 operands of rank >= 2");
+    return false;
+  }
+  std::vector<DimExpr> a = Lowering::extentsOf(as), b = Lowering::extentsOf(bs),
+                       y = Lowering::extentsOf(ys);
+  DimExpr m = a[a.size() - 2], k = a[a.size() - 1], cols = b[b.size() - 1];
+  DimExpr aBatch = extentProduct(a, 0, a.size() - 2), bBatch = extentProduct(b, 0, b.size() - 2);
+  DimExpr batch = extentProduct(y, 0, y.size() - 2);
+  bool aShared = aBatch == DimExpr(1), bShared = bBatch == DimExpr(1);
+  if ((!aShared && !(aBatch == batch)) || (!bShared && !(bBatch == batch))) {
+    l.unsupported(n, "a matmul of symbolic shape with broadcast batch dimensions is not compiled "
+                     "yet");
+    return false;
+  }
+  int in = l.tensorIn(n.inputs[0], Phys::Plain), weights = l.tensorIn(n.inputs[1], Phys::Plain);
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  rt::Step step;
+  step.kind = rt::StepKind::BatchedMatmul;
+  step.label = lightLabel(n) + " " + as.toString() + " times " + bs.toString();
+  step.tensors = {out, in, weights};
+  l.setInts(step,
+            {batch, m, cols, k, aShared ? DimExpr(0) : m * k, bShared ? DimExpr(0) : k * cols});
+  step.flops = 2.0 * static_cast<double>(ys.numel()) * static_cast<double>(as[as.rank() - 1]);
+  l.addStep(std::move(step), {in, weights}, {out});
+  return true;
+}
+
 } // namespace
+
+bool lowerRunTimeKernelNodes(Lowering& l, const passes::FusedKernel& kernel) {
+  const Graph& g = l.graph();
+  if (kernel.split >= 0 || kernel.prologue >= 0 || kernel.dequantizedAddend >= 0 ||
+      kernel.nhwcView >= 0 || kernel.plainView >= 0) {
+    l.unsupported(g.node(kernel.anchor), "this fused kernel is not compiled at a symbolic shape "
+                                         "yet");
+    return false;
+  }
+  for (size_t i = 0; i < kernel.nodesInKernel(); ++i) {
+    const Node& n = g.node(kernel.nodes[i]);
+    if (n.kind == OpKind::MatMul) {
+      if (!lowerRunTimeMatmul(l, n)) return false;
+      continue;
+    }
+    if (lowerLight(l, {kernel.nodes[i]}, 0) != 1) return false;
+  }
+  return true;
+}
 
 bool lowerRunTimeLight(Lowering& l, const Node& n) {
   const std::string label = lightLabel(n);

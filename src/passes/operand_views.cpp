@@ -90,6 +90,10 @@ OperandViews planOperandViews(const Graph& graph, const FusionPlan& fusion) {
   for (size_t id = 0; id < graph.nodes().size(); ++id) {
     const Node& mm = graph.nodes()[id];
     if (mm.kind != OpKind::MatMul || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
+    // Strides of a symbolic shape are extents of the run: its transposes are copied for now.
+    if (!graph.value(mm.inputs[0]).type.shape.isStatic() ||
+        !graph.value(mm.inputs[1]).type.shape.isStatic())
+      continue;
     MatmulBatches batches = batchesOf(graph, mm);
     if (batches.a == 0 || (!batches.batched && batches.b != 1)) continue;
     auto node = static_cast<NodeId>(id);

@@ -466,6 +466,39 @@ static void layerNormRow(const float* in, float* out, const float* scale, const 
   invOut = inv;
 }
 
+// Rows [0, rows) of one C: blocks of 4 rows share each row of B, the row of C in L1 (the j loop
+// vectorizes into FMAs).
+TUNEC_MULTIVERSION
+static void matmulRows(const float* a, const float* b, float* c, int64_t rows, int64_t n,
+                       int64_t k) {
+  for (int64_t i = 0; i < rows; i += 4) {
+    const int64_t r = std::min<int64_t>(4, rows - i);
+    float* ci = c + i * n;
+    std::fill(ci, ci + r * n, 0.f);
+    for (int64_t p = 0; p < k; ++p) {
+      const float* bp = b + p * n;
+      for (int64_t rr = 0; rr < r; ++rr) {
+        const float av = a[(i + rr) * k + p];
+        float* crow = ci + rr * n;
+        for (int64_t j = 0; j < n; ++j) crow[j] += av * bp[j];
+      }
+    }
+  }
+}
+
+void runBatchedMatmul(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
+                      int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads) {
+  const int64_t blocks = (m + 15) / 16; // 16 rows per task
+  parallelRange(batch * blocks, threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(n * k, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t t = lo; t < hi; ++t) {
+                    int64_t i = t / blocks, row = t % blocks * 16;
+                    matmulRows(a + i * aBatchStride + row * k, b + i * bBatchStride,
+                               c + i * m * n + row * n, std::min<int64_t>(16, m - row), n, k);
+                  }
+                });
+}
+
 void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, float* mean,
                   float* invStd, int64_t rows, int64_t cols, float epsilon, int threads) {
   parallelRange(rows, threads, std::max<int64_t>(1, 16384 / cols), [&](int64_t lo, int64_t hi) {

@@ -3,6 +3,7 @@
 
 #include "runtime/parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -40,7 +41,7 @@ Expected<RunExtents> bindRunExtents(const ModelPlan& plan,
     return makeError("the model has ", plan.inputs.size(), " inputs, ", inputShapes.size(),
                      " shapes were given");
   RunExtents run;
-  const size_t unbound = plan.symbols.size();
+  const size_t unbound = static_cast<size_t>(-1);            // no input has bound it yet
   std::vector<size_t> boundBy(plan.symbols.size(), unbound); // the input that bound it
   run.symbols.assign(plan.symbols.size(), 0);
   auto dimName = [&](size_t i, size_t d) {
@@ -129,17 +130,21 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::ArgReduce      ? 2
                   : s.kind == StepKind::GatherElements ? 3
                   : s.kind == StepKind::ChannelRuns    ? 2
+                  : s.kind == StepKind::BatchedMatmul  ? 3
                                                        : s.tensors.size();
-    size_t ints = s.kind == StepKind::Softmax     ? 4
-                  : s.kind == StepKind::Reduce    ? 3
-                  : s.kind == StepKind::ArgReduce ? 6
-                  : s.kind == StepKind::LayerNorm ? 2
-                  : s.kind == StepKind::Pool      ? sizeof(PoolParams) / sizeof(int64_t)
-                  : s.kind == StepKind::Gather    ? 6
-                                                  : s.ints.size();
+    size_t ints = s.kind == StepKind::Softmax         ? 4
+                  : s.kind == StepKind::Reduce        ? 3
+                  : s.kind == StepKind::ArgReduce     ? 6
+                  : s.kind == StepKind::LayerNorm     ? 2
+                  : s.kind == StepKind::Pool          ? sizeof(PoolParams) / sizeof(int64_t)
+                  : s.kind == StepKind::Gather        ? 6
+                  : s.kind == StepKind::BatchedMatmul ? 6
+                                                      : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
-        s.kind > StepKind::ChannelRuns ||
+        s.kind > StepKind::BatchedMatmul ||
+        (s.kind == StepKind::BatchedMatmul &&
+         std::any_of(s.ints.begin(), s.ints.end(), [](int64_t v) { return v < 0; })) ||
         (s.kind == StepKind::ChannelRuns && !validChannelRuns(s)) ||
         (s.kind == StepKind::GatherElements &&
          (s.ints.size() < 4 || s.ints[0] < 1 ||
@@ -303,6 +308,10 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
   case StepKind::ChannelRuns:
     runChannelRuns(static_cast<const uint8_t*>(ptr(1)), static_cast<uint8_t*>(ptr(0)), s.ints[0],
                    s.ints[1], s.ints[2], s.ints.data() + 4, s.ints[3], threads_);
+    return {};
+  case StepKind::BatchedMatmul:
+    runBatchedMatmul(f(1), f(2), f(0), s.ints[0], s.ints[1], s.ints[2], s.ints[3], s.ints[4],
+                     s.ints[5], threads_);
     return {};
   case StepKind::Gather: {
     Status st = runGather(static_cast<const uint8_t*>(ptr(1)), static_cast<const uint8_t*>(ptr(2)),

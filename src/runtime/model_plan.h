@@ -42,6 +42,10 @@ enum class StepKind : int32_t {
   /// pixel p, in[p*in_ld + src, +len) to out[p*out_ld + dst, +len), 4-byte elements (channel
   /// ranges of NHWC activations: the parts of a Concat that no producer wrote in place).
   ChannelRuns = 10,
+  /// tensors {out, a, b}; ints {batch, m, n, k, a_batch_stride, b_batch_stride}: dense f32
+  /// row-major C[m, n] = A[m, k] B[k, n] per batch (C's batch stride m * n): a matmul of
+  /// computed operands at run-time extents (the attention of a symbolic sequence).
+  BatchedMatmul = 11,
 };
 
 /// A dynamic dimension of the model's inputs (`--dim NAME=MIN..MAX`).
@@ -146,8 +150,8 @@ struct ModelPlan {
   /// (tunec_pack_b_f32_to_bf16_slots, tunec_pack_b_bf16_slots: the attention and a computed B on
   /// AMX tiles).
   /// 9: symbolic dimensions: the plan's symbols and extents, inputs and outputs of symbolic
-  /// shape, steps with run-time ints and guards (a size bucket's variant), and the kernels' slot
-  /// of the run's extents (KernelArgs::extents).
+  /// shape, steps with run-time ints and guards (a size bucket's variant), the kernels' slot
+  /// of the run's extents (KernelArgs::extents), and BatchedMatmul steps.
   static constexpr int kFormatVersion = 9;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.

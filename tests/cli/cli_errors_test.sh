@@ -196,6 +196,14 @@ expect 1 "dimension 0 of input 'x' is 9, outside the bounds of 'batch' \(1..8\) 
 expect 1 "dimension 1 of input 'x' is 129, outside the bounds of 'sequence' \(1..128\)" -- run "$tmp/dynamic.so" --input x="$tmp/x_2x129.npy"
 expect 1 "input 'x' from .*x_rank2.npy is f32\[3x16\], but the model expects f32\[8x128x16\]" -- run "$tmp/dynamic.so" --input x="$tmp/x_rank2.npy"
 expect 0 "runs on 1 thread: median" -- bench "$tmp/dynamic.so" --runs 3 --threads 1 --input x="$tmp/x_3x50.npy"
+# A BERT exported with dynamic batch and sequence (masks, position ids, token types; three inputs
+# that bind two symbols): compiled once, PyTorch's output at two shapes.
+bert="$src/tests/fixtures/bert_dynamic"
+expect 0 "wrote .*bert.so" -- compile "$bert/model.onnx" --dim batch=1..4 --dim sequence=1..32 --threads 1 -o "$tmp/bert.so"
+for tag in 1x5 3x29; do
+  expect 0 "check last_hidden_state: matches" -- run "$tmp/bert.so" --threads 1 --input input_ids="$bert/ids_$tag.npy" --input attention_mask="$bert/mask_$tag.npy" --input token_type_ids="$bert/types_$tag.npy" --expect last_hidden_state="$bert/expected_$tag.npy"
+done
+expect 1 "dimension 0 of input 'attention_mask' is 3, but 'batch' is 1 in input 'input_ids': the inputs disagree on it" -- run "$tmp/bert.so" --input input_ids="$bert/ids_1x5.npy" --input attention_mask="$bert/mask_3x29.npy" --input token_type_ids="$bert/types_1x5.npy"
 expect 0 "wrote .*dyn.so" -- compile "$dyn" --dim batch=2..2 --dim sequence=5..5 -o "$tmp/dyn.so"
 expect 1 "--format must be npy or pb" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --format csv
 expect 0 "= Conv\(%x.*\{kernel=\[3,3\] strides=\[1,1\]" -- inspect "$model"

@@ -266,6 +266,68 @@ TEST(RunTimeExtents, EmbeddingsUnderAMaskRunAtEverySize) {
   }
 }
 
+// Attention over [batch, 2 heads, sequence, 8]: scores = Q K^T / sqrt(8) + mask, Softmax, then
+// P V: batched matmuls of computed operands whose M, N and K are run-time lengths.
+Graph attention(const Shape& q) {
+  Graph g;
+  ValueId qv = g.addInput("q", {DType::F32, q, {}});
+  ValueId kv = g.addInput("k", {DType::F32, q, {}});
+  ValueId vv = g.addInput("v", {DType::F32, q, {}});
+  Shape maskShape(std::vector<Dim>{q.dim(0), Dim(1), Dim(1), q.dim(2)});
+  ValueId mask = g.addInput("mask", {DType::F32, maskShape, {}});
+  Tensor scale(DType::F32, Shape{1});
+  scale.setDouble(0, 1.0 / std::sqrt(8.0));
+  ValueId s = g.addConstant("scale", scale);
+  ValueId kt = op(g, OpKind::Transpose, TransposeAttrs{{0, 1, 3, 2}}, {kv});
+  ValueId scores = op(g, OpKind::MatMul, NoAttrs{}, {qv, kt});
+  scores = op(g, OpKind::Mul, NoAttrs{}, {scores, s});
+  scores = op(g, OpKind::Add, NoAttrs{}, {scores, mask});
+  ValueId p = op(g, OpKind::Softmax, SoftmaxAttrs{-1, false}, {scores});
+  ValueId y = op(g, OpKind::MatMul, NoAttrs{}, {p, vv});
+  g.addOutput(y, "y");
+  return g;
+}
+
+TEST(RunTimeExtents, AttentionOfRunTimeLengthRunsAsTheReference) {
+  Shape q(
+      std::vector<Dim>{Dim::symbol("batch", 1, 3), Dim(2), Dim::symbol("sequence", 1, 40), Dim(8)});
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(attention(q), *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  size_t batched = 0;
+  for (const rt::Step& step : compiled->plan.steps)
+    batched += step.kind == rt::StepKind::BatchedMatmul;
+  EXPECT_EQ(batched, 2u);
+  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), 2);
+  ASSERT_TRUE(executor.isOk()) << executor.error().message();
+  for (auto [batch, sequence] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 5}, {3, 17}, {1, 40}, {3, 40}}) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + ", sequence " + std::to_string(sequence));
+    Shape shape{batch, 2, sequence, 8}, maskShape{batch, 1, 1, sequence};
+    std::mt19937 rng(static_cast<uint32_t>(batch * 7 + sequence));
+    std::vector<Tensor> inputs = {randomTensor(shape, rng), randomTensor(shape, rng),
+                                  randomTensor(shape, rng), randomTensor(maskShape, rng)};
+    for (int64_t i = 0; i < maskShape.numel(); ++i) // padded keys
+      if (i % 4 == 3) inputs[3].setDouble(i, -1e9);
+    auto want = runReference(attention(shape), inputs);
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    auto run = rt::bindRunExtents((*executor)->plan(),
+                                  {shape.dims(), shape.dims(), shape.dims(), maskShape.dims()});
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    std::vector<float> out(3 * 2 * 40 * 8, -5.f);
+    std::vector<const void*> in;
+    for (const Tensor& t : inputs) in.push_back(t.data());
+    std::vector<void*> outPtrs = {out.data()};
+    Status st = (*executor)->run(in.data(), outPtrs.data(), nullptr, &*run);
+    ASSERT_TRUE(st.isOk()) << st.error().message();
+    EXPECT_LT(relativeL2(out.data(), (*want)[0]), 1e-5);
+    for (size_t i = static_cast<size_t>(shape.numel()); i < out.size(); ++i)
+      ASSERT_EQ(out[i], -5.f) << "written at " << i;
+  }
+}
+
 TEST(RunTimeExtents, ShapesOutsideTheBoundsAreErrorsNamingTheInput) {
   Compiled c = compileSymbolic(1);
   ASSERT_TRUE(c.executor);
