@@ -7,8 +7,14 @@ the same input file, in alternating rounds of one run; the result is the median 
 ratios static / dynamic (above 1: the dynamic model is faster). Pin it to one core for one-thread
 figures: `taskset -c 0 scripts/bench_dynamic.py ...`.
 
+With NODE_PATH set to an onnxruntime-node install (npm install onnxruntime-node@1.30.0
+--ignore-scripts), ONNX Runtime runs the same dynamic model in the same rounds (one thread,
+scripts/bench/ort_run.js), and tunec's dynamic output is checked against it.
+
 usage: bench_dynamic.py --tunec build/src/tunec --model ffn.onnx --input x --hidden 768
-         [--batch 1] [--bound 512] [--lengths 1,7,16,...] [--rounds 5] [--runs 20] [--db tuning.db]
+         [--kind ffn|bert] [--batch 1] [--bound 512] [--lengths 1,7,16,...] [--rounds 5]
+         [--runs 20] [--db tuning.db]
+  --kind bert: the inputs are input_ids, attention_mask and token_type_ids [batch, sequence]
 """
 import argparse
 import json
@@ -21,11 +27,32 @@ import tempfile
 import numpy as np
 
 
-def bench(tunec, so, name, path, runs):
-    out = subprocess.run([tunec, "bench", so, "--threads", "1", "--runs", str(runs), "--warmup",
-                          "3", "--json", "--input", f"{name}={path}"],
-                         check=True, capture_output=True, text=True).stdout
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def bench(tunec, so, feeds, runs):
+    cmd = [tunec, "bench", so, "--threads", "1", "--runs", str(runs), "--warmup", "3", "--json"]
+    for feed in feeds:
+        cmd += ["--input", feed]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["median_ms"]
+
+
+def ort(model, feeds, runs, output=None):
+    cmd = ["node", os.path.join(HERE, "bench", "ort_run.js"), model] + feeds + ["--runs", str(runs)]
+    if output:
+        cmd += ["--output", output]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["median_ms"]
+
+
+def tunec_output(tunec, so, feeds, work):
+    out = os.path.join(work, "out")
+    cmd = [tunec, "run", so, "--threads", "1", "--output", out]
+    for feed in feeds:
+        cmd += ["--input", feed]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return np.load(os.path.join(out, sorted(os.listdir(out))[0]))
 
 
 def compile_model(tunec, model, out, dims, db):
@@ -43,6 +70,7 @@ def main():
     p.add_argument("--model", required=True, help="ONNX model with dynamic batch and sequence")
     p.add_argument("--input", default="x", help="its input [batch, sequence, hidden]")
     p.add_argument("--hidden", type=int, default=768)
+    p.add_argument("--kind", choices=["ffn", "bert"], default="ffn")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--bound", type=int, default=512)
     p.add_argument("--lengths", default="1,7,16,33,64,100,128,200,384,512")
@@ -56,23 +84,50 @@ def main():
     dynamic = os.path.join(work, "dynamic.so")
     compile_model(a.tunec, a.model, dynamic, [batch, f"sequence=1..{a.bound}"], a.db)
     rng = np.random.default_rng(0)
+    with_ort = bool(os.environ.get("NODE_PATH"))
+    ort_head = " ONNX Runtime (the dynamic model) | ORT / tunec dynamic | tunec vs ORT (rel. L2) |"
     print(f"| sequence | static | dynamic (one model.so, 1..{a.bound}) | static / dynamic "
-          f"(median of {a.rounds} rounds) |")
-    print("| --- | --- | --- | --- |")
+          f"(median of {a.rounds} rounds) |" + (ort_head if with_ort else ""))
+    print("| --- | --- | --- | --- |" + (" --- | --- | --- |" if with_ort else ""))
     for n in lengths:
         static = os.path.join(work, f"static_{n}.so")
         compile_model(a.tunec, a.model, static, [batch, f"sequence={n}..{n}"], a.db)
-        x = os.path.join(work, f"x_{n}.npy")
-        np.save(x, rng.standard_normal((a.batch, n, a.hidden)).astype(np.float32))
-        s_ms, d_ms, ratios = [], [], []
+        if a.kind == "ffn":
+            x = os.path.join(work, f"x_{n}.npy")
+            np.save(x, rng.standard_normal((a.batch, n, a.hidden)).astype(np.float32))
+            feeds = [f"{a.input}={x}"]
+        else:
+            feeds = []
+            ids = rng.integers(1, 1000, (a.batch, n)).astype(np.int64)
+            mask = np.ones((a.batch, n), np.int64)
+            types = np.zeros((a.batch, n), np.int64)
+            for name, value in [("input_ids", ids), ("attention_mask", mask),
+                                ("token_type_ids", types)]:
+                path = os.path.join(work, f"{name}_{n}.npy")
+                np.save(path, value)
+                feeds.append(f"{name}={path}")
+        s_ms, d_ms, o_ms, ratios, ort_ratios = [], [], [], [], []
         for _ in range(a.rounds):
-            s = bench(a.tunec, static, a.input, x, a.runs)
-            d = bench(a.tunec, dynamic, a.input, x, a.runs)
+            s = bench(a.tunec, static, feeds, a.runs)
+            d = bench(a.tunec, dynamic, feeds, a.runs)
             s_ms.append(s)
             d_ms.append(d)
             ratios.append(s / d)
-        print(f"| {n} | {statistics.median(s_ms):.3f} ms | {statistics.median(d_ms):.3f} ms | "
-              f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
+            if with_ort:
+                o = ort(a.model, feeds, a.runs)
+                o_ms.append(o)
+                ort_ratios.append(o / d)
+        row = (f"| {n} | {statistics.median(s_ms):.3f} ms | {statistics.median(d_ms):.3f} ms | "
+               f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
+        if with_ort:
+            want = os.path.join(work, "ort.npy")
+            ort(a.model, feeds, 1, want)
+            got = tunec_output(a.tunec, dynamic, feeds, work)
+            ref = np.load(want)
+            err = np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref)
+            row += (f" {statistics.median(o_ms):.3f} ms | {statistics.median(ort_ratios):.2f}x "
+                    f"({min(ort_ratios):.2f}-{max(ort_ratios):.2f}) | {err:.1e} |")
+        print(row)
         sys.stdout.flush()
 
 
