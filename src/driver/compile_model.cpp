@@ -419,16 +419,7 @@ std::string bf16Unavailable(const CompileOptions& options) {
 }
 
 int64_t Lowering::bound(const DimExpr& e) const {
-  int64_t total = 0;
-  for (const auto& [monomial, coefficient] : e.terms()) {
-    int64_t term = coefficient;
-    for (const std::string& name : monomial) {
-      const rt::SymbolSpec& s = symbols_[static_cast<size_t>(symbolIndex_.at(name))];
-      term *= coefficient > 0 ? s.max : s.min;
-    }
-    total += term;
-  }
-  return total;
+  return dimWithin(e, symbolRanges_).max;
 }
 
 int32_t Lowering::extentIndex(const DimExpr& e) {
@@ -514,8 +505,10 @@ Status Lowering::run() {
           terms.begin()->first.size() != 1)
         continue;
       const std::string& name = terms.begin()->first[0];
-      if (symbolIndex_.emplace(name, static_cast<int32_t>(symbols_.size())).second)
+      if (symbolIndex_.emplace(name, static_cast<int32_t>(symbols_.size())).second) {
         symbols_.push_back({name, d.min, d.max});
+        symbolRanges_[name] = {d.min, d.max};
+      }
     }
   // --precision bf16 on a target without a bf16 instruction: every kernel in fp32, said once.
   stats_.bf16Unavailable = bf16Unavailable(options_);

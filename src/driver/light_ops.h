@@ -37,6 +37,10 @@ bool hasSymbolicShape(const Graph& g, const Node& n);
 /// dimension), as extents of the run.
 std::vector<DimExpr> runTimeBroadcastStrides(const Shape& shape, const Shape& outShape);
 
+/// A LayerNorm step over rows x cols (extents of the run where symbolic): tensors {out, in,
+/// scale, bias, mean, invStd} (-1: absent).
+void addLayerNormStep(Lowering& l, const std::string& label, std::vector<int> tensors,
+                      const DimExpr& rows, const DimExpr& cols, float epsilon);
 /// "Op 'name'": a light step's label.
 std::string lightLabel(const Node& n);
 /// Every input and output of `n` is f32.

@@ -8,22 +8,17 @@
 
 namespace tunec::driver {
 
-namespace {
-
-// A LayerNorm step over rows x cols: tensors {out, in, scale, bias, mean, invStd} (-1: absent).
-void addLayerNormStep(Lowering& l, const std::string& label, std::vector<int> tensors, int64_t rows,
-                      int64_t cols, float epsilon) {
+void addLayerNormStep(Lowering& l, const std::string& label, std::vector<int> tensors,
+                      const DimExpr& rows, const DimExpr& cols, float epsilon) {
   rt::Step step;
   step.kind = rt::StepKind::LayerNorm;
   step.label = label;
   step.tensors = tensors;
-  step.ints = {rows, cols};
+  l.setInts(step, {rows, cols});
   step.floats = {epsilon};
   l.addStep(std::move(step), {tensors[1], tensors[2], tensors[3]},
             {tensors[0], tensors[4], tensors[5]});
 }
-
-} // namespace
 
 bool lowerSoftmax(Lowering& l, const Node& n) {
   const Graph& g = l.graph();

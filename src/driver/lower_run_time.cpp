@@ -58,13 +58,8 @@ bool lowerRunTimeLayerNorm(Lowering& l, const Node& n, const std::string& label)
       n.inputs.size() > 2 && n.inputs[2] != kNoValue ? l.tensorIn(n.inputs[2], Phys::Plain) : -1;
   int in = l.tensorIn(n.inputs[0], Phys::Plain);
   int out = l.defineOutput(n.outputs[0], Phys::Plain);
-  rt::Step step;
-  step.kind = rt::StepKind::LayerNorm;
-  step.label = label;
-  step.tensors = {out, in, scale, bias, -1, -1};
-  l.setInts(step, {extentProduct(d, 0, axis), cols});
-  step.floats = {a.epsilon};
-  l.addStep(std::move(step), {in, scale, bias}, {out, -1, -1});
+  addLayerNormStep(l, label, {out, in, scale, bias, -1, -1}, extentProduct(d, 0, axis), cols,
+                   a.epsilon);
   return true;
 }
 
@@ -165,9 +160,8 @@ bool lowerRunTimeLight(Lowering& l, const Node& n) {
   case OpKind::Flatten:
   case OpKind::Squeeze:
   case OpKind::Unsqueeze:
-    // Dense at the run's shape before and after: the same bytes.
-    l.defineAlias(n.outputs[0], l.tensorIn(n.inputs[0], Phys::Plain), Phys::Plain);
-    return true;
+    // Dense at the run's shape before and after: the same bytes, a view as when static.
+    return lowerDataMovement(l, n);
   case OpKind::LayerNormalization:
     return lowerRunTimeLayerNorm(l, n, label);
   case OpKind::Gather:

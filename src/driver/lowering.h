@@ -180,6 +180,7 @@ private:
   CompileStats stats_;
   std::vector<rt::SymbolSpec> symbols_;        ///< the inputs' symbols, in order of appearance
   std::map<std::string, int32_t> symbolIndex_; ///< by name
+  SymbolRanges symbolRanges_;                  ///< their bounds, by name (for dimWithin)
   std::vector<rt::Extent> extents_;
   std::map<std::string, int32_t> extentIndex_; ///< by DimExpr::toString()
 };

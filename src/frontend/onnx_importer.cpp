@@ -490,8 +490,7 @@ private:
       }
     } else if (op == "Unsqueeze" || op == "Squeeze") {
       // Of a scalar or a 1-d shape value: to rank 1 and back.
-      for (size_t i = 1; i < in.size(); ++i) (void)i; // axes as an input (opset 13): any
-      attrs.getInts("axes");
+      attrs.getInts("axes"); // (or an input from opset 13): a rank-1 value has one place for them
       out.elements = in[0].elements;
       out.scalar = op == "Squeeze" && in[0].elements.size() == 1;
       if (op == "Unsqueeze" && !in[0].scalar) return std::nullopt;
@@ -503,14 +502,13 @@ private:
       }
     } else if (op == "Slice" && in.size() >= 3) {
       int64_t n = std::ssize(in[0].elements);
-      auto bound = [&](const ShapeValue& v, int64_t fallback) -> std::optional<int64_t> {
+      auto bound = [&](const ShapeValue& v) -> std::optional<int64_t> {
         if (v.elements.size() != 1) return std::nullopt;
         auto c = v.elements[0].expr.constant();
         if (!c) return std::nullopt;
-        int64_t x = *c < 0 ? *c + n : *c;
-        return std::clamp<int64_t>(x, 0, n) + 0 * fallback;
+        return std::clamp<int64_t>(*c < 0 ? *c + n : *c, 0, n);
       };
-      auto start = bound(in[1], 0), end = bound(in[2], n);
+      auto start = bound(in[1]), end = bound(in[2]);
       if (!start || !end || (in.size() > 4 && in[4].elements != std::vector<Dim>{Dim(1)}))
         return std::nullopt;
       for (int64_t i = *start; i < *end; ++i)

@@ -96,22 +96,6 @@ Expected<std::optional<std::vector<Dim>>> ConvertContext::shapeInput(size_t i, c
   return std::optional<std::vector<Dim>>(std::move(dims));
 }
 
-Dim dimWithin(const DimExpr& e, const std::map<std::string, std::pair<int64_t, int64_t>>& ranges) {
-  if (auto c = e.constant()) return Dim(*c);
-  int64_t lo = 0, hi = 0;
-  for (const auto& [monomial, coefficient] : e.terms()) {
-    int64_t small = coefficient, large = coefficient;
-    for (const std::string& name : monomial) {
-      auto [min, max] = ranges.at(name);
-      small *= coefficient > 0 ? min : max;
-      large *= coefficient > 0 ? max : min;
-    }
-    lo += small;
-    hi += large;
-  }
-  return Dim(e, lo, hi);
-}
-
 namespace {
 
 using Result = Expected<Conversion>;

@@ -45,9 +45,6 @@ struct ShapeValue {
   bool scalar = false;
 };
 
-/// The range of `e` within the symbols' bounds (`ranges`: --dim).
-Dim dimWithin(const DimExpr& e, const std::map<std::string, std::pair<int64_t, int64_t>>& ranges);
-
 struct ConvertContext {
   Graph& graph;
   const onnx::NodeProto& proto;

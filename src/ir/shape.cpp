@@ -128,6 +128,23 @@ std::optional<Dim> Dim::divideExactly(int64_t divisor) const {
   return Dim(*e, min / divisor, max / divisor);
 }
 
+Dim dimWithin(const DimExpr& e, const SymbolRanges& ranges) {
+  if (auto c = e.constant()) return Dim(*c);
+  int64_t lo = 0, hi = 0;
+  for (const auto& [monomial, coefficient] : e.terms()) {
+    int64_t small = coefficient, large = coefficient;
+    for (const std::string& name : monomial) {
+      auto it = ranges.find(name);
+      TUNEC_ASSERT(it != ranges.end(), "dimWithin: no bounds for symbol " + name);
+      small *= coefficient > 0 ? it->second.first : it->second.second;
+      large *= coefficient > 0 ? it->second.second : it->second.first;
+    }
+    lo += small;
+    hi += large;
+  }
+  return Dim(e, lo, hi);
+}
+
 // ---- Shape ---------------------------------------------------------------------------------
 
 Shape::Shape(const std::vector<Dim>& dims) {

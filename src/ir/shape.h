@@ -76,6 +76,14 @@ struct Dim {
   bool operator==(const Dim& other) const = default;
 };
 
+/// The bounds of each symbol, by name (`--dim sequence=1..512`).
+using SymbolRanges = std::map<std::string, std::pair<int64_t, int64_t>>;
+
+/// `e` with the range it takes within the symbols' bounds (every symbol it reads must have
+/// one): a term's smallest value is its coefficient times the symbols' minima, or maxima for a
+/// negative coefficient, and the reverse for its largest.
+Dim dimWithin(const DimExpr& e, const SymbolRanges& ranges);
+
 /// A tensor shape. Every dimension has a bound, its size today (`operator[]`, `dims()`,
 /// `numel()` are the bounds); a dimension of a dynamic axis is also a `Dim` over symbols
 /// (`dim()`), which the kernels read at run time. A shape without symbols is static.
