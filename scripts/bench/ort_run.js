@@ -2,7 +2,8 @@
 //   npm install onnxruntime-node@1.30.0 --ignore-scripts
 // then NODE_PATH=<that folder>/node_modules), one thread, on inputs from .npy files; prints one
 // JSON line with the median and best latency of --runs runs, and writes the first output to
-// --output as .npy (f32) when given. For scripts/bench_int8.py.
+// --output as .npy (f32) when given; --opt-level sets ONNX Runtime's graph optimization level
+// (default all). For scripts/bench_int8.py.
 //
 //   node scripts/bench/ort_run.js model.onnx input_ids=ids.npy --runs 20 --output y.npy
 'use strict';
@@ -41,21 +42,22 @@ function writeNpy(path, tensor) {
 
 async function main() {
   const args = process.argv.slice(2);
-  let runs = 20, output = null;
+  let runs = 20, output = null, level = 'all';
   const feeds = {};
   let model = null;
   for (let i = 0; i < args.length; ++i) {
     if (args[i] === '--runs') runs = Number(args[++i]);
     else if (args[i] === '--output') output = args[++i];
+    else if (args[i] === '--opt-level') level = args[++i];
     else if (args[i].includes('=')) {
       const [name, file] = args[i].split('=');
       feeds[name] = readNpy(file);
     } else model = args[i];
   }
-  if (!model) throw new Error('usage: ort_run.js MODEL.onnx NAME=FILE.npy... [--runs N] [--output Y.npy]');
+  if (!model) throw new Error('usage: ort_run.js MODEL.onnx NAME=FILE.npy... [--runs N] [--output Y.npy] [--opt-level disabled|basic|extended|all]');
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: 'sequential',
-    graphOptimizationLevel: 'all',
+    graphOptimizationLevel: level,
   });
   let result = await session.run(feeds); // warm up
   const times = [];

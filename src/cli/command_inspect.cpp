@@ -124,18 +124,17 @@ int commandInspect(const std::vector<std::string>& argv) {
     return fail("internal: imported graph fails verification: " + s.error().message());
   if (!args->has("summary")) std::fputs(forTerminal(printGraph(*graph)).c_str(), stdout);
   bool outline = args->has("fusion") || args->has("layouts");
-  // --fusion names the quantized layers left fp32: of the imported graph, before the passes
-  // rewrite the layers that run in int8.
+  // --fusion names the quantized layers left fp32 (the pipeline reads them off the graph
+  // lower-quantized-layers is given).
   std::vector<std::pair<std::string, std::string>> keptFloat;
-  if (args->has("fusion")) keptFloat = passes::quantizedLayersKeptFloat(*graph);
   if (args->has("print-after-all") || outline) {
-    bool print = args->has("print-after-all");
-    auto optimized = runGraphPipeline(
-        std::move(*graph), [print](const std::string& pass, const Graph& g, bool changed) {
-          if (!print) return;
-          std::printf("// after %s%s\n", pass.c_str(), changed ? "" : " (unchanged)");
-          if (changed) std::fputs(forTerminal(printGraph(g)).c_str(), stdout);
-        });
+    std::function<void(const std::string&, const Graph&, bool)> print;
+    if (args->has("print-after-all"))
+      print = [](const std::string& pass, const Graph& g, bool changed) {
+        std::printf("// after %s%s\n", pass.c_str(), changed ? "" : " (unchanged)");
+        if (changed) std::fputs(forTerminal(printGraph(g)).c_str(), stdout);
+      };
+    auto optimized = runGraphPipeline(std::move(*graph), print, &keptFloat);
     if (!optimized) return fail(optimized.error().message());
     graph = std::move(optimized);
   }

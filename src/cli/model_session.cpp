@@ -118,8 +118,8 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
   int64_t quantizeNodes = 0;
   for (const Node& n : graph.nodes())
     quantizeNodes += n.kind == OpKind::QuantizeLinear || n.kind == OpKind::DequantizeLinear;
-  auto keptFloat = passes::quantizedLayersKeptFloat(graph);
-  TUNEC_ASSIGN_OR_RETURN(graph, runGraphPipeline(std::move(graph), nullptr));
+  std::vector<std::pair<std::string, std::string>> keptFloat;
+  TUNEC_ASSIGN_OR_RETURN(graph, runGraphPipeline(std::move(graph), nullptr, &keptFloat));
   Compiled c;
   TUNEC_ASSIGN_OR_RETURN(std::unique_ptr<Jit> jit, Jit::create(options.target));
   c.jit = std::move(jit);

@@ -9,6 +9,12 @@ namespace tunec::cli {
 
 const std::vector<PassEntry>& graphPipeline() {
   static const std::vector<PassEntry> pipeline = {
+      // The QuantizeLinear of constant weights (a fake-quant export's) becomes s8 weights; the
+      // DequantizeLinear nodes stay for lower-quantized-layers to read.
+      {"fold-constants-but-dequantization", passes::foldConstantsButDequantization},
+      // Then quantization reaches each layer through pools and reshapes, and the integer Clip of
+      // a narrow-range fake quantization is an f32 one before its QuantizeLinear.
+      {"propagate-quantization", passes::propagateQuantization},
       // Before fold-constants, which would dequantize the s8 weights to f32: quantized linear
       // layers become int8 kernels.
       {"lower-quantized-layers", passes::lowerQuantizedLayers},
@@ -61,8 +67,11 @@ const std::vector<PassEntry>& graphPipeline() {
 
 Expected<Graph>
 runGraphPipeline(Graph graph,
-                 const std::function<void(const std::string&, const Graph&, bool)>& afterPass) {
+                 const std::function<void(const std::string&, const Graph&, bool)>& afterPass,
+                 std::vector<std::pair<std::string, std::string>>* keptFloat) {
   for (const PassEntry& pass : graphPipeline()) {
+    if (keptFloat && pass.run == passes::lowerQuantizedLayers)
+      *keptFloat = passes::quantizedLayersKeptFloat(graph);
     std::string before = afterPass ? printGraph(graph) : std::string();
     auto next = pass.run(graph);
     if (!next) return next.error().withContext(std::string("pass ") + pass.name);

@@ -3,13 +3,18 @@
 #include "passes/rewriter.h"
 #include "reference/reference.h"
 
+#include <algorithm>
+
 namespace tunec::passes {
 
-Expected<Graph> foldConstants(const Graph& graph) {
+namespace {
+
+// Folds every node of constant inputs but those of `kept` kinds.
+Expected<Graph> foldConstantNodes(const Graph& graph, std::initializer_list<OpKind> kept) {
   GraphRewriter rw(graph);
   for (const Node& node : graph.nodes()) {
     std::vector<const Tensor*> inputs;
-    bool allConstant = true;
+    bool allConstant = std::find(kept.begin(), kept.end(), node.kind) == kept.end();
     for (ValueId in : node.inputs) {
       const Tensor* t = rw.constantOf(rw.map(in));
       if (in != kNoValue && !t) allConstant = false;
@@ -29,6 +34,16 @@ Expected<Graph> foldConstants(const Graph& graph) {
                  rw.constant(graph.value(node.outputs[i]).name, std::move(outputs[i])));
   }
   return rw.finish();
+}
+
+} // namespace
+
+Expected<Graph> foldConstants(const Graph& graph) {
+  return foldConstantNodes(graph, {});
+}
+
+Expected<Graph> foldConstantsButDequantization(const Graph& graph) {
+  return foldConstantNodes(graph, {OpKind::DequantizeLinear});
 }
 
 } // namespace tunec::passes

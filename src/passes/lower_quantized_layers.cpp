@@ -75,9 +75,17 @@ Tensor weightsKN(const QuantizedLayer& q) {
 Expected<std::pair<const Node*, const Node*>> dequantizedOperands(const Graph& g, const Node& n) {
   const Node* da = dequantizeOf(g, n.inputs[0]);
   const Node* db = dequantizeOf(g, n.inputs[1]);
-  if (!da || !db)
-    return Error("its activation or its weights are f32, not dequantized int8 (an exporter may "
-                 "have folded the weights' fake quantization into f32)");
+  if (!db)
+    return Error("its weights are f32, not dequantized int8 (an exporter may have folded the "
+                 "weights' fake quantization into f32)");
+  if (!da) {
+    const NodeId p = g.value(n.inputs[0]).producer;
+    return Error("its activation is f32" +
+                 (p < 0 ? std::string(", a model input")
+                        : ", computed by " + std::string(opName(g.node(p).kind)) + " '" +
+                              g.node(p).name + "'") +
+                 ", with no QuantizeLinear before the layer");
+  }
   return std::pair{da, db};
 }
 

@@ -41,19 +41,8 @@ size_t dataInputs(const Graph& g, const Node& n) {
     const int64_t pixels = x.rank() == 4 ? x[2] * x[3] : 0;
     return pixels % 2 == 1 && pixels < 181 ? 1 : 0;
   }
-  case OpKind::MaxPool:
-  case OpKind::GlobalMaxPool:
-  case OpKind::Reshape:
-  case OpKind::Flatten:
-  case OpKind::Squeeze:
-  case OpKind::Unsqueeze:
-  case OpKind::Transpose:
-  case OpKind::Slice:
-    return n.outputs.size() == 1 ? 1 : 0; // a MaxPool's indices output: not values
-  case OpKind::Concat:
-    return n.inputs.size();
   default:
-    return 0;
+    return selectedInputs(n);
   }
 }
 

@@ -13,6 +13,12 @@ namespace tunec::passes {
 /// its outputs by constants (fold_constants.cpp).
 Expected<Graph> foldConstants(const Graph& graph);
 
+/// foldConstants but for DequantizeLinear, whose constant s8 weights lower-quantized-layers reads:
+/// the QuantizeLinear of a constant (a fake-quant export's f32 weights, and whatever arithmetic
+/// on initializers computes them) becomes the integer initializer a converted export holds, with
+/// ONNX's rounding (half to even) and saturation (fold_constants.cpp).
+Expected<Graph> foldConstantsButDequantization(const Graph& graph);
+
 /// Folds an inference BatchNormalization that follows a Conv (whose output has no other use)
 /// into the Conv's weights and bias (fold_batch_norm.cpp).
 Expected<Graph> foldBatchNorm(const Graph& graph);
@@ -33,6 +39,12 @@ Expected<Graph> simplifyAlgebra(const Graph& graph);
 /// as op(q, ...) for a max pool or a data movement (Reshape, Flatten, Transpose, Slice, Concat,
 /// ...): the integers pooled and moved (move_quantized_values.cpp).
 Expected<Graph> moveQuantizedValues(const Graph& graph);
+
+/// Carries quantization through the ops that only select, move or max values, as a fake-quant
+/// export leaves it: op(DequantizeLinear(q)) becomes DequantizeLinear(op(q)), a QuantizeLinear of a
+/// DequantizeLinear of the same parameters cancels, and a Clip of quantized integers or a Relu of
+/// dequantized ones becomes an f32 one before the QuantizeLinear (propagate_quantization.cpp).
+Expected<Graph> propagateQuantization(const Graph& graph);
 
 /// Rewrites DequantizeLinear(QuantizeLinear(x, s, z), s, z) with per-tensor parameters as the
 /// f32 arithmetic s * clip(round(x / s), lo - z, hi - z) (lower_quantize_round_trips.cpp).

@@ -78,6 +78,26 @@ bool sameTensorQuantization(const Graph& graph, const Node& a, const Node& b) {
   return as.getDouble(0) == bs.getDouble(0) && as.getDouble(0) > 0 && az.getInt(0) == bz.getInt(0);
 }
 
+size_t selectedInputs(const Node& node) {
+  if (node.outputs.size() != 1) return 0; // a MaxPool's indices output: not values
+  switch (node.kind) {
+  case OpKind::MaxPool:
+  case OpKind::GlobalMaxPool:
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
+  case OpKind::Transpose:
+  case OpKind::Slice:
+  case OpKind::Identity:
+    return 1;
+  case OpKind::Concat:
+    return node.inputs.size();
+  default:
+    return 0;
+  }
+}
+
 bool isChannelwiseActivation(OpKind kind) {
   return kind == OpKind::Relu || kind == OpKind::Sigmoid || kind == OpKind::Tanh;
 }

@@ -66,6 +66,13 @@ SliceAttrs sliceAlong(const Shape& shape, int64_t axis, int64_t start, int64_t c
 /// One-to-one activations of one input that split-conv-for-slices carries into each part.
 bool isChannelwiseActivation(OpKind kind);
 
+/// How many leading inputs of `node` are values it only selects, moves or takes maxima of (its
+/// other inputs: shapes, axes, starts): every input of a Concat, the first of a MaxPool,
+/// GlobalMaxPool, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice or Identity with one
+/// output; 0 for any other node. Such an op commutes with an elementwise monotone map (a
+/// dequantization).
+size_t selectedInputs(const Node& node);
+
 /// A Conv that split-conv-for-slices can split by output channels: one group, constant weights
 /// and bias.
 bool splitsByOutputChannels(const Graph& graph, const Node& conv);

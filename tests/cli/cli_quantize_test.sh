@@ -8,9 +8,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ex="$src/examples/tiny_cnn"
 source "$(dirname "$0")/expect.sh"
-compare() { /usr/bin/python3 "$src/scripts/compare_outputs.py" "$@" >"$tmp/cmp" 2>&1 || {
-  echo "FAIL: compare $*"; sed 's/^/    /' "$tmp/cmp"; failures=$((failures + 1)); }
-  checks=$((checks + 1)); }
 
 mkdir "$tmp/calib"
 /usr/bin/python3 - "$tmp/calib" <<'PY'

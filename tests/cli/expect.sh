@@ -16,3 +16,11 @@ expect() {
     failures=$((failures + 1))
   fi
 }
+
+# compare EXPECTED.npy ACTUAL.npy [--max-rel-l2 B]: scripts/compare_outputs.py as a counted check
+# (needs $src, the source tree, and $tmp, a scratch folder).
+compare() {
+  checks=$((checks + 1))
+  /usr/bin/python3 "$src/scripts/compare_outputs.py" "$@" >"$tmp/cmp" 2>&1 || {
+    echo "FAIL: compare $*"; sed 's/^/    /' "$tmp/cmp"; failures=$((failures + 1)); }
+}

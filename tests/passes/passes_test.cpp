@@ -519,6 +519,174 @@ TEST(Passes, DataMovementOfQuantizedValuesMovesTheIntegers) {
   expectEquivalent(mixed, *kept, 0.0);
 }
 
+// The QuantizeLinear of a constant folds to the integers ONNX defines, per axis: round half to
+// even, then saturation; the DequantizeLinear after it stays for lower-quantized-layers.
+TEST(Passes, QuantizeLinearOfAConstantFoldsToItsIntegers) {
+  Graph g;
+  const float s0 = 0.25f, s1 = 0.5f;
+  const std::vector<float> w = {0.5f * s0,  1.5f * s0,  2.5f * s0, -0.5f * s0,
+                                -1.5f * s0, 200 * s0,   -200 * s0, 0.3f * s0, // channel 0
+                                0.5f * s1,  -0.5f * s1, 3.5f * s1, 127 * s1,
+                                -129 * s1,  1e9f,       -1e9f,     1.49f * s1}; // channel 1
+  Tensor wt(DType::F32, Shape{2, 8}), scale(DType::F32, Shape{2}), zero(DType::I8, Shape{2});
+  for (size_t i = 0; i < w.size(); ++i) wt.setDouble(static_cast<int64_t>(i), w[i]);
+  scale.setDouble(0, s0), scale.setDouble(1, s1), zero.setInt(0, 0), zero.setInt(1, 1);
+  ValueId sc = g.addConstant("s", scale), zp = g.addConstant("z", zero);
+  ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{0}, {g.addConstant("w", wt), sc, zp}, "q");
+  g.addOutput(add(g, OpKind::DequantizeLinear, QuantAttrs{0}, {q, sc, zp}, "dq"));
+  auto folded = passes::foldConstantsButDequantization(g);
+  ASSERT_TRUE(folded.isOk()) << folded.error().message();
+  ASSERT_EQ(folded->nodes().size(), 1u);
+  const Node& dq = folded->nodes()[0];
+  ASSERT_EQ(dq.kind, OpKind::DequantizeLinear);
+  ASSERT_TRUE(folded->value(dq.inputs[0]).constant.has_value());
+  const Tensor* integers = &*folded->value(dq.inputs[0]).constant;
+  ASSERT_EQ(integers->dtype(), DType::I8);
+  const std::vector<int64_t> want = {0, 2, 2, 0,   -2,   127, -128, 0,
+                                     1, 1, 5, 127, -128, 127, -128, 2};
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(integers->getInt(static_cast<int64_t>(i)), want[i]) << i;
+}
+
+// A layer as PyTorch's QAT modules export it: the activation fake-quantized to 0..127 of u8 (a
+// Clip of the integers), max-pooled with no QuantizeLinear after the pool, then a Conv of f32
+// weights behind a per-channel fake quantization, the pooled value also read by a residual Add.
+// Folding the weights and propagating the quantization leave the dequantized graph's values
+// bit for bit, and the Conv becomes an int8 layer.
+TEST(Passes, FakeQuantExportReachesTheInt8Layers) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 9, 7}, {}});
+  Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{});
+  sa.setDouble(0, 0.011), za.setInt(0, 97);
+  ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+  ValueId xq = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "xq");
+  ValueId clipped = add(g, OpKind::Clip, ClipAttrs{0, 127}, {xq}, "clip");
+  ValueId xd = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {clipped, s, z}, "xd");
+  ValueId pooled =
+      add(g, OpKind::MaxPool, PoolAttrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}, {xd}, "pool");
+  Tensor sb(DType::F32, Shape{8}), zb(DType::I8, Shape{8});
+  for (int64_t j = 0; j < 8; ++j) sb.setDouble(j, 0.004 * (j + 1)), zb.setInt(j, 0);
+  ValueId wsc = g.addConstant("sb", sb), wzp = g.addConstant("zb", zb);
+  ValueId wq =
+      add(g, OpKind::QuantizeLinear, QuantAttrs{0},
+          {g.addConstant("w", randomTensor(Shape{8, 8, 3, 3}, 4, -0.5f, 0.5f)), wsc, wzp}, "wq");
+  ValueId wd = add(g, OpKind::DequantizeLinear, QuantAttrs{0}, {wq, wsc, wzp}, "wd");
+  ConvAttrs attrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  ValueId conv =
+      add(g, OpKind::Conv, attrs, {pooled, wd, g.addConstant("b", randomTensor({8}, 6))}, "conv");
+  g.addOutput(add(g, OpKind::Add, NoAttrs{}, {conv, pooled}, "residual"));
+  auto count = [](const Graph& graph, OpKind kind) {
+    return std::count_if(graph.nodes().begin(), graph.nodes().end(),
+                         [&](const Node& n) { return n.kind == kind; });
+  };
+  EXPECT_FALSE(passes::quantizedLayersKeptFloat(g).empty());
+  auto folded = passes::foldConstantsButDequantization(g);
+  ASSERT_TRUE(folded.isOk()) << folded.error().message();
+  auto propagated = passes::propagateQuantization(*folded);
+  ASSERT_TRUE(propagated.isOk()) << propagated.error().message();
+  expectEquivalent(g, *propagated, 0.0);
+  for (const Node& n : propagated->nodes()) {
+    if (n.kind == OpKind::MaxPool) {
+      EXPECT_EQ(propagated->value(n.outputs[0]).type.dtype, DType::U8);
+    }
+    if (n.kind == OpKind::Clip) { // now of the f32 values, at (127 - 97) x 0.011
+      EXPECT_EQ(propagated->value(n.outputs[0]).type.dtype, DType::F32);
+      EXPECT_FLOAT_EQ(static_cast<float>(std::get<ClipAttrs>(n.attrs).max), 30 * 0.011f);
+    }
+  }
+  EXPECT_TRUE(passes::quantizedLayersKeptFloat(*propagated).empty());
+  auto lowered = passes::lowerQuantizedLayers(*propagated);
+  ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+  EXPECT_EQ(count(*lowered, OpKind::IntegerConv), 1);
+  EXPECT_EQ(count(*lowered, OpKind::Conv), 0);
+  expectEquivalent(g, *lowered, 1e-5);
+}
+
+// A ReLU after a fake quantization (a layer quantized without fusing its ReLU) moves before the
+// QuantizeLinear, so the layer after it reads a DequantizeLinear and becomes an int8 layer; the
+// values stay bit for bit (the zero point 0 of u8 and 120 alike).
+TEST(Passes, AReluAfterAFakeQuantizationMovesBeforeIt) {
+  for (int64_t zeroPoint : {0, 120}) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{1, 4, 6, 5}, {}});
+    Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{});
+    sa.setDouble(0, 0.009), za.setInt(0, zeroPoint);
+    ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+    ValueId xq = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "xq");
+    ValueId xd = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {xq, s, z}, "xd");
+    ValueId relu = add(g, OpKind::Relu, NoAttrs{}, {xd}, "relu");
+    Tensor wq(DType::I8, Shape{8, 4, 1, 1}), sb(DType::F32, Shape{8}), zb(DType::I8, Shape{8});
+    std::mt19937 rng(2);
+    for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, static_cast<int>(rng() % 255) - 127);
+    for (int64_t j = 0; j < 8; ++j) sb.setDouble(j, 0.002 * (j + 1)), zb.setInt(j, 0);
+    ValueId wd =
+        add(g, OpKind::DequantizeLinear, QuantAttrs{0},
+            {g.addConstant("wq", wq), g.addConstant("sb", sb), g.addConstant("zb", zb)}, "wd");
+    ConvAttrs attrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
+    g.addOutput(add(g, OpKind::Conv, attrs, {relu, wd}, "conv"));
+    g.addOutput(xd); // the unrectified values are read too
+    auto propagated = passes::propagateQuantization(g);
+    ASSERT_TRUE(propagated.isOk()) << propagated.error().message();
+    expectEquivalent(g, *propagated, 0.0);
+    for (const Node& n : propagated->nodes()) {
+      if (n.kind == OpKind::Relu) { // of the f32 input, before its quantization
+        EXPECT_EQ(propagated->value(n.inputs[0]).name, "x");
+      }
+    }
+    EXPECT_FALSE(passes::quantizedLayersKeptFloat(g).empty());
+    EXPECT_TRUE(passes::quantizedLayersKeptFloat(*propagated).empty());
+  }
+}
+
+// A round trip of the same quantization cancels; of another scale, zero point or type it stays
+// (and so does a Clip of integers whose range leaves out the zero point, where NaN would differ).
+TEST(Passes, PropagateQuantizationCancelsOnlyExactRoundTrips) {
+  auto build = [](double outerScale, int64_t outerZero, double clipLo) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{2, 12}, {}});
+    Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{}), so(DType::F32, Shape{}),
+        zo(DType::U8, Shape{});
+    sa.setDouble(0, 0.013), za.setInt(0, 40), so.setDouble(0, outerScale), zo.setInt(0, outerZero);
+    ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+    ValueId s2 = g.addConstant("so", so), z2 = g.addConstant("zo", zo);
+    ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "q");
+    ValueId c = add(g, OpKind::Clip, ClipAttrs{clipLo, 200}, {q}, "clip");
+    ValueId d = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {c, s, z}, "dq");
+    ValueId r = add(g, OpKind::Reshape, ReshapeAttrs{{Dim(4), Dim(6)}}, {d}, "reshape");
+    ValueId q2 = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {r, s2, z2}, "q2");
+    g.addOutput(add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {q2, s2, z2}, "y"));
+    return g;
+  };
+  auto kinds = [](const Graph& g) {
+    std::vector<OpKind> k;
+    for (const Node& n : g.nodes()) k.push_back(n.kind);
+    return k;
+  };
+  Graph same = build(0.013, 40, 10);
+  auto out = passes::propagateQuantization(same);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  const std::vector<OpKind> want = {OpKind::Clip, OpKind::QuantizeLinear, OpKind::Reshape,
+                                    OpKind::DequantizeLinear};
+  EXPECT_EQ(kinds(*out), want);
+  expectEquivalent(same, *out, 0.0);
+  for (Graph other : {build(0.014, 40, 10), build(0.013, 41, 10)}) {
+    auto kept = passes::propagateQuantization(other);
+    ASSERT_TRUE(kept.isOk()) << kept.error().message();
+    const std::vector<OpKind> k = kinds(*kept);
+    EXPECT_EQ(std::count(k.begin(), k.end(), OpKind::QuantizeLinear), 2);
+    expectEquivalent(other, *kept, 0.0);
+  }
+  Graph zeroOutside = build(0.013, 40, 50);
+  auto kept = passes::propagateQuantization(zeroOutside);
+  ASSERT_TRUE(kept.isOk()) << kept.error().message();
+  for (const Node& n : kept->nodes()) {
+    if (n.kind == OpKind::Clip) {
+      EXPECT_EQ(kept->value(n.outputs[0]).type.dtype, DType::U8);
+    }
+  }
+  expectEquivalent(zeroOutside, *kept, 0.0);
+}
+
 // A DequantizeLinear of a computed u8 value moves right after its producer (before the nodes
 // between them in the source order); a QuantizeLinear of a computed value too, and then the
 // DequantizeLinear after it; the values stay the same.

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Quantized models as users export them (tests/fixtures/qat_cnn: a CNN prepared for PyTorch's
+# QAT and exported straight from its fake-quant modules, fbgemm's and qnnpack's forms): every
+# convolution runs as an int8 kernel (the weights' QuantizeLinear folded, the quantization
+# carried through the max pool, the Clip of fbgemm's 0..127 range moved before its
+# QuantizeLinear), the Linear after the average pool stays fp32 saying why, and the compiled
+# model equals the reference executor on the imported graph (ONNX's arithmetic).
+set -uo pipefail
+tunec="$1" src="$2"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fx="$src/tests/fixtures/qat_cnn"
+source "$(dirname "$0")/expect.sh"
+
+# With AVX512-VNNI or AMX the int8 sums are exact; AVX2's vpmaddubsw halves 8-bit weights.
+bound=2e-2
+"$tunec" target | grep -q "isa features.*\(avx512_vnni\|amx\)" && bound=1e-5
+for form in fbgemm_opset13 qnnpack_opset17; do
+  expect 0 ": 4 Conv/MatMul/Gemm layers of u8 activations and constant s8 weights run as int8 kernels" \
+    -- compile "$fx/$form.onnx" -o "$tmp/$form.so"
+  expect 0 "1 quantized layer in fp32 \(Gemm '/fc/Gemm'\): its activation is f32, computed by Flatten '/Flatten', with no QuantizeLinear before the layer" \
+    -- compile "$fx/$form.onnx" -o "$tmp/$form.so"
+  expect 0 "Conv '/a/a.0/Conv.int8' 1x16x8x8 -> 1x16x8x8 k3x3 s1 .* in int8" \
+    -- compile "$fx/$form.onnx" -o "$tmp/$form.so"
+  "$tunec" run "$tmp/$form.so" --input "x=$fx/x.npy" --output "$tmp/so_$form" >/dev/null
+  "$tunec" run "$fx/$form.onnx" --input "x=$fx/x.npy" --reference --output "$tmp/ref_$form" >/dev/null
+  compare "$tmp/ref_$form/y.npy" "$tmp/so_$form/y.npy" --max-rel-l2 "$bound"
+done
+# inspect --fusion names the layer left fp32 from the graph lower-quantized-layers reads.
+expect 0 "quantized layer in fp32: Gemm '/fc/Gemm': its activation is f32" \
+  -- inspect "$fx/fbgemm_opset13.onnx" --fusion --summary
+
+echo "$checks checks, $failures failures"
+[ "$failures" -eq 0 ]
