@@ -1,9 +1,15 @@
 // Folds a per-output-channel constant Mul or Add after a Conv into the Conv's weights and bias
 // (the scale-and-shift form of a batch norm, or a constant residual bias), so that the
-// anchor's epilogue has one op less.
+// anchor's epilogue has one op less. After an int8 convolution, whose weights are integers, a
+// per-channel Add b after its (sums + k) x m folds into the shift instead: (sums + k + b / m) x
+// m, one f32 rounding of its own (m != 0 and finite on every channel, else it stays): a
+// fake-quant export's batch norm after the convolution (the kernel's epilogue reads one shift).
 #include "passes/passes.h"
 #include "passes/pattern.h"
 #include "passes/rewriter.h"
+
+#include <cmath>
+#include <optional>
 
 namespace tunec::passes {
 
@@ -26,12 +32,70 @@ std::vector<double> perChannel(const Tensor& c, int64_t channels, int outputRank
   return values;
 }
 
+// The constant input of a binary node of the new graph and its other input, or nullopt.
+std::optional<std::pair<const Tensor*, ValueId>> constantOperand(const GraphRewriter& rw,
+                                                                 const Node* n) {
+  if (!n || n->inputs.size() != 2) return std::nullopt;
+  for (int side = 0; side < 2; ++side)
+    if (const Tensor* c = rw.constantOf(n->inputs[static_cast<size_t>(side)]))
+      return std::pair{c, n->inputs[static_cast<size_t>(1 - side)]};
+  return std::nullopt;
+}
+
+// Add(Mul(Add(IntegerConv, k), m), b) -> Mul(Add(IntegerConv, k + b / m), m), per channel.
+Expected<bool> foldShiftAfterIntegerConv(const Graph& graph, const std::vector<int>& uses,
+                                         GraphRewriter& rw, const Node& node) {
+  if (node.kind != OpKind::Add) return false;
+  const Node* mul = nullptr;
+  ValueId bValue = kNoValue;
+  for (int side = 0; side < 2 && !mul; ++side) {
+    const ValueId x = node.inputs[static_cast<size_t>(side)];
+    bValue = node.inputs[static_cast<size_t>(1 - side)];
+    if (uses[static_cast<size_t>(x)] == 1 && rw.constantOf(rw.map(bValue)))
+      mul = producerOf(rw.target(), rw.map(x), OpKind::Mul);
+  }
+  const auto scale = constantOperand(rw, mul);
+  const Node* shift = scale ? producerOf(rw.target(), scale->second, OpKind::Add) : nullptr;
+  const auto k = constantOperand(rw, shift);
+  const Node* conv = k ? producerOf(rw.target(), k->second, OpKind::IntegerConv) : nullptr;
+  if (!conv) return false;
+  const TensorType& type = graph.value(node.outputs[0]).type;
+  if (type.shape.rank() < 2 || !(rw.target().value(mul->outputs[0]).type == type)) return false;
+  const int64_t channels = type.shape[1];
+  const int rank = type.shape.rank();
+  const std::vector<double> b = perChannel(*rw.constantOf(rw.map(bValue)), channels, rank),
+                            m = perChannel(*scale->first, channels, rank),
+                            kv = perChannel(*k->first, channels, rank);
+  if (b.empty() || m.empty() || kv.empty()) return false;
+  std::vector<int64_t> dims(static_cast<size_t>(rank), 1); // 1 x C x 1 x 1
+  dims[1] = channels;
+  Tensor shifted(DType::F32, Shape(dims)), scaled(DType::F32, Shape(dims));
+  for (size_t ch = 0; ch < static_cast<size_t>(channels); ++ch) {
+    if (!std::isfinite(m[ch]) || m[ch] == 0) return false;
+    shifted.setDouble(static_cast<int64_t>(ch), kv[ch] + b[ch] / m[ch]);
+    scaled.setDouble(static_cast<int64_t>(ch), m[ch]);
+  }
+  const ValueId sums = k->second;
+  const std::string name = graph.value(node.outputs[0]).name;
+  TUNEC_ASSIGN_OR_RETURN(auto added,
+                         rw.add(node.name + "/shift", OpKind::Add, NoAttrs{},
+                                {sums, rw.constant(node.name + ".shift", std::move(shifted))},
+                                {name + "/shifted"}));
+  TUNEC_ASSIGN_OR_RETURN(
+      auto out, rw.add(node.name, OpKind::Mul, NoAttrs{},
+                       {added[0], rw.constant(node.name + ".scale", std::move(scaled))}, {name}));
+  rw.replace(node.outputs[0], out[0]);
+  return true;
+}
+
 } // namespace
 
 Expected<Graph> foldChannelAffine(const Graph& graph) {
   std::vector<int> uses = useCounts(graph);
   GraphRewriter rw(graph);
   for (const Node& node : graph.nodes()) {
+    TUNEC_ASSIGN_OR_RETURN(bool folded, foldShiftAfterIntegerConv(graph, uses, rw, node));
+    if (folded) continue;
     bool affine = node.kind == OpKind::Mul || node.kind == OpKind::Add;
     const Node* conv = nullptr;
     ValueId x = kNoValue, c = kNoValue;

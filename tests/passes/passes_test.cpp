@@ -638,6 +638,53 @@ TEST(Passes, AReluAfterAFakeQuantizationMovesBeforeIt) {
   }
 }
 
+// A fake-quant export's batch norm after an int8 convolution (Conv, Div by the folded BN
+// scale, BatchNormalization, as PyTorch's fused QAT modules export it) folds into the kernel's
+// one shift and one scale: (sums + k + b / m) x m, within f32 rounding of the f32 graph.
+TEST(Passes, ABatchNormAfterAnInt8ConvFoldsIntoItsShift) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{1, 8, 6, 5}, {}});
+  Tensor sa(DType::F32, Shape{}), za(DType::U8, Shape{});
+  sa.setDouble(0, 0.01), za.setInt(0, 100);
+  ValueId s = g.addConstant("sa", sa), z = g.addConstant("za", za);
+  ValueId xq = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "xq");
+  ValueId xd = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {xq, s, z}, "xd");
+  Tensor wq(DType::I8, Shape{4, 8, 3, 3}), sb(DType::F32, Shape{4}), zb(DType::I8, Shape{4});
+  std::mt19937 rng(9);
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.setInt(i, static_cast<int>(rng() % 255) - 127);
+  for (int64_t j = 0; j < 4; ++j) sb.setDouble(j, 0.003 * (j + 1)), zb.setInt(j, 0);
+  ValueId wd =
+      add(g, OpKind::DequantizeLinear, QuantAttrs{0},
+          {g.addConstant("wq", wq), g.addConstant("sb", sb), g.addConstant("zb", zb)}, "wd");
+  Tensor zero(DType::F32, Shape{4});
+  for (int64_t j = 0; j < 4; ++j) zero.setDouble(j, 0);
+  ConvAttrs attrs{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  ValueId conv = add(g, OpKind::Conv, attrs, {xd, wd, g.addConstant("b0", zero)}, "conv");
+  ValueId div = add(g, OpKind::Div, NoAttrs{},
+                    {conv, g.addConstant("d", randomTensor({1, 4, 1, 1}, 11, 0.5f, 2.f))}, "div");
+  ValueId bn = add(g, OpKind::BatchNormalization, NormAttrs{},
+                   {div, g.addConstant("gamma", randomTensor({4}, 12, 0.5f, 1.5f)),
+                    g.addConstant("beta", randomTensor({4}, 13)),
+                    g.addConstant("mean", randomTensor({4}, 14)),
+                    g.addConstant("var", randomTensor({4}, 15, 0.5f, 1.5f))},
+                   "bn");
+  g.addOutput(add(g, OpKind::Relu, NoAttrs{}, {bn}, "relu"));
+  Graph graph = g;
+  for (auto pass :
+       {passes::lowerQuantizedLayers, passes::foldConstants, passes::foldBatchNorm,
+        passes::decomposeBatchNorm, passes::simplifyAlgebra, passes::foldChannelAffine}) {
+    auto next = pass(graph);
+    ASSERT_TRUE(next.isOk()) << next.error().message();
+    graph = std::move(*next);
+  }
+  std::vector<OpKind> afterConv;
+  for (const Node& n : graph.nodes())
+    if (n.kind != OpKind::QuantizeLinear) afterConv.push_back(n.kind);
+  const std::vector<OpKind> want = {OpKind::IntegerConv, OpKind::Add, OpKind::Mul, OpKind::Relu};
+  EXPECT_EQ(afterConv, want);
+  expectEquivalent(g, graph, 1e-5);
+}
+
 // A round trip of the same quantization cancels; of another scale, zero point or type it stays
 // (and so does a Clip of integers whose range leaves out the zero point, where NaN would differ).
 TEST(Passes, PropagateQuantizationCancelsOnlyExactRoundTrips) {
