@@ -12,9 +12,12 @@ With NODE_PATH set to an onnxruntime-node install (npm install onnxruntime-node@
 scripts/bench/ort_run.js), and tunec's dynamic output is checked against it.
 
 usage: bench_dynamic.py --tunec build/src/tunec --model ffn.onnx --input x --hidden 768
-         [--kind ffn|bert] [--batch 1] [--bound 512] [--lengths 1,7,16,...] [--rounds 5]
+         [--kind ffn|bert|cnn] [--batch 1] [--bound 512] [--lengths 1,7,16,...] [--rounds 5]
          [--runs 20] [--db tuning.db]
   --kind bert: the inputs are input_ids, attention_mask and token_type_ids [batch, sequence]
+  --kind cnn: --input is an image batch [N, 3, 224, 224] whose dynamic batch axis is --symbol
+      (default batch_size); --lengths are the batch sizes, and each row also gives the time per
+      image
 """
 import argparse
 import json
@@ -70,7 +73,8 @@ def main():
     p.add_argument("--model", required=True, help="ONNX model with dynamic batch and sequence")
     p.add_argument("--input", default="x", help="its input [batch, sequence, hidden]")
     p.add_argument("--hidden", type=int, default=768)
-    p.add_argument("--kind", choices=["ffn", "bert"], default="ffn")
+    p.add_argument("--kind", choices=["ffn", "bert", "cnn"], default="ffn")
+    p.add_argument("--symbol", default="batch_size", help="--kind cnn: the batch axis's name")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--bound", type=int, default=512)
     p.add_argument("--lengths", default="1,7,16,33,64,100,128,200,384,512")
@@ -80,19 +84,26 @@ def main():
     a = p.parse_args()
     lengths = [int(s) for s in a.lengths.split(",")]
     work = tempfile.mkdtemp(prefix="bench_dynamic_")
-    batch = f"batch={a.batch}..{a.batch}"
+    symbol = a.symbol if a.kind == "cnn" else "sequence"
+    fixed = [] if a.kind == "cnn" else [f"batch={a.batch}..{a.batch}"]
     dynamic = os.path.join(work, "dynamic.so")
-    compile_model(a.tunec, a.model, dynamic, [batch, f"sequence=1..{a.bound}"], a.db)
+    compile_model(a.tunec, a.model, dynamic, fixed + [f"{symbol}=1..{a.bound}"], a.db)
     rng = np.random.default_rng(0)
     with_ort = bool(os.environ.get("NODE_PATH"))
     ort_head = " ONNX Runtime (the dynamic model) | ORT / tunec dynamic | tunec vs ORT (rel. L2) |"
-    print(f"| sequence | static | dynamic (one model.so, 1..{a.bound}) | static / dynamic "
-          f"(median of {a.rounds} rounds) |" + (ort_head if with_ort else ""))
-    print("| --- | --- | --- | --- |" + (" --- | --- | --- |" if with_ort else ""))
+    per_image = " dynamic per image |" if a.kind == "cnn" else ""
+    print(f"| {symbol} | static | dynamic (one model.so, 1..{a.bound}) | static / dynamic "
+          f"(median of {a.rounds} rounds) |" + per_image + (ort_head if with_ort else ""))
+    print("| --- | --- | --- | --- |" + (" --- |" if per_image else "") +
+          (" --- | --- | --- |" if with_ort else ""))
     for n in lengths:
         static = os.path.join(work, f"static_{n}.so")
-        compile_model(a.tunec, a.model, static, [batch, f"sequence={n}..{n}"], a.db)
-        if a.kind == "ffn":
+        compile_model(a.tunec, a.model, static, fixed + [f"{symbol}={n}..{n}"], a.db)
+        if a.kind == "cnn":
+            x = os.path.join(work, f"x_{n}.npy")
+            np.save(x, rng.standard_normal((n, 3, 224, 224)).astype(np.float32))
+            feeds = [f"{a.input}={x}"]
+        elif a.kind == "ffn":
             x = os.path.join(work, f"x_{n}.npy")
             np.save(x, rng.standard_normal((a.batch, n, a.hidden)).astype(np.float32))
             feeds = [f"{a.input}={x}"]
@@ -119,6 +130,8 @@ def main():
                 ort_ratios.append(o / d)
         row = (f"| {n} | {statistics.median(s_ms):.3f} ms | {statistics.median(d_ms):.3f} ms | "
                f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
+        if per_image:
+            row += f" {statistics.median(d_ms) / n:.3f} ms |"
         if with_ort:
             want = os.path.join(work, "ort.npy")
             ort(a.model, feeds, 1, want)

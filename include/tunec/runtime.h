@@ -68,6 +68,10 @@ int tunec_model_run_shaped(tunec_model* model, const void* const* inputs,
  * that adds each step's wall time in seconds to step_seconds[i]. */
 int32_t tunec_model_num_steps(const tunec_model* model);
 const char* tunec_model_step_label(const tunec_model* model, int32_t step);
+/* tunec_model_run_shaped, adding each step's wall time to step_seconds[i] (a symbolic model). */
+int tunec_model_run_shaped_profiled(tunec_model* model, const void* const* inputs,
+                                    const int64_t* const* input_dims, void* const* outputs,
+                                    int64_t* const* output_dims, double* step_seconds);
 int tunec_model_run_profiled(tunec_model* model, const void* const* inputs, void* const* outputs,
                              double* step_seconds);
 /* A step's cost, for rooflines (`tunec profile`): the arithmetic operations and the bytes of its

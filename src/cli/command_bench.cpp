@@ -30,7 +30,10 @@ const CommandSpec kBenchSpec{
         {"json", "", "print the statistics as one JSON object"},
         {"profile", "",
          "also time every step; print the slowest steps and the steps grouped by computation"},
-        {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"input-shape", "NAME=SHAPE",
+         "static shape for a dynamic input, e.g. x=1x3x224x224; for a model.so of symbolic "
+         "dimensions, the shape of the timed runs' random input (within its bounds)",
+         true},
         {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
         {"input", "NAME=FILE",
          "time on this tensor file (.npy or .pb) for a model input instead of random values "
@@ -67,17 +70,19 @@ int commandBench(const std::vector<std::string>& argv) {
   auto session = openModel(args->positionals()[0], *options);
   if (!session) return fail(session.error().message());
   RunBuffers buffers = randomRunBuffers(*session, 7);
+  // A model of symbolic dimensions: --input-shape is also the timed run's shape.
+  if (session->symbolic())
+    if (Status s = useInputShapes(*session, options->inputDims.shapes, buffers); !s)
+      return fail(s.error().message());
   auto files = parseInputFiles(args->getAll("input"));
   if (!files) return fail(files.error().message());
   if (Status s = useInputFiles(*session, *files, buffers); !s) return fail(s.error().message());
-  const void* const* in = buffers.in.data();
-  void* const* out = buffers.out.data();
   auto stats = timeRuns(*session, buffers, *warmup, *runs);
   if (!stats) return fail(stats.error().message());
   if (args->has("profile")) {
     std::vector<double> seconds(session->steps.size(), 0.0);
     for (int i = 0; i < *runs; ++i)
-      if (Status s = session->runProfiled(in, out, seconds); !s) return fail(s.error().message());
+      if (Status s = runBuffers(*session, buffers, &seconds); !s) return fail(s.error().message());
     std::vector<size_t> order(seconds.size());
     double total = 0;
     for (size_t i = 0; i < order.size(); ++i) {

@@ -41,7 +41,10 @@ const CommandSpec kProfileSpec{
         {"json", "", "print the profile as one JSON object instead of the table"},
         {"db", "FILE",
          "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
-        {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
+        {"input-shape", "NAME=SHAPE",
+         "static shape for a dynamic input, e.g. x=1x3x224x224; for a model.so of symbolic "
+         "dimensions, the shape of the profiled runs' random input (within its bounds)",
+         true},
         {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
         precisionFlag(),
     },
@@ -111,20 +114,22 @@ int commandProfile(const std::vector<std::string>& argv) {
   roofs.cacheGBs = measureBandwidth(threads, thisMachine().l3 / 2);
 
   RunBuffers buffers = randomRunBuffers(*session, 7);
-  const void* const* in = buffers.in.data();
-  void* const* out = buffers.out.data();
+  // A model of symbolic dimensions: --input-shape is also the profiled run's shape.
+  if (session->symbolic())
+    if (Status s = useInputShapes(*session, options->inputDims.shapes, buffers); !s)
+      return fail(s.error().message());
   for (int i = 0; i < *warmup; ++i)
-    if (Status s = session->run(in, out); !s) return fail(s.error().message());
+    if (Status s = runBuffers(*session, buffers); !s) return fail(s.error().message());
   // Whole runs and profiled runs alternate, so that both see the same machine.
   std::vector<double> whole;
   std::vector<std::vector<double>> perStep(session->steps.size());
   for (int r = 0; r < *runs; ++r) {
     auto start = std::chrono::steady_clock::now();
-    if (Status s = session->run(in, out); !s) return fail(s.error().message());
+    if (Status s = runBuffers(*session, buffers); !s) return fail(s.error().message());
     whole.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     std::vector<double> seconds(session->steps.size(), 0.0);
-    if (Status s = session->runProfiled(in, out, seconds); !s) return fail(s.error().message());
+    if (Status s = runBuffers(*session, buffers, &seconds); !s) return fail(s.error().message());
     for (size_t i = 0; i < seconds.size(); ++i) perStep[i].push_back(seconds[i]);
   }
   std::vector<double> medians;

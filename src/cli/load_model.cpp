@@ -13,4 +13,16 @@ Expected<Graph> loadModel(const std::string& path, const InputDims& inputDims) {
   return importOnnxFile(path, options);
 }
 
+Expected<CompileInput> loadForCompile(const std::string& path, const InputDims& inputDims) {
+  CompileInput in;
+  TUNEC_ASSIGN_OR_RETURN(in.graph, loadModel(path, inputDims));
+  in.images = driver::imageBatchOf(in.graph);
+  if (in.images) {
+    InputDims one = inputDims;
+    one.ranges[in.images->symbol] = {1, 1};
+    TUNEC_ASSIGN_OR_RETURN(in.graph, loadModel(path, one));
+  }
+  return in;
+}
+
 } // namespace tunec::cli

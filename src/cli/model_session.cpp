@@ -68,10 +68,17 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
   std::stringstream list(tunec_model_isa(raw));
   for (std::string name; std::getline(list >> std::ws, name, ',');) names.push_back(name);
   TUNEC_ASSIGN_OR_RETURN(s.requiredFeatures, CpuFeatures::parse(names));
-  s.runProfiled = [raw](const void* const* in, void* const* out,
-                        std::vector<double>& seconds) -> Status {
-    if (tunec_model_run_profiled(raw, in, out, seconds.data()) != 0)
-      return Error(tunec_last_error());
+  s.runProfiled = [raw](const void* const* in, const std::vector<std::vector<int64_t>>* shapes,
+                        void* const* out, std::vector<double>& seconds) -> Status {
+    int rc = 0;
+    if (shapes) {
+      std::vector<const int64_t*> dims;
+      for (const auto& shape : *shapes) dims.push_back(shape.data());
+      rc = tunec_model_run_shaped_profiled(raw, in, dims.data(), out, nullptr, seconds.data());
+    } else {
+      rc = tunec_model_run_profiled(raw, in, out, seconds.data());
+    }
+    if (rc != 0) return Error(tunec_last_error());
     return {};
   };
   for (int32_t i = 0; i < tunec_model_num_symbols(raw); ++i) {
@@ -114,7 +121,9 @@ struct Compiled {
 };
 
 Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& options) {
-  TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, options.inputDims));
+  TUNEC_ASSIGN_OR_RETURN(CompileInput input, loadForCompile(path, options.inputDims));
+  Graph graph = std::move(input.graph);
+  const std::optional<driver::ImageBatch>& images = input.images;
   int64_t quantizeNodes = 0;
   for (const Node& n : graph.nodes())
     quantizeNodes += n.kind == OpKind::QuantizeLinear || n.kind == OpKind::DequantizeLinear;
@@ -137,6 +146,9 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
   auto model = driver::compileModel(graph, *c.jit, co);
   if (!model) return model.error().withContext(path);
   c.model = std::move(*model);
+  if (images) {
+    TUNEC_TRY(driver::runOncePerImage(c.model.plan, *images));
+  }
   c.model.stats.quantizeNodesImported = quantizeNodes;
   c.model.stats.quantizedKeptFloat = std::move(keptFloat);
   return c;
@@ -211,6 +223,16 @@ RunBuffers randomRunBuffers(const ModelSession& session, uint32_t seed) {
   return b;
 }
 
+Status runBuffers(const ModelSession& session, RunBuffers& buffers,
+                  std::vector<double>* stepSeconds) {
+  const auto* shapes = session.symbolic() ? &buffers.inputShapes : nullptr;
+  if (stepSeconds)
+    return session.runProfiled(buffers.in.data(), shapes, buffers.out.data(), *stepSeconds);
+  if (!shapes) return session.run(buffers.in.data(), buffers.out.data());
+  std::vector<std::vector<int64_t>> outShapes;
+  return session.runShaped(buffers.in.data(), *shapes, buffers.out.data(), outShapes);
+}
+
 Expected<LatencyStats> timeRuns(const ModelSession& session, const RunBuffers& buffers, int warmup,
                                 int runs) {
   if (!session.symbolic())
@@ -265,6 +287,26 @@ Status useInputFiles(const ModelSession& session, const std::map<std::string, st
   return {};
 }
 
+Status useInputShapes(const ModelSession& session, const std::map<std::string, Shape>& shapes,
+                      RunBuffers& buffers) {
+  std::mt19937 rng(11);
+  for (const auto& [name, shape] : shapes) {
+    size_t i = 0;
+    while (i < session.inputs.size() && session.inputs[i].name != name) ++i;
+    if (i == session.inputs.size())
+      return makeError("--input-shape names '", name, "', which is not a model input");
+    rt::IoSpec io = session.inputs[i];
+    if (shape.rank() != std::ssize(io.shape))
+      return makeError("--input-shape ", name, "=", shape.toString(), ": input '", name,
+                       "' has rank ", io.shape.size());
+    io.shape = shape.dims();
+    buffers.inputs[i] = randomInput(io, rng);
+    buffers.in[i] = buffers.inputs[i].data();
+    buffers.inputShapes[i] = io.shape;
+  }
+  return {};
+}
+
 Tensor randomInput(const rt::IoSpec& io, std::mt19937& rng) {
   Tensor t(io.dtype, Shape(io.shape));
   std::uniform_real_distribution<double> real(-1.0, 1.0);
@@ -296,11 +338,16 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
     s.steps.push_back({step.label, step.kind == rt::StepKind::Kernel, step.flops, step.bytes,
                        step.bf16Flops, step.int8Ops});
   s.requiredFeatures = shared->plan().requiredFeatures;
-  s.runProfiled = [shared](const void* const* in, void* const* out, std::vector<double>& seconds) {
+  s.runProfiled = [shared](const void* const* in, const std::vector<std::vector<int64_t>>* shapes,
+                           void* const* out, std::vector<double>& seconds) -> Status {
+    std::optional<rt::RunExtents> extents;
+    if (shapes) {
+      TUNEC_ASSIGN_OR_RETURN(extents, rt::bindRunExtents(shared->plan(), *shapes));
+    }
     std::vector<double> run;
-    Status st = shared->run(in, out, &run);
+    TUNEC_TRY(shared->run(in, out, &run, extents ? &*extents : nullptr));
     for (size_t i = 0; i < run.size(); ++i) seconds[i] += run[i];
-    return st;
+    return Status();
   };
   s.symbols = shared->plan().symbols;
   for (int out = 0; out < 2; ++out) {

@@ -39,8 +39,11 @@ struct ModelSession {
                        std::vector<std::vector<int64_t>>&)>
       runShaped;
   bool symbolic() const { return !symbols.empty(); }
-  /// A run that adds each step's seconds to `stepSeconds` (sized to steps).
-  std::function<Status(const void* const*, void* const*, std::vector<double>&)> runProfiled;
+  /// A run that adds each step's seconds to `stepSeconds` (sized to steps); at the given input
+  /// shapes for a symbolic model (nullptr: a static one's).
+  std::function<Status(const void* const*, const std::vector<std::vector<int64_t>>*, void* const*,
+                       std::vector<double>&)>
+      runProfiled;
   std::vector<StepInfo> steps;
   CpuFeatures requiredFeatures; ///< the CPU features the model's code uses (rt::ModelPlan)
   std::shared_ptr<void> owner;
@@ -101,6 +104,10 @@ struct RunBuffers {
 Expected<LatencyStats> timeRuns(const ModelSession& session, const RunBuffers& buffers, int warmup,
                                 int runs);
 RunBuffers randomRunBuffers(const ModelSession& session, uint32_t seed);
+/// One run on the buffers (at their input shapes when the model is symbolic), adding each step's
+/// seconds to `stepSeconds` when given.
+Status runBuffers(const ModelSession& session, RunBuffers& buffers,
+                  std::vector<double>* stepSeconds = nullptr);
 /// The --input NAME=FILE flags by input name; an error for a malformed or repeated one.
 Expected<std::map<std::string, std::string>> parseInputFiles(const std::vector<std::string>& specs);
 /// The tensor file for model input `io` (.npy or .pb), checked against its element type and
@@ -108,6 +115,11 @@ Expected<std::map<std::string, std::string>> parseInputFiles(const std::vector<s
 /// error names the input, the file, what it holds and what the model expects.
 Expected<Tensor> readInputFile(const rt::IoSpec& io, const std::string& path,
                                bool symbolic = false);
+/// For a model of symbolic dimensions: random inputs at the given run shapes (`bench
+/// --input-shape` on a model.so) in place of those at the bounds; a name that is no model input,
+/// or a shape of another rank, is an error (the run checks the bounds).
+Status useInputShapes(const ModelSession& session, const std::map<std::string, Shape>& shapes,
+                      RunBuffers& buffers);
 /// Replaces the buffers of the inputs named in `files` by the tensors read from them (the others
 /// keep their random values); a name that is no model input is an error.
 Status useInputFiles(const ModelSession& session, const std::map<std::string, std::string>& files,

@@ -18,8 +18,9 @@ Expected<ModelTasks> modelTasks(const std::vector<std::string>& models, const In
   ModelTasks out;
   std::map<std::string, size_t> index;
   for (const std::string& path : models) {
-    TUNEC_ASSIGN_OR_RETURN(Graph graph, loadModel(path, inputDims));
-    TUNEC_ASSIGN_OR_RETURN(Graph optimized, runGraphPipeline(std::move(graph), nullptr));
+    // A dynamic batch of images tunes the kernels of one image, which every batch runs.
+    TUNEC_ASSIGN_OR_RETURN(CompileInput input, loadForCompile(path, inputDims));
+    TUNEC_ASSIGN_OR_RETURN(Graph optimized, runGraphPipeline(std::move(input.graph), nullptr));
     TUNEC_ASSIGN_OR_RETURN(std::vector<driver::HeavyKernel> kernels,
                            driver::extractHeavyKernels(optimized, co));
     out.heavyKernels += kernels.size();

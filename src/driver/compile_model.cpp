@@ -743,6 +743,18 @@ std::string compileReport(const CompiledModel& model) {
                         : 1.0,
       static_cast<double>(s.intermediateBytes) / 1e6, static_cast<double>(s.constantBytes) / 1e6);
   os << line;
+  const rt::ModelPlan& plan = model.plan;
+  if (plan.imageExtent >= 0) {
+    const rt::SymbolSpec& images = plan.symbols.at(0);
+    std::snprintf(line, sizeof(line),
+                  "dynamic batch '%s' (%lld..%lld): the kernels of one image run once per image "
+                  "of the run, layer by layer; the arena is %lld copies of one image's, %.2f MB "
+                  "at the bound\n",
+                  images.name.c_str(), static_cast<long long>(images.min),
+                  static_cast<long long>(images.max), static_cast<long long>(images.max),
+                  static_cast<double>(plan.arenaBytes) / 1e6);
+    os << line;
+  }
   return os.str();
 }
 

@@ -174,22 +174,26 @@ const char* tunec_model_dim_name(const tunec_model* model, int32_t is_output, in
   return names[static_cast<size_t>(dim)].c_str();
 }
 
-int tunec_model_run_shaped(tunec_model* model, const void* const* inputs,
-                           const int64_t* const* input_dims, void* const* outputs,
-                           int64_t* const* output_dims) {
+namespace {
+
+int runShaped(const char* what, tunec_model* model, const void* const* inputs,
+              const int64_t* const* input_dims, void* const* outputs, int64_t* const* output_dims,
+              double* step_seconds) {
   if (!model || !inputs || !outputs || !input_dims)
-    return fail("tunec_model_run_shaped: null argument");
+    return fail(std::string(what) + ": null argument");
   const auto& plan = model->executor->plan();
   std::vector<std::vector<int64_t>> shapes;
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    if (!input_dims[i])
-      return fail("tunec_model_run_shaped: no dims for input " + std::to_string(i));
+    if (!input_dims[i]) return fail(std::string(what) + ": no dims for input " + std::to_string(i));
     shapes.emplace_back(input_dims[i], input_dims[i] + plan.inputs[i].shape.size());
   }
   auto run = tunec::rt::bindRunExtents(plan, shapes);
   if (!run) return fail(run.error().message());
-  tunec::Status status = model->executor->run(inputs, outputs, nullptr, &*run);
+  std::vector<double> seconds;
+  tunec::Status status =
+      model->executor->run(inputs, outputs, step_seconds ? &seconds : nullptr, &*run);
   if (!status) return fail(status.error().message());
+  for (size_t i = 0; step_seconds && i < seconds.size(); ++i) step_seconds[i] += seconds[i];
   if (output_dims)
     for (size_t o = 0; o < plan.outputs.size(); ++o)
       if (output_dims[o]) {
@@ -197,6 +201,23 @@ int tunec_model_run_shaped(tunec_model* model, const void* const* inputs,
         std::copy(dims.begin(), dims.end(), output_dims[o]);
       }
   return 0;
+}
+
+} // namespace
+
+int tunec_model_run_shaped(tunec_model* model, const void* const* inputs,
+                           const int64_t* const* input_dims, void* const* outputs,
+                           int64_t* const* output_dims) {
+  return runShaped("tunec_model_run_shaped", model, inputs, input_dims, outputs, output_dims,
+                   nullptr);
+}
+
+int tunec_model_run_shaped_profiled(tunec_model* model, const void* const* inputs,
+                                    const int64_t* const* input_dims, void* const* outputs,
+                                    int64_t* const* output_dims, double* step_seconds) {
+  if (!step_seconds) return fail("tunec_model_run_shaped_profiled: null argument");
+  return runShaped("tunec_model_run_shaped_profiled", model, inputs, input_dims, outputs,
+                   output_dims, step_seconds);
 }
 
 void tunec_model_free(tunec_model* model) {

@@ -47,6 +47,10 @@ public:
 
 private:
   ModelExecutor() = default;
+  /// A step of a plan run once per image: for each image of the run, its tensors moved on by
+  /// their image strides.
+  Status runPerImage(const Step& step, size_t index, std::vector<void*>& pointers,
+                     const RunExtents& extents);
   Status runStep(const Step& s, const EwProgram& program, const TypedProgram& typed,
                  std::vector<void*>& pointers, const int64_t* extents);
   std::unique_ptr<uint8_t, void (*)(void*)> takeArena();

@@ -145,7 +145,12 @@ std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uin
   j["kernel_count"] = plan.kernelCount;
   j["constant_bytes"] = constants.size();
   nlohmann::json tensors = nlohmann::json::array();
-  for (const TensorRef& t : plan.tensors) tensors.push_back({static_cast<int>(t.region), t.offset});
+  for (const TensorRef& t : plan.tensors) {
+    nlohmann::json ref = {static_cast<int>(t.region), t.offset};
+    if (t.imageStride != 0) ref.push_back(t.imageStride);
+    tensors.push_back(std::move(ref));
+  }
+  if (plan.imageExtent >= 0) j["image_extent"] = plan.imageExtent;
   j["tensors"] = std::move(tensors);
   nlohmann::json steps = nlohmann::json::array();
   for (const Step& s : plan.steps) steps.push_back(stepToJson(s));
@@ -195,8 +200,9 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
     plan.kernelCount = integer<int64_t>(j.at("kernel_count"));
     parsed.constantBytes = integer<int64_t>(j.at("constant_bytes"));
     for (const auto& t : j.at("tensors"))
-      plan.tensors.push_back(
-          {static_cast<Region>(integer<int>(t.at(0))), integer<int64_t>(t.at(1))});
+      plan.tensors.push_back({static_cast<Region>(integer<int>(t.at(0))), integer<int64_t>(t.at(1)),
+                              t.size() > 2 ? integer<int64_t>(t.at(2)) : 0});
+    if (j.contains("image_extent")) plan.imageExtent = integer<int32_t>(j.at("image_extent"));
     for (const auto& s : j.at("steps")) {
       Step step;
       step.kind = static_cast<StepKind>(integer<int>(s.at("kind")));
@@ -245,20 +251,39 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
                      size - header, " present");
   parsed.constants = blob + header;
   // Every reference in range, so that a corrupt plan fails here and never in a kernel.
+  if (plan.imageExtent < -1 || plan.imageExtent >= std::ssize(plan.extents))
+    return makeError("corrupt model plan: the image extent ", plan.imageExtent, " is out of range");
+  // The last image's copy of a tensor: at most this many strides on.
+  int64_t lastImage = 0;
+  if (plan.imageExtent >= 0) {
+    std::vector<int64_t> bounds;
+    for (const SymbolSpec& s : plan.symbols) bounds.push_back(s.max);
+    for (const ExtentTerm& t : plan.extents[static_cast<size_t>(plan.imageExtent)].terms)
+      for (int32_t s : t.symbols)
+        if (s < 0 || s >= std::ssize(plan.symbols))
+          return makeError("corrupt model plan: an extent names symbol ", s);
+    lastImage = plan.extents[static_cast<size_t>(plan.imageExtent)].evaluate(bounds) - 1;
+    if (lastImage < 0 || lastImage > (int64_t{1} << 20))
+      return makeError("corrupt model plan: the image extent's bound is ", lastImage + 1);
+  }
   for (const TensorRef& t : plan.tensors) {
-    bool ok = true;
+    bool ok = t.imageStride >= 0 && t.imageStride <= (int64_t{1} << 40) &&
+              (t.imageStride == 0 || plan.imageExtent >= 0);
+    const int64_t last = lastImage * t.imageStride;
     switch (t.region) {
     case Region::Arena:
-      ok = t.offset >= 0 && t.offset <= plan.arenaBytes;
+      ok = ok && t.offset >= 0 && t.offset + last <= plan.arenaBytes;
       break;
     case Region::Constant:
-      ok = t.offset >= 0 && t.offset <= parsed.constantBytes;
+      ok = ok && t.offset >= 0 && t.offset <= parsed.constantBytes && t.imageStride == 0;
       break;
     case Region::Input:
-      ok = t.offset >= 0 && t.offset < std::ssize(plan.inputs);
+      ok = ok && t.offset >= 0 && t.offset < std::ssize(plan.inputs) &&
+           last < std::max<int64_t>(plan.inputs[static_cast<size_t>(t.offset)].bytes, 1);
       break;
     case Region::Output:
-      ok = t.offset >= 0 && t.offset < std::ssize(plan.outputs);
+      ok = ok && t.offset >= 0 && t.offset < std::ssize(plan.outputs) &&
+           last < std::max<int64_t>(plan.outputs[static_cast<size_t>(t.offset)].bytes, 1);
       break;
     default:
       ok = false;
@@ -284,6 +309,10 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
     if (s.when.extent < -1 || s.when.extent >= std::ssize(plan.extents) ||
         (s.when.extent >= 0 && s.when.min > s.when.max))
       return makeError("corrupt model plan: step '", s.label, "' has a guard out of range");
+  for (const Step& s : plan.steps)
+    if (plan.imageExtent >= 0 && (!s.runTimeInts.empty() || s.when.extent >= 0))
+      return makeError("corrupt model plan: step '", s.label, "' of a plan run once per image ",
+                       "reads run-time ints");
   for (const Step& s : plan.steps)
     for (const RunTimeInt& r : s.runTimeInts)
       if (r.position < 0 || r.position >= std::ssize(s.ints) || r.extent < 0 ||

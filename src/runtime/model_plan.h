@@ -25,6 +25,9 @@ enum class Region : int32_t {
 struct TensorRef {
   Region region = Region::Arena;
   int64_t offset = 0;
+  /// In a plan run once per image (ModelPlan::imageExtent): the bytes from one image's copy of
+  /// the tensor to the next (0: one copy for every image, a constant).
+  int64_t imageStride = 0;
 };
 
 enum class StepKind : int32_t {
@@ -152,7 +155,9 @@ struct ModelPlan {
   /// 9: symbolic dimensions: the plan's symbols and extents, inputs and outputs of symbolic
   /// shape, steps with run-time ints and guards (a size bucket's variant), the kernels' slot
   /// of the run's extents (KernelArgs::extents), and BatchedMatmul steps.
-  static constexpr int kFormatVersion = 9;
+  /// 10: plans run once per image (imageExtent, TensorRef::imageStride): a dynamic batch of
+  /// independent images.
+  static constexpr int kFormatVersion = 10;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.
   CpuFeatures requiredFeatures;
@@ -164,6 +169,11 @@ struct ModelPlan {
   /// run binds the symbols from its input shapes and evaluates every extent once.
   std::vector<SymbolSpec> symbols;
   std::vector<Extent> extents;
+  /// -1, or the extent of a dynamic batch of independent images (a CNN exported with a dynamic
+  /// batch axis): the steps are one image's, compiled for a batch of 1, and each runs once per
+  /// image of the run, its tensors at their address + image x TensorRef::imageStride. Layer by
+  /// layer, so that a layer's weights stay in cache for every image.
+  int32_t imageExtent = -1;
   int64_t arenaBytes = 0; ///< at the bounds
   int64_t kernelCount = 0;
 };

@@ -204,6 +204,22 @@ for tag in 1x5 3x29; do
   expect 0 "check last_hidden_state: matches" -- run "$tmp/bert.so" --threads 1 --input input_ids="$bert/ids_$tag.npy" --input attention_mask="$bert/mask_$tag.npy" --input token_type_ids="$bert/types_$tag.npy" --expect last_hidden_state="$bert/expected_$tag.npy"
 done
 expect 1 "dimension 0 of input 'attention_mask' is 3, but 'batch' is 1 in input 'input_ids': the inputs disagree on it" -- run "$tmp/bert.so" --input input_ids="$bert/ids_1x5.npy" --input attention_mask="$bert/mask_3x29.npy" --input token_type_ids="$bert/types_1x5.npy"
+# A CNN exported with a dynamic batch axis: compiled once for one image and run once per image
+# of each run (at the bounds and between them), PyTorch's output; a batch past the bound is an
+# error before anything runs; bench and profile time a given batch; a JIT run works the same.
+cnn="$src/tests/fixtures/cnn_dynamic_batch"
+expect 0 "dynamic batch 'batch_size' \(1..8\): the kernels of one image run once per image of the run, layer by layer; the arena is 8 copies of one image's" \
+  -- compile "$cnn/model.onnx" --dim batch_size=1..8 -o "$tmp/cnn.so"
+for b in 1 3 8; do
+  expect 0 "check probs: matches" -- run "$tmp/cnn.so" --input image="$cnn/x_$b.npy" --expect probs="$cnn/y_$b.npy"
+done
+expect 0 "check probs: matches" -- run "$cnn/model.onnx" --dim batch_size=1..8 --input image="$cnn/x_3.npy" --expect probs="$cnn/y_3.npy"
+/usr/bin/python3 -c "import numpy as np; np.save('$tmp/x_9.npy', np.zeros((9, 3, 20, 20), np.float32))"
+expect 1 "dimension 0 of input 'image' is 9, outside the bounds of 'batch_size' \(1..8\)" -- run "$tmp/cnn.so" --input image="$tmp/x_9.npy"
+expect 0 "runs on 1 thread: median" -- bench "$tmp/cnn.so" --runs 3 --threads 1 --input-shape image=5x3x20x20
+expect 0 "step profile .* steps" -- bench "$tmp/cnn.so" --runs 2 --profile --input-shape image=2x3x20x20
+expect 1 "--input-shape image=5x3x20: input 'image' has rank 4" -- bench "$tmp/cnn.so" --runs 1 --input-shape image=5x3x20
+expect 1 "dimension 0 of input 'image' is 9, outside the bounds" -- bench "$tmp/cnn.so" --runs 1 --input-shape image=9x3x20x20
 expect 0 "wrote .*dyn.so" -- compile "$dyn" --dim batch=2..2 --dim sequence=5..5 -o "$tmp/dyn.so"
 expect 1 "--format must be npy or pb" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --format csv
 expect 0 "= Conv\(%x.*\{kernel=\[3,3\] strides=\[1,1\]" -- inspect "$model"

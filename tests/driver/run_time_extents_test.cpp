@@ -4,6 +4,7 @@
 // on the same graph built statically at that size (relative L2 below 1e-5, fp32 against double);
 // shapes outside the bounds are errors before any kernel runs.
 #include "driver/compile_model.h"
+#include "driver/per_image.h"
 #include "reference/reference.h"
 #include "runtime/model_executor.h"
 #include "support/host.h"
@@ -371,6 +372,108 @@ TEST(RunTimeExtents, AnOpWithoutRunTimeExtentsIsReportedByName) {
                 "(ReduceMax): a symbolic shape (batch x 8) is not compiled for this op yet"),
             std::string::npos)
       << compiled.error().message();
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// A CNN over a batch of images [b, 3, 9, 9]: Conv (a bias), Relu, MaxPool, GlobalAveragePool,
+// Flatten, Gemm and a Softmax over the classes; or, with `mixing`, one op that mixes images
+// (a softmax over the batch axis). Constants from a fixed seed, so that the graph at a symbolic
+// batch and at each static batch compute the same function.
+Graph imageClassifier(const Dim& batch, bool mixing = false) {
+  Graph g;
+  std::mt19937 rng(21);
+  ValueId x = g.addInput("x", {DType::F32, Shape(std::vector<Dim>{batch, 3, 9, 9}), {}});
+  ValueId w = g.addConstant("w", randomTensor(Shape{8, 3, 3, 3}, rng));
+  ValueId b = g.addConstant("b", randomTensor(Shape{8}, rng));
+  ConvAttrs conv{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  ValueId y = op(g, OpKind::Relu, NoAttrs{}, {op(g, OpKind::Conv, conv, {x, w, b})});
+  y = op(g, OpKind::MaxPool, PoolAttrs{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}}, {y});
+  y = op(g, OpKind::Flatten, AxisAttrs{1}, {op(g, OpKind::GlobalAveragePool, NoAttrs{}, {y})});
+  ValueId fc = g.addConstant("fc", randomTensor(Shape{8, 5}, rng));
+  y = op(g, OpKind::Gemm, GemmAttrs{}, {y, fc, g.addConstant("fcb", randomTensor(Shape{5}, rng))});
+  g.addOutput(op(g, OpKind::Softmax, SoftmaxAttrs{mixing ? 0 : 1, false}, {y}));
+  return g;
+}
+
+// The classifier with a symbolic batch is a batch of independent images: compiled for one
+// image and run once per image, every batch from 1 to the bound equals the reference on the
+// graph built at that batch; a batch past the bound is an error before anything runs.
+TEST(ImageBatch, ACnnOfADynamicBatchRunsOncePerImageAsTheReference) {
+  const Dim batch = Dim::symbol("images", 1, 5);
+  auto images = driver::imageBatchOf(imageClassifier(batch));
+  ASSERT_TRUE(images.has_value());
+  EXPECT_EQ(images->symbol, "images");
+  EXPECT_EQ(images->max, 5);
+  EXPECT_EQ(images->inputs, std::set<std::string>{"x"});
+  for (int threads : {1, 2}) {
+    driver::CompileOptions options;
+    options.threads = threads;
+    options.target = hostTarget();
+    options.isa = widestIsa(options.target);
+    auto compiled = driver::compileModel(imageClassifier(Dim(1)), *sharedJit(), options);
+    ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+    const int64_t oneImage = compiled->plan.arenaBytes;
+    ASSERT_TRUE(driver::runOncePerImage(compiled->plan, *images).isOk());
+    EXPECT_GE(compiled->plan.arenaBytes, 5 * oneImage); // planned for the bound
+    EXPECT_EQ(compiled->plan.inputs[0].shape, (std::vector<int64_t>{5, 3, 9, 9}));
+    auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), threads);
+    ASSERT_TRUE(executor.isOk()) << executor.error().message();
+    std::mt19937 rng(3);
+    for (int64_t n : {1, 2, 4, 5}) {
+      SCOPED_TRACE("batch " + std::to_string(n) + ", threads " + std::to_string(threads));
+      Tensor x = randomTensor(Shape{n, 3, 9, 9}, rng);
+      auto want = runReference(imageClassifier(Dim(n)), {x});
+      ASSERT_TRUE(want.isOk()) << want.error().message();
+      auto run = rt::bindRunExtents((*executor)->plan(), {x.shape().dims()});
+      ASSERT_TRUE(run.isOk()) << run.error().message();
+      EXPECT_EQ(rt::runShape((*executor)->plan().outputs[0], *run), (std::vector<int64_t>{n, 5}));
+      std::vector<float> y(5 * 5, -7.f); // past the run's rows: never written
+      const void* in[] = {x.data()};
+      void* out[] = {y.data()};
+      ASSERT_TRUE((*executor)->run(in, out, nullptr, &*run).isOk());
+      EXPECT_LT(relativeL2(y.data(), (*want)[0]), 1e-5);
+      for (size_t i = static_cast<size_t>(n) * 5; i < y.size(); ++i) ASSERT_EQ(y[i], -7.f) << i;
+    }
+    auto outside = rt::bindRunExtents((*executor)->plan(), {{6, 3, 9, 9}});
+    ASSERT_FALSE(outside.isOk());
+    EXPECT_NE(outside.error().message().find("outside the bounds of 'images' (1..5)"),
+              std::string::npos)
+        << outside.error().message();
+  }
+}
+
+// Graphs that are no batch of independent images keep the symbolic lowering: a softmax over the
+// batch axis, a batch that is not the leading axis, two symbols, or no convolution or pool.
+TEST(ImageBatch, GraphsThatMixImagesAreNoImageBatch) {
+  EXPECT_FALSE(driver::imageBatchOf(imageClassifier(Dim::symbol("b", 1, 4), true)));
+  {
+    Graph g;
+    ValueId x =
+        g.addInput("x", {DType::F32, Shape(std::vector<Dim>{3, Dim::symbol("b", 1, 4), 9, 9}), {}});
+    g.addOutput(op(g, OpKind::Relu, NoAttrs{}, {x}));
+    EXPECT_FALSE(driver::imageBatchOf(g));
+  }
+  {
+    Graph g;
+    ValueId x = g.addInput(
+        "x", {DType::F32,
+              Shape(std::vector<Dim>{Dim::symbol("b", 1, 4), 3, 9, Dim::symbol("w", 1, 9)}),
+              {}});
+    g.addOutput(op(g, OpKind::Relu, NoAttrs{}, {x}));
+    EXPECT_FALSE(driver::imageBatchOf(g));
+  }
+  {
+    Graph g;
+    ValueId x =
+        g.addInput("x", {DType::F32, Shape(std::vector<Dim>{Dim::symbol("b", 1, 4), 16}), {}});
+    g.addOutput(op(g, OpKind::Relu, NoAttrs{}, {x}));
+    EXPECT_FALSE(driver::imageBatchOf(g)); // an MLP: the run-time M of its matmuls serves it
+  }
 }
 
 } // namespace
