@@ -25,13 +25,18 @@ namespace {
 /// enough for shape arithmetic, small enough never to bloat the model.
 constexpr int64_t kFoldLimit = 4096;
 
+// The op a node runs: its type, qualified by its domain unless that is ONNX's
+// ("com.microsoft.QLinearAdd").
+std::string qualifiedOp(const onnx::NodeProto& node) {
+  bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  return defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
+}
+
 Status checkOpsSupported(const onnx::GraphProto& graph) {
   std::map<std::string, std::pair<int, std::string>> missing; // op -> (count, first node)
   for (const auto& node : graph.node()) {
-    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-    std::string op = defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
-    bool known = defaultDomain && (findConverter(node.op_type()) || node.op_type() == "Constant" ||
-                                   node.op_type() == "Shape" || node.op_type() == "Size");
+    const std::string op = qualifiedOp(node);
+    bool known = findConverter(op) || op == "Constant" || op == "Shape" || op == "Size";
     if (known) continue;
     auto& entry = missing[op];
     if (entry.first++ == 0) entry.second = node.name();
@@ -324,8 +329,8 @@ private:
       if (!node.output(i).empty()) numOutputs = i + 1;
     ConvertContext ctx{graph_,           node,     opset_,   inputs,       numOutputs,
                        AttrReader(node), options_, baseDir_, &shapeValues_};
-    Converter convert = findConverter(op);
-    TUNEC_ASSERT(convert, "checkOpsSupported let " << op << " through");
+    Converter convert = findConverter(qualifiedOp(node));
+    TUNEC_ASSERT(convert, "checkOpsSupported let " << qualifiedOp(node) << " through");
     TUNEC_ASSIGN_OR_RETURN(Conversion conv, convert(ctx));
     for (const std::string& attr : ctx.attrs.unread())
       return makeError("unsupported attribute '", attr, "'");

@@ -868,6 +868,183 @@ template <OpKind K> Result convertDepthToSpace(ConvertContext& ctx) {
   return simple(ctx, K, a);
 }
 
+// ---- ONNX Runtime's QOperator ops (com.microsoft), as its quantizer writes them: each the float
+// op between DequantizeLinear of its quantized inputs and a QuantizeLinear of its result, as
+// ONNX Runtime's documentation defines them (docs/ContribOperators.md). Per-tensor parameters;
+// a missing zero point is 0 of the input's type, and the output has the first input's type.
+
+// A quantized data input: the input's index, and those of its scale and zero point.
+struct QuantizedInput {
+  size_t value, scale, zero;
+};
+
+// DequantizeLinear of a quantized data input (per tensor).
+Expected<ValueId> dequantizeInput(ConvertContext& ctx, const std::string& part, QuantizedInput q) {
+  if (!ctx.hasInput(q.value) || !ctx.hasInput(q.scale))
+    return makeError("input ", q.value, " and its scale (input ", q.scale, ") are required");
+  const DType type = ctx.inputType(q.value).dtype;
+  if (type != DType::U8 && type != DType::I8)
+    return makeError("quantized input ", q.value, " is ", dtypeName(type), ", not u8 or s8");
+  if (ctx.inputType(q.scale).shape.numel() != 1)
+    return makeError("input ", q.value, " has a scale of shape ",
+                     ctx.inputType(q.scale).shape.toString(), " (one scale per tensor expected)");
+  TUNEC_ASSIGN_OR_RETURN(ValueId scale, quantParameter(ctx, ctx.inputs[q.scale], part + ".s", -1));
+  ValueId zero = kNoValue;
+  if (ctx.hasInput(q.zero)) {
+    TUNEC_ASSIGN_OR_RETURN(zero, quantParameter(ctx, ctx.inputs[q.zero], part + ".z", -1));
+  }
+  return dequantizePart(ctx, part, ctx.inputs[q.value], scale, zero, 0);
+}
+
+// QuantizeLinear of the float result `y` with the scale and zero point at inputs `scale` and
+// `zero` (a missing zero point: 0 of `type`).
+Result quantizeResult(ConvertContext& ctx, ValueId y, size_t scale, size_t zero, DType type) {
+  if (!ctx.hasInput(scale)) return makeError("the output scale (input ", scale, ") is required");
+  TUNEC_ASSIGN_OR_RETURN(ValueId ys, quantParameter(ctx, ctx.inputs[scale], "y.scale", -1));
+  ValueId yz = kNoValue;
+  if (ctx.hasInput(zero)) {
+    TUNEC_ASSIGN_OR_RETURN(yz, quantParameter(ctx, ctx.inputs[zero], "y.zp", -1));
+  } else {
+    yz = addPartConstant(ctx, "y.zp", Tensor(type, Shape{}));
+  }
+  if (ctx.graph.value(ys).type.shape.numel() != 1)
+    return makeError("the output scale has shape ", ctx.graph.value(ys).type.shape.toString(),
+                     " (one scale per tensor expected)");
+  return Conversion{OpKind::QuantizeLinear, QuantAttrs{0}, {y, ys, yz}};
+}
+
+// The float op of `kind` on the dequantized `inputs`, quantized with (inputs[ys], inputs[yz]).
+Result qlinear(ConvertContext& ctx, const std::vector<QuantizedInput>& inputs, OpKind kind,
+               OpAttrs attrs, size_t ys, size_t yz) {
+  std::vector<ValueId> floats;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TUNEC_ASSIGN_OR_RETURN(ValueId x, dequantizeInput(ctx, "x" + std::to_string(i), inputs[i]));
+    floats.push_back(x);
+  }
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", kind, std::move(attrs), floats));
+  return quantizeResult(ctx, y, ys, yz, ctx.inputType(inputs[0].value).dtype);
+}
+
+// QLinearAdd, QLinearMul(A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp) = Q(DQ(A) op DQ(B)).
+template <OpKind K> Result convertQLinearBinary(ConvertContext& ctx) {
+  return qlinear(ctx, {{0, 1, 2}, {3, 4, 5}}, K, NoAttrs{}, 6, 7);
+}
+
+// QLinearSigmoid(X, X_scale, X_zp, Y_scale, Y_zp); QLinearLeakyRelu the same, with alpha.
+template <OpKind K> Result convertQLinearUnary(ConvertContext& ctx) {
+  OpAttrs attrs = NoAttrs{};
+  if (K == OpKind::LeakyRelu) attrs = AlphaBetaAttrs{ctx.attrs.getFloat("alpha", 0.01f), 0.f};
+  return qlinear(ctx, {{0, 1, 2}}, K, attrs, 3, 4);
+}
+
+// QLinearGlobalAveragePool(X, x_scale, x_zp, y_scale, y_zp), NCHW or (channels_last) NHWC.
+Result convertQLinearGlobalAveragePool(ConvertContext& ctx) {
+  const int rank = ctx.inputType(0).shape.rank();
+  if (rank < 3) return makeError("input of rank ", rank, " has no spatial axes");
+  if (ctx.attrs.getInt("channels_last", 0) == 0)
+    return qlinear(ctx, {{0, 1, 2}}, OpKind::GlobalAveragePool, NoAttrs{}, 3, 4);
+  std::vector<int64_t> spatial;
+  for (int d = 1; d < rank - 1; ++d) spatial.push_back(d);
+  return qlinear(ctx, {{0, 1, 2}}, OpKind::ReduceMean, ReduceAttrs{spatial, true}, 3, 4);
+}
+
+// QLinearAveragePool(X, x_scale, x_zp, y_scale, y_zp) with AveragePool's attributes.
+Result convertQLinearAveragePool(ConvertContext& ctx) {
+  if (ctx.attrs.getInt("channels_last", 0) != 0)
+    return makeError("channels_last=1 is not supported (NCHW only)");
+  const std::vector<ValueId> in = ctx.inputs;
+  ctx.inputs = {in[0]}; // the window attributes, read as AveragePool reads them
+  auto pool = convertPool<OpKind::AveragePool>(ctx);
+  ctx.inputs = in;
+  if (!pool) return pool.error();
+  return qlinear(ctx, {{0, 1, 2}}, OpKind::AveragePool, pool->attrs, 3, 4);
+}
+
+// QLinearSoftmax(X, X_scale, x_zp, y_scale, y_zp): `opset` names the Softmax it computes (before
+// 13: over the axes from `axis` on, flattened).
+Result convertQLinearSoftmax(ConvertContext& ctx) {
+  const bool legacy = ctx.attrs.getInt("opset", 13) < 13;
+  SoftmaxAttrs a{ctx.attrs.getInt("axis", legacy ? 1 : -1), legacy};
+  TUNEC_ASSIGN_OR_RETURN(a.axis, normalizeDimAxis(a.axis, ctx.inputType(0).shape.rank()));
+  return qlinear(ctx, {{0, 1, 2}}, OpKind::Softmax, a, 3, 4);
+}
+
+// QLinearConcat(Y_scale, Y_zp, X0, X0_scale, X0_zp, X1, ...) along `axis`.
+Result convertQLinearConcat(ConvertContext& ctx) {
+  if (ctx.inputs.size() < 5 || (ctx.inputs.size() - 2) % 3 != 0)
+    return makeError("takes Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input; ",
+                     ctx.inputs.size(), " inputs given");
+  std::vector<QuantizedInput> parts;
+  for (size_t i = 2; i < ctx.inputs.size(); i += 3) parts.push_back({i, i + 1, i + 2});
+  TUNEC_ASSIGN_OR_RETURN(
+      int64_t axis, normalizeDimAxis(ctx.attrs.getInt("axis", 0), ctx.inputType(2).shape.rank()));
+  return qlinear(ctx, parts, OpKind::Concat, AxisAttrs{axis}, 0, 1);
+}
+
+// QGemm(A, a_scale, a_zp, B, b_scale, b_zp, C, y_scale, y_zp) = alpha DQ(A) DQ(B) + DQ(C, a_scale
+// b_scale), quantized with y_scale and y_zp when given (else f32): B per tensor or per output
+// column, C an int32 bias of the product's scale.
+Result convertQGemm(ConvertContext& ctx) {
+  const bool transA = ctx.attrs.getInt("transA", 0) != 0,
+             transB = ctx.attrs.getInt("transB", 0) != 0;
+  const float alpha = ctx.attrs.getFloat("alpha", 1.f);
+  TUNEC_ASSIGN_OR_RETURN(ValueId a, dequantizeInput(ctx, "a", {0, 1, 2}));
+  if (ctx.inputType(3).shape.rank() != 2) return makeError("B must be 2-d");
+  const int bAxis = transB ? 0 : 1;
+  const int64_t n = ctx.inputType(3).shape[bAxis];
+  TUNEC_ASSIGN_OR_RETURN(ValueId b,
+                         dequantizePart(ctx, "b", ctx.inputs[3], ctx.inputs[4],
+                                        ctx.hasInput(5) ? ctx.inputs[5] : kNoValue, bAxis));
+  std::vector<ValueId> gemmIn = {a, b};
+  if (ctx.hasInput(6)) {
+    TUNEC_ASSIGN_OR_RETURN(ValueId as, quantParameter(ctx, ctx.inputs[1], "bias.as", n));
+    TUNEC_ASSIGN_OR_RETURN(ValueId bs, quantParameter(ctx, ctx.inputs[4], "bias.bs", n));
+    TUNEC_ASSIGN_OR_RETURN(ValueId cs,
+                           addPart(ctx, "bias.scale", OpKind::Mul, NoAttrs{}, {as, bs}));
+    TUNEC_ASSIGN_OR_RETURN(ValueId c, dequantizePart(ctx, "bias", ctx.inputs[6], cs, kNoValue, 0));
+    gemmIn.push_back(c);
+  }
+  GemmAttrs attrs{alpha, 1.f, transA, transB};
+  if (!ctx.hasInput(7)) return Conversion{OpKind::Gemm, attrs, gemmIn};
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::Gemm, attrs, gemmIn));
+  return quantizeResult(ctx, y, 7, 8, ctx.inputType(0).dtype);
+}
+
+// MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zp, b_zp, bias) = DQ(A) DQ(B) + bias, B's scale
+// and zero point per tensor or per column.
+Result convertMatMulIntegerToFloat(ConvertContext& ctx) {
+  const int ra = ctx.inputType(0).shape.rank(), rb = ctx.inputType(1).shape.rank();
+  TUNEC_ASSIGN_OR_RETURN(ValueId a,
+                         dequantizePart(ctx, "a", ctx.inputs[0], ctx.inputs[2],
+                                        ctx.hasInput(4) ? ctx.inputs[4] : kNoValue, ra - 2));
+  TUNEC_ASSIGN_OR_RETURN(ValueId b,
+                         dequantizePart(ctx, "b", ctx.inputs[1], ctx.inputs[3],
+                                        ctx.hasInput(5) ? ctx.inputs[5] : kNoValue, rb - 1));
+  if (!ctx.hasInput(6)) return Conversion{OpKind::MatMul, NoAttrs{}, {a, b}};
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::MatMul, NoAttrs{}, {a, b}));
+  return Conversion{OpKind::Add, NoAttrs{}, {y, ctx.inputs[6]}};
+}
+
+// DynamicQuantizeMatMul(A, B, b_scale, b_zp, bias) = MatMul(DQ(DynamicQuantizeLinear(A)), DQ(B))
+// + bias: A quantized per run to u8 as ONNX Runtime does, B per tensor or per column.
+Result convertDynamicQuantizeMatMul(ConvertContext& ctx) {
+  const std::vector<ValueId> in = ctx.inputs;
+  ctx.inputs = {in[0]};
+  auto quantized = convertDynamicQuantizeLinear(ctx);
+  ctx.inputs = in;
+  if (!quantized) return quantized.error();
+  TUNEC_ASSIGN_OR_RETURN(ValueId aq,
+                         addPart(ctx, "a.q", quantized->kind, quantized->attrs, quantized->inputs));
+  TUNEC_ASSIGN_OR_RETURN(ValueId a, addPart(ctx, "a", OpKind::DequantizeLinear, QuantAttrs{0},
+                                            {aq, quantized->inputs[1], quantized->inputs[2]}));
+  const int rb = ctx.inputType(1).shape.rank();
+  TUNEC_ASSIGN_OR_RETURN(ValueId b, dequantizePart(ctx, "b", in[1], in[2],
+                                                   ctx.hasInput(3) ? in[3] : kNoValue, rb - 1));
+  if (!ctx.hasInput(4)) return Conversion{OpKind::MatMul, NoAttrs{}, {a, b}};
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::MatMul, NoAttrs{}, {a, b}));
+  return Conversion{OpKind::Add, NoAttrs{}, {y, in[4]}};
+}
+
 const std::map<std::string, Converter>& converters() {
   static const std::map<std::string, Converter> table = {
 #define PLAIN(name) {#name, convertPlain<OpKind::name>},
@@ -936,6 +1113,18 @@ const std::map<std::string, Converter>& converters() {
       {"ConstantOfShape", convertConstantOfShape},
       {"DepthToSpace", convertDepthToSpace<OpKind::DepthToSpace>},
       {"SpaceToDepth", convertDepthToSpace<OpKind::SpaceToDepth>},
+      // ONNX Runtime's quantizer (QOperator form).
+      {"com.microsoft.QLinearAdd", convertQLinearBinary<OpKind::Add>},
+      {"com.microsoft.QLinearMul", convertQLinearBinary<OpKind::Mul>},
+      {"com.microsoft.QLinearSigmoid", convertQLinearUnary<OpKind::Sigmoid>},
+      {"com.microsoft.QLinearLeakyRelu", convertQLinearUnary<OpKind::LeakyRelu>},
+      {"com.microsoft.QLinearGlobalAveragePool", convertQLinearGlobalAveragePool},
+      {"com.microsoft.QLinearAveragePool", convertQLinearAveragePool},
+      {"com.microsoft.QLinearSoftmax", convertQLinearSoftmax},
+      {"com.microsoft.QLinearConcat", convertQLinearConcat},
+      {"com.microsoft.QGemm", convertQGemm},
+      {"com.microsoft.MatMulIntegerToFloat", convertMatMulIntegerToFloat},
+      {"com.microsoft.DynamicQuantizeMatMul", convertDynamicQuantizeMatMul},
   };
   return table;
 }
@@ -953,7 +1142,20 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
       {"QLinearMatMul", "DequantizeLinear -> MatMul -> QuantizeLinear"},
       {"ConvInteger", "DequantizeLinear -> Conv -> Cast"},
       {"MatMulInteger", "DequantizeLinear -> MatMul -> Cast"},
-      {"DynamicQuantizeLinear", "ReduceMin, ReduceMax -> scale, zero point -> QuantizeLinear"}};
+      {"DynamicQuantizeLinear", "ReduceMin, ReduceMax -> scale, zero point -> QuantizeLinear"},
+      {"com.microsoft.QLinearAdd", "DequantizeLinear -> Add -> QuantizeLinear"},
+      {"com.microsoft.QLinearMul", "DequantizeLinear -> Mul -> QuantizeLinear"},
+      {"com.microsoft.QLinearSigmoid", "DequantizeLinear -> Sigmoid -> QuantizeLinear"},
+      {"com.microsoft.QLinearLeakyRelu", "DequantizeLinear -> LeakyRelu -> QuantizeLinear"},
+      {"com.microsoft.QLinearGlobalAveragePool",
+       "DequantizeLinear -> GlobalAveragePool -> QuantizeLinear"},
+      {"com.microsoft.QLinearAveragePool", "DequantizeLinear -> AveragePool -> QuantizeLinear"},
+      {"com.microsoft.QLinearSoftmax", "DequantizeLinear -> Softmax -> QuantizeLinear"},
+      {"com.microsoft.QLinearConcat", "DequantizeLinear -> Concat -> QuantizeLinear"},
+      {"com.microsoft.QGemm", "DequantizeLinear -> Gemm (-> QuantizeLinear)"},
+      {"com.microsoft.MatMulIntegerToFloat", "DequantizeLinear -> MatMul (-> Add)"},
+      {"com.microsoft.DynamicQuantizeMatMul",
+       "DynamicQuantizeLinear -> DequantizeLinear -> MatMul (-> Add)"}};
   for (const auto& [op, expansion] : kExpansions)
     if (op == onnxOp) return expansion;
   return std::nullopt;

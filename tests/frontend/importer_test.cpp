@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +99,31 @@ public:
     return *this;
   }
   std::string bytes() const { return model_.SerializeAsString(); }
+  ModelBuilder& initializerInt8(const std::string& name, std::vector<int64_t> dims,
+                                std::vector<int8_t> v) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT8);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int8_t x : v) t->add_int32_data(x);
+    return *this;
+  }
+  ModelBuilder& initializerInt32(const std::string& name, std::vector<int64_t> dims,
+                                 std::vector<int32_t> v) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT32);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int32_t x : v) t->add_int32_data(x);
+    return *this;
+  }
+  /// Imports another operator set (com.microsoft).
+  ModelBuilder& domain(const std::string& name, int version) {
+    auto* op = model_.add_opset_import();
+    op->set_domain(name);
+    op->set_version(version);
+    return *this;
+  }
 
 private:
   onnx::ModelProto model_;
@@ -679,6 +706,267 @@ TEST(Importer, AutoPadSameUpperResolvesPads) {
   ASSERT_TRUE(g.isOk()) << g.error().message();
   EXPECT_EQ(std::get<PoolAttrs>(g->nodes()[0].attrs).pads, (std::vector<int64_t>{0, 0, 1, 1}));
   EXPECT_EQ(g->value(g->outputs()[0]).type.shape, (Shape{1, 1, 5, 5}));
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// ONNX Runtime's QOperator ops (com.microsoft) against their documented definition: each model
+// against the same computation written with standard ONNX ops (DequantizeLinear, the float op,
+// QuantizeLinear), both imported and run by the reference executor on random integers over the
+// whole u8 range, zero points away from 0 and output scales that saturate: equal bit for bit.
+struct QOperatorCase {
+  std::string name;
+  /// Writes the op under test (contrib) or its standard composition into the builder; the
+  /// inputs "a", "b" (u8 [2, 6, 3, 3] or as the case makes them) and the parameters exist.
+  std::function<void(ModelBuilder&, bool contrib)> body;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> inputs; ///< u8 inputs
+};
+
+void quantParams(ModelBuilder& b) {
+  b.initializerScalar("sa", onnx::TensorProto::FLOAT, 0.021);
+  b.initializerScalar("za", onnx::TensorProto::UINT8, 131);
+  b.initializerScalar("sb", onnx::TensorProto::FLOAT, 0.013);
+  b.initializerScalar("zb", onnx::TensorProto::UINT8, 7);
+  b.initializerScalar("sy", onnx::TensorProto::FLOAT, 0.017); // saturates some sums
+  b.initializerScalar("zy", onnx::TensorProto::UINT8, 119);
+}
+
+// DQ(a), the float node, Q with (sy, zy): the standard composition.
+void standard(ModelBuilder& b, const std::vector<std::pair<std::string, std::string>>& dq,
+              const std::function<void(std::vector<std::string>)>& op) {
+  std::vector<std::string> floats;
+  for (const auto& [x, p] : dq) {
+    b.node("DequantizeLinear", {x, "s" + p, "z" + p}, {x + "f"});
+    floats.push_back(x + "f");
+  }
+  op(floats);
+  b.node("QuantizeLinear", {"yf", "sy", "zy"}, {"y"});
+}
+
+void addFloatAttr(onnx::NodeProto& n, const std::string& name, float v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+TEST(Importer, QOperatorOpsEqualTheirStandardComposition) {
+  const std::vector<int64_t> nchw = {2, 6, 3, 3};
+  std::vector<QOperatorCase> cases = {
+      {"QLinearAdd",
+       [](ModelBuilder& b, bool contrib) {
+         if (contrib)
+           b.node("QLinearAdd", {"a", "sa", "za", "b", "sb", "zb", "sy", "zy"}, {"y"})
+               .set_domain("com.microsoft");
+         else
+           standard(b, {{"a", "a"}, {"b", "b"}}, [&](auto f) { b.node("Add", f, {"yf"}); });
+       },
+       {{"a", nchw}, {"b", {6, 1, 1}}}},
+      {"QLinearMul",
+       [](ModelBuilder& b, bool contrib) {
+         if (contrib)
+           b.node("QLinearMul", {"a", "sa", "za", "b", "sb", "zb", "sy", "zy"}, {"y"})
+               .set_domain("com.microsoft");
+         else
+           standard(b, {{"a", "a"}, {"b", "b"}}, [&](auto f) { b.node("Mul", f, {"yf"}); });
+       },
+       {{"a", nchw}, {"b", nchw}}},
+      {"QLinearSigmoid",
+       [](ModelBuilder& b, bool contrib) {
+         if (contrib)
+           b.node("QLinearSigmoid", {"a", "sa", "za", "sy", "zy"}, {"y"})
+               .set_domain("com.microsoft");
+         else
+           standard(b, {{"a", "a"}}, [&](auto f) { b.node("Sigmoid", f, {"yf"}); });
+       },
+       {{"a", nchw}}},
+      {"QLinearLeakyRelu",
+       [](ModelBuilder& b, bool contrib) {
+         if (contrib) {
+           auto& n = b.node("QLinearLeakyRelu", {"a", "sa", "za", "sy", "zy"}, {"y"});
+           n.set_domain("com.microsoft");
+           addFloatAttr(n, "alpha", 0.1f);
+         } else {
+           standard(b, {{"a", "a"}},
+                    [&](auto f) { addFloatAttr(b.node("LeakyRelu", f, {"yf"}), "alpha", 0.1f); });
+         }
+       },
+       {{"a", nchw}}},
+      {"QLinearGlobalAveragePool",
+       [](ModelBuilder& b, bool contrib) {
+         if (contrib)
+           b.node("QLinearGlobalAveragePool", {"a", "sa", "za", "sy", "zy"}, {"y"})
+               .set_domain("com.microsoft");
+         else
+           standard(b, {{"a", "a"}}, [&](auto f) { b.node("GlobalAveragePool", f, {"yf"}); });
+       },
+       {{"a", nchw}}},
+      {"QLinearGlobalAveragePool channels_last",
+       [](ModelBuilder& b, bool contrib) {
+         if (contrib) {
+           auto& n = b.node("QLinearGlobalAveragePool", {"a", "sa", "za", "sy", "zy"}, {"y"});
+           n.set_domain("com.microsoft");
+           addIntAttr(n, "channels_last", 1);
+         } else {
+           standard(b, {{"a", "a"}}, [&](auto f) {
+             addIntsAttr(b.node("ReduceMean", f, {"yf"}), "axes", {1, 2});
+           });
+         }
+       },
+       {{"a", {2, 3, 3, 6}}}},
+      {"QLinearAveragePool",
+       [](ModelBuilder& b, bool contrib) {
+         auto window = [](onnx::NodeProto& n) {
+           addIntsAttr(n, "kernel_shape", {2, 2});
+           addIntsAttr(n, "pads", {1, 1, 0, 0});
+         };
+         if (contrib) {
+           auto& n = b.node("QLinearAveragePool", {"a", "sa", "za", "sy", "zy"}, {"y"});
+           n.set_domain("com.microsoft");
+           window(n);
+         } else {
+           standard(b, {{"a", "a"}}, [&](auto f) { window(b.node("AveragePool", f, {"yf"})); });
+         }
+       },
+       {{"a", nchw}}},
+      {"QLinearSoftmax",
+       [](ModelBuilder& b, bool contrib) {
+         if (contrib) {
+           auto& n = b.node("QLinearSoftmax", {"a", "sa", "za", "sy", "zy"}, {"y"});
+           n.set_domain("com.microsoft");
+           addIntAttr(n, "axis", -1);
+           addIntAttr(n, "opset", 13);
+         } else {
+           standard(b, {{"a", "a"}},
+                    [&](auto f) { addIntAttr(b.node("Softmax", f, {"yf"}), "axis", -1); });
+         }
+       },
+       {{"a", nchw}}},
+      {"QLinearConcat",
+       [](ModelBuilder& b, bool contrib) {
+         if (contrib) {
+           auto& n = b.node("QLinearConcat", {"sy", "zy", "a", "sa", "za", "b", "sb", "zb"}, {"y"});
+           n.set_domain("com.microsoft");
+           addIntAttr(n, "axis", 1);
+         } else {
+           standard(b, {{"a", "a"}, {"b", "b"}},
+                    [&](auto f) { addIntAttr(b.node("Concat", f, {"yf"}), "axis", 1); });
+         }
+       },
+       {{"a", nchw}, {"b", {2, 4, 3, 3}}}},
+  };
+  for (const QOperatorCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<Graph> graphs;
+    for (bool contrib : {true, false}) {
+      ModelBuilder b(13);
+      if (contrib) b.domain("com.microsoft", 1);
+      for (const auto& [name, dims] : c.inputs) b.input(name, dims, onnx::TensorProto::UINT8);
+      b.output("y");
+      quantParams(b);
+      c.body(b, contrib);
+      auto g = import(b);
+      ASSERT_TRUE(g.isOk()) << g.error().message();
+      graphs.push_back(std::move(*g));
+    }
+    std::mt19937 rng(17);
+    std::vector<Tensor> inputs;
+    for (const auto& [name, dims] : c.inputs) {
+      Tensor t(DType::U8, Shape(dims));
+      for (int64_t i = 0; i < t.numel(); ++i) t.setInt(i, static_cast<int64_t>(rng() % 256));
+      inputs.push_back(std::move(t));
+    }
+    auto want = runReference(graphs[1], inputs);
+    auto got = runReference(graphs[0], inputs);
+    ASSERT_TRUE(want.isOk() && got.isOk());
+    ASSERT_EQ((*got)[0].dtype(), DType::U8);
+    ASSERT_EQ((*got)[0].shape(), (*want)[0].shape());
+    int saturated = 0;
+    for (int64_t i = 0; i < (*want)[0].numel(); ++i) {
+      ASSERT_EQ((*got)[0].getInt(i), (*want)[0].getInt(i)) << i;
+      saturated += (*want)[0].getInt(i) == 0 || (*want)[0].getInt(i) == 255;
+    }
+    if (c.name == "QLinearAdd") {
+      EXPECT_GT(saturated, 0); // the saturation was exercised
+    }
+  }
+}
+
+// QGemm (an int32 bias of the product's scale, B per output column, an f32 output when it has
+// no output scale), MatMulIntegerToFloat and DynamicQuantizeMatMul import as their definitions:
+// the dequantized product plus the bias, within f32 rounding of a hand computation.
+TEST(Importer, QGemmAndTheIntegerToFloatMatmulsAreTheirDefinitions) {
+  const int64_t m = 3, k = 5, n = 4;
+  std::mt19937 rng(23);
+  Tensor a(DType::U8, Shape{m, k});
+  for (int64_t i = 0; i < a.numel(); ++i) a.setInt(i, static_cast<int64_t>(rng() % 256));
+  std::vector<int8_t> w(static_cast<size_t>(n * k)); // [N, K] (transB) or [K, N]
+  for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+  const float sa = 0.02f, za = 128;
+  const std::vector<float> sb = {0.01f, 0.02f, 0.005f, 0.03f};
+  const std::vector<int32_t> bias = {100, -2000, 0, 4};
+  for (const std::string op : {"QGemm", "MatMulIntegerToFloat", "DynamicQuantizeMatMul"}) {
+    SCOPED_TRACE(op);
+    ModelBuilder b(13);
+    b.domain("com.microsoft", 1);
+    const bool transB = op == "QGemm";
+    b.input("a", {m, k},
+            op == "DynamicQuantizeMatMul" ? onnx::TensorProto::FLOAT : onnx::TensorProto::UINT8);
+    b.output("y");
+    b.initializerScalar("sa", onnx::TensorProto::FLOAT, sa);
+    b.initializerScalar("za", onnx::TensorProto::UINT8, za);
+    b.initializerFloats("sb", {n}, sb);
+    // B: int8 [N, K] for QGemm's transB, [K, N] otherwise; C: int32 [N].
+    b.initializerInt8("w", transB ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, [&] {
+      std::vector<int8_t> v(w.size());
+      for (int64_t r = 0; r < k; ++r)
+        for (int64_t c = 0; c < n; ++c)
+          v[static_cast<size_t>(transB ? c * k + r : r * n + c)] =
+              w[static_cast<size_t>(c * k + r)];
+      return v;
+    }());
+    b.initializerInt32("c", {n}, bias);
+    b.initializerFloats("fbias", {n}, {0.5f, -0.25f, 1.f, 0.f});
+    if (op == "QGemm") {
+      auto& node = b.node("QGemm", {"a", "sa", "za", "w", "sb", "", "c"}, {"y"});
+      node.set_domain("com.microsoft");
+      addIntAttr(node, "transB", 1);
+    } else if (op == "MatMulIntegerToFloat") {
+      b.node("MatMulIntegerToFloat", {"a", "w", "sa", "sb", "za", "", "fbias"}, {"y"})
+          .set_domain("com.microsoft");
+    } else {
+      b.node("DynamicQuantizeMatMul", {"a", "w", "sb", "", "fbias"}, {"y"})
+          .set_domain("com.microsoft");
+    }
+    auto g = import(b);
+    ASSERT_TRUE(g.isOk()) << g.error().message();
+    Tensor input = a;
+    if (op == "DynamicQuantizeMatMul") { // f32 activations, quantized per run
+      input = Tensor(DType::F32, Shape{m, k});
+      for (int64_t i = 0; i < a.numel(); ++i) input.setDouble(i, (a.getInt(i) - za) * sa);
+    }
+    auto y = runReference(*g, {input});
+    ASSERT_TRUE(y.isOk()) << y.error().message();
+    ASSERT_EQ((*y)[0].dtype(), DType::F32);
+    const std::vector<float> fbias = {0.5f, -0.25f, 1.f, 0.f};
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        double sum = 0;
+        for (int64_t kk = 0; kk < k; ++kk)
+          sum += (a.getInt(r * k + kk) - za) * sa * w[static_cast<size_t>(c * k + kk)] *
+                 sb[static_cast<size_t>(c)];
+        const double want =
+            sum + (op == "QGemm" ? bias[static_cast<size_t>(c)] * sa * sb[static_cast<size_t>(c)]
+                                 : fbias[static_cast<size_t>(c)]);
+        // DynamicQuantizeMatMul requantizes A with its own range: within one step of A's scale.
+        const double tol = op == "DynamicQuantizeMatMul" ? 0.05 * std::abs(want) + 0.05 : 1e-4;
+        EXPECT_NEAR((*y)[0].getDouble(r * n + c), want, tol) << r << "," << c;
+      }
+  }
 }
 
 } // namespace
