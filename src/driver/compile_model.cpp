@@ -747,12 +747,10 @@ std::string compileReport(const CompiledModel& model) {
   if (plan.imageExtent >= 0) {
     const rt::SymbolSpec& images = plan.symbols.at(0);
     std::snprintf(line, sizeof(line),
-                  "dynamic batch '%s' (%lld..%lld): the kernels of one image run once per image "
-                  "of the run, layer by layer; the arena is %lld copies of one image's, %.2f MB "
-                  "at the bound\n",
+                  "dynamic batch '%s' (%lld..%lld): the plan of one image runs once per image "
+                  "of the run; the arena is one image's, %.2f MB at any batch\n",
                   images.name.c_str(), static_cast<long long>(images.min),
-                  static_cast<long long>(images.max), static_cast<long long>(images.max),
-                  static_cast<double>(plan.arenaBytes) / 1e6);
+                  static_cast<long long>(images.max), static_cast<double>(plan.arenaBytes) / 1e6);
     os << line;
   }
   return os.str();

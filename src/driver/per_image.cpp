@@ -119,9 +119,7 @@ Status runOncePerImage(rt::ModelPlan& plan, const ImageBatch& batch) {
     return makeError("internal: the plan of one image has symbolic dimensions");
   plan.symbols = {{batch.symbol, batch.min, batch.max}};
   plan.extents = {rt::Extent{{rt::ExtentTerm{1, {0}}}}};
-  plan.imageExtent = 0;
-  const int64_t imageArena = (plan.arenaBytes + 63) / 64 * 64;
-  plan.arenaBytes = imageArena * batch.max;
+  plan.imageExtent = 0; // the arena of one image serves each in turn
   // One image of each batched input and output; the others are read or written whole.
   auto resize = [&](std::vector<rt::IoSpec>& ios, const std::set<std::string>& batched) {
     std::vector<int64_t> strides;
@@ -141,15 +139,13 @@ Status runOncePerImage(rt::ModelPlan& plan, const ImageBatch& batch) {
   for (rt::TensorRef& t : plan.tensors) {
     const auto io = static_cast<size_t>(t.offset);
     switch (t.region) {
-    case rt::Region::Arena:
-      t.imageStride = imageArena;
-      break;
     case rt::Region::Input:
       t.imageStride = inputStrides.at(io);
       break;
     case rt::Region::Output:
       t.imageStride = outputStrides.at(io);
       break;
+    case rt::Region::Arena:
     case rt::Region::Constant:
       t.imageStride = 0;
       break;

@@ -207,6 +207,27 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
   ThreadLimit limit(threads_);
   Status status;
   if (stepSeconds) stepSeconds->resize(model_.plan.steps.size(), 0.0);
+  if (model_.plan.imageExtent < 0) {
+    status = runSteps(pointers, extents, stepSeconds);
+  } else {
+    // A batch of independent images: the plan of one image, image by image, its inputs and
+    // outputs one image apart and the arena reused.
+    const std::vector<void*> base = pointers;
+    const int64_t images = extents->extents[static_cast<size_t>(model_.plan.imageExtent)];
+    for (int64_t image = 0; image < images && status; ++image) {
+      for (size_t t = 0; t < pointers.size(); ++t)
+        if (base[t])
+          pointers[t] = static_cast<uint8_t*>(base[t]) + image * model_.plan.tensors[t].imageStride;
+      status = runSteps(pointers, extents, stepSeconds);
+    }
+  }
+  giveArena(std::move(arena));
+  return status;
+}
+
+Status ModelExecutor::runSteps(std::vector<void*>& pointers, const RunExtents* extents,
+                               std::vector<double>* stepSeconds) {
+  Status status;
   const int64_t* runExtents = extents ? extents->extents.data() : nullptr;
   for (size_t s = 0; s < model_.plan.steps.size() && status; ++s) {
     auto start = std::chrono::steady_clock::now();
@@ -215,9 +236,7 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
       int64_t v = extents->extents[static_cast<size_t>(step.when.extent)];
       if (v < step.when.min || v > step.when.max) continue;
     }
-    if (model_.plan.imageExtent >= 0) { // one image's step, once per image of the run
-      status = runPerImage(step, s, pointers, *extents);
-    } else if (step.runTimeInts.empty()) {
+    if (step.runTimeInts.empty()) {
       status = runStep(step, programs_[s], typed_[s], pointers, runExtents);
     } else {
       // The step at the run's extents: its ints patched, its program decoded from them.
@@ -248,29 +267,6 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
       (*stepSeconds)[s] +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  giveArena(std::move(arena));
-  return status;
-}
-
-Status ModelExecutor::runPerImage(const Step& step, size_t index, std::vector<void*>& pointers,
-                                  const RunExtents& extents) {
-  const int64_t images = extents.extents[static_cast<size_t>(model_.plan.imageExtent)];
-  std::vector<void*> base(step.tensors.size());
-  for (size_t i = 0; i < step.tensors.size(); ++i)
-    if (step.tensors[i] >= 0) base[i] = pointers[static_cast<size_t>(step.tensors[i])];
-  Status status;
-  for (int64_t image = 0; image < images && status; ++image) {
-    for (size_t i = 0; i < step.tensors.size(); ++i) {
-      const int32_t t = step.tensors[i];
-      if (t >= 0)
-        pointers[static_cast<size_t>(t)] =
-            static_cast<uint8_t*>(base[i]) +
-            image * model_.plan.tensors[static_cast<size_t>(t)].imageStride;
-    }
-    status = runStep(step, programs_[index], typed_[index], pointers, extents.extents.data());
-  }
-  for (size_t i = 0; i < step.tensors.size(); ++i)
-    if (step.tensors[i] >= 0) pointers[static_cast<size_t>(step.tensors[i])] = base[i];
   return status;
 }
 

@@ -47,10 +47,9 @@ public:
 
 private:
   ModelExecutor() = default;
-  /// A step of a plan run once per image: for each image of the run, its tensors moved on by
-  /// their image strides.
-  Status runPerImage(const Step& step, size_t index, std::vector<void*>& pointers,
-                     const RunExtents& extents);
+  /// The plan's steps in order over `pointers` (one image's, in a plan run once per image).
+  Status runSteps(std::vector<void*>& pointers, const RunExtents* extents,
+                  std::vector<double>* stepSeconds);
   Status runStep(const Step& s, const EwProgram& program, const TypedProgram& typed,
                  std::vector<void*>& pointers, const int64_t* extents);
   std::unique_ptr<uint8_t, void (*)(void*)> takeArena();

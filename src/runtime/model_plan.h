@@ -170,9 +170,9 @@ struct ModelPlan {
   std::vector<SymbolSpec> symbols;
   std::vector<Extent> extents;
   /// -1, or the extent of a dynamic batch of independent images (a CNN exported with a dynamic
-  /// batch axis): the steps are one image's, compiled for a batch of 1, and each runs once per
-  /// image of the run, its tensors at their address + image x TensorRef::imageStride. Layer by
-  /// layer, so that a layer's weights stay in cache for every image.
+  /// batch axis): the steps are one image's, compiled for a batch of 1, and run in order once
+  /// per image of the run, each tensor at its address + image x TensorRef::imageStride (an
+  /// input's or output's image; the arena is reused).
   int32_t imageExtent = -1;
   int64_t arenaBytes = 0; ///< at the bounds
   int64_t kernelCount = 0;

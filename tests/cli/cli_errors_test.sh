@@ -208,7 +208,7 @@ expect 1 "dimension 0 of input 'attention_mask' is 3, but 'batch' is 1 in input 
 # of each run (at the bounds and between them), PyTorch's output; a batch past the bound is an
 # error before anything runs; bench and profile time a given batch; a JIT run works the same.
 cnn="$src/tests/fixtures/cnn_dynamic_batch"
-expect 0 "dynamic batch 'batch_size' \(1..8\): the kernels of one image run once per image of the run, layer by layer; the arena is 8 copies of one image's" \
+expect 0 "dynamic batch 'batch_size' \(1..8\): the plan of one image runs once per image of the run; the arena is one image's" \
   -- compile "$cnn/model.onnx" --dim batch_size=1..8 -o "$tmp/cnn.so"
 for b in 1 3 8; do
   expect 0 "check probs: matches" -- run "$tmp/cnn.so" --input image="$cnn/x_$b.npy" --expect probs="$cnn/y_$b.npy"
