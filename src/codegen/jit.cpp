@@ -2,6 +2,7 @@
 #include "codegen/jit.h"
 
 #include "codegen/module_builder.h"
+#include "runtime/light_kernels.h"
 #include "runtime/packing.h"
 #include "runtime/parallel.h"
 #include "runtime/tile_permission.h"
@@ -231,6 +232,7 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
   bind("tunec_pad_nhwc_f32", &tunec_pad_nhwc_f32);
   bind("tunec_pad_to_nhwc_u8", &tunec_pad_to_nhwc_u8);
   bind("tunec_pad_nchw_to_nhwc_f32", &tunec_pad_nchw_to_nhwc_f32);
+  bind("tunec_layer_norm_rows_f32", &tunec_layer_norm_rows_f32);
   if (auto err = impl.jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
     return makeError("cannot bind the runtime into the JIT: ", llvmErrorText(std::move(err)));
   // Tile instructions fault until the OS grants this process the tile state.

@@ -76,6 +76,34 @@ def test_one_model_runs_every_shape_within_its_dims(tmp_path):
         tunec.compile(dynamic, dims={"batch": (0, 4), "sequence": (1, 64)})
 
 
+def test_a_dynamic_bert_compiles_in_process_and_its_memory_stays_flat():
+    """The BERT fixture's matmuls end in a LayerNorm that their kernels call into the runtime
+    for (the JIT binds it: a Python process exports no symbols); PyTorch's output at two shapes;
+    then 2,000 runs of random shapes, the resident set flat (the arena is the bounds' plan)."""
+    bert = SOURCE / "tests" / "fixtures" / "bert_dynamic"
+    model = tunec.compile(bert / "model.onnx", threads=1, dims={"batch": (1, 4), "sequence": (1, 32)})
+    for tag in ("1x5", "3x29"):
+        feeds = {name: np.load(bert / f"{short}_{tag}.npy") for name, short in
+                 [("input_ids", "ids"), ("attention_mask", "mask"), ("token_type_ids", "types")]}
+        got = model.run(feeds)["last_hidden_state"]
+        want = np.load(bert / f"expected_{tag}.npy")
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-4
+
+    def resident_mb():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+
+    rng = np.random.default_rng(1)
+    for run in range(2000):
+        b, s = int(rng.integers(1, 5)), int(rng.integers(1, 33))
+        mask = (np.arange(s)[None, :] < rng.integers(1, s + 1, (b, 1))).astype(np.int64)
+        model.run({"input_ids": rng.integers(0, 50, (b, s)), "attention_mask": mask,
+                   "token_type_ids": rng.integers(0, 2, (b, s))})
+        if run == 199:
+            base = resident_mb()
+    assert resident_mb() - base < 4.0
+
+
 def test_load_a_compiled_library(model, x, tmp_path):
     so = tmp_path / "m.so"
     report = tunec.compile_to_file(MODEL, so, threads=2)
