@@ -1045,6 +1045,92 @@ Result convertDynamicQuantizeMatMul(ConvertContext& ctx) {
   return Conversion{OpKind::Add, NoAttrs{}, {y, in[4]}};
 }
 
+// ---- ONNX Runtime's transformer optimizer's fused ops (com.microsoft), as it writes a BERT:
+// each rewritten to the standard ops tunec recognizes and fuses (LayerNorm in an epilogue, Gelu).
+
+// com.microsoft.Gelu(X): the erf form.
+Result convertMsGelu(ConvertContext& ctx) {
+  return Conversion{OpKind::Gelu, GeluAttrs{false}, {ctx.inputs[0]}};
+}
+
+// com.microsoft.BiasGelu(A, B) = Gelu(A + B); FastGelu(X, bias) = the tanh form of X + bias.
+template <bool Tanh> Result convertBiasGelu(ConvertContext& ctx) {
+  ValueId x = ctx.inputs[0];
+  if (ctx.hasInput(1)) {
+    TUNEC_ASSIGN_OR_RETURN(x, addPart(ctx, "biased", OpKind::Add, NoAttrs{}, {x, ctx.inputs[1]}));
+  }
+  return Conversion{OpKind::Gelu, GeluAttrs{Tanh}, {x}};
+}
+
+// The outputs a skip normalization may have besides its first: mean and inv_std_var (training
+// outputs: an error when read), and input_skip_bias_sum (the sum it normalized), by index.
+Status skipNormalizationOutputs(ConvertContext& ctx, ValueId sum, Conversion& c) {
+  for (int i : {1, 2})
+    if (i < ctx.numOutputs && !ctx.proto.output(i).empty())
+      return makeError("output ", i, " (", i == 1 ? "mean" : "inv_std_var",
+                       ") is read: only the normalized output and the sum are supported");
+  for (int i : {1, 2, 3}) // 1 and 2 unnamed: mapped anywhere, never read
+    if (i < ctx.numOutputs) c.valueOutputs.emplace_back(i, sum);
+  return {};
+}
+
+// x / sqrt(mean(x^2 over the last axis) + epsilon) * scale: RMS normalization.
+Expected<ValueId> rmsNormalize(ConvertContext& ctx, ValueId x, ValueId scale, float epsilon) {
+  const int rank = ctx.graph.value(x).type.shape.rank();
+  TUNEC_ASSIGN_OR_RETURN(ValueId squares, addPart(ctx, "squares", OpKind::Mul, NoAttrs{}, {x, x}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId mean, addPart(ctx, "mean_square", OpKind::ReduceMean,
+                                               ReduceAttrs{{rank - 1}, true}, {squares}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId shifted, addPart(ctx, "mean_square_eps", OpKind::Add, NoAttrs{},
+                                                  {mean, scalarPart(ctx, "epsilon", epsilon)}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId rms, addPart(ctx, "rms", OpKind::Sqrt, NoAttrs{}, {shifted}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId normalized,
+                         addPart(ctx, "normalized", OpKind::Div, NoAttrs{}, {x, rms}));
+  return addPart(ctx, "scaled", OpKind::Mul, NoAttrs{}, {normalized, scale});
+}
+
+// SkipLayerNormalization(input, skip, gamma, beta, bias) = LayerNorm(input + skip + bias) over
+// the last axis; SkipSimplifiedLayerNormalization(input, skip, gamma, bias) the RMS form.
+template <bool Simplified> Result convertSkipNormalization(ConvertContext& ctx) {
+  const float epsilon = ctx.attrs.getFloat("epsilon", 1e-5f);
+  TUNEC_ASSIGN_OR_RETURN(ValueId sum, addPart(ctx, "skip_sum", OpKind::Add, NoAttrs{},
+                                              {ctx.inputs[0], ctx.inputs[1]}));
+  const size_t biasInput = Simplified ? 3 : 4;
+  if (ctx.hasInput(biasInput)) {
+    TUNEC_ASSIGN_OR_RETURN(
+        sum, addPart(ctx, "skip_bias_sum", OpKind::Add, NoAttrs{}, {sum, ctx.inputs[biasInput]}));
+  }
+  Conversion c;
+  if (Simplified) {
+    TUNEC_ASSIGN_OR_RETURN(ValueId y, rmsNormalize(ctx, sum, ctx.inputs[2], epsilon));
+    c = Conversion{OpKind::Identity, NoAttrs{}, {y}};
+  } else {
+    ValueId beta = ctx.hasInput(3)
+                       ? ctx.inputs[3]
+                       : addPartConstant(ctx, "beta", Tensor(DType::F32, ctx.inputType(2).shape));
+    const int rank = ctx.graph.value(sum).type.shape.rank();
+    c = Conversion{
+        OpKind::LayerNormalization, NormAttrs{rank - 1, epsilon}, {sum, ctx.inputs[2], beta}};
+  }
+  TUNEC_TRY(skipNormalizationOutputs(ctx, sum, c));
+  return c;
+}
+
+// SimplifiedLayerNormalization(X, scale): RMS normalization over the last axis.
+Result convertSimplifiedLayerNorm(ConvertContext& ctx) {
+  const int rank = ctx.inputType(0).shape.rank();
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx.attrs.getInt("axis", -1), rank));
+  if (axis != rank - 1) return makeError("only the last axis is supported, not ", axis);
+  if (ctx.attrs.getInt("stash_type", 1) != 1)
+    return makeError("stash_type other than float is not supported");
+  if (ctx.numOutputs > 1 && !ctx.proto.output(1).empty())
+    return makeError("output 1 (inv_std_var) is read: only the normalized output is supported");
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, rmsNormalize(ctx, ctx.inputs[0], ctx.inputs[1],
+                                                 ctx.attrs.getFloat("epsilon", 1e-5f)));
+  Conversion c{OpKind::Identity, NoAttrs{}, {y}};
+  if (ctx.numOutputs > 1) c.valueOutputs.emplace_back(1, y);
+  return c;
+}
+
 const std::map<std::string, Converter>& converters() {
   static const std::map<std::string, Converter> table = {
 #define PLAIN(name) {#name, convertPlain<OpKind::name>},
@@ -1125,6 +1211,13 @@ const std::map<std::string, Converter>& converters() {
       {"com.microsoft.QGemm", convertQGemm},
       {"com.microsoft.MatMulIntegerToFloat", convertMatMulIntegerToFloat},
       {"com.microsoft.DynamicQuantizeMatMul", convertDynamicQuantizeMatMul},
+      // ONNX Runtime's transformer optimizer.
+      {"com.microsoft.Gelu", convertMsGelu},
+      {"com.microsoft.BiasGelu", convertBiasGelu<false>},
+      {"com.microsoft.FastGelu", convertBiasGelu<true>},
+      {"com.microsoft.SkipLayerNormalization", convertSkipNormalization<false>},
+      {"com.microsoft.SkipSimplifiedLayerNormalization", convertSkipNormalization<true>},
+      {"com.microsoft.SimplifiedLayerNormalization", convertSimplifiedLayerNorm},
   };
   return table;
 }
@@ -1155,7 +1248,14 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
       {"com.microsoft.QGemm", "DequantizeLinear -> Gemm (-> QuantizeLinear)"},
       {"com.microsoft.MatMulIntegerToFloat", "DequantizeLinear -> MatMul (-> Add)"},
       {"com.microsoft.DynamicQuantizeMatMul",
-       "DynamicQuantizeLinear -> DequantizeLinear -> MatMul (-> Add)"}};
+       "DynamicQuantizeLinear -> DequantizeLinear -> MatMul (-> Add)"},
+      {"com.microsoft.Gelu", "Gelu"},
+      {"com.microsoft.BiasGelu", "Add -> Gelu"},
+      {"com.microsoft.FastGelu", "(Add ->) Gelu (tanh)"},
+      {"com.microsoft.SkipLayerNormalization", "Add -> LayerNormalization"},
+      {"com.microsoft.SkipSimplifiedLayerNormalization", "Add -> RMS normalization"},
+      {"com.microsoft.SimplifiedLayerNormalization",
+       "RMS normalization (Mul, ReduceMean, Sqrt, Div)"}};
   for (const auto& [op, expansion] : kExpansions)
     if (op == onnxOp) return expansion;
   return std::nullopt;

@@ -971,3 +971,149 @@ TEST(Importer, QGemmAndTheIntegerToFloatMatmulsAreTheirDefinitions) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// The fused ops ONNX Runtime's transformer optimizer writes (com.microsoft) against their
+// definitions written with standard ONNX ops, on random data: equal to f32 rounding. Each imports
+// to ops tunec fuses (LayerNormalization, Gelu), and the skip normalizations' sum output is the
+// sum they normalized.
+TEST(Importer, TransformerOptimizerOpsEqualTheirDefinitions) {
+  struct Case {
+    std::string name;
+    std::function<void(ModelBuilder&, bool contrib)> body;
+  };
+  auto attrF = [](onnx::NodeProto& n, const std::string& name, float v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  };
+  auto attrS = [](onnx::NodeProto& n, const std::string& name, const std::string& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  };
+  std::vector<Case> cases = {
+      {"Gelu",
+       [&](ModelBuilder& b, bool contrib) {
+         if (contrib)
+           b.node("Gelu", {"x"}, {"y"}).set_domain("com.microsoft");
+         else
+           b.node("Gelu", {"x"}, {"y"});
+         b.node("Identity", {"s"}, {"sum"});
+       }},
+      {"BiasGelu",
+       [&](ModelBuilder& b, bool contrib) {
+         if (contrib) {
+           b.node("BiasGelu", {"x", "bias"}, {"y"}).set_domain("com.microsoft");
+         } else {
+           b.node("Add", {"x", "bias"}, {"xb"});
+           b.node("Gelu", {"xb"}, {"y"});
+         }
+         b.node("Identity", {"s"}, {"sum"});
+       }},
+      {"FastGelu",
+       [&](ModelBuilder& b, bool contrib) {
+         if (contrib) {
+           b.node("FastGelu", {"x", "bias"}, {"y"}).set_domain("com.microsoft");
+         } else {
+           b.node("Add", {"x", "bias"}, {"xb"});
+           attrS(b.node("Gelu", {"xb"}, {"y"}), "approximate", "tanh");
+         }
+         b.node("Identity", {"s"}, {"sum"});
+       }},
+      {"SkipLayerNormalization",
+       [&](ModelBuilder& b, bool contrib) {
+         if (contrib) {
+           auto& n = b.node("SkipLayerNormalization", {"x", "s", "gamma", "beta", "bias"},
+                            {"y", "", "", "sum"});
+           n.set_domain("com.microsoft");
+           attrF(n, "epsilon", 1e-6f);
+         } else {
+           b.node("Add", {"x", "s"}, {"xs"});
+           b.node("Add", {"xs", "bias"}, {"sum"});
+           attrF(b.node("LayerNormalization", {"sum", "gamma", "beta"}, {"y"}), "epsilon", 1e-6f);
+         }
+       }},
+      {"SkipSimplifiedLayerNormalization",
+       [&](ModelBuilder& b, bool contrib) {
+         if (contrib) {
+           auto& n = b.node("SkipSimplifiedLayerNormalization", {"x", "s", "gamma"},
+                            {"y", "", "", "sum"});
+           n.set_domain("com.microsoft");
+           attrF(n, "epsilon", 1e-6f);
+         } else {
+           b.node("Add", {"x", "s"}, {"sum"});
+           b.node("Mul", {"sum", "sum"}, {"sq"});
+           addIntsAttr(b.node("ReduceMean", {"sq"}, {"ms"}), "axes", {-1});
+           b.node("Add", {"ms", "eps"}, {"mse"});
+           b.node("Sqrt", {"mse"}, {"rms"});
+           b.node("Div", {"sum", "rms"}, {"n"});
+           b.node("Mul", {"n", "gamma"}, {"y"});
+         }
+       }},
+      {"SimplifiedLayerNormalization",
+       [&](ModelBuilder& b, bool contrib) {
+         if (contrib) {
+           auto& n = b.node("SimplifiedLayerNormalization", {"x", "gamma"}, {"y"});
+           n.set_domain("com.microsoft");
+           attrF(n, "epsilon", 1e-6f);
+         } else {
+           b.node("Mul", {"x", "x"}, {"sq"});
+           addIntsAttr(b.node("ReduceMean", {"sq"}, {"ms"}), "axes", {-1});
+           b.node("Add", {"ms", "eps"}, {"mse"});
+           b.node("Sqrt", {"mse"}, {"rms"});
+           b.node("Div", {"x", "rms"}, {"n"});
+           b.node("Mul", {"n", "gamma"}, {"y"});
+         }
+         b.node("Identity", {"s"}, {"sum"});
+       }},
+  };
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> real(-2.f, 2.f);
+  auto floats = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = real(rng);
+    return v;
+  };
+  const std::vector<float> gamma = floats(16), beta = floats(16), bias = floats(16);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<Graph> graphs;
+    for (bool contrib : {true, false}) {
+      ModelBuilder b(17);
+      if (contrib) b.domain("com.microsoft", 1);
+      b.input("x", {2, 5, 16}).input("s", {2, 5, 16}).output("y").output("sum");
+      b.initializerFloats("gamma", {16}, gamma).initializerFloats("beta", {16}, beta);
+      b.initializerFloats("bias", {16}, bias).initializerFloats("eps", {}, {1e-6f});
+      c.body(b, contrib);
+      auto g = import(b);
+      ASSERT_TRUE(g.isOk()) << g.error().message();
+      graphs.push_back(std::move(*g));
+    }
+    Tensor x(DType::F32, Shape{2, 5, 16}), skip(DType::F32, Shape{2, 5, 16});
+    for (int64_t i = 0; i < x.numel(); ++i) x.setDouble(i, real(rng)), skip.setDouble(i, real(rng));
+    auto got = runReference(graphs[0], {x, skip});
+    auto want = runReference(graphs[1], {x, skip});
+    ASSERT_TRUE(got.isOk() && want.isOk());
+    for (size_t o = 0; o < 2; ++o)
+      for (int64_t i = 0; i < (*want)[o].numel(); ++i)
+        ASSERT_NEAR((*got)[o].getDouble(i), (*want)[o].getDouble(i), 2e-5) << o << ":" << i;
+  }
+  // The training outputs of a skip normalization are an error naming them.
+  ModelBuilder b(17);
+  b.domain("com.microsoft", 1);
+  b.input("x", {2, 16}).input("s", {2, 16}).output("y").output("mean");
+  b.initializerFloats("gamma", {16}, gamma);
+  b.node("SkipLayerNormalization", {"x", "s", "gamma"}, {"y", "mean"}).set_domain("com.microsoft");
+  auto g = import(b);
+  ASSERT_FALSE(g.isOk());
+  EXPECT_NE(g.error().message().find("output 1 (mean) is read"), std::string::npos)
+      << g.error().message();
+}
+
+} // namespace
+} // namespace tunec
