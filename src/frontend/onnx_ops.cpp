@@ -1131,6 +1131,218 @@ Result convertSimplifiedLayerNorm(ConvertContext& ctx) {
   return c;
 }
 
+// Rows [0, rows) of a 2-d constant table (position embeddings): a slice, symbolic when `rows` is.
+Expected<ValueId> prefixRows(ConvertContext& ctx, const std::string& part, ValueId table,
+                             const Dim& rows) {
+  const Shape t = ctx.graph.value(table).type.shape;
+  if (t.rank() != 2 || rows.max > t[0])
+    return makeError("a table of shape ", t.toString(), " has no ", rows.expr.toString(), " rows");
+  SliceAttrs a;
+  a.starts = {0, 0};
+  a.steps = {1, 1};
+  if (rows.isStatic()) {
+    a.counts = {rows.max, t[1]};
+  } else {
+    a.extents = {rows, Dim(t[1])};
+    a.counts = {rows.max, t[1]};
+  }
+  return addPart(ctx, part, OpKind::Slice, a, {table});
+}
+
+// Rows [from, from + count) of a constant (a packed weight's Q, K or V part), along `axis`.
+Expected<ValueId> constantPart(ConvertContext& ctx, const std::string& part, size_t input, int axis,
+                               int64_t from, int64_t count) {
+  TUNEC_ASSIGN_OR_RETURN(auto whole, ctx.constantInput(input, part.c_str()));
+  if (!whole) return makeError("input ", input, " (", part, ") is required");
+  const Shape& shape = whole->shape();
+  std::vector<int64_t> dims = shape.dims();
+  dims[static_cast<size_t>(axis)] = count;
+  Tensor out(whole->dtype(), Shape(dims));
+  int64_t inner = 1;
+  for (int d = axis + 1; d < shape.rank(); ++d) inner *= shape[d];
+  const int64_t outer = shape.numel() / (shape[axis] * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < count; ++r)
+      for (int64_t i = 0; i < inner; ++i)
+        out.setDouble((o * count + r) * inner + i,
+                      whole->getDouble((o * shape[axis] + from + r) * inner + i));
+  return addPartConstant(ctx, part, std::move(out));
+}
+
+// The additive mask of ONNX Runtime's Attention from its mask_index: (1 - mask) x filter for a
+// raw mask of 0/1 ([B, T], [B, S, T] or [B, 1, T, T]); key positions below each row's length for
+// a 1-d [B] index of valid lengths (right padding); broadcast to the scores [B, N, S, T].
+Expected<ValueId> attentionMask(ConvertContext& ctx, const Dim& keys, float filter) {
+  const Shape m = ctx.inputType(3).shape;
+  ValueId mask = kNoValue;
+  // Valid lengths that EmbedLayerNormalization counted from a raw mask: that mask itself, which
+  // they stand for (ONNX Runtime's optimizer writes the lengths for masks of right padding, a
+  // prefix of ones), and which runs at symbolic shapes where the count would not.
+  if (m.rank() == 1) {
+    const NodeId count = ctx.graph.value(ctx.inputs[3]).producer;
+    if (count >= 0 && ctx.graph.node(count).kind == OpKind::ReduceSum &&
+        ctx.graph.node(count).name.ends_with("/mask_index")) {
+      const NodeId cast = ctx.graph.value(ctx.graph.node(count).inputs[0]).producer;
+      if (cast >= 0 && ctx.graph.node(cast).kind == OpKind::Cast)
+        mask = ctx.graph.node(cast).inputs[0];
+    }
+  }
+  if (mask != kNoValue) {
+    // the raw mask, below
+  } else if (m.rank() == 1) {
+    const Dim batch = ctx.inputType(0).shape.dim(0);
+    if (!(m.dim(0).expr == batch.expr))
+      return makeError("mask_index of shape ", m.toString(), " (left padding's end and start ",
+                       "positions, 2 x batch) is not supported: only valid lengths, one per row");
+    Tensor positions(DType::F32, Shape{1, keys.max});
+    for (int64_t j = 0; j < keys.max; ++j) positions.setDouble(j, static_cast<double>(j));
+    ValueId table = addPartConstant(ctx, "mask.positions", std::move(positions));
+    if (!keys.isStatic()) {
+      SliceAttrs a{{0, 0}, {1, 1}, {1, keys.max}, {Dim(1), keys}};
+      TUNEC_ASSIGN_OR_RETURN(table, addPart(ctx, "mask.key_positions", OpKind::Slice, a, {table}));
+    }
+    TUNEC_ASSIGN_OR_RETURN(ValueId lengths, addPart(ctx, "mask.lengths", OpKind::Cast,
+                                                    CastAttrs{DType::F32}, {ctx.inputs[3]}));
+    TUNEC_ASSIGN_OR_RETURN(
+        lengths, addPart(ctx, "mask.lengths_column", OpKind::Unsqueeze, AxesAttrs{{1}}, {lengths}));
+    TUNEC_ASSIGN_OR_RETURN(mask,
+                           addPart(ctx, "mask.valid", OpKind::Less, NoAttrs{}, {table, lengths}));
+  } else if (m.rank() >= 2 && m.rank() <= 4) {
+    mask = ctx.inputs[3];
+  } else {
+    return makeError("mask_index of rank ", m.rank(), " is not supported");
+  }
+  TUNEC_ASSIGN_OR_RETURN(ValueId ones,
+                         addPart(ctx, "mask.f32", OpKind::Cast, CastAttrs{DType::F32}, {mask}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId masked, addPart(ctx, "mask.masked", OpKind::Sub, NoAttrs{},
+                                                 {scalarPart(ctx, "mask.one", 1.0), ones}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId add, addPart(ctx, "mask.add", OpKind::Mul, NoAttrs{},
+                                              {masked, scalarPart(ctx, "mask.filter", filter)}));
+  const int rank = ctx.graph.value(add).type.shape.rank(); // [B, T] or [B, S, T] or 4-d
+  if (rank == 4) return add;
+  return addPart(ctx, "mask.heads", OpKind::Unsqueeze,
+                 AxesAttrs{rank == 2 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1}},
+                 {add});
+}
+
+// com.microsoft.Attention(input [B, S, Hin], weights [Hin, Hq + Hk + Hv], bias, mask_index,
+// past, attention_bias): multi-head self-attention as its definition computes it, written as a
+// plain export writes it (a MatMul and bias per Q, K and V; heads by Reshape and Transpose;
+// Q K^T x scale + mask, Softmax, x V), which tunec fuses into its attention kernel.
+Result convertMsAttention(ConvertContext& ctx) {
+  const int64_t heads = ctx.attrs.getInt("num_heads", 0);
+  if (heads <= 0) return makeError("num_heads must be positive");
+  if (ctx.attrs.getInt("unidirectional", 0) != 0)
+    return makeError("unidirectional (causal) attention is not supported yet");
+  if (ctx.hasInput(4) || (ctx.numOutputs > 1 && !ctx.proto.output(1).empty()))
+    return makeError("past and present key/value states are not supported yet");
+  if (ctx.hasInput(6)) return makeError("past_sequence_length is not supported");
+  if (ctx.attrs.getInt("do_rotary", 0) != 0) return makeError("do_rotary is not supported");
+  const Shape x = ctx.inputType(0).shape, w = ctx.inputType(1).shape;
+  if (x.rank() != 3 || w.rank() != 2 || w[0] != x[2])
+    return makeError("input ", x.toString(), " and weights ", w.toString(),
+                     " are not [batch, sequence, hidden] and [hidden, 3 x hidden]");
+  std::vector<int64_t> sizes =
+      ctx.attrs.getInts("qkv_hidden_sizes").value_or(std::vector<int64_t>(3, w[1] / 3));
+  if (sizes.size() != 3 || sizes[0] + sizes[1] + sizes[2] != w[1] || sizes[0] != sizes[1] ||
+      sizes[0] % heads != 0 || sizes[2] % heads != 0)
+    return makeError("qkv_hidden_sizes [", sizes.size() > 0 ? sizes[0] : 0, ", ...] do not split ",
+                     "the weights' ", w[1], " columns into Q, K and V of ", heads, " heads");
+  const int64_t headSize = sizes[0] / heads, valueSize = sizes[2] / heads;
+  const float scale = ctx.attrs.getFloat("scale", 1.f / std::sqrt(static_cast<float>(headSize)));
+  const float filter = ctx.attrs.getFloat("mask_filter_value", -10000.f);
+  const Dim batch = x.dim(0), sequence = x.dim(1);
+  std::vector<ValueId> qkv;
+  const char* names[] = {"q", "k", "v"};
+  int64_t column = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = names[i];
+    TUNEC_ASSIGN_OR_RETURN(ValueId wi, constantPart(ctx, n + ".weight", 1, 1, column, sizes[i]));
+    TUNEC_ASSIGN_OR_RETURN(ValueId bi, constantPart(ctx, n + ".bias", 2, 0, column, sizes[i]));
+    column += sizes[i];
+    TUNEC_ASSIGN_OR_RETURN(
+        ValueId y, addPart(ctx, n + ".matmul", OpKind::MatMul, NoAttrs{}, {ctx.inputs[0], wi}));
+    TUNEC_ASSIGN_OR_RETURN(y, addPart(ctx, n + ".biased", OpKind::Add, NoAttrs{}, {y, bi}));
+    const int64_t size = i == 2 ? valueSize : headSize;
+    TUNEC_ASSIGN_OR_RETURN(y, addPart(ctx, n + ".heads", OpKind::Reshape,
+                                      ReshapeAttrs{{batch, sequence, Dim(heads), Dim(size)}}, {y}));
+    const std::vector<int64_t> perm =
+        i == 1 ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3};
+    TUNEC_ASSIGN_OR_RETURN(
+        y, addPart(ctx, n + ".transposed", OpKind::Transpose, TransposeAttrs{perm}, {y}));
+    qkv.push_back(y);
+  }
+  TUNEC_ASSIGN_OR_RETURN(ValueId scores,
+                         addPart(ctx, "scores", OpKind::MatMul, NoAttrs{}, {qkv[0], qkv[1]}));
+  TUNEC_ASSIGN_OR_RETURN(scores, addPart(ctx, "scores.scaled", OpKind::Mul, NoAttrs{},
+                                         {scores, scalarPart(ctx, "scale", scale)}));
+  if (ctx.hasInput(3)) {
+    TUNEC_ASSIGN_OR_RETURN(ValueId mask, attentionMask(ctx, sequence, filter));
+    TUNEC_ASSIGN_OR_RETURN(scores,
+                           addPart(ctx, "scores.masked", OpKind::Add, NoAttrs{}, {scores, mask}));
+  }
+  if (ctx.hasInput(5)) {
+    TUNEC_ASSIGN_OR_RETURN(
+        scores, addPart(ctx, "scores.biased", OpKind::Add, NoAttrs{}, {scores, ctx.inputs[5]}));
+  }
+  TUNEC_ASSIGN_OR_RETURN(ValueId probs,
+                         addPart(ctx, "probs", OpKind::Softmax, SoftmaxAttrs{3, false}, {scores}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId context,
+                         addPart(ctx, "context", OpKind::MatMul, NoAttrs{}, {probs, qkv[2]}));
+  TUNEC_ASSIGN_OR_RETURN(context, addPart(ctx, "context.transposed", OpKind::Transpose,
+                                          TransposeAttrs{{0, 2, 1, 3}}, {context}));
+  return Conversion{OpKind::Reshape, ReshapeAttrs{{batch, sequence, Dim(sizes[2])}}, {context}};
+}
+
+// com.microsoft.EmbedLayerNormalization(input_ids, segment_ids, word_embedding,
+// position_embedding, segment_embedding, gamma, beta, mask, position_ids) = LayerNorm(word[ids]
+// + position[position_ids or 0..S-1] + segment[segment_ids]); its mask_index output is each
+// row's count of mask ones (the valid lengths Attention reads), and embedding_sum the sum.
+Result convertEmbedLayerNorm(ConvertContext& ctx) {
+  if (ctx.attrs.getInt("mask_index_type", 1) != 1)
+    return makeError("mask_index_type other than 1 (one valid length per row) is not supported");
+  const Shape ids = ctx.inputType(0).shape;
+  if (ids.rank() != 2) return makeError("input_ids ", ids.toString(), " is not [batch, sequence]");
+  TUNEC_ASSIGN_OR_RETURN(ValueId sum, addPart(ctx, "word", OpKind::Gather, AxisAttrs{0},
+                                              {ctx.inputs[2], ctx.inputs[0]}));
+  ValueId position = kNoValue;
+  if (ctx.hasInput(8)) {
+    TUNEC_ASSIGN_OR_RETURN(position, addPart(ctx, "position", OpKind::Gather, AxisAttrs{0},
+                                             {ctx.inputs[3], ctx.inputs[8]}));
+  } else {
+    TUNEC_ASSIGN_OR_RETURN(position, prefixRows(ctx, "position", ctx.inputs[3], ids.dim(1)));
+  }
+  TUNEC_ASSIGN_OR_RETURN(sum,
+                         addPart(ctx, "word_position", OpKind::Add, NoAttrs{}, {sum, position}));
+  if (ctx.hasInput(1) && ctx.hasInput(4)) {
+    TUNEC_ASSIGN_OR_RETURN(ValueId segment, addPart(ctx, "segment", OpKind::Gather, AxisAttrs{0},
+                                                    {ctx.inputs[4], ctx.inputs[1]}));
+    TUNEC_ASSIGN_OR_RETURN(sum, addPart(ctx, "embeddings", OpKind::Add, NoAttrs{}, {sum, segment}));
+  }
+  const float epsilon = ctx.attrs.getFloat("epsilon", 1e-12f);
+  Conversion c{
+      OpKind::LayerNormalization, NormAttrs{2, epsilon}, {sum, ctx.inputs[5], ctx.inputs[6]}};
+  if (ctx.numOutputs > 1 && !ctx.proto.output(1).empty()) {
+    ValueId lengths = kNoValue;
+    if (ctx.hasInput(7)) {
+      // The lengths as f32 (exact below 2^24), which the Attention that reads them compares with
+      // key positions in f32 (where ONNX Runtime writes int32): symbolic shapes compute in f32.
+      TUNEC_ASSIGN_OR_RETURN(ValueId ones, addPart(ctx, "mask.f32", OpKind::Cast,
+                                                   CastAttrs{DType::F32}, {ctx.inputs[7]}));
+      TUNEC_ASSIGN_OR_RETURN(
+          lengths, addPart(ctx, "mask_index", OpKind::ReduceSum, ReduceAttrs{{1}, false}, {ones}));
+    } else {
+      if (!ids.isStatic()) return makeError("mask_index without a mask needs a static shape");
+      Tensor full(DType::F32, Shape{ids[0]});
+      for (int64_t b = 0; b < ids[0]; ++b) full.setDouble(b, static_cast<double>(ids[1]));
+      lengths = addPartConstant(ctx, "mask_index", std::move(full));
+    }
+    c.valueOutputs.emplace_back(1, lengths);
+  }
+  if (ctx.numOutputs > 2) c.valueOutputs.emplace_back(2, sum);
+  return c;
+}
+
 const std::map<std::string, Converter>& converters() {
   static const std::map<std::string, Converter> table = {
 #define PLAIN(name) {#name, convertPlain<OpKind::name>},
@@ -1218,6 +1430,8 @@ const std::map<std::string, Converter>& converters() {
       {"com.microsoft.SkipLayerNormalization", convertSkipNormalization<false>},
       {"com.microsoft.SkipSimplifiedLayerNormalization", convertSkipNormalization<true>},
       {"com.microsoft.SimplifiedLayerNormalization", convertSimplifiedLayerNorm},
+      {"com.microsoft.Attention", convertMsAttention},
+      {"com.microsoft.EmbedLayerNormalization", convertEmbedLayerNorm},
   };
   return table;
 }

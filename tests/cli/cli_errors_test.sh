@@ -203,6 +203,13 @@ expect 0 "wrote .*bert.so" -- compile "$bert/model.onnx" --dim batch=1..4 --dim 
 for tag in 1x5 3x29; do
   expect 0 "check last_hidden_state: matches" -- run "$tmp/bert.so" --threads 1 --input input_ids="$bert/ids_$tag.npy" --input attention_mask="$bert/mask_$tag.npy" --input token_type_ids="$bert/types_$tag.npy" --expect last_hidden_state="$bert/expected_$tag.npy"
 done
+# The same BERT in the form ONNX Runtime's transformer optimizer writes (com.microsoft
+# EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu): the same outputs.
+opt="$src/tests/fixtures/bert_ort_optimized"
+expect 0 "wrote .*bert_opt.so" -- compile "$opt/model.onnx" --dim batch=1..4 --dim sequence=1..32 --threads 1 -o "$tmp/bert_opt.so"
+for tag in 1x5 3x29; do
+  expect 0 "check last_hidden_state: matches" -- run "$tmp/bert_opt.so" --threads 1 --input input_ids="$bert/ids_$tag.npy" --input attention_mask="$bert/mask_$tag.npy" --input token_type_ids="$bert/types_$tag.npy" --expect last_hidden_state="$bert/expected_$tag.npy"
+done
 expect 1 "dimension 0 of input 'attention_mask' is 3, but 'batch' is 1 in input 'input_ids': the inputs disagree on it" -- run "$tmp/bert.so" --input input_ids="$bert/ids_1x5.npy" --input attention_mask="$bert/mask_3x29.npy" --input token_type_ids="$bert/types_1x5.npy"
 # A CNN exported with a dynamic batch axis: compiled once for one image and run once per image
 # of each run (at the bounds and between them), PyTorch's output; a batch past the bound is an

@@ -975,6 +975,14 @@ TEST(Importer, QGemmAndTheIntegerToFloatMatmulsAreTheirDefinitions) {
 namespace tunec {
 namespace {
 
+// n floats uniform in [-range, range].
+std::vector<float> randomFloats(std::mt19937& rng, size_t n, float range) {
+  std::uniform_real_distribution<float> real(-range, range);
+  std::vector<float> v(n);
+  for (auto& x : v) x = real(rng);
+  return v;
+}
+
 // The fused ops ONNX Runtime's transformer optimizer writes (com.microsoft) against their
 // definitions written with standard ONNX ops, on random data: equal to f32 rounding. Each imports
 // to ops tunec fuses (LayerNormalization, Gelu), and the skip normalizations' sum output is the
@@ -1074,11 +1082,7 @@ TEST(Importer, TransformerOptimizerOpsEqualTheirDefinitions) {
   };
   std::mt19937 rng(29);
   std::uniform_real_distribution<float> real(-2.f, 2.f);
-  auto floats = [&](size_t n) {
-    std::vector<float> v(n);
-    for (auto& x : v) x = real(rng);
-    return v;
-  };
+  auto floats = [&](size_t n) { return randomFloats(rng, n, 2.f); };
   const std::vector<float> gamma = floats(16), beta = floats(16), bias = floats(16);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -1113,6 +1117,113 @@ TEST(Importer, TransformerOptimizerOpsEqualTheirDefinitions) {
   ASSERT_FALSE(g.isOk());
   EXPECT_NE(g.error().message().find("output 1 (mean) is read"), std::string::npos)
       << g.error().message();
+}
+
+} // namespace
+} // namespace tunec
+
+namespace tunec {
+namespace {
+
+// ONNX Runtime's optimized BERT form: EmbedLayerNormalization (word, position and segment
+// embeddings, LayerNorm; mask_index the valid length of each row) then Attention (packed Q, K, V
+// weights, 2 heads, the 1-d mask_index; and a raw 2-d 0/1 mask) equal a hand computation of
+// their definitions within f32 rounding.
+TEST(Importer, OptimizedBertEmbeddingAndAttentionAreTheirDefinitions) {
+  const int64_t B = 2, S = 5, H = 8, N = 2, V = 11, P = 6, d = H / N;
+  std::mt19937 rng(31);
+  auto floats = [&](size_t n) { return randomFloats(rng, n, 1.f); };
+  const auto word = floats(V * H), pos = floats(P * H), seg = floats(2 * H), gamma = floats(H),
+             beta = floats(H), w = floats(H * 3 * H), bias = floats(3 * H);
+  std::vector<int64_t> ids(B * S), types(B * S), mask(B * S);
+  for (int64_t i = 0; i < B * S; ++i) {
+    ids[static_cast<size_t>(i)] = static_cast<int64_t>(rng() % V);
+    types[static_cast<size_t>(i)] = static_cast<int64_t>(rng() % 2);
+    mask[static_cast<size_t>(i)] = i / S == 0 || i % S < 3; // row 1: 3 valid tokens
+  }
+  // The embeddings after LayerNorm (epsilon 1e-12), in double.
+  std::vector<double> emb(B * S * H);
+  for (int64_t t = 0; t < B * S; ++t) {
+    double mean = 0, var = 0;
+    std::vector<double> e(H);
+    for (int64_t h = 0; h < H; ++h) {
+      e[static_cast<size_t>(h)] = word[static_cast<size_t>(ids[static_cast<size_t>(t)] * H + h)] +
+                                  pos[static_cast<size_t>((t % S) * H + h)] +
+                                  seg[static_cast<size_t>(types[static_cast<size_t>(t)] * H + h)];
+      mean += e[static_cast<size_t>(h)] / H;
+    }
+    for (double v : e) var += (v - mean) * (v - mean) / H;
+    for (int64_t h = 0; h < H; ++h)
+      emb[static_cast<size_t>(t * H + h)] = (e[static_cast<size_t>(h)] - mean) /
+                                                std::sqrt(var + 1e-12) *
+                                                gamma[static_cast<size_t>(h)] +
+                                            beta[static_cast<size_t>(h)];
+  }
+  // Attention over the embeddings: keys past a row's valid length masked by -10000.
+  std::vector<double> want(B * S * H);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < N; ++n) {
+      auto proj = [&](int64_t t, int64_t part, int64_t j) {
+        double v = bias[static_cast<size_t>(part * H + n * d + j)];
+        for (int64_t h = 0; h < H; ++h)
+          v += emb[static_cast<size_t>((b * S + t) * H + h)] *
+               w[static_cast<size_t>(h * 3 * H + part * H + n * d + j)];
+        return v;
+      };
+      for (int64_t i = 0; i < S; ++i) {
+        std::vector<double> p(S);
+        double top = -1e30, total = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          double dot = 0;
+          for (int64_t k = 0; k < d; ++k) dot += proj(i, 0, k) * proj(j, 1, k);
+          p[static_cast<size_t>(j)] = dot / std::sqrt(static_cast<double>(d)) +
+                                      (mask[static_cast<size_t>(b * S + j)] ? 0.0 : -10000.0);
+          top = std::max(top, p[static_cast<size_t>(j)]);
+        }
+        for (auto& v : p) total += v = std::exp(v - top);
+        for (int64_t k = 0; k < d; ++k) {
+          double out = 0;
+          for (int64_t j = 0; j < S; ++j) out += p[static_cast<size_t>(j)] / total * proj(j, 2, k);
+          want[static_cast<size_t>((b * S + i) * H + n * d + k)] = out;
+        }
+      }
+    }
+  for (bool rawMask : {false, true}) {
+    SCOPED_TRACE(rawMask ? "a raw 2-d mask" : "EmbedLayerNormalization's mask_index");
+    ModelBuilder mb(13);
+    mb.domain("com.microsoft", 1);
+    mb.input("ids", {B, S}, onnx::TensorProto::INT32)
+        .input("types", {B, S}, onnx::TensorProto::INT32);
+    mb.input("mask", {B, S}, onnx::TensorProto::INT32).output("y");
+    mb.initializerFloats("word", {V, H}, word).initializerFloats("pos", {P, H}, pos);
+    mb.initializerFloats("seg", {2, H}, seg).initializerFloats("gamma", {H}, gamma);
+    mb.initializerFloats("beta", {H}, beta).initializerFloats("w", {H, 3 * H}, w);
+    mb.initializerFloats("bias", {3 * H}, bias);
+    auto& embed = mb.node("EmbedLayerNormalization",
+                          {"ids", "types", "word", "pos", "seg", "gamma", "beta", "mask"},
+                          {"emb", "mask_index"});
+    embed.set_domain("com.microsoft");
+    auto* eps = embed.add_attribute();
+    eps->set_name("epsilon");
+    eps->set_type(onnx::AttributeProto::FLOAT);
+    eps->set_f(1e-12f);
+    auto& attention =
+        mb.node("Attention", {"emb", "w", "bias", rawMask ? "mask" : "mask_index"}, {"y"});
+    attention.set_domain("com.microsoft");
+    addIntAttr(attention, "num_heads", N);
+    auto g = import(mb);
+    ASSERT_TRUE(g.isOk()) << g.error().message();
+    std::vector<Tensor> inputs;
+    for (const auto* v : {&ids, &types, &mask}) {
+      Tensor t(DType::I32, Shape{B, S});
+      for (int64_t i = 0; i < B * S; ++i) t.setInt(i, (*v)[static_cast<size_t>(i)]);
+      inputs.push_back(std::move(t));
+    }
+    auto y = runReference(*g, inputs);
+    ASSERT_TRUE(y.isOk()) << y.error().message();
+    for (int64_t i = 0; i < B * S * H; ++i)
+      ASSERT_NEAR((*y)[0].getDouble(i), want[static_cast<size_t>(i)], 1e-4) << i;
+  }
 }
 
 } // namespace
