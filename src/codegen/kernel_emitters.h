@@ -21,11 +21,10 @@ class ModuleBuilder;
 
 /// Every generated kernel is an rt::KernelFn named `symbol`; each returns its constant weights
 /// packed (weight_packing.h), empty when the kernel reads none.
-/// `mExtent` >= 0: M is the run's extents[mExtent] (KernelArgs::extents), at most w.m.
 Expected<PackedWeights> emitMatmulKernel(ModuleBuilder& mb, const std::string& symbol,
                                          const MatmulWorkload& w, const MatmulConfig& c,
                                          const Epilogue& e, const float* constantB,
-                                         int32_t mExtent = -1);
+                                         RunTimeRows rows = {});
 Expected<PackedWeights> emitConv2dKernel(ModuleBuilder& mb, const std::string& symbol,
                                          const Conv2dWorkload& w, const Conv2dConfig& c,
                                          const Epilogue& e, const float* weights);

@@ -30,10 +30,10 @@ template <typename Emit> Expected<int> ModelModule::add(Emit emit, codegen::Pack
 
 Expected<int> ModelModule::addMatmul(const MatmulWorkload& w, const MatmulConfig& c,
                                      const Epilogue& e, const float* constantB,
-                                     codegen::PackedWeights& packed, int32_t mExtent) {
+                                     codegen::PackedWeights& packed, RunTimeRows rows) {
   return add(
       [&](codegen::ModuleBuilder& mb, const std::string& symbol) {
-        return codegen::emitMatmulKernel(mb, symbol, w, c, e, constantB, mExtent);
+        return codegen::emitMatmulKernel(mb, symbol, w, c, e, constantB, rows);
       },
       packed);
 }

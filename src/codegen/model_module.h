@@ -38,10 +38,10 @@ public:
   /// constant weights in the layout the kernel reads (empty if it reads none).
   /// Fused attention (codegen/attention_kernel.h): reads no constants.
   Expected<int> addAttention(const AttentionParts& parts);
-  /// `mExtent` >= 0: M is an extent of the run (emitMatmulKernel).
+  /// `rows` active: M is an extent of the run (emitMatmulKernel).
   Expected<int> addMatmul(const MatmulWorkload& w, const MatmulConfig& c, const Epilogue& e,
                           const float* constantB, codegen::PackedWeights& packed,
-                          int32_t mExtent = -1);
+                          RunTimeRows rows = {});
   Expected<int> addConv2d(const Conv2dWorkload& w, const Conv2dConfig& c, const Epilogue& e,
                           const float* weights, codegen::PackedWeights& packed);
   Expected<int> addDepthwise(const DepthwiseWorkload& w, const DepthwiseConfig& c,

@@ -693,7 +693,8 @@ bool lowerMatmulBuckets(Lowering& l, const passes::FusedKernel& kernel, MatmulOp
     codegen::PackedWeights packed;
     Expected<int> code = -1;
     if (l.module())
-      code = l.module()->addMatmul(bound, v.c, e.epilogue, mo.bData, packed, mo.mExtent);
+      code = l.module()->addMatmul(bound, v.c, e.epilogue, mo.bData, packed,
+                                   RunTimeRows{mo.mExtent, v.lo});
     if (!code) {
       l.unsupported(n, code.error().message());
       return false;
@@ -755,7 +756,9 @@ bool lowerMatmul(Lowering& l, const passes::FusedKernel& kernel) {
     int8 = int8Note(l, c.isa == Isa::Avx2 && halveWeightsForAvx2(mo.scaledB, e));
   codegen::PackedWeights packed;
   Expected<int> code = -1;
-  if (l.module()) code = l.module()->addMatmul(w, c, e.epilogue, mo.bData, packed, mo.mExtent);
+  if (l.module())
+    code =
+        l.module()->addMatmul(w, c, e.epilogue, mo.bData, packed, RunTimeRows{mo.mExtent, mo.mMin});
   if (!code) {
     l.unsupported(n, code.error().message());
     return false;

@@ -109,4 +109,14 @@ Expected<MatmulConfig> matmulConfigFromKnobs(const MatmulWorkload& w, Isa isa,
                                              const KnobSpace& space,
                                              const std::vector<nlohmann::json>& values);
 
+/// A matmul's M read at run time: extents[extent] of the run (KernelArgs::extents), from `min` to
+/// the workload's M (a size bucket). The kernel's loops and tails run to the run's M; what it
+/// decides once for all of them (how a B panel's prefetches are spread over the row tiles) holds
+/// from the smallest.
+struct RunTimeRows {
+  int32_t extent = -1; ///< -1: M is static
+  int64_t min = 1;
+  bool active() const { return extent >= 0; }
+};
+
 } // namespace tunec
