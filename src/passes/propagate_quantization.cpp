@@ -47,8 +47,9 @@ struct TensorQuantization {
 std::optional<TensorQuantization> quantizationOf(const Graph& g, const Node& n) {
   if (n.inputs.size() < 3 || n.inputs[1] == kNoValue || n.inputs[2] == kNoValue) return {};
   const Value &scale = g.value(n.inputs[1]), &zero = g.value(n.inputs[2]);
-  if (!scale.constant || !zero.constant || scale.constant->numel() != 1 ||
-      zero.constant->numel() != 1)
+  // Scalars (the importer makes a one-element scale one), so that no axis names a dimension.
+  if (!scale.constant || !zero.constant || scale.type.shape.rank() != 0 ||
+      zero.type.shape.rank() != 0)
     return {};
   const double s = scale.constant->getDouble(0);
   if (!std::isnormal(s) || s <= 0 || s >= 1e30) return {};
@@ -101,13 +102,12 @@ private:
       inputs.push_back(dq->inputs[0]);
     }
     const ValueId scale = first->inputs[1], zero = first->inputs[2];
-    const int64_t axis = std::get<QuantAttrs>(first->attrs).axis;
     const std::string& name = graph_.value(node.outputs[0]).name;
     TUNEC_ASSIGN_OR_RETURN(
         auto moved, rw_.add(node.name, node.kind, node.attrs, inputs, {name + "/quantized"}));
     TUNEC_ASSIGN_OR_RETURN(auto dequantized,
                            rw_.add(node.name + "/dequantize", OpKind::DequantizeLinear,
-                                   QuantAttrs{axis}, {moved[0], scale, zero}, {name}));
+                                   QuantAttrs{0}, {moved[0], scale, zero}, {name}));
     rw_.replace(node.outputs[0], dequantized[0]);
     return true;
   }
