@@ -1,4 +1,5 @@
 // `tunec run`: run a model on tensor files and write its outputs.
+#include "cli/agreement.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/flag_values.h"
@@ -150,20 +151,20 @@ int checkExpected(const Arguments& args, const std::vector<std::string>& names,
     if (!(want->shape() == got.shape()))
       return fail("--expect " + name + ": " + file + " is " + want->typeString() +
                   ", but the output is " + got.typeString());
-    double diff = 0, norm = 0, largest = 0;
-    for (int64_t i = 0; i < got.numel(); ++i) {
-      double d = got.getDouble(i) - want->getDouble(i);
-      diff += d * d;
-      norm += want->getDouble(i) * want->getDouble(i);
-      largest = std::max(largest, std::abs(d));
-    }
-    double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-    bool ok = rel <= tolerance;
+    Agreement agreement;
+    agreement.add(got, *want);
+    const double rel =
+        agreement.den > 0 ? std::sqrt(agreement.num / agreement.den) : std::sqrt(agreement.num);
+    bool ok = rel <= tolerance; // false for NaN and infinite errors
     differing += !ok;
     std::printf("check %s: %s %s: relative L2 error %.2e (tolerance %.0e), largest difference "
-                "%.2e\n",
+                "%.2e%s\n",
                 forTerminal(name).c_str(), ok ? "matches" : "DIFFERS from",
-                forTerminal(file).c_str(), rel, tolerance, largest);
+                forTerminal(file).c_str(), rel, tolerance, agreement.maxAbs,
+                agreement.nanMismatches ? (", " + std::to_string(agreement.nanMismatches) +
+                                           " NaN where the expected is a number or the reverse")
+                                              .c_str()
+                                        : "");
   }
   return differing == 0 ? 0 : 1;
 }

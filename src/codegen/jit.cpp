@@ -102,7 +102,7 @@ void optimize(llvm::Module& module, llvm::TargetMachine& machine, JitPipeline pi
 // (emitted from a copy: code generation changes the IR).
 void dumpAssembly(llvm::Module& module, llvm::TargetMachine& machine) {
   const char* dump = std::getenv("TUNEC_DUMP_ASM");
-  if (!dump) return;
+  if (!dump || !*dump) return; // set but empty: unset, as every TUNEC_ variable
   auto copy = llvm::CloneModule(module);
   std::string path = std::string(dump) + "/" + module.getModuleIdentifier() + ".s";
   std::error_code ec;

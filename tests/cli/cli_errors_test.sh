@@ -274,6 +274,10 @@ expect 1 "--timeout must be a duration .*not 'inf'" -- tune-op matmul --m 8 --n 
 expect 1 "--seconds must be a duration .*not '-1'" -- bench-op matmul --m 8 --n 8 --k 8 --seconds -1
 expect 1 "--m must be a whole number from 1 to 2147483648, not '99999999999999999999'" -- bench-op matmul --m 99999999999999999999 --n 8 --k 8
 expect 1 "--random must be a whole number from 1 to 100000, not '1000000000'" -- quantize "$model" -o "$tmp/q.onnx" --random 1000000000
+# NaN is a mismatch: one NaN in the expected output, or NaN outputs against expected numbers.
+/usr/bin/python3 -c "import numpy as np; y = np.load('$src/examples/tiny_cnn/expected_y.npy'); y.flat[3] = np.nan; np.save('$tmp/y_nan.npy', y)"
+expect 1 "check y: DIFFERS from .*y_nan.npy: relative L2 error inf .* 1 NaN where the expected is a number or the reverse" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --expect y="$tmp/y_nan.npy"
+expect 0 "check y: matches" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --expect y="$src/examples/tiny_cnn/expected_y.npy"
 expect 1 "--tolerance must be a number from 0 to 1000, not 'nan'" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --expect y="$src/examples/tiny_cnn/x.npy" --tolerance nan
 expect 1 "--runs must be a whole number from 0 to 1000000000, not '1e3'" -- bench "$model" --runs 1e3
 expect 0 "4 trials \(0 errors\)" -- tune-op matmul --m 64 --n 64 --k 64 --trials 4 --db "$tmp/t.db" --min-seconds 0.01
