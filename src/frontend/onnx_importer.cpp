@@ -599,6 +599,12 @@ Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& bas
 }
 
 Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options) {
+  // Checked before opening: a FIFO would block the open, a device or directory never end.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    return makeError(path, ": not a regular file (a directory, FIFO or device): give the .onnx "
+                           "model file");
   std::ifstream file(path, std::ios::binary);
   if (!file) return makeError(path, ": cannot open file");
   std::ostringstream os;

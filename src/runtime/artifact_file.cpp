@@ -54,7 +54,9 @@ Status appendArtifactTrailer(const std::string& path) {
 }
 
 Status checkArtifactFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: opening a FIFO for reading would wait for a writer forever (fstat then
+  // refuses it); reads of a regular file are unaffected.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return makeError(path, ": cannot load: ", std::strerror(errno));
   struct stat st;
   Status result;

@@ -73,6 +73,11 @@ expect 1 "huge.pb: tensor '' of shape .* holds 0 values, expected 34359738368" -
 expect 1 "/dev/zero: not a regular file" -- run "$model" --input x=/dev/zero
 mkfifo "$tmp/fifo"
 expect 1 "fifo: not a regular file" -- run "$model" --input x="$tmp/fifo"
+# A FIFO, directory or device as the model is refused by name (opening a FIFO would block).
+expect 1 "fifo: not a regular file \(a directory, FIFO or device\): give the .onnx model file" -- compile "$tmp/fifo" -o "$tmp/never.so"
+mkfifo "$tmp/fifo.so"
+expect 1 "fifo.so: cannot load: not a regular file" -- run "$tmp/fifo.so" --input x="$src/examples/tiny_cnn/x.npy"
+expect 1 "not a regular file \(a directory, FIFO or device\)" -- inspect "$tmp"
 expect 1 "--input 'x' is given twice" -- run "$model" --input x="$src/examples/tiny_cnn/x.npy" --input x="$tmp/ok4.npy"
 cp "$model" "$tmp/self.onnx"
 expect 1 "-o .*self.onnx is the input .*self.onnx" -- compile "$tmp/self.onnx" -o "$tmp/self.onnx"

@@ -104,6 +104,17 @@ def test_a_dynamic_bert_compiles_in_process_and_its_memory_stays_flat():
     assert resident_mb() - base < 4.0
 
 
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)
+    with pytest.raises(tunec.Error, match="not a regular file"):
+        tunec.compile(fifo)
+    so = tmp_path / "model.so"
+    os.mkfifo(so)
+    with pytest.raises(tunec.Error, match="not a regular file"):
+        tunec.load(so)
+
+
 def test_load_a_compiled_library(model, x, tmp_path):
     so = tmp_path / "m.so"
     report = tunec.compile_to_file(MODEL, so, threads=2)
