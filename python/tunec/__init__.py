@@ -43,9 +43,9 @@ def compile(onnx_path, db=None, precision="fp32", target=None, threads=None, inp
     for every shape within them (Model.run takes arrays of any such shape). output: also write
     the compiled model.so there (and return it loaded).
     """
-    return _tunec.compile(os.fspath(onnx_path), None if db is None else os.fspath(db), precision,
-                          None if target is None else os.fspath(target), threads,
-                          _shapes(input_shapes), None if output is None else os.fspath(output),
+    return _tunec.compile(_path(onnx_path), None if db is None else _path(db), precision,
+                          None if target is None else _path(target), threads,
+                          _shapes(input_shapes), None if output is None else _path(output),
                           _dims(dims))
 
 
@@ -53,15 +53,15 @@ def compile_to_file(onnx_path, output, db=None, target=None, threads=None, input
                     dims=None):
     """Compiles to model.so without loading it (for another machine too: target=its file).
     Returns the compile report."""
-    return _tunec.compile_to_file(os.fspath(onnx_path), os.fspath(output),
-                                  None if db is None else os.fspath(db),
-                                  None if target is None else os.fspath(target), threads,
+    return _tunec.compile_to_file(_path(onnx_path), _path(output),
+                                  None if db is None else _path(db),
+                                  None if target is None else _path(target), threads,
                                   _shapes(input_shapes), _dims(dims))
 
 
 def load(path, threads=None):
     """Loads a compiled model.so (the runtime only, no compiler)."""
-    return _tunec.load(os.fspath(path), threads)
+    return _tunec.load(_path(path), threads)
 
 
 def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None, progress=None,
@@ -76,9 +76,10 @@ def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None,
     propagates. Ctrl-C stops after the running candidate with everything measured saved and
     raises KeyboardInterrupt; running the same call again resumes. Returns a summary dict.
     """
-    models = [os.fspath(onnx_path)] if isinstance(onnx_path, (str, os.PathLike)) else \
-        [os.fspath(p) for p in onnx_path]
-    return _tunec.tune(models, os.fspath(db), trials, time_budget, threads, progress, seed,
+    models = [_path(onnx_path)] if isinstance(onnx_path, (str, os.PathLike)) else \
+        [_path(p) for p in onnx_path]
+    return _tunec.tune(models, _path(db), trials, _seconds(time_budget, "time_budget"), threads,
+                       progress, seed,
                        _shapes(input_shapes), _worker(), precision, _dims(dims))
 
 
@@ -90,7 +91,7 @@ class Database:
     """
 
     def __init__(self, path, create=True):
-        self._db = _tunec.Database(os.fspath(path), create)
+        self._db = _tunec.Database(_path(path), create)
 
     @property
     def path(self):
@@ -108,17 +109,17 @@ class Database:
 
     def export(self, path, best_only=False, target=""):
         """Writes one JSON record per line (written whole or not at all); returns the count."""
-        return self._db.export(os.fspath(path), best_only, target)
+        return self._db.export(_path(path), best_only, target)
 
     def import_(self, path):
         """Validates and imports a JSONL file: {"imported", "duplicates", "rejected", "lines"};
         each rejected line is "line N: reason"."""
-        return self._db.import_(os.fspath(path))
+        return self._db.import_(_path(path))
 
     def merge(self, inputs):
         """Merges other databases into this one (the fastest time per config is kept); returns
         one dict per input."""
-        return self._db.merge([os.fspath(p) for p in inputs])
+        return self._db.merge([_path(p) for p in inputs])
 
     def verify(self):
         """Integrity, schema and every record's config: a list of problems (empty: sound)."""
@@ -126,6 +127,26 @@ class Database:
 
     def __repr__(self):
         return f"<tunec.Database {self.path}>"
+
+
+def _path(path):
+    """os.fspath, refusing a NUL (the native layer would cut the path there: another file)."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if "\0" in text:
+        raise ValueError(f"path {text!r} contains a NUL character")
+    return text
+
+
+def _seconds(value, name):
+    """A positive finite number of seconds, or None, as the CLI takes it."""
+    if value is None:
+        return None
+    seconds = float(value)
+    if not (seconds > 0 and seconds < float("inf")):
+        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+    return seconds
 
 
 def _dims(dims):

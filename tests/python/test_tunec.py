@@ -115,6 +115,16 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path):
         tunec.load(so)
 
 
+def test_a_path_with_a_nul_and_a_time_budget_out_of_range_are_value_errors(tmp_path):
+    with pytest.raises(ValueError, match="contains a NUL character"):
+        tunec.compile(MODEL + "\0.ignored")
+    with pytest.raises(ValueError, match="contains a NUL character"):
+        tunec.load("model.so\0")
+    for budget in (float("nan"), -1, float("inf"), 0):
+        with pytest.raises(ValueError, match="time_budget must be a positive number of seconds"):
+            tunec.tune(MODEL, db=tmp_path / "t.db", trials=1, time_budget=budget)
+
+
 def test_load_a_compiled_library(model, x, tmp_path):
     so = tmp_path / "m.so"
     report = tunec.compile_to_file(MODEL, so, threads=2)
