@@ -1,6 +1,9 @@
 // JSON lines of the measurement worker.
 #include "tuner/measure_protocol.h"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace tunec::tuner {
 
 nlohmann::json MeasureRequest::toJson() const {
@@ -37,6 +40,25 @@ MeasureResult MeasureResult::fromJson(const nlohmann::json& j) {
   r.repeats = j.value("repeats", int64_t{0});
   r.compileSeconds = j.value("compile_seconds", 0.0);
   return r;
+}
+
+Status checkPlausible(const db::Record& r, double flops, int threads, const KernelTypes& types) {
+  if (r.status != db::MeasureStatus::Ok || !(r.medianUs > 0)) return {};
+  bool wide = std::find(r.target.isaFeatures.begin(), r.target.isaFeatures.end(), "avx512f") !=
+              r.target.isaFeatures.end();
+  double lanes = wide ? 16 : 8;
+  double cores = std::max(1, std::min(threads, r.target.cores));
+  double peak = cores * 6e9 * 2 * 2 * lanes * (isBf16Gemm(types) ? 2 : 1);
+  double achieved = flops / (r.medianUs * 1e-6);
+  if (achieved > peak) {
+    char text[200];
+    std::snprintf(text, sizeof(text),
+                  "implausible time: %.3g us is %.0f GFLOP/s, above the %.0f GFLOP/s that %g "
+                  "core(s) of its target can reach",
+                  r.medianUs, achieved / 1e9, peak / 1e9, cores);
+    return Error(text);
+  }
+  return {};
 }
 
 } // namespace tunec::tuner

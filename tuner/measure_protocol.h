@@ -2,6 +2,7 @@
 // line each way (the worker is `tunec tune-worker`, a child process, DESIGN.md decision 10).
 #pragma once
 
+#include "templates/knobs.h"
 #include "tuning_db/database.h"
 
 #include <nlohmann/json.hpp>
@@ -30,5 +31,11 @@ struct MeasureResult {
   nlohmann::json toJson() const;
   static MeasureResult fromJson(const nlohmann::json& j);
 };
+
+/// An ok record faster than its target's FMA units allow (every used core at 6 GHz, two fp32
+/// FMAs per cycle at the widest vector the target has; twice that for bf16) is a mistyped,
+/// forged or mismeasured time: an error naming the rate, which `tune` records as a failed
+/// measurement and `db import`/`merge`/`verify` reject. Ok for other records.
+Status checkPlausible(const db::Record& r, double flops, int threads, const KernelTypes& types);
 
 } // namespace tunec::tuner

@@ -154,6 +154,15 @@ Expected<TuneSummary> runTuningJob(std::vector<Task> tasks, db::TuningDatabase& 
       r.gflops = m.status == db::MeasureStatus::Ok && m.medianUs > 0
                      ? s.task.flops / (m.medianUs * 1e-6) / 1e9
                      : 0;
+      // A worker that reports a time its target cannot reach (a broken timer, a kernel that
+      // skipped its work) is a failed measurement, never a best record.
+      if (Status plausible =
+              checkPlausible(r, s.task.flops, s.task.threads, workloadTypes(s.task.workload));
+          !plausible) {
+        r.status = m.status = db::MeasureStatus::Error;
+        r.error = plausible.error().message();
+        r.gflops = 0;
+      }
       r.tunecVersion = "0.1.0";
       r.host = host.model;
       r.createdAt = utcTimestamp();

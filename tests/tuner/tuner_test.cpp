@@ -407,6 +407,33 @@ void removeDatabase(const std::string& path) {
     std::filesystem::remove(path + suffix);
 }
 
+// A worker that answers every request with a time no CPU reaches (0.001 us for a 48x64x32
+// matmul: 196,608 GFLOP/s): each trial is recorded as a failed measurement naming the rate,
+// never as the best record that `db verify` would then reject.
+TEST(TuningJob, AnImplausibleTimeIsRecordedAsAFailedMeasurement) {
+  std::string path = freshDatabasePath("implausible");
+  auto database = db::TuningDatabase::open(path, true);
+  ASSERT_TRUE(database.isOk()) << database.error().message();
+  TuneOptions options = shortJob(3);
+  options.workerArgv = {"/bin/sh", "-c",
+                        "while read line; do echo '{\"status\": \"ok\", \"error\": \"\", "
+                        "\"median_us\": 0.001, \"min_us\": 0.001, \"repeats\": 3, "
+                        "\"compile_seconds\": 0}'; done"};
+  std::atomic<bool> stop{false};
+  const Task task = matmulTask(48, 64, 32);
+  auto job = runTuningJob({task}, *database, options, stop);
+  ASSERT_TRUE(job.isOk()) << job.error().message();
+  EXPECT_EQ(job->errors, job->trials);
+  auto records = database->recordsOf(task.key);
+  ASSERT_TRUE(records.isOk());
+  ASSERT_FALSE(records->empty());
+  for (const auto& r : *records) {
+    EXPECT_EQ(r.status, db::MeasureStatus::Error);
+    EXPECT_NE(r.error.find("implausible time"), std::string::npos) << r.error;
+  }
+  removeDatabase(path);
+}
+
 TEST(TuningJob, CommitsEveryTrialAndResumesWithoutRemeasuring) {
   std::string path = freshDatabasePath("job");
   auto database = db::TuningDatabase::open(path, true);
