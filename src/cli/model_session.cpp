@@ -272,13 +272,18 @@ Expected<Tensor> readInputFile(const rt::IoSpec& io, const std::string& path, bo
   return tensor;
 }
 
+// The index of model input `name`, or an error naming `flag`.
+static Expected<size_t> inputIndex(const ModelSession& session, const std::string& name,
+                                   const char* flag) {
+  for (size_t i = 0; i < session.inputs.size(); ++i)
+    if (session.inputs[i].name == name) return i;
+  return makeError(flag, " names '", name, "', which is not a model input");
+}
+
 Status useInputFiles(const ModelSession& session, const std::map<std::string, std::string>& files,
                      RunBuffers& buffers) {
   for (const auto& [name, path] : files) {
-    size_t i = 0;
-    while (i < session.inputs.size() && session.inputs[i].name != name) ++i;
-    if (i == session.inputs.size())
-      return makeError("--input names '", name, "', which is not a model input");
+    TUNEC_ASSIGN_OR_RETURN(size_t i, inputIndex(session, name, "--input"));
     TUNEC_ASSIGN_OR_RETURN(buffers.inputs[i],
                            readInputFile(session.inputs[i], path, session.symbolic()));
     buffers.in[i] = buffers.inputs[i].data();
@@ -291,10 +296,7 @@ Status useInputShapes(const ModelSession& session, const std::map<std::string, S
                       RunBuffers& buffers) {
   std::mt19937 rng(11);
   for (const auto& [name, shape] : shapes) {
-    size_t i = 0;
-    while (i < session.inputs.size() && session.inputs[i].name != name) ++i;
-    if (i == session.inputs.size())
-      return makeError("--input-shape names '", name, "', which is not a model input");
+    TUNEC_ASSIGN_OR_RETURN(size_t i, inputIndex(session, name, "--input-shape"));
     rt::IoSpec io = session.inputs[i];
     if (shape.rank() != std::ssize(io.shape))
       return makeError("--input-shape ", name, "=", shape.toString(), ": input '", name,

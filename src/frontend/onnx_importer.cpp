@@ -598,7 +598,7 @@ Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& bas
   return graph;
 }
 
-Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options) {
+Expected<std::string> readOnnxFile(const std::string& path) {
   // Checked before opening: a FIFO would block the open, a device or directory never end.
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
@@ -609,8 +609,13 @@ Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& opt
   if (!file) return makeError(path, ": cannot open file");
   std::ostringstream os;
   os << file.rdbuf();
+  return os.str();
+}
+
+Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options) {
+  TUNEC_ASSIGN_OR_RETURN(std::string bytes, readOnnxFile(path));
   std::string baseDir = std::filesystem::path(path).parent_path().string();
-  auto graph = importOnnxBytes(os.str(), baseDir, options);
+  auto graph = importOnnxBytes(bytes, baseDir, options);
   if (!graph) return graph.error().withContext(path);
   return graph;
 }

@@ -45,6 +45,9 @@ struct ImportOptions {
 /// a dynamic dimension without bounds (with the --dim and --input-shape fixes), an unsupported
 /// attribute, a bad shape.
 Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options = {});
+/// The bytes of a model file (a regular file: a FIFO, device or directory is an error naming it),
+/// for importing one file more than once without reading it again.
+Expected<std::string> readOnnxFile(const std::string& path);
 
 /// Imports from serialized ModelProto bytes; `baseDir` resolves external data.
 Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& baseDir,

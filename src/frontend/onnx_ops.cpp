@@ -1131,21 +1131,23 @@ Result convertSimplifiedLayerNorm(ConvertContext& ctx) {
   return c;
 }
 
-// Rows [0, rows) of a 2-d constant table (position embeddings): a slice, symbolic when `rows` is.
-Expected<ValueId> prefixRows(ConvertContext& ctx, const std::string& part, ValueId table,
-                             const Dim& rows) {
+// [0, count) of axis `axis` of a 2-d table, the other axis whole: a slice, symbolic when `count`
+// is (position embeddings up to the sequence, key positions up to the keys); the table itself
+// when that is all of it.
+Expected<ValueId> prefixOf(ConvertContext& ctx, const std::string& part, ValueId table, int axis,
+                           const Dim& count) {
   const Shape t = ctx.graph.value(table).type.shape;
-  if (t.rank() != 2 || rows.max > t[0])
-    return makeError("a table of shape ", t.toString(), " has no ", rows.expr.toString(), " rows");
+  if (t.rank() != 2 || count.max > t[axis])
+    return makeError("a table of shape ", t.toString(), " has no ", count.expr.toString(),
+                     " entries along axis ", axis);
+  if (count.isStatic() && count.max == t[axis]) return table;
+  std::vector<Dim> extents = {Dim(t[0]), Dim(t[1])};
+  extents[static_cast<size_t>(axis)] = count;
   SliceAttrs a;
   a.starts = {0, 0};
   a.steps = {1, 1};
-  if (rows.isStatic()) {
-    a.counts = {rows.max, t[1]};
-  } else {
-    a.extents = {rows, Dim(t[1])};
-    a.counts = {rows.max, t[1]};
-  }
+  for (const Dim& d : extents) a.counts.push_back(d.max);
+  if (!count.isStatic()) a.extents = std::move(extents);
   return addPart(ctx, part, OpKind::Slice, a, {table});
 }
 
@@ -1196,11 +1198,10 @@ Expected<ValueId> attentionMask(ConvertContext& ctx, const Dim& keys, float filt
                        "positions, 2 x batch) is not supported: only valid lengths, one per row");
     Tensor positions(DType::F32, Shape{1, keys.max});
     for (int64_t j = 0; j < keys.max; ++j) positions.setDouble(j, static_cast<double>(j));
-    ValueId table = addPartConstant(ctx, "mask.positions", std::move(positions));
-    if (!keys.isStatic()) {
-      SliceAttrs a{{0, 0}, {1, 1}, {1, keys.max}, {Dim(1), keys}};
-      TUNEC_ASSIGN_OR_RETURN(table, addPart(ctx, "mask.key_positions", OpKind::Slice, a, {table}));
-    }
+    TUNEC_ASSIGN_OR_RETURN(ValueId table,
+                           prefixOf(ctx, "mask.key_positions",
+                                    addPartConstant(ctx, "mask.positions", std::move(positions)), 1,
+                                    keys));
     TUNEC_ASSIGN_OR_RETURN(ValueId lengths, addPart(ctx, "mask.lengths", OpKind::Cast,
                                                     CastAttrs{DType::F32}, {ctx.inputs[3]}));
     TUNEC_ASSIGN_OR_RETURN(
@@ -1310,7 +1311,7 @@ Result convertEmbedLayerNorm(ConvertContext& ctx) {
     TUNEC_ASSIGN_OR_RETURN(position, addPart(ctx, "position", OpKind::Gather, AxisAttrs{0},
                                              {ctx.inputs[3], ctx.inputs[8]}));
   } else {
-    TUNEC_ASSIGN_OR_RETURN(position, prefixRows(ctx, "position", ctx.inputs[3], ids.dim(1)));
+    TUNEC_ASSIGN_OR_RETURN(position, prefixOf(ctx, "position", ctx.inputs[3], 0, ids.dim(1)));
   }
   TUNEC_ASSIGN_OR_RETURN(sum,
                          addPart(ctx, "word_position", OpKind::Add, NoAttrs{}, {sum, position}));

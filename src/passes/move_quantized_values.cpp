@@ -26,9 +26,9 @@ namespace {
 // Whether dequantize `dq` and quantize `q` apply the same per-tensor quantization (its scale a
 // normal number, below 1e30), and q's integers are dq's type.
 bool sameQuantization(const Graph& g, const Node& dq, const Node& q) {
-  if (dq.kind != OpKind::DequantizeLinear || !sameTensorQuantization(g, dq, q)) return false;
-  const double s = g.value(dq.inputs[1]).constant->getDouble(0);
-  return std::isnormal(s) && s < 1e30 &&
+  if (dq.kind != OpKind::DequantizeLinear) return false;
+  const auto quantization = tensorQuantization(g, dq);
+  return quantization && quantization == tensorQuantization(g, q) &&
          g.value(dq.inputs[0]).type.dtype == g.value(q.outputs[0]).type.dtype;
 }
 

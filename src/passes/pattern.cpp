@@ -4,6 +4,7 @@
 #include "ir/op_registry.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tunec::passes {
 
@@ -63,6 +64,18 @@ SliceAttrs sliceAlong(const Shape& shape, int64_t axis, int64_t start, int64_t c
   a.starts[static_cast<size_t>(axis)] = start;
   a.counts[static_cast<size_t>(axis)] = count;
   return a;
+}
+
+std::optional<TensorQuantization> tensorQuantization(const Graph& g, const Node& n) {
+  if (n.inputs.size() < 3 || n.inputs[1] == kNoValue || n.inputs[2] == kNoValue) return {};
+  const Value &scale = g.value(n.inputs[1]), &zero = g.value(n.inputs[2]);
+  // Scalars (the importer makes a one-element scale one), so that no axis names a dimension.
+  if (!scale.constant || !zero.constant || scale.type.shape.rank() != 0 ||
+      zero.type.shape.rank() != 0)
+    return {};
+  const double s = scale.constant->getDouble(0);
+  if (!std::isnormal(s) || s <= 0 || s >= 1e30) return {};
+  return TensorQuantization{s, zero.constant->getInt(0)};
 }
 
 bool sameTensorQuantization(const Graph& graph, const Node& a, const Node& b) {

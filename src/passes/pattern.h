@@ -31,6 +31,16 @@ inline std::optional<double> scalarConstant(const Graph& graph, ValueId value) {
   return v.constant->getDouble(0);
 }
 
+/// A per-tensor quantization whose integers round-trip exactly: a scalar constant scale
+/// (positive, normal, below 1e30) and zero point.
+struct TensorQuantization {
+  double scale = 0;
+  int64_t zero = 0;
+  bool operator==(const TensorQuantization&) const = default;
+};
+/// The TensorQuantization a QuantizeLinear/DequantizeLinear node of `graph` applies, or nullopt.
+std::optional<TensorQuantization> tensorQuantization(const Graph& graph, const Node& node);
+
 /// Whether QuantizeLinear/DequantizeLinear nodes `a` and `b` apply one per-tensor quantization:
 /// scalar (rank-0) constant scales and zero points, equal, the scale positive.
 bool sameTensorQuantization(const Graph& graph, const Node& a, const Node& b);

@@ -35,27 +35,6 @@ namespace tunec::passes {
 
 namespace {
 
-// A per-tensor quantization: a scalar constant scale (positive, normal, below 1e30) and zero
-// point.
-struct TensorQuantization {
-  double scale = 0;
-  int64_t zero = 0;
-  bool operator==(const TensorQuantization&) const = default;
-};
-
-// The per-tensor quantization a QuantizeLinear/DequantizeLinear node of `g` applies, or nullopt.
-std::optional<TensorQuantization> quantizationOf(const Graph& g, const Node& n) {
-  if (n.inputs.size() < 3 || n.inputs[1] == kNoValue || n.inputs[2] == kNoValue) return {};
-  const Value &scale = g.value(n.inputs[1]), &zero = g.value(n.inputs[2]);
-  // Scalars (the importer makes a one-element scale one), so that no axis names a dimension.
-  if (!scale.constant || !zero.constant || scale.type.shape.rank() != 0 ||
-      zero.type.shape.rank() != 0)
-    return {};
-  const double s = scale.constant->getDouble(0);
-  if (!std::isnormal(s) || s <= 0 || s >= 1e30) return {};
-  return TensorQuantization{s, zero.constant->getInt(0)};
-}
-
 class Propagation {
 public:
   explicit Propagation(const Graph& graph) : graph_(graph), rw_(graph) {}
@@ -76,7 +55,7 @@ public:
 
 private:
   // The DequantizeLinear of the new graph producing source value `v`, or nullptr.
-  const Node* dequantizationOf(ValueId v) const {
+  const Node* detensorQuantization(ValueId v) const {
     return producerOf(rw_.target(), rw_.map(v), OpKind::DequantizeLinear);
   }
 
@@ -84,9 +63,9 @@ private:
   Expected<bool> moveDequantization(const Node& node) {
     const size_t data = selectedInputs(node);
     if (data == 0) return false;
-    const Node* first = dequantizationOf(node.inputs[0]);
+    const Node* first = detensorQuantization(node.inputs[0]);
     if (!first) return false;
-    const auto quantization = quantizationOf(rw_.target(), *first);
+    const auto quantization = tensorQuantization(rw_.target(), *first);
     if (!quantization) return false;
     std::vector<ValueId> inputs;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -94,8 +73,8 @@ private:
         inputs.push_back(rw_.map(node.inputs[i]));
         continue;
       }
-      const Node* dq = dequantizationOf(node.inputs[i]);
-      if (!dq || quantizationOf(rw_.target(), *dq) != quantization ||
+      const Node* dq = detensorQuantization(node.inputs[i]);
+      if (!dq || tensorQuantization(rw_.target(), *dq) != quantization ||
           rw_.target().value(dq->inputs[0]).type.dtype !=
               rw_.target().value(first->inputs[0]).type.dtype)
         return false;
@@ -115,9 +94,10 @@ private:
   // Rule 2.
   Expected<bool> cancelRoundTrip(const Node& node) {
     if (node.kind != OpKind::QuantizeLinear) return false;
-    const Node* dq = dequantizationOf(node.inputs[0]);
+    const Node* dq = detensorQuantization(node.inputs[0]);
     if (!dq) return false;
-    const auto outer = quantizationOf(graph_, node), inner = quantizationOf(rw_.target(), *dq);
+    const auto outer = tensorQuantization(graph_, node),
+               inner = tensorQuantization(rw_.target(), *dq);
     if (!outer || outer != inner ||
         rw_.target().value(dq->inputs[0]).type.dtype != graph_.value(node.outputs[0]).type.dtype)
       return false;
@@ -130,7 +110,7 @@ private:
     if (node.kind != OpKind::Clip || node.inputs.size() != 1) return false;
     const Node* q = producerOf(graph_, node.inputs[0], OpKind::QuantizeLinear);
     if (!q) return false;
-    const auto quantization = quantizationOf(graph_, *q);
+    const auto quantization = tensorQuantization(graph_, *q);
     if (!quantization) return false;
     const auto [lo, hi] = std::get<ClipAttrs>(node.attrs);
     const auto zero = static_cast<double>(quantization->zero);
@@ -155,11 +135,11 @@ private:
   // Rule 4.
   Expected<bool> reluBeforeQuantization(const Node& node) {
     if (node.kind != OpKind::Relu) return false;
-    const Node* dq = dequantizationOf(node.inputs[0]);
+    const Node* dq = detensorQuantization(node.inputs[0]);
     const Node* q = dq ? producerOf(rw_.target(), dq->inputs[0], OpKind::QuantizeLinear) : nullptr;
     if (!q) return false;
-    const auto quantization = quantizationOf(rw_.target(), *dq);
-    if (!quantization || quantization != quantizationOf(rw_.target(), *q)) return false;
+    const auto quantization = tensorQuantization(rw_.target(), *dq);
+    if (!quantization || quantization != tensorQuantization(rw_.target(), *q)) return false;
     // Copied: adding nodes to the new graph moves its nodes.
     const ValueId x = q->inputs[0], qs = q->inputs[1], qz = q->inputs[2];
     const ValueId ds = dq->inputs[1], dz = dq->inputs[2];

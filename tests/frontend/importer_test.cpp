@@ -143,6 +143,20 @@ void addIntsAttr(onnx::NodeProto& n, const std::string& name, std::vector<int64_
   for (int64_t x : v) a->add_ints(x);
 }
 
+void addFloatAttr(onnx::NodeProto& n, const std::string& name, float v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+void addStringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
 Expected<Graph> import(const ModelBuilder& b, ImportOptions options = {}) {
   options.evaluator = runReferenceNode;
   return importOnnxBytes(b.bytes(), "", options);
@@ -747,13 +761,6 @@ void standard(ModelBuilder& b, const std::vector<std::pair<std::string, std::str
   b.node("QuantizeLinear", {"yf", "sy", "zy"}, {"y"});
 }
 
-void addFloatAttr(onnx::NodeProto& n, const std::string& name, float v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-
 TEST(Importer, QOperatorOpsEqualTheirStandardComposition) {
   const std::vector<int64_t> nchw = {2, 6, 3, 3};
   std::vector<QOperatorCase> cases = {
@@ -992,18 +999,6 @@ TEST(Importer, TransformerOptimizerOpsEqualTheirDefinitions) {
     std::string name;
     std::function<void(ModelBuilder&, bool contrib)> body;
   };
-  auto attrF = [](onnx::NodeProto& n, const std::string& name, float v) {
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::FLOAT);
-    a->set_f(v);
-  };
-  auto attrS = [](onnx::NodeProto& n, const std::string& name, const std::string& v) {
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s(v);
-  };
   std::vector<Case> cases = {
       {"Gelu",
        [&](ModelBuilder& b, bool contrib) {
@@ -1029,7 +1024,7 @@ TEST(Importer, TransformerOptimizerOpsEqualTheirDefinitions) {
            b.node("FastGelu", {"x", "bias"}, {"y"}).set_domain("com.microsoft");
          } else {
            b.node("Add", {"x", "bias"}, {"xb"});
-           attrS(b.node("Gelu", {"xb"}, {"y"}), "approximate", "tanh");
+           addStringAttr(b.node("Gelu", {"xb"}, {"y"}), "approximate", "tanh");
          }
          b.node("Identity", {"s"}, {"sum"});
        }},
@@ -1039,11 +1034,12 @@ TEST(Importer, TransformerOptimizerOpsEqualTheirDefinitions) {
            auto& n = b.node("SkipLayerNormalization", {"x", "s", "gamma", "beta", "bias"},
                             {"y", "", "", "sum"});
            n.set_domain("com.microsoft");
-           attrF(n, "epsilon", 1e-6f);
+           addFloatAttr(n, "epsilon", 1e-6f);
          } else {
            b.node("Add", {"x", "s"}, {"xs"});
            b.node("Add", {"xs", "bias"}, {"sum"});
-           attrF(b.node("LayerNormalization", {"sum", "gamma", "beta"}, {"y"}), "epsilon", 1e-6f);
+           addFloatAttr(b.node("LayerNormalization", {"sum", "gamma", "beta"}, {"y"}), "epsilon",
+                        1e-6f);
          }
        }},
       {"SkipSimplifiedLayerNormalization",
@@ -1052,7 +1048,7 @@ TEST(Importer, TransformerOptimizerOpsEqualTheirDefinitions) {
            auto& n = b.node("SkipSimplifiedLayerNormalization", {"x", "s", "gamma"},
                             {"y", "", "", "sum"});
            n.set_domain("com.microsoft");
-           attrF(n, "epsilon", 1e-6f);
+           addFloatAttr(n, "epsilon", 1e-6f);
          } else {
            b.node("Add", {"x", "s"}, {"sum"});
            b.node("Mul", {"sum", "sum"}, {"sq"});
@@ -1068,7 +1064,7 @@ TEST(Importer, TransformerOptimizerOpsEqualTheirDefinitions) {
          if (contrib) {
            auto& n = b.node("SimplifiedLayerNormalization", {"x", "gamma"}, {"y"});
            n.set_domain("com.microsoft");
-           attrF(n, "epsilon", 1e-6f);
+           addFloatAttr(n, "epsilon", 1e-6f);
          } else {
            b.node("Mul", {"x", "x"}, {"sq"});
            addIntsAttr(b.node("ReduceMean", {"sq"}, {"ms"}), "axes", {-1});
@@ -1203,10 +1199,7 @@ TEST(Importer, OptimizedBertEmbeddingAndAttentionAreTheirDefinitions) {
                           {"ids", "types", "word", "pos", "seg", "gamma", "beta", "mask"},
                           {"emb", "mask_index"});
     embed.set_domain("com.microsoft");
-    auto* eps = embed.add_attribute();
-    eps->set_name("epsilon");
-    eps->set_type(onnx::AttributeProto::FLOAT);
-    eps->set_f(1e-12f);
+    addFloatAttr(embed, "epsilon", 1e-12f);
     auto& attention =
         mb.node("Attention", {"emb", "w", "bias", rawMask ? "mask" : "mask_index"}, {"y"});
     attention.set_domain("com.microsoft");
