@@ -1171,26 +1171,30 @@ Expected<ValueId> constantPart(ConvertContext& ctx, const std::string& part, siz
   return addPartConstant(ctx, part, std::move(out));
 }
 
+// The 0/1 mask [B, T] whose ones `lengths` counts per row (ReduceSum over axis 1 of its Cast, as
+// EmbedLayerNormalization's mask_index is built), or nullopt. ONNX Runtime's optimizer writes such
+// lengths for masks of right padding, a prefix of ones, so the mask stands for them exactly; and
+// it runs at symbolic shapes, where the count would not.
+std::optional<ValueId> countedMask(const Graph& g, ValueId lengths) {
+  const NodeId count = g.value(lengths).producer;
+  if (count < 0 || g.node(count).kind != OpKind::ReduceSum) return std::nullopt;
+  const auto& reduce = std::get<ReduceAttrs>(g.node(count).attrs);
+  if (reduce.keepDims || reduce.axes != std::vector<int64_t>{1}) return std::nullopt;
+  const NodeId cast = g.value(g.node(count).inputs[0]).producer;
+  if (cast < 0 || g.node(cast).kind != OpKind::Cast) return std::nullopt;
+  const ValueId mask = g.node(cast).inputs[0];
+  if (g.value(mask).type.shape.rank() != 2) return std::nullopt;
+  return mask;
+}
+
 // The additive mask of ONNX Runtime's Attention from its mask_index: (1 - mask) x filter for a
 // raw mask of 0/1 ([B, T], [B, S, T] or [B, 1, T, T]); key positions below each row's length for
 // a 1-d [B] index of valid lengths (right padding); broadcast to the scores [B, N, S, T].
 Expected<ValueId> attentionMask(ConvertContext& ctx, const Dim& keys, float filter) {
   const Shape m = ctx.inputType(3).shape;
   ValueId mask = kNoValue;
-  // Valid lengths that EmbedLayerNormalization counted from a raw mask: that mask itself, which
-  // they stand for (ONNX Runtime's optimizer writes the lengths for masks of right padding, a
-  // prefix of ones), and which runs at symbolic shapes where the count would not.
-  if (m.rank() == 1) {
-    const NodeId count = ctx.graph.value(ctx.inputs[3]).producer;
-    if (count >= 0 && ctx.graph.node(count).kind == OpKind::ReduceSum &&
-        ctx.graph.node(count).name.ends_with("/mask_index")) {
-      const NodeId cast = ctx.graph.value(ctx.graph.node(count).inputs[0]).producer;
-      if (cast >= 0 && ctx.graph.node(cast).kind == OpKind::Cast)
-        mask = ctx.graph.node(cast).inputs[0];
-    }
-  }
-  if (mask != kNoValue) {
-    // the raw mask, below
+  if (auto raw = countedMask(ctx.graph, ctx.inputs[3])) {
+    mask = *raw;
   } else if (m.rank() == 1) {
     const Dim batch = ctx.inputType(0).shape.dim(0);
     if (!(m.dim(0).expr == batch.expr))
