@@ -113,9 +113,9 @@ InputDims inputDims(const std::map<std::string, std::vector<int64_t>>& shapes,
   InputDims out;
   for (const auto& [name, dims] : shapes) out.shapes.emplace(name, Shape(dims));
   for (const auto& [name, range] : ranges) {
-    if (range.first < 1 || range.first > range.second)
+    if (range.first < 0 || range.first > range.second)
       throw py::value_error("dims['" + name + "'] = (" + std::to_string(range.first) + ", " +
-                            std::to_string(range.second) + "): the bounds must satisfy 1 <= min " +
+                            std::to_string(range.second) + "): the bounds must satisfy 0 <= min " +
                             "<= max");
     out.ranges[name] = range;
   }

@@ -100,6 +100,36 @@ bool isSymbolName(const std::string& s) {
   return true;
 }
 
+// NAME+NAME*2+1: a sum of products of symbol names and integers.
+std::optional<DimExpr> parseDimExpr(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  DimExpr sum(0);
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t plus = text.find('+', start);
+    std::string term =
+        text.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    DimExpr product(1);
+    size_t f = 0;
+    while (f <= term.size()) {
+      size_t star = term.find('*', f);
+      std::string factor = term.substr(f, star == std::string::npos ? std::string::npos : star - f);
+      if (auto n = parseExtent(factor))
+        product = product * DimExpr(*n);
+      else if (isSymbolName(factor) && !std::isdigit(static_cast<unsigned char>(factor[0])))
+        product = product * DimExpr::symbol(factor);
+      else
+        return std::nullopt;
+      if (star == std::string::npos) break;
+      f = star + 1;
+    }
+    sum = sum + product;
+    if (plus == std::string::npos) break;
+    start = plus + 1;
+  }
+  return sum;
+}
+
 } // namespace
 
 Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
@@ -127,17 +157,29 @@ Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
       continue;
     }
     auto dots = right.find("..");
+    if (dots == std::string::npos && isSymbolName(left)) {
+      // NAME=EXPR: a symbol that is an expression of others.
+      auto e = parseDimExpr(right);
+      if (e && !e->isConstant()) {
+        for (const std::string& used : e->symbols())
+          if (used == left) return makeError("--dim '", v, "' defines '", left, "' by itself");
+        if (!dims.equal.emplace(left, *e).second)
+          return makeError("--dim defines '", left, "' twice");
+        continue;
+      }
+    }
     std::optional<int64_t> lo, hi;
     if (dots != std::string::npos) {
       lo = parseExtent(right.substr(0, dots));
       hi = parseExtent(right.substr(dots + 2));
     }
     if (!isSymbolName(left) || !lo || !hi)
-      return makeError("--dim '", v, "' is not of the form NAME=MIN..MAX (e.g. sequence=1..512) ",
-                       "or INPUT:AXIS=NAME (e.g. input_ids:1=sequence)");
+      return makeError("--dim '", v, "' is not of the form NAME=MIN..MAX (e.g. sequence=1..512), ",
+                       "INPUT:AXIS=NAME (e.g. input_ids:1=sequence) or NAME=EXPR (e.g. ",
+                       "total_sequence=past_sequence+sequence)");
     const int64_t min = *lo, max = *hi;
-    if (min < 1 || min > max)
-      return makeError("--dim '", v, "': the bounds must satisfy 1 <= MIN <= MAX");
+    if (min < 0 || min > max)
+      return makeError("--dim '", v, "': the bounds must satisfy 0 <= MIN <= MAX");
     if (dims.ranges.count(left)) return makeError("--dim gives the bounds of '", left, "' twice");
     dims.ranges[left] = {min, max};
   }

@@ -53,12 +53,13 @@ private:
 std::string helpText(const CommandSpec& spec);
 
 /// Parses the --input-shape flags ("name=1x3x224x224") and the --dim flags ("sequence=1..512",
-/// "input_ids:1=sequence").
+/// "input_ids:1=sequence", "total_sequence=past_sequence+sequence").
 Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
                                    const std::vector<std::string>& dimFlags);
 /// The --dim flag's spec, shared by the commands that import a model.
 inline constexpr const char* kDimFlagHelp =
-    "bound a dynamic dimension, e.g. sequence=1..512 (a symbolic compile), or name one, "
-    "e.g. input_ids:1=sequence";
+    "bound a dynamic dimension, e.g. sequence=1..512 or past_sequence=0..2048 (a symbolic "
+    "compile), name one, e.g. input_ids:1=sequence, or define one by others, e.g. "
+    "total_sequence=past_sequence+sequence (found by itself where the graph adds them)";
 
 } // namespace tunec::cli

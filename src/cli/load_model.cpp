@@ -4,6 +4,7 @@
 #include "frontend/onnx_importer.h"
 #include "reference/reference.h"
 
+#include <cstdio>
 #include <filesystem>
 
 namespace tunec::cli {
@@ -14,6 +15,9 @@ ImportOptions importOptions(const InputDims& inputDims) {
   ImportOptions options;
   options.inputDims = inputDims;
   options.evaluator = runReferenceNode;
+  options.note = [](const std::string& text) {
+    std::fprintf(stderr, "tunec: note: %s\n", text.c_str());
+  };
   return options;
 }
 

@@ -40,7 +40,7 @@ std::vector<DimExpr> runTimeBroadcastStrides(const Shape& shape, const Shape& ou
 /// A LayerNorm step over rows x cols (extents of the run where symbolic): tensors {out, in,
 /// scale, bias, mean, invStd} (-1: absent).
 void addLayerNormStep(Lowering& l, const std::string& label, std::vector<int> tensors,
-                      const DimExpr& rows, const DimExpr& cols, float epsilon);
+                      const DimExpr& rows, const DimExpr& cols, float epsilon, bool rms = false);
 /// "Op 'name'": a light step's label.
 std::string lightLabel(const Node& n);
 /// Every input and output of `n` is f32.

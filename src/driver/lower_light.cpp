@@ -485,6 +485,7 @@ bool lowerSingle(Lowering& l, const Node& n) {
   case OpKind::Hardmax:
   case OpKind::InstanceNormalization:
   case OpKind::LayerNormalization:
+  case OpKind::RMSNormalization:
     return lowerNormalization(l, n);
   case OpKind::MaxPool:
   case OpKind::AveragePool:

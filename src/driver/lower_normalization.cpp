@@ -9,12 +9,15 @@
 namespace tunec::driver {
 
 void addLayerNormStep(Lowering& l, const std::string& label, std::vector<int> tensors,
-                      const DimExpr& rows, const DimExpr& cols, float epsilon) {
+                      const DimExpr& rows, const DimExpr& cols, float epsilon, bool rms) {
   rt::Step step;
   step.kind = rt::StepKind::LayerNorm;
   step.label = label;
   step.tensors = tensors;
-  l.setInts(step, {rows, cols});
+  if (rms)
+    l.setInts(step, {rows, cols, DimExpr(1)});
+  else
+    l.setInts(step, {rows, cols});
   step.floats = {epsilon};
   l.addStep(std::move(step), {tensors[1], tensors[2], tensors[3]},
             {tensors[0], tensors[4], tensors[5]});
@@ -87,7 +90,8 @@ bool lowerNormalization(Lowering& l, const Node& n) {
                      {{rt::EwOp::Mul, 0, -1, -2}, {rt::EwOp::Add, 0, 0, -3}});
     return true;
   }
-  case OpKind::LayerNormalization: {
+  case OpKind::LayerNormalization:
+  case OpKind::RMSNormalization: {
     const auto& a = std::get<NormAttrs>(n.attrs);
     auto axis = static_cast<size_t>(normalizeAxis(a.axis, xs.rank()));
     int64_t rows = product(xs.dims(), 0, axis), cols = product(xs.dims(), axis, xs.dims().size());
@@ -123,7 +127,8 @@ bool lowerNormalization(Lowering& l, const Node& n) {
     int out = l.defineOutput(n.outputs[0], Phys::Plain);
     int mean = n.outputs.size() > 1 ? l.defineOutput(n.outputs[1], Phys::Plain) : -1;
     int invStd = n.outputs.size() > 2 ? l.defineOutput(n.outputs[2], Phys::Plain) : -1;
-    addLayerNormStep(l, label, {out, in, scale, bias, mean, invStd}, rows, cols, a.epsilon);
+    addLayerNormStep(l, label, {out, in, scale, bias, mean, invStd}, rows, cols, a.epsilon,
+                     n.kind == OpKind::RMSNormalization);
     return true;
   }
   default:

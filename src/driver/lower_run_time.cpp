@@ -3,6 +3,7 @@
 // the run's shape, in buffers sized for the bounds.
 #include "driver/light_ops.h"
 #include "ir/op_registry.h"
+#include "runtime/typed_kernels.h"
 
 namespace tunec::driver {
 
@@ -59,7 +60,7 @@ bool lowerRunTimeLayerNorm(Lowering& l, const Node& n, const std::string& label)
   int in = l.tensorIn(n.inputs[0], Phys::Plain);
   int out = l.defineOutput(n.outputs[0], Phys::Plain);
   addLayerNormStep(l, label, {out, in, scale, bias, -1, -1}, extentProduct(d, 0, axis), cols,
-                   a.epsilon);
+                   a.epsilon, n.kind == OpKind::RMSNormalization);
   return true;
 }
 
@@ -126,6 +127,88 @@ bool lowerRunTimeMatmul(Lowering& l, const Node& n) {
   return true;
 }
 
+// A strided copy at run-time extents, any element type: dims and strides in elements.
+void addRunTimeCopy(Lowering& l, const std::string& label, int out, DType dtype,
+                    std::vector<DimExpr> dims, DimExpr outOffset, std::vector<DimExpr> outStrides,
+                    int in, DimExpr inOffset, std::vector<DimExpr> inStrides) {
+  rt::BasicTypedProgram<DimExpr> p;
+  p.op = rt::TypedOp::Cast;
+  p.out = dtype;
+  p.in = {dtype};
+  if (dims.empty()) {
+    dims = {DimExpr(1)};
+    outStrides = {DimExpr(1)};
+    inStrides = {DimExpr(0)};
+  }
+  p.dims = std::move(dims);
+  p.outOffset = std::move(outOffset);
+  p.outStrides = std::move(outStrides);
+  p.inOffsets = {std::move(inOffset)};
+  p.inStrides = {std::move(inStrides)};
+  rt::Step step;
+  step.kind = rt::StepKind::Typed;
+  step.label = label;
+  std::vector<DimExpr> ints;
+  p.encode(ints);
+  l.setInts(step, ints);
+  step.tensors = {out, in};
+  l.addStep(std::move(step), {in}, {out});
+}
+
+// A slice of constant starts and steps (its extents the input's on the axes it keeps whole):
+// strided reads from the starts' offset.
+bool lowerRunTimeSlice(Lowering& l, const Node& n, const std::string& label) {
+  const Graph& g = l.graph();
+  const auto& a = std::get<SliceAttrs>(n.attrs);
+  const Value& x = g.value(n.inputs[0]);
+  const Shape& ys = g.value(n.outputs[0]).type.shape;
+  std::vector<DimExpr> dense = Lowering::denseStrides(x.type.shape), strides;
+  DimExpr offset(0);
+  for (size_t d = 0; d < dense.size(); ++d) {
+    offset = offset + dense[d] * DimExpr(a.starts[d]);
+    strides.push_back(dense[d] * DimExpr(a.steps[d]));
+  }
+  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  addRunTimeCopy(l, label, out, x.type.dtype, Lowering::extentsOf(ys), DimExpr(0),
+                 Lowering::denseStrides(ys), in, offset, strides);
+  return true;
+}
+
+bool lowerRunTimeExpand(Lowering& l, const Node& n, const std::string& label) {
+  const Graph& g = l.graph();
+  const Value& x = g.value(n.inputs[0]);
+  const Shape& ys = g.value(n.outputs[0]).type.shape;
+  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  addRunTimeCopy(l, label, out, x.type.dtype, Lowering::extentsOf(ys), DimExpr(0),
+                 Lowering::denseStrides(ys), in, DimExpr(0),
+                 runTimeBroadcastStrides(x.type.shape, ys));
+  return true;
+}
+
+// Each input copied to its place along the axis (the past keys, then this run's).
+bool lowerRunTimeConcat(Lowering& l, const Node& n, const std::string& label) {
+  const Graph& g = l.graph();
+  const Shape& ys = g.value(n.outputs[0]).type.shape;
+  auto axis = static_cast<size_t>(std::get<AxisAttrs>(n.attrs).axis);
+  std::vector<DimExpr> outStrides = Lowering::denseStrides(ys);
+  std::vector<int> ins;
+  for (ValueId v : n.inputs) ins.push_back(l.tensorIn(v, Phys::Plain));
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  DimExpr at(0);
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Shape& xs = g.value(n.inputs[i]).type.shape;
+    std::vector<DimExpr> dims = Lowering::extentsOf(xs);
+    if (xs.numel() > 0)
+      addRunTimeCopy(l, label + " [" + std::to_string(i) + "]", out,
+                     g.value(n.inputs[i]).type.dtype, dims, at * outStrides[axis], outStrides,
+                     ins[i], DimExpr(0), Lowering::denseStrides(xs));
+    at = at + dims[axis];
+  }
+  return true;
+}
+
 } // namespace
 
 bool lowerRunTimeKernelNodes(Lowering& l, const passes::FusedKernel& kernel) {
@@ -151,7 +234,7 @@ bool lowerRunTimeLight(Lowering& l, const Node& n) {
   const std::string label = lightLabel(n);
   if (!allF32(l.graph(), n) && n.kind != OpKind::Reshape && n.kind != OpKind::Flatten &&
       n.kind != OpKind::Squeeze && n.kind != OpKind::Unsqueeze && n.kind != OpKind::Gather &&
-      n.kind != OpKind::Slice) {
+      n.kind != OpKind::Slice && n.kind != OpKind::Expand && n.kind != OpKind::Concat) {
     l.unsupported(n, "only f32 tensors are compiled at a symbolic shape yet");
     return false;
   }
@@ -163,6 +246,7 @@ bool lowerRunTimeLight(Lowering& l, const Node& n) {
     // Dense at the run's shape before and after: the same bytes, a view as when static.
     return lowerDataMovement(l, n);
   case OpKind::LayerNormalization:
+  case OpKind::RMSNormalization:
     return lowerRunTimeLayerNorm(l, n, label);
   case OpKind::Gather:
     return lowerRunTimeGather(l, n, label);
@@ -197,10 +281,12 @@ bool lowerRunTimeLight(Lowering& l, const Node& n) {
       l.defineAlias(n.outputs[0], l.tensorIn(n.inputs[0], Phys::Plain), Phys::Plain);
       return true;
     }
-    l.unsupported(n, "a slice of symbolic shape other than a prefix of its input is not "
-                     "compiled yet");
-    return false;
+    return lowerRunTimeSlice(l, n, label);
   }
+  case OpKind::Expand:
+    return lowerRunTimeExpand(l, n, label);
+  case OpKind::Concat:
+    return lowerRunTimeConcat(l, n, label);
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
   case OpKind::Hardmax:

@@ -41,6 +41,7 @@ bool perImage(const Graph& graph, const Node& node) {
     return normalized(a.axis, rank) > 0;
   }
   case OpKind::LayerNormalization:
+  case OpKind::RMSNormalization:
     return normalized(std::get<NormAttrs>(node.attrs).axis, rank) > 0;
   case OpKind::ArgMax:
   case OpKind::ArgMin:

@@ -109,6 +109,14 @@ Expected<TensorType> inputTypeOf(const onnx::ValueInfoProto& info, const ImportO
                          : d.has_dim_param()        ? d.dim_param()
                                                     : std::string();
     if (!symbol.empty()) symbols.insert(symbol);
+    if (auto eq = given.equal.find(symbol); !symbol.empty() && eq != given.equal.end()) {
+      for (const std::string& used : eq->second.symbols())
+        if (!given.ranges.count(used))
+          return makeError("'", symbol, "' is ", eq->second.toString(), ", but '", used,
+                           "' has no bounds: bound it with --dim ", used, "=MIN..MAX");
+      dims.push_back(dimWithin(eq->second, given.ranges));
+      continue;
+    }
     auto range = symbol.empty() ? given.ranges.end() : given.ranges.find(symbol);
     if (range == given.ranges.end()) {
       std::string what = symbol.empty() ? "unnamed" : "'" + symbol + "'";
@@ -234,6 +242,7 @@ public:
       ++index;
       Status s = importNode(node, name);
       if (!s) {
+        equation_ = equationAt(node, symbols);
         if (s.error().message().rfind("node '", 0) == 0) return s.error();
         return s.error().withContext("node '" + name + "' (" + node.op_type() + ")");
       }
@@ -255,7 +264,49 @@ public:
     return std::move(graph_);
   }
 
+  /// After a failed run: an input symbol the failing node's operands show to be another extent
+  /// (attention_mask's total_sequence added to scores of past_sequence+sequence keys).
+  const std::optional<std::pair<std::string, DimExpr>>& equation() const { return equation_; }
+
 private:
+  // Two operands of the node whose aligned dimensions differ where one is a bounded input
+  // symbol alone and the other an extent without it: exporters name one extent twice (a mask's
+  // total_sequence is past_sequence + sequence), and ONNX Runtime takes them equal at run time.
+  std::optional<std::pair<std::string, DimExpr>> equationAt(const onnx::NodeProto& node,
+                                                            const std::set<std::string>& inputs) {
+    std::vector<std::vector<Dim>> operands;
+    for (const auto& in : node.input()) {
+      auto it = names_.find(in);
+      if (in.empty() || it == names_.end()) continue;
+      operands.push_back(graph_.value(it->second).type.shape.symbolicDims());
+      if (auto sv = shapeValues_.find(it->second); sv != shapeValues_.end())
+        operands.push_back(sv->second.elements);
+    }
+    const auto& ranges = options_.inputDims.ranges;
+    auto lone = [&](const Dim& d) -> std::optional<std::string> {
+      const auto& terms = d.expr.terms();
+      if (terms.size() != 1 || terms.begin()->second != 1 || terms.begin()->first.size() != 1)
+        return std::nullopt;
+      const std::string& name = terms.begin()->first[0];
+      if (!inputs.count(name) || !ranges.count(name)) return std::nullopt;
+      return name;
+    };
+    for (size_t a = 0; a < operands.size(); ++a)
+      for (size_t b = 0; b < operands.size(); ++b) {
+        const auto &x = operands[a], &y = operands[b];
+        for (size_t i = 1; i <= std::min(x.size(), y.size()); ++i) {
+          const Dim &dx = x[x.size() - i], &dy = y[y.size() - i];
+          if (dx.isStatic() || dy.isStatic() || dx == dy) continue;
+          auto name = lone(dx);
+          if (!name) continue;
+          auto used = dy.expr.symbols();
+          if (std::find(used.begin(), used.end(), *name) != used.end()) continue;
+          return std::pair{*name, dy.expr};
+        }
+      }
+    return std::nullopt;
+  }
+
   // Every --input-shape and --dim names something of the model: a mistyped name is an error,
   // never a flag silently ignored. First the inputs they name, then (once the inputs are read)
   // the symbols they bound.
@@ -318,7 +369,7 @@ private:
       auto sv = shapeValues_.find(inputs[i]);
       if (sv == shapeValues_.end()) continue;
       if (auto folded = foldShapeArithmetic(node, inputs)) return *folded;
-      if ((op == "Reshape" && i == 1) || (op == "Slice" && i == 2)) continue;
+      if (readsShapeValue(op, i)) continue;
       return makeError("reads '", graph_.value(inputs[i]).name, "', a shape computed from the ",
                        "symbolic dimensions [", dimsText(sv->second.elements),
                        "], and tunec does not carry it through ", op,
@@ -356,6 +407,12 @@ private:
     for (int i = 0; i < numOutputs; ++i)
       names_[outNames[static_cast<size_t>(i)]] = graph_.node(id).outputs[static_cast<size_t>(i)];
     return foldIfConstant(id);
+  }
+
+  // The inputs that converters read as dimensions (ConvertContext::shapeInput).
+  static bool readsShapeValue(const std::string& op, size_t i) {
+    return (op == "Reshape" && i == 1) || (op == "Slice" && i == 2) || (op == "Expand" && i == 1) ||
+           (op == "ConstantOfShape" && i == 0) || op == "Range";
   }
 
   // Every input the op's ONNX schema requires is present and named, and there are no more than
@@ -439,7 +496,8 @@ private:
   // `name` is a shape value: a constant when every element is static, else a placeholder
   // constant of the bounds marked as the shape value.
   void defineShapeValue(const std::string& name, ShapeValue value) {
-    Tensor t(DType::I64, value.scalar ? Shape() : Shape({std::ssize(value.elements)}));
+    Tensor t(value.boolean ? DType::Bool : DType::I64,
+             value.scalar ? Shape() : Shape({std::ssize(value.elements)}));
     bool symbolic = false;
     for (size_t i = 0; i < value.elements.size(); ++i) {
       t.setInt(static_cast<int64_t>(i), value.elements[i].max);
@@ -454,10 +512,10 @@ private:
   std::optional<ShapeValue> shapeValueOf(ValueId v) const {
     if (auto it = shapeValues_.find(v); it != shapeValues_.end()) return it->second;
     const Value& value = graph_.value(v);
-    if (!value.constant || !isInteger(value.type.dtype) || value.type.shape.rank() > 1 ||
-        value.type.shape.numel() > 64)
+    if (!value.constant || !(isInteger(value.type.dtype) || value.type.dtype == DType::Bool) ||
+        value.type.shape.rank() > 1 || value.type.shape.numel() > 64)
       return std::nullopt;
-    ShapeValue out{{}, value.type.shape.rank() == 0};
+    ShapeValue out{{}, value.type.shape.rank() == 0, value.type.dtype == DType::Bool};
     for (int64_t i = 0; i < value.type.shape.numel(); ++i)
       out.elements.push_back(Dim(value.constant->getInt(i)));
     return out;
@@ -518,6 +576,42 @@ private:
         return std::nullopt;
       for (int64_t i = *start; i < *end; ++i)
         out.elements.push_back(in[0].elements[static_cast<size_t>(i)]);
+    } else if (op == "Reshape" && in.size() == 2 && !in[0].scalar) {
+      // A shape value flattened (torch's expand writes Reshape(shape, [-1])).
+      if (in[1].elements.size() != 1 ||
+          (in[1].elements[0] != Dim(-1) && in[1].elements[0] != Dim(std::ssize(in[0].elements))))
+        return std::nullopt;
+      attrs.getInt("allowzero", 0);
+      out.elements = in[0].elements;
+    } else if (op == "Equal" && in.size() == 2) {
+      // Decided when the dimensions are equal or one lies outside the other's range (a
+      // dimension is never the -1 that torch's expand compares it with).
+      size_t n = std::max(in[0].elements.size(), in[1].elements.size());
+      out.scalar = in[0].scalar && in[1].scalar;
+      out.boolean = true;
+      for (size_t i = 0; i < n; ++i) {
+        const Dim& a = in[0].elements[in[0].elements.size() == 1 ? 0 : i];
+        const Dim& b = in[1].elements[in[1].elements.size() == 1 ? 0 : i];
+        if (a.expr == b.expr)
+          out.elements.push_back(Dim(1));
+        else if (a.max < b.min || b.max < a.min)
+          out.elements.push_back(Dim(0));
+        else
+          return Status(makeError("compares ", a.toString(), " with ", b.toString(),
+                                  ", which are equal for some values of the symbols only"));
+      }
+    } else if (op == "Where" && in.size() == 3) {
+      size_t n = std::max({in[0].elements.size(), in[1].elements.size(), in[2].elements.size()});
+      out.scalar = in[0].scalar && in[1].scalar && in[2].scalar;
+      auto at = [&](const ShapeValue& v, size_t i) -> const Dim& {
+        return v.elements[v.elements.size() == 1 ? 0 : i];
+      };
+      for (size_t i = 0; i < n; ++i) {
+        if (in[0].elements.size() != 1 && in[0].elements.size() != n) return std::nullopt;
+        auto c = at(in[0], i).expr.constant();
+        if (!c) return std::nullopt;
+        out.elements.push_back(*c ? at(in[1], i) : at(in[2], i));
+      }
     } else if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && in.size() == 2) {
       size_t n = std::max(in[0].elements.size(), in[1].elements.size());
       out.scalar = in[0].scalar && in[1].scalar;
@@ -556,7 +650,9 @@ private:
     for (ValueId in : node.inputs)
       if (in != kNoValue && !graph_.value(in).constant) return {};
     for (ValueId out : node.outputs)
-      if (graph_.value(out).type.shape.numel() > kFoldLimit) return {};
+      if (graph_.value(out).type.shape.numel() > kFoldLimit ||
+          !graph_.value(out).type.shape.isStatic())
+        return {};
     std::vector<const Tensor*> in;
     for (ValueId v : node.inputs)
       in.push_back(v == kNoValue ? nullptr : &*graph_.value(v).constant);
@@ -580,7 +676,35 @@ private:
   Graph graph_;
   std::map<std::string, ValueId> names_;
   std::map<ValueId, ShapeValue> shapeValues_; ///< values computed from symbolic dimensions
+  std::optional<std::pair<std::string, DimExpr>> equation_;
 };
+
+} // namespace
+
+namespace {
+
+// The named dynamic dimensions of the inputs that no flag bounds, fixes or defines.
+std::set<std::string> unboundedSymbols(const onnx::GraphProto& g, const InputDims& given) {
+  std::set<std::string> initializers, out;
+  for (const auto& t : g.initializer()) initializers.insert(t.name());
+  for (const auto& input : g.input()) {
+    if (initializers.count(input.name()) || given.shapes.count(input.name()) ||
+        !input.type().has_tensor_type() || !input.type().tensor_type().has_shape())
+      continue;
+    const auto& shape = input.type().tensor_type().shape();
+    for (int i = 0; i < shape.dim_size(); ++i) {
+      const auto& d = shape.dim(i);
+      if (d.has_dim_value() && d.dim_value() >= 0) continue;
+      auto named = given.names.find({input.name(), i});
+      std::string symbol = named != given.names.end() ? named->second
+                           : d.has_dim_param()        ? d.dim_param()
+                                                      : std::string();
+      if (!symbol.empty() && !given.ranges.count(symbol) && !given.equal.count(symbol))
+        out.insert(symbol);
+    }
+  }
+  return out;
+}
 
 } // namespace
 
@@ -592,10 +716,34 @@ Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& bas
                      "or another format?)");
   if (!model.has_graph() || model.graph().node_size() == 0)
     return makeError("not an ONNX model: it holds no graph (truncated or another format?)");
-  Importer importer(model, baseDir, options);
-  auto graph = importer.run();
-  if (graph) graph->removeDeadCode();
-  return graph;
+  // An import that finds an input symbol to be another extent runs again with it defined so
+  // (each run can find one more; a symbol is defined once). A symbol without bounds is given
+  // provisional ones, for the import to find it another's expression (a decoder's
+  // total_sequence, past_sequence + sequence); one that stays a symbol of its own is the error
+  // the plain import gives, naming the flag that bounds it.
+  ImportOptions opts = options;
+  const std::set<std::string> provisional = unboundedSymbols(model.graph(), options.inputDims);
+  for (const std::string& s : provisional) opts.inputDims.ranges[s] = {0, int64_t{1} << 24};
+  for (;;) {
+    Importer importer(model, baseDir, opts);
+    auto graph = importer.run();
+    if (graph) {
+      graph->removeDeadCode();
+      for (ValueId in : graph->inputs())
+        for (const Dim& d : graph->value(in).type.shape.symbolicDims())
+          for (const std::string& s : d.expr.symbols())
+            if (provisional.count(s)) return Importer(model, baseDir, options).run();
+      for (const auto& [symbol, expr] : opts.inputDims.equal)
+        if (!options.inputDims.equal.count(symbol) && options.note)
+          options.note("'" + symbol + "' is taken as " + expr.toString() +
+                       " (the graph combines them elementwise; each run checks it)");
+      return graph;
+    }
+    auto found = importer.equation();
+    if (!found || opts.inputDims.equal.count(found->first))
+      return provisional.empty() ? graph : Importer(model, baseDir, options).run();
+    opts.inputDims.equal.emplace(found->first, found->second);
+  }
 }
 
 Expected<std::string> readOnnxFile(const std::string& path) {

@@ -28,6 +28,10 @@ struct InputDims {
   /// A symbol for a dimension of an input, by (input, axis) (--dim input_ids:1=sequence): for
   /// a dynamic dimension the model does not name, or to rename one.
   std::map<std::pair<std::string, int>, std::string> names;
+  /// A symbol that is an expression of others (--dim total_sequence=past_sequence+sequence, or
+  /// found by the import where the graph combines them elementwise): its dimensions are that
+  /// expression, which each run checks.
+  std::map<std::string, DimExpr> equal;
 };
 
 struct ImportOptions {
@@ -38,6 +42,8 @@ struct ImportOptions {
   /// When set, nodes whose inputs are all constant and whose outputs are small (shape
   /// arithmetic) are evaluated at import so that shape-defining values become constants.
   ConstantEvaluator evaluator;
+  /// Told what the import decided that the user did not say (a symbol taken as an extent).
+  std::function<void(const std::string&)> note;
 };
 
 /// Reads an ONNX model file (external data files next to it are resolved). The error names

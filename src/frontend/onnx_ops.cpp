@@ -783,6 +783,17 @@ Result convertSlice(ConvertContext& ctx) {
     out.starts[ua] = count > 0 ? start : 0;
     out.steps[ua] = step;
     out.counts[ua] = std::max<int64_t>(count, 0);
+    const Dim d = x.dim(static_cast<int>(axis));
+    if (!d.isStatic() && (out.starts[ua] != 0 || step != 1 || out.counts[ua] != dim))
+      return makeError("slices the symbolic axis ", axis, " (", d.toString(), ") with constant ",
+                       "bounds (", starts[i], "..", ends[i], "); tunec compiles such a slice on ",
+                       "static axes, or to a symbolic end from 0");
+  }
+  if (!x.isStatic()) {
+    // Constant bounds on static axes; the symbolic ones are kept whole.
+    out.extents = x.symbolicDims();
+    for (size_t d = 0; d < out.extents.size(); ++d)
+      if (out.extents[d].isStatic()) out.extents[d] = Dim(out.counts[d]);
   }
   return Conversion{OpKind::Slice, out, {ctx.inputs[0]}};
 }
@@ -794,10 +805,68 @@ template <OpKind K> Result convertGather(ConvertContext& ctx) {
 }
 
 Result convertExpand(ConvertContext& ctx) {
-  TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(1, "target shape"));
-  if (!t) return makeError("the shape input is required");
-  std::vector<int64_t> target = tensorInts(*t);
-  return Conversion{OpKind::Expand, ReshapeAttrs{{target.begin(), target.end()}}, {ctx.inputs[0]}};
+  TUNEC_ASSIGN_OR_RETURN(auto target, ctx.shapeInput(1, "target shape"));
+  if (!target) return makeError("the shape input is required");
+  return Conversion{OpKind::Expand, ReshapeAttrs{*target}, {ctx.inputs[0]}};
+}
+
+// Range(start, limit, delta) of constants is a constant; with a symbolic limit (the arange of
+// the run's length that causal masks compare) it is the prefix of the bound's table: the values
+// are the same at every length, only the count is the run's.
+Result convertRange(ConvertContext& ctx) {
+  const auto& inputs = ctx.graph.inputs();
+  for (size_t i = 0; i < 3; ++i) {
+    ValueId v = ctx.inputs[i];
+    bool shape = ctx.shapeValues && ctx.shapeValues->count(v);
+    bool bindable = std::find(inputs.begin(), inputs.end(), v) != inputs.end();
+    if (!ctx.graph.value(v).constant && !shape && !bindable)
+      return makeError("a Range of computed values is not supported: its start, limit and delta ",
+                       "must be constants or the model's dimensions ('", ctx.graph.value(v).name,
+                       "' is computed)");
+  }
+  TUNEC_ASSIGN_OR_RETURN(auto start, ctx.shapeInput(0, "start"));
+  TUNEC_ASSIGN_OR_RETURN(auto limit, ctx.shapeInput(1, "limit"));
+  TUNEC_ASSIGN_OR_RETURN(auto delta, ctx.shapeInput(2, "delta"));
+  if (!start || !limit || !delta || start->size() != 1 || limit->size() != 1 || delta->size() != 1)
+    return makeError("start, limit and delta must be scalars");
+  DType dtype = ctx.inputType(0).dtype;
+  if (!isInteger(dtype)) {
+    TUNEC_ASSIGN_OR_RETURN(auto s, ctx.constantInput(0, "start"));
+    TUNEC_ASSIGN_OR_RETURN(auto l, ctx.constantInput(1, "limit"));
+    TUNEC_ASSIGN_OR_RETURN(auto d, ctx.constantInput(2, "delta"));
+    double first = s->getDouble(0), step = d->getDouble(0);
+    if (step == 0) return makeError("delta is 0");
+    double n = std::max(std::ceil((l->getDouble(0) - first) / step), 0.0);
+    if (n > (1 << 24)) return makeError("Range of ", n, " elements");
+    Tensor t(dtype, Shape({static_cast<int64_t>(n)}));
+    for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, first + static_cast<double>(i) * step);
+    return Conversion{OpKind::Identity, NoAttrs{}, {addPartConstant(ctx, "values", std::move(t))}};
+  }
+  auto first = (*start)[0].expr.constant(), step = (*delta)[0].expr.constant();
+  if (!first || !step)
+    return makeError("Range from ", (*start)[0].toString(), " by ", (*delta)[0].toString(),
+                     ": tunec compiles a Range of symbolic start or delta only when they are ",
+                     "constants (a symbolic limit is fine)");
+  if (*step != 1 && !(*limit)[0].isStatic())
+    return makeError("Range to the symbolic limit ", (*limit)[0].toString(), " by ", *step,
+                     ": only a step of 1 is compiled to a symbolic limit");
+  if (*step == 0) return makeError("delta is 0");
+  const Dim& end = (*limit)[0];
+  auto count = [&](int64_t l) {
+    return std::max<int64_t>((l - *first + *step + (*step > 0 ? -1 : 1)) / *step, 0);
+  };
+  int64_t n = count(end.max);
+  if (n > (1 << 24)) return makeError("Range of ", n, " elements");
+  Tensor t(dtype, Shape({n}));
+  for (int64_t i = 0; i < n; ++i) t.setInt(i, *first + i * *step);
+  ValueId table = addPartConstant(ctx, "values", std::move(t));
+  if (end.isStatic()) return Conversion{OpKind::Identity, NoAttrs{}, {table}};
+  if (end.min < *first)
+    return makeError("Range from ", *first, " to ", end.toString(), ", which may be below it (",
+                     end.min, "..", end.max, "): give the symbols bounds that keep it positive");
+  Dim length = dimWithin(end.expr - DimExpr(*first), ctx.options.inputDims.ranges);
+  SliceAttrs a{{0}, {1}, {length.max}, {length}};
+  return Conversion{OpKind::Slice, a, {table}};
 }
 
 Result convertTile(ConvertContext& ctx) {
@@ -845,17 +914,26 @@ Result convertPad(ConvertContext& ctx) {
   return Conversion{OpKind::Pad, a, {ctx.inputs[0]}};
 }
 
+// Of a symbolic shape (torch.full((n, n), v) at the run's length), the value expanded to it.
 Result convertConstantOfShape(ConvertContext& ctx) {
-  TUNEC_ASSIGN_OR_RETURN(auto t, ctx.constantInput(0, "shape"));
-  if (!t) return makeError("the shape input is required");
-  ConstantOfShapeAttrs a{tensorInts(*t), DType::F32, 0.0};
+  TUNEC_ASSIGN_OR_RETURN(auto dims, ctx.shapeInput(0, "shape"));
+  if (!dims) return makeError("the shape input is required");
+  ConstantOfShapeAttrs a{{}, DType::F32, 0.0};
   if (const onnx::TensorProto* value = ctx.attrs.getTensor("value")) {
     TUNEC_ASSIGN_OR_RETURN(Tensor v, tensorFromProto(*value, ctx.baseDir));
     if (v.numel() != 1) return makeError("value must have one element");
     a.dtype = v.dtype();
     a.value = v.getDouble(0);
   }
-  return Conversion{OpKind::ConstantOfShape, a, {}};
+  bool symbolic = false;
+  for (const Dim& d : *dims) {
+    symbolic = symbolic || !d.isStatic();
+    a.shape.push_back(d.max);
+  }
+  if (!symbolic) return Conversion{OpKind::ConstantOfShape, a, {}};
+  Tensor scalar(a.dtype, Shape());
+  scalar.setDouble(0, a.value);
+  return Conversion{OpKind::Expand, ReshapeAttrs{*dims}, {addPartConstant(ctx, "value", scalar)}};
 }
 
 template <OpKind K> Result convertDepthToSpace(ConvertContext& ctx) {
@@ -1077,15 +1155,19 @@ Status skipNormalizationOutputs(ConvertContext& ctx, ValueId sum, Conversion& c)
 // x / sqrt(mean(x^2 over the last axis) + epsilon) * scale: RMS normalization.
 Expected<ValueId> rmsNormalize(ConvertContext& ctx, ValueId x, ValueId scale, float epsilon) {
   const int rank = ctx.graph.value(x).type.shape.rank();
-  TUNEC_ASSIGN_OR_RETURN(ValueId squares, addPart(ctx, "squares", OpKind::Mul, NoAttrs{}, {x, x}));
-  TUNEC_ASSIGN_OR_RETURN(ValueId mean, addPart(ctx, "mean_square", OpKind::ReduceMean,
-                                               ReduceAttrs{{rank - 1}, true}, {squares}));
-  TUNEC_ASSIGN_OR_RETURN(ValueId shifted, addPart(ctx, "mean_square_eps", OpKind::Add, NoAttrs{},
-                                                  {mean, scalarPart(ctx, "epsilon", epsilon)}));
-  TUNEC_ASSIGN_OR_RETURN(ValueId rms, addPart(ctx, "rms", OpKind::Sqrt, NoAttrs{}, {shifted}));
-  TUNEC_ASSIGN_OR_RETURN(ValueId normalized,
-                         addPart(ctx, "normalized", OpKind::Div, NoAttrs{}, {x, rms}));
-  return addPart(ctx, "scaled", OpKind::Mul, NoAttrs{}, {normalized, scale});
+  return addPart(ctx, "rms_norm", OpKind::RMSNormalization, NormAttrs{rank - 1, epsilon},
+                 {x, scale});
+}
+
+// RMSNormalization (opset 23): over the axes from `axis`, in float.
+Result convertRmsNormalization(ConvertContext& ctx) {
+  const int rank = ctx.inputType(0).shape.rank();
+  TUNEC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx.attrs.getInt("axis", -1), rank));
+  if (ctx.attrs.getInt("stash_type", 1) != 1)
+    return makeError("stash_type other than float is not supported");
+  return Conversion{OpKind::RMSNormalization,
+                    NormAttrs{axis, ctx.attrs.getFloat("epsilon", 1e-5f)},
+                    {ctx.inputs[0], ctx.inputs[1]}};
 }
 
 // SkipLayerNormalization(input, skip, gamma, beta, bias) = LayerNorm(input + skip + bias) over
@@ -1411,6 +1493,7 @@ const std::map<std::string, Converter>& converters() {
       {"Gather", convertGather<OpKind::Gather>},
       {"GatherElements", convertGather<OpKind::GatherElements>},
       {"Expand", convertExpand},
+      {"Range", convertRange},
       {"Tile", convertTile},
       {"Pad", convertPad},
       {"ConstantOfShape", convertConstantOfShape},
@@ -1435,6 +1518,7 @@ const std::map<std::string, Converter>& converters() {
       {"com.microsoft.SkipLayerNormalization", convertSkipNormalization<false>},
       {"com.microsoft.SkipSimplifiedLayerNormalization", convertSkipNormalization<true>},
       {"com.microsoft.SimplifiedLayerNormalization", convertSimplifiedLayerNorm},
+      {"RMSNormalization", convertRmsNormalization},
       {"com.microsoft.Attention", convertMsAttention},
       {"com.microsoft.EmbedLayerNormalization", convertEmbedLayerNorm},
   };
@@ -1472,9 +1556,9 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
       {"com.microsoft.BiasGelu", "Add -> Gelu"},
       {"com.microsoft.FastGelu", "(Add ->) Gelu (tanh)"},
       {"com.microsoft.SkipLayerNormalization", "Add -> LayerNormalization"},
-      {"com.microsoft.SkipSimplifiedLayerNormalization", "Add -> RMS normalization"},
-      {"com.microsoft.SimplifiedLayerNormalization",
-       "RMS normalization (Mul, ReduceMean, Sqrt, Div)"}};
+      {"Range", "a constant; of a symbolic limit, a Slice of the bound's values"},
+      {"com.microsoft.SkipSimplifiedLayerNormalization", "Add -> RMSNormalization"},
+      {"com.microsoft.SimplifiedLayerNormalization", "RMSNormalization"}};
   for (const auto& [op, expansion] : kExpansions)
     if (op == onnxOp) return expansion;
   return std::nullopt;

@@ -43,6 +43,7 @@ private:
 struct ShapeValue {
   std::vector<Dim> elements;
   bool scalar = false;
+  bool boolean = false; ///< a comparison's result: elements 0 or 1
 };
 
 struct ConvertContext {

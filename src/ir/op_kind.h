@@ -37,7 +37,7 @@ namespace tunec {
   X(IntegerConv, ConvAttrs)                                                                        \
   /* normalizations and reductions */                                                              \
   X(Softmax, SoftmaxAttrs) X(LogSoftmax, SoftmaxAttrs) X(Hardmax, SoftmaxAttrs)                    \
-  X(LayerNormalization, NormAttrs) X(BatchNormalization, NormAttrs)                                \
+  X(LayerNormalization, NormAttrs) X(RMSNormalization, NormAttrs) X(BatchNormalization, NormAttrs)                                \
   X(InstanceNormalization, NormAttrs) X(MaxPool, PoolAttrs) X(AveragePool, PoolAttrs)              \
   X(LpPool, PoolAttrs) X(GlobalAveragePool, NoAttrs) X(GlobalMaxPool, NoAttrs)                     \
   X(ReduceMean, ReduceAttrs) X(ReduceSum, ReduceAttrs) X(ReduceMax, ReduceAttrs)                   \

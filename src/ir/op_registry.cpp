@@ -615,7 +615,9 @@ bool carriesSymbols(decltype(OpInfo::infer) infer) {
                                                       inferTranspose,
                                                       inferConcat,
                                                       inferGather,
-                                                      inferReshape};
+                                                      inferReshape,
+                                                      inferExpand,
+                                                      inferSlice};
   return std::find(std::begin(kCarriers), std::end(kCarriers), infer) != std::end(kCarriers);
 }
 
@@ -699,6 +701,8 @@ Row rowFor(OpKind kind) {
     return {M2M, 1, 1, 1, 1, inferSoftmax, inputElements};
   case OpKind::LayerNormalization:
     return {M2M, 2, 3, 1, 3, inferLayerNorm, inputElements};
+  case OpKind::RMSNormalization:
+    return {M2M, 2, 2, 1, 1, inferLayerNorm, inputElements};
   case OpKind::BatchNormalization:
     return {O2M, 5, 5, 1, 1, inferChannelNorm, inputElements};
   case OpKind::InstanceNormalization:

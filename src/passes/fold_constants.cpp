@@ -15,6 +15,10 @@ Expected<Graph> foldConstantNodes(const Graph& graph, std::initializer_list<OpKi
   for (const Node& node : graph.nodes()) {
     std::vector<const Tensor*> inputs;
     bool allConstant = std::find(kept.begin(), kept.end(), node.kind) == kept.end();
+    // A value of symbolic shape (a causal mask of the run's length built from constants) is
+    // computed at each run's extents: a constant holds one shape.
+    for (ValueId out : node.outputs)
+      allConstant = allConstant && graph.value(out).type.shape.isStatic();
     for (ValueId in : node.inputs) {
       const Tensor* t = rw.constantOf(rw.map(in));
       if (in != kNoValue && !t) allConstant = false;

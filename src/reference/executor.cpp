@@ -27,6 +27,7 @@ Status runReferenceNode(const Node& node, std::span<const Tensor* const> inputs,
   case OpKind::LogSoftmax:
   case OpKind::Hardmax:
   case OpKind::LayerNormalization:
+  case OpKind::RMSNormalization:
   case OpKind::BatchNormalization:
   case OpKind::InstanceNormalization:
     return normalize(node, inputs, outputs);

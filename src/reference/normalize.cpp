@@ -75,8 +75,10 @@ Status layerNorm(const Node& node, Inputs in, Outputs out) {
   std::vector<double> means(static_cast<size_t>(outer)), invStd(static_cast<size_t>(outer));
   for (int64_t o = 0; o < outer; ++o) {
     const double* row = &x[static_cast<size_t>(o * len)];
+    // RMSNormalization: the mean square about 0.
+    const bool rms = node.kind == OpKind::RMSNormalization;
     double mean = 0, var = 0;
-    for (int64_t j = 0; j < len; ++j) mean += row[j];
+    for (int64_t j = 0; j < len && !rms; ++j) mean += row[j];
     mean /= static_cast<double>(len);
     for (int64_t j = 0; j < len; ++j) var += (row[j] - mean) * (row[j] - mean);
     var /= static_cast<double>(len);
@@ -140,6 +142,7 @@ Status normalize(const Node& node, Inputs in, Outputs out) {
   case OpKind::Hardmax:
     return softmaxFamily(node, *in[0], out[0]);
   case OpKind::LayerNormalization:
+  case OpKind::RMSNormalization:
     return layerNorm(node, in, out);
   default:
     return channelNorm(node, in, out[0]);

@@ -512,12 +512,28 @@ void runBatchedMatmul(const float* a, const float* b, float* c, int64_t batch, i
                 });
 }
 
+// x / sqrt(mean(x^2) + epsilon) * scale.
+TUNEC_MULTIVERSION
+static void rmsNormRow(const float* in, float* out, const float* scale, const float* bias,
+                       int64_t n, float epsilon, float& meanOut, float& invOut) {
+  float inv = 1.f / std::sqrt(rowSum<2>(in, n) / static_cast<float>(n) + epsilon);
+  if (bias)
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * inv * scale[i] + bias[i];
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * inv * scale[i];
+  meanOut = 0.f;
+  invOut = inv;
+}
+
 void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, float* mean,
-                  float* invStd, int64_t rows, int64_t cols, float epsilon, int threads) {
+                  float* invStd, int64_t rows, int64_t cols, float epsilon, int threads, bool rms) {
   parallelRange(rows, threads, std::max<int64_t>(1, 16384 / cols), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       float m, inv;
-      layerNormRow(in + r * cols, out + r * cols, scale, bias, cols, epsilon, m, inv);
+      if (rms)
+        rmsNormRow(in + r * cols, out + r * cols, scale, bias, cols, epsilon, m, inv);
+      else
+        layerNormRow(in + r * cols, out + r * cols, scale, bias, cols, epsilon, m, inv);
       if (mean) mean[r] = m;
       if (invStd) invStd[r] = inv;
     }

@@ -164,9 +164,11 @@ enum class ReduceKind : int64_t { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, Log
 /// Reduces each of `outer` contiguous rows of `len` elements to one value.
 void runReduce(const float* in, float* out, int64_t outer, int64_t len, ReduceKind kind,
                int threads);
-/// Layer norm of each row; `bias`, `mean` and `invStd` (per-row outputs) may be null.
+/// Layer norm of each row; `bias`, `mean` and `invStd` (per-row outputs) may be null. With
+/// `rms`, RMS normalization: the mean square about 0, no mean subtracted.
 void runLayerNorm(const float* in, float* out, const float* scale, const float* bias, float* mean,
-                  float* invStd, int64_t rows, int64_t cols, float epsilon, int threads);
+                  float* invStd, int64_t rows, int64_t cols, float epsilon, int threads,
+                  bool rms = false);
 /// A pool over the f32 tensors, or over u8/s8 ones (p.dtype): a max, or an average rounded to
 /// the nearest integer.
 void runPool(const PoolParams& p, const void* in, void* out, int threads);

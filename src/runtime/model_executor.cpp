@@ -135,7 +135,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
     size_t ints = s.kind == StepKind::Softmax         ? 4
                   : s.kind == StepKind::Reduce        ? 3
                   : s.kind == StepKind::ArgReduce     ? 6
-                  : s.kind == StepKind::LayerNorm     ? 2
+                  : s.kind == StepKind::LayerNorm     ? (s.ints.size() == 3 ? 3 : 2)
                   : s.kind == StepKind::Pool          ? sizeof(PoolParams) / sizeof(int64_t)
                   : s.kind == StepKind::Gather        ? 6
                   : s.kind == StepKind::BatchedMatmul ? 6
@@ -317,7 +317,8 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
     runReduce(f(1), f(0), s.ints[0], s.ints[1], static_cast<ReduceKind>(s.ints[2]), threads_);
     return {};
   case StepKind::LayerNorm:
-    runLayerNorm(f(1), f(0), f(2), f(3), f(4), f(5), s.ints[0], s.ints[1], s.floats[0], threads_);
+    runLayerNorm(f(1), f(0), f(2), f(3), f(4), f(5), s.ints[0], s.ints[1], s.floats[0], threads_,
+                 s.ints.size() > 2 && s.ints[2] == 1);
     return {};
   case StepKind::Pool: {
     PoolParams p;

@@ -292,7 +292,7 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
   }
   // Symbols, extents and every reference to them in range.
   for (const SymbolSpec& s : plan.symbols)
-    if (s.min < 1 || s.min > s.max)
+    if (s.min < 0 || s.min > s.max)
       return makeError("corrupt model plan: symbol '", s.name, "' has the bounds ", s.min, "..",
                        s.max);
   for (const Extent& e : plan.extents)

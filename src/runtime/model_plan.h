@@ -34,12 +34,13 @@ enum class StepKind : int32_t {
   Kernel = 0,      ///< a generated kernel: one tensor per slot of its KernelArgs (kernel_args.h)
   Elementwise = 1, ///< a strided elementwise program (light_kernels.h)
   Softmax = 2,     ///< tensors {out, in}; ints {outer, axis, inner, log}
-  LayerNorm = 3, ///< tensors {out, in, scale, bias, mean, inv_std}; ints {rows, cols}; floats {eps}
-  Pool = 4,      ///< tensors {out, in}; ints: PoolParams
-  Gather = 5,    ///< tensors {out, data, indices}; ints {outer, axis, inner, count, elem, index}
-  Reduce = 6,    ///< tensors {out, in}; ints {rows, length, ReduceKind}
-  Typed = 7,     ///< tensors {out, inputs...}; a typed elementwise op (typed_kernels.h)
-  ArgReduce = 8, ///< tensors {out, in}; ints {outer, len, inner, is_max, select_last, ElemType}
+  LayerNorm = 3,   ///< tensors {out, in, scale, bias, mean, inv_std}; ints {rows, cols[, rms 0/1]};
+                   ///< floats {eps}
+  Pool = 4,        ///< tensors {out, in}; ints: PoolParams
+  Gather = 5,      ///< tensors {out, data, indices}; ints {outer, axis, inner, count, elem, index}
+  Reduce = 6,      ///< tensors {out, in}; ints {rows, length, ReduceKind}
+  Typed = 7,       ///< tensors {out, inputs...}; a typed elementwise op (typed_kernels.h)
+  ArgReduce = 8,   ///< tensors {out, in}; ints {outer, len, inner, is_max, select_last, ElemType}
   GatherElements = 9, ///< tensors {out, data, indices}; ints {rank, axis, elem, index, dims, idims}
   /// tensors {out, in}; ints {pixels, in_ld, out_ld, runs, then (src, dst, len) per run}: per
   /// pixel p, in[p*in_ld + src, +len) to out[p*out_ld + dst, +len), 4-byte elements (channel

@@ -329,6 +329,61 @@ TEST(RunTimeExtents, AttentionOfRunTimeLengthRunsAsTheReference) {
   }
 }
 
+// A decoder's K/V path: the past (of length 0 and up) concatenated with this run's keys, GQA's
+// repeat of the K/V heads (Unsqueeze, Expand, Reshape), rotate_half's slices of a symbolic tensor
+// (Slice of the last axis, Neg, Concat) and an RMS normalization of the rows.
+Graph kvPath(const Dim& past, const Dim& sequence) {
+  Graph g;
+  ValueId pk = g.addInput("past", {DType::F32, Shape(std::vector<Dim>{1, 2, past, 8}), {}});
+  ValueId k = g.addInput("k", {DType::F32, Shape(std::vector<Dim>{1, 2, sequence, 8}), {}});
+  ValueId all = op(g, OpKind::Concat, AxisAttrs{2}, {pk, k});
+  Dim total = past + sequence;
+  ValueId x = op(g, OpKind::Unsqueeze, AxesAttrs{{2}}, {all});
+  x = op(g, OpKind::Expand, ReshapeAttrs{{1, 2, 3, total, 8}}, {x});
+  x = op(g, OpKind::Reshape, ReshapeAttrs{{1, 6, total, 8}}, {x});
+  SliceAttrs lo{{0, 0, 0, 0}, {1, 1, 1, 1}, {1, 6, total.max, 4}, {1, 6, total, 4}};
+  SliceAttrs hi{{0, 0, 0, 4}, {1, 1, 1, 1}, {1, 6, total.max, 4}, {1, 6, total, 4}};
+  ValueId a = op(g, OpKind::Slice, lo, {x}), b = op(g, OpKind::Slice, hi, {x});
+  ValueId rotated = op(g, OpKind::Concat, AxisAttrs{3}, {op(g, OpKind::Neg, NoAttrs{}, {b}), a});
+  std::mt19937 rng(4);
+  ValueId scale = g.addConstant("scale", randomTensor(Shape{8}, rng));
+  ValueId y = op(g, OpKind::RMSNormalization, NormAttrs{3, 1e-6f}, {rotated, scale});
+  g.addOutput(all, "present");
+  g.addOutput(y, "y");
+  return g;
+}
+
+TEST(RunTimeExtents, APastOfZeroAndUpConcatenatesRepeatsAndSlicesAsTheReference) {
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(
+      kvPath(Dim::symbol("past", 0, 20), Dim::symbol("sequence", 1, 9)), *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), 2);
+  ASSERT_TRUE(executor.isOk()) << executor.error().message();
+  for (auto [past, sequence] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {0, 9}, {1, 1}, {7, 3}, {20, 1}, {20, 9}}) {
+    SCOPED_TRACE("past " + std::to_string(past) + ", sequence " + std::to_string(sequence));
+    Shape ps{1, 2, past, 8}, ks{1, 2, sequence, 8};
+    std::mt19937 rng(static_cast<uint32_t>(past * 11 + sequence));
+    std::vector<Tensor> inputs = {randomTensor(ps, rng), randomTensor(ks, rng)};
+    auto want = runReference(kvPath(Dim(past), Dim(sequence)), inputs);
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    auto run = rt::bindRunExtents((*executor)->plan(), {ps.dims(), ks.dims()});
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    std::vector<float> present(2 * 29 * 8, -5.f), y(6 * 29 * 8, -5.f);
+    std::vector<const void*> in = {inputs[0].data(), inputs[1].data()};
+    std::vector<void*> outPtrs = {present.data(), y.data()};
+    Status st = (*executor)->run(in.data(), outPtrs.data(), nullptr, &*run);
+    ASSERT_TRUE(st.isOk()) << st.error().message();
+    EXPECT_LT(relativeL2(present.data(), (*want)[0]), 1e-6);
+    EXPECT_LT(relativeL2(y.data(), (*want)[1]), 1e-5);
+    for (size_t i = static_cast<size_t>((*want)[1].numel()); i < y.size(); ++i)
+      ASSERT_EQ(y[i], -5.f) << "written at " << i;
+  }
+}
+
 TEST(RunTimeExtents, ShapesOutsideTheBoundsAreErrorsNamingTheInput) {
   Compiled c = compileSymbolic(1);
   ASSERT_TRUE(c.executor);

@@ -885,6 +885,37 @@ TEST(Passes, RecognizeLayerNormFromTheOpset13Export) {
   expectEquivalent(g, *out, 1e-5);
 }
 
+// HuggingFace's LlamaRMSNorm as torch exports it: Pow, ReduceMean, Add eps, Sqrt, Div(1, .),
+// Mul x, Mul weight; and ONNX Runtime's decomposition: Mul(x, x), ..., Div(x, .).
+TEST(Passes, RecognizeRmsNormInBothExportedForms) {
+  for (bool reciprocal : {true, false}) {
+    SCOPED_TRACE(reciprocal ? "x * (1 / sqrt)" : "x / sqrt");
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{2, 5, 16}, {}});
+    ValueId sq = reciprocal
+                     ? add(g, OpKind::Pow, NoAttrs{}, {x, g.addConstant("two", scalar(2.f))}, "pow")
+                     : add(g, OpKind::Mul, NoAttrs{}, {x, x}, "square");
+    ValueId ms = add(g, OpKind::ReduceMean, ReduceAttrs{{2}, true}, {sq}, "mean");
+    ValueId me = add(g, OpKind::Add, NoAttrs{}, {ms, g.addConstant("eps", scalar(1e-6f))}, "eps");
+    ValueId sd = add(g, OpKind::Sqrt, NoAttrs{}, {me}, "sqrt");
+    ValueId norm;
+    if (reciprocal) {
+      ValueId inv = add(g, OpKind::Div, NoAttrs{}, {g.addConstant("one", scalar(1.f)), sd}, "inv");
+      norm = add(g, OpKind::Mul, NoAttrs{}, {x, inv}, "norm");
+    } else {
+      norm = add(g, OpKind::Div, NoAttrs{}, {x, sd}, "norm");
+    }
+    ValueId w = g.addConstant("weight", randomTensor(Shape{16}, 7, 0.5f, 1.5f));
+    g.addOutput(add(g, OpKind::Mul, NoAttrs{}, {w, norm}, "scaled"));
+    auto out = passes::recognizeLayerNorm(g);
+    ASSERT_TRUE(out.isOk()) << out.error().message();
+    ASSERT_EQ(out->nodes().size(), 1u);
+    EXPECT_EQ(out->nodes()[0].kind, OpKind::RMSNormalization);
+    EXPECT_FLOAT_EQ(std::get<NormAttrs>(out->nodes()[0].attrs).epsilon, 1e-6f);
+    expectEquivalent(g, *out, 1e-5);
+  }
+}
+
 } // namespace
 } // namespace tunec
 
