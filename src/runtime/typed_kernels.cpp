@@ -355,6 +355,39 @@ bool quantizeFast(const TypedProgram& p, void* out, const void* const* inputs, i
   return true;
 }
 
+// A Cast to the same type is a strided copy (a slice, an expand, one input of a concat): rows
+// of the innermost dimension, memcpy where both sides are contiguous in it.
+bool copyFast(const TypedProgram& p, void* out, const void* const* inputs) {
+  if (p.op != TypedOp::Cast || p.in.size() != 1 || p.in[0] != p.out || p.dims.empty()) return false;
+  const auto size = static_cast<int64_t>(dtypeSize(p.out));
+  const size_t rank = p.dims.size(), last = rank - 1;
+  const int64_t len = p.dims[last], os = p.outStrides[last], is = p.inStrides[0][last];
+  int64_t rows = 1;
+  for (size_t d = 0; d < last; ++d) rows *= p.dims[d];
+  auto* dst = static_cast<char*>(out);
+  const auto* src = static_cast<const char*>(inputs[0]);
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t o = p.outOffset, i = p.inOffsets[0];
+    for (size_t d = 0; d < last; ++d) {
+      o += idx[d] * p.outStrides[d];
+      i += idx[d] * p.inStrides[0][d];
+    }
+    if (os == 1 && is == 1) {
+      std::memcpy(dst + o * size, src + i * size, static_cast<size_t>(len * size));
+    } else {
+      for (int64_t k = 0; k < len; ++k)
+        std::memcpy(dst + (o + k * os) * size, src + (i + k * is) * size,
+                    static_cast<size_t>(size));
+    }
+    for (size_t d = last; d-- > 0;) {
+      if (++idx[d] < p.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
@@ -362,7 +395,9 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
   int64_t total = 1;
   for (int64_t d : p.dims) total *= d;
   if (total == 0) return {};
-  if (quantizeFast(p, out, inputs, total) || dequantizeFast(p, out, inputs, total)) return {};
+  if (quantizeFast(p, out, inputs, total) || dequantizeFast(p, out, inputs, total) ||
+      copyFast(p, out, inputs))
+    return {};
   size_t rank = p.dims.size(), n = p.in.size();
   // Integer math when every value operand is an integer or bool (Where's condition aside).
   bool intMath = true;
