@@ -16,9 +16,11 @@ usage: scripts/export_decoder.py OUT_DIR [--size tiny|125m|1b] [--opset 17]
 
 --reference also writes the greedy generation PyTorch makes from a fixed random prompt:
 prompt.npy (int64 ids), tokens.npy (the generated ids) and logits_prefill.npy (the prefill's
-logits), for checking a compiler's generation against PyTorch.
+logits), for checking a compiler's generation against PyTorch. config.json has the sizes and the
+bytes of the Linear weights, which each decode step reads (the embedding table is gathered).
 """
 import argparse
+import json
 import math
 import os
 
@@ -234,6 +236,13 @@ def main():
         np.save(os.path.join(args.out, "tokens.npy"), np.array(generated, np.int64))
         np.save(os.path.join(args.out, "logits_prefill.npy"), logits.numpy())
     params = sum(p.numel() for p in model.parameters())
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    hidden, layers, heads, kv_heads, intermediate, vocab, max_pos = SIZES[args.size]
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump({"size": args.size, "parameters": params, "hidden": hidden, "layers": layers,
+                   "heads": heads, "kv_heads": kv_heads, "head_dim": hidden // heads,
+                   "intermediate": intermediate, "vocab": vocab, "max_positions": max_pos,
+                   "opset": args.opset, "linear_weight_bytes_f32": 4 * linear}, f, indent=1)
     print(f"{args.out}/model.onnx: {args.size}, {params / 1e6:.1f}M parameters, opset {args.opset}")
 
 

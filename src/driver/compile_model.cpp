@@ -127,7 +127,9 @@ int Lowering::addConstant(const void* data, size_t bytes) {
   size_t offset = (constants_.size() + 63) / 64 * 64;
   constants_.resize(offset + bytes);
   if (bytes) std::memcpy(constants_.data() + offset, data, bytes);
-  tensors_.push_back({{rt::Region::Constant, static_cast<int64_t>(offset)}, 0});
+  // Its bytes count in the profile's cost of the steps that read it (packed weights).
+  tensors_.push_back(
+      {{rt::Region::Constant, static_cast<int64_t>(offset)}, static_cast<int64_t>(bytes)});
   return static_cast<int>(tensors_.size()) - 1;
 }
 
