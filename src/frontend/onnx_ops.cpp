@@ -1103,6 +1103,68 @@ Result convertMatMulIntegerToFloat(ConvertContext& ctx) {
   return Conversion{OpKind::Add, NoAttrs{}, {y, ctx.inputs[6]}};
 }
 
+// MatMulNBits(A, B, scales, zero_points, g_idx, bias): A [..., K] times the weight W [N, K]
+// transposed, W quantized blockwise along K to `bits`-bit codes (packed low bits first into
+// B [N, blocks, block_size * bits / 8] bytes): W[n, k] = (code - zero_point) * scale of (n,
+// k / block_size), the zero point packed like the codes (default 2^(bits - 1)) or a float.
+// The weight is dequantized here, exactly, to the f32 [K, N] a MatMul reads.
+Result convertMatMulNBits(ConvertContext& ctx) {
+  const int64_t k = ctx.attrs.getInt("K", 0), n = ctx.attrs.getInt("N", 0);
+  const int64_t bits = ctx.attrs.getInt("bits", 4), block = ctx.attrs.getInt("block_size", 0);
+  ctx.attrs.getInt("accuracy_level", 0); // the compute type: tunec computes in f32
+  if (bits != 2 && bits != 4 && bits != 8)
+    return makeError("bits ", bits, " is not supported (2, 4 or 8)");
+  if (k < 1 || n < 1 || block < 16 || (block & (block - 1)) != 0 || k > (int64_t{1} << 20) ||
+      n > (int64_t{1} << 20))
+    return makeError("K ", k, ", N ", n, " and block_size ", block,
+                     " must be positive, block_size a power of two of at least 16");
+  if (ctx.hasInput(4)) return makeError("g_idx (input 4, deprecated) is not supported");
+  const int64_t blocks = (k + block - 1) / block, blob = block * bits / 8;
+  TUNEC_ASSIGN_OR_RETURN(auto b, ctx.constantInput(1, "quantized weights"));
+  TUNEC_ASSIGN_OR_RETURN(auto scales, ctx.constantInput(2, "scales"));
+  TUNEC_ASSIGN_OR_RETURN(auto zp, ctx.constantInput(3, "zero points"));
+  if (!b || !scales) return makeError("B (input 1) and scales (input 2) are required");
+  if (b->dtype() != DType::U8 || b->numel() != n * blocks * blob)
+    return makeError("B is ", b->typeString(), ", expected u8 of ", n, " x ", blocks, " x ", blob,
+                     " (N x blocks x block bytes)");
+  if (scales->numel() != n * blocks)
+    return makeError("scales has ", scales->numel(),
+                     " elements, expected N x blocks = ", n * blocks);
+  const int64_t zpBytes = (blocks * bits + 7) / 8;
+  const bool zpPacked = zp && zp->dtype() == DType::U8;
+  if (zp && ((zpPacked && zp->numel() != n * zpBytes) || (!zpPacked && zp->numel() != n * blocks)))
+    return makeError("zero_points has ", zp->numel(), " elements, expected ",
+                     zpPacked ? n * zpBytes : n * blocks);
+  const auto* codes = b->dataAs<uint8_t>();
+  const int64_t mask = (int64_t{1} << bits) - 1, perByte = 8 / bits;
+  auto code = [&](const uint8_t* bytes, int64_t i) {
+    return (bytes[i / perByte] >> ((i % perByte) * bits)) & mask;
+  };
+  Tensor w(DType::F32, Shape({k, n}));
+  float* wt = w.dataAs<float>();
+  for (int64_t col = 0; col < n; ++col)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const double scale = scales->getDouble(col * blocks + blk);
+      double zero = static_cast<double>(int64_t{1} << (bits - 1));
+      if (zpPacked)
+        zero = static_cast<double>(code(zp->dataAs<uint8_t>() + col * zpBytes, blk));
+      else if (zp)
+        zero = zp->getDouble(col * blocks + blk);
+      const uint8_t* q = codes + (col * blocks + blk) * blob;
+      for (int64_t i = 0; i < block && blk * block + i < k; ++i)
+        wt[(blk * block + i) * n + col] =
+            static_cast<float>((static_cast<double>(code(q, i)) - zero) * scale);
+    }
+  if (ctx.inputType(0).shape.rank() < 1 ||
+      ctx.inputType(0).shape[ctx.inputType(0).shape.rank() - 1] != k)
+    return makeError("A ", ctx.inputType(0).shape.toString(), " does not end in K = ", k);
+  ValueId weight = addPartConstant(ctx, "weight", std::move(w));
+  if (!ctx.hasInput(5)) return Conversion{OpKind::MatMul, NoAttrs{}, {ctx.inputs[0], weight}};
+  TUNEC_ASSIGN_OR_RETURN(ValueId y,
+                         addPart(ctx, "float", OpKind::MatMul, NoAttrs{}, {ctx.inputs[0], weight}));
+  return Conversion{OpKind::Add, NoAttrs{}, {y, ctx.inputs[5]}};
+}
+
 // DynamicQuantizeMatMul(A, B, b_scale, b_zp, bias) = MatMul(DQ(DynamicQuantizeLinear(A)), DQ(B))
 // + bias: A quantized per run to u8 as ONNX Runtime does, B per tensor or per column.
 Result convertDynamicQuantizeMatMul(ConvertContext& ctx) {
@@ -1510,6 +1572,7 @@ const std::map<std::string, Converter>& converters() {
       {"com.microsoft.QLinearConcat", convertQLinearConcat},
       {"com.microsoft.QGemm", convertQGemm},
       {"com.microsoft.MatMulIntegerToFloat", convertMatMulIntegerToFloat},
+      {"com.microsoft.MatMulNBits", convertMatMulNBits},
       {"com.microsoft.DynamicQuantizeMatMul", convertDynamicQuantizeMatMul},
       // ONNX Runtime's transformer optimizer.
       {"com.microsoft.Gelu", convertMsGelu},
@@ -1550,6 +1613,7 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
       {"com.microsoft.QLinearConcat", "DequantizeLinear -> Concat -> QuantizeLinear"},
       {"com.microsoft.QGemm", "DequantizeLinear -> Gemm (-> QuantizeLinear)"},
       {"com.microsoft.MatMulIntegerToFloat", "DequantizeLinear -> MatMul (-> Add)"},
+      {"com.microsoft.MatMulNBits", "MatMul of the weights dequantized at import (-> Add)"},
       {"com.microsoft.DynamicQuantizeMatMul",
        "DynamicQuantizeLinear -> DequantizeLinear -> MatMul (-> Add)"},
       {"com.microsoft.Gelu", "Gelu"},

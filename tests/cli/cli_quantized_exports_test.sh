@@ -30,5 +30,12 @@ done
 expect 0 "quantized layer in fp32: Gemm '/fc/Gemm': its activation is f32" \
   -- inspect "$fx/fbgemm_opset13.onnx" --fusion --summary
 
+# ONNX Runtime's weight-only MatMulNBits (4- and 8-bit, packed, float and no zero points, a bias,
+# partial last blocks): the weights dequantized exactly, the output the float64 one.
+nb="$src/tests/fixtures/matmul_nbits"
+expect 0 "check y: matches" -- run "$nb/model.onnx" --input "x=$nb/x.npy" --expect "y=$nb/y.npy"
+expect 0 "check y: matches" -- run "$nb/model.onnx" --reference --input "x=$nb/x.npy" \
+  --expect "y=$nb/y.npy"
+
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]
