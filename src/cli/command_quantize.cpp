@@ -23,7 +23,8 @@ namespace {
 
 const CommandSpec kQuantizeSpec{
     "quantize",
-    "tunec quantize MODEL.onnx -o MODEL.int8.onnx (--calibration DIR | --random N) [flags]",
+    "tunec quantize MODEL.onnx -o MODEL.int8.onnx (--calibration DIR | --random N | --dynamic | "
+    "--weights-only int4|int8) [flags]",
     "Post-training static quantization: writes a standard QDQ ONNX model (QuantizeLinear and\n"
     "DequantizeLinear around every Conv, MatMul and Gemm with constant weights) that tunec and\n"
     "any ONNX runtime run. Activation ranges come from running the model on calibration\n"
@@ -43,6 +44,13 @@ const CommandSpec kQuantizeSpec{
         {"percentile", "P",
          "--method percentile: the share of each activation's values its range keeps, in "
          "(50, 100] (default 99.99)"},
+        {"weights-only", "int4|int8",
+         "weight-only quantization (decoder LLMs): every MatMul with constant 2-d weights "
+         "becomes ONNX Runtime's com.microsoft MatMulNBits, 4- or 8-bit codes in blocks of "
+         "--block along K with a scale and zero point each; activations stay float, no "
+         "calibration samples"},
+        {"block", "N",
+         "--weights-only: the block of K per scale, a power of two >= 16 (default 32)"},
         {"dynamic", "",
          "dynamic quantization (transformer encoders): MatMul/Gemm activations quantized per "
          "run by DynamicQuantizeLinear, no calibration samples; convolutions stay float"},
@@ -138,6 +146,26 @@ int commandQuantize(const std::vector<std::string>& argv) {
   std::error_code same;
   if (std::filesystem::equivalent(model, args->get("o"), same))
     return fail("tunec quantize: -o " + args->get("o") + " is the input model; write another file");
+  if (args->has("weights-only")) {
+    const std::string kind = args->get("weights-only");
+    if (kind != "int4" && kind != "int8")
+      return fail("tunec quantize: --weights-only must be int4 or int8, not " + kind);
+    if (args->has("calibration") || args->has("random") || args->has("dynamic"))
+      return fail("tunec quantize: --weights-only keeps activations float and takes no "
+                  "calibration samples; drop --calibration/--random/--dynamic");
+    auto block = parseInteger("block", args->get("block", "32"), 16, 1 << 16);
+    if (!block) return fail("tunec quantize: " + block.error().message());
+    std::vector<std::string> keptFloat;
+    auto quantized = writeWeightOnlyModel(model, args->get("o"), kind == "int4" ? 4 : 8,
+                                          static_cast<int>(*block), &keptFloat);
+    if (!quantized) return fail(quantized.error().message());
+    printKeptFloat(keptFloat);
+    std::printf("quantized %d MatMul nodes to %s weights in blocks of %lld (com.microsoft "
+                "MatMulNBits) -> %s\n",
+                *quantized, kind.c_str(), static_cast<long long>(*block), args->get("o").c_str());
+    return 0;
+  }
+  if (args->has("block")) return fail("tunec quantize: --block goes with --weights-only");
   if (args->has("dynamic") && (args->has("calibration") || args->has("random")))
     return fail("tunec quantize: --dynamic quantizes activations per run and takes no "
                 "calibration samples; drop --calibration/--random");

@@ -1107,7 +1107,8 @@ Result convertMatMulIntegerToFloat(ConvertContext& ctx) {
 // transposed, W quantized blockwise along K to `bits`-bit codes (packed low bits first into
 // B [N, blocks, block_size * bits / 8] bytes): W[n, k] = (code - zero_point) * scale of (n,
 // k / block_size), the zero point packed like the codes (default 2^(bits - 1)) or a float.
-// The weight is dequantized here, exactly, to the f32 [K, N] a MatMul reads.
+// It becomes tunec's MatMulNBits of one code a byte and float scales and zero points (-> Add of
+// the bias): the 4- and 8-bit ones run on the weight-only kernel, the others dequantized.
 Result convertMatMulNBits(ConvertContext& ctx) {
   const int64_t k = ctx.attrs.getInt("K", 0), n = ctx.attrs.getInt("N", 0);
   const int64_t bits = ctx.attrs.getInt("bits", 4), block = ctx.attrs.getInt("block_size", 0);
@@ -1119,6 +1120,9 @@ Result convertMatMulNBits(ConvertContext& ctx) {
     return makeError("K ", k, ", N ", n, " and block_size ", block,
                      " must be positive, block_size a power of two of at least 16");
   if (ctx.hasInput(4)) return makeError("g_idx (input 4, deprecated) is not supported");
+  const Shape& as = ctx.inputType(0).shape;
+  if (as.rank() < 1 || as[as.rank() - 1] != k)
+    return makeError("A ", as.toString(), " does not end in K = ", k);
   const int64_t blocks = (k + block - 1) / block, blob = block * bits / 8;
   TUNEC_ASSIGN_OR_RETURN(auto b, ctx.constantInput(1, "quantized weights"));
   TUNEC_ASSIGN_OR_RETURN(auto scales, ctx.constantInput(2, "scales"));
@@ -1135,33 +1139,33 @@ Result convertMatMulNBits(ConvertContext& ctx) {
   if (zp && ((zpPacked && zp->numel() != n * zpBytes) || (!zpPacked && zp->numel() != n * blocks)))
     return makeError("zero_points has ", zp->numel(), " elements, expected ",
                      zpPacked ? n * zpBytes : n * blocks);
-  const auto* codes = b->dataAs<uint8_t>();
   const int64_t mask = (int64_t{1} << bits) - 1, perByte = 8 / bits;
   auto code = [&](const uint8_t* bytes, int64_t i) {
-    return (bytes[i / perByte] >> ((i % perByte) * bits)) & mask;
+    return static_cast<uint8_t>((bytes[i / perByte] >> ((i % perByte) * bits)) & mask);
   };
-  Tensor w(DType::F32, Shape({k, n}));
-  float* wt = w.dataAs<float>();
+  Tensor codes(DType::U8, Shape({n, k}));
+  Tensor scale(DType::F32, Shape({n, blocks})), zero(DType::F32, Shape({n, blocks}));
+  auto* c = codes.dataAs<uint8_t>();
   for (int64_t col = 0; col < n; ++col)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const double scale = scales->getDouble(col * blocks + blk);
-      double zero = static_cast<double>(int64_t{1} << (bits - 1));
+      const int64_t at = col * blocks + blk;
+      scale.setDouble(at, scales->getDouble(at));
+      double z = static_cast<double>(int64_t{1} << (bits - 1));
       if (zpPacked)
-        zero = static_cast<double>(code(zp->dataAs<uint8_t>() + col * zpBytes, blk));
+        z = code(zp->dataAs<uint8_t>() + col * zpBytes, blk);
       else if (zp)
-        zero = zp->getDouble(col * blocks + blk);
-      const uint8_t* q = codes + (col * blocks + blk) * blob;
+        z = zp->getDouble(at);
+      zero.setDouble(at, z);
+      const uint8_t* q = b->dataAs<uint8_t>() + at * blob;
       for (int64_t i = 0; i < block && blk * block + i < k; ++i)
-        wt[(blk * block + i) * n + col] =
-            static_cast<float>((static_cast<double>(code(q, i)) - zero) * scale);
+        c[col * k + blk * block + i] = code(q, i);
     }
-  if (ctx.inputType(0).shape.rank() < 1 ||
-      ctx.inputType(0).shape[ctx.inputType(0).shape.rank() - 1] != k)
-    return makeError("A ", ctx.inputType(0).shape.toString(), " does not end in K = ", k);
-  ValueId weight = addPartConstant(ctx, "weight", std::move(w));
-  if (!ctx.hasInput(5)) return Conversion{OpKind::MatMul, NoAttrs{}, {ctx.inputs[0], weight}};
-  TUNEC_ASSIGN_OR_RETURN(ValueId y,
-                         addPart(ctx, "float", OpKind::MatMul, NoAttrs{}, {ctx.inputs[0], weight}));
+  std::vector<ValueId> in = {ctx.inputs[0], addPartConstant(ctx, "codes", std::move(codes)),
+                             addPartConstant(ctx, "scales", std::move(scale)),
+                             addPartConstant(ctx, "zero_points", std::move(zero))};
+  BlockQuantAttrs attrs{bits, block};
+  if (!ctx.hasInput(5)) return Conversion{OpKind::MatMulNBits, attrs, in};
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::MatMulNBits, attrs, in));
   return Conversion{OpKind::Add, NoAttrs{}, {y, ctx.inputs[5]}};
 }
 
@@ -1613,7 +1617,7 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
       {"com.microsoft.QLinearConcat", "DequantizeLinear -> Concat -> QuantizeLinear"},
       {"com.microsoft.QGemm", "DequantizeLinear -> Gemm (-> QuantizeLinear)"},
       {"com.microsoft.MatMulIntegerToFloat", "DequantizeLinear -> MatMul (-> Add)"},
-      {"com.microsoft.MatMulNBits", "MatMul of the weights dequantized at import (-> Add)"},
+      {"com.microsoft.MatMulNBits", "MatMulNBits (-> Add)"},
       {"com.microsoft.DynamicQuantizeMatMul",
        "DynamicQuantizeLinear -> DequantizeLinear -> MatMul (-> Add)"},
       {"com.microsoft.Gelu", "Gelu"},

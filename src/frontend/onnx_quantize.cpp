@@ -273,6 +273,135 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
   return quantized;
 }
 
+namespace {
+
+// Codes of `bits` bits packed low first into bytes: `count` codes from `codes`.
+void packCodes(const std::vector<uint8_t>& codes, int bits, std::string& out) {
+  const int per = 8 / bits;
+  for (size_t i = 0; i < codes.size(); i += static_cast<size_t>(per)) {
+    uint8_t byte = 0;
+    for (int j = 0; j < per && i + static_cast<size_t>(j) < codes.size(); ++j)
+      byte = static_cast<uint8_t>(byte | (codes[i + static_cast<size_t>(j)] << (j * bits)));
+    out.push_back(static_cast<char>(byte));
+  }
+}
+
+} // namespace
+
+Expected<int> writeWeightOnlyModel(const std::string& modelPath, const std::string& outPath,
+                                   int bits, int block, std::vector<std::string>* keptFloat) {
+  if (bits != 4 && bits != 8) return makeError("weight-only codes are 4 or 8 bits, not ", bits);
+  if (block < 16 || (block & (block - 1)) != 0)
+    return makeError("the block must be a power of two of at least 16, not ", block);
+  TUNEC_ASSIGN_OR_RETURN(onnx::ModelProto model, readModel(modelPath));
+  onnx::GraphProto& g = *model.mutable_graph();
+  const std::string baseDir = std::filesystem::path(modelPath).parent_path().string();
+  std::set<std::string> replaced;
+  int quantized = 0;
+  const int top = (1 << bits) - 1;
+  std::vector<onnx::NodeProto> nodes;
+  for (const onnx::NodeProto& original : g.node()) {
+    onnx::NodeProto n = original;
+    const onnx::TensorProto* b =
+        n.op_type() == "MatMul" && n.input_size() == 2 ? floatInitializer(g, n.input(1)) : nullptr;
+    if (!b || b->dims_size() != 2 || b->dims(0) < 16) {
+      if (b && keptFloat)
+        keptFloat->push_back("MatMul '" + n.name() + "' stays float: its weights are not [K, N] " +
+                             "with K >= 16");
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    TUNEC_ASSIGN_OR_RETURN(Tensor w, onnx_import::tensorFromProto(*b, baseDir));
+    const int64_t k = w.shape()[0], cols = w.shape()[1], blocks = (k + block - 1) / block;
+    const float* wp = w.dataAs<float>();
+    std::string codes, zeros;
+    std::vector<float> scales(static_cast<size_t>(cols * blocks));
+    for (int64_t c = 0; c < cols; ++c) {
+      std::vector<uint8_t> columnZeros;
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t from = blk * block, to = std::min<int64_t>(k, from + block);
+        double lo = 0, hi = 0;
+        for (int64_t i = from; i < to; ++i) {
+          lo = std::min<double>(lo, wp[i * cols + c]);
+          hi = std::max<double>(hi, wp[i * cols + c]);
+        }
+        const auto scale = static_cast<float>(hi > lo ? (hi - lo) / top : 1.0);
+        const double zero = std::clamp(std::nearbyint(-lo / scale), 0.0, static_cast<double>(top));
+        std::vector<uint8_t> q(static_cast<size_t>(block), static_cast<uint8_t>(zero));
+        for (int64_t i = from; i < to; ++i)
+          q[static_cast<size_t>(i - from)] = static_cast<uint8_t>(std::clamp(
+              std::nearbyint(wp[i * cols + c] / scale) + zero, 0.0, static_cast<double>(top)));
+        packCodes(q, bits, codes);
+        scales[static_cast<size_t>(c * blocks + blk)] = scale;
+        columnZeros.push_back(static_cast<uint8_t>(zero));
+      }
+      packCodes(columnZeros, bits, zeros);
+    }
+    const std::string name = n.input(1) + "_" + n.name() + "_q" + std::to_string(bits);
+    onnx::TensorProto* t = g.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::UINT8);
+    for (int64_t d : {cols, blocks, static_cast<int64_t>(block * bits / 8)}) t->add_dims(d);
+    t->set_raw_data(codes);
+    Tensor scaleTensor(DType::F32, Shape{cols * blocks});
+    std::copy(scales.begin(), scales.end(), scaleTensor.dataAs<float>());
+    addInitializer(g, scaleTensor, name + "_scales");
+    onnx::TensorProto* z = g.add_initializer();
+    z->set_name(name + "_zero_points");
+    z->set_data_type(onnx::TensorProto::UINT8);
+    z->add_dims(static_cast<int64_t>(zeros.size()));
+    z->set_raw_data(zeros);
+    onnx::NodeProto q;
+    q.set_op_type("MatMulNBits");
+    q.set_domain("com.microsoft");
+    q.set_name(n.name() + "_Q" + std::to_string(bits));
+    for (const std::string& in : {n.input(0), name, name + "_scales", name + "_zero_points"})
+      q.add_input(in);
+    q.add_output(n.output(0));
+    auto attr = [&](const char* key, int64_t v) {
+      onnx::AttributeProto* a = q.add_attribute();
+      a->set_name(key);
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(v);
+    };
+    attr("K", k);
+    attr("N", cols);
+    attr("bits", bits);
+    attr("block_size", block);
+    attr("accuracy_level", 4);
+    replaced.insert(n.input(1));
+    nodes.push_back(std::move(q));
+    ++quantized;
+  }
+  g.clear_node();
+  for (onnx::NodeProto& n : nodes) *g.add_node() = std::move(n);
+  std::set<std::string> used;
+  for (const onnx::NodeProto& n : g.node())
+    for (const std::string& i : n.input()) used.insert(i);
+  auto* inits = g.mutable_initializer();
+  for (int i = inits->size() - 1; i >= 0; --i)
+    if (replaced.count(inits->Get(i).name()) && !used.count(inits->Get(i).name()))
+      inits->DeleteSubrange(i, 1);
+  bool imported = false;
+  for (const onnx::OperatorSetIdProto& op : model.opset_import())
+    imported = imported || op.domain() == "com.microsoft";
+  if (!imported) {
+    onnx::OperatorSetIdProto* op = model.add_opset_import();
+    op->set_domain("com.microsoft");
+    op->set_version(1);
+  }
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) return makeError(outPath, ": cannot serialize the model");
+  TUNEC_TRY(writeFileAtomically(outPath,
+                                [&](std::ostream& out) -> Status {
+                                  out.write(bytes.data(),
+                                            static_cast<std::streamsize>(bytes.size()));
+                                  return {};
+                                },
+                                {modelPath}));
+  return quantized;
+}
+
 RangeCalibrator::RangeCalibrator(const QuantizeOptions& options)
     : method_(options.method), sampled_(options.method != "minmax"), p_(options.percentile) {}
 

@@ -74,6 +74,15 @@ struct QuantizePlan {
 /// Reads the model and lists what quantize would change (names as the model spells them).
 Expected<QuantizePlan> planQuantization(const std::string& modelPath);
 
+/// Weight-only quantization (what ONNX Runtime's MatMulNBitsQuantizer writes): every MatMul whose
+/// B is a 2-d f32 initializer [K, N] with K >= 16 becomes a com.microsoft MatMulNBits of `bits`
+/// (4 or 8) codes in blocks of `block` along K, asymmetric per block (the block's range widened
+/// to contain 0 over 2^bits - 1 steps; u8 zero points packed like the codes), accuracy_level 4;
+/// activations stay float. Returns how many were quantized; `keptFloat` gets each MatMul left
+/// float with why.
+Expected<int> writeWeightOnlyModel(const std::string& modelPath, const std::string& outPath,
+                                   int bits, int block, std::vector<std::string>* keptFloat);
+
 /// Rewrites the model at `modelPath` into `outPath` with the calibrated ranges (per activation
 /// name: min, max over the calibration samples). The model's opset is raised to 13 when lower
 /// (per-axis DequantizeLinear needs it). Returns how many nodes were quantized (a node whose

@@ -188,6 +188,13 @@ struct ConstantOfShapeAttrs {
   bool operator==(const ConstantOfShapeAttrs&) const = default;
 };
 
+/// MatMulNBits: weight codes of `bits` bits, a scale and zero point per `block` of K.
+struct BlockQuantAttrs {
+  int64_t bits = 4;
+  int64_t block = 32;
+  bool operator==(const BlockQuantAttrs&) const = default;
+};
+
 struct DepthToSpaceAttrs {
   int64_t blockSize = 1;
   bool columnRowDepth = false; ///< DepthToSpace mode CRD (else DCR)
@@ -199,6 +206,7 @@ using OpAttrs =
     std::variant<NoAttrs, AlphaBetaAttrs, GeluAttrs, IsInfAttrs, ClipAttrs, CastAttrs, QuantAttrs,
                  ModAttrs, ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs, PoolAttrs, ReduceAttrs,
                  ArgReduceAttrs, ReshapeAttrs, AxisAttrs, AxesAttrs, TransposeAttrs, SplitAttrs,
-                 SliceAttrs, TileAttrs, PadAttrs, ConstantOfShapeAttrs, DepthToSpaceAttrs>;
+                 SliceAttrs, TileAttrs, PadAttrs, ConstantOfShapeAttrs, DepthToSpaceAttrs,
+                 BlockQuantAttrs>;
 
 } // namespace tunec

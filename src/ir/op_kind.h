@@ -33,7 +33,7 @@ namespace tunec {
   X(BitwiseAnd, NoAttrs) X(BitwiseOr, NoAttrs) X(BitwiseXor, NoAttrs) X(Where, NoAttrs)            \
   /* heavy anchors; IntegerMatMul and IntegerConv (tunec's own): u8 activations x constant s8  */ \
   /* weights, the exact sums as f32 */                                                             \
-  X(Conv, ConvAttrs) X(Gemm, GemmAttrs) X(MatMul, NoAttrs) X(IntegerMatMul, NoAttrs)               \
+  X(Conv, ConvAttrs) X(Gemm, GemmAttrs) X(MatMul, NoAttrs) X(IntegerMatMul, NoAttrs) X(MatMulNBits, BlockQuantAttrs)               \
   X(IntegerConv, ConvAttrs)                                                                        \
   /* normalizations and reductions */                                                              \
   X(Softmax, SoftmaxAttrs) X(LogSoftmax, SoftmaxAttrs) X(Hardmax, SoftmaxAttrs)                    \

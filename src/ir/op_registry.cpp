@@ -220,6 +220,30 @@ InferResult inferMatMul(const OpAttrs&, Inputs in, int) {
   return std::vector{plainType(in[0]->dtype, Shape(out))};
 }
 
+// A [..., K] times weights given as codes [N, K] (u8, below 2^bits), scales and zero points
+// [N, blocks of K] (f32): [..., N] f32.
+InferResult inferMatMulNBits(const OpAttrs& attrs, Inputs in, int) {
+  const auto& q = std::get<BlockQuantAttrs>(attrs);
+  const Shape& a = in[0]->shape;
+  const Shape& codes = in[1]->shape;
+  if (in[0]->dtype != DType::F32 || in[1]->dtype != DType::U8 || in[2]->dtype != DType::F32 ||
+      in[3]->dtype != DType::F32)
+    return makeError("MatMulNBits takes f32 A, u8 codes, f32 scales and zero points");
+  if (q.bits < 1 || q.bits > 8 || q.block < 1)
+    return makeError("bits ", q.bits, " and block ", q.block, " are out of range");
+  if (a.rank() < 1 || codes.rank() != 2 || a.dim(a.rank() - 1) != Dim(codes[1]))
+    return makeError("A ", a.toString(), " and codes ", codes.toString(),
+                     " are not [..., K] and [N, K]");
+  const int64_t blocks = (codes[1] + q.block - 1) / q.block;
+  for (int i = 2; i < 4; ++i)
+    if (!(in[static_cast<size_t>(i)]->shape == Shape{codes[0], blocks}))
+      return makeError("input ", i, " is ", in[static_cast<size_t>(i)]->shape.toString(),
+                       ", expected ", codes[0], " x ", blocks);
+  std::vector<Dim> out = a.symbolicDims();
+  out.back() = Dim(codes[0]);
+  return std::vector{plainType(DType::F32, Shape(out))};
+}
+
 // u8 A x s8 B with MatMul's shapes: the integer sums, as f32 (passes/lower_quantized_layers.cpp).
 InferResult inferIntegerMatMul(const OpAttrs& attrs, Inputs in, int numOutputs) {
   if (in[0]->dtype != DType::U8 || in[1]->dtype != DType::I8)
@@ -584,6 +608,11 @@ int64_t poolFlops(const Node& node, const Graph& graph) {
   return outputElements(node, graph) * window;
 }
 
+int64_t matmulNBitsFlops(const Node& node, const Graph& graph) {
+  const Shape& codes = graph.value(node.inputs[1]).type.shape;
+  return 2 * outputElements(node, graph) * codes[1];
+}
+
 // The inference functions that carry symbolic dimensions (Shape::dim) from their inputs to their
 // outputs; the others see only the bounds, so a symbolic input to them is an error, never a
 // shape silently fixed at its bound.
@@ -617,6 +646,7 @@ bool carriesSymbols(decltype(OpInfo::infer) infer) {
                                                       inferGather,
                                                       inferReshape,
                                                       inferExpand,
+                                                      inferMatMulNBits,
                                                       inferSlice};
   return std::find(std::begin(kCarriers), std::end(kCarriers), infer) != std::end(kCarriers);
 }
@@ -691,6 +721,8 @@ Row rowFor(OpKind kind) {
     return {M2M, 2, 3, 1, 1, inferGemm, gemmFlops};
   case OpKind::MatMul:
     return {M2M, 2, 2, 1, 1, inferMatMul, matmulFlops};
+  case OpKind::MatMulNBits:
+    return {M2M, 4, 4, 1, 1, inferMatMulNBits, matmulNBitsFlops};
   case OpKind::IntegerMatMul:
     return {M2M, 2, 2, 1, 1, inferIntegerMatMul, matmulFlops};
   case OpKind::IntegerConv:

@@ -93,6 +93,9 @@ struct AttrPrinter {
     return "shape=" + list(a.shape) + " dtype=" + std::string(dtypeName(a.dtype)) +
            " value=" + num(a.value);
   }
+  std::string operator()(const BlockQuantAttrs& a) const {
+    return "bits=" + std::to_string(a.bits) + " block=" + std::to_string(a.block);
+  }
   std::string operator()(const DepthToSpaceAttrs& a) const {
     return "blocksize=" + std::to_string(a.blockSize) +
            (a.columnRowDepth ? " mode=CRD" : " mode=DCR");

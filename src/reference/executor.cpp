@@ -17,6 +17,8 @@ Status runReferenceNode(const Node& node, std::span<const Tensor* const> inputs,
   case OpKind::MatMul:
   case OpKind::IntegerMatMul: // exact: the integer products and sums are exact in double
     return matmul(node, inputs, outputs);
+  case OpKind::MatMulNBits:
+    return matmulNBits(node, inputs, outputs);
   case OpKind::MaxPool:
   case OpKind::AveragePool:
   case OpKind::LpPool:

@@ -28,6 +28,7 @@ Status elementwise(const Node& node, Inputs in, Outputs out);
 Status conv(const Node& node, Inputs in, Outputs out);
 Status gemm(const Node& node, Inputs in, Outputs out);
 Status matmul(const Node& node, Inputs in, Outputs out);
+Status matmulNBits(const Node& node, Inputs in, Outputs out);
 Status pool(const Node& node, Inputs in, Outputs out);
 Status normalize(const Node& node, Inputs in, Outputs out);
 Status reduce(const Node& node, Inputs in, Outputs out);

@@ -70,4 +70,25 @@ Status matmul(const Node&, Inputs in, Outputs out) {
   return {};
 }
 
+// Y[..., n] = sum_k A[..., k] (code[n, k] - zero_point[n, k / block]) scale[n, k / block].
+Status matmulNBits(const Node& node, Inputs in, Outputs out) {
+  const auto& q = std::get<BlockQuantAttrs>(node.attrs);
+  const Shape& codes = in[1]->shape();
+  const int64_t n = codes[0], k = codes[1], blocks = (k + q.block - 1) / q.block;
+  const int64_t rows = in[0]->numel() / k;
+  std::vector<double> a = toDoubles(*in[0]), scales = toDoubles(*in[2]), zp = toDoubles(*in[3]);
+  const auto* c = in[1]->dataAs<uint8_t>();
+  std::vector<double> w(static_cast<size_t>(n * k));
+  for (int64_t col = 0; col < n; ++col)
+    for (int64_t i = 0; i < k; ++i) {
+      auto b = static_cast<size_t>(col * blocks + i / q.block);
+      w[static_cast<size_t>(i * n + col)] =
+          (static_cast<double>(c[col * k + i]) - zp[b]) * scales[b];
+    }
+  std::vector<double> y(static_cast<size_t>(rows * n), 0.0);
+  matmulBlock(a.data(), w.data(), y.data(), rows, n, k);
+  fromDoubles(out[0], y);
+  return {};
+}
+
 } // namespace tunec::reference

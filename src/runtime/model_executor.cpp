@@ -2,6 +2,7 @@
 #include "runtime/model_executor.h"
 
 #include "runtime/parallel.h"
+#include "runtime/weight_only.h"
 
 #include <algorithm>
 #include <chrono>
@@ -121,28 +122,33 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
     } else {
       ex->typed_.emplace_back();
     }
-    size_t need = s.kind == StepKind::Kernel           ? static_cast<size_t>(kArgSlots)
-                  : s.kind == StepKind::Softmax        ? 2
-                  : s.kind == StepKind::LayerNorm      ? 6
-                  : s.kind == StepKind::Pool           ? 2
-                  : s.kind == StepKind::Gather         ? 3
-                  : s.kind == StepKind::Reduce         ? 2
-                  : s.kind == StepKind::ArgReduce      ? 2
-                  : s.kind == StepKind::GatherElements ? 3
-                  : s.kind == StepKind::ChannelRuns    ? 2
-                  : s.kind == StepKind::BatchedMatmul  ? 3
-                                                       : s.tensors.size();
-    size_t ints = s.kind == StepKind::Softmax         ? 4
-                  : s.kind == StepKind::Reduce        ? 3
-                  : s.kind == StepKind::ArgReduce     ? 6
-                  : s.kind == StepKind::LayerNorm     ? (s.ints.size() == 3 ? 3 : 2)
-                  : s.kind == StepKind::Pool          ? sizeof(PoolParams) / sizeof(int64_t)
-                  : s.kind == StepKind::Gather        ? 6
-                  : s.kind == StepKind::BatchedMatmul ? 6
-                                                      : s.ints.size();
+    size_t need = s.kind == StepKind::Kernel             ? static_cast<size_t>(kArgSlots)
+                  : s.kind == StepKind::Softmax          ? 2
+                  : s.kind == StepKind::LayerNorm        ? 6
+                  : s.kind == StepKind::Pool             ? 2
+                  : s.kind == StepKind::Gather           ? 3
+                  : s.kind == StepKind::Reduce           ? 2
+                  : s.kind == StepKind::ArgReduce        ? 2
+                  : s.kind == StepKind::GatherElements   ? 3
+                  : s.kind == StepKind::ChannelRuns      ? 2
+                  : s.kind == StepKind::BatchedMatmul    ? 3
+                  : s.kind == StepKind::WeightOnlyMatmul ? 3
+                                                         : s.tensors.size();
+    size_t ints = s.kind == StepKind::Softmax            ? 4
+                  : s.kind == StepKind::Reduce           ? 3
+                  : s.kind == StepKind::ArgReduce        ? 6
+                  : s.kind == StepKind::LayerNorm        ? (s.ints.size() == 3 ? 3 : 2)
+                  : s.kind == StepKind::Pool             ? sizeof(PoolParams) / sizeof(int64_t)
+                  : s.kind == StepKind::Gather           ? 6
+                  : s.kind == StepKind::BatchedMatmul    ? 6
+                  : s.kind == StepKind::WeightOnlyMatmul ? 5
+                                                         : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
-        s.kind > StepKind::BatchedMatmul ||
+        s.kind > StepKind::WeightOnlyMatmul ||
+        (s.kind == StepKind::WeightOnlyMatmul &&
+         (s.ints[0] < 0 || !WeightOnlyShape{s.ints[1], s.ints[2], s.ints[3], s.ints[4]}.valid() ||
+          s.ints[1] > (int64_t{1} << 24) || s.ints[2] > (int64_t{1} << 24))) ||
         (s.kind == StepKind::BatchedMatmul &&
          std::any_of(s.ints.begin(), s.ints.end(), [](int64_t v) { return v < 0; })) ||
         (s.kind == StepKind::ChannelRuns && !validChannelRuns(s)) ||
@@ -329,6 +335,10 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
   case StepKind::ChannelRuns:
     runChannelRuns(static_cast<const uint8_t*>(ptr(1)), static_cast<uint8_t*>(ptr(0)), s.ints[0],
                    s.ints[1], s.ints[2], s.ints.data() + 4, s.ints[3], threads_);
+    return {};
+  case StepKind::WeightOnlyMatmul:
+    runWeightOnlyMatmul(f(1), static_cast<const uint8_t*>(ptr(2)), f(0), s.ints[0],
+                        WeightOnlyShape{s.ints[1], s.ints[2], s.ints[3], s.ints[4]}, threads_);
     return {};
   case StepKind::BatchedMatmul:
     runBatchedMatmul(f(1), f(2), f(0), s.ints[0], s.ints[1], s.ints[2], s.ints[3], s.ints[4],

@@ -50,6 +50,9 @@ enum class StepKind : int32_t {
   /// row-major C[m, n] = A[m, k] B[k, n] per batch (C's batch stride m * n): a matmul of
   /// computed operands at run-time extents (the attention of a symbolic sequence).
   BatchedMatmul = 11,
+  /// tensors {out, a, packed weights}; ints {rows, k, n, bits, block}: out = A W^T with W
+  /// blockwise-quantized in runtime/weight_only.h's layout.
+  WeightOnlyMatmul = 12,
 };
 
 /// A dynamic dimension of the model's inputs (`--dim NAME=MIN..MAX`).

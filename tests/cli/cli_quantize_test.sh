@@ -128,5 +128,35 @@ check_absent() { checks=$((checks + 1)); [ ! -e "$1" ] || { echo "FAIL: $1 was w
 check_absent "$tmp/x.onnx"
 expect 0 "Post-training static quantization" -- quantize --help
 
+# Weight-only int4 and int8 of the decoder fixture: MatMulNBits that ONNX Runtime reads, compiled
+# to the weight-only kernel, its output the reference executor's of the quantized model.
+dec="$src/tests/fixtures/decoder_tiny"
+expect 0 "quantized 15 MatMul nodes to int4 weights in blocks of 32" -- quantize "$dec/model.onnx" -o "$tmp/int4.onnx" --weights-only int4
+expect 0 "quantized 15 MatMul nodes to int8 weights in blocks of 64" -- quantize "$dec/model.onnx" -o "$tmp/int8.onnx" --weights-only int8 --block 64
+/usr/bin/python3 -c "
+import numpy as np
+p = np.load('$dec/prompt.npy'); n = p.shape[1]
+np.save('$tmp/ids.npy', p); np.save('$tmp/mask.npy', np.ones((1, n), np.int64))
+np.save('$tmp/pos.npy', np.arange(n)[None].astype(np.int64)); np.save('$tmp/past.npy', np.zeros((1, 2, 0, 16), np.float32))"
+feed="--input input_ids=$tmp/ids.npy --input attention_mask=$tmp/mask.npy --input position_ids=$tmp/pos.npy"
+fixed="--input-shape input_ids=1x5 --input-shape attention_mask=1x5 --input-shape position_ids=1x5"
+for i in 0 1; do
+  for kv in key value; do
+    feed="$feed --input past_key_values.$i.$kv=$tmp/past.npy"
+    fixed="$fixed --input-shape past_key_values.$i.$kv=1x2x0x16"
+  done
+done
+for q in int4 int8; do
+  # shellcheck disable=SC2086
+  "$tunec" run "$tmp/$q.onnx" --reference $feed $fixed --output "$tmp/ref_$q" >/dev/null
+  # shellcheck disable=SC2086
+  expect 0 "check logits: matches" -- run "$tmp/$q.onnx" $feed --dim batch=1..1 --dim sequence=1..16 \
+    --dim past_sequence=0..32 --expect "logits=$tmp/ref_$q/logits.npy"
+done
+expect 1 "--weights-only must be int4 or int8, not int3" -- quantize "$dec/model.onnx" -o "$tmp/x.onnx" --weights-only int3
+expect 1 "--block must be" -- quantize "$dec/model.onnx" -o "$tmp/x.onnx" --weights-only int4 --block 8
+expect 1 "the block must be a power of two of at least 16, not 48" -- quantize "$dec/model.onnx" -o "$tmp/x.onnx" --weights-only int4 --block 48
+expect 1 "--block goes with --weights-only" -- quantize "$dec/model.onnx" -o "$tmp/x.onnx" --random 1 --block 32
+
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
