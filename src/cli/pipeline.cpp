@@ -30,6 +30,7 @@ const std::vector<PassEntry>& graphPipeline() {
       {"recognize-gelu", passes::recognizeGelu},
       {"recognize-layer-norm", passes::recognizeLayerNorm},
       {"recognize-swish", passes::recognizeSwish},
+      {"fold-grouped-kv", passes::foldGroupedKv},
       // Before simplify-algebra, which would collapse the shuffle's reshape chain.
       {"recognize-channel-shuffle", passes::recognizeChannelShuffle},
       {"fold-slice-of-gather", passes::foldSliceOfGather},

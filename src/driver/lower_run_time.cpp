@@ -106,6 +106,11 @@ bool lowerRunTimeMatmul(Lowering& l, const Node& n) {
   std::vector<DimExpr> a = Lowering::extentsOf(as), b = Lowering::extentsOf(bs),
                        y = Lowering::extentsOf(ys);
   DimExpr m = a[a.size() - 2], k = a[a.size() - 1], cols = b[b.size() - 1];
+  // B read in place of a Transpose of its last two axes (operand views): stored [..., n, k].
+  const auto self = static_cast<NodeId>(&n - g.nodes().data());
+  const auto& transposed = l.operandViews().bTransposed;
+  const auto bT = transposed.find(self);
+  const ValueId bValue = bT == transposed.end() ? n.inputs[1] : bT->second;
   DimExpr aBatch = extentProduct(a, 0, a.size() - 2), bBatch = extentProduct(b, 0, b.size() - 2);
   DimExpr batch = extentProduct(y, 0, y.size() - 2);
   bool aShared = aBatch == DimExpr(1), bShared = bBatch == DimExpr(1);
@@ -114,14 +119,15 @@ bool lowerRunTimeMatmul(Lowering& l, const Node& n) {
                      "yet");
     return false;
   }
-  int in = l.tensorIn(n.inputs[0], Phys::Plain), weights = l.tensorIn(n.inputs[1], Phys::Plain);
+  int in = l.tensorIn(n.inputs[0], Phys::Plain), weights = l.tensorIn(bValue, Phys::Plain);
   int out = l.defineOutput(n.outputs[0], Phys::Plain);
   rt::Step step;
   step.kind = rt::StepKind::BatchedMatmul;
-  step.label = lightLabel(n) + " " + as.toString() + " times " + bs.toString();
+  step.label = lightLabel(n) + " " + as.toString() + " times " + bs.toString() +
+               (bT == transposed.end() ? "" : " (B read transposed)");
   step.tensors = {out, in, weights};
-  l.setInts(step,
-            {batch, m, cols, k, aShared ? DimExpr(0) : m * k, bShared ? DimExpr(0) : k * cols});
+  l.setInts(step, {batch, m, cols, k, aShared ? DimExpr(0) : m * k, bShared ? DimExpr(0) : k * cols,
+                   DimExpr(bT == transposed.end() ? 0 : 1)});
   step.flops = 2.0 * static_cast<double>(ys.numel()) * static_cast<double>(as[as.rank() - 1]);
   l.addStep(std::move(step), {in, weights}, {out});
   return true;

@@ -90,10 +90,26 @@ OperandViews planOperandViews(const Graph& graph, const FusionPlan& fusion) {
   for (size_t id = 0; id < graph.nodes().size(); ++id) {
     const Node& mm = graph.nodes()[id];
     if (mm.kind != OpKind::MatMul || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
-    // Strides of a symbolic shape are extents of the run: its transposes are copied for now.
+    // Strides of a symbolic shape are extents of the run: of its transposes, a B that swaps the
+    // last two axes is read as it is stored (BatchedMatmul's transposed B); others are copied.
     if (!graph.value(mm.inputs[0]).type.shape.isStatic() ||
-        !graph.value(mm.inputs[1]).type.shape.isStatic())
+        !graph.value(mm.inputs[1]).type.shape.isStatic()) {
+      ValueId v = mm.inputs[1];
+      NodeId t = graph.value(v).producer;
+      if (t < 0 || graph.node(t).kind != OpKind::Transpose || !onlyUse(v) ||
+          !endsViewKernel(graph, kernelOf(t), t) || views.folded[static_cast<size_t>(t)])
+        continue;
+      const int rank = graph.value(v).type.shape.rank();
+      std::vector<int64_t> perm = permutation(graph.node(t), rank), swapped(perm.size());
+      for (int d = 0; d < rank; ++d) swapped[static_cast<size_t>(d)] = d;
+      if (rank < 2) continue;
+      std::swap(swapped[static_cast<size_t>(rank - 1)], swapped[static_cast<size_t>(rank - 2)]);
+      const Value& x = graph.value(graph.node(t).inputs[0]);
+      if (perm != swapped || x.type.dtype != DType::F32 || x.constant) continue;
+      views.bTransposed[static_cast<NodeId>(id)] = graph.node(t).inputs[0];
+      views.folded[static_cast<size_t>(t)] = true;
       continue;
+    }
     MatmulBatches batches = batchesOf(graph, mm);
     if (batches.a == 0 || (!batches.batched && batches.b != 1)) continue;
     auto node = static_cast<NodeId>(id);

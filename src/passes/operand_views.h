@@ -23,6 +23,9 @@ struct OperandViews {
   std::map<NodeId, MatrixView> a, b; ///< MatMul inputs read in place of a Transpose's output
   std::map<NodeId, MatrixView> c;    ///< MatMul outputs written into the Transpose's output
   std::vector<bool> folded;          ///< per node: a Transpose no copy is lowered for
+  /// MatMuls of symbolic shape whose computed B is a Transpose of the last two axes of a dense
+  /// tensor (attention's K^T over the run's keys): B read as that tensor, [..., n, k].
+  std::map<NodeId, ValueId> bTransposed;
 };
 
 /// Finds the Transposes to fold: a Transpose whose output only a MatMul reads (as A, or as a

@@ -81,6 +81,11 @@ Expected<Graph> recognizeLayerNorm(const Graph& graph);
 /// (recognize_swish.cpp).
 Expected<Graph> recognizeSwish(const Graph& graph);
 
+/// Grouped-query attention: a MatMul of query heads by K or V heads repeated for them
+/// (Unsqueeze, Expand, Reshape, for K a Transpose) becomes one MatMul per K/V head with the
+/// query heads that share it as rows, between Reshapes (views) (fold_grouped_kv.cpp).
+Expected<Graph> foldGroupedKv(const Graph& graph);
+
 /// Replaces a channel shuffle (Reshape to [N, g, C/g, H, W], Transpose (0, 2, 1, 3, 4), Reshape
 /// back) by a Gather of the channels with a constant permutation (recognize_channel_shuffle.cpp).
 Expected<Graph> recognizeChannelShuffle(const Graph& graph);

@@ -499,15 +499,41 @@ static void matmulRows(const float* a, const float* b, float* c, int64_t rows, i
   }
 }
 
+// C[i, j] = dot(A row i, B row j) with B stored [n, k]: 16 lanes of partial sums per dot
+// (vectorized without reassociating a reduction), added pairwise at the end.
+TUNEC_MULTIVERSION
+static void matmulRowsTransposedB(const float* a, const float* b, float* c, int64_t rows, int64_t n,
+                                  int64_t k) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float* x = a + i * k;
+      const float* y = b + j * k;
+      float lanes[16] = {};
+      int64_t p = 0;
+      for (; p + 16 <= k; p += 16)
+        for (int l = 0; l < 16; ++l) lanes[l] += x[p + l] * y[p + l];
+      for (int l = 0; p + l < k; ++l) lanes[l] += x[p + l] * y[p + l];
+      for (int w = 8; w > 0; w /= 2)
+        for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+      c[i * n + j] = lanes[0];
+    }
+}
+
 void runBatchedMatmul(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
-                      int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads) {
+                      int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
+                      bool bTransposed) {
   const int64_t blocks = (m + 15) / 16; // 16 rows per task
   parallelRange(batch * blocks, threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(n * k, 1)),
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t t = lo; t < hi; ++t) {
                     int64_t i = t / blocks, row = t % blocks * 16;
-                    matmulRows(a + i * aBatchStride + row * k, b + i * bBatchStride,
-                               c + i * m * n + row * n, std::min<int64_t>(16, m - row), n, k);
+                    int64_t rows = std::min<int64_t>(16, m - row);
+                    if (bTransposed)
+                      matmulRowsTransposedB(a + i * aBatchStride + row * k, b + i * bBatchStride,
+                                            c + i * m * n + row * n, rows, n, k);
+                    else
+                      matmulRows(a + i * aBatchStride + row * k, b + i * bBatchStride,
+                                 c + i * m * n + row * n, rows, n, k);
                   }
                 });
 }

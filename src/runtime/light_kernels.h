@@ -153,9 +153,11 @@ struct PoolParams {
 
 void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads);
 /// C[m, n] = A[m, k] B[k, n] for each of `batch` matrices (dense f32, row-major; A and B advance
-/// by their batch strides, 0 for one shared matrix; C by m * n).
+/// by their batch strides, 0 for one shared matrix; C by m * n). With `bTransposed`, B is stored
+/// [n, k] (each output a dot product of two contiguous rows).
 void runBatchedMatmul(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
-                      int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads);
+                      int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
+                      bool bTransposed = false);
 /// Softmax (mode 0), log-softmax (1) or hardmax (2) over `axis` elements with stride `inner`.
 void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner, int mode,
                 int threads);

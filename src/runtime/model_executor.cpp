@@ -140,7 +140,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::LayerNorm        ? (s.ints.size() == 3 ? 3 : 2)
                   : s.kind == StepKind::Pool             ? sizeof(PoolParams) / sizeof(int64_t)
                   : s.kind == StepKind::Gather           ? 6
-                  : s.kind == StepKind::BatchedMatmul    ? 6
+                  : s.kind == StepKind::BatchedMatmul    ? (s.ints.size() == 7 ? 7 : 6)
                   : s.kind == StepKind::WeightOnlyMatmul ? 5
                                                          : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
@@ -342,7 +342,7 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
     return {};
   case StepKind::BatchedMatmul:
     runBatchedMatmul(f(1), f(2), f(0), s.ints[0], s.ints[1], s.ints[2], s.ints[3], s.ints[4],
-                     s.ints[5], threads_);
+                     s.ints[5], threads_, s.ints.size() == 7 && s.ints[6] == 1);
     return {};
   case StepKind::Gather: {
     Status st = runGather(static_cast<const uint8_t*>(ptr(1)), static_cast<const uint8_t*>(ptr(2)),

@@ -46,9 +46,10 @@ enum class StepKind : int32_t {
   /// pixel p, in[p*in_ld + src, +len) to out[p*out_ld + dst, +len), 4-byte elements (channel
   /// ranges of NHWC activations: the parts of a Concat that no producer wrote in place).
   ChannelRuns = 10,
-  /// tensors {out, a, b}; ints {batch, m, n, k, a_batch_stride, b_batch_stride}: dense f32
-  /// row-major C[m, n] = A[m, k] B[k, n] per batch (C's batch stride m * n): a matmul of
-  /// computed operands at run-time extents (the attention of a symbolic sequence).
+  /// tensors {out, a, b}; ints {batch, m, n, k, a_batch_stride, b_batch_stride[, b_transposed]}:
+  /// dense f32 row-major C[m, n] = A[m, k] B[k, n] per batch (C's batch stride m * n; B stored
+  /// [n, k] when transposed): a matmul of computed operands at run-time extents (the attention
+  /// of a symbolic sequence).
   BatchedMatmul = 11,
   /// tensors {out, a, packed weights}; ints {rows, k, n, bits, block}: out = A W^T with W
   /// blockwise-quantized in runtime/weight_only.h's layout.

@@ -885,6 +885,28 @@ TEST(Passes, RecognizeLayerNormFromTheOpset13Export) {
   expectEquivalent(g, *out, 1e-5);
 }
 
+// repeat_kv (Unsqueeze, Expand, Reshape; K transposed) before Q K^T and P V: one MatMul per K/V
+// head with its query heads as rows, no Expand left, the same result.
+TEST(Passes, FoldGroupedKvMultipliesSharedHeadsWithoutRepeatingThem) {
+  Graph g;
+  ValueId q = g.addInput("q", {DType::F32, Shape{1, 6, 5, 8}, {}});
+  ValueId k = g.addInput("k", {DType::F32, Shape{1, 2, 7, 8}, {}});
+  ValueId v = g.addInput("v", {DType::F32, Shape{1, 2, 7, 8}, {}});
+  auto repeat = [&](ValueId x, const std::string& name) {
+    ValueId u = add(g, OpKind::Unsqueeze, AxesAttrs{{2}}, {x}, name + "_u");
+    ValueId e = add(g, OpKind::Expand, ReshapeAttrs{{1, 2, 3, 7, 8}}, {u}, name + "_e");
+    return add(g, OpKind::Reshape, ReshapeAttrs{{1, 6, 7, 8}}, {e}, name + "_r");
+  };
+  ValueId kt = add(g, OpKind::Transpose, TransposeAttrs{{0, 1, 3, 2}}, {repeat(k, "k")}, "kt");
+  ValueId scores = add(g, OpKind::MatMul, NoAttrs{}, {q, kt}, "scores");
+  ValueId p = add(g, OpKind::Softmax, SoftmaxAttrs{-1, false}, {scores}, "p");
+  g.addOutput(add(g, OpKind::MatMul, NoAttrs{}, {p, repeat(v, "v")}, "context"));
+  auto out = passes::foldGroupedKv(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  for (const Node& n : out->nodes()) EXPECT_NE(n.kind, OpKind::Expand) << n.name;
+  expectEquivalent(g, *out, 1e-6);
+}
+
 // HuggingFace's LlamaRMSNorm as torch exports it: Pow, ReduceMean, Add eps, Sqrt, Div(1, .),
 // Mul x, Mul weight; and ONNX Runtime's decomposition: Mul(x, x), ..., Div(x, .).
 TEST(Passes, RecognizeRmsNormInBothExportedForms) {
