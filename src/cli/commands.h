@@ -29,6 +29,8 @@ int commandQuantize(const std::vector<std::string>& args);
 int commandAccuracy(const std::vector<std::string>& args);
 /// `tunec compile`: compiles a model to model.so.
 int commandCompile(const std::vector<std::string>& args);
+/// `tunec generate`: greedy generation with a decoder of past/present K/V.
+int commandGenerate(const std::vector<std::string>& args);
 /// `tunec bench`: latency statistics of a compiled model.
 int commandBench(const std::vector<std::string>& args);
 /// `tunec profile`: every step against the machine's roofline.

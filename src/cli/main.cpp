@@ -20,6 +20,7 @@ commands:
   accuracy  a compiled model's error against a reference (e.g. its fp32 original)
   run       run a model (model.so or ONNX) on input tensors (.npy or .pb), write its outputs
   bench     latency of a model: median, p90 and min over N runs
+  generate  greedy generation with a decoder of past/present K/V: time to first token, tokens/s
   profile   every step of a model against this machine's roofline (text, JSON or an HTML page)
   report    an HTML report of a tuning database: convergence per task, errors, latency
   inspect   print a model's graph, op counts and FLOPs
@@ -51,6 +52,7 @@ int dispatch(int argc, char** argv) {
   if (command == "quantize") return tunec::cli::commandQuantize(args);
   if (command == "accuracy") return tunec::cli::commandAccuracy(args);
   if (command == "bench") return tunec::cli::commandBench(args);
+  if (command == "generate") return tunec::cli::commandGenerate(args);
   if (command == "profile") return tunec::cli::commandProfile(args);
   if (command == "report") return tunec::cli::commandReport(args);
   if (command == "inspect") return tunec::cli::commandInspect(args);

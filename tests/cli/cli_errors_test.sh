@@ -369,5 +369,20 @@ if [ "$(md5sum < "$tmp/inout/y.npy")" != "$before" ]; then
   echo "FAIL: run --output replaced its own input"; failures=$((failures + 1))
 fi
 
+# tunec generate: the decoder fixture's greedy tokens are PyTorch's; the past's bound, a model
+# that is no decoder and a bad prompt are errors naming them.
+dec="$src/tests/fixtures/decoder_tiny"
+prompt=$(/usr/bin/python3 -c "import numpy as np; print(','.join(map(str, np.load('$dec/prompt.npy')[0])))")
+want=$(/usr/bin/python3 -c "import numpy as np; print(' '.join(map(str, np.load('$dec/tokens.npy'))))")
+decdims="--dim batch=1..1 --dim sequence=1..16 --dim past_sequence=0..32"
+# shellcheck disable=SC2086
+expect 0 "tokens: $want" -- generate "$dec/model.onnx" --prompt-ids "$prompt" --tokens 8 $decdims
+# shellcheck disable=SC2086
+expect 1 "token 29: dimension 2 of input 'past_key_values.0.key' is 33, outside the bounds of 'past_sequence' \(0..32\)" \
+  -- generate "$dec/model.onnx" --prompt-ids "$prompt" --tokens 40 $decdims
+expect 1 "no int64 \[batch, sequence\] input 'input_ids'" -- generate "$src/examples/tiny_cnn/model.onnx" --prompt-ids 1
+expect 1 "--prompt-ids must be a whole number" -- generate "$dec/model.onnx" --prompt-ids 1,x
+expect 0 "Greedy generation with a decoder" -- generate --help
+
 echo "cli errors: $((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
