@@ -73,6 +73,7 @@ def main():
     model = tunec.load(args.model, threads=args.threads)
     kv = [i for i in model.inputs if i["name"].startswith("past_key_values")]
     rows = {"tunec": [], "onnxruntime": []}
+    last = {}
     for r in range(args.rounds):
         for name in rows:
             if name == "tunec":
@@ -80,6 +81,7 @@ def main():
             else:
                 tokens, ttft, decode = ort_generate(onnx, prompt, args.tokens, args.threads,
                                                     config)
+            last[name] = tokens
             n = min(len(want), len(tokens))
             same = tokens[:n] == want[:n]
             rows[name].append((ttft, float(np.median(decode))))
@@ -96,6 +98,9 @@ def main():
               f"tokens/s, {weight_bytes / dec / 1e6:5.1f} GB/s of weights)")
     print(f"  onnxruntime / tunec: ttft {med['onnxruntime'][0] / med['tunec'][0]:.2f}x, decode "
           f"{med['onnxruntime'][1] / med['tunec'][1]:.2f}x")
+    a, b = last["tunec"], last["onnxruntime"]
+    agree = next((i for i in range(len(a)) if a[i] != b[i]), len(a))
+    print(f"  tunec and ONNX Runtime generate the same first {agree} of {len(a)} tokens")
 
 
 if __name__ == "__main__":

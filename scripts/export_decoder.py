@@ -12,7 +12,7 @@ optimum names them: input_ids, attention_mask, position_ids, past_key_values.N.k
 logits, present.N.key/value, with dynamic batch, sequence and past_sequence axes.
 
 usage: scripts/export_decoder.py OUT_DIR [--size tiny|125m|1b] [--opset 17]
-       [--reference PROMPT_LEN:TOKENS]
+       [--reference PROMPT_LEN:TOKENS] [--mask arange|triu]
 
 --reference also writes the greedy generation PyTorch makes from a fixed random prompt:
 prompt.npy (int64 ids), tokens.npy (the generated ids) and logits_prefill.npy (the prefill's
@@ -111,13 +111,18 @@ class Layer(nn.Module):
         return x, present
 
 
-def causal_mask(attention_mask, n, past):
-    """HuggingFace's _prepare_4d_causal_attention_mask: [b, 1, n, past + n], 0 or min."""
+def causal_mask(attention_mask, n, past, form="arange"):
+    """HuggingFace's _prepare_4d_causal_attention_mask: [b, 1, n, past + n], 0 or min. form
+    "arange" compares aranges (transformers 4.3x); "triu" is torch.triu of a full matrix
+    (transformers 4.38's _update_causal_mask)."""
     b = attention_mask.shape[0]
     lowest = torch.finfo(torch.float32).min
     mask = torch.full((n, n), lowest)
-    cond = torch.arange(n)
-    mask = mask.masked_fill(cond < (cond + 1).view(n, 1), 0.0)
+    if form == "triu":
+        mask = torch.triu(mask, diagonal=1)
+    else:
+        cond = torch.arange(n)
+        mask = mask.masked_fill(cond < (cond + 1).view(n, 1), 0.0)
     mask = torch.cat([torch.zeros(n, past), mask], dim=-1)
     mask = mask[None, None, :, :].expand(b, 1, n, n + past)
     expanded = attention_mask[:, None, None, :].expand(b, 1, n, n + past).to(torch.float32)
@@ -127,8 +132,9 @@ def causal_mask(attention_mask, n, past):
 
 
 class Decoder(nn.Module):
-    def __init__(self, size):
+    def __init__(self, size, mask="arange"):
         super().__init__()
+        self.mask_form = mask
         hidden, layers, heads, kv_heads, intermediate, vocab, max_pos = SIZES[size]
         self.embed_tokens = nn.Embedding(vocab, hidden)
         self.layers = nn.ModuleList(
@@ -140,7 +146,7 @@ class Decoder(nn.Module):
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
         n, past_len = input_ids.shape[1], past[0].shape[2]
-        mask = causal_mask(attention_mask, n, past_len)
+        mask = causal_mask(attention_mask, n, past_len, self.mask_form)
         x = self.embed_tokens(input_ids)
         presents = []
         for i, layer in enumerate(self.layers):
@@ -220,11 +226,13 @@ def main():
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
     parser.add_argument("--opset", type=int, default=17)
     parser.add_argument("--reference", default="", help="PROMPT_LEN:TOKENS")
+    parser.add_argument("--mask", choices=["arange", "triu"], default="arange",
+                        help="how the causal mask is built (triu: torch.triu, an ONNX Trilu)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
-    model = Decoder(args.size).eval()
+    model = Decoder(args.size, args.mask).eval()
     randomize(model, generator)
     export(model, os.path.join(args.out, "model.onnx"), args.opset)
     if args.reference:

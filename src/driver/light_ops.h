@@ -22,6 +22,8 @@ bool lowerSoftmax(Lowering& l, const Node& n);
 bool lowerPool(Lowering& l, const Node& n);
 /// The Reduce* ops (f32), ArgMax and ArgMin (the dispatcher sends nothing else).
 bool lowerReduction(Lowering& l, const Node& n);
+/// Trilu, of static or symbolic shape (lower_run_time.cpp).
+bool lowerTrilu(Lowering& l, const Node& n);
 /// MatMulNBits on the weight-only kernel, of static or symbolic rows (lower_weight_only.cpp).
 bool lowerMatMulNBits(Lowering& l, const Node& n);
 

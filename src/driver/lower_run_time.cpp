@@ -217,6 +217,24 @@ bool lowerRunTimeConcat(Lowering& l, const Node& n, const std::string& label) {
 
 } // namespace
 
+bool lowerTrilu(Lowering& l, const Node& n) {
+  const Graph& g = l.graph();
+  const auto& a = std::get<TriluAttrs>(n.attrs);
+  const Value& x = g.value(n.inputs[0]);
+  std::vector<DimExpr> d = Lowering::extentsOf(x.type.shape);
+  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  rt::Step step;
+  step.kind = rt::StepKind::Trilu;
+  step.label = lightLabel(n);
+  step.tensors = {out, in};
+  l.setInts(step,
+            {extentProduct(d, 0, d.size() - 2), d[d.size() - 2], d[d.size() - 1], DimExpr(a.k),
+             DimExpr(a.upper ? 1 : 0), DimExpr(static_cast<int64_t>(dtypeSize(x.type.dtype)))});
+  l.addStep(std::move(step), {in}, {out});
+  return true;
+}
+
 bool lowerRunTimeKernelNodes(Lowering& l, const passes::FusedKernel& kernel) {
   const Graph& g = l.graph();
   if (kernel.split >= 0 || kernel.prologue >= 0 || kernel.dequantizedAddend >= 0 ||

@@ -810,6 +810,15 @@ Result convertExpand(ConvertContext& ctx) {
   return Conversion{OpKind::Expand, ReshapeAttrs{*target}, {ctx.inputs[0]}};
 }
 
+// Trilu(input, k): the upper or lower triangle of the last two axes (a causal mask's
+// torch.triu), k a constant.
+Result convertTrilu(ConvertContext& ctx) {
+  TUNEC_ASSIGN_OR_RETURN(auto k, ctx.constantInput(1, "k"));
+  if (k && k->numel() != 1) return makeError("k must be a scalar");
+  TriluAttrs a{k ? k->getInt(0) : 0, ctx.attrs.getInt("upper", 1) != 0};
+  return Conversion{OpKind::Trilu, a, {ctx.inputs[0]}};
+}
+
 // Range(start, limit, delta) of constants is a constant; with a symbolic limit (the arange of
 // the run's length that causal masks compare) it is the prefix of the bound's table: the values
 // are the same at every length, only the count is the run's.
@@ -1560,6 +1569,7 @@ const std::map<std::string, Converter>& converters() {
       {"GatherElements", convertGather<OpKind::GatherElements>},
       {"Expand", convertExpand},
       {"Range", convertRange},
+      {"Trilu", convertTrilu},
       {"Tile", convertTile},
       {"Pad", convertPad},
       {"ConstantOfShape", convertConstantOfShape},

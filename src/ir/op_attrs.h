@@ -188,6 +188,14 @@ struct ConstantOfShapeAttrs {
   bool operator==(const ConstantOfShapeAttrs&) const = default;
 };
 
+/// Trilu: the upper (j - i >= k) or lower (j - i <= k) triangle of the last two axes kept, the
+/// rest zero.
+struct TriluAttrs {
+  int64_t k = 0;
+  bool upper = true;
+  bool operator==(const TriluAttrs&) const = default;
+};
+
 /// MatMulNBits: weight codes of `bits` bits, a scale and zero point per `block` of K.
 struct BlockQuantAttrs {
   int64_t bits = 4;
@@ -207,6 +215,6 @@ using OpAttrs =
                  ModAttrs, ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs, PoolAttrs, ReduceAttrs,
                  ArgReduceAttrs, ReshapeAttrs, AxisAttrs, AxesAttrs, TransposeAttrs, SplitAttrs,
                  SliceAttrs, TileAttrs, PadAttrs, ConstantOfShapeAttrs, DepthToSpaceAttrs,
-                 BlockQuantAttrs>;
+                 BlockQuantAttrs, TriluAttrs>;
 
 } // namespace tunec

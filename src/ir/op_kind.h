@@ -48,7 +48,7 @@ namespace tunec {
   X(Reshape, ReshapeAttrs) X(Flatten, AxisAttrs) X(Squeeze, AxesAttrs) X(Unsqueeze, AxesAttrs)     \
   X(Transpose, TransposeAttrs) X(Concat, AxisAttrs) X(Split, SplitAttrs) X(Slice, SliceAttrs)      \
   X(Gather, AxisAttrs) X(GatherElements, AxisAttrs) X(Expand, ReshapeAttrs) X(Tile, TileAttrs)     \
-  X(Pad, PadAttrs) X(ConstantOfShape, ConstantOfShapeAttrs) X(DepthToSpace, DepthToSpaceAttrs)     \
+  X(Pad, PadAttrs) X(ConstantOfShape, ConstantOfShapeAttrs) X(Trilu, TriluAttrs) X(DepthToSpace, DepthToSpaceAttrs)     \
   X(SpaceToDepth, DepthToSpaceAttrs)
 // clang-format on
 

@@ -550,6 +550,11 @@ InferResult inferConstantOfShape(const OpAttrs& attrs, Inputs, int) {
   return std::vector{plainType(a.dtype, Shape(a.shape))};
 }
 
+InferResult inferTrilu(const OpAttrs&, Inputs in, int) {
+  if (in[0]->shape.rank() < 2) return makeError("Trilu needs an input of rank 2 or more");
+  return std::vector{plainType(in[0]->dtype, in[0]->shape)};
+}
+
 InferResult inferDepthToSpace(const OpAttrs& attrs, Inputs in, int, bool toSpace) {
   const Shape& x = in[0]->shape;
   int64_t b = std::get<DepthToSpaceAttrs>(attrs).blockSize;
@@ -647,6 +652,7 @@ bool carriesSymbols(decltype(OpInfo::infer) infer) {
                                                       inferReshape,
                                                       inferExpand,
                                                       inferMatMulNBits,
+                                                      inferTrilu,
                                                       inferSlice};
   return std::find(std::begin(kCarriers), std::end(kCarriers), infer) != std::end(kCarriers);
 }
@@ -791,6 +797,8 @@ Row rowFor(OpKind kind) {
     return {O2M, 0, 0, 1, 1, inferConstantOfShape, noFlops};
   case OpKind::DepthToSpace:
     return {SHUF, 1, 1, 1, 1, inferD2S, noFlops};
+  case OpKind::Trilu:
+    return {REORG, 1, 1, 1, 1, inferTrilu, noFlops};
   case OpKind::SpaceToDepth:
     return {SHUF, 1, 1, 1, 1, inferS2D, noFlops};
   default:

@@ -93,6 +93,9 @@ struct AttrPrinter {
     return "shape=" + list(a.shape) + " dtype=" + std::string(dtypeName(a.dtype)) +
            " value=" + num(a.value);
   }
+  std::string operator()(const TriluAttrs& a) const {
+    return "k=" + std::to_string(a.k) + (a.upper ? " upper" : " lower");
+  }
   std::string operator()(const BlockQuantAttrs& a) const {
     return "bits=" + std::to_string(a.bits) + " block=" + std::to_string(a.block);
   }

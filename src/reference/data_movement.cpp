@@ -140,6 +140,21 @@ void depthToSpace(const Node& node, const Tensor& x, Tensor& y) {
 Status dataMovement(const Node& node, Inputs in, Outputs out) {
   Tensor& y = out[0];
   switch (node.kind) {
+  case OpKind::Trilu: {
+    const auto& a = std::get<TriluAttrs>(node.attrs);
+    const Shape& s = in[0]->shape();
+    const int64_t rows = s[s.rank() - 2], cols = s[s.rank() - 1];
+    const auto size = static_cast<int64_t>(dtypeSize(y.dtype()));
+    const std::byte* src = in[0]->data();
+    std::byte* dst = y.data();
+    for (int64_t e = 0; e < s.numel(); ++e) {
+      const int64_t i = e / cols % rows, j = e % cols;
+      const bool keep = a.upper ? j - i >= a.k : j - i <= a.k;
+      for (int64_t b = 0; b < size; ++b)
+        dst[e * size + b] = keep ? src[e * size + b] : std::byte{0};
+    }
+    return {};
+  }
   case OpKind::Reshape:
   case OpKind::Flatten:
   case OpKind::Squeeze:

@@ -499,6 +499,21 @@ static void matmulRows(const float* a, const float* b, float* c, int64_t rows, i
   }
 }
 
+void runTrilu(const uint8_t* in, uint8_t* out, int64_t matrices, int64_t rows, int64_t cols,
+              int64_t k, bool upper, int64_t elem) {
+  for (int64_t m = 0; m < matrices; ++m)
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t at = (m * rows + i) * cols * elem;
+      // Columns [from, to) are kept: j >= i + k (upper) or j <= i + k (lower).
+      const int64_t from = upper ? std::clamp<int64_t>(i + k, 0, cols) : 0;
+      const int64_t to = upper ? cols : std::clamp<int64_t>(i + k + 1, 0, cols);
+      std::memset(out + at, 0, static_cast<size_t>(cols * elem));
+      if (to > from)
+        std::memcpy(out + at + from * elem, in + at + from * elem,
+                    static_cast<size_t>((to - from) * elem));
+    }
+}
+
 // C[i, j] = dot(A row i, B row j) with B stored [n, k]: 16 lanes of partial sums per dot
 // (vectorized without reassociating a reduction), added pairwise at the end.
 TUNEC_MULTIVERSION

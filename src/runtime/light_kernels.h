@@ -158,6 +158,10 @@ void runElementwise(const EwProgram& p, float* out, const float* const* inputs, 
 void runBatchedMatmul(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
                       int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
                       bool bTransposed = false);
+/// Each of `matrices` rows x cols matrices of `elem`-byte elements: the upper (j - i >= k) or
+/// lower (j - i <= k) triangle copied from `in`, the rest zero.
+void runTrilu(const uint8_t* in, uint8_t* out, int64_t matrices, int64_t rows, int64_t cols,
+              int64_t k, bool upper, int64_t elem);
 /// Softmax (mode 0), log-softmax (1) or hardmax (2) over `axis` elements with stride `inner`.
 void runSoftmax(const float* in, float* out, int64_t outer, int64_t axis, int64_t inner, int mode,
                 int threads);

@@ -133,6 +133,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::ChannelRuns      ? 2
                   : s.kind == StepKind::BatchedMatmul    ? 3
                   : s.kind == StepKind::WeightOnlyMatmul ? 3
+                  : s.kind == StepKind::Trilu            ? 2
                                                          : s.tensors.size();
     size_t ints = s.kind == StepKind::Softmax            ? 4
                   : s.kind == StepKind::Reduce           ? 3
@@ -145,7 +146,10 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                                                          : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
-        s.kind > StepKind::WeightOnlyMatmul ||
+        s.kind > StepKind::Trilu ||
+        (s.kind == StepKind::Trilu &&
+         (s.ints.size() != 6 || s.ints[0] < 0 || s.ints[1] < 0 || s.ints[2] < 0 ||
+          (s.ints[5] != 1 && s.ints[5] != 2 && s.ints[5] != 4 && s.ints[5] != 8))) ||
         (s.kind == StepKind::WeightOnlyMatmul &&
          (s.ints[0] < 0 || !WeightOnlyShape{s.ints[1], s.ints[2], s.ints[3], s.ints[4]}.valid() ||
           s.ints[1] > (int64_t{1} << 24) || s.ints[2] > (int64_t{1} << 24))) ||
@@ -335,6 +339,10 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
   case StepKind::ChannelRuns:
     runChannelRuns(static_cast<const uint8_t*>(ptr(1)), static_cast<uint8_t*>(ptr(0)), s.ints[0],
                    s.ints[1], s.ints[2], s.ints.data() + 4, s.ints[3], threads_);
+    return {};
+  case StepKind::Trilu:
+    runTrilu(static_cast<const uint8_t*>(ptr(1)), static_cast<uint8_t*>(ptr(0)), s.ints[0],
+             s.ints[1], s.ints[2], s.ints[3], s.ints[4] != 0, s.ints[5]);
     return {};
   case StepKind::WeightOnlyMatmul:
     runWeightOnlyMatmul(f(1), static_cast<const uint8_t*>(ptr(2)), f(0), s.ints[0],

@@ -54,6 +54,9 @@ enum class StepKind : int32_t {
   /// tensors {out, a, packed weights}; ints {rows, k, n, bits, block}: out = A W^T with W
   /// blockwise-quantized in runtime/weight_only.h's layout.
   WeightOnlyMatmul = 12,
+  /// tensors {out, in}; ints {matrices, rows, cols, k, upper, element bytes}: each matrix's
+  /// upper (j - i >= k) or lower (j - i <= k) triangle copied, the rest zero.
+  Trilu = 13,
 };
 
 /// A dynamic dimension of the model's inputs (`--dim NAME=MIN..MAX`).

@@ -383,6 +383,15 @@ expect 1 "token 29: dimension 2 of input 'past_key_values.0.key' is 33, outside 
 expect 1 "no int64 \[batch, sequence\] input 'input_ids'" -- generate "$src/examples/tiny_cnn/model.onnx" --prompt-ids 1
 expect 1 "--prompt-ids must be a whole number" -- generate "$dec/model.onnx" --prompt-ids 1,x
 expect 0 "Greedy generation with a decoder" -- generate --help
+# The same decoder exported at opset 14 with its causal mask as torch.triu (an ONNX Trilu of the
+# run's length, transformers 4.38's form): PyTorch's tokens too.
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  /usr/bin/python3 "$src/scripts/export_decoder.py" "$tmp/triu" --size tiny --reference 5:8 \
+    --mask triu --opset 14 >/dev/null 2>&1
+  want=$(/usr/bin/python3 -c "import numpy as np; print(' '.join(map(str, np.load('$tmp/triu/tokens.npy'))))")
+  # shellcheck disable=SC2086
+  expect 0 "tokens: $want" -- generate "$tmp/triu/model.onnx" --prompt-ids "$prompt" --tokens 8 $decdims
+fi
 
 echo "cli errors: $((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
