@@ -51,6 +51,10 @@ const CommandSpec kQuantizeSpec{
          "calibration samples"},
         {"block", "N",
          "--weights-only: the block of K per scale, a power of two >= 16 (default 32)"},
+        {"accuracy-level", "4|0",
+         "--weights-only: the MatMulNBits accuracy_level written: 4 (default) lets tunec and "
+         "ONNX Runtime quantize the activations to int8 per block (tunec where the CPU has "
+         "AVX512-VNNI), 0 keeps them f32"},
         {"dynamic", "",
          "dynamic quantization (transformer encoders): MatMul/Gemm activations quantized per "
          "run by DynamicQuantizeLinear, no calibration samples; convolutions stay float"},
@@ -155,9 +159,12 @@ int commandQuantize(const std::vector<std::string>& argv) {
                   "calibration samples; drop --calibration/--random/--dynamic");
     auto block = parseInteger("block", args->get("block", "32"), 16, 1 << 16);
     if (!block) return fail("tunec quantize: " + block.error().message());
+    const std::string level = args->get("accuracy-level", "4");
+    if (level != "4" && level != "0")
+      return fail("tunec quantize: --accuracy-level must be 4 or 0, not " + level);
     std::vector<std::string> keptFloat;
     auto quantized = writeWeightOnlyModel(model, args->get("o"), kind == "int4" ? 4 : 8,
-                                          static_cast<int>(*block), &keptFloat);
+                                          static_cast<int>(*block), &keptFloat, std::stoi(level));
     if (!quantized) return fail(quantized.error().message());
     printKeptFloat(keptFloat);
     std::printf("quantized %d MatMul nodes to %s weights in blocks of %lld (com.microsoft "
@@ -165,7 +172,8 @@ int commandQuantize(const std::vector<std::string>& argv) {
                 *quantized, kind.c_str(), static_cast<long long>(*block), args->get("o").c_str());
     return 0;
   }
-  if (args->has("block")) return fail("tunec quantize: --block goes with --weights-only");
+  if (args->has("block") || args->has("accuracy-level"))
+    return fail("tunec quantize: --block and --accuracy-level go with --weights-only");
   if (args->has("dynamic") && (args->has("calibration") || args->has("random")))
     return fail("tunec quantize: --dynamic quantizes activations per run and takes no "
                 "calibration samples; drop --calibration/--random");

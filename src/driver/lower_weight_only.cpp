@@ -26,7 +26,12 @@ bool lowerMatMulNBits(Lowering& l, const Node& n) {
   const auto* zp = zeros.constant->dataAs<float>();
   std::vector<float> scaleValues(sc, sc + scales.constant->numel());
   std::vector<float> zeroValues(zp, zp + zeros.constant->numel());
-  std::vector<uint8_t> packed = rt::packWeightOnly(s, codeBytes, scaleValues, zeroValues);
+  // Int8 activations where the model allows them (accuracy level 4) and the target has the
+  // int8 dot product (vpdpbusd); f32 activations otherwise.
+  const bool int8 = q.accuracyLevel == 4 && l.options().target.avx512vnni &&
+                    rt::weightOnlyQ8Supports(s, zeroValues);
+  std::vector<uint8_t> packed = int8 ? rt::packWeightOnlyQ8(s, codeBytes, scaleValues, zeroValues)
+                                     : rt::packWeightOnly(s, codeBytes, scaleValues, zeroValues);
   int weights = l.addConstant(packed.data(), packed.size());
   int in = l.tensorIn(n.inputs[0], Phys::Plain);
   int out = l.defineOutput(n.outputs[0], Phys::Plain);
@@ -36,9 +41,11 @@ bool lowerMatMulNBits(Lowering& l, const Node& n) {
   rt::Step step;
   step.kind = rt::StepKind::WeightOnlyMatmul;
   step.label = lightLabel(n) + " " + as.toString() + " x " + std::to_string(s.n) + " (" +
-               std::to_string(q.bits) + "-bit, block " + std::to_string(q.block) + ")";
+               std::to_string(q.bits) + "-bit, block " + std::to_string(q.block) +
+               (int8 ? ", int8 activations" : "") + ")";
   step.tensors = {out, in, weights};
-  l.setInts(step, {rows, DimExpr(s.k), DimExpr(s.n), DimExpr(s.bits), DimExpr(s.block)});
+  l.setInts(step, {rows, DimExpr(s.k), DimExpr(s.n), DimExpr(s.bits), DimExpr(s.block),
+                   DimExpr(int8 ? 1 : 0)});
   step.flops = 2.0 * static_cast<double>(as.numel()) * static_cast<double>(s.n);
   l.addStep(std::move(step), {in, weights}, {out});
   return true;

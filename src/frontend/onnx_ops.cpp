@@ -1121,7 +1121,9 @@ Result convertMatMulIntegerToFloat(ConvertContext& ctx) {
 Result convertMatMulNBits(ConvertContext& ctx) {
   const int64_t k = ctx.attrs.getInt("K", 0), n = ctx.attrs.getInt("N", 0);
   const int64_t bits = ctx.attrs.getInt("bits", 4), block = ctx.attrs.getInt("block_size", 0);
-  ctx.attrs.getInt("accuracy_level", 0); // the compute type: tunec computes in f32
+  // The compute type: 4 allows int8 activations (the int8 dot-product kernel where the target
+  // has one), anything else f32.
+  const int64_t accuracy = ctx.attrs.getInt("accuracy_level", 0);
   if (bits != 2 && bits != 4 && bits != 8)
     return makeError("bits ", bits, " is not supported (2, 4 or 8)");
   if (k < 1 || n < 1 || block < 16 || (block & (block - 1)) != 0 || k > (int64_t{1} << 20) ||
@@ -1172,7 +1174,7 @@ Result convertMatMulNBits(ConvertContext& ctx) {
   std::vector<ValueId> in = {ctx.inputs[0], addPartConstant(ctx, "codes", std::move(codes)),
                              addPartConstant(ctx, "scales", std::move(scale)),
                              addPartConstant(ctx, "zero_points", std::move(zero))};
-  BlockQuantAttrs attrs{bits, block};
+  BlockQuantAttrs attrs{bits, block, accuracy};
   if (!ctx.hasInput(5)) return Conversion{OpKind::MatMulNBits, attrs, in};
   TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::MatMulNBits, attrs, in));
   return Conversion{OpKind::Add, NoAttrs{}, {y, ctx.inputs[5]}};

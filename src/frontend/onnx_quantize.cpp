@@ -289,7 +289,8 @@ void packCodes(const std::vector<uint8_t>& codes, int bits, std::string& out) {
 } // namespace
 
 Expected<int> writeWeightOnlyModel(const std::string& modelPath, const std::string& outPath,
-                                   int bits, int block, std::vector<std::string>* keptFloat) {
+                                   int bits, int block, std::vector<std::string>* keptFloat,
+                                   int accuracyLevel) {
   if (bits != 4 && bits != 8) return makeError("weight-only codes are 4 or 8 bits, not ", bits);
   if (block < 16 || (block & (block - 1)) != 0)
     return makeError("the block must be a power of two of at least 16, not ", block);
@@ -368,7 +369,7 @@ Expected<int> writeWeightOnlyModel(const std::string& modelPath, const std::stri
     attr("N", cols);
     attr("bits", bits);
     attr("block_size", block);
-    attr("accuracy_level", 4);
+    attr("accuracy_level", accuracyLevel);
     replaced.insert(n.input(1));
     nodes.push_back(std::move(q));
     ++quantized;

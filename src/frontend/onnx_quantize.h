@@ -77,11 +77,12 @@ Expected<QuantizePlan> planQuantization(const std::string& modelPath);
 /// Weight-only quantization (what ONNX Runtime's MatMulNBitsQuantizer writes): every MatMul whose
 /// B is a 2-d f32 initializer [K, N] with K >= 16 becomes a com.microsoft MatMulNBits of `bits`
 /// (4 or 8) codes in blocks of `block` along K, asymmetric per block (the block's range widened
-/// to contain 0 over 2^bits - 1 steps; u8 zero points packed like the codes), accuracy_level 4;
-/// activations stay float. Returns how many were quantized; `keptFloat` gets each MatMul left
+/// to contain 0 over 2^bits - 1 steps; u8 zero points packed like the codes), with its
+/// accuracy_level (4: int8 activations allowed, 0: f32); activations stay float in the model. Returns how many were quantized; `keptFloat` gets each MatMul left
 /// float with why.
 Expected<int> writeWeightOnlyModel(const std::string& modelPath, const std::string& outPath,
-                                   int bits, int block, std::vector<std::string>* keptFloat);
+                                   int bits, int block, std::vector<std::string>* keptFloat,
+                                   int accuracyLevel = 4);
 
 /// Rewrites the model at `modelPath` into `outPath` with the calibrated ranges (per activation
 /// name: min, max over the calibration samples). The model's opset is raised to 13 when lower

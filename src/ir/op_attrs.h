@@ -200,6 +200,8 @@ struct TriluAttrs {
 struct BlockQuantAttrs {
   int64_t bits = 4;
   int64_t block = 32;
+  /// ONNX Runtime's accuracy_level: 4 allows int8 activations (quantized per block).
+  int64_t accuracyLevel = 0;
   bool operator==(const BlockQuantAttrs&) const = default;
 };
 

@@ -97,7 +97,8 @@ struct AttrPrinter {
     return "k=" + std::to_string(a.k) + (a.upper ? " upper" : " lower");
   }
   std::string operator()(const BlockQuantAttrs& a) const {
-    return "bits=" + std::to_string(a.bits) + " block=" + std::to_string(a.block);
+    return "bits=" + std::to_string(a.bits) + " block=" + std::to_string(a.block) +
+           (a.accuracyLevel ? " accuracy_level=" + std::to_string(a.accuracyLevel) : "");
   }
   std::string operator()(const DepthToSpaceAttrs& a) const {
     return "blocksize=" + std::to_string(a.blockSize) +

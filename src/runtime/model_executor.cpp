@@ -142,7 +142,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::Pool             ? sizeof(PoolParams) / sizeof(int64_t)
                   : s.kind == StepKind::Gather           ? 6
                   : s.kind == StepKind::BatchedMatmul    ? (s.ints.size() == 7 ? 7 : 6)
-                  : s.kind == StepKind::WeightOnlyMatmul ? 5
+                  : s.kind == StepKind::WeightOnlyMatmul ? (s.ints.size() == 6 ? 6 : 5)
                                                          : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
@@ -152,7 +152,9 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
           (s.ints[5] != 1 && s.ints[5] != 2 && s.ints[5] != 4 && s.ints[5] != 8))) ||
         (s.kind == StepKind::WeightOnlyMatmul &&
          (s.ints[0] < 0 || !WeightOnlyShape{s.ints[1], s.ints[2], s.ints[3], s.ints[4]}.valid() ||
-          s.ints[1] > (int64_t{1} << 24) || s.ints[2] > (int64_t{1} << 24))) ||
+          s.ints[1] > (int64_t{1} << 24) || s.ints[2] > (int64_t{1} << 24) ||
+          (s.ints.size() == 6 &&
+           (s.ints[5] < 0 || s.ints[5] > 1 || (s.ints[5] && s.ints[4] > 256))))) ||
         (s.kind == StepKind::BatchedMatmul &&
          std::any_of(s.ints.begin(), s.ints.end(), [](int64_t v) { return v < 0; })) ||
         (s.kind == StepKind::ChannelRuns && !validChannelRuns(s)) ||
@@ -345,8 +347,12 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
              s.ints[1], s.ints[2], s.ints[3], s.ints[4] != 0, s.ints[5]);
     return {};
   case StepKind::WeightOnlyMatmul:
-    runWeightOnlyMatmul(f(1), static_cast<const uint8_t*>(ptr(2)), f(0), s.ints[0],
-                        WeightOnlyShape{s.ints[1], s.ints[2], s.ints[3], s.ints[4]}, threads_);
+    if (s.ints.size() == 6 && s.ints[5] == 1)
+      runWeightOnlyMatmulQ8(f(1), static_cast<const uint8_t*>(ptr(2)), f(0), s.ints[0],
+                            WeightOnlyShape{s.ints[1], s.ints[2], s.ints[3], s.ints[4]}, threads_);
+    else
+      runWeightOnlyMatmul(f(1), static_cast<const uint8_t*>(ptr(2)), f(0), s.ints[0],
+                          WeightOnlyShape{s.ints[1], s.ints[2], s.ints[3], s.ints[4]}, threads_);
     return {};
   case StepKind::BatchedMatmul:
     runBatchedMatmul(f(1), f(2), f(0), s.ints[0], s.ints[1], s.ints[2], s.ints[3], s.ints[4],

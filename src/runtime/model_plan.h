@@ -51,8 +51,9 @@ enum class StepKind : int32_t {
   /// [n, k] when transposed): a matmul of computed operands at run-time extents (the attention
   /// of a symbolic sequence).
   BatchedMatmul = 11,
-  /// tensors {out, a, packed weights}; ints {rows, k, n, bits, block}: out = A W^T with W
-  /// blockwise-quantized in runtime/weight_only.h's layout.
+  /// tensors {out, a, packed weights}; ints {rows, k, n, bits, block[, int8 activations]}:
+  /// out = A W^T with W blockwise-quantized in runtime/weight_only.h's layout (the int8
+  /// activations' layout when the last int is 1).
   WeightOnlyMatmul = 12,
   /// tensors {out, in}; ints {matrices, rows, cols, k, upper, element bytes}: each matrix's
   /// upper (j - i >= k) or lower (j - i <= k) triangle copied, the rest zero.

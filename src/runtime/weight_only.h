@@ -19,6 +19,8 @@ struct WeightOnlyShape {
   int64_t groups() const { return (n + 15) / 16; }
   int64_t codeBytes() const { return groups() * blocks() * 16 * block * bits / 8; }
   int64_t packedBytes() const { return codeBytes() + 2 * groups() * blocks() * 16 * 4; }
+  /// The int8-activation layout: f32 scales and u8 zero points.
+  int64_t packedBytesQ8() const { return codeBytes() + groups() * blocks() * 16 * 5; }
   bool valid() const {
     return k > 0 && n > 0 && (bits == 4 || bits == 8) && block >= 16 && block % 16 == 0;
   }
@@ -40,5 +42,23 @@ enum class WeightOnlyIsa { Auto, Avx512, Avx2, Scalar };
 void runWeightOnlyMatmul(const float* a, const uint8_t* packed, float* y, int64_t m,
                          const WeightOnlyShape& s, int threads,
                          WeightOnlyIsa isa = WeightOnlyIsa::Auto);
+
+/// int8 activations (ONNX Runtime's accuracy level 4, as llama.cpp computes): each row of A
+/// quantized per block of K to int8 (symmetric, scale = max|a| / 127, round half to even), the
+/// block's integer sum of codes x quantized activations exact (vpdpbusd), then
+/// acc = fma(float(sum - zero point x sum of the quantized activations), scale x its scale, acc).
+/// The layout: per group and block, steps of 64 bytes holding 4 consecutive k of 16 columns
+/// (4-bit: low nibbles k, high nibbles k + 4 of 8), then 16 f32 scales per group and block, then
+/// 16 u8 zero points per group and block (packedBytesQ8 bytes).
+/// Zero points must be integers within the codes' range; blocks up to 256 (sums exact in f32).
+bool weightOnlyQ8Supports(const WeightOnlyShape& s, const std::vector<float>& zeroPoints);
+std::vector<uint8_t> packWeightOnlyQ8(const WeightOnlyShape& s, const std::vector<uint8_t>& codes,
+                                      const std::vector<float>& scales,
+                                      const std::vector<float>& zeroPoints);
+/// Vnni where the CPU has AVX512-VNNI (Auto), else the scalar path of the same arithmetic.
+enum class WeightOnlyQ8Isa { Auto, Vnni, Scalar };
+void runWeightOnlyMatmulQ8(const float* a, const uint8_t* packed, float* y, int64_t m,
+                           const WeightOnlyShape& s, int threads,
+                           WeightOnlyQ8Isa isa = WeightOnlyQ8Isa::Auto);
 
 } // namespace tunec::rt

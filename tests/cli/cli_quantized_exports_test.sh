@@ -31,9 +31,10 @@ expect 0 "quantized layer in fp32: Gemm '/fc/Gemm': its activation is f32" \
   -- inspect "$fx/fbgemm_opset13.onnx" --fusion --summary
 
 # ONNX Runtime's weight-only MatMulNBits (4- and 8-bit, packed, float and no zero points, a bias,
-# partial last blocks): the weights dequantized exactly, the output the float64 one.
+# partial last blocks): the reference's output is the float64 one; compiled, its accuracy level 4
+# quantizes the activations per block where the CPU has VNNI (within 2e-2).
 nb="$src/tests/fixtures/matmul_nbits"
-expect 0 "check y: matches" -- run "$nb/model.onnx" --input "x=$nb/x.npy" --expect "y=$nb/y.npy"
+expect 0 "check y: matches" -- run "$nb/model.onnx" --input "x=$nb/x.npy" --expect "y=$nb/y.npy" --tolerance 2e-2
 expect 0 "check y: matches" -- run "$nb/model.onnx" --reference --input "x=$nb/x.npy" \
   --expect "y=$nb/y.npy"
 

@@ -96,3 +96,85 @@ TEST(WeightOnly, EveryPathMatchesTheReferenceAndEachOtherBitForBit) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// int8 activations: the VNNI and scalar paths bit for bit, the integer arithmetic of activations
+// quantized per block (computed here in double) within float rounding, and the f32 reference
+// within what quantizing the activations costs.
+TEST(WeightOnly, Int8ActivationsMatchTheirQuantizedArithmeticOnEveryPath) {
+  const bool vnni = __builtin_cpu_supports("avx512vnni");
+  if (!vnni) std::printf("note: no AVX512-VNNI on this CPU: only the scalar path is run\n");
+  std::mt19937 rng(5);
+  for (int64_t bits : {4, 8})
+    for (int64_t block : {16, 32, 64})
+      for (int64_t k : {16, 72, 200})
+        for (int64_t n : {1, 16, 37})
+          for (int64_t m : {1, 3, 4, 6}) {
+            SCOPED_TRACE(std::to_string(bits) + "-bit, block " + std::to_string(block) + ", m " +
+                         std::to_string(m) + ", k " + std::to_string(k) + ", n " +
+                         std::to_string(n));
+            rt::WeightOnlyShape s{k, n, bits, block};
+            const int64_t blocks = s.blocks();
+            std::uniform_int_distribution<int> code(0, (1 << bits) - 1);
+            std::uniform_real_distribution<float> unit(-1.f, 1.f), positive(0.01f, 0.1f);
+            std::vector<uint8_t> codes(static_cast<size_t>(n * k));
+            std::vector<float> scales(static_cast<size_t>(n * blocks)), zeros(scales.size()),
+                a(static_cast<size_t>(m * k));
+            for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
+            for (size_t i = 0; i < scales.size(); ++i) {
+              scales[i] = positive(rng);
+              zeros[i] = static_cast<float>(code(rng));
+            }
+            for (auto& v : a) v = unit(rng);
+            ASSERT_TRUE(rt::weightOnlyQ8Supports(s, zeros));
+            std::vector<uint8_t> packed = rt::packWeightOnlyQ8(s, codes, scales, zeros);
+            auto run = [&](rt::WeightOnlyQ8Isa isa, int threads) {
+              std::vector<float> y(static_cast<size_t>(m * n + 16), -7.f);
+              rt::runWeightOnlyMatmulQ8(a.data(), packed.data(), y.data(), m, s, threads, isa);
+              for (size_t i = static_cast<size_t>(m * n); i < y.size(); ++i)
+                EXPECT_EQ(y[i], -7.f) << "written past the output at " << i;
+              y.resize(static_cast<size_t>(m * n));
+              return y;
+            };
+            std::vector<float> scalar = run(rt::WeightOnlyQ8Isa::Scalar, 1);
+            if (vnni) {
+              EXPECT_EQ(run(rt::WeightOnlyQ8Isa::Vnni, 1), scalar);
+              EXPECT_EQ(run(rt::WeightOnlyQ8Isa::Vnni, 2), scalar);
+            }
+            // The quantized arithmetic in double, and the f32 arithmetic in double.
+            double errQ = 0, errF = 0, norm = 0;
+            for (int64_t r = 0; r < m; ++r)
+              for (int64_t col = 0; col < n; ++col) {
+                double yq = 0, yf = 0;
+                for (int64_t b = 0; b < blocks; ++b) {
+                  float amax = 0.f;
+                  for (int64_t i = b * block; i < std::min(k, (b + 1) * block); ++i)
+                    amax = std::max(amax, std::fabs(a[static_cast<size_t>(r * k + i)]));
+                  const float step = amax / 127.f;
+                  const double sc = scales[static_cast<size_t>(col * blocks + b)];
+                  const double zp = zeros[static_cast<size_t>(col * blocks + b)];
+                  double dot = 0;
+                  for (int64_t i = b * block; i < std::min(k, (b + 1) * block); ++i) {
+                    const float x = a[static_cast<size_t>(r * k + i)];
+                    const double w = codes[static_cast<size_t>(col * k + i)] - zp;
+                    const double q =
+                        step > 0 ? std::clamp(std::nearbyint(x / step), -127.f, 127.f) : 0;
+                    dot += w * q;
+                    yf += w * sc * x;
+                  }
+                  yq += dot * sc * step;
+                }
+                const double got = scalar[static_cast<size_t>(r * n + col)];
+                errQ += (got - yq) * (got - yq);
+                errF += (got - yf) * (got - yf);
+                norm += yf * yf;
+              }
+            EXPECT_LT(std::sqrt(errQ / norm), 1e-6);
+            EXPECT_LT(std::sqrt(errF / norm), 8e-2); // a few outputs: cancellation
+          }
+}
+
+} // namespace
+} // namespace tunec

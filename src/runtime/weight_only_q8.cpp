@@ -1,0 +1,232 @@
+// Weight-only matmul with int8 activations (weight_only.h): the codes times the activations
+// quantized per block as exact integer dot products (AVX512-VNNI's vpdpbusd: 64 products an
+// instruction), one float multiply-add per block and column.
+#include "runtime/parallel.h"
+#include "runtime/weight_only.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <immintrin.h>
+
+namespace tunec::rt {
+
+namespace {
+
+constexpr int kRows = 4; // rows of A per pass over a group's codes
+
+struct Q8Operands {
+  const int8_t* q = nullptr;    ///< rows x kp quantized activations
+  const float* scale = nullptr; ///< rows x blocks
+  const int32_t* sum = nullptr; ///< rows x blocks: the block's sum of quantized activations
+  int64_t kp = 0;
+};
+
+int64_t blockCodeBytes(const WeightOnlyShape& s) {
+  return 16 * s.block * s.bits / 8;
+}
+int64_t groupCodeBytes(const WeightOnlyShape& s) {
+  return s.blocks() * blockCodeBytes(s);
+}
+const float* scalesOf(const uint8_t* packed, const WeightOnlyShape& s, int64_t g) {
+  return reinterpret_cast<const float*>(packed + s.codeBytes()) + g * s.blocks() * 16;
+}
+const uint8_t* zerosOf(const uint8_t* packed, const WeightOnlyShape& s, int64_t g) {
+  return packed + s.codeBytes() + s.groups() * s.blocks() * 16 * 4 + g * s.blocks() * 16;
+}
+
+// The reference arithmetic, lane by lane.
+template <int R>
+void groupScalar(const Q8Operands& op, const uint8_t* packed, const WeightOnlyShape& s, int64_t g,
+                 int64_t row, float* y, int64_t m) {
+  const int64_t blocks = s.blocks();
+  const float* scales = scalesOf(packed, s, g);
+  const uint8_t* zeros = zerosOf(packed, s, g);
+  float acc[R][16] = {};
+  for (int64_t b = 0; b < blocks; ++b) {
+    int32_t sum[R][16] = {};
+    const uint8_t* q = packed + g * groupCodeBytes(s) + b * blockCodeBytes(s);
+    const int64_t kPerStep = s.bits == 4 ? 8 : 4;
+    for (int64_t t = 0; t < s.block / kPerStep; ++t, q += 64)
+      for (int c = 0; c < 16; ++c)
+        for (int j = 0; j < 4; ++j) {
+          const int byte = q[c * 4 + j];
+          const int64_t k = b * s.block + t * kPerStep + j;
+          for (int r = 0; r < R; ++r) {
+            const int8_t* a = op.q + (row + r) * op.kp;
+            if (s.bits == 4)
+              sum[r][c] += (byte & 15) * a[k] + (byte >> 4) * a[k + 4];
+            else
+              sum[r][c] += byte * a[k];
+          }
+        }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 16; ++c) {
+        const int64_t at = (row + r) * blocks + b;
+        const auto v = static_cast<float>(sum[r][c] - int32_t{zeros[b * 16 + c]} * op.sum[at]);
+        acc[r][c] = std::fma(v, scales[b * 16 + c] * op.scale[at], acc[r][c]);
+      }
+  }
+  for (int r = 0; r < R && row + r < m; ++r)
+    for (int c = 0; c < 16 && g * 16 + c < s.n; ++c) y[(row + r) * s.n + g * 16 + c] = acc[r][c];
+}
+
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+groupVnni(const Q8Operands& op, const uint8_t* packed, const WeightOnlyShape& s, int64_t g,
+          int64_t row, float* y, int64_t m) {
+  const int64_t blocks = s.blocks();
+  const float* scales = scalesOf(packed, s, g);
+  const uint8_t* zeros = zerosOf(packed, s, g);
+  const __m512i nibble = _mm512_set1_epi8(15);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
+    const uint8_t* q = packed + g * groupCodeBytes(s) + b * blockCodeBytes(s);
+    const int8_t* a = op.q + row * op.kp + b * s.block;
+    if (s.bits == 4) {
+      for (int64_t k = 0; k < s.block; k += 8, q += 64) {
+        const __m512i v = _mm512_loadu_si512(q);
+        const __m512i lo = _mm512_and_si512(v, nibble);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+        for (int r = 0; r < R; ++r) {
+          int32_t x0, x1;
+          std::memcpy(&x0, a + r * op.kp + k, 4);
+          std::memcpy(&x1, a + r * op.kp + k + 4, 4);
+          sum[r] = _mm512_dpbusd_epi32(sum[r], lo, _mm512_set1_epi32(x0));
+          sum[r] = _mm512_dpbusd_epi32(sum[r], hi, _mm512_set1_epi32(x1));
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < s.block; k += 4, q += 64) {
+        const __m512i v = _mm512_loadu_si512(q);
+        for (int r = 0; r < R; ++r) {
+          int32_t x;
+          std::memcpy(&x, a + r * op.kp + k, 4);
+          sum[r] = _mm512_dpbusd_epi32(sum[r], v, _mm512_set1_epi32(x));
+        }
+      }
+    }
+    const __m512 sc = _mm512_loadu_ps(scales + b * 16);
+    const __m512i zp =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zeros + b * 16)));
+    for (int r = 0; r < R; ++r) {
+      const int64_t at = (row + r) * blocks + b;
+      const __m512i v =
+          _mm512_sub_epi32(sum[r], _mm512_mullo_epi32(zp, _mm512_set1_epi32(op.sum[at])));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v),
+                               _mm512_mul_ps(sc, _mm512_set1_ps(op.scale[at])), acc[r]);
+    }
+  }
+  const int64_t valid = std::min<int64_t>(16, s.n - g * 16);
+  const auto mask = static_cast<__mmask16>((1u << valid) - 1);
+  for (int r = 0; r < R && row + r < m; ++r)
+    _mm512_mask_storeu_ps(y + (row + r) * s.n + g * 16, mask, acc[r]);
+}
+
+using GroupFn = void (*)(const Q8Operands&, const uint8_t*, const WeightOnlyShape&, int64_t,
+                         int64_t, float*, int64_t);
+
+template <int R> GroupFn groupFn(WeightOnlyQ8Isa isa) {
+  return isa == WeightOnlyQ8Isa::Vnni ? groupVnni<R> : groupScalar<R>;
+}
+
+} // namespace
+
+bool weightOnlyQ8Supports(const WeightOnlyShape& s, const std::vector<float>& zeroPoints) {
+  if (!s.valid() || s.block > 256) return false;
+  const float top = static_cast<float>((1 << s.bits) - 1);
+  for (float z : zeroPoints)
+    if (!(z >= 0 && z <= top && z == std::nearbyint(z))) return false;
+  return true;
+}
+
+std::vector<uint8_t> packWeightOnlyQ8(const WeightOnlyShape& s, const std::vector<uint8_t>& codes,
+                                      const std::vector<float>& scales,
+                                      const std::vector<float>& zeroPoints) {
+  const int64_t blocks = s.blocks(), groups = s.groups();
+  std::vector<uint8_t> out(static_cast<size_t>(s.packedBytesQ8()), 0);
+  auto* sc = reinterpret_cast<float*>(out.data() + s.codeBytes());
+  uint8_t* zp = out.data() + s.codeBytes() + groups * blocks * 16 * 4;
+  const int64_t kPerStep = s.bits == 4 ? 8 : 4;
+  for (int64_t col = 0; col < s.n; ++col) {
+    const int64_t g = col / 16, c = col % 16;
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t* q = out.data() + g * groupCodeBytes(s) + b * blockCodeBytes(s);
+      for (int64_t j = 0; j < s.block && b * s.block + j < s.k; ++j) {
+        const uint8_t code = codes[static_cast<size_t>(col * s.k + b * s.block + j)];
+        const int64_t t = j / kPerStep, within = j % kPerStep;
+        uint8_t& byte = q[t * 64 + c * 4 + within % 4];
+        if (s.bits == 8)
+          byte = code;
+        else
+          byte = static_cast<uint8_t>(byte | ((code & 15) << (within < 4 ? 0 : 4)));
+      }
+      sc[(g * blocks + b) * 16 + c] = scales[static_cast<size_t>(col * blocks + b)];
+      zp[(g * blocks + b) * 16 + c] =
+          static_cast<uint8_t>(zeroPoints[static_cast<size_t>(col * blocks + b)]);
+    }
+  }
+  return out;
+}
+
+void runWeightOnlyMatmulQ8(const float* a, const uint8_t* packed, float* y, int64_t m,
+                           const WeightOnlyShape& s, int threads, WeightOnlyQ8Isa isa) {
+  if (m <= 0) return;
+  static const bool vnni = __builtin_cpu_supports("avx512vnni") != 0;
+  if (isa == WeightOnlyQ8Isa::Auto) isa = vnni ? WeightOnlyQ8Isa::Vnni : WeightOnlyQ8Isa::Scalar;
+  const int64_t blocks = s.blocks(), kp = blocks * s.block;
+  const int64_t rows = (m + kRows - 1) / kRows * kRows;
+  // The quantized rows (zeros past k and past m), their scales and sums, in this thread's
+  // scratch: no allocation per run once it has grown.
+  const int64_t bytes = rows * kp + rows * blocks * 8 + 64;
+  auto* base = static_cast<uint8_t*>(tunec_scratch(3, bytes));
+  auto* scale = reinterpret_cast<float*>(base);
+  auto* sum = reinterpret_cast<int32_t*>(base + rows * blocks * 4);
+  auto* q = reinterpret_cast<int8_t*>(base + rows * blocks * 8);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t from = b * s.block, to = r < m ? std::min(s.k, from + s.block) : from;
+      float amax = 0.f;
+      for (int64_t k = from; k < to; ++k) amax = std::max(amax, std::fabs(a[r * s.k + k]));
+      const float step = amax / 127.f;
+      int32_t total = 0;
+      for (int64_t k = from; k < from + s.block; ++k) {
+        int8_t v = 0;
+        if (k < to && step > 0.f)
+          v = static_cast<int8_t>(std::clamp(std::nearbyint(a[r * s.k + k] / step), -127.f, 127.f));
+        q[r * kp + k] = v;
+        total += v;
+      }
+      scale[r * blocks + b] = step;
+      sum[r * blocks + b] = total;
+    }
+  const Q8Operands op{q, scale, sum, kp};
+  const GroupFn full = groupFn<kRows>(isa);
+  const GroupFn tail[kRows] = {nullptr, groupFn<1>(isa), groupFn<2>(isa), groupFn<3>(isa)};
+  struct Ctx {
+    const Q8Operands* op;
+    const uint8_t* packed;
+    const WeightOnlyShape* s;
+    float* y;
+    int64_t m, tasks;
+    GroupFn full;
+    const GroupFn* tail;
+  } ctx{&op, packed, &s, y, m, std::min<int64_t>(std::max(threads, 1), s.groups()), full, tail};
+  tunec_parallel_for(
+      [](void* c, int64_t task) {
+        const auto* x = static_cast<const Ctx*>(c);
+        const int64_t groups = x->s->groups();
+        const int64_t lo = groups * task / x->tasks, hi = groups * (task + 1) / x->tasks;
+        for (int64_t g = lo; g < hi; ++g)
+          for (int64_t row = 0; row < x->m; row += kRows) {
+            const int64_t left = x->m - row;
+            (left >= kRows ? x->full : x->tail[left])(*x->op, x->packed, *x->s, g, row, x->y, x->m);
+          }
+      },
+      &ctx, ctx.tasks, threads);
+}
+
+} // namespace tunec::rt
