@@ -11,7 +11,7 @@ their ratio, and the decode rate in GB/s of the Linear weights each step reads
 PyTorch did (tokens.npy, when the export wrote as many).
 
 usage: scripts/bench_decoder.py EXPORT_DIR MODEL.so [--tokens 64] [--rounds 3] [--threads 1]
-       [--weight-bits 32] [--onnx EXPORT_DIR/model.onnx]
+       [--weight-bits 32] [--onnx EXPORT_DIR/model.onnx] [--prompt-len N]
 Run pinned (taskset -c 0 for one thread) with NODE_PATH at onnxruntime-node's node_modules.
 """
 import argparse
@@ -63,6 +63,8 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--weight-bits", type=float, default=32)
     parser.add_argument("--onnx", default="")
+    parser.add_argument("--prompt-len", type=int, default=0,
+                        help="a random prompt of this many tokens (seeded) instead of prompt.npy")
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "build", "python"))
     import tunec
@@ -70,6 +72,9 @@ def main():
     onnx = args.onnx or os.path.join(args.export, "model.onnx")
     prompt = np.load(os.path.join(args.export, "prompt.npy"))
     want = list(np.load(os.path.join(args.export, "tokens.npy")))
+    if args.prompt_len:
+        prompt = np.random.default_rng(1).integers(1, config["vocab"], (1, args.prompt_len))
+        want = []
     model = tunec.load(args.model, threads=args.threads)
     kv = [i for i in model.inputs if i["name"].startswith("past_key_values")]
     rows = {"tunec": [], "onnxruntime": []}
