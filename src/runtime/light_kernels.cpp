@@ -537,6 +537,19 @@ static void matmulRowsTransposedB(const float* a, const float* b, float* c, int6
 void runBatchedMatmul(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
                       int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
                       bool bTransposed) {
+  // Many rows against a transposed B (a prompt's Q K^T): B transposed once per batch into this
+  // thread's scratch, then the register-tiled rows; a few rows (a decode step's) read it as
+  // stored, a dot product per output.
+  if (bTransposed && m >= 16) {
+    const int64_t perBatch = bBatchStride == 0 ? 1 : batch;
+    auto* bt = static_cast<float*>(tunec_scratch(2, perBatch * n * k * 4));
+    for (int64_t i = 0; i < perBatch; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t p = 0; p < k; ++p) bt[i * n * k + p * n + j] = b[i * bBatchStride + j * k + p];
+    runBatchedMatmul(a, bt, c, batch, m, n, k, aBatchStride, bBatchStride == 0 ? 0 : n * k, threads,
+                     false);
+    return;
+  }
   const int64_t blocks = (m + 15) / 16; // 16 rows per task
   parallelRange(batch * blocks, threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(n * k, 1)),
                 [&](int64_t lo, int64_t hi) {
