@@ -64,11 +64,12 @@ Expected<Graph> foldGroupedKv(const Graph& graph) {
     auto rep = mm.kind == OpKind::MatMul && mm.inputs.size() == 2
                    ? repeatOf(graph, mm.inputs[1], uses)
                    : std::nullopt;
-    const Shape& as = graph.value(mm.inputs.empty() ? kNoValue : mm.inputs[0]).type.shape;
-    if (!rep || as.rank() != 4 || graph.value(mm.inputs[0]).type.dtype != DType::F32) {
+    if (!rep || graph.value(mm.inputs[0]).type.shape.rank() != 4 ||
+        graph.value(mm.inputs[0]).type.dtype != DType::F32) {
       TUNEC_TRY(rw.copy(mm));
       continue;
     }
+    const Shape& as = graph.value(mm.inputs[0]).type.shape;
     const Shape& kv = graph.value(rep->kv).type.shape;
     const Dim groups = kv.dim(1);
     // A's heads [b, kvh*rep, n, k] as [b, kvh, rep*n, k].
