@@ -723,7 +723,7 @@ Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& bas
   // the plain import gives, naming the flag that bounds it.
   ImportOptions opts = options;
   const std::set<std::string> provisional = unboundedSymbols(model.graph(), options.inputDims);
-  for (const std::string& s : provisional) opts.inputDims.ranges[s] = {0, int64_t{1} << 24};
+  for (const std::string& s : provisional) opts.inputDims.ranges[s] = {0, int64_t{1} << 20};
   for (;;) {
     Importer importer(model, baseDir, opts);
     auto graph = importer.run();

@@ -169,6 +169,11 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
       return makeError("corrupt model plan: step '", s.label, "' has the wrong operands");
   }
   ex->model_ = std::move(model);
+  // One arena at load, touched then (takeArena): the first run is not the one that pays for it.
+  auto arena = ex->takeArena();
+  if (!arena)
+    return makeError("out of memory: the arena needs ", ex->model_.plan.arenaBytes, " bytes");
+  ex->giveArena(std::move(arena));
   return ex;
 }
 
@@ -183,7 +188,13 @@ std::unique_ptr<uint8_t, void (*)(void*)> ModelExecutor::takeArena() {
   }
   size_t bytes =
       static_cast<size_t>((std::max<int64_t>(model_.plan.arenaBytes, 64) + 63) / 64 * 64);
-  return {static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), std::free};
+  std::unique_ptr<uint8_t, void (*)(void*)> arena{
+      static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), std::free};
+  // Touched once, here: a symbolic model's runs use more of the bound's arena as their extents
+  // grow (a decoder's past), and the resident set is the bound's from the first run on (the
+  // first arena is taken at load).
+  if (arena) std::memset(arena.get(), 0, bytes);
+  return arena;
 }
 
 void ModelExecutor::giveArena(std::unique_ptr<uint8_t, void (*)(void*)> arena) {
