@@ -724,6 +724,13 @@ Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& bas
   ImportOptions opts = options;
   const std::set<std::string> provisional = unboundedSymbols(model.graph(), options.inputDims);
   for (const std::string& s : provisional) opts.inputDims.ranges[s] = {0, int64_t{1} << 20};
+  // The plain import with the symbols found so far defined: its error names a symbol that
+  // still needs its bounds.
+  auto plain = [&]() {
+    ImportOptions found = options;
+    found.inputDims.equal = opts.inputDims.equal;
+    return Importer(model, baseDir, found).run();
+  };
   for (;;) {
     Importer importer(model, baseDir, opts);
     auto graph = importer.run();
@@ -732,7 +739,7 @@ Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& bas
       for (ValueId in : graph->inputs())
         for (const Dim& d : graph->value(in).type.shape.symbolicDims())
           for (const std::string& s : d.expr.symbols())
-            if (provisional.count(s)) return Importer(model, baseDir, options).run();
+            if (provisional.count(s)) return plain();
       for (const auto& [symbol, expr] : opts.inputDims.equal)
         if (!options.inputDims.equal.count(symbol) && options.note)
           options.note("'" + symbol + "' is taken as " + expr.toString() +
@@ -741,7 +748,7 @@ Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& bas
     }
     auto found = importer.equation();
     if (!found || opts.inputDims.equal.count(found->first))
-      return provisional.empty() ? graph : Importer(model, baseDir, options).run();
+      return provisional.empty() ? graph : plain();
     opts.inputDims.equal.emplace(found->first, found->second);
   }
 }

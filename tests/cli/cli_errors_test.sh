@@ -381,6 +381,9 @@ expect 0 "tokens: $want" -- generate "$dec/model.onnx" --prompt-ids "$prompt" --
 expect 1 "token 29: dimension 2 of input 'past_key_values.0.key' is 33, outside the bounds of 'past_sequence' \(0..32\)" \
   -- generate "$dec/model.onnx" --prompt-ids "$prompt" --tokens 40 $decdims
 expect 1 "no int64 \[batch, sequence\] input 'input_ids'" -- generate "$src/examples/tiny_cnn/model.onnx" --prompt-ids 1
+# Without the past's bounds: the error names the symbol that needs them, not the mask's.
+expect 1 "'total_sequence' is past_sequence\+sequence, but 'past_sequence' has no bounds: bound it with --dim past_sequence=MIN..MAX" \
+  -- compile "$dec/model.onnx" -o "$tmp/nopast.so" --dim batch=1..1 --dim sequence=1..16
 expect 1 "--prompt-ids must be a whole number" -- generate "$dec/model.onnx" --prompt-ids 1,x
 expect 0 "Greedy generation with a decoder" -- generate --help
 # The same decoder exported at opset 14 with its causal mask as torch.triu (an ONNX Trilu of the
