@@ -423,9 +423,13 @@ private:
     if (!schema)
       schema = onnx::OpSchemaRegistry::Schema(node.op_type(), std::numeric_limits<int>::max(), "");
     if (!schema) {
-      // No schema at all in this ONNX build: every converter reads a first input.
+      // No schema at all in this ONNX build (the com.microsoft ops): every converter reads a
+      // first input and names its parts after a first output.
       if (inputs.empty() || inputs[0] == kNoValue)
         return makeError("input 0 is required but ", inputs.empty() ? "missing" : "empty");
+      if (node.output_size() == 0 || node.output(0).empty())
+        return makeError("output 0 is required but ",
+                         node.output_size() == 0 ? "missing" : "unnamed");
       return {};
     }
     const auto& formals = schema->inputs();
