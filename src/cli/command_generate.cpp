@@ -117,7 +117,12 @@ int commandGenerate(const std::vector<std::string>& argv) {
   // Buffers at the bounds, allocated once; the past and present of each K/V alternate between
   // two buffers of the present's bound (the larger).
   std::vector<Tensor> in, out, pastBuffers;
-  for (const rt::IoSpec& io : s.inputs) in.emplace_back(io.dtype, Shape(io.shape));
+  // (A past input reads one of its K/V's two buffers, never a buffer of its own.)
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    bool past = false;
+    for (auto [o, input] : cache) past = past || input == static_cast<int>(i);
+    in.emplace_back(s.inputs[i].dtype, past ? Shape{0} : Shape(s.inputs[i].shape));
+  }
   for (const rt::IoSpec& io : s.outputs) out.emplace_back(io.dtype, Shape(io.shape));
   std::vector<const void*> inPtrs;
   std::vector<void*> outPtrs;

@@ -20,12 +20,13 @@ bool lowerMatMulNBits(Lowering& l, const Node& n) {
                          std::to_string(q.bits) + "-bit, block " + std::to_string(q.block) + ")");
     return false;
   }
-  const auto* c = codes.constant->dataAs<uint8_t>();
-  std::vector<uint8_t> codeBytes(c, c + codes.constant->numel());
-  const auto* sc = scales.constant->dataAs<float>();
-  const auto* zp = zeros.constant->dataAs<float>();
-  std::vector<float> scaleValues(sc, sc + scales.constant->numel());
-  std::vector<float> zeroValues(zp, zp + zeros.constant->numel());
+  // The constants as they are (no copies: the codes are a byte a weight).
+  std::span<const uint8_t> codeBytes(codes.constant->dataAs<uint8_t>(),
+                                     static_cast<size_t>(codes.constant->numel()));
+  std::span<const float> scaleValues(scales.constant->dataAs<float>(),
+                                     static_cast<size_t>(scales.constant->numel()));
+  std::span<const float> zeroValues(zeros.constant->dataAs<float>(),
+                                    static_cast<size_t>(zeros.constant->numel()));
   // Int8 activations where the model allows them (accuracy level 4) and the target has the
   // int8 dot product (vpdpbusd); f32 activations otherwise.
   const bool int8 = q.accuracyLevel == 4 && l.options().target.avx512vnni &&

@@ -59,6 +59,31 @@ Tensor scalar(DType type, double value) {
   return t;
 }
 
+// Drops the initializers in `replaced` that no node or graph output reads any more.
+void dropUnread(onnx::GraphProto& g, const std::set<std::string>& replaced) {
+  std::set<std::string> used;
+  for (const onnx::NodeProto& n : g.node())
+    for (const std::string& i : n.input()) used.insert(i);
+  for (const onnx::ValueInfoProto& o : g.output()) used.insert(o.name());
+  auto* inits = g.mutable_initializer();
+  for (int i = inits->size() - 1; i >= 0; --i)
+    if (replaced.count(inits->Get(i).name()) && !used.count(inits->Get(i).name()))
+      inits->DeleteSubrange(i, 1);
+}
+
+// The rewritten model to `outPath`, whole or not at all.
+Status writeModel(const onnx::ModelProto& model, const std::string& outPath,
+                  const std::string& modelPath) {
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) return makeError(outPath, ": cannot serialize the model");
+  return writeFileAtomically(outPath,
+                             [&](std::ostream& out) -> Status {
+                               out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+                               return {};
+                             },
+                             {modelPath});
+}
+
 void addInitializer(onnx::GraphProto& g, const Tensor& t, const std::string& name) {
   onnx_import::tensorToProto(t, name, *g.add_initializer());
 }
@@ -250,26 +275,11 @@ Expected<int> writeQuantizedModel(const std::string& modelPath, const std::strin
   g.clear_node();
   for (onnx::NodeProto& n : nodes) *g.add_node() = std::move(n);
   // Drop the f32 weights no node reads any more.
-  std::set<std::string> used;
-  for (const onnx::NodeProto& n : g.node())
-    for (const std::string& i : n.input()) used.insert(i);
-  for (const onnx::ValueInfoProto& o : g.output()) used.insert(o.name());
-  auto* inits = g.mutable_initializer();
-  for (int i = inits->size() - 1; i >= 0; --i)
-    if (replacedWeights.count(inits->Get(i).name()) && !used.count(inits->Get(i).name()))
-      inits->DeleteSubrange(i, 1);
+  dropUnread(g, replacedWeights);
   // Per-axis DequantizeLinear is opset 13.
   for (onnx::OperatorSetIdProto& op : *model.mutable_opset_import())
     if ((op.domain().empty() || op.domain() == "ai.onnx") && op.version() < 13) op.set_version(13);
-  std::string bytes;
-  if (!model.SerializeToString(&bytes)) return makeError(outPath, ": cannot serialize the model");
-  TUNEC_TRY(writeFileAtomically(outPath,
-                                [&](std::ostream& out) -> Status {
-                                  out.write(bytes.data(),
-                                            static_cast<std::streamsize>(bytes.size()));
-                                  return {};
-                                },
-                                {modelPath}));
+  TUNEC_TRY(writeModel(model, outPath, modelPath));
   return quantized;
 }
 
@@ -376,13 +386,7 @@ Expected<int> writeWeightOnlyModel(const std::string& modelPath, const std::stri
   }
   g.clear_node();
   for (onnx::NodeProto& n : nodes) *g.add_node() = std::move(n);
-  std::set<std::string> used;
-  for (const onnx::NodeProto& n : g.node())
-    for (const std::string& i : n.input()) used.insert(i);
-  auto* inits = g.mutable_initializer();
-  for (int i = inits->size() - 1; i >= 0; --i)
-    if (replaced.count(inits->Get(i).name()) && !used.count(inits->Get(i).name()))
-      inits->DeleteSubrange(i, 1);
+  dropUnread(g, replaced);
   bool imported = false;
   for (const onnx::OperatorSetIdProto& op : model.opset_import())
     imported = imported || op.domain() == "com.microsoft";
@@ -391,15 +395,7 @@ Expected<int> writeWeightOnlyModel(const std::string& modelPath, const std::stri
     op->set_domain("com.microsoft");
     op->set_version(1);
   }
-  std::string bytes;
-  if (!model.SerializeToString(&bytes)) return makeError(outPath, ": cannot serialize the model");
-  TUNEC_TRY(writeFileAtomically(outPath,
-                                [&](std::ostream& out) -> Status {
-                                  out.write(bytes.data(),
-                                            static_cast<std::streamsize>(bytes.size()));
-                                  return {};
-                                },
-                                {modelPath}));
+  TUNEC_TRY(writeModel(model, outPath, modelPath));
   return quantized;
 }
 

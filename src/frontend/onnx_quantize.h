@@ -78,8 +78,8 @@ Expected<QuantizePlan> planQuantization(const std::string& modelPath);
 /// B is a 2-d f32 initializer [K, N] with K >= 16 becomes a com.microsoft MatMulNBits of `bits`
 /// (4 or 8) codes in blocks of `block` along K, asymmetric per block (the block's range widened
 /// to contain 0 over 2^bits - 1 steps; u8 zero points packed like the codes), with its
-/// accuracy_level (4: int8 activations allowed, 0: f32); activations stay float in the model. Returns how many were quantized; `keptFloat` gets each MatMul left
-/// float with why.
+/// accuracy_level (4: int8 activations allowed, 0: f32); activations stay float in the model.
+/// Returns how many were quantized; `keptFloat` gets each MatMul left float with why.
 Expected<int> writeWeightOnlyModel(const std::string& modelPath, const std::string& outPath,
                                    int bits, int block, std::vector<std::string>* keptFloat,
                                    int accuracyLevel = 4);

@@ -212,11 +212,10 @@ struct DepthToSpaceAttrs {
 };
 
 /// The attributes of any op; the alternative is fixed by the op kind (TUNEC_OP_LIST).
-using OpAttrs =
-    std::variant<NoAttrs, AlphaBetaAttrs, GeluAttrs, IsInfAttrs, ClipAttrs, CastAttrs, QuantAttrs,
-                 ModAttrs, ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs, PoolAttrs, ReduceAttrs,
-                 ArgReduceAttrs, ReshapeAttrs, AxisAttrs, AxesAttrs, TransposeAttrs, SplitAttrs,
-                 SliceAttrs, TileAttrs, PadAttrs, ConstantOfShapeAttrs, DepthToSpaceAttrs,
-                 BlockQuantAttrs, TriluAttrs>;
+using OpAttrs = std::variant<NoAttrs, AlphaBetaAttrs, GeluAttrs, IsInfAttrs, ClipAttrs, CastAttrs,
+                             QuantAttrs, ModAttrs, ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs,
+                             PoolAttrs, ReduceAttrs, ArgReduceAttrs, ReshapeAttrs, AxisAttrs,
+                             AxesAttrs, TransposeAttrs, SplitAttrs, SliceAttrs, TileAttrs, PadAttrs,
+                             ConstantOfShapeAttrs, DepthToSpaceAttrs, BlockQuantAttrs, TriluAttrs>;
 
 } // namespace tunec

@@ -23,10 +23,6 @@ struct Operands {
   int64_t kp = 0;
 };
 
-int64_t groupCodeBytes(const WeightOnlyShape& s) {
-  return s.blocks() * 16 * s.block * s.bits / 8;
-}
-
 // One group of 16 columns for R rows, the reference arithmetic: per lane, per block, the codes
 // times A by fused multiply-adds into four chains (k mod 4, each in order of k), the block's sum
 // (c0 + c1) + (c2 + c3), then acc = fma(scale, sum, acc) and acc = fma(-scale x zero point, sum
@@ -35,13 +31,13 @@ template <int R>
 void groupScalar(const Operands& op, const uint8_t* packed, const WeightOnlyShape& s, int64_t g,
                  int64_t row, float* y, int64_t m) {
   const int64_t blocks = s.blocks();
-  const uint8_t* codes = packed + g * groupCodeBytes(s);
+  const uint8_t* codes = packed + g * s.groupCodeBytes();
   const float* scales = reinterpret_cast<const float*>(packed + s.codeBytes()) + g * blocks * 16;
   const float* szp = scales + s.groups() * blocks * 16;
   float acc[R][16] = {};
   for (int64_t b = 0; b < blocks; ++b) {
     float chain[R][4][16] = {};
-    const uint8_t* q = codes + b * 16 * s.block * s.bits / 8;
+    const uint8_t* q = codes + b * s.blockCodeBytes();
     for (int64_t j = 0; j < s.block; ++j)
       for (int c = 0; c < 16; ++c) {
         int code = s.bits == 8 ? q[j * 16 + c] : (q[(j / 2) * 16 + c] >> (4 * (j % 2))) & 15;
@@ -65,7 +61,7 @@ __attribute__((target("avx512f"))) void group512(const Operands& op, const uint8
                                                  const WeightOnlyShape& s, int64_t g, int64_t row,
                                                  float* y, int64_t m) {
   const int64_t blocks = s.blocks();
-  const uint8_t* codes = packed + g * groupCodeBytes(s);
+  const uint8_t* codes = packed + g * s.groupCodeBytes();
   const float* scales = reinterpret_cast<const float*>(packed + s.codeBytes()) + g * blocks * 16;
   const float* szp = scales + s.groups() * blocks * 16;
   const __m512i low = _mm512_set1_epi32(15);
@@ -77,7 +73,7 @@ __attribute__((target("avx512f"))) void group512(const Operands& op, const uint8
     __m512 ch[R][4];
     for (int r = 0; r < R; ++r)
       for (int i = 0; i < 4; ++i) ch[r][i] = _mm512_setzero_ps();
-    const uint8_t* q = codes + b * 16 * s.block * s.bits / 8;
+    const uint8_t* q = codes + b * s.blockCodeBytes();
     const float* a = op.a + row * op.kp + b * s.block;
     if (s.bits == 4) {
       for (int64_t k = 0; k < s.block; k += 4) {
@@ -126,7 +122,7 @@ __attribute__((target("avx2,fma"))) void group256(const Operands& op, const uint
                                                   const WeightOnlyShape& s, int64_t g, int64_t row,
                                                   float* y, int64_t m) {
   const int64_t blocks = s.blocks();
-  const uint8_t* codes = packed + g * groupCodeBytes(s);
+  const uint8_t* codes = packed + g * s.groupCodeBytes();
   const float* scales = reinterpret_cast<const float*>(packed + s.codeBytes()) + g * blocks * 16;
   const float* szp = scales + s.groups() * blocks * 16;
   const __m256i low = _mm256_set1_epi32(15);
@@ -140,7 +136,7 @@ __attribute__((target("avx2,fma"))) void group256(const Operands& op, const uint
       __m256 ch[R][4];
       for (int r = 0; r < R; ++r)
         for (int i = 0; i < 4; ++i) ch[r][i] = _mm256_setzero_ps();
-      const uint8_t* q = codes + b * 16 * s.block * s.bits / 8 + 8 * h;
+      const uint8_t* q = codes + b * s.blockCodeBytes() + 8 * h;
       for (int64_t k = 0; k < s.block; q += 16) {
         __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
         if (s.bits == 4) {
@@ -177,8 +173,7 @@ __attribute__((target("avx2,fma"))) void group256(const Operands& op, const uint
   }
 }
 
-using GroupFn = void (*)(const Operands&, const uint8_t*, const WeightOnlyShape&, int64_t, int64_t,
-                         float*, int64_t);
+using GroupFn = detail::GroupFn<Operands>;
 
 template <int R> GroupFn groupFn(WeightOnlyIsa isa) {
   switch (isa) {
@@ -201,9 +196,9 @@ WeightOnlyIsa widest() {
 
 } // namespace
 
-std::vector<uint8_t> packWeightOnly(const WeightOnlyShape& s, const std::vector<uint8_t>& codes,
-                                    const std::vector<float>& scales,
-                                    const std::vector<float>& zeroPoints) {
+std::vector<uint8_t> packWeightOnly(const WeightOnlyShape& s, std::span<const uint8_t> codes,
+                                    std::span<const float> scales,
+                                    std::span<const float> zeroPoints) {
   const int64_t blocks = s.blocks(), groups = s.groups();
   std::vector<uint8_t> out(static_cast<size_t>(s.packedBytes()), 0);
   auto* sc = reinterpret_cast<float*>(out.data() + s.codeBytes());
@@ -211,7 +206,7 @@ std::vector<uint8_t> packWeightOnly(const WeightOnlyShape& s, const std::vector<
   for (int64_t col = 0; col < s.n; ++col) {
     const int64_t g = col / 16, c = col % 16;
     for (int64_t b = 0; b < blocks; ++b) {
-      uint8_t* q = out.data() + g * groupCodeBytes(s) + b * 16 * s.block * s.bits / 8;
+      uint8_t* q = out.data() + g * s.groupCodeBytes() + b * s.blockCodeBytes();
       for (int64_t j = 0; j < s.block && b * s.block + j < s.k; ++j) {
         const uint8_t code = codes[static_cast<size_t>(col * s.k + b * s.block + j)];
         if (s.bits == 8)
@@ -253,34 +248,9 @@ void runWeightOnlyMatmul(const float* a, const uint8_t* packed, float* y, int64_
     }
   }
   const Operands op{ap, sums, kp};
-  const GroupFn full = groupFn<kMaxRows>(isa);
   const GroupFn tail[kMaxRows] = {nullptr, groupFn<1>(isa), groupFn<2>(isa), groupFn<3>(isa)};
-  struct Ctx {
-    const Operands* op;
-    const uint8_t* packed;
-    const WeightOnlyShape* s;
-    float* y;
-    int64_t m, tasks;
-    GroupFn full;
-    const GroupFn* tail;
-  } ctx{&op, packed, &s, y, m, 0, full, tail};
-  const int64_t groups = s.groups();
-  // Each task a contiguous range of column groups: every row chunk reads a group's codes while
-  // they are in cache, and each thread streams its own part of the weights once.
-  ctx.tasks = std::min<int64_t>(std::max(threads, 1), groups);
-  tunec_parallel_for(
-      [](void* c, int64_t task) {
-        const auto* x = static_cast<const Ctx*>(c);
-        const int64_t groups = x->s->groups();
-        const int64_t lo = groups * task / x->tasks, hi = groups * (task + 1) / x->tasks;
-        for (int64_t g = lo; g < hi; ++g)
-          for (int64_t row = 0; row < x->m; row += kMaxRows) {
-            const int64_t left = x->m - row;
-            GroupFn fn = left >= kMaxRows ? x->full : x->tail[left];
-            fn(*x->op, x->packed, *x->s, g, row, x->y, x->m);
-          }
-      },
-      &ctx, ctx.tasks, threads);
+  detail::forEachGroup<Operands, kMaxRows>(op, packed, s, y, m, threads, groupFn<kMaxRows>(isa),
+                                           tail);
 }
 
 } // namespace tunec::rt

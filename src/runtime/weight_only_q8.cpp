@@ -22,12 +22,6 @@ struct Q8Operands {
   int64_t kp = 0;
 };
 
-int64_t blockCodeBytes(const WeightOnlyShape& s) {
-  return 16 * s.block * s.bits / 8;
-}
-int64_t groupCodeBytes(const WeightOnlyShape& s) {
-  return s.blocks() * blockCodeBytes(s);
-}
 const float* scalesOf(const uint8_t* packed, const WeightOnlyShape& s, int64_t g) {
   return reinterpret_cast<const float*>(packed + s.codeBytes()) + g * s.blocks() * 16;
 }
@@ -45,7 +39,7 @@ void groupScalar(const Q8Operands& op, const uint8_t* packed, const WeightOnlySh
   float acc[R][16] = {};
   for (int64_t b = 0; b < blocks; ++b) {
     int32_t sum[R][16] = {};
-    const uint8_t* q = packed + g * groupCodeBytes(s) + b * blockCodeBytes(s);
+    const uint8_t* q = packed + g * s.groupCodeBytes() + b * s.blockCodeBytes();
     const int64_t kPerStep = s.bits == 4 ? 8 : 4;
     for (int64_t t = 0; t < s.block / kPerStep; ++t, q += 64)
       for (int c = 0; c < 16; ++c)
@@ -84,7 +78,7 @@ groupVnni(const Q8Operands& op, const uint8_t* packed, const WeightOnlyShape& s,
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i sum[R];
     for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
-    const uint8_t* q = packed + g * groupCodeBytes(s) + b * blockCodeBytes(s);
+    const uint8_t* q = packed + g * s.groupCodeBytes() + b * s.blockCodeBytes();
     const int8_t* a = op.q + row * op.kp + b * s.block;
     if (s.bits == 4) {
       for (int64_t k = 0; k < s.block; k += 8, q += 64) {
@@ -126,8 +120,7 @@ groupVnni(const Q8Operands& op, const uint8_t* packed, const WeightOnlyShape& s,
     _mm512_mask_storeu_ps(y + (row + r) * s.n + g * 16, mask, acc[r]);
 }
 
-using GroupFn = void (*)(const Q8Operands&, const uint8_t*, const WeightOnlyShape&, int64_t,
-                         int64_t, float*, int64_t);
+using GroupFn = detail::GroupFn<Q8Operands>;
 
 template <int R> GroupFn groupFn(WeightOnlyQ8Isa isa) {
   return isa == WeightOnlyQ8Isa::Vnni ? groupVnni<R> : groupScalar<R>;
@@ -135,7 +128,7 @@ template <int R> GroupFn groupFn(WeightOnlyQ8Isa isa) {
 
 } // namespace
 
-bool weightOnlyQ8Supports(const WeightOnlyShape& s, const std::vector<float>& zeroPoints) {
+bool weightOnlyQ8Supports(const WeightOnlyShape& s, std::span<const float> zeroPoints) {
   if (!s.valid() || s.block > 256) return false;
   const float top = static_cast<float>((1 << s.bits) - 1);
   for (float z : zeroPoints)
@@ -143,9 +136,9 @@ bool weightOnlyQ8Supports(const WeightOnlyShape& s, const std::vector<float>& ze
   return true;
 }
 
-std::vector<uint8_t> packWeightOnlyQ8(const WeightOnlyShape& s, const std::vector<uint8_t>& codes,
-                                      const std::vector<float>& scales,
-                                      const std::vector<float>& zeroPoints) {
+std::vector<uint8_t> packWeightOnlyQ8(const WeightOnlyShape& s, std::span<const uint8_t> codes,
+                                      std::span<const float> scales,
+                                      std::span<const float> zeroPoints) {
   const int64_t blocks = s.blocks(), groups = s.groups();
   std::vector<uint8_t> out(static_cast<size_t>(s.packedBytesQ8()), 0);
   auto* sc = reinterpret_cast<float*>(out.data() + s.codeBytes());
@@ -154,7 +147,7 @@ std::vector<uint8_t> packWeightOnlyQ8(const WeightOnlyShape& s, const std::vecto
   for (int64_t col = 0; col < s.n; ++col) {
     const int64_t g = col / 16, c = col % 16;
     for (int64_t b = 0; b < blocks; ++b) {
-      uint8_t* q = out.data() + g * groupCodeBytes(s) + b * blockCodeBytes(s);
+      uint8_t* q = out.data() + g * s.groupCodeBytes() + b * s.blockCodeBytes();
       for (int64_t j = 0; j < s.block && b * s.block + j < s.k; ++j) {
         const uint8_t code = codes[static_cast<size_t>(col * s.k + b * s.block + j)];
         const int64_t t = j / kPerStep, within = j % kPerStep;
@@ -204,29 +197,8 @@ void runWeightOnlyMatmulQ8(const float* a, const uint8_t* packed, float* y, int6
       sum[r * blocks + b] = total;
     }
   const Q8Operands op{q, scale, sum, kp};
-  const GroupFn full = groupFn<kRows>(isa);
   const GroupFn tail[kRows] = {nullptr, groupFn<1>(isa), groupFn<2>(isa), groupFn<3>(isa)};
-  struct Ctx {
-    const Q8Operands* op;
-    const uint8_t* packed;
-    const WeightOnlyShape* s;
-    float* y;
-    int64_t m, tasks;
-    GroupFn full;
-    const GroupFn* tail;
-  } ctx{&op, packed, &s, y, m, std::min<int64_t>(std::max(threads, 1), s.groups()), full, tail};
-  tunec_parallel_for(
-      [](void* c, int64_t task) {
-        const auto* x = static_cast<const Ctx*>(c);
-        const int64_t groups = x->s->groups();
-        const int64_t lo = groups * task / x->tasks, hi = groups * (task + 1) / x->tasks;
-        for (int64_t g = lo; g < hi; ++g)
-          for (int64_t row = 0; row < x->m; row += kRows) {
-            const int64_t left = x->m - row;
-            (left >= kRows ? x->full : x->tail[left])(*x->op, x->packed, *x->s, g, row, x->y, x->m);
-          }
-      },
-      &ctx, ctx.tasks, threads);
+  detail::forEachGroup<Q8Operands, kRows>(op, packed, s, y, m, threads, groupFn<kRows>(isa), tail);
 }
 
 } // namespace tunec::rt
