@@ -65,7 +65,8 @@ public:
       spec.types.src = aType_;
       spec.aRowGroup = group;
       spec.prefetchB = prefetchNextPanel();
-      spec.prefetchBGroup = prefetchGroup();
+      spec.prefetchBGroup = prefetch().group;
+      spec.prefetchBLines = prefetch().lines;
       spec.prefetchA = aRowsAliasInL1(rows, w_.strideW * inLd_, group, w_.strideH * wp_ * inLd_,
                                       dtypeSize(aType_));
       spec.scaleK = w_.channelScale;
@@ -155,16 +156,14 @@ private:
                              : b_.CreateICmpSGT(b_.CreateAdd(ow0, i64(c_.owBlock)), i64(w_.ow()));
       llvm::Value* which = mb_.tileVariant(b_, owTail, ocTail);
       auto [firstTap, taps] = validTapRows(oh, ohHi);
-      // Tile t of the panel prefetches line column t % columns of the next panel, rows of phase
-      // (t / columns) % group (MicrokernelSpec::prefetchBGroup).
-      int64_t columns = (nr + 15) / 16, group = prefetchGroup();
+      // Tile t of the panel prefetches its line columns of the next panel (PanelPrefetch).
       // A line is 16 floats, 16 bf16 pairs (32 values) of one pair row, or 16 i8 quads.
       int64_t lineElems = 16 * group_, rowElems = group_ * nr;
       llvm::Value* tile = b_.CreateAdd(b_.CreateMul(b_.CreateSDiv(oh, i64(c_.rowsPerTile)),
                                                     i64((w_.ow() + owStep - 1) / owStep)),
                                        b_.CreateSDiv(ow0, i64(owStep)));
-      llvm::Value* line = b_.CreateSRem(tile, i64(columns));
-      llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
+      llvm::Value* pfOffset =
+          codegen::emitPanelPrefetchOffset(b_, prefetch(), tile, lineElems, rowElems);
       codegen::MicrokernelArgs args;
       args.a = b_.CreateGEP(mb_.ptr(), aArr_, firstTap);
       args.b = b_.CreateGEP(mb_.ptr(), bArr_, firstTap);
@@ -174,10 +173,8 @@ private:
       args.bias = gep(bias_, oc0);
       args.addend = gep(epilogueAddendType(epilogue_, w_.types.dst), addend_, addOff);
       args.ldAdd = i64(w_.oc), args.ldaGroup = i64(w_.strideH * wp_ * ic);
-      args.prefetchB = gep(wei, nextWeights,
-                           b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)),
-                                        b_.CreateAdd(b_.CreateMul(line, i64(lineElems)),
-                                                     b_.CreateMul(phase, i64(rowElems)))));
+      args.prefetchB =
+          gep(wei, nextWeights, b_.CreateAdd(b_.CreateMul(firstTap, i64(entryK_ * nr)), pfOffset));
       // Image n's input-channel scales; entry bi (channel block bi of a 1x1) reads from bi * k
       // on (MicrokernelSpec::scaleK).
       args.kScale = gep(scale_, b_.CreateMul(n, i64(w_.ic)));
@@ -222,11 +219,11 @@ private:
     return 2 * panelBytes * 4 <= mb_.target().l2 * 3;
   }
 
-  // How many more tiles than line columns one panel's prefetches are spread over: as many as
-  // the tiles of one visit of the panel (an oh block) allow, up to 4.
-  int prefetchGroup() const {
+  // How the tiles of one visit of the panel (an oh block) share the prefetch of the next
+  // (PanelPrefetch).
+  PanelPrefetch prefetch() const {
     int64_t owStep = c_.rowsPerTile > 1 ? w_.ow() : c_.owBlock;
-    return prefetchGroupFor((c_.ohBlock + c_.rowsPerTile - 1) / c_.rowsPerTile *
+    return panelPrefetchFor((c_.ohBlock + c_.rowsPerTile - 1) / c_.rowsPerTile *
                                 ((w_.ow() + owStep - 1) / owStep),
                             c_.ocBlock);
   }

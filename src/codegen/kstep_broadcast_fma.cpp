@@ -28,8 +28,10 @@ public:
     if (in.prefetchB) { // read prefetch into L2 (locality 2: prefetcht1)
       llvm::Value* row =
           spec_.prefetchBGroup > 1 ? b.CreateAnd(kk, b.getInt64(-spec_.prefetchBGroup)) : kk;
-      b.CreateCall(prefetch_, {b.CreateGEP(f32_, in.prefetchB, b.CreateMul(row, in.ldb)),
-                               b.getInt32(0), b.getInt32(2), b.getInt32(1)});
+      llvm::Value* at = b.CreateGEP(f32_, in.prefetchB, b.CreateMul(row, in.ldb));
+      for (int line = 0; line < spec_.prefetchBLines; ++line) // 16 floats a line
+        b.CreateCall(prefetch_, {b.CreateGEP(f32_, at, b.getInt64(16 * line)), b.getInt32(0),
+                                 b.getInt32(2), b.getInt32(1)});
     }
     if (spec_.prefetchA) {
       // Row kk mod mr of A, four cache lines ahead, into L1: every row is touched at least once

@@ -53,8 +53,10 @@ public:
     if (in.prefetchB) { // read prefetch into L2 (prefetcht1), as the f32 step does
       llvm::Value* row =
           spec_.prefetchBGroup > 1 ? b.CreateAnd(kk, b.getInt64(-g * spec_.prefetchBGroup)) : kk;
-      b.CreateCall(prefetch_, {b.CreateGEP(d_.elem, in.prefetchB, b.CreateMul(row, in.ldb)),
-                               b.getInt32(0), b.getInt32(2), b.getInt32(1)});
+      llvm::Value* at = b.CreateGEP(d_.elem, in.prefetchB, b.CreateMul(row, in.ldb));
+      for (int line = 0; line < spec_.prefetchBLines; ++line) // 16 groups a line
+        b.CreateCall(prefetch_, {b.CreateGEP(d_.elem, at, b.getInt64(16 * g * line)), b.getInt32(0),
+                                 b.getInt32(2), b.getInt32(1)});
     }
     std::vector<llvm::Value*> bv(static_cast<size_t>(nv_));
     for (int j = 0; j < nv_; ++j)

@@ -79,7 +79,8 @@ private:
       spec.types = w_.types;
       if (converted && !isInt8Gemm(w_.types)) spec.types.src = DType::BF16;
       spec.prefetchB = !amx() && prefetchNextPanel();
-      spec.prefetchBGroup = amx() ? 1 : prefetchGroup();
+      spec.prefetchBGroup = amx() ? 1 : prefetch().group;
+      spec.prefetchBLines = amx() ? 1 : prefetch().lines;
       spec.tilesConfigured = amx(); // emitTask loads the palette
       if (amx()) spec.amxStreamed = amxStreamed();
       spec.prefetchA =
@@ -135,14 +136,13 @@ private:
     return mc * kc * aBytes + 2 * kc * c_.nr * bBytes <= mb_.target().l2;
   }
 
-  // How many more tiles than the nr/16 line columns one panel's prefetches are spread over:
-  // as many as the mr tiles of an M block allow, up to 4 (see MicrokernelSpec::prefetchBGroup).
-  // At a run-time M, from its smallest: every line is prefetched by the tiles of the smallest M
-  // (a larger one prefetches some twice), where a group for the bound left a quarter of the next
+  // How the mr tiles of an M block share the prefetch of the next panel (PanelPrefetch). At a
+  // run-time M, from its smallest: every line is prefetched by the tiles of the smallest M (a
+  // larger one prefetches some twice), where a plan for the bound left a quarter of the next
   // panel cold at the bucket's low end (M = 33 of 33..48: 24% slower, BERT-base on Zen 4).
-  int prefetchGroup() const {
+  PanelPrefetch prefetch() const {
     const int64_t m = runTimeM() ? std::min(rows_.min, w_.m) : w_.m;
-    return prefetchGroupFor((std::min(c_.mc, m) + c_.mr - 1) / c_.mr, c_.nr);
+    return panelPrefetchFor((std::min(c_.mc, m) + c_.mr - 1) / c_.mr, c_.nr);
   }
 
   llvm::Function* emitTask(const std::string& name) {
@@ -324,17 +324,14 @@ private:
               b_.CreateOr(b_.CreateShl(b_.CreateTrunc(b_.CreateSub(rows, i64(1)), mb_.i32()), 1),
                           b_.CreateZExt(nTail, mb_.i32()));
         }
-        // Tile t prefetches line column t % columns, rows of phase (t / columns) % group.
-        int64_t columns = (c_.nr + 15) / 16, group = prefetchGroup();
-        llvm::Value* tile = b_.CreateSDiv(ir, i64(c_.mr));
-        llvm::Value* line = b_.CreateSRem(tile, i64(columns));
-        llvm::Value* phase = b_.CreateSRem(b_.CreateSDiv(tile, i64(columns)), i64(group));
+        // Tile t prefetches its line columns of the next panel (PanelPrefetch).
         // A line is 16 floats, 16 bf16 pairs (32 values) of one pair row, or 16 i8 quads.
         int64_t lineElems = 64 / static_cast<int64_t>(t.weiBytes()),
                 rowElems = lineElems / 16 * c_.nr;
-        llvm::Value* pf = gep(
-            t.wei, nextB,
-            b_.CreateAdd(b_.CreateMul(line, i64(lineElems)), b_.CreateMul(phase, i64(rowElems))));
+        llvm::Value* pf =
+            gep(t.wei, nextB,
+                codegen::emitPanelPrefetchOffset(b_, prefetch(), b_.CreateSDiv(ir, i64(c_.mr)),
+                                                 lineElems, rowElems));
         codegen::MicrokernelArgs args;
         args.a = aArr_, args.b = bArr_, args.c = cPtr;
         args.k = amx() ? kcPairs : kcur; // AMX: whole tile rows

@@ -59,6 +59,11 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
     return makeError("microkernel row groups need a non-transposed A and a positive size");
   if (spec.prefetchBGroup != 1 && spec.prefetchBGroup != 2 && spec.prefetchBGroup != 4)
     return makeError("microkernel B prefetch group ", spec.prefetchBGroup, " is not 1, 2 or 4");
+  if (spec.prefetchBLines < 1 || spec.prefetchBLines > 8)
+    return makeError("microkernel B prefetch lines ", spec.prefetchBLines, " is not in 1..8");
+  if (spec.prefetchBLines > 1 && spec.prefetchBGroup > 1)
+    return makeError("microkernel B prefetch: several lines a step and a row group exclude "
+                     "each other (fewer tiles than line columns, or more)");
   if (spec.kUnroll < 1 || spec.kUnroll > 8)
     return makeError("microkernel k-unroll ", spec.kUnroll, " must be in 1..8");
   if (spec.nValid < 1 || spec.nValid > spec.nr)
@@ -71,9 +76,13 @@ Status checkMicrokernelSpec(const MicrokernelSpec& spec) {
   return {};
 }
 
-int prefetchGroupFor(int64_t tiles, int nr) {
-  int64_t columns = (nr + 15) / 16;
-  return tiles >= 4 * columns ? 4 : tiles >= 2 * columns ? 2 : 1;
+PanelPrefetch panelPrefetchFor(int64_t tiles, int nr) {
+  PanelPrefetch p;
+  p.columns = (nr + 15) / 16;
+  tiles = std::max<int64_t>(tiles, 1);
+  p.group = tiles >= 4 * p.columns ? 4 : tiles >= 2 * p.columns ? 2 : 1;
+  if (tiles < p.columns) p.lines = static_cast<int>((p.columns + tiles - 1) / tiles);
+  return p;
 }
 
 bool aRowsAliasInL1(int rows, int64_t lda, int group, int64_t ldaGroup, size_t elemBytes) {
@@ -99,7 +108,8 @@ std::string microkernelName(const MicrokernelSpec& spec) {
   if (spec.kUnroll > 1) name += "_u" + std::to_string(spec.kUnroll);
   if (spec.aRowGroup > 0) name += "_g" + std::to_string(spec.aRowGroup);
   if (spec.prefetchB)
-    name += "_pfb" + (spec.prefetchBGroup > 1 ? std::to_string(spec.prefetchBGroup) : "");
+    name += "_pfb" + (spec.prefetchBGroup > 1 ? std::to_string(spec.prefetchBGroup) : "") +
+            (spec.prefetchBLines > 1 ? "l" + std::to_string(spec.prefetchBLines) : "");
   if (spec.prefetchA) name += "_pfa";
   if (spec.scaleK) name += "_sk";
   name += "_" + std::string(isaInfo(spec.isa).name);
@@ -260,6 +270,17 @@ llvm::Function* createMicrokernelFunction(ModuleBuilder& mb, const std::string& 
   if (internal) fn->addFnAttr(inlined ? llvm::Attribute::AlwaysInline : llvm::Attribute::NoInline);
   fn->addParamAttr(2, llvm::Attribute::NoAlias); // C
   return fn;
+}
+
+llvm::Value* emitPanelPrefetchOffset(llvm::IRBuilder<>& b, const PanelPrefetch& p,
+                                     llvm::Value* tile, int64_t lineElems, int64_t rowElems) {
+  llvm::Value* slots = b.getInt64(p.slots());
+  llvm::Value* first = b.CreateMul(b.CreateSRem(tile, slots), b.getInt64(p.lines));
+  llvm::Value* last = b.getInt64(p.columns - p.lines);
+  first = b.CreateSelect(b.CreateICmpSLT(first, last), first, last);
+  llvm::Value* phase = b.CreateSRem(b.CreateSDiv(tile, slots), b.getInt64(p.group));
+  return b.CreateAdd(b.CreateMul(first, b.getInt64(lineElems)),
+                     b.CreateMul(phase, b.getInt64(rowElems)));
 }
 
 llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,

@@ -6,6 +6,7 @@
 #include "templates/knobs.h"
 #include "templates/post_ops.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -37,6 +38,10 @@ struct MicrokernelSpec {
   /// spread one panel's prefetches over group times more tiles (smoother DRAM traffic; the
   /// repeated prefetches of a line are dropped by the cache).
   int prefetchBGroup = 1;
+  /// With prefetchB: a k step prefetches this many adjacent lines of its B row (1 to 8), so
+  /// that fewer tiles than a row has line columns (a panel that 1 to 3 tiles of 64 columns read)
+  /// still prefetch the whole next panel; see PanelPrefetch.
+  int prefetchBLines = 1;
   /// Prefetch the A rows a few cache lines ahead into L1, one row per k step in turn. For tiles
   /// whose rows alias in L1 (aRowsAliasInL1): more rows than ways in one set evict each other
   /// before the next k steps read them (a stride-2 conv over 512 channels: 4 KiB apart).
@@ -62,9 +67,31 @@ struct MicrokernelSpec {
   bool cRowMap = false;
 };
 
-/// The prefetchBGroup for a panel that `tiles` tiles of width nr read in turn: as many times the
-/// nr/16 line columns as the tiles cover, up to 4.
-int prefetchGroupFor(int64_t tiles, int nr);
+/// How the tiles that read one B panel in turn share the prefetch of the next panel, whose rows
+/// are `columns` cache lines wide: tile t prefetches `lines` adjacent line columns from
+/// firstLine(t), in the rows of phase (t / slots()) % group (MicrokernelSpec::prefetchBGroup and
+/// prefetchBLines). As many tiles as columns: a line column each; more, up to 4 times as many:
+/// the rows are spread over them too; fewer (the 1 to 3 row tiles of 1 to 16 rows): each tile
+/// takes several columns, so every line of the next panel is prefetched. (Before, a panel of
+/// 64 columns read by 3 tiles left its fourth column to the hardware prefetcher, which found it
+/// or not by the weights' address: BERT-base at 16 tokens took 27 or 37 ms by where in its page
+/// the constants began, AMD EPYC Zen 4.)
+struct PanelPrefetch {
+  int group = 1;
+  int lines = 1;
+  int64_t columns = 1;
+  /// The distinct first columns the tiles take in turn.
+  int64_t slots() const { return (columns + lines - 1) / lines; }
+  /// The first line column tile t prefetches.
+  int64_t firstLine(int64_t tile) const {
+    return std::min((tile % slots()) * lines, columns - lines);
+  }
+  int64_t phase(int64_t tile) const { return (tile / slots()) % group; }
+};
+
+/// The prefetch plan for a panel of width nr (a line column is 16 columns: 16 floats, bf16
+/// pairs or i8 quads) that `tiles` tiles read in turn (at least one: the fewest a block has).
+PanelPrefetch panelPrefetchFor(int64_t tiles, int nr);
 
 /// True when more than 8 rows of an A tile (row offsets as the spec describes them, in elements
 /// of `elemBytes`) fall into one set of a 4 KiB-period L1.

@@ -38,6 +38,13 @@ llvm::Function* emitMicrokernel(ModuleBuilder& mb, const MicrokernelSpec& spec,
   X(columnScale, ptr)                                                                              \
   X(cRows, ptr)
 
+/// The element offset in the next B panel where tile `tile` (an i64 index of the tiles that read
+/// the panel in turn) starts its prefetches (MicrokernelArgs::prefetchB): line column
+/// p.firstLine(tile) of the rows of phase p.phase(tile); a line column is lineElems elements of
+/// a packed row, a phase's first row rowElems elements on.
+llvm::Value* emitPanelPrefetchOffset(llvm::IRBuilder<>& b, const PanelPrefetch& p,
+                                     llvm::Value* tile, int64_t lineElems, int64_t rowElems);
+
 /// The arguments of one microkernel call, or the parameters of a microkernel function, by name.
 struct MicrokernelArgs {
 #define TUNEC_MICROKERNEL_FIELD(name, type) llvm::Value* name = nullptr;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <random>
+#include <set>
 
 namespace tunec {
 namespace {
@@ -144,6 +145,7 @@ TEST_P(MicrokernelTiles, EveryAcceptedTileMatchesNaiveGemm) {
             isa, mr, nr, nr, false, true, {{PostOpKind::PReluPerColumn}, {PostOpKind::Gelu}}};
         grouped.aRowGroup = (mr + 1) / 2;
         grouped.prefetchA = true; // prefetches change no result
+        grouped.prefetchB = true, grouped.prefetchBLines = 1 + mr % 4;
         auto g = compileMicrokernel(jit(), grouped);
         ASSERT_TRUE(g.isOk()) << g.error().message();
         checkKernel(grouped, *g, Case{19, 2, true}, seed++);
@@ -204,6 +206,42 @@ TEST(Microkernel, ImpossibleTileIsRejectedWithRegisterCount) {
   s = checkMicrokernelSpec(spec);
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(s.error().message(), "microkernel B prefetch group 3 is not 1, 2 or 4");
+  spec.prefetchBGroup = 1, spec.prefetchBLines = 9;
+  s = checkMicrokernelSpec(spec);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.error().message(), "microkernel B prefetch lines 9 is not in 1..8");
+}
+
+// The tiles that read a B panel in turn prefetch every line of the next one, in each row phase,
+// and never past a row's end: as many tiles as line columns or more (a column each, the rows
+// spread over up to 4 times as many), and fewer (several columns each: 1 to 3 row tiles of a
+// panel of 64 columns left a quarter of it to the hardware prefetcher before).
+TEST(Microkernel, ThePanelPrefetchCoversEveryLineOfTheNextPanel) {
+  for (int nr : {8, 16, 24, 32, 48, 64, 80, 96})
+    for (int64_t tiles = 1; tiles <= 24; ++tiles) {
+      PanelPrefetch p = panelPrefetchFor(tiles, nr);
+      SCOPED_TRACE("nr " + std::to_string(nr) + ", " + std::to_string(tiles) + " tiles");
+      EXPECT_EQ(p.columns, (nr + 15) / 16);
+      ASSERT_TRUE(p.lines >= 1 && p.lines <= 8);
+      ASSERT_TRUE(p.group == 1 || p.group == 2 || p.group == 4);
+      EXPECT_FALSE(p.lines > 1 && p.group > 1);
+      std::set<std::pair<int64_t, int64_t>> covered; // (line column, row phase)
+      for (int64_t t = 0; t < tiles; ++t) {
+        int64_t first = p.firstLine(t);
+        EXPECT_GE(first, 0);
+        EXPECT_LE(first + p.lines, p.columns);
+        for (int64_t c = first; c < first + p.lines; ++c) covered.insert({c, p.phase(t)});
+      }
+      EXPECT_EQ(std::ssize(covered), p.columns * p.group);
+    }
+  // Fewer tiles than columns share them: 3 tiles of 64 columns take two lines each.
+  PanelPrefetch three = panelPrefetchFor(3, 64);
+  EXPECT_EQ(three.lines, 2);
+  EXPECT_EQ(three.group, 1);
+  EXPECT_EQ(three.firstLine(0), 0);
+  EXPECT_EQ(three.firstLine(1), 2);
+  EXPECT_EQ(panelPrefetchFor(1, 64).lines, 4);
+  EXPECT_EQ(panelPrefetchFor(8, 64).group, 2);
 }
 
 // The k step is chosen by the element types: types no strategy implements are refused by name
