@@ -12,7 +12,12 @@ optimum names them: input_ids, attention_mask, position_ids, past_key_values.N.k
 logits, present.N.key/value, with dynamic batch, sequence and past_sequence axes.
 
 usage: scripts/export_decoder.py OUT_DIR [--size tiny|125m|1b] [--opset 17]
-       [--reference PROMPT_LEN:TOKENS] [--mask arange|triu]
+       [--reference PROMPT_LEN:TOKENS] [--mask arange|triu] [--attention plain|gqa]
+
+--attention gqa writes each layer's attention as ONNX Runtime's generation builder does: one
+com.microsoft.GroupQueryAttention (do_rotary with cos/sin caches of [positions, head/2], the
+past and present K/V in BNSH), seqlens_k and total_sequence_length computed from the
+attention mask (ReduceSum - 1, and its shape), and no position_ids input.
 
 --reference also writes the greedy generation PyTorch makes from a fixed random prompt:
 prompt.npy (int64 ids), tokens.npy (the generated ids) and logits_prefill.npy (the prefill's
@@ -47,6 +52,46 @@ class RMSNorm(nn.Module):
         return self.weight * (x * torch.rsqrt(variance + self.eps))
 
 
+class GroupQueryAttention(torch.autograd.Function):
+    """ONNX Runtime's com.microsoft.GroupQueryAttention: exported as the op, computed as the
+    plain path computes it (positions past .. past + n - 1)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, past_k, past_v, seqlens_k, total, cos, sin, heads, kv_heads):
+        b, n, _ = q.shape
+        d = q.shape[2] // heads
+        past = past_k.shape[2]
+        q = q.view(b, n, heads, d).transpose(1, 2)
+        k = k.view(b, n, kv_heads, d).transpose(1, 2)
+        v = v.view(b, n, kv_heads, d).transpose(1, 2)
+        c = torch.cat((cos, cos), -1)[past:past + n]
+        s = torch.cat((sin, sin), -1)[past:past + n]
+        q = q * c + rotate_half(q) * s
+        k = k * c + rotate_half(k) * s
+        k = torch.cat([past_k, k], dim=2)
+        v = torch.cat([past_v, v], dim=2)
+        rep = heads // kv_heads
+        kr = k[:, :, None].expand(b, kv_heads, rep, k.shape[2], d).reshape(b, heads, -1, d)
+        vr = v[:, :, None].expand(b, kv_heads, rep, v.shape[2], d).reshape(b, heads, -1, d)
+        scores = torch.matmul(q, kr.transpose(2, 3)) / math.sqrt(d)
+        t = k.shape[2]
+        later = torch.arange(t)[None, :] > (past + torch.arange(n))[:, None]
+        scores = scores.masked_fill(later, torch.finfo(torch.float32).min)
+        out = torch.matmul(torch.softmax(scores, -1), vr).transpose(1, 2).reshape(b, n, -1)
+        return out, k, v
+
+    @staticmethod
+    def symbolic(g, q, k, v, past_k, past_v, seqlens_k, total, cos, sin, heads, kv_heads):
+        out, pk, pv = g.op("com.microsoft::GroupQueryAttention", q, k, v, past_k, past_v,
+                           seqlens_k, total, cos, sin, num_heads_i=heads,
+                           kv_num_heads_i=kv_heads, do_rotary_i=1, rotary_interleaved_i=0,
+                           outputs=3)
+        out.setType(q.type())
+        pk.setType(past_k.type())
+        pv.setType(past_v.type())
+        return out, pk, pv
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -76,6 +121,12 @@ class Attention(nn.Module):
 
     def forward(self, x, mask, position_ids, past_k, past_v):
         b, n, _ = x.shape
+        if isinstance(mask, tuple):  # (seqlens_k, total_sequence_length): GroupQueryAttention
+            half = self.d // 2
+            out, k, v = GroupQueryAttention.apply(
+                self.q_proj(x), self.k_proj(x), self.v_proj(x), past_k, past_v, mask[0], mask[1],
+                self.cos_cached[:, :half], self.sin_cached[:, :half], self.heads, self.kv_heads)
+            return self.o_proj(out), (k, v)
         q = self.q_proj(x).view(b, n, self.heads, self.d).transpose(1, 2)
         k = self.k_proj(x).view(b, n, self.kv_heads, self.d).transpose(1, 2)
         v = self.v_proj(x).view(b, n, self.kv_heads, self.d).transpose(1, 2)
@@ -132,9 +183,10 @@ def causal_mask(attention_mask, n, past, form="arange"):
 
 
 class Decoder(nn.Module):
-    def __init__(self, size, mask="arange"):
+    def __init__(self, size, mask="arange", attention="plain"):
         super().__init__()
         self.mask_form = mask
+        self.gqa = attention == "gqa"
         hidden, layers, heads, kv_heads, intermediate, vocab, max_pos = SIZES[size]
         self.embed_tokens = nn.Embedding(vocab, hidden)
         self.layers = nn.ModuleList(
@@ -144,9 +196,16 @@ class Decoder(nn.Module):
         self.num_layers = layers
         self.kv_heads, self.head_dim = kv_heads, hidden // heads
 
-    def forward(self, input_ids, attention_mask, position_ids, *past):
-        n, past_len = input_ids.shape[1], past[0].shape[2]
-        mask = causal_mask(attention_mask, n, past_len, self.mask_form)
+    def forward(self, input_ids, attention_mask, *rest):
+        if self.gqa:  # as ONNX Runtime's generation builder computes GroupQueryAttention's
+            past, position_ids = rest, None
+            seqlens = (attention_mask.sum(1) - 1).to(torch.int32)
+            total = torch.tensor(attention_mask.shape[1]).to(torch.int32)
+            mask = (seqlens, total)
+        else:
+            position_ids, past = rest[0], rest[1:]
+            n, past_len = input_ids.shape[1], past[0].shape[2]
+            mask = causal_mask(attention_mask, n, past_len, self.mask_form)
         x = self.embed_tokens(input_ids)
         presents = []
         for i, layer in enumerate(self.layers):
@@ -165,7 +224,7 @@ def randomize(model, generator):
 
 
 def input_names(model):
-    names = ["input_ids", "attention_mask", "position_ids"]
+    names = ["input_ids", "attention_mask"] + ([] if model.gqa else ["position_ids"])
     for i in range(model.num_layers):
         names += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
     return names
@@ -182,6 +241,8 @@ def step_inputs(model, ids, past, past_len):
     b, n = ids.shape
     mask = torch.ones(b, past_len + n, dtype=torch.int64)
     positions = torch.arange(past_len, past_len + n, dtype=torch.int64).expand(b, n)
+    if model.gqa:
+        return (ids, mask, *past)
     return (ids, mask, positions, *past)
 
 
@@ -198,12 +259,15 @@ def export(model, path, opset):
             "attention_mask": {0: "batch", 1: "total_sequence"},
             "position_ids": {0: "batch", 1: "sequence"},
             "logits": {0: "batch", 1: "sequence"}}
-    for name in input_names(model)[3:]:
+    if model.gqa:
+        del axes["position_ids"]
+    for name in input_names(model)[2 if model.gqa else 3:]:
         axes[name] = {0: "batch", 2: "past_sequence"}
     for name in output_names(model)[1:]:
         axes[name] = {0: "batch", 2: "total_sequence"}
     torch.onnx.export(model, example, path, input_names=input_names(model),
-                      output_names=output_names(model), dynamic_axes=axes, opset_version=opset)
+                      output_names=output_names(model), dynamic_axes=axes, opset_version=opset,
+                      custom_opsets={"com.microsoft": 1} if model.gqa else None)
 
 
 def greedy(model, prompt, tokens):
@@ -228,11 +292,14 @@ def main():
     parser.add_argument("--reference", default="", help="PROMPT_LEN:TOKENS")
     parser.add_argument("--mask", choices=["arange", "triu"], default="arange",
                         help="how the causal mask is built (triu: torch.triu, an ONNX Trilu)")
+    parser.add_argument("--attention", choices=["plain", "gqa"], default="plain",
+                        help="gqa: com.microsoft.GroupQueryAttention, as ONNX Runtime's "
+                             "generation builder writes it")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
-    model = Decoder(args.size, args.mask).eval()
+    model = Decoder(args.size, args.mask, args.attention).eval()
     randomize(model, generator)
     export(model, os.path.join(args.out, "model.onnx"), args.opset)
     if args.reference:
@@ -250,7 +317,8 @@ def main():
         json.dump({"size": args.size, "parameters": params, "hidden": hidden, "layers": layers,
                    "heads": heads, "kv_heads": kv_heads, "head_dim": hidden // heads,
                    "intermediate": intermediate, "vocab": vocab, "max_positions": max_pos,
-                   "opset": args.opset, "linear_weight_bytes_f32": 4 * linear}, f, indent=1)
+                   "opset": args.opset, "attention": args.attention,
+                   "linear_weight_bytes_f32": 4 * linear}, f, indent=1)
     print(f"{args.out}/model.onnx: {args.size}, {params / 1e6:.1f}M parameters, opset {args.opset}")
 
 

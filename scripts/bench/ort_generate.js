@@ -45,9 +45,11 @@ async function main() {
     const feeds = {
       input_ids: new ort.Tensor('int64', BigInt64Array.from(ids), [1, n]),
       attention_mask: new ort.Tensor('int64', new BigInt64Array(pastLen + n).fill(1n), [1, pastLen + n]),
-      position_ids: new ort.Tensor('int64', BigInt64Array.from({length: n}, (_, i) => BigInt(pastLen + i)), [1, n]),
       ...past,
     };
+    // A model with GroupQueryAttention counts the positions from the mask: no position_ids.
+    if (session.inputNames.includes('position_ids'))
+      feeds.position_ids = new ort.Tensor('int64', BigInt64Array.from({length: n}, (_, i) => BigInt(pastLen + i)), [1, n]);
     const t0 = process.hrtime.bigint();
     const y = await session.run(feeds);
     times.push(Number(process.hrtime.bigint() - t0) / 1e6);

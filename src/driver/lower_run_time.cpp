@@ -8,6 +8,8 @@
 namespace tunec::driver {
 
 bool hasSymbolicShape(const Graph& g, const Node& n) {
+  // A slice at run-time starts reads the run's extents even where its shapes are static.
+  if (n.kind == OpKind::Slice && std::get<SliceAttrs>(n.attrs).startsAtRunTime()) return true;
   for (ValueId v : n.inputs)
     if (v != kNoValue && !g.value(v).type.shape.isStatic()) return true;
   for (ValueId v : n.outputs)
@@ -161,8 +163,8 @@ void addRunTimeCopy(Lowering& l, const std::string& label, int out, DType dtype,
   l.addStep(std::move(step), {in}, {out});
 }
 
-// A slice of constant starts and steps (its extents the input's on the axes it keeps whole):
-// strided reads from the starts' offset.
+// A slice of constant steps and constant or run-time starts (its extents the input's on the
+// axes it keeps whole): strided reads from the starts' offset.
 bool lowerRunTimeSlice(Lowering& l, const Node& n, const std::string& label) {
   const Graph& g = l.graph();
   const auto& a = std::get<SliceAttrs>(n.attrs);
@@ -171,7 +173,7 @@ bool lowerRunTimeSlice(Lowering& l, const Node& n, const std::string& label) {
   std::vector<DimExpr> dense = Lowering::denseStrides(x.type.shape), strides;
   DimExpr offset(0);
   for (size_t d = 0; d < dense.size(); ++d) {
-    offset = offset + dense[d] * DimExpr(a.starts[d]);
+    offset = offset + dense[d] * (a.startsAtRunTime() ? a.runTimeStarts[d] : DimExpr(a.starts[d]));
     strides.push_back(dense[d] * DimExpr(a.steps[d]));
   }
   int in = l.tensorIn(n.inputs[0], Phys::Plain);
@@ -291,7 +293,7 @@ bool lowerRunTimeLight(Lowering& l, const Node& n) {
     // its input, a view.
     const auto& a = std::get<SliceAttrs>(n.attrs);
     const Shape& xs = l.graph().value(n.inputs[0]).type.shape;
-    bool leading = true, view = true;
+    bool leading = true, view = !a.startsAtRunTime();
     for (int d = 0; d < xs.rank(); ++d) {
       const Dim out = a.extents.empty() ? Dim(a.counts[static_cast<size_t>(d)])
                                         : a.extents[static_cast<size_t>(d)];

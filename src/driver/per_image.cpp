@@ -53,7 +53,8 @@ bool perImage(const Graph& graph, const Node& node) {
     return normalized(std::get<AxisAttrs>(node.attrs).axis, rank) > 0;
   case OpKind::Slice: {
     const auto& a = std::get<SliceAttrs>(node.attrs);
-    return !a.starts.empty() && a.starts[0] == 0 && !a.steps.empty() && a.steps[0] == 1;
+    return !a.startsAtRunTime() && !a.starts.empty() && a.starts[0] == 0 && !a.steps.empty() &&
+           a.steps[0] == 1;
   }
   case OpKind::Split:
     return false; // along the leading axis or not, its outputs are checked apart; rare here

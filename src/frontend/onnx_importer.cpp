@@ -409,10 +409,13 @@ private:
     return foldIfConstant(id);
   }
 
-  // The inputs that converters read as dimensions (ConvertContext::shapeInput).
+  // The inputs that converters read as dimensions (ConvertContext::shapeInput), or not at all:
+  // GroupQueryAttention's seqlens_k and total_sequence_length, whose lengths it takes from the
+  // shapes of its query and past (convertGroupQueryAttention).
   static bool readsShapeValue(const std::string& op, size_t i) {
     return (op == "Reshape" && i == 1) || (op == "Slice" && i == 2) || (op == "Expand" && i == 1) ||
-           (op == "ConstantOfShape" && i == 0) || op == "Range";
+           (op == "ConstantOfShape" && i == 0) || op == "Range" ||
+           (op == "GroupQueryAttention" && (i == 5 || i == 6));
   }
 
   // Every input the op's ONNX schema requires is present and named, and there are no more than
@@ -710,6 +713,35 @@ std::set<std::string> unboundedSymbols(const onnx::GraphProto& g, const InputDim
   return out;
 }
 
+// A provisional symbol that an output declares where the graph computes an extent of other
+// symbols: present.N.key's total_sequence is past_sequence + sequence where nothing but the
+// present reads the attention mask's (ONNX Runtime's GroupQueryAttention counts it itself).
+std::optional<std::pair<std::string, DimExpr>>
+declaredOutputEquation(const onnx::GraphProto& g, const Graph& graph,
+                       const std::set<std::string>& provisional) {
+  // The graph's outputs are the model's, in order (a value's name may be a converter's part).
+  if (graph.outputs().size() != static_cast<size_t>(g.output_size())) return std::nullopt;
+  for (int o = 0; o < g.output_size(); ++o) {
+    const auto& output = g.output(o);
+    if (!output.type().has_tensor_type() || !output.type().tensor_type().has_shape()) continue;
+    const auto& declared = output.type().tensor_type().shape();
+    const std::vector<Dim> dims =
+        graph.value(graph.outputs()[static_cast<size_t>(o)]).type.shape.symbolicDims();
+    if (declared.dim_size() != std::ssize(dims)) continue;
+    for (int i = 0; i < declared.dim_size(); ++i) {
+      const std::string& symbol = declared.dim(i).dim_param();
+      const DimExpr& inferred = dims[static_cast<size_t>(i)].expr;
+      if (!provisional.count(symbol) || inferred.isConstant() ||
+          inferred == DimExpr::symbol(symbol))
+        continue;
+      bool others = true;
+      for (const std::string& s : inferred.symbols()) others = others && !provisional.count(s);
+      if (others) return std::make_pair(symbol, inferred);
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& baseDir,
@@ -740,14 +772,22 @@ Expected<Graph> importOnnxBytes(const std::string& bytes, const std::string& bas
     auto graph = importer.run();
     if (graph) {
       graph->removeDeadCode();
+      bool unbound = false;
       for (ValueId in : graph->inputs())
         for (const Dim& d : graph->value(in).type.shape.symbolicDims())
-          for (const std::string& s : d.expr.symbols())
-            if (provisional.count(s)) return plain();
+          for (const std::string& s : d.expr.symbols()) unbound = unbound || provisional.count(s);
+      if (unbound) {
+        auto declared = declaredOutputEquation(model.graph(), *graph, provisional);
+        if (!declared || opts.inputDims.equal.count(declared->first)) return plain();
+        opts.inputDims.equal.emplace(declared->first, declared->second);
+        continue;
+      }
       for (const auto& [symbol, expr] : opts.inputDims.equal)
         if (!options.inputDims.equal.count(symbol) && options.note)
-          options.note("'" + symbol + "' is taken as " + expr.toString() +
-                       " (the graph combines them elementwise; each run checks it)");
+          options.note(
+              "'" + symbol + "' is taken as " + expr.toString() +
+              " (the graph combines them elementwise, or an output declares it that extent; "
+              "each run checks it)");
       return graph;
     }
     auto found = importer.equation();

@@ -874,7 +874,7 @@ Result convertRange(ConvertContext& ctx) {
     return makeError("Range from ", *first, " to ", end.toString(), ", which may be below it (",
                      end.min, "..", end.max, "): give the symbols bounds that keep it positive");
   Dim length = dimWithin(end.expr - DimExpr(*first), ctx.options.inputDims.ranges);
-  SliceAttrs a{{0}, {1}, {length.max}, {length}};
+  SliceAttrs a{{0}, {1}, {length.max}, {length}, {}};
   return Conversion{OpKind::Slice, a, {table}};
 }
 
@@ -1310,6 +1310,15 @@ Expected<ValueId> prefixOf(ConvertContext& ctx, const std::string& part, ValueId
   return addPart(ctx, part, OpKind::Slice, a, {table});
 }
 
+// Positions 0 .. count - 1 as a [1, count] row of `dtype`: the prefix of a table as long as the
+// bound (symbolic where count is).
+Expected<ValueId> positionsRow(ConvertContext& ctx, const std::string& part, DType dtype,
+                               const Dim& count) {
+  Tensor table(dtype, Shape{1, count.max});
+  for (int64_t j = 0; j < count.max; ++j) table.setDouble(j, static_cast<double>(j));
+  return prefixOf(ctx, part, addPartConstant(ctx, part + ".table", std::move(table)), 1, count);
+}
+
 // Rows [from, from + count) of a constant (a packed weight's Q, K or V part), along `axis`.
 Expected<ValueId> constantPart(ConvertContext& ctx, const std::string& part, size_t input, int axis,
                                int64_t from, int64_t count) {
@@ -1359,12 +1368,8 @@ Expected<ValueId> attentionMask(ConvertContext& ctx, const Dim& keys, float filt
     if (!(m.dim(0).expr == batch.expr))
       return makeError("mask_index of shape ", m.toString(), " (left padding's end and start ",
                        "positions, 2 x batch) is not supported: only valid lengths, one per row");
-    Tensor positions(DType::F32, Shape{1, keys.max});
-    for (int64_t j = 0; j < keys.max; ++j) positions.setDouble(j, static_cast<double>(j));
     TUNEC_ASSIGN_OR_RETURN(ValueId table,
-                           prefixOf(ctx, "mask.key_positions",
-                                    addPartConstant(ctx, "mask.positions", std::move(positions)), 1,
-                                    keys));
+                           positionsRow(ctx, "mask.key_positions", DType::F32, keys));
     TUNEC_ASSIGN_OR_RETURN(ValueId lengths, addPart(ctx, "mask.lengths", OpKind::Cast,
                                                     CastAttrs{DType::F32}, {ctx.inputs[3]}));
     TUNEC_ASSIGN_OR_RETURN(
@@ -1387,6 +1392,27 @@ Expected<ValueId> attentionMask(ConvertContext& ctx, const Dim& keys, float filt
   return addPart(ctx, "mask.heads", OpKind::Unsqueeze,
                  AxesAttrs{rank == 2 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1}},
                  {add});
+}
+
+// The tail both attention ops share: scores [B, N, S, T] + the additive mask (if any) + the
+// attention_bias input (if given), Softmax over the keys, x V, heads back after the positions:
+// [B, S, N, H].
+Expected<ValueId> attend(ConvertContext& ctx, ValueId scores, ValueId mask, size_t biasInput,
+                         ValueId v) {
+  if (mask != kNoValue) {
+    TUNEC_ASSIGN_OR_RETURN(scores,
+                           addPart(ctx, "scores.masked", OpKind::Add, NoAttrs{}, {scores, mask}));
+  }
+  if (ctx.hasInput(biasInput)) {
+    TUNEC_ASSIGN_OR_RETURN(scores, addPart(ctx, "scores.biased", OpKind::Add, NoAttrs{},
+                                           {scores, ctx.inputs[biasInput]}));
+  }
+  TUNEC_ASSIGN_OR_RETURN(ValueId probs,
+                         addPart(ctx, "probs", OpKind::Softmax, SoftmaxAttrs{3, false}, {scores}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId context,
+                         addPart(ctx, "context", OpKind::MatMul, NoAttrs{}, {probs, v}));
+  return addPart(ctx, "context.transposed", OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}},
+                 {context});
 }
 
 // com.microsoft.Attention(input [B, S, Hin], weights [Hin, Hq + Hk + Hv], bias, mask_index,
@@ -1440,22 +1466,340 @@ Result convertMsAttention(ConvertContext& ctx) {
                          addPart(ctx, "scores", OpKind::MatMul, NoAttrs{}, {qkv[0], qkv[1]}));
   TUNEC_ASSIGN_OR_RETURN(scores, addPart(ctx, "scores.scaled", OpKind::Mul, NoAttrs{},
                                          {scores, scalarPart(ctx, "scale", scale)}));
+  ValueId mask = kNoValue;
   if (ctx.hasInput(3)) {
-    TUNEC_ASSIGN_OR_RETURN(ValueId mask, attentionMask(ctx, sequence, filter));
-    TUNEC_ASSIGN_OR_RETURN(scores,
-                           addPart(ctx, "scores.masked", OpKind::Add, NoAttrs{}, {scores, mask}));
+    TUNEC_ASSIGN_OR_RETURN(mask, attentionMask(ctx, sequence, filter));
   }
-  if (ctx.hasInput(5)) {
-    TUNEC_ASSIGN_OR_RETURN(
-        scores, addPart(ctx, "scores.biased", OpKind::Add, NoAttrs{}, {scores, ctx.inputs[5]}));
-  }
-  TUNEC_ASSIGN_OR_RETURN(ValueId probs,
-                         addPart(ctx, "probs", OpKind::Softmax, SoftmaxAttrs{3, false}, {scores}));
-  TUNEC_ASSIGN_OR_RETURN(ValueId context,
-                         addPart(ctx, "context", OpKind::MatMul, NoAttrs{}, {probs, qkv[2]}));
-  TUNEC_ASSIGN_OR_RETURN(context, addPart(ctx, "context.transposed", OpKind::Transpose,
-                                          TransposeAttrs{{0, 2, 1, 3}}, {context}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId context, attend(ctx, scores, mask, 5, qkv[2]));
   return Conversion{OpKind::Reshape, ReshapeAttrs{{batch, sequence, Dim(sizes[2])}}, {context}};
+}
+
+// Axis `axis` of x restricted to [from, from + count) (static bounds), the other axes whole: a
+// Slice, symbolic where x's shape is.
+Expected<ValueId> sliceAxis(ConvertContext& ctx, const std::string& part, ValueId x, int axis,
+                            int64_t from, int64_t count) {
+  const Shape xs = ctx.graph.value(x).type.shape;
+  SliceAttrs a;
+  std::vector<Dim> extents;
+  for (int d = 0; d < xs.rank(); ++d) {
+    a.starts.push_back(d == axis ? from : 0);
+    a.steps.push_back(1);
+    extents.push_back(d == axis ? Dim(count) : xs.dim(d));
+    a.counts.push_back(extents.back().max);
+  }
+  if (!xs.isStatic()) a.extents = std::move(extents);
+  return addPart(ctx, part, OpKind::Slice, a, {x});
+}
+
+// Rows [first, first + count) of a 2-d table, the columns whole; `first` may be symbolic (the
+// past length: this run's positions), a slice at run-time starts then.
+Expected<ValueId> rowsOf(ConvertContext& ctx, const std::string& part, ValueId table,
+                         const Dim& first, const Dim& count) {
+  const Shape t = ctx.graph.value(table).type.shape;
+  if (t.rank() != 2 || !t.isStatic() || first.max + count.max > t[0])
+    return makeError("a table of shape ", t.toString(), " has no rows ", first.toString(), "..",
+                     first.toString(), "+", count.toString(), " (up to ", first.max + count.max,
+                     ")");
+  SliceAttrs a;
+  a.starts = {first.isStatic() ? first.max : 0, 0};
+  a.steps = {1, 1};
+  a.counts = {count.max, t[1]};
+  if (!first.isStatic()) a.runTimeStarts = {first.expr, DimExpr(0)};
+  if (!count.isStatic()) a.extents = {count, Dim(t[1])};
+  return addPart(ctx, part, OpKind::Slice, a, {table});
+}
+
+// Rotary position embedding of x [B, N, S, H] (heads before positions) by the angles' cos and
+// sin [S, R/2] or [B, 1, S, R/2], R <= H: the first R values of each head rotated in halves
+// (x1 x cos - x2 x sin, x2 x cos + x1 x sin) or, interleaved, in adjacent pairs; the rest kept.
+Expected<ValueId> rotary(ConvertContext& ctx, const std::string& part, ValueId x, ValueId cos,
+                         ValueId sin, bool interleaved) {
+  const Shape xs = ctx.graph.value(x).type.shape;
+  const Shape cs = ctx.graph.value(cos).type.shape;
+  if (xs.rank() != 4 || cs.rank() < 1)
+    return makeError("rotary embedding of ", xs.toString(), " by angles ", cs.toString(),
+                     ": not [batch, heads, sequence, head size] and [..., R/2]");
+  const int64_t head = xs[3], half = cs[cs.rank() - 1], rotated = 2 * half;
+  if (rotated > head || rotated == 0)
+    return makeError("rotary angles of shape ", cs.toString(), " do not fit heads of ", head,
+                     " values (", xs.toString(), ")");
+  ValueId part1 = kNoValue, part2 = kNoValue, rest = kNoValue, c = cos, s = sin;
+  ValueId in = x;
+  if (rotated < head) {
+    TUNEC_ASSIGN_OR_RETURN(in, sliceAxis(ctx, part + ".rotated", x, 3, 0, rotated));
+    TUNEC_ASSIGN_OR_RETURN(rest, sliceAxis(ctx, part + ".kept", x, 3, rotated, head - rotated));
+  }
+  std::vector<Dim> pairs = {xs.dim(0), xs.dim(1), xs.dim(2), Dim(half), Dim(2)};
+  if (interleaved) { // [B, N, S, R/2, 2]: pair j is (2j, 2j + 1)
+    TUNEC_ASSIGN_OR_RETURN(
+        in, addPart(ctx, part + ".pairs", OpKind::Reshape, ReshapeAttrs{pairs}, {in}));
+    TUNEC_ASSIGN_OR_RETURN(part1, sliceAxis(ctx, part + ".even", in, 4, 0, 1));
+    TUNEC_ASSIGN_OR_RETURN(part2, sliceAxis(ctx, part + ".odd", in, 4, 1, 1));
+    const auto last = static_cast<int64_t>(cs.rank());
+    TUNEC_ASSIGN_OR_RETURN(
+        c, addPart(ctx, part + ".cos", OpKind::Unsqueeze, AxesAttrs{{last}}, {cos}));
+    TUNEC_ASSIGN_OR_RETURN(
+        s, addPart(ctx, part + ".sin", OpKind::Unsqueeze, AxesAttrs{{last}}, {sin}));
+  } else {
+    TUNEC_ASSIGN_OR_RETURN(part1, sliceAxis(ctx, part + ".first", in, 3, 0, half));
+    TUNEC_ASSIGN_OR_RETURN(part2, sliceAxis(ctx, part + ".second", in, 3, half, half));
+  }
+  auto mul = [&](const std::string& n, ValueId a, ValueId b) {
+    return addPart(ctx, part + "." + n, OpKind::Mul, NoAttrs{}, {a, b});
+  };
+  TUNEC_ASSIGN_OR_RETURN(ValueId a1, mul("x1cos", part1, c));
+  TUNEC_ASSIGN_OR_RETURN(ValueId b1, mul("x2sin", part2, s));
+  TUNEC_ASSIGN_OR_RETURN(ValueId a2, mul("x2cos", part2, c));
+  TUNEC_ASSIGN_OR_RETURN(ValueId b2, mul("x1sin", part1, s));
+  TUNEC_ASSIGN_OR_RETURN(ValueId o1,
+                         addPart(ctx, part + ".out1", OpKind::Sub, NoAttrs{}, {a1, b1}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId o2,
+                         addPart(ctx, part + ".out2", OpKind::Add, NoAttrs{}, {a2, b2}));
+  const int64_t axis = interleaved ? 4 : 3;
+  TUNEC_ASSIGN_OR_RETURN(ValueId out,
+                         addPart(ctx, part + ".joined", OpKind::Concat, AxisAttrs{axis}, {o1, o2}));
+  if (interleaved) {
+    TUNEC_ASSIGN_OR_RETURN(
+        out, addPart(ctx, part + ".unpaired", OpKind::Reshape,
+                     ReshapeAttrs{{xs.dim(0), xs.dim(1), xs.dim(2), Dim(rotated)}}, {out}));
+  }
+  if (rest == kNoValue) return out;
+  return addPart(ctx, part + ".whole", OpKind::Concat, AxisAttrs{3}, {out, rest});
+}
+
+// The rotary angles of positions [first, first + count) (a run's tokens after its past) from
+// the [positions, R/2] tables, or of position_ids [B, S] when given: [S, R/2] or [B, 1, S, R/2].
+Expected<std::pair<ValueId, ValueId>> rotaryAngles(ConvertContext& ctx, size_t cosInput,
+                                                   size_t sinInput, size_t positionsInput,
+                                                   const Dim& first, const Dim& count) {
+  if (!ctx.hasInput(cosInput) || !ctx.hasInput(sinInput))
+    return makeError("rotary embedding needs cos_cache and sin_cache");
+  std::pair<ValueId, ValueId> angles;
+  ValueId* out[] = {&angles.first, &angles.second};
+  const char* names[] = {"cos", "sin"};
+  for (int i = 0; i < 2; ++i) {
+    ValueId table = ctx.inputs[i == 0 ? cosInput : sinInput];
+    const std::string n = names[i];
+    if (ctx.hasInput(positionsInput)) {
+      TUNEC_ASSIGN_OR_RETURN(ValueId rows,
+                             addPart(ctx, n + ".positions", OpKind::Gather, AxisAttrs{0},
+                                     {table, ctx.inputs[positionsInput]}));
+      if (ctx.graph.value(rows).type.shape.rank() == 3) { // [B, S, R/2] -> [B, 1, S, R/2]
+        TUNEC_ASSIGN_OR_RETURN(
+            rows, addPart(ctx, n + ".heads", OpKind::Unsqueeze, AxesAttrs{{1}}, {rows}));
+      }
+      *out[i] = rows;
+    } else {
+      TUNEC_ASSIGN_OR_RETURN(*out[i], rowsOf(ctx, n + ".rows", table, first, count));
+    }
+  }
+  return angles;
+}
+
+// x [B, S, N x H] -> [B, N, S, H].
+Expected<ValueId> splitHeads(ConvertContext& ctx, const std::string& part, ValueId x, int64_t heads,
+                             int64_t head) {
+  const Shape xs = ctx.graph.value(x).type.shape;
+  TUNEC_ASSIGN_OR_RETURN(ValueId y,
+                         addPart(ctx, part + ".heads", OpKind::Reshape,
+                                 ReshapeAttrs{{xs.dim(0), xs.dim(1), Dim(heads), Dim(head)}}, {x}));
+  return addPart(ctx, part + ".transposed", OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {y});
+}
+
+// com.microsoft.GroupQueryAttention(query, key, value, past_key, past_value, seqlens_k,
+// total_sequence_length, cos_cache, sin_cache, position_ids, attention_bias): causal attention
+// of num_heads query heads over kv_num_heads K/V heads with the past (BNSH) before this run's
+// keys, as ONNX Runtime's generation builder writes decoders. Written as a plain export writes
+// it: heads by Reshape and Transpose, the rotary embedding of Q and K, present = Concat(past,
+// new), the K/V heads repeated by Unsqueeze/Expand/Reshape (which fold-grouped-kv reads as
+// stored), Q K^T x scale + the causal mask, Softmax, x V. The positions of the run's tokens
+// are past .. past + sequence - 1 by the shapes (a batch without padding: seqlens_k must be
+// past + sequence - 1 in each row, as ONNX Runtime's own prompt and token steps give it).
+Result convertGroupQueryAttention(ConvertContext& ctx) {
+  const int64_t heads = ctx.attrs.getInt("num_heads", 0),
+                kvHeads = ctx.attrs.getInt("kv_num_heads", 0);
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
+    return makeError("num_heads ", heads, " must be a positive multiple of kv_num_heads ", kvHeads);
+  if (ctx.attrs.getInt("local_window_size", -1) != -1)
+    return makeError("local_window_size (sliding-window attention) is not supported yet");
+  if (ctx.attrs.getFloat("softcap", 0.f) != 0.f) return makeError("softcap is not supported yet");
+  if (ctx.attrs.getInt("smooth_softmax", 0) != 0 || ctx.attrs.getInt("qk_output", 0) != 0 ||
+      ctx.attrs.getInt("sliding_window_cache", 0) != 0)
+    return makeError("smooth_softmax, qk_output and sliding_window_cache are not supported");
+  for (size_t i = 11; i < ctx.inputs.size(); ++i)
+    if (ctx.hasInput(i))
+      return makeError("input ", i, " (head_sink, a quantized cache's scales or Q/K norms) is ",
+                       "not supported");
+  const bool causal = ctx.attrs.getInt("causal", 1) != 0;
+  const Shape qs = ctx.inputType(0).shape;
+  if (qs.rank() != 3 || !qs.dim(2).isStatic())
+    return makeError("query ", qs.toString(), " is not [batch, sequence, hidden]");
+  const bool packed = !ctx.hasInput(1);
+  if (packed == ctx.hasInput(2))
+    return makeError("key and value are given together, or neither (packed QKV)");
+  const int64_t width = qs[2], units = packed ? heads + 2 * kvHeads : heads;
+  if (width % units != 0)
+    return makeError("query's ", width, " values are not ", units, " heads of one size");
+  const int64_t head = width / units;
+  ValueId q = ctx.inputs[0], k = kNoValue, v = kNoValue;
+  if (packed) {
+    TUNEC_ASSIGN_OR_RETURN(q, sliceAxis(ctx, "q", ctx.inputs[0], 2, 0, heads * head));
+    TUNEC_ASSIGN_OR_RETURN(k, sliceAxis(ctx, "k", ctx.inputs[0], 2, heads * head, kvHeads * head));
+    TUNEC_ASSIGN_OR_RETURN(
+        v, sliceAxis(ctx, "v", ctx.inputs[0], 2, (heads + kvHeads) * head, kvHeads * head));
+  } else {
+    k = ctx.inputs[1], v = ctx.inputs[2];
+    for (ValueId x : {k, v})
+      if (ctx.graph.value(x).type.shape.rank() != 3 ||
+          ctx.graph.value(x).type.shape[2] != kvHeads * head)
+        return makeError("key and value ", ctx.graph.value(x).type.shape.toString(), " are not [",
+                         "batch, sequence, ", kvHeads, " x ", head, "]");
+  }
+  TUNEC_ASSIGN_OR_RETURN(q, splitHeads(ctx, "q", q, heads, head));
+  TUNEC_ASSIGN_OR_RETURN(k, splitHeads(ctx, "k", k, kvHeads, head));
+  TUNEC_ASSIGN_OR_RETURN(v, splitHeads(ctx, "v", v, kvHeads, head));
+  const Dim batch = qs.dim(0), sequence = qs.dim(1);
+  Dim past(0);
+  if (ctx.hasInput(3) != ctx.hasInput(4))
+    return makeError("past_key and past_value are given together or not at all");
+  if (ctx.hasInput(3)) {
+    const Shape ps = ctx.inputType(3).shape;
+    if (ps.rank() != 4 || ps[1] != kvHeads || ps[3] != head || !(ps.dim(0) == batch))
+      return makeError("past_key ", ps.toString(), " is not [batch, ", kvHeads, ", past, ", head,
+                       "] (BNSH)");
+    past = ps.dim(2);
+  }
+  if (ctx.attrs.getInt("do_rotary", 0) != 0) {
+    TUNEC_ASSIGN_OR_RETURN(auto angles, rotaryAngles(ctx, 7, 8, 9, past, sequence));
+    const bool interleaved = ctx.attrs.getInt("rotary_interleaved", 0) != 0;
+    TUNEC_ASSIGN_OR_RETURN(q, rotary(ctx, "q.rotary", q, angles.first, angles.second, interleaved));
+    TUNEC_ASSIGN_OR_RETURN(k, rotary(ctx, "k.rotary", k, angles.first, angles.second, interleaved));
+  }
+  if (ctx.hasInput(3)) {
+    TUNEC_ASSIGN_OR_RETURN(
+        k, addPart(ctx, "present_key", OpKind::Concat, AxisAttrs{2}, {ctx.inputs[3], k}));
+    TUNEC_ASSIGN_OR_RETURN(
+        v, addPart(ctx, "present_value", OpKind::Concat, AxisAttrs{2}, {ctx.inputs[4], v}));
+  }
+  const ValueId presentK = k, presentV = v;
+  const Dim total = past + sequence;
+  if (heads != kvHeads) { // repeat_kv: [B, kv, T, H] -> [B, kv, g, T, H] -> [B, heads, T, H]
+    const Dim group(heads / kvHeads);
+    ValueId* kv[] = {&k, &v};
+    const char* names[] = {"k", "v"};
+    for (int i = 0; i < 2; ++i) {
+      const std::string n = names[i];
+      TUNEC_ASSIGN_OR_RETURN(
+          ValueId x, addPart(ctx, n + ".grouped", OpKind::Unsqueeze, AxesAttrs{{2}}, {*kv[i]}));
+      TUNEC_ASSIGN_OR_RETURN(
+          x, addPart(ctx, n + ".repeated", OpKind::Expand,
+                     ReshapeAttrs{{batch, Dim(kvHeads), group, total, Dim(head)}}, {x}));
+      TUNEC_ASSIGN_OR_RETURN(*kv[i],
+                             addPart(ctx, n + ".all_heads", OpKind::Reshape,
+                                     ReshapeAttrs{{batch, Dim(heads), total, Dim(head)}}, {x}));
+    }
+  }
+  TUNEC_ASSIGN_OR_RETURN(ValueId kT, addPart(ctx, "k.transposed_keys", OpKind::Transpose,
+                                             TransposeAttrs{{0, 1, 3, 2}}, {k}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId scores,
+                         addPart(ctx, "scores", OpKind::MatMul, NoAttrs{}, {q, kT}));
+  const float scale = ctx.attrs.getFloat("scale", 0.f);
+  TUNEC_ASSIGN_OR_RETURN(
+      scores,
+      addPart(
+          ctx, "scores.scaled", OpKind::Mul, NoAttrs{},
+          {scores, scalarPart(ctx, "scale",
+                              scale != 0.f ? scale : 1.0 / std::sqrt(static_cast<double>(head)))}));
+  ValueId mask = kNoValue;
+  if (causal && !(sequence == Dim(1))) {
+    // Key j is masked for the query at position p = past + i where j > p: -FLT_MAX added.
+    Tensor rows(DType::F32, Shape{total.max, 1});
+    for (int64_t j = 0; j < total.max; ++j) rows.setDouble(j, static_cast<double>(j));
+    TUNEC_ASSIGN_OR_RETURN(ValueId positions,
+                           rowsOf(ctx, "mask.query_positions",
+                                  addPartConstant(ctx, "mask.rows", std::move(rows)), past,
+                                  sequence));
+    TUNEC_ASSIGN_OR_RETURN(ValueId keys,
+                           positionsRow(ctx, "mask.key_positions", DType::F32, total));
+    TUNEC_ASSIGN_OR_RETURN(ValueId later,
+                           addPart(ctx, "mask.later", OpKind::Less, NoAttrs{}, {positions, keys}));
+    TUNEC_ASSIGN_OR_RETURN(later,
+                           addPart(ctx, "mask.f32", OpKind::Cast, CastAttrs{DType::F32}, {later}));
+    TUNEC_ASSIGN_OR_RETURN(
+        mask,
+        addPart(ctx, "mask.add", OpKind::Mul, NoAttrs{},
+                {later, scalarPart(ctx, "mask.lowest",
+                                   static_cast<double>(std::numeric_limits<float>::lowest()))}));
+  }
+  TUNEC_ASSIGN_OR_RETURN(ValueId context, attend(ctx, scores, mask, 10, v));
+  Conversion c{OpKind::Reshape, ReshapeAttrs{{batch, sequence, Dim(heads * head)}}, {context}};
+  if (ctx.numOutputs > 1 && !ctx.proto.output(1).empty()) c.valueOutputs.push_back({1, presentK});
+  if (ctx.numOutputs > 2 && !ctx.proto.output(2).empty()) c.valueOutputs.push_back({2, presentV});
+  return c;
+}
+
+// com.microsoft.RotaryEmbedding(input, position_ids, cos_cache, sin_cache): input [B, S, N x H]
+// (num_heads, or H from rotary_embedding_dim) or [B, N, S, H]; position_ids [B, S], or one
+// offset [1] for positions offset .. offset + S - 1.
+Result convertRotaryEmbedding(ConvertContext& ctx) {
+  if (ctx.attrs.getInt("is_packed_batching", 0) != 0)
+    return makeError("is_packed_batching is not supported");
+  if (ctx.attrs.getFloat("scale", 1.f) != 1.f)
+    return makeError("a position scale other than 1 is not supported");
+  const Shape xs = ctx.inputType(0).shape;
+  const Shape ps = ctx.inputType(1).shape;
+  const Shape cs = ctx.inputType(2).shape;
+  if (cs.rank() != 2) return makeError("cos_cache ", cs.toString(), " is not [positions, R/2]");
+  ValueId x = ctx.inputs[0];
+  int64_t heads = ctx.attrs.getInt("num_heads", 0);
+  const int64_t rotaryDim = ctx.attrs.getInt("rotary_embedding_dim", 0);
+  if (rotaryDim > 0 && rotaryDim != 2 * cs[1])
+    return makeError("rotary_embedding_dim ", rotaryDim, " is not twice cos_cache's ", cs[1],
+                     " columns");
+  if (xs.rank() == 3) {
+    if (heads <= 0) // the whole head rotated: its size is twice the angles'
+      heads = xs[2] % (2 * cs[1]) == 0 ? xs[2] / (2 * cs[1]) : 0;
+    if (heads <= 0 || xs[2] % heads != 0)
+      return makeError("input ", xs.toString(),
+                       " is not [batch, sequence, heads x head size]: ", "give num_heads");
+    TUNEC_ASSIGN_OR_RETURN(x, splitHeads(ctx, "input", x, heads, xs[2] / heads));
+  } else if (xs.rank() != 4) {
+    return makeError("input ", xs.toString(), " is not 3-d or 4-d");
+  }
+  const Dim sequence = xs.rank() == 3 ? xs.dim(1) : xs.dim(2);
+  std::pair<ValueId, ValueId> angles;
+  if (ps.rank() == 2) {
+    TUNEC_ASSIGN_OR_RETURN(angles, rotaryAngles(ctx, 2, 3, 1, Dim(0), sequence));
+  } else if (ps.numel() != 1 || ps.rank() > 1) {
+    return makeError("position_ids of shape ", ps.toString(), " are neither [batch, sequence] ",
+                     "nor one offset");
+  } else if (ctx.graph.value(ctx.inputs[1]).constant) {
+    TUNEC_ASSIGN_OR_RETURN(auto offset, ctx.constantInput(1, "position offset"));
+    TUNEC_ASSIGN_OR_RETURN(angles, rotaryAngles(ctx, 2, 3, 99, Dim(offset->getInt(0)), sequence));
+  } else { // an offset known at run time: positions offset + [0, S), gathered
+    TUNEC_ASSIGN_OR_RETURN(ValueId steps,
+                           positionsRow(ctx, "positions.steps", DType::I64, sequence));
+    TUNEC_ASSIGN_OR_RETURN(ValueId offset, addPart(ctx, "positions.offset", OpKind::Cast,
+                                                   CastAttrs{DType::I64}, {ctx.inputs[1]}));
+    TUNEC_ASSIGN_OR_RETURN(ValueId positions, addPart(ctx, "positions", OpKind::Add, NoAttrs{},
+                                                      {steps, offset})); // [1, S]
+    ValueId* out[] = {&angles.first, &angles.second};
+    const char* names[] = {"cos", "sin"};
+    for (int i = 0; i < 2; ++i) {
+      const std::string n = names[i];
+      TUNEC_ASSIGN_OR_RETURN(ValueId rows, addPart(ctx, n + ".positions", OpKind::Gather,
+                                                   AxisAttrs{0}, {ctx.inputs[2 + i], positions}));
+      TUNEC_ASSIGN_OR_RETURN(*out[i], addPart(ctx, n + ".heads", OpKind::Unsqueeze, AxesAttrs{{1}},
+                                              {rows})); // [1, 1, S, R/2]
+    }
+  }
+  const bool interleaved = ctx.attrs.getInt("interleaved", 0) != 0;
+  TUNEC_ASSIGN_OR_RETURN(ValueId y,
+                         rotary(ctx, "rotary", x, angles.first, angles.second, interleaved));
+  if (xs.rank() == 4) return Conversion{OpKind::Identity, NoAttrs{}, {y}};
+  TUNEC_ASSIGN_OR_RETURN(
+      y, addPart(ctx, "output.transposed", OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {y}));
+  return Conversion{OpKind::Reshape, ReshapeAttrs{{xs.dim(0), xs.dim(1), xs.dim(2)}}, {y}};
 }
 
 // com.microsoft.EmbedLayerNormalization(input_ids, segment_ids, word_embedding,
@@ -1599,6 +1943,8 @@ const std::map<std::string, Converter>& converters() {
       {"com.microsoft.SimplifiedLayerNormalization", convertSimplifiedLayerNorm},
       {"RMSNormalization", convertRmsNormalization},
       {"com.microsoft.Attention", convertMsAttention},
+      {"com.microsoft.GroupQueryAttention", convertGroupQueryAttention},
+      {"com.microsoft.RotaryEmbedding", convertRotaryEmbedding},
       {"com.microsoft.EmbedLayerNormalization", convertEmbedLayerNorm},
   };
   return table;
@@ -1638,7 +1984,10 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
       {"com.microsoft.SkipLayerNormalization", "Add -> LayerNormalization"},
       {"Range", "a constant; of a symbolic limit, a Slice of the bound's values"},
       {"com.microsoft.SkipSimplifiedLayerNormalization", "Add -> RMSNormalization"},
-      {"com.microsoft.SimplifiedLayerNormalization", "RMSNormalization"}};
+      {"com.microsoft.SimplifiedLayerNormalization", "RMSNormalization"},
+      {"com.microsoft.GroupQueryAttention",
+       "Concat (present K/V) -> MatMul -> Softmax -> MatMul, with the rotary embedding"},
+      {"com.microsoft.RotaryEmbedding", "Slice -> Mul -> Sub/Add -> Concat"}};
   for (const auto& [op, expansion] : kExpansions)
     if (op == onnxOp) return expansion;
   return std::nullopt;

@@ -163,6 +163,11 @@ struct SliceAttrs {
   /// A symbolic slice's counts (a prefix of run-time length: positions[:, :sequence]); empty for
   /// a static one.
   std::vector<Dim> extents;
+  /// Starts read at run time, one a dimension (rows [past, past + sequence) of a table of
+  /// rotary angles); empty when `starts` are all constant. Only a symbolic graph has them, and
+  /// only compiled code runs them (no folding, no reference).
+  std::vector<DimExpr> runTimeStarts = {};
+  bool startsAtRunTime() const { return !runTimeStarts.empty(); }
   bool operator==(const SliceAttrs&) const = default;
 };
 

@@ -80,7 +80,14 @@ struct AttrPrinter {
     return "axis=" + std::to_string(a.axis) + " sizes=" + list(a.sizes);
   }
   std::string operator()(const SliceAttrs& a) const {
-    return "starts=" + list(a.starts) + " steps=" + list(a.steps) +
+    std::string starts = list(a.starts);
+    if (a.startsAtRunTime()) {
+      starts = "[";
+      for (size_t i = 0; i < a.runTimeStarts.size(); ++i)
+        starts += (i ? "," : "") + a.runTimeStarts[i].toString();
+      starts += "]";
+    }
+    return "starts=" + starts + " steps=" + list(a.steps) +
            " counts=" + (a.extents.empty() ? list(a.counts) : list(a.extents));
   }
   std::string operator()(const TileAttrs& a) const { return "repeats=" + list(a.repeats); }

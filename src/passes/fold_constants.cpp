@@ -19,6 +19,9 @@ Expected<Graph> foldConstantNodes(const Graph& graph, std::initializer_list<OpKi
     // computed at each run's extents: a constant holds one shape.
     for (ValueId out : node.outputs)
       allConstant = allConstant && graph.value(out).type.shape.isStatic();
+    // So is a slice at run-time starts (the rotary angles of this run's positions).
+    if (node.kind == OpKind::Slice && std::get<SliceAttrs>(node.attrs).startsAtRunTime())
+      allConstant = false;
     for (ValueId in : node.inputs) {
       const Tensor* t = rw.constantOf(rw.map(in));
       if (in != kNoValue && !t) allConstant = false;

@@ -36,7 +36,9 @@ Expected<Graph> foldSliceOfGather(const Graph& graph) {
   for (size_t n = 0; n < graph.nodes().size(); ++n) {
     const Node& node = graph.nodes()[n];
     const Node* gather =
-        node.kind == OpKind::Slice ? producerOf(graph, node.inputs[0], OpKind::Gather) : nullptr;
+        node.kind == OpKind::Slice && !std::get<SliceAttrs>(node.attrs).startsAtRunTime()
+            ? producerOf(graph, node.inputs[0], OpKind::Gather)
+            : nullptr;
     if (!gather) continue;
     if (std::optional<Tensor> indices = slicedIndices(graph, node, *gather))
       roots.emplace(

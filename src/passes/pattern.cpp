@@ -45,7 +45,8 @@ std::optional<std::pair<int64_t, int64_t>> slicedRange(const Graph& graph, const
   if (slice.kind != OpKind::Slice) return std::nullopt;
   const Shape& xs = graph.value(slice.inputs[0]).type.shape;
   const auto& a = std::get<SliceAttrs>(slice.attrs);
-  if (a.starts.size() != static_cast<size_t>(xs.rank()) || axis < 0 || axis >= xs.rank())
+  if (a.startsAtRunTime() || a.starts.size() != static_cast<size_t>(xs.rank()) || axis < 0 ||
+      axis >= xs.rank())
     return std::nullopt;
   for (int d = 0; d < xs.rank(); ++d) {
     auto i = static_cast<size_t>(d);
@@ -60,6 +61,7 @@ SliceAttrs sliceAlong(const Shape& shape, int64_t axis, int64_t start, int64_t c
   SliceAttrs a{std::vector<int64_t>(static_cast<size_t>(shape.rank()), 0),
                std::vector<int64_t>(static_cast<size_t>(shape.rank()), 1),
                shape.dims(),
+               {},
                {}};
   a.starts[static_cast<size_t>(axis)] = start;
   a.counts[static_cast<size_t>(axis)] = count;

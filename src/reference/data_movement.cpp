@@ -207,6 +207,10 @@ Status dataMovement(const Node& node, Inputs in, Outputs out) {
   }
   case OpKind::Slice: {
     const auto& a = std::get<SliceAttrs>(node.attrs);
+    if (a.startsAtRunTime())
+      return makeError("a slice at run-time starts (", a.runTimeStarts.front().toString(),
+                       ", ...) runs in compiled code only: import the model at static shapes "
+                       "for the reference");
     std::vector<int64_t> xStrides = in[0]->shape().strides();
     gatherBy(*in[0], y, [&](const std::vector<int64_t>& idx) {
       int64_t o = 0;

@@ -394,6 +394,53 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   want=$(/usr/bin/python3 -c "import numpy as np; print(' '.join(map(str, np.load('$tmp/triu/tokens.npy'))))")
   # shellcheck disable=SC2086
   expect 0 "tokens: $want" -- generate "$tmp/triu/model.onnx" --prompt-ids "$prompt" --tokens 8 $decdims
+  # ONNX Runtime's generation-builder form: com.microsoft.GroupQueryAttention with its rotary
+  # embedding (the angles of the positions after the past: a slice at run-time starts),
+  # seqlens_k and total_sequence_length counted from the mask, no position_ids; the mask's
+  # total_sequence is found from the presents' declared dimension. PyTorch's tokens (ONNX
+  # Runtime 1.30 generates the same), and at a past of 3 and 4 new tokens the reference's
+  # logits and presents (a static import: constant starts).
+  /usr/bin/python3 "$src/scripts/export_decoder.py" "$tmp/gqa" --size tiny --reference 5:8 \
+    --attention gqa >/dev/null 2>&1
+  gprompt=$(/usr/bin/python3 -c "import numpy as np; print(','.join(map(str, np.load('$tmp/gqa/prompt.npy')[0])))")
+  want=$(/usr/bin/python3 -c "import numpy as np; print(' '.join(map(str, np.load('$tmp/gqa/tokens.npy'))))")
+  # shellcheck disable=SC2086
+  expect 0 "tokens: $want" -- generate "$tmp/gqa/model.onnx" --prompt-ids "$gprompt" --tokens 8 $decdims
+  /usr/bin/python3 -c "
+import numpy as np
+r = np.random.default_rng(1)
+np.save('$tmp/gqa/ids.npy', r.integers(1, 256, (1, 4)).astype(np.int64))
+np.save('$tmp/gqa/mask.npy', np.ones((1, 7), np.int64))
+for i in range(2):
+    for n in ('key', 'value'):
+        np.save(f'$tmp/gqa/past{i}{n}.npy', r.standard_normal((1, 2, 3, 16)).astype(np.float32))
+"
+  gin="--input input_ids=$tmp/gqa/ids.npy --input attention_mask=$tmp/gqa/mask.npy"
+  gshape="--input-shape input_ids=1x4 --input-shape attention_mask=1x7"
+  for i in 0 1; do
+    for n in key value; do
+      gin="$gin --input past_key_values.$i.$n=$tmp/gqa/past$i$n.npy"
+      gshape="$gshape --input-shape past_key_values.$i.$n=1x2x3x16"
+    done
+  done
+  # shellcheck disable=SC2086
+  expect 0 "reference executor" -- run "$tmp/gqa/model.onnx" --reference $gin $gshape --output "$tmp/gqa/ref"
+  # shellcheck disable=SC2086
+  expect 0 "check present.1.key: matches" -- run "$tmp/gqa/model.onnx" $gin $decdims \
+    --expect "logits=$tmp/gqa/ref/logits.npy" --expect "present.1.key=$tmp/gqa/ref/present.1.key.npy"
+  # com.microsoft.RotaryEmbedding (partial rotary) at position_ids, interleaved, and at an offset:
+  # compiled and on the reference executor, against its definition in float64.
+  for form in 0 1 "0 offset"; do
+    d="$tmp/rotary${form// /}"
+    mkdir -p "$d"
+    # shellcheck disable=SC2086
+    /usr/bin/python3 "$src/tests/fixtures/rotary/make.py" "$d" $form >/dev/null 2>&1
+    for how in "" --reference; do
+      # shellcheck disable=SC2086
+      expect 0 "check y: matches" -- run "$d/model.onnx" $how --input "x=$d/x.npy" \
+        --input "pos=$d/pos.npy" --expect "y=$d/y.npy"
+    done
+  done
 fi
 
 echo "cli errors: $((checks - failures)) passed, $failures failed"
