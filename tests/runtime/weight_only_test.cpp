@@ -7,8 +7,10 @@
 #include "reference/reference.h"
 #include "runtime/weight_only.h"
 
+#include <bit>
 #include <cmath>
 #include <gtest/gtest.h>
+#include <limits>
 #include <random>
 
 namespace tunec {
@@ -174,6 +176,41 @@ TEST(WeightOnly, Int8ActivationsMatchTheirQuantizedArithmeticOnEveryPath) {
             EXPECT_LT(std::sqrt(errQ / norm), 1e-6);
             EXPECT_LT(std::sqrt(errF / norm), 8e-2); // a few outputs: cancellation
           }
+}
+
+// A NaN activation is code 0 and leaves its block's step to the others; an infinite one makes
+// its block's codes 0 (inf / inf): the same on the VNNI path as on the scalar one, whose
+// arithmetic the reference is.
+TEST(WeightOnly, Int8ActivationsOfNaNAndInfinityAreDefinedOnEveryPath) {
+  if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  rt::WeightOnlyShape s{64, 16, 4, 32};
+  std::vector<uint8_t> codes(64 * 16);
+  std::vector<float> scales(16 * 2, 0.05f), zeros(scales.size(), 8.f), a(64);
+  std::mt19937 rng(3);
+  for (auto& c : codes) c = static_cast<uint8_t>(rng() % 16);
+  std::uniform_real_distribution<float> unit(-1.f, 1.f);
+  for (auto& v : a) v = unit(rng);
+  a[5] = std::numeric_limits<float>::quiet_NaN(); // block 0: NaN among finite values
+  a[40] = std::numeric_limits<float>::infinity(); // block 1: an infinity
+  std::vector<uint8_t> packed = rt::packWeightOnlyQ8(s, codes, scales, zeros);
+  auto run = [&](rt::WeightOnlyQ8Isa isa) {
+    std::vector<float> y(16);
+    rt::runWeightOnlyMatmulQ8(a.data(), packed.data(), y.data(), 1, s, 1, isa);
+    return y;
+  };
+  std::vector<float> scalar = run(rt::WeightOnlyQ8Isa::Scalar);
+  std::vector<float> vnni = run(rt::WeightOnlyQ8Isa::Vnni);
+  for (size_t i = 0; i < scalar.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(vnni[i]), std::bit_cast<uint32_t>(scalar[i])) << i;
+    EXPECT_TRUE(std::isfinite(scalar[i]) || std::isnan(scalar[i])) << i;
+  }
+  // Block 0 without its NaN computes as if that activation were 0.
+  std::vector<float> zeroed = a;
+  zeroed[5] = 0.f;
+  std::vector<float> y(16);
+  rt::runWeightOnlyMatmulQ8(zeroed.data(), packed.data(), y.data(), 1, s, 1,
+                            rt::WeightOnlyQ8Isa::Scalar);
+  EXPECT_NE(y, scalar); // block 1's infinity still differs
 }
 
 } // namespace
