@@ -26,14 +26,15 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tunec_generate(model, prompt, tokens, kv):
+def tunec_generate(model, prompt, tokens, kv, positions=True):
     past = {i["name"]: np.zeros((1, i["shape"][1], 0, i["shape"][3]), np.float32) for i in kv}
     ids, past_len, out, times = prompt, 0, [], []
     for _ in range(tokens):
         n = ids.shape[1]
         feed = {"input_ids": ids.astype(np.int64),
-                "attention_mask": np.ones((1, past_len + n), np.int64),
-                "position_ids": np.arange(past_len, past_len + n, dtype=np.int64)[None, :]}
+                "attention_mask": np.ones((1, past_len + n), np.int64)}
+        if positions:  # a GroupQueryAttention export counts them itself
+            feed["position_ids"] = np.arange(past_len, past_len + n, dtype=np.int64)[None, :]
         feed.update(past)
         t0 = time.perf_counter()
         y = model.run(feed)
@@ -82,7 +83,8 @@ def main():
     for r in range(args.rounds):
         for name in rows:
             if name == "tunec":
-                tokens, ttft, decode = tunec_generate(model, prompt, args.tokens, kv)
+                tokens, ttft, decode = tunec_generate(model, prompt, args.tokens, kv,
+                                                      config.get("attention") != "gqa")
             else:
                 tokens, ttft, decode = ort_generate(onnx, prompt, args.tokens, args.threads,
                                                     config)

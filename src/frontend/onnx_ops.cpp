@@ -1630,7 +1630,15 @@ Result convertGroupQueryAttention(ConvertContext& ctx) {
     if (ctx.hasInput(i))
       return makeError("input ", i, " (head_sink, a quantized cache's scales or Q/K norms) is ",
                        "not supported");
+  for (const char* cache : {"k_quant_type", "v_quant_type"})
+    if (ctx.attrs.getString(cache, "NONE") != "NONE")
+      return makeError(cache, " (a quantized K/V cache) is not supported");
+  ctx.attrs.getInt("kv_cache_bit_width", 0);    // of a quantized cache only
+  ctx.attrs.getFloat("qk_norm_epsilon", 1e-6f); // of the Q/K norms only, refused below
   const bool causal = ctx.attrs.getInt("causal", 1) != 0;
+  const bool rotate = ctx.attrs.getInt("do_rotary", 0) != 0;
+  const bool interleaved = ctx.attrs.getInt("rotary_interleaved", 0) != 0;
+  const float scale = ctx.attrs.getFloat("scale", 0.f);
   const Shape qs = ctx.inputType(0).shape;
   if (qs.rank() != 3 || !qs.dim(2).isStatic())
     return makeError("query ", qs.toString(), " is not [batch, sequence, hidden]");
@@ -1669,9 +1677,8 @@ Result convertGroupQueryAttention(ConvertContext& ctx) {
                        "] (BNSH)");
     past = ps.dim(2);
   }
-  if (ctx.attrs.getInt("do_rotary", 0) != 0) {
+  if (rotate) {
     TUNEC_ASSIGN_OR_RETURN(auto angles, rotaryAngles(ctx, 7, 8, 9, past, sequence));
-    const bool interleaved = ctx.attrs.getInt("rotary_interleaved", 0) != 0;
     TUNEC_ASSIGN_OR_RETURN(q, rotary(ctx, "q.rotary", q, angles.first, angles.second, interleaved));
     TUNEC_ASSIGN_OR_RETURN(k, rotary(ctx, "k.rotary", k, angles.first, angles.second, interleaved));
   }
@@ -1703,7 +1710,6 @@ Result convertGroupQueryAttention(ConvertContext& ctx) {
                                              TransposeAttrs{{0, 1, 3, 2}}, {k}));
   TUNEC_ASSIGN_OR_RETURN(ValueId scores,
                          addPart(ctx, "scores", OpKind::MatMul, NoAttrs{}, {q, kT}));
-  const float scale = ctx.attrs.getFloat("scale", 0.f);
   TUNEC_ASSIGN_OR_RETURN(
       scores,
       addPart(
