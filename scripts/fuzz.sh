@@ -36,6 +36,7 @@ JSONL
     cp examples/tiny_cnn/model.onnx "$out/corpus/tiny_cnn.onnx"
     cp tests/fuzz/regressions/onnx/*.onnx "$out/corpus/"
     cp tests/fixtures/matmul_nbits/model.onnx "$out/corpus/matmul_nbits.onnx"
+    cp tests/fixtures/qdq_int4/model.onnx "$out/corpus/qdq_int4.onnx"
     # The ONNX node tests' models: one per op family.
     for m in /usr/share/libonnx-testdata/data/node/test_{conv_with_strides_padding,qlinearconv,qlinearmatmul_2D,quantizelinear_axis,dequantizelinear_axis,matmulinteger,convinteger_with_padding,gemm_default_no_bias,maxpool_2d_pads,reshape_reordered_all_dims,slice,softmax_axis_1,layer_normalization_2d_axis0_expanded,dropout_default_mask,batchnorm_epsilon,concat_1d_axis_0,gather_0,transpose_default,resize_upsample_scales_nearest,pad}/model.onnx; do
       [ -f "$m" ] && cp "$m" "$out/corpus/$(basename "$(dirname "$m")").onnx"

@@ -164,6 +164,7 @@ Result convertIsInf(ConvertContext& ctx) {
 }
 
 Result convertCast(ConvertContext& ctx) {
+  ctx.attrs.getInt("saturate", 1); // opset 19: of float8 targets only, which are refused
   int to = static_cast<int>(ctx.attrs.getInt("to", 0));
   auto dtype = dtypeFromOnnx(to);
   if (!dtype) return makeError("cast to ", onnxTypeName(to), " is not supported");
@@ -347,9 +348,76 @@ ValueId scalarPart(ConvertContext& ctx, const std::string& part, double value) {
 // i32, as bias quantization uses). A missing zero point becomes a constant of zeros (of
 // output_dtype, default u8, for QuantizeLinear; of the input's type for DequantizeLinear), so
 // that the IR op always has three inputs.
+// DequantizeLinear with block_size (opset 21) of constant 2-d codes [K, N] blockwise along K
+// (axis 0), as ONNX Runtime's int4 quantizer writes a MatMul's weight in QDQ form: the f32
+// weight (for any reader) and, for a MatMul reading it, the codes as tunec's MatMulNBits takes
+// them (convertMatMul): unsigned codes (a signed code and zero point offset by 2^(bits-1): the
+// same differences), float scales and zero points [N, blocks].
+Result convertBlockDequantize(ConvertContext& ctx, int64_t block) {
+  const int64_t axis = ctx.attrs.getInt("axis", 1);
+  ctx.attrs.getInt("output_dtype", 0);
+  TUNEC_ASSIGN_OR_RETURN(auto x, ctx.constantInput(0, "blockwise-quantized codes"));
+  TUNEC_ASSIGN_OR_RETURN(auto scale, ctx.constantInput(1, "block scales"));
+  TUNEC_ASSIGN_OR_RETURN(auto zp, ctx.constantInput(2, "block zero points"));
+  if (!x || !scale || x->shape().rank() != 2 || (axis != 0 && axis != -2) ||
+      (x->dtype() != DType::I8 && x->dtype() != DType::U8) || scale->dtype() != DType::F32)
+    return makeError("blockwise DequantizeLinear (block_size ", block, ") is supported for ",
+                     "constant int4/uint4/int8/uint8 weights [K, N] blocked along axis 0 with f32 ",
+                     "scales, not ", x ? x->typeString() : std::string("a computed input"),
+                     " along axis ", axis);
+  const int64_t k = x->shape()[0], n = x->shape()[1], blocks = (k + block - 1) / block;
+  if (block < 1 || scale->shape() != Shape({blocks, n}) ||
+      (zp && (zp->shape() != scale->shape() || zp->dtype() != x->dtype())))
+    return makeError("block scales ", scale->shape().toString(), " and zero points of codes ",
+                     x->shape().toString(), " in blocks of ", block, " must be [", blocks, ", ", n,
+                     "] (the zero points of the codes' type)");
+  const bool isSigned = x->dtype() == DType::I8;
+  int64_t lo = 0, hi = 0;
+  for (int64_t i = 0; i < x->numel(); ++i) {
+    lo = std::min(lo, x->getInt(i));
+    hi = std::max(hi, x->getInt(i));
+  }
+  const int64_t bits = isSigned ? (lo >= -8 && hi <= 7 ? 4 : 8) : (hi <= 15 ? 4 : 8);
+  const int64_t offset = isSigned ? int64_t{1} << (bits - 1) : 0;
+  BlockQuantized q{Tensor(DType::U8, Shape({n, k})), Tensor(DType::F32, Shape({n, blocks})),
+                   Tensor(DType::F32, Shape({n, blocks})), bits, block};
+  Tensor weight(DType::F32, Shape({k, n}));
+  for (int64_t row = 0; row < k; ++row)
+    for (int64_t col = 0; col < n; ++col) {
+      const int64_t at = (row / block) * n + col;
+      const int64_t code = x->getInt(row * n + col), zero = zp ? zp->getInt(at) : 0;
+      const auto s = static_cast<float>(scale->getDouble(at));
+      weight.setDouble(row * n + col, static_cast<double>(static_cast<float>(code - zero) * s));
+      q.codes.setInt(col * k + row, code + offset);
+      q.scales.setDouble(col * blocks + row / block, s);
+      q.zeroPoints.setDouble(col * blocks + row / block, static_cast<double>(zero + offset));
+    }
+  if (ctx.blockQuantized) ctx.blockQuantized->emplace(ctx.proto.output(0), std::move(q));
+  return Conversion{
+      OpKind::Identity, NoAttrs{}, {addPartConstant(ctx, "weight", std::move(weight))}};
+}
+
+// MatMul(A, B): of a blockwise-dequantized constant B (convertBlockDequantize) and an f32 A,
+// tunec's MatMulNBits of its codes, which the weight-only kernels run; otherwise as it is.
+Result convertMatMul(ConvertContext& ctx) {
+  if (!ctx.blockQuantized || ctx.inputType(0).dtype != DType::F32)
+    return Conversion{OpKind::MatMul, NoAttrs{}, ctx.inputs};
+  auto it = ctx.blockQuantized->find(ctx.proto.input(1));
+  if (it == ctx.blockQuantized->end()) return Conversion{OpKind::MatMul, NoAttrs{}, ctx.inputs};
+  const BlockQuantized& q = it->second;
+  std::vector<ValueId> in = {ctx.inputs[0], addPartConstant(ctx, "codes", q.codes),
+                             addPartConstant(ctx, "scales", q.scales),
+                             addPartConstant(ctx, "zero_points", q.zeroPoints)};
+  // Accuracy level 4 (int8 activations where the target has VNNI), as ONNX Runtime's fusion of
+  // DequantizeLinear and MatMul into its MatMulNBits sets by default.
+  return Conversion{OpKind::MatMulNBits, BlockQuantAttrs{q.bits, q.block, 4}, in};
+}
+
 template <bool Quantize> Result convertQuantize(ConvertContext& ctx) {
-  if (ctx.attrs.getInt("block_size", 0) != 0)
-    return makeError("blocked quantization (block_size) is not supported");
+  if (const int64_t block = ctx.attrs.getInt("block_size", 0); block != 0) {
+    if (Quantize) return makeError("blocked QuantizeLinear (block_size) is not supported");
+    return convertBlockDequantize(ctx, block);
+  }
   ctx.attrs.getInt("saturate", 1); // only float8 types saturate otherwise
   int64_t axis = ctx.attrs.getInt("axis", 1);
   int outputType = static_cast<int>(ctx.attrs.getInt("output_dtype", 0));
@@ -1868,7 +1936,7 @@ const std::map<std::string, Converter>& converters() {
                   Max) PLAIN(Min) PLAIN(Sum) PLAIN(Mean) PLAIN(Equal) PLAIN(Less) PLAIN(LessOrEqual)
                   PLAIN(Greater) PLAIN(GreaterOrEqual) PLAIN(And) PLAIN(Or) PLAIN(Xor)
                       PLAIN(BitwiseAnd) PLAIN(BitwiseOr) PLAIN(BitwiseXor) PLAIN(Where)
-                          PLAIN(MatMul) PLAIN(GlobalAveragePool) PLAIN(GlobalMaxPool)
+                          PLAIN(GlobalAveragePool) PLAIN(GlobalMaxPool)
 #undef PLAIN
 #define BINARY(name) {#name, convertBinary<OpKind::name>},
                               BINARY(Add) BINARY(Sub) BINARY(Mul) BINARY(Div) BINARY(Pow)
@@ -1889,6 +1957,7 @@ const std::map<std::string, Converter>& converters() {
       {"QuantizeLinear", convertQuantize<true>},
       {"DequantizeLinear", convertQuantize<false>},
       {"QLinearMatMul", convertQLinearMatMul},
+      {"MatMul", convertMatMul},
       {"QLinearConv", convertQLinearConv},
       {"MatMulInteger", convertInteger<OpKind::MatMul>},
       {"DynamicQuantizeLinear", convertDynamicQuantizeLinear},

@@ -46,6 +46,17 @@ struct ShapeValue {
   bool boolean = false; ///< a comparison's result: elements 0 or 1
 };
 
+/// A weight dequantized blockwise by a DequantizeLinear of block_size (opset 21: int4/uint4 or
+/// 8-bit codes, a scale and zero point per block along one axis) from constants: what a MatMul
+/// reading it needs to run it as tunec's MatMulNBits instead of an f32 weight.
+struct BlockQuantized {
+  Tensor codes;       ///< u8 [N, K], one code a byte
+  Tensor scales;      ///< f32 [N, blocks]
+  Tensor zeroPoints;  ///< f32 [N, blocks]
+  int64_t bits = 4;   ///< 4 or 8: the codes' range
+  int64_t block = 32; ///< along K
+};
+
 struct ConvertContext {
   Graph& graph;
   const onnx::NodeProto& proto;
@@ -63,6 +74,8 @@ struct ConvertContext {
   Expected<std::optional<Tensor>> constantInput(size_t i, const char* role);
   /// The symbolic shape values of the import so far (null: none).
   const std::map<ValueId, ShapeValue>* shapeValues = nullptr;
+  /// The blockwise-dequantized weights of the import so far, by their ONNX name (null: none).
+  std::map<std::string, BlockQuantized>* blockQuantized = nullptr;
   /// Input i as dimensions: a shape value's elements, or a constant's integers.
   Expected<std::optional<std::vector<Dim>>> shapeInput(size_t i, const char* role);
 };

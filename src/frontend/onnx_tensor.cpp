@@ -176,8 +176,45 @@ int64_t typedValueCount(const onnx::TensorProto& proto, DType dtype) {
 
 } // namespace
 
+namespace {
+
+// ONNX's 4-bit integers (UINT4 = 21, INT4 = 22, IR 10; newer than the onnx library's enum):
+// packed two a byte, the low nibble first, in raw_data or an external file; one value a byte
+// here, u8 0..15 or i8 -8..7 (what a blockwise DequantizeLinear reads, onnx_ops.cpp).
+constexpr int kOnnxUint4 = 21, kOnnxInt4 = 22;
+
+Expected<Tensor> nibblesFromProto(const onnx::TensorProto& proto, const std::string& baseDir,
+                                  const std::vector<int64_t>& dims, int64_t n) {
+  const bool isSigned = proto.data_type() == kOnnxInt4;
+  const size_t bytes = static_cast<size_t>((n + 1) / 2);
+  std::string external;
+  const std::string* packed = &proto.raw_data();
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    TUNEC_ASSIGN_OR_RETURN(external, readExternal(proto, baseDir, bytes));
+    packed = &external;
+  } else if (!proto.has_raw_data()) {
+    return makeError("tensor '", proto.name(), "' of 4-bit integers keeps them in typed fields: ",
+                     "only raw_data and external data are read");
+  }
+  if (packed->size() != bytes)
+    return makeError("tensor '", proto.name(), "' of shape ", Shape(dims).toString(), " holds ",
+                     packed->size(), " bytes of 4-bit values, expected ", bytes);
+  Tensor t(isSigned ? DType::I8 : DType::U8, Shape(dims));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto byte = static_cast<uint8_t>((*packed)[static_cast<size_t>(i / 2)]);
+    const int nibble = (i % 2 ? byte >> 4 : byte) & 15;
+    t.setInt(i, isSigned && nibble >= 8 ? nibble - 16 : nibble);
+  }
+  return t;
+}
+
+} // namespace
+
 Expected<Tensor> tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir) {
-  auto dtype = dtypeFromOnnx(proto.data_type());
+  const bool nibbles = proto.data_type() == kOnnxUint4 || proto.data_type() == kOnnxInt4;
+  auto dtype = nibbles
+                   ? std::optional<DType>(proto.data_type() == kOnnxInt4 ? DType::I8 : DType::U8)
+                   : dtypeFromOnnx(proto.data_type());
   if (!dtype)
     return makeError("tensor '", proto.name(), "' has unsupported element type ",
                      onnxTypeName(proto.data_type()));
@@ -194,6 +231,7 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto& proto, const std::stri
     count *= d;
   }
   const int64_t n = count;
+  if (nibbles) return nibblesFromProto(proto, baseDir, dims, n);
   const size_t bytes = static_cast<size_t>(n) * dtypeSize(*dtype);
   auto sizeError = [&](int64_t got) {
     return makeError("tensor '", proto.name(), "' of shape ", Shape(dims).toString(), " holds ",
