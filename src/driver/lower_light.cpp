@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace tunec::driver {
 
@@ -161,15 +162,38 @@ bool isElementwise(const Graph& g, const Node& n) {
 }
 
 // A run of elementwise nodes, each consuming the previous one's output, as one program.
+// The instructions an elementwise node adds to a chain's program (lowerElementwiseRun).
+size_t ewInstructions(const Node& n) {
+  return std::max<size_t>(1, n.inputs.size() - 1) + (n.kind == OpKind::Mean ? 1 : 0);
+}
+
 size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t begin) {
   const Graph& g = l.graph();
   size_t end = begin + 1;
+  // The chain ends where its program would pass the runtime's limits: the next node starts a
+  // chain of its own, reading this one's result.
+  size_t instructions = ewInstructions(g.node(nodes[begin]));
+  std::set<ValueId> external(g.node(nodes[begin]).inputs.begin(),
+                             g.node(nodes[begin]).inputs.end());
   while (end < nodes.size()) {
     const Node& n = g.node(nodes[end]);
     ValueId prev = g.node(nodes[end - 1]).outputs[0];
     if (!isElementwise(g, n) || std::find(n.inputs.begin(), n.inputs.end(), prev) == n.inputs.end())
       break;
+    std::set<ValueId> more = external;
+    for (ValueId v : n.inputs)
+      if (v != prev) more.insert(v);
+    if (instructions + ewInstructions(n) > static_cast<size_t>(rt::kMaxEwInstructions) ||
+        more.size() > static_cast<size_t>(rt::kMaxEwInputs))
+      break;
+    instructions += ewInstructions(n);
+    external = std::move(more);
     ++end;
+  }
+  if (instructions > static_cast<size_t>(rt::kMaxEwInstructions)) {
+    l.unsupported(g.node(nodes[begin]), "an elementwise op of more than " +
+                                            std::to_string(rt::kMaxEwInstructions) + " inputs");
+    return begin;
   }
   ValueId result = g.node(nodes[end - 1]).outputs[0];
   const Shape& outShape = g.value(result).type.shape;
@@ -201,8 +225,9 @@ size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t
       operands.push_back(
           {t, Lowering::broadcastStrides(s, Lowering::logicalStrides(s, phys), outShape), 0});
     }
-  if (operands.size() > 8) {
-    l.unsupported(g.node(nodes[begin]), "an elementwise chain with more than 8 inputs");
+  if (operands.size() > static_cast<size_t>(rt::kMaxEwInputs)) {
+    l.unsupported(g.node(nodes[begin]),
+                  "an elementwise op of more than " + std::to_string(rt::kMaxEwInputs) + " inputs");
     return begin;
   }
   std::vector<EwInstr> code;
@@ -522,6 +547,16 @@ bool copyTensor(Lowering& l, const std::string& label, int out, const Shape& sha
 size_t lowerLight(Lowering& l, const std::vector<NodeId>& nodes, size_t begin) {
   const Graph& g = l.graph();
   const Node& n = g.node(nodes[begin]);
+  // A loop kernel's step runs up to rank 8 (rt::kMaxRank): refused here, naming the limit,
+  // rather than a model.so whose step the runtime cannot decode.
+  for (const std::vector<ValueId>* values : {&n.inputs, &n.outputs})
+    for (ValueId v : *values)
+      if (v != kNoValue && g.value(v).type.shape.rank() > rt::kMaxRank) {
+        l.unsupported(n, "a tensor of rank " + std::to_string(g.value(v).type.shape.rank()) +
+                             " ('" + g.value(v).name + "'): loop kernels run up to rank " +
+                             std::to_string(rt::kMaxRank));
+        return begin;
+      }
   if (isElementwise(g, n)) return lowerElementwiseRun(l, nodes, begin);
   if (n.kind == OpKind::MatMulNBits) return lowerMatMulNBits(l, n) ? begin + 1 : begin;
   if (n.kind == OpKind::Trilu) return lowerTrilu(l, n) ? begin + 1 : begin;

@@ -280,7 +280,8 @@ Expected<EwProgram> EwProgram::decode(const Step& step) {
   auto bad = [&] { return makeError("corrupt elementwise step '", step.label, "'"); };
   if (v.size() < 3) return bad();
   int64_t rank = v[0], inputs = v[1], instrs = v[2];
-  if (rank < 1 || rank > kMaxRank || inputs < 0 || inputs > 8 || instrs < 1 || instrs > 64)
+  if (rank < 1 || rank > kMaxRank || inputs < 0 || inputs > kMaxEwInputs || instrs < 1 ||
+      instrs > kMaxEwInstructions)
     return bad();
   size_t need = static_cast<size_t>(3 + rank + 1 + rank + inputs * (1 + rank) + 4 * instrs);
   if (v.size() != need || step.floats.size() != static_cast<size_t>(2 * instrs) ||

@@ -11,7 +11,12 @@
 
 namespace tunec::rt {
 
+/// The limits of a loop-kernel step (elementwise programs and typed copies), which the runtime's
+/// decoders check and the compiler keeps (driver/lower_light.cpp): a step beyond them would be
+/// a model.so that can never run.
 inline constexpr int kMaxRank = 8;
+inline constexpr int kMaxEwInputs = 8;
+inline constexpr int kMaxEwInstructions = 64;
 
 enum class EwOp : int32_t {
   Copy,

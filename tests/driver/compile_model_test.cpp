@@ -439,6 +439,44 @@ TEST(CompileModel, ElementwiseChainsWithBroadcastsOnNhwcActivations) {
   EXPECT_EQ(m.stats.loopKernels, 2) << "one reorder of the input and one fused chain";
 }
 
+// A chain longer than a loop-kernel step may hold (rt::kMaxEwInstructions) or with more
+// external operands (rt::kMaxEwInputs) runs as several steps (issue 50: 65 chained ops compiled
+// into a model.so the runtime refused as corrupt); a tensor above the steps' rank is refused at
+// compile time, naming the limit.
+TEST(CompileModel, LongElementwiseChainsSplitAndHighRanksAreRefused) {
+  {
+    Builder b;
+    ValueId z = b.input({4, 33});
+    for (int i = 0; i < 3 * rt::kMaxEwInstructions + 5; ++i)
+      z = b.op(i % 3 == 0   ? OpKind::Tanh
+               : i % 3 == 1 ? OpKind::Sigmoid
+                            : OpKind::Neg,
+               NoAttrs{}, {z});
+    auto m = checkCompiled(b, {z});
+    EXPECT_EQ(m.stats.loopKernels, 4) << "ceil(197 / 64) chains";
+  }
+  {
+    Builder b;
+    ValueId z = b.input({4, 33});
+    for (int i = 0; i < 2 * rt::kMaxEwInputs + 3; ++i)
+      z = b.op(OpKind::Add, NoAttrs{}, {z, b.constant({33})});
+    auto m = checkCompiled(b, {z});
+    EXPECT_EQ(m.stats.loopKernels, 3) << "19 constants, at most 8 operands a chain";
+  }
+  Builder b;
+  ValueId x = b.input({1, 2, 1, 2, 1, 2, 1, 2, 3});
+  b.g.addOutput(b.op(OpKind::Transpose, TransposeAttrs{{8, 7, 6, 5, 4, 3, 2, 1, 0}}, {x}));
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(b.g, *sharedJit(), options);
+  ASSERT_FALSE(compiled.isOk());
+  EXPECT_NE(compiled.error().message().find("rank 9"), std::string::npos)
+      << compiled.error().message();
+  EXPECT_NE(compiled.error().message().find("up to rank 8"), std::string::npos)
+      << compiled.error().message();
+}
+
 // With fewer than 8 channels NHWC steps iterate along W innermost (an image's input reorder,
 // or a chain on a 3-channel activation): the same results with per-channel and row broadcasts.
 TEST(CompileModel, NhwcStepsWithFewChannels) {
