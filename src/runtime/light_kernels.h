@@ -157,12 +157,15 @@ struct PoolParams {
 };
 
 void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads);
+/// The register tiles runBatchedMatmul's rows run on: the widest the CPU has (Auto), or one
+/// named (tests run each the CPU has against the portable form).
+enum class RowsIsa { Auto, Avx512, Avx2, Portable };
 /// C[m, n] = A[m, k] B[k, n] for each of `batch` matrices (dense f32, row-major; A and B advance
 /// by their batch strides, 0 for one shared matrix; C by m * n). With `bTransposed`, B is stored
 /// [n, k] (each output a dot product of two contiguous rows).
 void runBatchedMatmul(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
                       int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
-                      bool bTransposed = false);
+                      bool bTransposed = false, RowsIsa isa = RowsIsa::Auto);
 /// Each of `matrices` rows x cols matrices of `elem`-byte elements: the upper (j - i >= k) or
 /// lower (j - i <= k) triangle copied from `in`, the rest zero.
 void runTrilu(const uint8_t* in, uint8_t* out, int64_t matrices, int64_t rows, int64_t cols,
