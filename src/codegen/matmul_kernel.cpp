@@ -140,9 +140,13 @@ private:
   // run-time M, from its smallest: every line is prefetched by the tiles of the smallest M (a
   // larger one prefetches some twice), where a plan for the bound left a quarter of the next
   // panel cold at the bucket's low end (M = 33 of 33..48: 24% slower, BERT-base on Zen 4).
+  // Only whole tiles share it: a tail tile of a few rows runs its k loop in a fraction of a
+  // whole one's time, and the lines it was given arrived late (M = 7 as tiles of 6 and 1:
+  // BERT-base at 7 tokens 30.8 ms where the 1..16 bucket's kernel, its tiles each prefetching
+  // the whole panel, ran 16.9).
   PanelPrefetch prefetch() const {
     const int64_t m = runTimeM() ? std::min(rows_.min, w_.m) : w_.m;
-    return panelPrefetchFor((std::min(c_.mc, m) + c_.mr - 1) / c_.mr, c_.nr);
+    return panelPrefetchFor(std::max<int64_t>(1, std::min(c_.mc, m) / c_.mr), c_.nr);
   }
 
   llvm::Function* emitTask(const std::string& name) {

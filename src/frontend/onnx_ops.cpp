@@ -1567,7 +1567,7 @@ Expected<ValueId> rowsOf(ConvertContext& ctx, const std::string& part, ValueId t
   if (t.rank() != 2 || !t.isStatic() || first.max + count.max > t[0])
     return makeError("a table of shape ", t.toString(), " has no rows ", first.toString(), "..",
                      first.toString(), "+", count.toString(), " (up to ", first.max + count.max,
-                     ")");
+                     "): bound the symbols (--dim) so that they stay within its rows");
   SliceAttrs a;
   a.starts = {first.isStatic() ? first.max : 0, 0};
   a.steps = {1, 1};
