@@ -20,20 +20,29 @@ Status checkOutputPath(const std::string& path, const std::vector<std::string>& 
 /// removed with its contents when destroyed: where a writer stages files before one of them is
 /// renamed onto the output. Nobody else can create or plant a symlink in it, so the staged
 /// names cannot be redirected, and the rename stays on the output's file system.
+/// Nothing is left behind: SIGINT, SIGTERM or SIGHUP (where the program left them to their
+/// default action) remove the live directories and their files before the process dies of the
+/// signal; a directory a killed process left (`.tunec-OUTPUT-XXXXXX`, its `.pid` naming a
+/// process that no longer runs) is removed by the next staging for the same output.
 class StagingDir {
 public:
   static Expected<StagingDir> beside(const std::string& output);
-  StagingDir(StagingDir&& other) noexcept : dir_(std::move(other.dir_)) { other.dir_.clear(); }
+  StagingDir(StagingDir&& other) noexcept : dir_(std::move(other.dir_)), slot_(other.slot_) {
+    other.dir_.clear();
+    other.slot_ = -1;
+  }
   StagingDir& operator=(StagingDir&&) = delete;
   ~StagingDir();
-  /// A path inside the directory.
-  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+  /// A path inside the directory (registered for removal on a signal).
+  std::string file(const std::string& name) const;
+  const std::string& path() const { return dir_; }
   /// fsync's `staged` (a file inside) and renames it onto `output`.
   Status publish(const std::string& staged, const std::string& output) const;
 
 private:
-  explicit StagingDir(std::string dir) : dir_(std::move(dir)) {}
+  StagingDir(std::string dir, int slot) : dir_(std::move(dir)), slot_(slot) {}
   std::string dir_;
+  int slot_ = -1; ///< its entry in the signal handler's table, or -1 (the table was full)
 };
 
 /// Writes `path` through a file staged beside it (StagingDir): `write` fills the stream, then
