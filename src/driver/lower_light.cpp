@@ -161,12 +161,12 @@ bool isElementwise(const Graph& g, const Node& n) {
   return !n.inputs.empty() && n.inputs.size() <= 6;
 }
 
-// A run of elementwise nodes, each consuming the previous one's output, as one program.
 // The instructions an elementwise node adds to a chain's program (lowerElementwiseRun).
 size_t ewInstructions(const Node& n) {
   return std::max<size_t>(1, n.inputs.size() - 1) + (n.kind == OpKind::Mean ? 1 : 0);
 }
 
+// A run of elementwise nodes, each consuming the previous one's output, as one program.
 size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t begin) {
   const Graph& g = l.graph();
   size_t end = begin + 1;
@@ -189,11 +189,6 @@ size_t lowerElementwiseRun(Lowering& l, const std::vector<NodeId>& nodes, size_t
     instructions += ewInstructions(n);
     external = std::move(more);
     ++end;
-  }
-  if (instructions > static_cast<size_t>(rt::kMaxEwInstructions)) {
-    l.unsupported(g.node(nodes[begin]), "an elementwise op of more than " +
-                                            std::to_string(rt::kMaxEwInstructions) + " inputs");
-    return begin;
   }
   ValueId result = g.node(nodes[end - 1]).outputs[0];
   const Shape& outShape = g.value(result).type.shape;

@@ -490,8 +490,10 @@ InferResult inferSplit(const OpAttrs& attrs, Inputs in, int numOutputs) {
 
 InferResult inferSlice(const OpAttrs& attrs, Inputs in, int) {
   const auto& a = std::get<SliceAttrs>(attrs);
-  if (static_cast<int>(a.counts.size()) != in[0]->shape.rank())
-    return makeError("slice has ", a.counts.size(), " dims for rank ", in[0]->shape.rank());
+  if (static_cast<int>(a.counts.size()) != in[0]->shape.rank() ||
+      (a.startsAtRunTime() && a.runTimeStarts.size() != a.counts.size()))
+    return makeError("slice has ", a.counts.size(), " dims (", a.runTimeStarts.size(),
+                     " run-time starts) for rank ", in[0]->shape.rank());
   if (!a.extents.empty()) return std::vector{plainType(in[0]->dtype, Shape(a.extents))};
   return std::vector{plainType(in[0]->dtype, Shape(a.counts))};
 }
