@@ -22,6 +22,7 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/X86TargetParser.h>
 #include <llvm/Transforms/InstCombine/InstCombine.h>
 #include <llvm/Transforms/Scalar/EarlyCSE.h>
 #include <llvm/Transforms/Scalar/LICM.h>
@@ -157,6 +158,13 @@ Expected<std::unique_ptr<Jit>> Jit::create(const Target& target, JitPipeline pip
     std::erase_if(targetLlvm, [&](const std::string& f) { return !hostFeatures.lookup(f); });
   for (const std::string& f : targetLlvm)
     if (!hostFeatures.lookup(f)) impl.missingHere.push_back(f);
+  // A CPU name LLVM does not know would be a warning a module and code for a generic CPU.
+  if (!target.llvmCpu.empty() &&
+      llvm::X86::parseArchX86(target.llvmCpu, /*Only64Bit=*/true) == llvm::X86::CK_None)
+    return makeError("the target's cpu '", target.llvmCpu,
+                     "' is not an x86-64 CPU LLVM 16 knows (such as znver4, sapphirerapids or ",
+                     "x86-64-v4): correct the target file's 'cpu' field, or remove it and its ISA ",
+                     "features decide");
   llvm::StringMap<bool> features;
   if (impl.missingHere.empty()) {
     // Runnable here: this CPU's features (so code for this machine is what LLVM makes for it),

@@ -123,6 +123,9 @@ expect 1 "bad4.json: not JSON" -- compile "$ex/model.onnx" --target "$tmp/bad4.j
 echo '{"isa": ["avx"], "cores": 2, "l1d": 1, "l2": 1, "l3": 1, "model": "x"}' >"$tmp/bad5.json"
 expect 1 "unknown feature \"avx\"" -- compile "$ex/model.onnx" --target "$tmp/bad5.json" -o "$tmp/x.so"
 expect 1 "no such target file" -- compile "$ex/model.onnx" --target "$tmp/none.json" -o "$tmp/x.so"
+# A cpu LLVM does not know: an error naming it, not LLVM's warning a module and a generic CPU.
+echo '{"isa": ["avx2", "fma"], "cores": 2, "l1d": 32768, "l2": 1048576, "l3": 1048576, "model": "x", "cpu": "znver99"}' >"$tmp/bad6.json"
+expect 1 "the target's cpu 'znver99' is not an x86-64 CPU LLVM 16 knows" -- compile "$ex/model.onnx" --target "$tmp/bad6.json" -o "$tmp/x.so"
 expect 1 "not a regular file" -- compile "$ex/model.onnx" --target "$tmp" -o "$tmp/x.so"
 
 echo "$((checks - failures)) passed, $failures failed"
