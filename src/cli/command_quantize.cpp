@@ -251,7 +251,10 @@ int commandQuantize(const std::vector<std::string>& argv) {
           it->second.shape() != want.shape)
         return fail("tunec quantize: calibration sample " + sample.source +
                     " does not give input '" + graph->value(in).name + "' as " +
-                    std::string(dtypeName(want.dtype)) + "[" + want.shape.toString() + "]");
+                    std::string(dtypeName(want.dtype)) + "[" + want.shape.toString() + "]" +
+                    (it == sample.inputs.end() ? std::string()
+                                               : ": it holds " + it->second.typeString() +
+                                                     "; save the sample with that type and shape"));
       for (int64_t i = 0; i < it->second.numel() && nonFinite.empty(); ++i)
         if (!std::isfinite(it->second.getDouble(i)))
           nonFinite = "input '" + it->first + "' has " +

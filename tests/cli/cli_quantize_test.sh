@@ -18,6 +18,11 @@ for i in range(6):
 PY
 expect 0 "quantized 4 of 4 Conv/MatMul/Gemm nodes \(4 activations calibrated on 6 samples, u8 activations, per-channel weights\)" \
   -- quantize "$ex/model.onnx" -o "$tmp/q.onnx" --calibration "$tmp/calib" --per-channel
+# A sample of another type or shape says what it holds and what the input takes.
+mkdir "$tmp/calib_f64"
+/usr/bin/python3 -c "import numpy as np; np.save('$tmp/calib_f64/s.npy', np.zeros((1, 3, 8, 8)))"
+expect 1 "calib_f64/s.npy does not give input 'x' as f32\[1x3x32x32\]: it holds f64\[1x3x8x8\]; save the sample with that type and shape" \
+  -- quantize "$ex/model.onnx" -o "$tmp/q_bad.onnx" --calibration "$tmp/calib_f64"
 # The Gemm and the three convolutions run as int8 kernels (the first reads the quantized image
 # NCHW, its 3 channels rounded up to a quad). On an AVX2 target their 8-bit weights are halved to
 # the 7 bits vpmaddubsw takes, which the report warns about; with AVX512-VNNI or AMX, or with
