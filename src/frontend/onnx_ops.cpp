@@ -1636,9 +1636,10 @@ Expected<ValueId> rotary(ConvertContext& ctx, const std::string& part, ValueId x
 }
 
 // The rotary angles of positions [first, first + count) (a run's tokens after its past) from
-// the [positions, R/2] tables, or of position_ids [B, S] when given: [S, R/2] or [B, 1, S, R/2].
+// the [positions, R/2] tables, or of `positions` ([B, S] or [1, S] ids) when given: [S, R/2] or
+// [B, 1, S, R/2].
 Expected<std::pair<ValueId, ValueId>> rotaryAngles(ConvertContext& ctx, size_t cosInput,
-                                                   size_t sinInput, size_t positionsInput,
+                                                   size_t sinInput, ValueId positions,
                                                    const Dim& first, const Dim& count) {
   if (!ctx.hasInput(cosInput) || !ctx.hasInput(sinInput))
     return makeError("rotary embedding needs cos_cache and sin_cache");
@@ -1648,10 +1649,9 @@ Expected<std::pair<ValueId, ValueId>> rotaryAngles(ConvertContext& ctx, size_t c
   for (int i = 0; i < 2; ++i) {
     ValueId table = ctx.inputs[i == 0 ? cosInput : sinInput];
     const std::string n = names[i];
-    if (ctx.hasInput(positionsInput)) {
-      TUNEC_ASSIGN_OR_RETURN(ValueId rows,
-                             addPart(ctx, n + ".positions", OpKind::Gather, AxisAttrs{0},
-                                     {table, ctx.inputs[positionsInput]}));
+    if (positions != kNoValue) {
+      TUNEC_ASSIGN_OR_RETURN(ValueId rows, addPart(ctx, n + ".positions", OpKind::Gather,
+                                                   AxisAttrs{0}, {table, positions}));
       if (ctx.graph.value(rows).type.shape.rank() == 3) { // [B, S, R/2] -> [B, 1, S, R/2]
         TUNEC_ASSIGN_OR_RETURN(
             rows, addPart(ctx, n + ".heads", OpKind::Unsqueeze, AxesAttrs{{1}}, {rows}));
@@ -1746,7 +1746,9 @@ Result convertGroupQueryAttention(ConvertContext& ctx) {
     past = ps.dim(2);
   }
   if (rotate) {
-    TUNEC_ASSIGN_OR_RETURN(auto angles, rotaryAngles(ctx, 7, 8, 9, past, sequence));
+    TUNEC_ASSIGN_OR_RETURN(
+        auto angles,
+        rotaryAngles(ctx, 7, 8, ctx.hasInput(9) ? ctx.inputs[9] : kNoValue, past, sequence));
     TUNEC_ASSIGN_OR_RETURN(q, rotary(ctx, "q.rotary", q, angles.first, angles.second, interleaved));
     TUNEC_ASSIGN_OR_RETURN(k, rotary(ctx, "k.rotary", k, angles.first, angles.second, interleaved));
   }
@@ -1843,13 +1845,14 @@ Result convertRotaryEmbedding(ConvertContext& ctx) {
   const Dim sequence = xs.rank() == 3 ? xs.dim(1) : xs.dim(2);
   std::pair<ValueId, ValueId> angles;
   if (ps.rank() == 2) {
-    TUNEC_ASSIGN_OR_RETURN(angles, rotaryAngles(ctx, 2, 3, 1, Dim(0), sequence));
+    TUNEC_ASSIGN_OR_RETURN(angles, rotaryAngles(ctx, 2, 3, ctx.inputs[1], Dim(0), sequence));
   } else if (ps.numel() != 1 || ps.rank() > 1) {
     return makeError("position_ids of shape ", ps.toString(), " are neither [batch, sequence] ",
                      "nor one offset");
   } else if (ctx.graph.value(ctx.inputs[1]).constant) {
     TUNEC_ASSIGN_OR_RETURN(auto offset, ctx.constantInput(1, "position offset"));
-    TUNEC_ASSIGN_OR_RETURN(angles, rotaryAngles(ctx, 2, 3, 99, Dim(offset->getInt(0)), sequence));
+    TUNEC_ASSIGN_OR_RETURN(angles,
+                           rotaryAngles(ctx, 2, 3, kNoValue, Dim(offset->getInt(0)), sequence));
   } else { // an offset known at run time: positions offset + [0, S), gathered
     TUNEC_ASSIGN_OR_RETURN(ValueId steps,
                            positionsRow(ctx, "positions.steps", DType::I64, sequence));
@@ -1857,15 +1860,7 @@ Result convertRotaryEmbedding(ConvertContext& ctx) {
                                                    CastAttrs{DType::I64}, {ctx.inputs[1]}));
     TUNEC_ASSIGN_OR_RETURN(ValueId positions, addPart(ctx, "positions", OpKind::Add, NoAttrs{},
                                                       {steps, offset})); // [1, S]
-    ValueId* out[] = {&angles.first, &angles.second};
-    const char* names[] = {"cos", "sin"};
-    for (int i = 0; i < 2; ++i) {
-      const std::string n = names[i];
-      TUNEC_ASSIGN_OR_RETURN(ValueId rows, addPart(ctx, n + ".positions", OpKind::Gather,
-                                                   AxisAttrs{0}, {ctx.inputs[2 + i], positions}));
-      TUNEC_ASSIGN_OR_RETURN(*out[i], addPart(ctx, n + ".heads", OpKind::Unsqueeze, AxesAttrs{{1}},
-                                              {rows})); // [1, 1, S, R/2]
-    }
+    TUNEC_ASSIGN_OR_RETURN(angles, rotaryAngles(ctx, 2, 3, positions, Dim(0), sequence));
   }
   const bool interleaved = ctx.attrs.getInt("interleaved", 0) != 0;
   TUNEC_ASSIGN_OR_RETURN(ValueId y,

@@ -174,10 +174,6 @@ int64_t typedValueCount(const onnx::TensorProto& proto, DType dtype) {
   }
 }
 
-} // namespace
-
-namespace {
-
 // ONNX's 4-bit integers (UINT4 = 21, INT4 = 22, IR 10; newer than the onnx library's enum):
 // packed two a byte, the low nibble first, in raw_data or an external file; one value a byte
 // here, u8 0..15 or i8 -8..7 (what a blockwise DequantizeLinear reads, onnx_ops.cpp).

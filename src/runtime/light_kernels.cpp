@@ -535,18 +535,6 @@ __attribute__((target("avx512f"))) void matmulTileAvx512(const float* a, const f
     for (int q = 0; q < 4; ++q) _mm512_mask_storeu_ps(c + rr * n + 16 * q, mask[q], acc[rr][q]);
 }
 
-__attribute__((target("avx512f"))) void matmulRowsAvx512(const float* a, const float* b, float* c,
-                                                         int64_t rows, int64_t n, int64_t k) {
-  static constexpr void (*kTiles[])(const float*, const float*, float*, int64_t, int64_t,
-                                    int64_t) = {nullptr, matmulTileAvx512<1>, matmulTileAvx512<2>,
-                                                matmulTileAvx512<3>, matmulTileAvx512<4>};
-  for (int64_t i = 0; i < rows; i += 4) {
-    const int64_t r = std::min<int64_t>(4, rows - i);
-    for (int64_t j = 0; j < n; j += 64)
-      kTiles[r](a + i * k, b + j, c + i * n + j, n, k, std::min<int64_t>(64, n - j));
-  }
-}
-
 // The same at AVX2: R rows x 16 columns, 2R ymm sums (16 registers in all).
 template <int R>
 __attribute__((target("avx2,fma"))) void matmulTileAvx2(const float* a, const float* b, float* c,
@@ -580,15 +568,16 @@ __attribute__((target("avx2,fma"))) void matmulTileAvx2(const float* a, const fl
     for (int q = 0; q < 2; ++q) _mm256_maskstore_ps(c + rr * n + 8 * q, mask[q], acc[rr][q]);
 }
 
-__attribute__((target("avx2,fma"))) void matmulRowsAvx2(const float* a, const float* b, float* c,
-                                                        int64_t rows, int64_t n, int64_t k) {
-  static constexpr void (*kTiles[])(const float*, const float*, float*, int64_t, int64_t,
-                                    int64_t) = {nullptr, matmulTileAvx2<1>, matmulTileAvx2<2>,
-                                                matmulTileAvx2<3>, matmulTileAvx2<4>};
+// Rows [0, rows) of one C in R x `width` tiles (R up to 4: the last row block's), each the
+// tile function of its row count; the tiles carry their ISA's target, the loop none.
+using RowTile = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t);
+template <int64_t Width, RowTile One, RowTile Two, RowTile Three, RowTile Four>
+void matmulRowsTiled(const float* a, const float* b, float* c, int64_t rows, int64_t n, int64_t k) {
+  static constexpr RowTile kTiles[] = {nullptr, One, Two, Three, Four};
   for (int64_t i = 0; i < rows; i += 4) {
     const int64_t r = std::min<int64_t>(4, rows - i);
-    for (int64_t j = 0; j < n; j += 16)
-      kTiles[r](a + i * k, b + j, c + i * n + j, n, k, std::min<int64_t>(16, n - j));
+    for (int64_t j = 0; j < n; j += Width)
+      kTiles[r](a + i * k, b + j, c + i * n + j, n, k, std::min<int64_t>(Width, n - j));
   }
 }
 
@@ -600,9 +589,11 @@ static void matmulRows(const float* a, const float* b, float* c, int64_t rows, i
                                   : RowsIsa::Portable;
   switch (isa == RowsIsa::Auto ? best : isa) {
   case RowsIsa::Avx512:
-    return matmulRowsAvx512(a, b, c, rows, n, k);
+    return matmulRowsTiled<64, matmulTileAvx512<1>, matmulTileAvx512<2>, matmulTileAvx512<3>,
+                           matmulTileAvx512<4>>(a, b, c, rows, n, k);
   case RowsIsa::Avx2:
-    return matmulRowsAvx2(a, b, c, rows, n, k);
+    return matmulRowsTiled<16, matmulTileAvx2<1>, matmulTileAvx2<2>, matmulTileAvx2<3>,
+                           matmulTileAvx2<4>>(a, b, c, rows, n, k);
   default:
     return matmulRowsPortable(a, b, c, rows, n, k);
   }
