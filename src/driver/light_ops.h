@@ -24,6 +24,10 @@ bool lowerPool(Lowering& l, const Node& n);
 bool lowerReduction(Lowering& l, const Node& n);
 /// Trilu, of static or symbolic shape (lower_run_time.cpp).
 bool lowerTrilu(Lowering& l, const Node& n);
+/// A MatMul or Conv of integer type: MatMulInteger's and ConvInteger's exact form (their i32
+/// operands summed modulo 2^32 by the runtime's integer steps; lower_integer.cpp).
+bool isIntegerProduct(const Graph& g, const Node& n);
+bool lowerIntegerProduct(Lowering& l, const Node& n);
 /// MatMulNBits on the weight-only kernel, of static or symbolic rows (lower_weight_only.cpp).
 bool lowerMatMulNBits(Lowering& l, const Node& n);
 
@@ -35,6 +39,8 @@ bool lowerRunTimeLight(Lowering& l, const Node& n);
 /// attention: Q K^T, its scale and mask, Softmax, P V), lowered node by node: its matmuls as
 /// BatchedMatmul steps over the run's extents, the rest as light ops.
 bool lowerRunTimeKernelNodes(Lowering& l, const passes::FusedKernel& kernel);
+/// The product of extents [from, to).
+DimExpr extentProduct(const std::vector<DimExpr>& d, size_t from, size_t to);
 /// An input or output of `n` has a symbolic shape.
 bool hasSymbolicShape(const Graph& g, const Node& n);
 /// The strides of a dense plain tensor of `shape` broadcast to `outShape` (0 along a broadcast

@@ -17,6 +17,12 @@ bool hasSymbolicShape(const Graph& g, const Node& n) {
   return false;
 }
 
+DimExpr extentProduct(const std::vector<DimExpr>& d, size_t from, size_t to) {
+  DimExpr p(1);
+  for (size_t i = from; i < to; ++i) p = p * d[i];
+  return p;
+}
+
 std::vector<DimExpr> runTimeBroadcastStrides(const Shape& shape, const Shape& outShape) {
   std::vector<DimExpr> strides = Lowering::denseStrides(shape);
   std::vector<DimExpr> out(static_cast<size_t>(outShape.rank()), DimExpr(0));
@@ -30,13 +36,6 @@ std::vector<DimExpr> runTimeBroadcastStrides(const Shape& shape, const Shape& ou
 }
 
 namespace {
-
-// The product of extents [from, to).
-DimExpr extentProduct(const std::vector<DimExpr>& d, size_t from, size_t to) {
-  DimExpr p(1);
-  for (size_t i = from; i < to; ++i) p = p * d[i];
-  return p;
-}
 
 bool lowerRunTimeLayerNorm(Lowering& l, const Node& n, const std::string& label) {
   const Graph& g = l.graph();

@@ -497,24 +497,165 @@ Result convertQLinearConv(ConvertContext& ctx) {
                     {y, ys, yz}};
 }
 
-// MatMulInteger(a, b, a_zp, b_zp) and ConvInteger(x, w, x_zp, w_zp): the products of
-// (q - zero point) summed, as i32: Cast(MatMul/Conv(DQ(a, 1, a_zp), DQ(b, 1, b_zp)), i32). The
-// float sums are exact while they stay below 2^24.
-template <OpKind K> Result convertInteger(ConvertContext& ctx) {
-  const auto& in = ctx.inputs;
-  OpAttrs attrs = NoAttrs{};
-  if (K == OpKind::Conv) {
-    TUNEC_ASSIGN_OR_RETURN(Conversion conv, convertConv(ctx));
-    attrs = conv.attrs;
+// MatMulInteger(a, b, a_zp, b_zp) and ConvInteger(x, w, x_zp, w_zp): the exact int32 sums of
+// the products (q - zero point), wrapping as ONNX Runtime's do. Zero points: MatMulInteger's
+// a_zero_point per tensor, per row ([M], or [..., M, 1]) and b_zero_point per tensor or per
+// column ([N], or [..., 1, N]); ConvInteger's x_zero_point per tensor and w_zero_point per
+// tensor or per output channel ([M]).
+//
+// Two forms, one decision (integerSumBound): where every partial sum provably stays below 2^24
+// in magnitude, f32 holds each exactly in any order, and the op becomes
+// Cast(MatMul/Conv(DQ(a, 1, a_zp), DQ(b, 1, b_zp)), i32), which the int8 and f32 kernels run
+// (lower_quantized_layers.cpp); otherwise it stays in integers: MatMul/Conv of the i32
+// operands (q - zero point), which the reference and the runtime's integer steps sum in
+// integers (lower_integer.cpp).
+
+// The zero point of an integer product's operand (`role`, of shape `x`), checked against the
+// forms ONNX allows: per tensor; along `axis` of x as a vector ([M] rows of a, [N] columns of
+// b, [M] output channels of w; `axis` -1: none); or, for a MatMul's operands, of x's rank with
+// 1 at `ones` (a's [..., M, 1], b's [..., 1, N]).
+Status checkIntegerZeroPoint(const ConvertContext& ctx, size_t input, const char* role,
+                             const Shape& x, int axis, int ones) {
+  if (!ctx.hasInput(input)) return {};
+  const Shape& z = ctx.inputType(input).shape;
+  if (z.numel() == 1 && z.rank() <= 1) return {};
+  if (axis >= 0 && z.rank() == 1 && z.dim(0) == x.dim(axis)) return {};
+  if (ones >= 0 && z.rank() == x.rank()) {
+    bool fits = z.dim(ones) == Dim(1);
+    for (int d = 0; d < x.rank(); ++d)
+      fits = fits && (d == ones || z.dim(d) == x.dim(d) || z.dim(d) == Dim(1));
+    if (fits) return {};
   }
-  int ra = ctx.inputType(0).shape.rank(), rb = ctx.inputType(1).shape.rank();
-  int64_t aAxis = K == OpKind::Conv ? 1 : ra - 2, bAxis = K == OpKind::Conv ? 0 : rb - 1;
-  TUNEC_ASSIGN_OR_RETURN(ValueId a, dequantizePart(ctx, "a", in[0], scalarPart(ctx, "a.one", 1.0),
-                                                   ctx.hasInput(2) ? in[2] : kNoValue, aAxis));
-  TUNEC_ASSIGN_OR_RETURN(ValueId b, dequantizePart(ctx, "b", in[1], scalarPart(ctx, "b.one", 1.0),
-                                                   ctx.hasInput(3) ? in[3] : kNoValue, bAxis));
-  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", K, attrs, {a, b}));
-  return Conversion{OpKind::Cast, CastAttrs{DType::I32}, {y}};
+  std::string forms = "a scalar";
+  if (axis >= 0) forms += ", a vector of its " + x.dim(axis).toString() + " " + role;
+  if (ones >= 0) forms += ", or of the operand's rank with 1 at axis " + std::to_string(ones);
+  const bool conv = ctx.proto.op_type() == "ConvInteger";
+  const char* name = input == 2 ? (conv ? "x_zero_point" : "a_zero_point")
+                                : (conv ? "w_zero_point" : "b_zero_point");
+  return makeError(ctx.proto.op_type(), "'s ", name, " '", ctx.proto.input(input), "' is ",
+                   ctx.inputType(input).toString(), ": it must be ", forms, " (its operand is ",
+                   x.toString(), ")");
+}
+
+// A bound on every partial sum of the products: 255 (the largest |q - zero point| of 8-bit
+// codes, and of a u8 activation code itself, which the int8 kernels sum before the zero point's
+// correction) times the largest sum of |c - zero point| over one output's terms of the constant
+// operand c (b's column, a's row, w's output channel); 255 * 255 per term when neither operand
+// is constant; nullopt when c's zero point is computed or not per tensor or per `axis`.
+std::optional<double> integerSumBound(const ConvertContext& ctx, bool conv) {
+  const int rb = ctx.inputType(1).shape.rank();
+  for (size_t c : {size_t{1}, size_t{0}}) {
+    const Value& v = ctx.graph.value(ctx.inputs[c]);
+    if (!v.constant || (c == 0 && conv)) continue;
+    const Value* z = ctx.hasInput(c + 2) ? &ctx.graph.value(ctx.inputs[c + 2]) : nullptr;
+    if (z && (!z->constant || z->type.shape.rank() > 1)) return std::nullopt;
+    const Tensor& t = *v.constant;
+    const Shape& s = t.shape();
+    // The operand's elements grouped by output: outputs x (lines of `length`, `stride` apart).
+    int64_t outputs = 0, length = 0, stride = 0, inner = 1;
+    if (conv) { // w [M, C/group, kernel...]: a channel's window
+      outputs = s[0], length = t.numel() / s[0], stride = 1;
+    } else if (c == 1) { // b [..., K, N]: a column, K long, N apart
+      inner = rb >= 2 ? s[rb - 1] : 1, length = rb >= 2 ? s[rb - 2] : s[0];
+      outputs = t.numel() / length, stride = inner;
+    } else { // a [..., M, K]: a row
+      length = s.dims().back(), outputs = t.numel() / length, stride = 1;
+    }
+    double worst = 0;
+    for (int64_t o = 0; o < outputs; ++o) {
+      // Output o's first term, and its zero point (per channel, per column or per row).
+      const int64_t first = stride == 1 ? o * length : (o / inner) * inner * length + o % inner;
+      const int64_t axisIndex = conv     ? o
+                                : c == 1 ? o % inner
+                                         : o % (s.rank() >= 2 ? s[s.rank() - 2] : 1);
+      const int64_t zero = z ? z->constant->getInt(z->constant->numel() == 1 ? 0 : axisIndex) : 0;
+      double sum = 0;
+      for (int64_t i = 0; i < length; ++i)
+        sum += static_cast<double>(std::abs(t.getInt(first + i * stride) - zero));
+      worst = std::max(worst, sum);
+    }
+    return 255.0 * worst;
+  }
+  const Shape& a = ctx.inputType(0).shape;
+  const Shape& w = ctx.inputType(1).shape;
+  if (!a.isStatic() || !w.isStatic()) return std::nullopt;
+  return 255.0 * 255.0 * static_cast<double>(conv ? w.numel() / w[0] : a[a.rank() - 1]);
+}
+
+// An operand of the integer form: Cast(q, i32) - Cast(zero point, i32), the zero point
+// reshaped to `zeroShape` when it is a vector (a's rows [M, 1], w's channels [M, 1, 1, 1]).
+Expected<ValueId> integerOperand(ConvertContext& ctx, const std::string& part, size_t input,
+                                 const std::vector<Dim>& zeroShape) {
+  TUNEC_ASSIGN_OR_RETURN(ValueId q, addPart(ctx, part + ".i32", OpKind::Cast, CastAttrs{DType::I32},
+                                            {ctx.inputs[input]}));
+  if (!ctx.hasInput(input + 2)) return q;
+  TUNEC_ASSIGN_OR_RETURN(ValueId z, addPart(ctx, part + ".zp.i32", OpKind::Cast,
+                                            CastAttrs{DType::I32}, {ctx.inputs[input + 2]}));
+  const Shape& zs = ctx.inputType(input + 2).shape;
+  if (zs.rank() == 1 && zs.numel() != 1 && !zeroShape.empty()) {
+    TUNEC_ASSIGN_OR_RETURN(
+        z, addPart(ctx, part + ".zp.shaped", OpKind::Reshape, ReshapeAttrs{zeroShape}, {z}));
+  }
+  return addPart(ctx, part + ".centered", OpKind::Sub, NoAttrs{}, {q, z});
+}
+
+// An operand of the f32 form: DequantizeLinear(q, 1, zero point) along `axis` of the operand
+// when the zero point is a vector (its scale then ones of its length).
+Expected<ValueId> unitDequantized(ConvertContext& ctx, const std::string& part, size_t input,
+                                  int64_t axis) {
+  ValueId scale = scalarPart(ctx, part + ".one", 1.0);
+  if (ctx.hasInput(input + 2)) {
+    const Shape& zs = ctx.inputType(input + 2).shape;
+    if (zs.rank() == 1 && zs.numel() != 1) {
+      Tensor ones(DType::F32, zs);
+      for (int64_t i = 0; i < ones.numel(); ++i) ones.setDouble(i, 1.0);
+      scale = addPartConstant(ctx, part + ".ones", std::move(ones));
+    }
+  }
+  return dequantizePart(ctx, part, ctx.inputs[input], scale,
+                        ctx.hasInput(input + 2) ? ctx.inputs[input + 2] : kNoValue, axis);
+}
+
+template <OpKind K> Result convertInteger(ConvertContext& ctx) {
+  constexpr bool conv = K == OpKind::Conv;
+  OpAttrs attrs = NoAttrs{};
+  if (conv) {
+    TUNEC_ASSIGN_OR_RETURN(Conversion c, convertConv(ctx));
+    attrs = c.attrs;
+  }
+  for (size_t i : {size_t{0}, size_t{1}})
+    if (const DType t = ctx.inputType(i).dtype; t != DType::U8 && t != DType::I8)
+      return makeError(ctx.proto.op_type(), " multiplies 8-bit integers, not ",
+                       ctx.inputType(i).toString(), " (input '", ctx.proto.input(i), "')");
+  const Shape a = ctx.inputType(0).shape, b = ctx.inputType(1).shape;
+  const int ra = a.rank(), rb = b.rank();
+  if (conv) {
+    TUNEC_TRY(checkIntegerZeroPoint(ctx, 2, "", a, -1, -1));
+    TUNEC_TRY(checkIntegerZeroPoint(ctx, 3, "output channels", b, 0, -1));
+  } else {
+    TUNEC_TRY(
+        checkIntegerZeroPoint(ctx, 2, "rows", a, ra >= 2 ? ra - 2 : -1, ra >= 2 ? ra - 1 : -1));
+    TUNEC_TRY(
+        checkIntegerZeroPoint(ctx, 3, "columns", b, rb >= 2 ? rb - 1 : -1, rb >= 2 ? rb - 2 : -1));
+  }
+  const auto vectorZero = [&](size_t i) {
+    return ctx.hasInput(i) && ctx.inputType(i).shape.numel() != 1;
+  };
+  // The f32 form takes per-tensor and vector zero points (DequantizeLinear's per-axis ones).
+  const bool f32Form = !(vectorZero(2) && ctx.inputType(2).shape.rank() > 1) &&
+                       !(vectorZero(3) && ctx.inputType(3).shape.rank() > 1);
+  if (const auto bound = integerSumBound(ctx, conv); f32Form && bound && *bound < 16777216.0) {
+    TUNEC_ASSIGN_OR_RETURN(ValueId x, unitDequantized(ctx, "a", 0, conv ? 1 : ra - 2));
+    TUNEC_ASSIGN_OR_RETURN(ValueId w, unitDequantized(ctx, "b", 1, conv ? 0 : rb - 1));
+    TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", K, attrs, {x, w}));
+    return Conversion{OpKind::Cast, CastAttrs{DType::I32}, {y}};
+  }
+  std::vector<Dim> rows, channels;
+  if (!conv && ra >= 2) rows = {a.dim(ra - 2), Dim(1)};
+  if (conv) channels = std::vector<Dim>(static_cast<size_t>(rb), Dim(1)), channels[0] = b.dim(0);
+  TUNEC_ASSIGN_OR_RETURN(ValueId x, integerOperand(ctx, "a", 0, rows));
+  TUNEC_ASSIGN_OR_RETURN(ValueId w, integerOperand(ctx, "b", 1, channels));
+  return Conversion{K, attrs, {x, w}};
 }
 
 // DynamicQuantizeLinear(x) -> (y u8, y_scale, y_zero_point), as ONNX defines it: the range
@@ -2031,8 +2172,8 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
   static const std::pair<std::string_view, std::string_view> kExpansions[] = {
       {"QLinearConv", "DequantizeLinear -> Conv -> QuantizeLinear"},
       {"QLinearMatMul", "DequantizeLinear -> MatMul -> QuantizeLinear"},
-      {"ConvInteger", "DequantizeLinear -> Conv -> Cast"},
-      {"MatMulInteger", "DequantizeLinear -> MatMul -> Cast"},
+      {"ConvInteger", "DequantizeLinear -> Conv -> Cast, or Conv of int32 values"},
+      {"MatMulInteger", "DequantizeLinear -> MatMul -> Cast, or MatMul of int32 values"},
       {"DynamicQuantizeLinear", "ReduceMin, ReduceMax -> scale, zero point -> QuantizeLinear"},
       {"com.microsoft.QLinearAdd", "DequantizeLinear -> Add -> QuantizeLinear"},
       {"com.microsoft.QLinearMul", "DequantizeLinear -> Mul -> QuantizeLinear"},

@@ -423,7 +423,13 @@ Epilogue FusedKernel::postOps() const {
   return ops;
 }
 
-bool isAnchor(OpKind kind) {
+bool isAnchor(const Graph& graph, const Node& node) {
+  const OpKind kind = node.kind;
+  // MatMulInteger's and ConvInteger's exact form (i32 operands) runs on the runtime's integer
+  // steps, not the float templates.
+  if ((kind == OpKind::Conv || kind == OpKind::MatMul) &&
+      isInteger(graph.value(node.outputs[0]).type.dtype))
+    return false;
   return kind == OpKind::Conv || kind == OpKind::Gemm || kind == OpKind::MatMul ||
          isIntegerAnchor(kind);
 }
@@ -467,7 +473,7 @@ FusionPlan planFusion(const Graph& graph) {
     int k = static_cast<int>(plan.kernels.size());
     FusedKernel kernel;
     const Node& first = graph.nodes()[start];
-    kernel.anchor = isAnchor(first.kind) ? static_cast<NodeId>(start) : -1;
+    kernel.anchor = isAnchor(graph, first) ? static_cast<NodeId>(start) : -1;
     kernel.nodes.push_back(static_cast<NodeId>(start));
     kernel.mapping = opInfo(first.kind).mapping;
     plan.kernelOf[start] = k;
@@ -507,7 +513,7 @@ FusionPlan planFusion(const Graph& graph) {
         boundary("the Mul is the channel-scale prologue of the 1x1 convolution after it");
         break;
       }
-      if (isAnchor(consumer.kind)) {
+      if (isAnchor(graph, consumer)) {
         boundary(
             kernel.anchor >= 0
                 ? "two anchors never fuse"

@@ -80,8 +80,9 @@ struct FusionPlan {
 /// driver lowers this plan as it stands: it decides nothing about fusion itself.
 FusionPlan planFusion(const Graph& graph);
 
-/// True for the heavy ops that templates implement (Conv, Gemm, MatMul and the int8 layers).
-bool isAnchor(OpKind kind);
+/// True for the heavy ops that templates implement (Conv, Gemm, MatMul of float values and the
+/// int8 layers).
+bool isAnchor(const Graph& graph, const Node& node);
 /// True for the int8 layers (IntegerMatMul, IntegerConv: passes/lower_quantized_layers.cpp),
 /// whose epilogues may requantize and read computed column scales.
 bool isIntegerAnchor(OpKind kind);

@@ -23,6 +23,13 @@ void fromDoubles(Tensor& t, const std::vector<double>& values) {
   for (size_t i = 0; i < values.size(); ++i) t.setDouble(static_cast<int64_t>(i), values[i]);
 }
 
+void fromSums(Tensor& t, const std::vector<double>& values) {
+  if (isFloat(t.dtype())) return fromDoubles(t, values);
+  // Exact in int64; the width's conversion (Tensor::setInt) is the two's-complement wrap.
+  for (size_t i = 0; i < values.size(); ++i)
+    t.setInt(static_cast<int64_t>(i), static_cast<int64_t>(values[i]));
+}
+
 std::vector<int64_t> broadcastOffsets(const Shape& in, const Shape& out) {
   int rank = out.rank();
   std::vector<int64_t> inStrides(static_cast<size_t>(rank), 0);

@@ -82,7 +82,7 @@ Status conv(const Node& node, Inputs in, Outputs out) {
             }
       }
     }
-  fromDoubles(y, result);
+  fromSums(y, result);
   return {};
 }
 

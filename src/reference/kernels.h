@@ -15,6 +15,11 @@ using Outputs = std::span<Tensor>;
 /// All elements converted to double, and back (rounded to the tensor's dtype).
 std::vector<double> toDoubles(const Tensor& t);
 void fromDoubles(Tensor& t, const std::vector<double>& values);
+/// Sums of integer products (MatMul, Conv) into `t`: rounded to its dtype when it is a float;
+/// when it is an integer, the sums are exact (double holds every integer below 2^53: 8-bit
+/// products over 10^11 terms) and are stored wrapping to its width, as ONNX Runtime's and
+/// tunec's integer kernels wrap.
+void fromSums(Tensor& t, const std::vector<double>& values);
 
 /// For every element of `out` (row-major), the linear offset of the element of a tensor of
 /// shape `in` that numpy broadcasting reads.

@@ -66,7 +66,7 @@ Status matmul(const Node&, Inputs in, Outputs out) {
     matmulBlock(&a[static_cast<size_t>(offA[static_cast<size_t>(i)] * m * k)],
                 &b[static_cast<size_t>(offB[static_cast<size_t>(i)] * k * n)],
                 &c[static_cast<size_t>(i * m * n)], m, n, k);
-  fromDoubles(out[0], c);
+  fromSums(out[0], c);
   return {};
 }
 

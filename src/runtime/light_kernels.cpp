@@ -599,6 +599,131 @@ static void matmulRows(const float* a, const float* b, float* c, int64_t rows, i
   }
 }
 
+namespace {
+
+// Rows [lo, hi) of C[m, n] = A[m, k] B[k, n] modulo 2^32 (unsigned arithmetic: the bits of
+// int32's two's-complement wrap), in groups of 8 rows by 128 columns whose sums stay in L1
+// while B's rows stream past once a group; the column loop vectorizes (vpmulld, vpaddd) in the
+// ISA the caller was compiled for.
+__attribute__((always_inline)) inline void integerRows(const int32_t* a, const int32_t* b,
+                                                       int32_t* c, int64_t n, int64_t k, int64_t lo,
+                                                       int64_t hi) {
+  constexpr int64_t kRows = 8, kCols = 128;
+  uint32_t sums[kRows][kCols];
+  for (int64_t i0 = lo; i0 < hi; i0 += kRows) {
+    const int64_t rows = std::min(kRows, hi - i0);
+    for (int64_t j0 = 0; j0 < n; j0 += kCols) {
+      const int64_t cols = std::min(kCols, n - j0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j) sums[r][j] = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const int32_t* brow = b + p * n + j0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto av = static_cast<uint32_t>(a[(i0 + r) * k + p]);
+          for (int64_t j = 0; j < cols; ++j) sums[r][j] += av * static_cast<uint32_t>(brow[j]);
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j)
+          c[(i0 + r) * n + j0 + j] = static_cast<int32_t>(sums[r][j]);
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void
+integerRowsAvx512(const int32_t* a, const int32_t* b, int32_t* c, int64_t n, int64_t k, int64_t lo,
+                  int64_t hi) {
+  integerRows(a, b, c, n, k, lo, hi);
+}
+__attribute__((target("avx2"))) void integerRowsAvx2(const int32_t* a, const int32_t* b, int32_t* c,
+                                                     int64_t n, int64_t k, int64_t lo, int64_t hi) {
+  integerRows(a, b, c, n, k, lo, hi);
+}
+void integerRowsPortable(const int32_t* a, const int32_t* b, int32_t* c, int64_t n, int64_t k,
+                         int64_t lo, int64_t hi) {
+  integerRows(a, b, c, n, k, lo, hi);
+}
+
+// One output plane (image `image`, channel `o`) of an integer convolution.
+__attribute__((always_inline)) inline void integerConvPlane(const int32_t* x, const int32_t* w,
+                                                            int32_t* y, const IntegerConvParams& p,
+                                                            int64_t image, int64_t o) {
+  const int64_t cg = p.c / p.group, g = o / (p.oc / p.group), plane = p.oh * p.ow;
+  auto* acc = reinterpret_cast<uint32_t*>(y + (image * p.oc + o) * plane);
+  for (int64_t i = 0; i < plane; ++i) acc[i] = 0;
+  for (int64_t ic = 0; ic < cg; ++ic) {
+    const int32_t* in = x + (image * p.c + g * cg + ic) * p.h * p.w;
+    for (int64_t ky = 0; ky < p.kh; ++ky)
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const auto wv = static_cast<uint32_t>(w[((o * cg + ic) * p.kh + ky) * p.kw + kx]);
+        // The output columns whose tap ox * sw - padLeft + kx * dw is inside the row.
+        const int64_t shift = kx * p.dw - p.padLeft;
+        const int64_t first = shift >= 0 ? 0 : (-shift + p.sw - 1) / p.sw;
+        const int64_t last =
+            p.w - 1 - shift < 0 ? -1 : std::min(p.ow - 1, (p.w - 1 - shift) / p.sw);
+        for (int64_t oy = 0; oy < p.oh; ++oy) {
+          const int64_t iy = oy * p.sh - p.padTop + ky * p.dh;
+          if (iy < 0 || iy >= p.h) continue;
+          const int32_t* row = in + iy * p.w + shift;
+          uint32_t* out = acc + oy * p.ow;
+          for (int64_t ox = first; ox <= last; ++ox)
+            out[ox] += wv * static_cast<uint32_t>(row[ox * p.sw]);
+        }
+      }
+  }
+}
+
+__attribute__((target("avx2"))) void integerConvPlaneAvx2(const int32_t* x, const int32_t* w,
+                                                          int32_t* y, const IntegerConvParams& p,
+                                                          int64_t image, int64_t o) {
+  integerConvPlane(x, w, y, p, image, o);
+}
+void integerConvPlanePortable(const int32_t* x, const int32_t* w, int32_t* y,
+                              const IntegerConvParams& p, int64_t image, int64_t o) {
+  integerConvPlane(x, w, y, p, image, o);
+}
+
+} // namespace
+
+void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t batch, int64_t m,
+                      int64_t n, int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
+                      RowsIsa isa) {
+  if (isa == RowsIsa::Auto)
+    isa = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl")
+              ? RowsIsa::Avx512
+          : __builtin_cpu_supports("avx2") ? RowsIsa::Avx2
+                                           : RowsIsa::Portable;
+  auto* rows = isa == RowsIsa::Avx512 ? integerRowsAvx512
+               : isa == RowsIsa::Avx2 ? integerRowsAvx2
+                                      : integerRowsPortable;
+  // Tasks of whole 8-row groups of one matrix.
+  const int64_t groups = (m + 7) / 8;
+  parallelRange(batch * groups, threads,
+                std::max<int64_t>(1, 65536 / std::max<int64_t>(1, 8 * n * k)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t t = lo; t < hi; ++t) {
+                    const int64_t bi = t / groups, first = (t % groups) * 8;
+                    rows(a + bi * aBatchStride, b + bi * bBatchStride, c + bi * m * n, n, k, first,
+                         std::min(m, first + 8));
+                  }
+                });
+}
+
+bool IntegerConvParams::valid() const {
+  return n >= 0 && c >= 1 && h >= 1 && w >= 1 && oc >= 1 && kh >= 1 && kw >= 1 && oh >= 0 &&
+         ow >= 0 && sh >= 1 && sw >= 1 && padTop >= 0 && padLeft >= 0 && dh >= 1 && dw >= 1 &&
+         group >= 1 && c % group == 0 && oc % group == 0;
+}
+
+void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
+                    int threads) {
+  auto* plane = __builtin_cpu_supports("avx2") ? integerConvPlaneAvx2 : integerConvPlanePortable;
+  parallelRange(p.n * p.oc, threads, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) plane(x, w, y, p, t / p.oc, t % p.oc);
+  });
+}
+
 void runTrilu(const uint8_t* in, uint8_t* out, int64_t matrices, int64_t rows, int64_t cols,
               int64_t k, bool upper, int64_t elem) {
   for (int64_t m = 0; m < matrices; ++m)

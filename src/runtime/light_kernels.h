@@ -166,6 +166,20 @@ enum class RowsIsa { Auto, Avx512, Avx2, Portable };
 void runBatchedMatmul(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
                       int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
                       bool bTransposed = false, RowsIsa isa = RowsIsa::Auto);
+/// The integer products of MatMulInteger and ConvInteger (q - zero point, as i32): C[m, n] =
+/// A[m, k] B[k, n] per batch matrix (A and B advance by their batch strides, 0 for a shared
+/// one; C by m * n), the sums modulo 2^32 (two's-complement wrapping, as ONNX Runtime's).
+void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t batch, int64_t m,
+                      int64_t n, int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
+                      RowsIsa isa = RowsIsa::Auto);
+/// A 2-d convolution of i32 NCHW x by i32 w [oc, c / group, kh, kw] (Step ints in this order),
+/// zero padding, the sums modulo 2^32.
+struct IntegerConvParams {
+  int64_t n, c, h, w, oc, kh, kw, oh, ow, sh, sw, padTop, padLeft, dh, dw, group;
+  bool valid() const;
+};
+void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
+                    int threads);
 /// Each of `matrices` rows x cols matrices of `elem`-byte elements: the upper (j - i >= k) or
 /// lower (j - i <= k) triangle copied from `in`, the rest zero.
 void runTrilu(const uint8_t* in, uint8_t* out, int64_t matrices, int64_t rows, int64_t cols,

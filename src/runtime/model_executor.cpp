@@ -19,6 +19,13 @@ struct ThreadLimit {
 };
 
 // A ChannelRuns step's ints: the header, then whole triples that stay within a pixel.
+// An IntegerConv step's parameters (its ints, whose count the decoder checks first).
+IntegerConvParams integerConvParams(const Step& s) {
+  IntegerConvParams p{};
+  if (s.ints.size() == sizeof(p) / sizeof(int64_t)) std::memcpy(&p, s.ints.data(), sizeof(p));
+  return p;
+}
+
 bool validChannelRuns(const Step& s) {
   const std::vector<int64_t>& v = s.ints;
   if (v.size() < 4 || v[0] < 0 || v[1] < 1 || v[2] < 1 || v[3] < 0 ||
@@ -134,6 +141,8 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::BatchedMatmul    ? 3
                   : s.kind == StepKind::WeightOnlyMatmul ? 3
                   : s.kind == StepKind::Trilu            ? 2
+                  : s.kind == StepKind::IntegerMatmul    ? 3
+                  : s.kind == StepKind::IntegerConv      ? 3
                                                          : s.tensors.size();
     size_t ints = s.kind == StepKind::Softmax            ? 4
                   : s.kind == StepKind::Reduce           ? 3
@@ -143,10 +152,12 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::Gather           ? 6
                   : s.kind == StepKind::BatchedMatmul    ? (s.ints.size() == 7 ? 7 : 6)
                   : s.kind == StepKind::WeightOnlyMatmul ? (s.ints.size() == 6 ? 6 : 5)
-                                                         : s.ints.size();
+                  : s.kind == StepKind::IntegerMatmul    ? 6
+                  : s.kind == StepKind::IntegerConv ? sizeof(IntegerConvParams) / sizeof(int64_t)
+                                                    : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
-        s.kind > StepKind::Trilu ||
+        s.kind > StepKind::IntegerConv ||
         (s.kind == StepKind::Trilu &&
          (s.ints.size() != 6 || s.ints[0] < 0 || s.ints[1] < 0 || s.ints[2] < 0 ||
           (s.ints[5] != 1 && s.ints[5] != 2 && s.ints[5] != 4 && s.ints[5] != 8))) ||
@@ -155,7 +166,8 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
           s.ints[1] > (int64_t{1} << 24) || s.ints[2] > (int64_t{1} << 24) ||
           (s.ints.size() == 6 &&
            (s.ints[5] < 0 || s.ints[5] > 1 || (s.ints[5] && s.ints[4] > 256))))) ||
-        (s.kind == StepKind::BatchedMatmul &&
+        (s.kind == StepKind::IntegerConv && !integerConvParams(s).valid()) ||
+        ((s.kind == StepKind::BatchedMatmul || s.kind == StepKind::IntegerMatmul) &&
          std::any_of(s.ints.begin(), s.ints.end(), [](int64_t v) { return v < 0; })) ||
         (s.kind == StepKind::ChannelRuns && !validChannelRuns(s)) ||
         (s.kind == StepKind::GatherElements &&
@@ -364,6 +376,15 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
     else
       runWeightOnlyMatmul(f(1), static_cast<const uint8_t*>(ptr(2)), f(0), s.ints[0],
                           WeightOnlyShape{s.ints[1], s.ints[2], s.ints[3], s.ints[4]}, threads_);
+    return {};
+  case StepKind::IntegerMatmul:
+    runIntegerMatmul(static_cast<const int32_t*>(ptr(1)), static_cast<const int32_t*>(ptr(2)),
+                     static_cast<int32_t*>(ptr(0)), s.ints[0], s.ints[1], s.ints[2], s.ints[3],
+                     s.ints[4], s.ints[5], threads_);
+    return {};
+  case StepKind::IntegerConv:
+    runIntegerConv(static_cast<const int32_t*>(ptr(1)), static_cast<const int32_t*>(ptr(2)),
+                   static_cast<int32_t*>(ptr(0)), integerConvParams(s), threads_);
     return {};
   case StepKind::BatchedMatmul:
     runBatchedMatmul(f(1), f(2), f(0), s.ints[0], s.ints[1], s.ints[2], s.ints[3], s.ints[4],

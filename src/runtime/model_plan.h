@@ -58,6 +58,11 @@ enum class StepKind : int32_t {
   /// tensors {out, in}; ints {matrices, rows, cols, k, upper, element bytes}: each matrix's
   /// upper (j - i >= k) or lower (j - i <= k) triangle copied, the rest zero.
   Trilu = 13,
+  /// tensors {out, a, b}; ints {batch, m, n, k, a_batch_stride, b_batch_stride}: i32 C[m, n] =
+  /// A[m, k] B[k, n] per batch, the sums modulo 2^32 (MatMulInteger's exact form).
+  IntegerMatmul = 14,
+  /// tensors {out, x, w}; ints: IntegerConvParams (light_kernels.h): ConvInteger's exact form.
+  IntegerConv = 15,
 };
 
 /// A dynamic dimension of the model's inputs (`--dim NAME=MIN..MAX`).

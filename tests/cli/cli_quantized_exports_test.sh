@@ -50,5 +50,33 @@ expect 0 "wrote" -- compile "$qdq/model.onnx" -o "$tmp/qdq.so"
 expect 0 "MatMulNBits 'fc1' 3x64 x 24 \(4-bit, block 32" -- bench "$tmp/qdq.so" --runs 1 --warmup 0 --profile
 expect 0 "MatMulNBits 'fc2' 3x24 x 8 \(4-bit, block 16" -- bench "$tmp/qdq.so" --runs 1 --warmup 0 --profile
 
+# MatMulInteger and ConvInteger (tests/fixtures/integer_ops/make.py writes them with their exact
+# outputs): sums past 2^24 and past 2^31 (wrapping), per-row, per-column, per-channel and
+# rank-N zero points, equal to the int64 sums wrapped to int32 bit for bit in the JIT, in a
+# model.so and in the reference; the provably exact ones on the f32 kernels, the others on the
+# runtime's integer steps; a zero point of the wrong length is an error naming it.
+io="$tmp/integer_ops"
+mkdir -p "$io"
+/usr/bin/python3 "$src/tests/fixtures/integer_ops/make.py" "$io"
+for m in mmi_long mmi_wrap mmi_zp mmi_nd mmi_small convi convi_small; do
+  inputs=()
+  for f in "$io/${m}"_?.npy; do
+    name=$(basename "$f" .npy)
+    name=${name#"${m}_"}
+    [ "$name" = y ] || inputs+=(--input "$name=$f")
+  done
+  expect 0 "check y: matches .* largest difference 0.00e\+00" -- run "$io/$m.onnx" "${inputs[@]}" \
+    --expect "y=$io/${m}_y.npy" --tolerance 0
+  expect 0 "check y: matches .* largest difference 0.00e\+00" -- run "$io/$m.onnx" "${inputs[@]}" \
+    --reference --expect "y=$io/${m}_y.npy" --tolerance 0
+  expect 0 "wrote" -- compile "$io/$m.onnx" -o "$tmp/$m.so"
+  expect 0 "check y: matches .* largest difference 0.00e\+00" -- run "$tmp/$m.so" "${inputs[@]}" \
+    --expect "y=$io/${m}_y.npy" --tolerance 0
+done
+expect 0 "MatMul 'y/float'" -- compile "$io/mmi_small.onnx" -o "$tmp/small.so"
+expect 0 "0 heavy kernels" -- compile "$io/convi.onnx" -o "$tmp/convi.so"
+expect 1 "MatMulInteger's a_zero_point 'za' is u8\[7\]: it must be a scalar, a vector of its 5 rows" \
+  -- run "$io/mmi_badzp.onnx" --input "a=$io/mmi_badzp_a.npy"
+
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]

@@ -536,6 +536,56 @@ TEST(CompileModel, TypedOpsOnIntegersAndMasks) {
   checkCompiled(b, {w, c, t, mask});
 }
 
+// MatMulInteger's and ConvInteger's exact form, a MatMul and a Conv of i32 differences of 8-bit
+// codes, runs on the runtime's integer steps and equals the reference bit for bit, and both
+// equal the sums in int64 wrapped to int32: K = 70000 terms of up to 255 x 255 pass 2^24
+// (where f32 drops units) and 2^31 (where int32 wraps); a strided, padded, grouped convolution
+// of 1024-channel windows.
+TEST(CompileModel, IntegerMatmulAndConvolutionAreExactAndWrap) {
+  Builder b;
+  std::uniform_int_distribution<int64_t> diff(-255, 255);
+  auto ints = [&](const Shape& s, bool extreme) {
+    Tensor t(DType::I32, s);
+    for (int64_t i = 0; i < t.numel(); ++i) t.setInt(i, extreme ? 255 : diff(b.rng));
+    return t;
+  };
+  const int64_t m = 3, k = 70000, n = 4;
+  b.inputs.push_back(ints({m, k}, false));
+  for (int64_t p = 0; p < k; ++p) b.inputs.back().setInt(p, 255); // row 0 wraps at column 0
+  ValueId a = b.g.addInput("a", {DType::I32, {m, k}, {}});
+  Tensor bw = ints({k, n}, false);
+  for (int64_t p = 0; p < k; ++p) bw.setInt(p * n, 255);
+  ValueId mm = b.op(OpKind::MatMul, NoAttrs{}, {a, b.g.addConstant("b", bw)});
+  b.inputs.push_back(ints({1, 1024, 5, 5}, false));
+  ValueId x = b.g.addInput("x", {DType::I32, {1, 1024, 5, 5}, {}});
+  ValueId conv = b.op(OpKind::Conv, ConvAttrs{{3, 3}, {2, 1}, {1, 0, 1, 2}, {1, 1}, 2},
+                      {x, b.g.addConstant("w", ints({6, 512, 3, 3}, false))});
+  for (ValueId v : {mm, conv}) b.g.addOutput(v);
+  auto want = runReference(b.g, b.inputs);
+  ASSERT_TRUE(want.isOk()) << want.error().message();
+  // The reference against int64 sums wrapped to int32.
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += b.inputs[0].getInt(r * k + p) * bw.getInt(p * n + j);
+      EXPECT_EQ((*want)[0].getInt(r * n + j), static_cast<int32_t>(static_cast<uint32_t>(sum)))
+          << r << "," << j;
+    }
+  EXPECT_NE((*want)[0].getInt(0), int64_t{255} * 255 * k); // it wrapped
+  std::vector<Tensor> got = {Tensor(DType::I32, (*want)[0].shape()),
+                             Tensor(DType::I32, (*want)[1].shape())};
+  driver::CompiledModel report;
+  Status s = compileAndRun(b.g, {b.inputs[0].data(), b.inputs[1].data()},
+                           {got[0].data(), got[1].data()}, &report);
+  ASSERT_TRUE(s.isOk()) << s.error().message();
+  for (size_t o = 0; o < got.size(); ++o) {
+    int wrong = 0;
+    for (int64_t i = 0; i < got[o].numel(); ++i) wrong += got[o].getInt(i) != (*want)[o].getInt(i);
+    EXPECT_EQ(wrong, 0) << "output " << o;
+  }
+  EXPECT_TRUE(report.kernels.empty()) << "an integer product ran on a float kernel";
+}
+
 TEST(CompileModel, TilePadDepthToSpaceAndArgMax) {
   Builder b;
   ValueId x = b.input({1, 8, 3, 4});

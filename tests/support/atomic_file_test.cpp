@@ -39,7 +39,11 @@ TEST(StagingDir, ATerminatingSignalRemovesItBeforeTheProcessDies) {
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      ::signal(sig, SIG_DFL); // as a CLI process has it
+      // As a CLI process has it: a background job's ignored signal made default again; a
+      // handler an earlier staging of this test process installed (inherited) kept.
+      struct sigaction current {};
+      if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN)
+        ::signal(sig, SIG_DFL);
       auto staging = tunec::StagingDir::beside((dir / "model.so").string());
       if (!staging) ::_exit(3);
       std::ofstream(staging->file("model.o")) << "partial object";

@@ -1,0 +1,151 @@
+// The runtime's integer steps (MatMulInteger's and ConvInteger's exact form) against their
+// definition in int64 reduced modulo 2^32, on random int32 data of the whole range (so that
+// nearly every sum wraps) and on 8-bit differences: bit-exact, on each vector ISA the CPU has
+// and the portable form; row counts around the 8-row groups, column counts around the
+// 128-column blocks, shared and per-batch operands; convolutions with groups, strides,
+// dilations, padding and 1-d windows (rows of height 1).
+#include "runtime/light_kernels.h"
+
+#include <gtest/gtest.h>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using tunec::rt::RowsIsa;
+
+int32_t wrapped(int64_t v) {
+  return static_cast<int32_t>(static_cast<uint32_t>(v));
+}
+
+std::vector<int32_t> randomInts(size_t n, std::mt19937& rng, bool fullRange) {
+  std::uniform_int_distribution<int64_t> full(INT32_MIN, INT32_MAX), small(-255, 255);
+  std::vector<int32_t> v(n);
+  for (int32_t& x : v) x = static_cast<int32_t>(fullRange ? full(rng) : small(rng));
+  return v;
+}
+
+TEST(IntegerProducts, MatmulWrapsAsItsDefinitionOnEveryIsa) {
+  std::vector<RowsIsa> isas = {RowsIsa::Portable};
+  if (__builtin_cpu_supports("avx2"))
+    isas.push_back(RowsIsa::Avx2);
+  else
+    std::printf("note: no AVX2 on this CPU: its form is not run\n");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    isas.push_back(RowsIsa::Avx512);
+  else
+    std::printf("note: no AVX-512 on this CPU: its form is not run\n");
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (RowsIsa isa : isas)
+    for (int64_t m : {1, 7, 8, 9, 17})
+      for (int64_t n : {1, 15, 128, 130})
+        for (int64_t k : {1, 5, 67})
+          for (bool shared : {false, true})
+            for (bool fullRange : {false, true}) {
+              SCOPED_TRACE("isa " + std::to_string(static_cast<int>(isa)) + ", m " +
+                           std::to_string(m) + ", n " + std::to_string(n) + ", k " +
+                           std::to_string(k) + (shared ? ", shared B" : "") +
+                           (fullRange ? ", full range" : ""));
+              const int64_t batch = 2;
+              auto a = randomInts(static_cast<size_t>(batch * m * k), rng, fullRange);
+              auto b =
+                  randomInts(static_cast<size_t>((shared ? 1 : batch) * k * n), rng, fullRange);
+              std::vector<int32_t> c(static_cast<size_t>(batch * m * n + 3), 7);
+              tunec::rt::runIntegerMatmul(a.data(), b.data(), c.data(), batch, m, n, k, m * k,
+                                          shared ? 0 : k * n, 2, isa);
+              int wrong = 0;
+              for (int64_t i = 0; i < batch; ++i)
+                for (int64_t r = 0; r < m; ++r)
+                  for (int64_t j = 0; j < n; ++j) {
+                    uint64_t want = 0; // int64 products, summed modulo 2^64
+                    for (int64_t p = 0; p < k; ++p)
+                      want += static_cast<uint64_t>(
+                          int64_t{a[static_cast<size_t>((i * m + r) * k + p)]} *
+                          b[static_cast<size_t>((shared ? 0 : i * k * n) + p * n + j)]);
+                    wrong += c[static_cast<size_t>((i * m + r) * n + j)] !=
+                             wrapped(static_cast<int64_t>(want));
+                  }
+              EXPECT_EQ(wrong, 0);
+              EXPECT_EQ(c[static_cast<size_t>(batch * m * n)], 7) << "wrote past C";
+              ++checked;
+            }
+  EXPECT_EQ(checked, static_cast<int>(isas.size()) * 5 * 4 * 3 * 2 * 2);
+}
+
+TEST(IntegerProducts, LongSumsOfEightBitDifferencesAreExact) {
+  // K = 70000 products of up to 255 x 255: sums past 2^24 (where f32 drops units) and past
+  // 2^31 (where int32 wraps).
+  const int64_t m = 3, n = 5, k = 70000;
+  std::mt19937 rng(9);
+  auto a = randomInts(static_cast<size_t>(m * k), rng, false);
+  auto b = randomInts(static_cast<size_t>(k * n), rng, false);
+  for (int64_t p = 0; p < k; ++p)
+    a[static_cast<size_t>(p)] = 255, b[static_cast<size_t>(p * n)] = 255;
+  std::vector<int32_t> c(static_cast<size_t>(m * n));
+  tunec::rt::runIntegerMatmul(a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t want = 0;
+      for (int64_t p = 0; p < k; ++p)
+        want += int64_t{a[static_cast<size_t>(r * k + p)]} * b[static_cast<size_t>(p * n + j)];
+      EXPECT_EQ(c[static_cast<size_t>(r * n + j)], wrapped(want)) << r << "," << j;
+    }
+  EXPECT_GT(int64_t{255} * 255 * k, int64_t{1} << 31); // row 0, column 0 wrapped
+}
+
+TEST(IntegerProducts, ConvolutionWrapsAsItsDefinition) {
+  std::mt19937 rng(3);
+  int checked = 0;
+  struct Case {
+    int64_t c, h, w, oc, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, group;
+  };
+  for (const Case& t : {Case{3, 5, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                        Case{4, 7, 7, 6, 3, 2, 2, 1, 0, 1, 2, 0, 1, 2, 2},
+                        Case{6, 1, 9, 6, 1, 3, 1, 2, 0, 2, 0, 1, 1, 2, 6},
+                        Case{8, 4, 4, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},
+                        Case{2, 3, 3, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}})
+    for (bool fullRange : {false, true}) {
+      SCOPED_TRACE("case " + std::to_string(checked));
+      const int64_t n = 2;
+      const int64_t oh = (t.h + t.pt + t.pb - (t.kh - 1) * t.dh - 1) / t.sh + 1;
+      const int64_t ow = (t.w + t.pl + t.pr - (t.kw - 1) * t.dw - 1) / t.sw + 1;
+      const tunec::rt::IntegerConvParams p{n,  t.c,  t.h,  t.w,  t.oc, t.kh, t.kw, oh,
+                                           ow, t.sh, t.sw, t.pt, t.pl, t.dh, t.dw, t.group};
+      ASSERT_TRUE(p.valid());
+      const int64_t cg = t.c / t.group;
+      auto x = randomInts(static_cast<size_t>(n * t.c * t.h * t.w), rng, fullRange);
+      auto w = randomInts(static_cast<size_t>(t.oc * cg * t.kh * t.kw), rng, fullRange);
+      std::vector<int32_t> y(static_cast<size_t>(n * t.oc * oh * ow + 2), 7);
+      tunec::rt::runIntegerConv(x.data(), w.data(), y.data(), p, 2);
+      int wrong = 0;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t o = 0; o < t.oc; ++o)
+          for (int64_t oy = 0; oy < oh; ++oy)
+            for (int64_t ox = 0; ox < ow; ++ox) {
+              uint64_t want = 0;
+              const int64_t g = o / (t.oc / t.group);
+              for (int64_t ic = 0; ic < cg; ++ic)
+                for (int64_t ky = 0; ky < t.kh; ++ky)
+                  for (int64_t kx = 0; kx < t.kw; ++kx) {
+                    const int64_t iy = oy * t.sh - t.pt + ky * t.dh,
+                                  ix = ox * t.sw - t.pl + kx * t.dw;
+                    if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
+                    want += static_cast<uint64_t>(
+                        int64_t{x[static_cast<size_t>(((b * t.c + g * cg + ic) * t.h + iy) * t.w +
+                                                      ix)]} *
+                        w[static_cast<size_t>(((o * cg + ic) * t.kh + ky) * t.kw + kx)]);
+                  }
+              wrong += y[static_cast<size_t>(((b * t.oc + o) * oh + oy) * ow + ox)] !=
+                       wrapped(static_cast<int64_t>(want));
+            }
+      EXPECT_EQ(wrong, 0);
+      EXPECT_EQ(y[static_cast<size_t>(n * t.oc * oh * ow)], 7) << "wrote past Y";
+      ++checked;
+    }
+  EXPECT_EQ(checked, 10);
+}
+
+} // namespace
