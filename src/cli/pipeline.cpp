@@ -9,6 +9,9 @@ namespace tunec::cli {
 
 const std::vector<PassEntry>& graphPipeline() {
   static const std::vector<PassEntry> pipeline = {
+      // First: constant scales no arithmetic can honour are refused by name, before any rewrite
+      // computes with them.
+      {"check-quantization", passes::checkQuantization},
       // The QuantizeLinear of constant weights (a fake-quant export's) becomes s8 weights; the
       // DequantizeLinear nodes stay for lower-quantized-layers to read.
       {"fold-constants-but-dequantization", passes::foldConstantsButDequantization},

@@ -185,8 +185,10 @@ llvm::Value* emitPostOp(llvm::IRBuilder<>& b, const PostOp& op, llvm::Value* v, 
     return emitTanh(b, v);
   case PostOpKind::Exp:
     return b.CreateSelect(b.CreateFCmpUNO(v, v), v, emitExp(b, v));
-  case PostOpKind::Round: // rint: half to even in the default rounding mode, as QuantizeLinear
-    return b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, v);
+  case PostOpKind::Round: { // rint: half to even in the default rounding mode, as QuantizeLinear
+    llvm::Value* r = b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, v);
+    return op.lo != 0.f ? b.CreateSelect(b.CreateFCmpUNO(v, v), splat(v, 0.f), r) : r; // NaN -> 0
+  }
   case PostOpKind::LayerNormRow: // applied to whole rows by the loop nest, not per vector
     return v;
   case PostOpKind::QuantizeU8:

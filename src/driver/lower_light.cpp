@@ -85,6 +85,7 @@ std::optional<EwOp> elementwiseOp(const Node& node, float& p0, float& p1) {
   case OpKind::Ceil:
     return EwOp::Ceil;
   case OpKind::Round:
+    p0 = roundsNanToZero(std::get_if<RoundAttrs>(&node.attrs)) ? 1.f : 0.f;
     return EwOp::Round;
   case OpKind::Sign:
     return EwOp::Sign;

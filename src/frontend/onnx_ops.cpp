@@ -124,6 +124,10 @@ template <OpKind K> Result convertPlain(ConvertContext& ctx) {
   return simple(ctx, K);
 }
 
+Result convertRound(ConvertContext& ctx) {
+  return simple(ctx, OpKind::Round, RoundAttrs{});
+}
+
 template <OpKind K> Result convertAlpha(ConvertContext& ctx) {
   AlphaBetaAttrs a;
   switch (K) {
@@ -678,7 +682,7 @@ Result convertDynamicQuantizeLinear(ConvertContext& ctx) {
   TUNEC_ASSIGN_OR_RETURN(ValueId ratio, addPart(ctx, "ratio", OpKind::Div, NoAttrs{}, {lo, scale}));
   TUNEC_ASSIGN_OR_RETURN(ValueId zp, addPart(ctx, "zp.f", OpKind::Neg, NoAttrs{}, {ratio}));
   TUNEC_ASSIGN_OR_RETURN(zp, addPart(ctx, "zp.saturated", OpKind::Clip, ClipAttrs{0, 255}, {zp}));
-  TUNEC_ASSIGN_OR_RETURN(zp, addPart(ctx, "zp.rounded", OpKind::Round, NoAttrs{}, {zp}));
+  TUNEC_ASSIGN_OR_RETURN(zp, addPart(ctx, "zp.rounded", OpKind::Round, RoundAttrs{}, {zp}));
   TUNEC_ASSIGN_OR_RETURN(zp, addPart(ctx, "zp", OpKind::Cast, CastAttrs{DType::U8}, {zp}));
   Conversion c{OpKind::QuantizeLinear, QuantAttrs{0}, {x, scale, zp}};
   c.valueOutputs = {{1, scale}, {2, zp}};
@@ -2067,7 +2071,7 @@ const std::map<std::string, Converter>& converters() {
       PLAIN(Abs) PLAIN(Acos) PLAIN(Acosh) PLAIN(Asin) PLAIN(Asinh) PLAIN(Atan) PLAIN(Atanh) PLAIN(
           Ceil) PLAIN(Cos) PLAIN(Cosh) PLAIN(Erf) PLAIN(Exp) PLAIN(Floor) PLAIN(HardSwish)
           PLAIN(Identity) PLAIN(IsNaN) PLAIN(Log) PLAIN(Mish) PLAIN(Neg) PLAIN(Not) PLAIN(
-              Reciprocal) PLAIN(Relu) PLAIN(Round) PLAIN(Sigmoid) PLAIN(Sign) PLAIN(Sin) PLAIN(Sinh)
+              Reciprocal) PLAIN(Relu) PLAIN(Sigmoid) PLAIN(Sign) PLAIN(Sin) PLAIN(Sinh)
               PLAIN(Softplus) PLAIN(Softsign) PLAIN(Sqrt) PLAIN(Tan) PLAIN(Tanh) PLAIN(PRelu) PLAIN(
                   Max) PLAIN(Min) PLAIN(Sum) PLAIN(Mean) PLAIN(Equal) PLAIN(Less) PLAIN(LessOrEqual)
                   PLAIN(Greater) PLAIN(GreaterOrEqual) PLAIN(And) PLAIN(Or) PLAIN(Xor)
@@ -2096,6 +2100,7 @@ const std::map<std::string, Converter>& converters() {
       {"MatMul", convertMatMul},
       {"QLinearConv", convertQLinearConv},
       {"MatMulInteger", convertInteger<OpKind::MatMul>},
+      {"Round", convertRound},
       {"DynamicQuantizeLinear", convertDynamicQuantizeLinear},
       {"ConvInteger", convertInteger<OpKind::Conv>},
       {"Clip", convertClip},

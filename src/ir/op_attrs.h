@@ -29,6 +29,19 @@ struct GeluAttrs {
   bool operator==(const GeluAttrs&) const = default;
 };
 
+/// Round: half to even, as ONNX's; `nanToZero` (tunec's, for the quantization round trips that
+/// lower-quantize-round-trips writes as float arithmetic) makes a NaN 0, as QuantizeLinear makes a
+/// NaN its zero point, whose dequantized value is 0.
+struct RoundAttrs {
+  bool nanToZero = false;
+  bool operator==(const RoundAttrs&) const = default;
+};
+
+/// Whether a Round node's attributes make a NaN 0.
+inline bool roundsNanToZero(const RoundAttrs* a) {
+  return a && a->nanToZero;
+}
+
 struct IsInfAttrs {
   bool detectPositive = true;
   bool detectNegative = true;
@@ -217,10 +230,11 @@ struct DepthToSpaceAttrs {
 };
 
 /// The attributes of any op; the alternative is fixed by the op kind (TUNEC_OP_LIST).
-using OpAttrs = std::variant<NoAttrs, AlphaBetaAttrs, GeluAttrs, IsInfAttrs, ClipAttrs, CastAttrs,
-                             QuantAttrs, ModAttrs, ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs,
-                             PoolAttrs, ReduceAttrs, ArgReduceAttrs, ReshapeAttrs, AxisAttrs,
-                             AxesAttrs, TransposeAttrs, SplitAttrs, SliceAttrs, TileAttrs, PadAttrs,
-                             ConstantOfShapeAttrs, DepthToSpaceAttrs, BlockQuantAttrs, TriluAttrs>;
+using OpAttrs =
+    std::variant<NoAttrs, AlphaBetaAttrs, GeluAttrs, IsInfAttrs, ClipAttrs, CastAttrs, QuantAttrs,
+                 ModAttrs, ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs, PoolAttrs, ReduceAttrs,
+                 ArgReduceAttrs, ReshapeAttrs, AxisAttrs, AxesAttrs, TransposeAttrs, SplitAttrs,
+                 SliceAttrs, TileAttrs, PadAttrs, ConstantOfShapeAttrs, DepthToSpaceAttrs,
+                 BlockQuantAttrs, TriluAttrs, RoundAttrs>;
 
 } // namespace tunec

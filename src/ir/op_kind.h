@@ -17,7 +17,7 @@ namespace tunec {
   X(Atan, NoAttrs) X(Atanh, NoAttrs) X(Ceil, NoAttrs) X(Cos, NoAttrs) X(Cosh, NoAttrs)             \
   X(Erf, NoAttrs) X(Exp, NoAttrs) X(Floor, NoAttrs) X(HardSwish, NoAttrs) X(Identity, NoAttrs)     \
   X(IsInf, IsInfAttrs) X(IsNaN, NoAttrs) X(Log, NoAttrs) X(Mish, NoAttrs) X(Neg, NoAttrs)          \
-  X(Not, NoAttrs) X(Reciprocal, NoAttrs) X(Relu, NoAttrs) X(Round, NoAttrs) X(Sigmoid, NoAttrs)    \
+  X(Not, NoAttrs) X(Reciprocal, NoAttrs) X(Relu, NoAttrs) X(Round, RoundAttrs) X(Sigmoid, NoAttrs)    \
   X(Sign, NoAttrs) X(Sin, NoAttrs) X(Sinh, NoAttrs) X(Softplus, NoAttrs) X(Softsign, NoAttrs)      \
   X(Sqrt, NoAttrs) X(Tan, NoAttrs) X(Tanh, NoAttrs) X(Gelu, GeluAttrs) X(Celu, AlphaBetaAttrs)     \
   X(Swish, AlphaBetaAttrs) X(Elu, AlphaBetaAttrs) X(HardSigmoid, AlphaBetaAttrs) X(LeakyRelu, AlphaBetaAttrs)               \

@@ -33,6 +33,7 @@ struct AttrPrinter {
   std::string operator()(const GeluAttrs& a) const {
     return a.tanhApproximation ? "approximate=tanh" : "approximate=none";
   }
+  std::string operator()(const RoundAttrs& a) const { return a.nanToZero ? "nan_to_zero" : ""; }
   std::string operator()(const IsInfAttrs& a) const {
     return std::string("positive=") + (a.detectPositive ? "1" : "0") +
            " negative=" + (a.detectNegative ? "1" : "0");

@@ -162,7 +162,7 @@ Expected<EpilogueStep> matchPostOp(const Graph& g, NodeId id, ValueId x, Channel
       step.op = {PostOpKind::Exp};
       return step;
     case OpKind::Round: // a quantization round trip (lower-quantize-round-trips) joins whole
-      step.op = {PostOpKind::Round};
+      step.op = {PostOpKind::Round, roundsNanToZero(std::get_if<RoundAttrs>(&n.attrs)) ? 1.f : 0.f};
       return step;
     default:
       break;

@@ -4,10 +4,10 @@
 // range of z's type. In f32 ops the pair joins the fused elementwise chains (and is vectorized)
 // instead of two per-element integer steps (a QDQ CNN from PyTorch: 5.3 -> 0.40 ms). Until
 // tunec has int8 kernels this is how a QDQ model's activations run. The values are the pair's
-// (round is half to even, as QuantizeLinear rounds) but for two edges: a NaN stays NaN where
-// the pair gives the zero point's value, and where a producer's epilogue absorbs the division
-// as a multiplication by 1 / s, an exact tie x / s = k + 1/2 may round to the other neighbour
-// (one quantization step). A pair whose quantized value other nodes read too (an int8 layer's u8
+// (round is half to even, as QuantizeLinear rounds; the Round's nan_to_zero gives a NaN the zero
+// point's value, 0, as the pair does) but for one edge: where a producer's epilogue absorbs the
+// division as a multiplication by 1 / s, an exact tie x / s = k + 1/2 may round to the other
+// neighbour (one quantization step). A pair whose quantized value other nodes read too (an int8 layer's u8
 // input, from lower-quantized-layers) stays: the u8 tensor is computed anyway, and its
 // dequantization is exact (ResNet-50's identity branches: the block output's u8 is the next
 // block's input, its DequantizeLinear the residual addend of the block's last kernel). So does a
@@ -87,7 +87,7 @@ Expected<Graph> lowerQuantizeRoundTrips(const Graph& graph) {
     const std::string& name = node.name;
     TUNEC_ASSIGN_OR_RETURN(auto divided,
                            rw.add(name + ".div", OpKind::Div, NoAttrs{}, {x, s}, {name + ".div"}));
-    TUNEC_ASSIGN_OR_RETURN(auto rounded, rw.add(name + ".round", OpKind::Round, NoAttrs{},
+    TUNEC_ASSIGN_OR_RETURN(auto rounded, rw.add(name + ".round", OpKind::Round, RoundAttrs{true},
                                                 {divided[0]}, {name + ".round"}));
     TUNEC_ASSIGN_OR_RETURN(auto clipped,
                            rw.add(name + ".clip", OpKind::Clip, ClipAttrs{lo - z, hi - z},

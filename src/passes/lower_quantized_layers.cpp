@@ -106,6 +106,14 @@ Status matchActivation(const Graph& g, const Node* da, QuantizedLayer& q) {
     q.za = hasZero ? static_cast<double>(g.value(da->inputs[2]).constant->getInt(0)) : 0.0;
     if (!(q.sa > 0) || !std::isfinite(q.sa)) return Error("the activation's scale is not positive");
   } else {
+    // A scale the model computes (DynamicQuantizeLinear's range / 255) is finite for finite
+    // activations; one given as a model input may be anything (1e38: the kernel's products of
+    // scales would overflow where the reference's dequantized values do not), and is left to
+    // the f32 path, which dequantizes each value as the reference does.
+    for (ValueId v : {da->inputs[1], hasZero ? da->inputs[2] : kNoValue})
+      if (v != kNoValue && g.value(v).producer < 0)
+        return Error("its activation's scale or zero point is a model input (the int8 kernels "
+                     "take constant ones, or those a DynamicQuantizeLinear computes)");
     q.saValue = da->inputs[1];
     q.zaValue = hasZero ? da->inputs[2] : kNoValue;
   }

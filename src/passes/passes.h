@@ -11,6 +11,10 @@ namespace tunec::passes {
 
 /// Evaluates every node whose inputs are all constant (with the reference ops) and replaces
 /// its outputs by constants (fold_constants.cpp).
+/// Refuses constant quantization scales no arithmetic can honour (NaN, infinite, zero, negative,
+/// subnormal), and dequantizations whose values overflow f32, naming the node: the first pass.
+Expected<Graph> checkQuantization(const Graph& graph);
+
 Expected<Graph> foldConstants(const Graph& graph);
 
 /// foldConstants but for DequantizeLinear, whose constant s8 weights lower-quantized-layers reads:

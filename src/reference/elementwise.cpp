@@ -63,7 +63,9 @@ double unaryFloat(const Node& node, double x) {
   case OpKind::Relu:
     return x < 0 ? 0 : x; // NaN stays NaN, as max(0, x) of the spec
   case OpKind::Round:
-    return std::nearbyint(x);
+    return std::isnan(x) && roundsNanToZero(std::get_if<RoundAttrs>(&node.attrs))
+               ? 0.0
+               : std::nearbyint(x);
   case OpKind::Sigmoid:
     return 1.0 / (1.0 + std::exp(-x));
   case OpKind::Sign:

@@ -117,7 +117,10 @@ void applyChunk(EwOp op, float p0, float p1, const float* a, const float* b, flo
     for (int64_t i = 0; i < n; ++i) d[i] = std::ceil(a[i]);
     break;
   case EwOp::Round: // half to even: roundevenf is a libm call per element here, not vroundps
-    for (int64_t i = 0; i < n; ++i) d[i] = roundHalfEven(a[i]);
+    if (p0 != 0.f)  // a NaN becomes 0 (a quantization round trip's)
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] == a[i] ? roundHalfEven(a[i]) : 0.f;
+    else
+      for (int64_t i = 0; i < n; ++i) d[i] = roundHalfEven(a[i]);
     break;
   case EwOp::Sign:
     for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.f ? 1.f : (a[i] < 0.f ? -1.f : 0.f);

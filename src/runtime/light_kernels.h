@@ -48,7 +48,7 @@ enum class EwOp : int32_t {
   Sign,
   Swish, // a * sigmoid(p0 a)
   Elu,
-  Round,
+  Round, // half to even; p0 != 0: a NaN becomes 0 (a quantization round trip's)
   Cos,
   Sin,
   Tan,

@@ -25,7 +25,7 @@ enum class PostOpKind {
   Swish,          ///< y = y / (1 + exp(-lo y)) (SiLU at lo = 1)
   Tanh,           ///< y = tanh(y)
   Exp,            ///< y = exp(y)
-  Round,          ///< y = round(y), half to even (a quantization round trip's rounding)
+  Round,          ///< y = round(y), half to even (a quantization round trip's: NaN -> 0 when lo)
   ScalePerColumn, ///< y *= scale[n] (per output channel: a layer scale, a channel affine)
   PReluPerColumn, ///< y = y < 0 ? slope[n] * y : y (the slopes in the column-scale vector)
   /// Each output row normalized (LayerNorm over the last axis, epsilon lo, the scale and bias

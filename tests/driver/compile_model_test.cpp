@@ -971,6 +971,67 @@ TEST(CompileModel, QuantizeAndDequantizeRoundHalfToEvenAndSaturate) {
   }
 }
 
+// A quantization round trip lowered to f32 arithmetic (lower-quantize-round-trips) gives a NaN
+// the zero point's value, 0, as QuantizeLinear then DequantizeLinear do (the reference): in a
+// loop kernel's elementwise chain (NaN, infinite and ordinary activations) and in a matmul's
+// epilogue (a bias whose column 2 is NaN and column 3 infinite: 0 and the saturated top).
+TEST(CompileModel, QuantizationRoundTripsGiveANanTheZeroPointsValue) {
+  Graph g;
+  auto scalar = [&](const std::string& name, DType t, double v) {
+    Tensor x(t, Shape{});
+    x.setDouble(0, v);
+    return g.addConstant(name, x);
+  };
+  auto roundTrip = [&](const std::string& name, ValueId v, double s, int z) {
+    ValueId sv = scalar(name + ".s", DType::F32, s), zv = scalar(name + ".z", DType::U8, z);
+    auto q =
+        g.addNode(name + ".q", OpKind::QuantizeLinear, QuantAttrs{0}, {v, sv, zv}, {name + ".q"});
+    auto d = g.addNode(name, OpKind::DequantizeLinear, QuantAttrs{0},
+                       {g.node(*q).outputs[0], sv, zv}, {name});
+    return g.node(*d).outputs[0];
+  };
+  auto add = [&](const std::string& name, OpKind kind, std::vector<ValueId> in) {
+    auto n = g.addNode(name, kind, NoAttrs{}, std::move(in), {name});
+    return g.node(*n).outputs[0];
+  };
+  ValueId x = g.addInput("x", {DType::F32, Shape{2, 8}, {}});
+  ValueId a = g.addInput("a", {DType::F32, Shape{3, 4}, {}});
+  g.addOutput(add("relu", OpKind::Relu, {roundTrip("rt1", x, 0.1, 128)}));
+  Tensor w(DType::F32, Shape{4, 5}), bias(DType::F32, Shape{5});
+  for (int64_t i = 0; i < w.numel(); ++i) w.setDouble(i, 0.1 * static_cast<double>(i % 7) - 0.3);
+  for (int64_t j = 0; j < 5; ++j) bias.setDouble(j, 0.2 * static_cast<double>(j));
+  bias.setDouble(2, std::nan(""));
+  bias.setDouble(3, INFINITY);
+  ValueId y = add("mm", OpKind::MatMul, {a, g.addConstant("w", w)});
+  y = add("bias", OpKind::Add, {y, g.addConstant("b", bias)});
+  g.addOutput(roundTrip("rt2", y, 0.05, 100));
+  Tensor xs(DType::F32, Shape{2, 8}), as(DType::F32, Shape{3, 4});
+  const float xv[] = {NAN, INFINITY, -INFINITY, 0.26f, -0.34f, 3e38f, -5.f, 1.f};
+  for (int64_t i = 0; i < 16; ++i) xs.setDouble(i, xv[i % 8] * (i < 8 ? 1.f : -1.f));
+  for (int64_t i = 0; i < as.numel(); ++i) as.setDouble(i, 0.5 - 0.1 * static_cast<double>(i));
+  auto want = runReference(g, {xs, as});
+  ASSERT_TRUE(want.isOk()) << want.error().message();
+  auto lowered = passes::lowerQuantizeRoundTrips(g);
+  ASSERT_TRUE(lowered.isOk()) << lowered.error().message();
+  int rounds = 0;
+  for (const Node& n : lowered->nodes())
+    rounds += n.kind == OpKind::Round && std::get<RoundAttrs>(n.attrs).nanToZero;
+  EXPECT_EQ(rounds, 2) << "both round trips lowered";
+  Tensor got1(DType::F32, Shape{2, 8}), got2(DType::F32, Shape{3, 5});
+  Status ran = compileAndRun(*lowered, {xs.data(), as.data()}, {got1.data(), got2.data()});
+  ASSERT_TRUE(ran.isOk()) << ran.error().message();
+  for (int64_t i = 0; i < 16; ++i)
+    EXPECT_EQ(got1.getDouble(i), (*want)[0].getDouble(i)) << "element " << i;
+  EXPECT_EQ((*want)[0].getDouble(0), 0.0) << "the reference's NaN is the zero point's value";
+  for (int64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ((*want)[1].getDouble(r * 5 + 2), 0.0);
+    EXPECT_FLOAT_EQ((*want)[1].getDouble(r * 5 + 3), (255 - 100) * 0.05f);
+    for (int64_t c = 0; c < 5; ++c)
+      EXPECT_NEAR(got2.getDouble(r * 5 + c), (*want)[1].getDouble(r * 5 + c), 0.0501)
+          << r << "," << c;
+  }
+}
+
 // The dense per-tensor QuantizeLinear (the int8 kernels' inputs; runtime/typed_kernels.cpp's
 // vectorized path) equals the reference bit for bit: ties to even, saturation both ways,
 // infinities, NaN to the zero point, huge values; u8 and s8.
@@ -1817,9 +1878,10 @@ TEST(CompileModel, QuantizedConvolutionsRunAsInt8KernelsBetweenU8Tensors) {
 }
 
 // Dynamic quantization: the scale and zero point of the activation are values of the run (here
-// model inputs); the int8 kernel reads its column scale and its correction (with the model's
-// bias added in) as computed vectors, and the relu after it joins: one kernel, the reference's
-// values within f32 rounding (7-bit weights: exact sums).
+// computed from model inputs, as DynamicQuantizeLinear computes them; a scale that is itself a
+// model input is left to the f32 path); the int8 kernel reads its column scale and its correction
+// (with the model's bias added in) as computed vectors, and the relu after it joins: one kernel,
+// the reference's values within f32 rounding (7-bit weights: exact sums).
 TEST(CompileModel, DynamicallyQuantizedLayerReadsItsComputedScalesInTheEpilogue) {
   Graph g;
   std::mt19937 rng(31);
@@ -1831,6 +1893,8 @@ TEST(CompileModel, DynamicallyQuantizedLayerReadsItsComputedScalesInTheEpilogue)
     EXPECT_TRUE(id.isOk()) << id.error().message();
     return g.node(*id).outputs[0];
   };
+  s = node("s_computed", OpKind::Abs, NoAttrs{}, {s});
+  z = node("z_computed", OpKind::Identity, NoAttrs{}, {z});
   ValueId xd = node("xd", OpKind::DequantizeLinear, QuantAttrs{1},
                     {node("xq", OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}), s, z});
   Tensor wq(DType::I8, Shape{64, 24}), sb(DType::F32, Shape{24}), zb(DType::I8, Shape{24});

@@ -141,6 +141,62 @@ TEST(Passes, QuantizeRoundTripsBecomeFloatArithmetic) {
   }
 }
 
+// check-quantization refuses, naming the node and the scale, the constant scales no arithmetic
+// honours (NaN, infinite, zero, negative, subnormal; one bad element of a per-channel scale) and
+// a dequantization whose values overflow f32 (1e37 times s8 weights up to 100; times a u8
+// activation's distance of up to 255 from its zero point); ordinary scales, and scales computed
+// at run time, pass.
+TEST(Passes, CheckQuantizationRefusesScalesNoArithmeticHonours) {
+  struct Case {
+    double weightScale, activationScale;
+    const char* error; // nullptr: accepted
+  };
+  for (const Case& c :
+       {Case{0.02, 0.1, nullptr}, Case{std::nan(""), 0.1, "element 1 is nan"},
+        Case{INFINITY, 0.1, "element 1 is inf"}, Case{0.0, 0.1, "element 1 is 0"},
+        Case{-0.5, 0.1, "element 1 is -0.5"}, Case{1e-40, 0.1, "element 1 is 9.99995e-41"},
+        Case{0.02, std::nan(""), "QuantizeLinear 'q': its scale 's' is nan"},
+        Case{1e37, 0.1,
+             "DequantizeLinear 'dw': its scale 'sw' (up to 1e+37) "
+             "times its codes' largest distance from the zero point "
+             "(100) is 1e+39, beyond f32's range"},
+        Case{0.02, 2e36,
+             "DequantizeLinear 'dq': its scale 's' (up to 2e+36) times "
+             "its codes' largest distance from the zero point (250)"}}) {
+    SCOPED_TRACE(c.error ? c.error : "accepted");
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{2, 3}, {}});
+    Tensor s(DType::F32, Shape{}), z(DType::U8, Shape{}), w(DType::I8, Shape{3, 4}),
+        sw(DType::F32, Shape{4}), zw(DType::I8, Shape{4});
+    s.setDouble(0, c.activationScale), z.setInt(0, 5);
+    for (int64_t i = 0; i < w.numel(); ++i) w.setInt(i, i % 2 ? 100 : -7);
+    for (int64_t j = 0; j < 4; ++j) sw.setDouble(j, j == 1 ? c.weightScale : 0.01);
+    ValueId sv = g.addConstant("s", s), zv = g.addConstant("z", z);
+    ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{0}, {x, sv, zv}, "q");
+    ValueId dq = add(g, OpKind::DequantizeLinear, QuantAttrs{0}, {q, sv, zv}, "dq");
+    ValueId dw =
+        add(g, OpKind::DequantizeLinear, QuantAttrs{1},
+            {g.addConstant("w", w), g.addConstant("sw", sw), g.addConstant("zw", zw)}, "dw");
+    g.addOutput(add(g, OpKind::MatMul, NoAttrs{}, {dq, dw}, "mm"));
+    auto checked = passes::checkQuantization(g);
+    if (!c.error) {
+      EXPECT_TRUE(checked.isOk()) << checked.error().message();
+      continue;
+    }
+    ASSERT_FALSE(checked.isOk());
+    EXPECT_NE(checked.error().message().find(c.error), std::string::npos)
+        << checked.error().message();
+    EXPECT_NE(checked.error().message().find("re-quantize"), std::string::npos);
+  }
+  // A scale given at run time is not the pass's to judge.
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{4}, {}});
+  ValueId s = g.addInput("s", {DType::F32, Shape{}, {}});
+  g.addOutput(add(g, OpKind::QuantizeLinear, QuantAttrs{0},
+                  {x, s, g.addConstant("z", Tensor(DType::U8, Shape{}))}, "q"));
+  EXPECT_TRUE(passes::checkQuantization(g).isOk());
+}
+
 // Two fake-quantized branches meeting in an Add (ResNet-50's downsampling block): the earlier
 // branch's pair stays QuantizeLinear and DequantizeLinear (the later branch's kernel reads its
 // u8 tensor as the residual addend), the later one's becomes float arithmetic; with the Add's
@@ -773,6 +829,9 @@ TEST(Passes, DynamicallyQuantizedMatmulsBecomeIntegerMatmuls) {
   ValueId x = g.addInput("x", {DType::F32, Shape{4, 16}, {}});
   ValueId s = g.addInput("s", {DType::F32, Shape{}, {}});
   ValueId z = g.addInput("z", {DType::U8, Shape{}, {}});
+  // Computed (as DynamicQuantizeLinear computes them): a scale given as a model input stays f32.
+  s = add(g, OpKind::Abs, NoAttrs{}, {s}, "s_computed");
+  z = add(g, OpKind::Identity, NoAttrs{}, {z}, "z_computed");
   ValueId xq = add(g, OpKind::QuantizeLinear, QuantAttrs{1}, {x, s, z}, "xq");
   ValueId xd = add(g, OpKind::DequantizeLinear, QuantAttrs{1}, {xq, s, z}, "xd");
   Tensor wq(DType::I8, Shape{16, 8}), sb(DType::F32, Shape{8}), zb(DType::I8, Shape{8});
