@@ -485,6 +485,11 @@ Result convertQLinearConv(ConvertContext& ctx) {
   if (ctx.hasInput(8)) {
     // The i32 bias is quantized with scale x_scale * w_scale and zero point 0.
     int64_t oc = ctx.inputType(3).shape[0];
+    const TensorType& biasType = ctx.inputType(8);
+    if (biasType.dtype != DType::I32 || !(biasType.shape == Shape{oc}))
+      return makeError("QLinearConv's bias '", ctx.proto.input(8), "' is ", biasType.toString(),
+                       ": it must be an int32 vector of the weights' ", oc,
+                       " output channels (quantized with x_scale * w_scale, zero point 0)");
     TUNEC_ASSIGN_OR_RETURN(ValueId xs, quantParameter(ctx, in[1], "bias.xs", oc));
     TUNEC_ASSIGN_OR_RETURN(ValueId ws, quantParameter(ctx, in[4], "bias.ws", oc));
     TUNEC_ASSIGN_OR_RETURN(ValueId bs,

@@ -338,6 +338,31 @@ TEST(Importer, ImpossibleAttributesAreErrors) {
       << gemm.error().message();
 }
 
+// A QLinearConv's bias of the wrong length or type is named as the user's input, with the shape
+// it must have (not as a per-axis scale of a node of the expansion).
+TEST(Importer, AQLinearConvBiasOfTheWrongLengthIsNamed) {
+  for (const auto& [length, fine] : {std::pair{int64_t{3}, false}, std::pair{int64_t{2}, true}}) {
+    ModelBuilder b;
+    b.input("x", {1, 1, 4, 4}, onnx::TensorProto::UINT8).output("y");
+    b.initializerScalar("s", onnx::TensorProto::FLOAT, 0.1);
+    b.initializerScalar("z", onnx::TensorProto::UINT8, 3);
+    b.initializerScalar("wz", onnx::TensorProto::INT8, 0);
+    b.initializerInt8("w", {2, 1, 1, 1}, {5, -7});
+    b.initializerInt32("bias", {length}, std::vector<int32_t>(static_cast<size_t>(length), 9));
+    b.node("QLinearConv", {"x", "s", "z", "w", "s", "wz", "s", "z", "bias"}, {"y"}, "qconv");
+    auto g = import(b);
+    if (fine) {
+      EXPECT_TRUE(g.isOk()) << g.error().message();
+      continue;
+    }
+    ASSERT_FALSE(g.isOk());
+    EXPECT_NE(g.error().message().find("QLinearConv's bias 'bias' is i32[3]: it must be an int32 "
+                                       "vector of the weights' 2 output channels"),
+              std::string::npos)
+        << g.error().message();
+  }
+}
+
 // The fuzzers' findings (tests/fuzz/regressions/onnx): each imports to an Error, not a crash.
 TEST(Importer, FuzzerFindingsAreErrors) {
   std::string dir = std::string(TUNEC_SOURCE_DIR) + "/tests/fuzz/regressions/onnx";
