@@ -90,6 +90,11 @@ Status ModelModule::emitObject(const std::string& path, const std::vector<uint8_
   auto* blobVar = new llvm::GlobalVariable(
       m, blobInit->getType(), true, llvm::GlobalValue::ExternalLinkage, blobInit, kModelBlobSymbol);
   blobVar->setAlignment(llvm::Align(64));
+  // In a large-data section, which the linker places after everything else: the blob (gigabytes
+  // of constants for a large model) then never lies between the code and the small data it
+  // reaches by 32-bit offsets (crt's .bss and GOT: "relocation truncated to fit" beyond 2 GiB).
+  // Only the runtime reads the blob, through its dynamic symbol.
+  blobVar->setSection(".lrodata.tunec_model_blob");
   new llvm::GlobalVariable(m, module_->i64(), true, llvm::GlobalValue::ExternalLinkage,
                            llvm::ConstantInt::get(module_->i64(), blob.size()),
                            kModelBlobSizeSymbol);

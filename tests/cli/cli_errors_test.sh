@@ -102,6 +102,17 @@ for sig in TERM HUP; do
     failures=$((failures + 1))
   fi
 done
+# The constants' blob lies in a large-data section (.lrodata), which the linker places after
+# everything the code reaches by 32-bit offsets: a model.so of more than 2 GiB of constants links
+# (a 2.4 GB folded ConstantOfShape, by hand: docs/benchmarks.md) instead of failing with
+# "relocation truncated to fit".
+"$tunec" compile "$model" -o "$tmp/blob.so" >/dev/null 2>&1
+checks=$((checks + 1))
+if ! readelf -SW "$tmp/blob.so" | grep -q " \.lrodata "; then
+  echo "FAIL: the model blob is not in .lrodata"
+  readelf -SW "$tmp/blob.so" | head -40
+  failures=$((failures + 1))
+fi
 # A full disk: compile, db export and run --output fail with a message and leave no partial or
 # temporary file (a small tmpfs, where this runs as root; skipped elsewhere, and said).
 mkdir -p "$tmp/full"
