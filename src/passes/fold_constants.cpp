@@ -31,9 +31,7 @@ Expected<Graph> foldConstantNodes(const Graph& graph, std::initializer_list<OpKi
       TUNEC_TRY(rw.copy(node));
       continue;
     }
-    std::vector<Tensor> outputs;
-    for (ValueId out : node.outputs)
-      outputs.emplace_back(graph.value(out).type.dtype, graph.value(out).type.shape);
+    TUNEC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, allocateOutputs(graph, node));
     Status s = runReferenceNode(node, inputs, outputs);
     if (!s) return s.error().withContext("constant folding of node '" + node.name + "'");
     for (size_t i = 0; i < outputs.size(); ++i)

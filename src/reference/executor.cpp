@@ -3,6 +3,10 @@
 #include "reference/kernels.h"
 #include "reference/reference.h"
 
+#include <cstdio>
+#include <new>
+#include <unistd.h>
+
 namespace tunec {
 
 Status runReferenceNode(const Node& node, std::span<const Tensor* const> inputs,
@@ -54,6 +58,38 @@ Status runReferenceNode(const Node& node, std::span<const Tensor* const> inputs,
   return dataMovement(node, inputs, outputs);
 }
 
+namespace {
+
+std::string gigabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f GB", bytes / 1e9);
+  return text;
+}
+
+} // namespace
+
+Expected<std::vector<Tensor>> allocateOutputs(const Graph& graph, const Node& node) {
+  static const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                               static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  std::vector<Tensor> out;
+  for (ValueId id : node.outputs) {
+    const Value& v = graph.value(id);
+    const double bytes =
+        static_cast<double>(v.type.shape.numel()) * static_cast<double>(dtypeSize(v.type.dtype));
+    const std::string what = "node '" + node.name + "' (" + std::string(opName(node.kind)) +
+                             "): its output '" + v.name + "' " + v.type.toString() + " needs " +
+                             gigabytes(bytes);
+    if (memory > 0 && bytes > memory)
+      return makeError(what, ", more than this machine's ", gigabytes(memory), " of memory");
+    try {
+      out.emplace_back(v.type.dtype, v.type.shape);
+    } catch (const std::bad_alloc&) {
+      return makeError(what, ", which could not be allocated (out of memory)");
+    }
+  }
+  return out;
+}
+
 Expected<std::vector<Tensor>> runReference(const Graph& graph, const std::vector<Tensor>& inputs) {
   if (inputs.size() != graph.inputs().size())
     return makeError("the model has ", graph.inputs().size(), " inputs but ", inputs.size(),
@@ -72,9 +108,7 @@ Expected<std::vector<Tensor>> runReference(const Graph& graph, const std::vector
     std::vector<const Tensor*> in;
     for (ValueId id : node.inputs)
       in.push_back(id == kNoValue ? nullptr : &values[static_cast<size_t>(id)]);
-    std::vector<Tensor> out;
-    for (ValueId id : node.outputs)
-      out.emplace_back(graph.value(id).type.dtype, graph.value(id).type.shape);
+    TUNEC_ASSIGN_OR_RETURN(std::vector<Tensor> out, allocateOutputs(graph, node));
     Status s = runReferenceNode(node, in, out);
     if (!s)
       return s.error().withContext("node '" + node.name + "' (" + std::string(opName(node.kind)) +

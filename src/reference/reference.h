@@ -15,6 +15,11 @@ namespace tunec {
 Status runReferenceNode(const Node& node, std::span<const Tensor* const> inputs,
                         std::span<Tensor> outputs);
 
+/// The output tensors of `node` (zeros), or an error naming the node, the output, its type and
+/// bytes when they exceed this machine's memory or cannot be allocated (instead of the process's
+/// generic out-of-memory): what the reference executor and constant folding evaluate into.
+Expected<std::vector<Tensor>> allocateOutputs(const Graph& graph, const Node& node);
+
 /// Runs a whole graph on one tensor per graph input (in graph input order) and returns one
 /// tensor per graph output. Checks each input's dtype and shape and names the input on error.
 Expected<std::vector<Tensor>> runReference(const Graph& graph, const std::vector<Tensor>& inputs);

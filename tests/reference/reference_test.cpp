@@ -184,3 +184,27 @@ TEST(Reference, IntegerArithmeticIsExact) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// A node whose output cannot fit in this machine's memory is an error naming the node, the
+// output, its type and size (not the process's generic out-of-memory), in the reference executor
+// and in constant folding alike (allocateOutputs).
+TEST(Reference, AnOutputBeyondTheMachinesMemoryIsNamed) {
+  Graph g;
+  auto id = g.addNode("big", OpKind::ConstantOfShape,
+                      ConstantOfShapeAttrs{{100000000000}, DType::F32, 1.5}, {}, {"c"});
+  ASSERT_TRUE(id.isOk()) << id.error().message();
+  g.addOutput(g.node(*id).outputs[0]);
+  auto run = runReference(g, {});
+  ASSERT_FALSE(run.isOk());
+  EXPECT_NE(run.error().message().find("node 'big' (ConstantOfShape): its output 'c' "
+                                       "f32[100000000000] needs 400.0 GB, more than this "
+                                       "machine's"),
+            std::string::npos)
+      << run.error().message();
+}
+
+} // namespace
+} // namespace tunec
