@@ -63,8 +63,9 @@ const CommandSpec kQuantizeSpec{
          "samples (reference executor) and print how far their outputs are (default 4; 0 "
          "skips it)"},
         {"skip-nonfinite", "",
-         "skip a calibration sample holding a NaN or infinity, with a warning naming it (by "
-         "default it is an error)"},
+         "skip a calibration sample holding a NaN or infinity, or one the fp32 model answers "
+         "with one (3e38 pixels overflow), with a warning naming it (by default it is an "
+         "error)"},
         {"per-channel", "", "one weight scale per output channel"},
         {"weight-bits", "8|7",
          "weight range: 8 bits ([-127, 127], default) or 7 ([-64, 64]): AVX2's int8 kernel "
@@ -262,7 +263,20 @@ int commandQuantize(const std::vector<std::string>& argv) {
                       " at element " + std::to_string(i);
       inputs.push_back(it->second);
     }
-    // A NaN or infinity would leave the ranges it reaches undefined: an error, or skipped.
+    // A NaN or infinity in the sample, or in the fp32 model's answer to it (3e38 pixels
+    // overflow), leaves the ranges it reaches undefined, or so wide that every other sample
+    // quantizes to a few codes: an error, or skipped.
+    Expected<std::vector<Tensor>> outs = std::vector<Tensor>{};
+    if (nonFinite.empty()) {
+      outs = runReference(*graph, inputs);
+      if (!outs) return fail(outs.error().message());
+      for (size_t o = 0; o < firstObserved && nonFinite.empty(); ++o)
+        for (int64_t i = 0; i < (*outs)[o].numel() && nonFinite.empty(); ++i)
+          if (!std::isfinite((*outs)[o].getDouble(i)))
+            nonFinite = "the fp32 model's output '" + graph->value(graph->outputs()[o]).name +
+                        "' is " + (std::isnan((*outs)[o].getDouble(i)) ? "NaN" : "infinite") +
+                        " at element " + std::to_string(i) + " on it";
+    }
     if (!nonFinite.empty()) {
       if (!args->has("skip-nonfinite"))
         return fail("tunec quantize: calibration sample " + sample.source + ": " + nonFinite +
@@ -272,8 +286,6 @@ int commandQuantize(const std::vector<std::string>& argv) {
       continue;
     }
     ++used;
-    auto outs = runReference(*graph, inputs);
-    if (!outs) return fail(outs.error().message());
     for (size_t o = 0; o < observed.size(); ++o)
       calibrator.observe(observed[o], (*outs)[firstObserved + o]);
     if (static_cast<int64_t>(checkInputs.size()) < *checkSamples) {
