@@ -75,6 +75,9 @@ struct Case {
   /// cancel, sa sb[n] (255 + |za|) sum_k |w - zw| + |bias[n]| (the int8 kernels sum the u8 codes
   /// and subtract the zero point's share after: f32 rounds each at this magnitude).
   std::vector<double> magnitude;
+  /// Per output column: more that the result may differ by (a second layer's inputs tipping
+  /// over their steps); empty: none.
+  std::vector<double> slack;
   bool channelsFirst = false; ///< the output's columns: NCHW channels, or a matrix's last axis
   int64_t plane = 1;          ///< NCHW: the output's pixels
 };
@@ -209,6 +212,41 @@ Case buildCase(Choices& c) {
     y = node(g, OpKind::Relu, NoAttrs{}, {y});
   else if (act == 2)
     y = node(g, OpKind::Clip, ClipAttrs{0.0, 6.0}, {y});
+  // A second layer, maybe: the first's output requantized to u8 (which the int8 kernels write
+  // in their epilogue) and read by a 1x1 convolution or a matmul of per-tensor s8 weights. A
+  // first-layer value may tip over one of its steps (or more, where f32's rounding at its
+  // magnitude exceeds a step): each flips the second layer's sums by up to s1 sw2 |w2|.
+  if (c.pick(3) == 0) {
+    const double s1 = scale(c, k.log, "s1");
+    ValueId s1v = g.addConstant("s1", scalar(DType::F32, s1));
+    ValueId z1v = g.addConstant("z1", scalar(DType::U8, static_cast<double>(c.pick(256))));
+    y = node(g, OpKind::QuantizeLinear, QuantAttrs{0}, {y, s1v, z1v});
+    y = node(g, OpKind::DequantizeLinear, QuantAttrs{0}, {y, s1v, z1v});
+    const int64_t cols2 = 1 + c.pick(16);
+    Tensor w2(DType::I8, conv ? Shape{cols2, cols, 1, 1} : Shape{cols, cols2});
+    for (int64_t i = 0; i < w2.numel(); ++i)
+      w2.setInt(i, static_cast<int64_t>(std::uniform_int_distribution<int>(-127, 127)(rng)));
+    const double sw2 = 0.001 + 0.05 * c.unit();
+    ValueId w2d = node(g, OpKind::DequantizeLinear, QuantAttrs{0},
+                       {g.addConstant("w2", w2), g.addConstant("sw2", scalar(DType::F32, sw2)),
+                        g.addConstant("zw2", Tensor(DType::I8, Shape{}))});
+    y = conv ? node(g, OpKind::Conv, ConvAttrs{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, {y, w2d})
+             : node(g, OpKind::MatMul, NoAttrs{}, {y, w2d});
+    double firstRounding = 0;
+    for (double m : k.magnitude)
+      if (std::isfinite(m)) firstRounding = std::max(firstRounding, 1e-6 * m);
+    const double step = std::abs(static_cast<double>(static_cast<float>(s1)));
+    std::vector<double> magnitude(static_cast<size_t>(cols2)), slack(static_cast<size_t>(cols2));
+    for (int64_t j = 0; j < cols2; ++j) {
+      double sum = 0;
+      for (int64_t t = 0; t < cols; ++t)
+        sum += std::abs(static_cast<double>(w2.getInt(conv ? j * cols + t : t * cols2 + j)));
+      magnitude[static_cast<size_t>(j)] = sw2 * sum * (255.0 + 255.0) * step;
+      slack[static_cast<size_t>(j)] = sw2 * sum * (step + firstRounding);
+    }
+    k.magnitude = magnitude, k.slack = slack;
+    k.log += " then a second layer";
+  }
   // The output: requantized (u8) and dequantized, or f32.
   if (c.pick(3) != 0) {
     const double sy = scale(c, k.log, "sy");
@@ -290,7 +328,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // their magnitude (8 units in the last place of it), or 1e-4 of the output's range.
     const int64_t col = k.channelsFirst ? (i / k.plane) % cols : i % cols;
     const double m = k.magnitude[static_cast<size_t>(col)];
-    const double rounding = std::isfinite(m) ? 1e-6 * m : 0.0; // a NaN scale: exactly
+    const double rounding = (std::isfinite(m) ? 1e-6 * m : 0.0) + // a NaN scale: exactly
+                            (k.slack.empty() ? 0.0 : k.slack[static_cast<size_t>(col)]);
     const double tolerance =
         k.outputStep > 0 ? k.outputStep * 1.0001 + rounding : 1e-4 * range + rounding + 1e-30;
     const double a = got.getDouble(i), b = w.getDouble(i);
