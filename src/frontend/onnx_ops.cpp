@@ -638,6 +638,10 @@ template <OpKind K> Result convertInteger(ConvertContext& ctx) {
                        ctx.inputType(i).toString(), " (input '", ctx.proto.input(i), "')");
   const Shape a = ctx.inputType(0).shape, b = ctx.inputType(1).shape;
   const int ra = a.rank(), rb = b.rank();
+  if (ra == 0 || rb == 0)
+    return makeError(ctx.proto.op_type(), " multiplies tensors, not the scalar ",
+                     ctx.inputType(ra == 0 ? 0 : 1).toString(), " (input '",
+                     ctx.proto.input(ra == 0 ? 0 : 1), "')");
   if (conv) {
     TUNEC_TRY(checkIntegerZeroPoint(ctx, 2, "", a, -1, -1));
     TUNEC_TRY(checkIntegerZeroPoint(ctx, 3, "output channels", b, 0, -1));
