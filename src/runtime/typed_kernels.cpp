@@ -355,6 +355,38 @@ bool quantizeFast(const TypedProgram& p, void* out, const void* const* inputs, i
   return true;
 }
 
+// A Cast of dense 8-bit codes to i32, and an Add, Sub or Mul of a dense i32 tensor and an i32
+// scalar (MatMulInteger's and ConvInteger's exact form: the codes minus their zero point): plain
+// loops the compiler vectorizes, the element loop's values (int64 arithmetic, stored wrapping).
+bool integerFast(const TypedProgram& p, void* out, const void* const* inputs, int64_t total) {
+  if (p.out != DType::I32 || p.in.empty() || !denseAndAlike(p)) return false;
+  auto* y = static_cast<int32_t*>(out);
+  if (p.op == TypedOp::Cast && p.in.size() == 1 && p.in[0] == DType::U8) {
+    const auto* x = static_cast<const uint8_t*>(inputs[0]);
+    for (int64_t e = 0; e < total; ++e) y[e] = x[e];
+    return true;
+  }
+  if (p.op == TypedOp::Cast && p.in.size() == 1 && p.in[0] == DType::I8) {
+    const auto* x = static_cast<const int8_t*>(inputs[0]);
+    for (int64_t e = 0; e < total; ++e) y[e] = x[e];
+    return true;
+  }
+  const bool arithmetic = p.op == TypedOp::Add || p.op == TypedOp::Sub || p.op == TypedOp::Mul;
+  if (!arithmetic || p.in.size() != 2 || p.in[0] != DType::I32 || p.in[1] != DType::I32)
+    return false;
+  const auto* x = static_cast<const int32_t*>(inputs[0]);
+  const auto b = static_cast<uint32_t>(load(inputs[1], p.inOffsets[1], DType::I32).i);
+  auto* u = reinterpret_cast<uint32_t*>(y); // unsigned: the int64 result's low 32 bits
+  const auto* ux = reinterpret_cast<const uint32_t*>(x);
+  if (p.op == TypedOp::Add)
+    for (int64_t e = 0; e < total; ++e) u[e] = ux[e] + b;
+  else if (p.op == TypedOp::Sub)
+    for (int64_t e = 0; e < total; ++e) u[e] = ux[e] - b;
+  else
+    for (int64_t e = 0; e < total; ++e) u[e] = ux[e] * b;
+  return true;
+}
+
 // A Cast to the same type is a strided copy (a slice, an expand, one input of a concat): rows
 // of the innermost dimension, memcpy where both sides are contiguous in it.
 bool copyFast(const TypedProgram& p, void* out, const void* const* inputs) {
@@ -396,7 +428,7 @@ Status runTyped(const TypedProgram& p, void* out, const void* const* inputs,
   for (int64_t d : p.dims) total *= d;
   if (total == 0) return {};
   if (quantizeFast(p, out, inputs, total) || dequantizeFast(p, out, inputs, total) ||
-      copyFast(p, out, inputs))
+      integerFast(p, out, inputs, total) || copyFast(p, out, inputs))
     return {};
   size_t rank = p.dims.size(), n = p.in.size();
   // Integer math when every value operand is an integer or bool (Where's condition aside).

@@ -586,6 +586,56 @@ TEST(CompileModel, IntegerMatmulAndConvolutionAreExactAndWrap) {
   EXPECT_TRUE(report.kernels.empty()) << "an integer product ran on a float kernel";
 }
 
+// The typed steps' fast paths for integer codes (runtime/typed_kernels.cpp integerFast): u8 and
+// s8 cast to i32, and an i32 tensor plus, minus and times an i32 scalar, wrapping as the element
+// loop does; a per-row operand takes the element loop. Bit-equal to the reference.
+TEST(CompileModel, IntegerCodesCastAndShiftedAsTheElementLoopDoes) {
+  Graph g;
+  std::mt19937 rng(17);
+  auto input = [&](const std::string& name, DType t, const Shape& s) {
+    return g.addInput(name, {t, s, {}});
+  };
+  auto node = [&](OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
+    const std::string name = "n" + std::to_string(g.nodes().size());
+    auto id = g.addNode(name, kind, std::move(attrs), std::move(in), {name});
+    EXPECT_TRUE(id.isOk()) << id.error().message();
+    return g.node(*id).outputs[0];
+  };
+  ValueId u = input("u", DType::U8, {3, 37}), s = input("s", DType::I8, {3, 37});
+  ValueId big = input("big", DType::I32, {3, 37});
+  Tensor k(DType::I32, Shape{}), rows(DType::I32, Shape{3, 1});
+  k.setInt(0, 2000000007);
+  for (int64_t r = 0; r < 3; ++r) rows.setInt(r, 100 * r - 7);
+  ValueId kv = g.addConstant("k", k), rv = g.addConstant("rows", rows);
+  ValueId ui = node(OpKind::Cast, CastAttrs{DType::I32}, {u});
+  ValueId si = node(OpKind::Cast, CastAttrs{DType::I32}, {s});
+  for (ValueId v :
+       {ui, si, node(OpKind::Sub, NoAttrs{}, {ui, kv}), node(OpKind::Add, NoAttrs{}, {big, kv}),
+        node(OpKind::Mul, NoAttrs{}, {big, kv}), node(OpKind::Sub, NoAttrs{}, {si, rv})})
+    g.addOutput(v);
+  std::vector<Tensor> in = {Tensor(DType::U8, {3, 37}), Tensor(DType::I8, {3, 37}),
+                            Tensor(DType::I32, {3, 37})};
+  for (int64_t i = 0; i < 111; ++i) {
+    in[0].setInt(i, static_cast<int64_t>(rng() % 256));
+    in[1].setInt(i, static_cast<int64_t>(rng() % 256) - 128);
+    in[2].setInt(i, static_cast<int64_t>(static_cast<int32_t>(rng())));
+  }
+  auto want = runReference(g, in);
+  ASSERT_TRUE(want.isOk()) << want.error().message();
+  std::vector<Tensor> got;
+  std::vector<void*> out;
+  for (const Tensor& t : *want) got.emplace_back(t.dtype(), t.shape());
+  for (Tensor& t : got) out.push_back(t.data());
+  Status ran = compileAndRun(g, {in[0].data(), in[1].data(), in[2].data()}, out);
+  ASSERT_TRUE(ran.isOk()) << ran.error().message();
+  for (size_t o = 0; o < got.size(); ++o) {
+    int wrong = 0;
+    for (int64_t i = 0; i < got[o].numel(); ++i)
+      wrong += got[o].getInt(i) != static_cast<int32_t>((*want)[o].getInt(i));
+    EXPECT_EQ(wrong, 0) << "output " << o;
+  }
+}
+
 TEST(CompileModel, TilePadDepthToSpaceAndArgMax) {
   Builder b;
   ValueId x = b.input({1, 8, 3, 4});
