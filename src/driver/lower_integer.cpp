@@ -16,27 +16,29 @@ bool lowerIntegerMatmul(Lowering& l, const Node& n) {
   const Shape& as = g.value(n.inputs[0]).type.shape;
   const Shape& bs = g.value(n.inputs[1]).type.shape;
   const Shape& ys = g.value(n.outputs[0]).type.shape;
-  std::vector<DimExpr> a = Lowering::extentsOf(as), b = Lowering::extentsOf(bs),
-                       y = Lowering::extentsOf(ys);
+  std::vector<DimExpr> a = Lowering::extentsOf(as), b = Lowering::extentsOf(bs);
   if (a.size() == 1) a.insert(a.begin(), DimExpr(1)); // a vector: one row
   if (b.size() == 1) b.push_back(DimExpr(1));         // a vector: one column
   const DimExpr m = a[a.size() - 2], k = a[a.size() - 1], cols = b[b.size() - 1];
   const DimExpr aBatch = extentProduct(a, 0, a.size() - 2),
                 bBatch = extentProduct(b, 0, b.size() - 2);
-  const DimExpr batch = aBatch == DimExpr(1) ? bBatch : aBatch;
-  if (!(aBatch == DimExpr(1)) && !(bBatch == DimExpr(1)) && !(aBatch == bBatch)) {
+  const bool aShared = aBatch == DimExpr(1), bShared = bBatch == DimExpr(1);
+  // Batch dimensions: one operand's alone (the other's all 1), or the same on both.
+  const std::vector<DimExpr> aDims(a.begin(), a.end() - 2), bDims(b.begin(), b.end() - 2);
+  if (!aShared && !bShared && aDims != bDims) {
     l.unsupported(n, "an integer matmul whose operands' batch dimensions broadcast against each "
                      "other is not compiled yet");
     return false;
   }
+  const DimExpr batch = aShared ? bBatch : aBatch;
   int in = l.tensorIn(n.inputs[0], Phys::Plain), weights = l.tensorIn(n.inputs[1], Phys::Plain);
   int out = l.defineOutput(n.outputs[0], Phys::Plain);
   rt::Step step;
   step.kind = rt::StepKind::IntegerMatmul;
   step.label = lightLabel(n) + " " + as.toString() + " times " + bs.toString() + " (int32)";
   step.tensors = {out, in, weights};
-  l.setInts(step, {batch, m, cols, k, aBatch == DimExpr(1) ? DimExpr(0) : m * k,
-                   bBatch == DimExpr(1) ? DimExpr(0) : k * cols});
+  l.setInts(step,
+            {batch, m, cols, k, aShared ? DimExpr(0) : m * k, bShared ? DimExpr(0) : k * cols});
   step.flops = 2.0 * static_cast<double>(ys.numel()) * static_cast<double>(as.dims().back());
   l.addStep(std::move(step), {in, weights}, {out});
   return true;
