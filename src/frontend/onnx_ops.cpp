@@ -563,12 +563,12 @@ std::optional<double> integerSumBound(const ConvertContext& ctx, bool conv) {
     // The operand's elements grouped by output: outputs x (lines of `length`, `stride` apart).
     int64_t outputs = 0, length = 0, stride = 0, inner = 1;
     if (conv) { // w [M, C/group, kernel...]: a channel's window
-      outputs = s[0], length = t.numel() / s[0], stride = 1;
+      outputs = s[0], length = s[0] ? t.numel() / s[0] : 0, stride = 1;
     } else if (c == 1) { // b [..., K, N]: a column, K long, N apart
       inner = rb >= 2 ? s[rb - 1] : 1, length = rb >= 2 ? s[rb - 2] : s[0];
-      outputs = t.numel() / length, stride = inner;
+      outputs = length ? t.numel() / length : 0, stride = inner;
     } else { // a [..., M, K]: a row
-      length = s.dims().back(), outputs = t.numel() / length, stride = 1;
+      length = s.dims().back(), outputs = length ? t.numel() / length : 0, stride = 1;
     }
     double worst = 0;
     for (int64_t o = 0; o < outputs; ++o) {
@@ -588,7 +588,9 @@ std::optional<double> integerSumBound(const ConvertContext& ctx, bool conv) {
   const Shape& a = ctx.inputType(0).shape;
   const Shape& w = ctx.inputType(1).shape;
   if (!a.isStatic() || !w.isStatic()) return std::nullopt;
-  return 255.0 * 255.0 * static_cast<double>(conv ? w.numel() / w[0] : a[a.rank() - 1]);
+  // (An empty operand sums nothing.)
+  return 255.0 * 255.0 *
+         static_cast<double>(conv ? (w[0] ? w.numel() / w[0] : 0) : a[a.rank() - 1]);
 }
 
 // An operand of the integer form: Cast(q, i32) - Cast(zero point, i32), the zero point
