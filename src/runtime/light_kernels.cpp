@@ -686,6 +686,100 @@ void integerConvPlanePortable(const int32_t* x, const int32_t* w, int32_t* y,
   integerConvPlane(x, w, y, p, image, o);
 }
 
+// The 16-bit form of the integer matmul, for operands that fit int16 (MatMulInteger's are
+// differences of 8-bit codes): A packed as rows of int16 pairs [m][kp][2] and B as [kp][np][2]
+// (k padded to even, n to whole tiles, with zeros), so that a 32-bit lane of B holds one
+// column's (b[2p][j], b[2p+1][j]) and a broadcast 32-bit lane of A the row's (a[i][2p],
+// a[i][2p+1]): vpmaddwd sums the two products in each lane, exact for int16 operands but for
+// (-2^15)^2 + (-2^15)^2, which it wraps to -2^31, that sum modulo 2^32; vpaddd sums modulo 2^32.
+// Register tiles of 4 rows by 4 vectors; rows past m read a row of zeros.
+__attribute__((target("avx512f,avx512bw"))) void pairTile512(const int32_t* const* aRows,
+                                                             const int32_t* bp, int64_t np,
+                                                             int64_t kp, int64_t j0, int32_t* out) {
+  __m512i acc[4][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
+  for (int64_t p = 0; p < kp; ++p) {
+    const int32_t* brow = bp + p * np + j0;
+    __m512i b[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) b[v] = _mm512_loadu_si512(brow + 16 * v);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m512i pair = _mm512_set1_epi32(aRows[r][p]);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v)
+        acc[r][v] = _mm512_add_epi32(acc[r][v], _mm512_madd_epi16(b[v], pair));
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_storeu_si512(out + r * 64 + 16 * v, acc[r][v]);
+}
+
+__attribute__((target("avx2"))) void pairTile256(const int32_t* const* aRows, const int32_t* bp,
+                                                 int64_t np, int64_t kp, int64_t j0, int32_t* out) {
+  __m256i acc[4][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_setzero_si256();
+  for (int64_t p = 0; p < kp; ++p) {
+    const int32_t* brow = bp + p * np + j0;
+    __m256i b[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v)
+      b[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow + 8 * v));
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m256i pair = _mm256_set1_epi32(aRows[r][p]);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v)
+        acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(b[v], pair));
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + r * 32 + 8 * v), acc[r][v]);
+}
+
+// Rows [lo, hi) of C from the packed operands: tiles of 4 rows by 4 vectors of `Lanes` columns.
+template <int Lanes,
+          void (*Tile)(const int32_t* const*, const int32_t*, int64_t, int64_t, int64_t, int32_t*)>
+void pairRows(const int32_t* ap, const int32_t* bp, const int32_t* zeros, int32_t* c, int64_t n,
+              int64_t np, int64_t kp, int64_t lo, int64_t hi) {
+  constexpr int64_t kTile = 4 * Lanes;
+  alignas(64) int32_t out[4 * kTile];
+  for (int64_t i0 = lo; i0 < hi; i0 += 4) {
+    const int32_t* rows[4];
+    for (int r = 0; r < 4; ++r) rows[r] = i0 + r < hi ? ap + (i0 + r) * kp : zeros;
+    for (int64_t j0 = 0; j0 < np; j0 += kTile) {
+      Tile(rows, bp, np, kp, j0, out);
+      const int64_t cols = std::min(kTile, n - j0);
+      for (int64_t r = 0; r < std::min<int64_t>(4, hi - i0); ++r)
+        std::memcpy(c + (i0 + r) * n + j0, out + r * kTile, static_cast<size_t>(cols) * 4);
+    }
+  }
+}
+
+// Whether every one of the n values fits int16.
+bool fitsInt16(const int32_t* v, int64_t n) {
+  int32_t lo = 0, hi = 0;
+  for (int64_t i = 0; i < n; ++i) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
+  return lo >= INT16_MIN && hi <= INT16_MAX;
+}
+
+// One int16 pair in a 32-bit lane: `first` in the low half (vpmaddwd's even element).
+int32_t pairOf(int32_t first, int32_t second) {
+  return static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(second)) << 16) |
+                              static_cast<uint16_t>(first));
+}
+
 } // namespace
 
 void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t batch, int64_t m,
@@ -697,6 +791,43 @@ void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t ba
               ? RowsIsa::Avx512
           : __builtin_cpu_supports("avx2") ? RowsIsa::Avx2
                                            : RowsIsa::Portable;
+  // Operands that fit int16 (differences of 8-bit codes) on the vpmaddwd tiles, one matrix at
+  // a time: A and B packed as int16 pairs in scratch, then tasks of 4-row groups.
+  const bool pairs = isa != RowsIsa::Portable && k > 0 && n > 0 && m > 0 &&
+                     fitsInt16(a, (aBatchStride ? batch - 1 : 0) * aBatchStride + m * k) &&
+                     fitsInt16(b, (bBatchStride ? batch - 1 : 0) * bBatchStride + k * n);
+  if (pairs) {
+    const int64_t lanes = isa == RowsIsa::Avx512 ? 16 : 8, tile = 4 * lanes;
+    const int64_t kp = (k + 1) / 2, np = (n + tile - 1) / tile * tile;
+    auto* bp = static_cast<int32_t*>(tunec_scratch(0, kp * np * 4));
+    auto* ap = static_cast<int32_t*>(tunec_scratch(1, (m * kp + kp) * 4));
+    int32_t* zeros = ap + m * kp;
+    std::fill(zeros, zeros + kp, 0);
+    auto* pairRowsFor =
+        isa == RowsIsa::Avx512 ? pairRows<16, pairTile512> : pairRows<8, pairTile256>;
+    for (int64_t bi = 0; bi < batch; ++bi) {
+      const int32_t* ab = a + bi * aBatchStride;
+      if (bi == 0 || bBatchStride) {
+        const int32_t* bb = b + bi * bBatchStride;
+        for (int64_t p = 0; p < kp; ++p)
+          for (int64_t j = 0; j < np; ++j) {
+            const bool in = j < n;
+            bp[p * np + j] = pairOf(in ? bb[2 * p * n + j] : 0,
+                                    in && 2 * p + 1 < k ? bb[(2 * p + 1) * n + j] : 0);
+          }
+      }
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t p = 0; p < kp; ++p)
+          ap[i * kp + p] = pairOf(ab[i * k + 2 * p], 2 * p + 1 < k ? ab[i * k + 2 * p + 1] : 0);
+      const int64_t groups = (m + 3) / 4;
+      parallelRange(
+          groups, threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, 4 * np * kp)),
+          [&](int64_t lo, int64_t hi) {
+            pairRowsFor(ap, bp, zeros, c + bi * m * n, n, np, kp, lo * 4, std::min(m, hi * 4));
+          });
+    }
+    return;
+  }
   auto* rows = isa == RowsIsa::Avx512 ? integerRowsAvx512
                : isa == RowsIsa::Avx2 ? integerRowsAvx2
                                       : integerRowsPortable;

@@ -1,8 +1,9 @@
 // The runtime's integer steps (MatMulInteger's and ConvInteger's exact form) against their
 // definition in int64 reduced modulo 2^32, on random int32 data of the whole range (so that
 // nearly every sum wraps) and on 8-bit differences: bit-exact, on each vector ISA the CPU has
-// and the portable form; row counts around the 8-row groups, column counts around the
-// 128-column blocks, shared and per-batch operands; convolutions with groups, strides,
+// and the portable form (8-bit differences fit int16: the vpmaddwd tiles; full-range values:
+// the int32 blocks); row counts around the 4- and 8-row groups, column counts around the 32-,
+// 64- and 128-column blocks, shared and per-batch operands; convolutions with groups, strides,
 // dilations, padding and 1-d windows (rows of height 1).
 #include "runtime/light_kernels.h"
 
@@ -73,6 +74,22 @@ TEST(IntegerProducts, MatmulWrapsAsItsDefinitionOnEveryIsa) {
               ++checked;
             }
   EXPECT_EQ(checked, static_cast<int>(isas.size()) * 5 * 4 * 3 * 2 * 2);
+}
+
+// Operands that fit int16 run on vpmaddwd tiles (pairs of products summed per 32-bit lane): the
+// one pair sum past int32, (-2^15)^2 + (-2^15)^2, wraps to -2^31 as the definition does; the
+// same with one operand just outside int16 takes the int32 form.
+TEST(IntegerProducts, TheSixteenBitTilesWrapAtTheirOneOverflow) {
+  for (RowsIsa isa : {RowsIsa::Auto, RowsIsa::Portable}) {
+    for (int32_t edge : {-32768, -32769}) {
+      const int64_t m = 5, n = 70, k = 4;
+      std::vector<int32_t> a(static_cast<size_t>(m * k), edge), b(static_cast<size_t>(k * n), edge);
+      std::vector<int32_t> c(static_cast<size_t>(m * n));
+      tunec::rt::runIntegerMatmul(a.data(), b.data(), c.data(), 1, m, n, k, 0, 0, 1, isa);
+      const int32_t want = wrapped(int64_t{edge} * edge * k);
+      for (int32_t v : c) ASSERT_EQ(v, want) << "edge " << edge;
+    }
+  }
 }
 
 TEST(IntegerProducts, LongSumsOfEightBitDifferencesAreExact) {
