@@ -24,9 +24,8 @@ bool lowerPool(Lowering& l, const Node& n);
 bool lowerReduction(Lowering& l, const Node& n);
 /// Trilu, of static or symbolic shape (lower_run_time.cpp).
 bool lowerTrilu(Lowering& l, const Node& n);
-/// A MatMul or Conv of integer type: MatMulInteger's and ConvInteger's exact form (their i32
-/// operands summed modulo 2^32 by the runtime's integer steps; lower_integer.cpp).
-bool isIntegerProduct(const Graph& g, const Node& n);
+/// A MatMul or Conv of integer type (passes::isIntegerProduct) on the runtime's integer steps
+/// (lower_integer.cpp).
 bool lowerIntegerProduct(Lowering& l, const Node& n);
 /// MatMulNBits on the weight-only kernel, of static or symbolic rows (lower_weight_only.cpp).
 bool lowerMatMulNBits(Lowering& l, const Node& n);

@@ -97,11 +97,6 @@ bool lowerIntegerConv(Lowering& l, const Node& n) {
 
 } // namespace
 
-bool isIntegerProduct(const Graph& g, const Node& n) {
-  return (n.kind == OpKind::MatMul || n.kind == OpKind::Conv) &&
-         isInteger(g.value(n.outputs[0]).type.dtype);
-}
-
 bool lowerIntegerProduct(Lowering& l, const Node& n) {
   const Graph& g = l.graph();
   for (ValueId v : {n.inputs[0], n.inputs[1], n.outputs[0]})

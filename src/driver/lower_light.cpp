@@ -556,7 +556,7 @@ size_t lowerLight(Lowering& l, const std::vector<NodeId>& nodes, size_t begin) {
   if (isElementwise(g, n)) return lowerElementwiseRun(l, nodes, begin);
   if (n.kind == OpKind::MatMulNBits) return lowerMatMulNBits(l, n) ? begin + 1 : begin;
   if (n.kind == OpKind::Trilu) return lowerTrilu(l, n) ? begin + 1 : begin;
-  if (isIntegerProduct(g, n)) return lowerIntegerProduct(l, n) ? begin + 1 : begin;
+  if (passes::isIntegerProduct(g, n)) return lowerIntegerProduct(l, n) ? begin + 1 : begin;
   if (hasSymbolicShape(g, n)) {
     if (lowerTyped(l, n)) return begin + 1;
     return lowerRunTimeLight(l, n) ? begin + 1 : begin;

@@ -423,13 +423,16 @@ Epilogue FusedKernel::postOps() const {
   return ops;
 }
 
+bool isIntegerProduct(const Graph& graph, const Node& node) {
+  return (node.kind == OpKind::Conv || node.kind == OpKind::MatMul) &&
+         isInteger(graph.value(node.outputs[0]).type.dtype);
+}
+
 bool isAnchor(const Graph& graph, const Node& node) {
   const OpKind kind = node.kind;
-  // MatMulInteger's and ConvInteger's exact form (i32 operands) runs on the runtime's integer
-  // steps, not the float templates.
-  if ((kind == OpKind::Conv || kind == OpKind::MatMul) &&
-      isInteger(graph.value(node.outputs[0]).type.dtype))
-    return false;
+  // MatMulInteger's and ConvInteger's exact form runs on the runtime's integer steps, not the
+  // float templates.
+  if (isIntegerProduct(graph, node)) return false;
   return kind == OpKind::Conv || kind == OpKind::Gemm || kind == OpKind::MatMul ||
          isIntegerAnchor(kind);
 }

@@ -83,6 +83,9 @@ FusionPlan planFusion(const Graph& graph);
 /// True for the heavy ops that templates implement (Conv, Gemm, MatMul of float values and the
 /// int8 layers).
 bool isAnchor(const Graph& graph, const Node& node);
+/// A MatMul or Conv of integer type: MatMulInteger's and ConvInteger's exact form (i32 operands
+/// summed modulo 2^32 by the runtime's integer steps, driver/lower_integer.cpp), never an anchor.
+bool isIntegerProduct(const Graph& graph, const Node& node);
 /// True for the int8 layers (IntegerMatMul, IntegerConv: passes/lower_quantized_layers.cpp),
 /// whose epilogues may requantize and read computed column scales.
 bool isIntegerAnchor(OpKind kind);

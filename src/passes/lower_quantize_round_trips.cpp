@@ -7,8 +7,8 @@
 // (round is half to even, as QuantizeLinear rounds; the Round's nan_to_zero gives a NaN the zero
 // point's value, 0, as the pair does) but for one edge: where a producer's epilogue absorbs the
 // division as a multiplication by 1 / s, an exact tie x / s = k + 1/2 may round to the other
-// neighbour (one quantization step). A pair whose quantized value other nodes read too (an int8 layer's u8
-// input, from lower-quantized-layers) stays: the u8 tensor is computed anyway, and its
+// neighbour (one quantization step). A pair whose quantized value other nodes read too (an int8
+// layer's u8 input, from lower-quantized-layers) stays: the u8 tensor is computed anyway, and its
 // dequantization is exact (ResNet-50's identity branches: the block output's u8 is the next
 // block's input, its DequantizeLinear the residual addend of the block's last kernel). So does a
 // pair whose dequantized value only an Add reads whose other operand is dequantized later: the

@@ -785,12 +785,14 @@ int32_t pairOf(int32_t first, int32_t second) {
 void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t batch, int64_t m,
                       int64_t n, int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
                       RowsIsa isa) {
-  if (isa == RowsIsa::Auto)
-    isa = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512vl")
-              ? RowsIsa::Avx512
-          : __builtin_cpu_supports("avx2") ? RowsIsa::Avx2
-                                           : RowsIsa::Portable;
+  // The widest the CPU has, decided once (the 16-bit tiles need AVX-512 BW).
+  static const RowsIsa best = __builtin_cpu_supports("avx512f") &&
+                                      __builtin_cpu_supports("avx512bw") &&
+                                      __builtin_cpu_supports("avx512vl")
+                                  ? RowsIsa::Avx512
+                              : __builtin_cpu_supports("avx2") ? RowsIsa::Avx2
+                                                               : RowsIsa::Portable;
+  if (isa == RowsIsa::Auto) isa = best;
   // Operands that fit int16 (differences of 8-bit codes) on the vpmaddwd tiles, one matrix at
   // a time: A and B packed as int16 pairs in scratch, then tasks of 4-row groups.
   const bool pairs = isa != RowsIsa::Portable && k > 0 && n > 0 && m > 0 &&
@@ -852,7 +854,8 @@ bool IntegerConvParams::valid() const {
 
 void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
                     int threads) {
-  auto* plane = __builtin_cpu_supports("avx2") ? integerConvPlaneAvx2 : integerConvPlanePortable;
+  static auto* const plane =
+      __builtin_cpu_supports("avx2") ? integerConvPlaneAvx2 : integerConvPlanePortable;
   parallelRange(p.n * p.oc, threads, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) plane(x, w, y, p, t / p.oc, t % p.oc);
   });
