@@ -175,6 +175,12 @@ Phys Lowering::producedPhys(ValueId v) const {
 }
 
 int Lowering::tensorIn(ValueId v, Phys want) {
+  if (cacheLayoutReaders_ == 0 && cacheLayouts_.count(v)) {
+    // planCaches admitted only readers that read the cache layout: this is a lowering bug, and
+    // an error rather than a wrong result.
+    unsupported_.push_back("K/V cache '" + graph_.value(v).name +
+                           "' is read by a step that does not read its in-place layout");
+  }
   Phys have;
   int t = tensorAny(v, have);
   const Shape& shape = graph_.value(v).type.shape;
@@ -463,6 +469,98 @@ std::vector<DimExpr> Lowering::denseStrides(const Shape& shape) {
   return s;
 }
 
+std::vector<DimExpr> Lowering::storageStrides(ValueId v) const {
+  const Shape& shape = graph_.value(v).type.shape;
+  auto it = cacheLayouts_.find(v);
+  if (it == cacheLayouts_.end()) return denseStrides(shape);
+  std::vector<DimExpr> dims = extentsOf(shape), s(dims.size(), DimExpr(1));
+  dims[static_cast<size_t>(it->second.axis)] = DimExpr(it->second.capacity);
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
+std::string Lowering::cacheReadersBlock(ValueId present) const {
+  // The attention's matmuls read a present as their B (K^T through a Transpose read in place,
+  // or V): the run-time batched matmul takes its head stride from storageStrides.
+  auto matmulB = [&](NodeId m, ValueId b) {
+    const Node& n = graph_.node(m);
+    return n.kind == OpKind::MatMul && n.inputs.size() == 2 && n.inputs[1] == b &&
+           n.inputs[0] != b;
+  };
+  const auto& outs = graph_.outputs();
+  for (NodeId r : readers(present)) {
+    const Node& n = graph_.node(r);
+    if (matmulB(r, present)) continue;
+    bool viewed = n.kind == OpKind::Transpose &&
+                  std::find(outs.begin(), outs.end(), n.outputs[0]) == outs.end() &&
+                  !readers(n.outputs[0]).empty();
+    for (NodeId m : viewed ? readers(n.outputs[0]) : std::vector<NodeId>{}) {
+      auto t = views_.bTransposed.find(m);
+      viewed = viewed && matmulB(m, n.outputs[0]) && t != views_.bTransposed.end() &&
+               t->second == present;
+    }
+    if (!viewed)
+      return std::string(opName(n.kind)) + " '" + n.name +
+             "' reads it other than as a matmul's B (the attention's keys or values)";
+  }
+  return "";
+}
+
+void Lowering::planCaches() {
+  // A present output that is Concat(past input, the run's rows) along a symbolic axis: past and
+  // present share the cache layout, the present's bound (rt::KvCache).
+  const auto& ins = graph_.inputs();
+  const auto& outs = graph_.outputs();
+  if (!symbolic()) return;
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const ValueId present = outs[o];
+    const NodeId producer = graph_.value(present).producer;
+    if (producer < 0 || std::count(outs.begin(), outs.end(), present) != 1) continue;
+    const Node& concat = graph_.node(producer);
+    if (concat.kind != OpKind::Concat || concat.inputs.size() != 2) continue;
+    const ValueId past = concat.inputs[0];
+    auto in = std::find(ins.begin(), ins.end(), past);
+    if (in == ins.end() || cacheLayouts_.count(past)) continue;
+    const Shape& ps = graph_.value(past).type.shape;
+    const Shape& os = graph_.value(present).type.shape;
+    const int64_t attr = std::get<AxisAttrs>(concat.attrs).axis;
+    const int axis = static_cast<int>(attr < 0 ? attr + os.rank() : attr);
+    if (ps.rank() != os.rank() || os.rank() < 3 || axis < 0 || axis >= os.rank() ||
+        ps.dim(axis).isStatic())
+      continue;
+    std::string why;
+    if (readers(past).size() != 1 || std::count(outs.begin(), outs.end(), past) != 0)
+      why = "its past '" + graph_.value(past).name + "' is read by more than the Concat";
+    else if (concat.inputs[1] == past)
+      why = "its Concat repeats the past";
+    else
+      why = cacheReadersBlock(present);
+    if (!why.empty()) {
+      if (stats_.kvCacheDense.empty())
+        stats_.kvCacheDense = "present '" + graph_.outputName(o) + "': " + why;
+      continue;
+    }
+    const int64_t capacity = bound(os.dim(axis).expr);
+    cacheLayouts_[past] = {axis, capacity};
+    cacheLayouts_[present] = {axis, capacity};
+    rt::KvCache c;
+    c.input = static_cast<int32_t>(in - ins.begin());
+    c.output = static_cast<int32_t>(o);
+    c.axis = axis;
+    c.capacity = capacity;
+    int64_t bytes = static_cast<int64_t>(dtypeSize(graph_.value(present).type.dtype));
+    for (const Dim& d : os.symbolicDims()) bytes *= bound(d.expr);
+    c.bytes = bytes;
+    caches_.push_back(c);
+  }
+  // A cache is pointless unless every present of the model is one: then pasts and presents are
+  // the caller's cache buffers throughout.
+  if (!stats_.kvCacheDense.empty()) {
+    cacheLayouts_.clear();
+    caches_.clear();
+  }
+}
+
 void Lowering::addRunTimeElementwise(
     const std::string& label, int out, const Shape& outShape,
     const std::vector<std::pair<int, std::vector<DimExpr>>>& inputs,
@@ -520,6 +618,7 @@ Status Lowering::run() {
     Phys phys;
     tensorAny(in, phys);
   }
+  planCaches();
   for (size_t k = 0; k < fusion_.kernels.size(); ++k) {
     currentKernel_ = static_cast<int>(k);
     lowerKernel(fusion_.kernels[k]);
@@ -568,6 +667,15 @@ CompiledModel Lowering::finish() {
     plan.requiredFeatures.add(kernelNeeds(configIsa(k.config), workloadTypes(k.workload)));
   plan.threads = options_.threads;
   plan.arenaBytes = arena.peakBytes;
+  // Each cache's arena copy for runs of dense buffers, after the planned tensors.
+  for (rt::KvCache c : caches_) {
+    c.scratch = (plan.arenaBytes + 63) / 64 * 64;
+    plan.arenaBytes = c.scratch + c.bytes;
+    plan.caches.push_back(c);
+    ++stats_.kvCaches;
+    stats_.kvCapacity = std::max(stats_.kvCapacity, c.capacity);
+    stats_.kvCacheBytes += c.bytes;
+  }
   plan.kernelCount = module_ ? module_->kernelCount() : 0;
   for (const TensorInfo& info : tensors_) plan.tensors.push_back(info.ref);
   plan.steps = std::move(steps_);
@@ -745,6 +853,17 @@ std::string compileReport(const CompiledModel& model) {
                         : 1.0,
       static_cast<double>(s.intermediateBytes) / 1e6, static_cast<double>(s.constantBytes) / 1e6);
   os << line;
+  if (s.kvCaches > 0) {
+    std::snprintf(line, sizeof(line),
+                  "K/V caches kept in place: %lld (capacity %lld positions, %.2f MB in all): "
+                  "past and present one buffer, only a run's new rows written\n",
+                  static_cast<long long>(s.kvCaches), static_cast<long long>(s.kvCapacity),
+                  static_cast<double>(s.kvCacheBytes) / 1e6);
+    os << line;
+  } else if (!s.kvCacheDense.empty()) {
+    os << "K/V caches copied each run (the past into the present): "
+       << forTerminal(s.kvCacheDense) << "\n";
+  }
   const rt::ModelPlan& plan = model.plan;
   if (plan.imageExtent >= 0) {
     const rt::SymbolSpec& images = plan.symbols.at(0);

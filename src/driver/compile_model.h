@@ -83,6 +83,10 @@ struct CompileStats {
   /// --precision bf16 compiled in fp32: why (bf16Unavailable); empty otherwise.
   std::string bf16Unavailable;
   int64_t arenaBytes = 0, arenaLowerBound = 0, intermediateBytes = 0, constantBytes = 0;
+  /// K/V caches kept in place (rt::KvCache): how many, their capacity along the cache axis (the
+  /// largest), their arena copy's bytes; and for a past/present pair left dense, why.
+  int64_t kvCaches = 0, kvCapacity = 0, kvCacheBytes = 0;
+  std::string kvCacheDense;
 };
 
 struct CompiledModel {

@@ -115,6 +115,18 @@ bool lowerRunTimeMatmul(Lowering& l, const Node& n) {
   DimExpr aBatch = extentProduct(a, 0, a.size() - 2), bBatch = extentProduct(b, 0, b.size() - 2);
   DimExpr batch = extentProduct(y, 0, y.size() - 2);
   bool aShared = aBatch == DimExpr(1), bShared = bBatch == DimExpr(1);
+  // Each batch's B is a dense matrix, one stride from the next: k x n, or a K/V cache's rows at
+  // its capacity's pitch (rt::KvCache).
+  DimExpr bStride = k * cols;
+  if (l.inCacheLayout(bValue)) {
+    const std::vector<DimExpr> strides = l.storageStrides(bValue);
+    if (strides.size() < 3) {
+      l.unsupported(n, "a K/V cache read as a matmul's B must have batch dimensions");
+      return false;
+    }
+    bStride = strides[strides.size() - 3];
+  }
+  Lowering::CacheLayoutRead cacheRead(l);
   if ((!aShared && !(aBatch == batch)) || (!bShared && !(bBatch == batch))) {
     l.unsupported(n, "a matmul of symbolic shape with broadcast batch dimensions is not compiled "
                      "yet");
@@ -127,7 +139,7 @@ bool lowerRunTimeMatmul(Lowering& l, const Node& n) {
   step.label = lightLabel(n) + " " + as.toString() + " times " + bs.toString() +
                (bT == transposed.end() ? "" : " (B read transposed)");
   step.tensors = {out, in, weights};
-  l.setInts(step, {batch, m, cols, k, aShared ? DimExpr(0) : m * k, bShared ? DimExpr(0) : k * cols,
+  l.setInts(step, {batch, m, cols, k, aShared ? DimExpr(0) : m * k, bShared ? DimExpr(0) : bStride,
                    DimExpr(bT == transposed.end() ? 0 : 1)});
   step.flops = 2.0 * static_cast<double>(ys.numel()) * static_cast<double>(as[as.rank() - 1]);
   l.addStep(std::move(step), {in, weights}, {out});
@@ -197,9 +209,11 @@ bool lowerRunTimeExpand(Lowering& l, const Node& n, const std::string& label) {
 // Each input copied to its place along the axis (the past keys, then this run's).
 bool lowerRunTimeConcat(Lowering& l, const Node& n, const std::string& label) {
   const Graph& g = l.graph();
-  const Shape& ys = g.value(n.outputs[0]).type.shape;
   auto axis = static_cast<size_t>(std::get<AxisAttrs>(n.attrs).axis);
-  std::vector<DimExpr> outStrides = Lowering::denseStrides(ys);
+  // A K/V cache's past and present at its capacity's pitch (rt::KvCache): where a run gives one
+  // buffer for both, the copy of the past is onto itself and the executor skips it.
+  Lowering::CacheLayoutRead cacheRead(l);
+  std::vector<DimExpr> outStrides = l.storageStrides(n.outputs[0]);
   std::vector<int> ins;
   for (ValueId v : n.inputs) ins.push_back(l.tensorIn(v, Phys::Plain));
   int out = l.defineOutput(n.outputs[0], Phys::Plain);
@@ -210,7 +224,7 @@ bool lowerRunTimeConcat(Lowering& l, const Node& n, const std::string& label) {
     if (xs.numel() > 0)
       addRunTimeCopy(l, label + " [" + std::to_string(i) + "]", out,
                      g.value(n.inputs[i]).type.dtype, dims, at * outStrides[axis], outStrides,
-                     ins[i], DimExpr(0), Lowering::denseStrides(xs));
+                     ins[i], DimExpr(0), l.storageStrides(n.inputs[i]));
     at = at + dims[axis];
   }
   return true;

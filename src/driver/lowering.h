@@ -120,6 +120,24 @@ public:
   static std::vector<DimExpr> extentsOf(const Shape& shape);
   /// Row-major strides of a dense tensor of `shape` at the run's extents.
   static std::vector<DimExpr> denseStrides(const Shape& shape);
+
+  // ---- K/V caches kept in place (rt::KvCache) ------------------------------------------------
+  /// The strides `v` is stored at: dense, but for a past or present of a K/V cache kept in place,
+  /// whose cache axis has the capacity's pitch. Only the lowerers that read these strides
+  /// (a run-time Concat and BatchedMatmul) may read such a value, inside a CacheLayoutRead.
+  std::vector<DimExpr> storageStrides(ValueId v) const;
+  /// Whether `v` is a past or present stored in a cache layout.
+  bool inCacheLayout(ValueId v) const { return cacheLayouts_.count(v) > 0; }
+  /// While alive, tensorIn may return a value stored in a cache layout.
+  struct CacheLayoutRead {
+    explicit CacheLayoutRead(Lowering& l) : l_(l) { ++l_.cacheLayoutReaders_; }
+    ~CacheLayoutRead() { --l_.cacheLayoutReaders_; }
+    CacheLayoutRead(const CacheLayoutRead&) = delete;
+    CacheLayoutRead& operator=(const CacheLayoutRead&) = delete;
+
+  private:
+    Lowering& l_;
+  };
   /// A symbolic-shape elementwise step over plain dense tensors: `inputs` are (tensor, strides
   /// aligned to the output's dims, 0 along a broadcast one).
   void addRunTimeElementwise(const std::string& label, int out, const Shape& outShape,
@@ -142,6 +160,10 @@ public:
 
 private:
   void lowerKernel(const passes::FusedKernel& kernel);
+  /// Finds the K/V caches to keep in place (caches_, cacheLayouts_); before any lowering.
+  void planCaches();
+  /// Why `present`'s readers cannot read it in a cache layout ("" when they all can).
+  std::string cacheReadersBlock(ValueId present) const;
   /// `v` as channels [offset, ..) of `source`, NHWC with pixel stride `ld`; returns the stride
   /// recorded for it (0: the part is as wide as `source`, dense).
   int64_t defineStridedPart(ValueId v, int source, int64_t offset, int64_t ld);
@@ -183,6 +205,13 @@ private:
   SymbolRanges symbolRanges_;                  ///< their bounds, by name (for dimWithin)
   std::vector<rt::Extent> extents_;
   std::map<std::string, int32_t> extentIndex_; ///< by DimExpr::toString()
+  struct CacheLayout {
+    int axis = 0;
+    int64_t capacity = 0;
+  };
+  std::map<ValueId, CacheLayout> cacheLayouts_; ///< pasts and presents kept in place
+  std::vector<rt::KvCache> caches_;            ///< input and output indices, axis, capacity
+  int cacheLayoutReaders_ = 0;                  ///< CacheLayoutRead scopes alive
 };
 
 /// --precision bf16's decision for an anchored kernel (a conv2d or a matmul outside attention):

@@ -41,6 +41,31 @@ bool validChannelRuns(const Step& s) {
   return true;
 }
 
+// Rows of a K/V cache between its dense form at the run's shape `dims` and its cache layout (the
+// same, `capacity` rows along `axis`): the tensor is `outer` blocks of `rows` rows of `rowBytes`.
+void copyCacheRows(const KvCache& c, const std::vector<int64_t>& dims, DType dtype,
+                   const uint8_t* from, uint8_t* to, bool intoCache) {
+  int64_t outer = 1, rowBytes = static_cast<int64_t>(dtypeSize(dtype));
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (static_cast<int32_t>(d) < c.axis) outer *= dims[d];
+    if (static_cast<int32_t>(d) > c.axis) rowBytes *= dims[d];
+  }
+  const int64_t rows = dims[static_cast<size_t>(c.axis)];
+  const auto block = static_cast<size_t>(rows * rowBytes);
+  if (block == 0) return;
+  for (int64_t i = 0; i < outer; ++i) {
+    const int64_t dense = i * rows * rowBytes, cache = i * c.capacity * rowBytes;
+    std::memcpy(to + (intoCache ? cache : dense), from + (intoCache ? dense : cache), block);
+  }
+}
+
+// A copy onto itself (the same address, offsets and strides): a past already in place in its
+// present (one buffer for both, a cached run) needs no copy.
+bool copiesOntoItself(const TypedProgram& p, const void* out, const void* in) {
+  return out == in && p.op == TypedOp::Cast && p.in.size() == 1 && p.in[0] == p.out &&
+         p.inOffsets[0] == p.outOffset && p.inStrides[0] == p.outStrides;
+}
+
 } // namespace
 
 Expected<RunExtents> bindRunExtents(const ModelPlan& plan,
@@ -215,10 +240,13 @@ void ModelExecutor::giveArena(std::unique_ptr<uint8_t, void (*)(void*)> arena) {
 }
 
 Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
-                          std::vector<double>* stepSeconds, const RunExtents* extents) {
+                          std::vector<double>* stepSeconds, const RunExtents* extents,
+                          bool cached) {
   if ((!model_.plan.symbols.empty() || !model_.plan.extents.empty()) && !extents)
     return makeError("the model has symbolic dimensions: give the run's input shapes ",
                      "(tunec_model_run_shaped)");
+  if (cached && model_.plan.caches.empty())
+    return makeError("the model keeps no K/V cache in place: run it with dense buffers");
   auto arena = takeArena();
   if (!arena) return makeError("out of memory: the arena needs ", model_.plan.arenaBytes, " bytes");
   std::vector<void*> pointers(model_.plan.tensors.size());
@@ -242,8 +270,28 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
   ThreadLimit limit(threads_);
   Status status;
   if (stepSeconds) stepSeconds->resize(model_.plan.steps.size(), 0.0);
+  // Dense pasts and presents: through the arena's copy of each cache, in its layout.
+  if (!cached)
+    for (const KvCache& c : model_.plan.caches) {
+      const IoSpec& past = model_.plan.inputs[static_cast<size_t>(c.input)];
+      uint8_t* scratch = arena.get() + c.scratch;
+      copyCacheRows(c, runShape(past, *extents), past.dtype,
+                    static_cast<const uint8_t*>(inputs[c.input]), scratch, true);
+      for (size_t t = 0; t < pointers.size(); ++t) {
+        const TensorRef& ref = model_.plan.tensors[t];
+        if ((ref.region == Region::Input && ref.offset == c.input) ||
+            (ref.region == Region::Output && ref.offset == c.output))
+          pointers[t] = scratch;
+      }
+    }
   if (model_.plan.imageExtent < 0) {
     status = runSteps(pointers, extents, stepSeconds);
+    if (!cached && status)
+      for (const KvCache& c : model_.plan.caches) {
+        const IoSpec& present = model_.plan.outputs[static_cast<size_t>(c.output)];
+        copyCacheRows(c, runShape(present, *extents), present.dtype, arena.get() + c.scratch,
+                      static_cast<uint8_t*>(outputs[c.output]), false);
+      }
   } else {
     // A batch of independent images: the plan of one image, image by image, its inputs and
     // outputs one image apart and the arena reused.
@@ -335,6 +383,7 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
   case StepKind::Typed: {
     const void* in[3] = {};
     for (size_t i = 1; i < s.tensors.size() && i <= 3; ++i) in[i - 1] = ptr(i);
+    if (copiesOntoItself(typed, ptr(0), in[0])) return {};
     return runTyped(typed, ptr(0), in, s.label);
   }
   case StepKind::GatherElements: {

@@ -42,8 +42,13 @@ public:
   /// to its entry (sized to the step count).
   /// A model with symbolic dimensions needs the run's extents (bindRunExtents); inputs and
   /// outputs are dense at the run's shapes.
+  /// A model with K/V caches kept in place (ModelPlan::caches) takes their past inputs and present
+  /// outputs dense too, copied into and out of the arena's copy of each cache; with `cached`, the
+  /// caller's buffers of those inputs and outputs are in the cache layout instead (KvCache), and a
+  /// past and present given as one buffer have only the run's new rows written.
   Status run(const void* const* inputs, void* const* outputs,
-             std::vector<double>* stepSeconds = nullptr, const RunExtents* extents = nullptr);
+             std::vector<double>* stepSeconds = nullptr, const RunExtents* extents = nullptr,
+             bool cached = false);
 
 private:
   ModelExecutor() = default;

@@ -136,6 +136,43 @@ std::string extentName(const ModelPlan& plan, int32_t extent) {
   return out.empty() ? "0" : out;
 }
 
+namespace {
+
+// Each cache pairs an input and an output of one element type and rank whose bounds agree but
+// along the axis, where the output's is the capacity and the input's at most that; its arena copy
+// lies in the arena; no input or output is in two pairs.
+Status checkCaches(const ModelPlan& plan) {
+  if (!plan.caches.empty() && (plan.symbols.empty() || plan.imageExtent >= 0))
+    return makeError("corrupt model plan: K/V caches in a plan without symbols or run per image");
+  std::vector<bool> inputUsed(plan.inputs.size()), outputUsed(plan.outputs.size());
+  for (const KvCache& c : plan.caches) {
+    bool ok = c.input >= 0 && c.input < std::ssize(plan.inputs) && c.output >= 0 &&
+              c.output < std::ssize(plan.outputs);
+    if (ok) {
+      const IoSpec& in = plan.inputs[static_cast<size_t>(c.input)];
+      const IoSpec& out = plan.outputs[static_cast<size_t>(c.output)];
+      ok = !inputUsed[static_cast<size_t>(c.input)] && !outputUsed[static_cast<size_t>(c.output)] &&
+           in.dtype == out.dtype && in.shape.size() == out.shape.size() && c.axis >= 0 &&
+           c.axis < std::ssize(out.shape) && c.capacity == out.shape[static_cast<size_t>(c.axis)] &&
+           c.bytes == out.bytes && c.scratch >= 0 && c.bytes >= 0 &&
+           c.scratch <= plan.arenaBytes - c.bytes;
+      for (size_t d = 0; ok && d < in.shape.size(); ++d)
+        ok = static_cast<int32_t>(d) == c.axis ? in.shape[d] <= c.capacity
+                                               : in.shape[d] == out.shape[d];
+      if (ok) {
+        inputUsed[static_cast<size_t>(c.input)] = true;
+        outputUsed[static_cast<size_t>(c.output)] = true;
+      }
+    }
+    if (!ok)
+      return makeError("corrupt model plan: a K/V cache (input ", c.input, ", output ", c.output,
+                       ") does not pair an input and an output of one layout");
+  }
+  return {};
+}
+
+} // namespace
+
 std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uint8_t>& constants) {
   nlohmann::json j;
   j["format"] = ModelPlan::kFormatVersion;
@@ -151,6 +188,8 @@ std::vector<uint8_t> serializeModel(const ModelPlan& plan, const std::vector<uin
     tensors.push_back(std::move(ref));
   }
   if (plan.imageExtent >= 0) j["image_extent"] = plan.imageExtent;
+  for (const KvCache& c : plan.caches)
+    j["caches"].push_back({c.input, c.output, c.axis, c.capacity, c.scratch, c.bytes});
   j["tensors"] = std::move(tensors);
   nlohmann::json steps = nlohmann::json::array();
   for (const Step& s : plan.steps) steps.push_back(stepToJson(s));
@@ -203,6 +242,11 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
       plan.tensors.push_back({static_cast<Region>(integer<int>(t.at(0))), integer<int64_t>(t.at(1)),
                               t.size() > 2 ? integer<int64_t>(t.at(2)) : 0});
     if (j.contains("image_extent")) plan.imageExtent = integer<int32_t>(j.at("image_extent"));
+    if (j.contains("caches"))
+      for (const auto& c : j.at("caches"))
+        plan.caches.push_back({integer<int32_t>(c.at(0)), integer<int32_t>(c.at(1)),
+                               integer<int32_t>(c.at(2)), integer<int64_t>(c.at(3)),
+                               integer<int64_t>(c.at(4)), integer<int64_t>(c.at(5))});
     for (const auto& s : j.at("steps")) {
       Step step;
       step.kind = static_cast<StepKind>(integer<int>(s.at("kind")));
@@ -319,6 +363,7 @@ Expected<ParsedModel> parseModel(const uint8_t* blob, int64_t size) {
           r.extent >= std::ssize(plan.extents))
         return makeError("corrupt model plan: step '", s.label, "' reads a run-time int out of ",
                          "range");
+  if (Status st = checkCaches(plan); !st) return st.error();
   for (const Step& s : plan.steps) {
     for (int32_t t : s.tensors)
       if (t < -1 || t >= std::ssize(plan.tensors))

@@ -152,6 +152,20 @@ struct IoSpec {
   }
 };
 
+/// A decoder's K/V cache kept in place: model input `input` (the past) and output `output` (the
+/// present, Concat(past, the run's new rows) along `axis`) are both stored in the cache layout,
+/// the present's bound shape, so `capacity` rows along `axis` whatever the run's length: the
+/// steps read and write them at that pitch. A run of dense buffers (ModelExecutor::run) copies the
+/// past into the arena's copy of the cache (at byte `scratch`) and the present out of it; a cached
+/// run (RunMode::Cached) takes the caller's buffers in the cache layout, and where past and present
+/// are one buffer it writes only the run's new rows (the past is not copied).
+struct KvCache {
+  int32_t input = 0, output = 0, axis = 0;
+  int64_t capacity = 0;
+  int64_t scratch = 0; ///< arena offset of the dense runs' copy
+  int64_t bytes = 0;   ///< of the cache layout: the present's bytes at its bound
+};
+
 struct ModelPlan {
   /// 2: element types are numbered as support/dtype.h lists them (f16 and bf16 included), and
   /// kernels take one KernelArgs pointer (runtime/kernel_args.h).
@@ -171,7 +185,8 @@ struct ModelPlan {
   /// of the run's extents (KernelArgs::extents), and BatchedMatmul steps.
   /// 10: plans run once per image (imageExtent, TensorRef::imageStride): a dynamic batch of
   /// independent images.
-  static constexpr int kFormatVersion = 10;
+  /// 11: K/V caches kept in place (ModelPlan::caches).
+  static constexpr int kFormatVersion = 11;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.
   CpuFeatures requiredFeatures;
@@ -188,6 +203,8 @@ struct ModelPlan {
   /// per image of the run, each tensor at its address + image x TensorRef::imageStride (an
   /// input's or output's image; the arena is reused).
   int32_t imageExtent = -1;
+  /// The K/V caches kept in place (a decoder compiled with symbolic past lengths).
+  std::vector<KvCache> caches;
   int64_t arenaBytes = 0; ///< at the bounds
   int64_t kernelCount = 0;
 };
