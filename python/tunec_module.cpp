@@ -247,10 +247,79 @@ public:
            " threads>";
   }
 
+  const std::shared_ptr<cli::ModelSession>& session() const { return session_; }
+
 private:
   std::shared_ptr<cli::ModelSession> session_;
   std::string source_;
   int threads_;
+};
+
+/// tunec.Generator: one sequence of a decoder's generation (rt::Generator), the caller choosing
+/// each token from the logits append returns.
+class Generator {
+public:
+  explicit Generator(const Model& model)
+      : session_(model.session()), generator_(unwrap(cli::openGenerator(*session_))) {}
+
+  /// The tokens (a sequence of ints or a 1-d integer array) appended to the context; returns the
+  /// last one's logits, a new float32 array of the vocabulary's size.
+  py::array_t<float> append(const py::object& ids) {
+    std::vector<int64_t> tokens = tokenList(ids);
+    const float* logits = nullptr;
+    {
+      py::gil_scoped_release release;
+      logits = unwrap(generator_->append(tokens.data(), static_cast<int64_t>(tokens.size())));
+    }
+    py::array_t<float> out(generator_->vocab());
+    std::memcpy(out.mutable_data(), logits, static_cast<size_t>(generator_->vocab()) * 4);
+    return out;
+  }
+
+  /// Greedy generation: appends the prompt, then `tokens` times the token of the largest logit;
+  /// returns the tokens chosen.
+  std::vector<int64_t> greedy(const py::object& prompt, int64_t tokens) {
+    if (tokens < 0) throw py::value_error("tokens must be >= 0, not " + std::to_string(tokens));
+    std::vector<int64_t> next = tokenList(prompt), chosen;
+    py::gil_scoped_release release;
+    for (int64_t i = 0; i < tokens; ++i) {
+      const float* logits =
+          unwrap(generator_->append(next.data(), static_cast<int64_t>(next.size())));
+      next = {std::max_element(logits, logits + generator_->vocab()) - logits};
+      chosen.push_back(next[0]);
+    }
+    return chosen;
+  }
+
+  int64_t length() const { return generator_->length(); }
+  int64_t capacity() const { return generator_->capacity(); }
+  int64_t vocab() const { return generator_->vocab(); }
+  bool inPlace() const { return generator_->inPlace(); }
+  void reset() { generator_->reset(); }
+
+private:
+  static std::vector<int64_t> tokenList(const py::object& ids) {
+    std::vector<int64_t> tokens;
+    if (py::isinstance<py::array>(ids)) {
+      auto a = py::array::ensure(ids);
+      if (a.ndim() != 1 || a.dtype().kind() != 'i')
+        throw py::type_error("token ids must be a 1-d integer array or a sequence of ints");
+      auto v = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+      tokens.assign(v.data(), v.data() + v.size());
+    } else {
+      for (const auto& item : ids) {
+        if (!py::isinstance<py::int_>(item))
+          throw py::type_error("token ids must be ints, not " +
+                               std::string(py::str(py::type::of(item))));
+        tokens.push_back(item.cast<int64_t>());
+      }
+    }
+    if (tokens.empty()) throw py::value_error("append needs at least one token id");
+    return tokens;
+  }
+
+  std::shared_ptr<cli::ModelSession> session_; ///< keeps the model loaded
+  std::unique_ptr<rt::Generator> generator_;
 };
 
 int threadsOr(std::optional<int> threads) {
@@ -497,6 +566,15 @@ PYBIND11_MODULE(_tunec, m) {
       .def("run", &Model::run, py::arg("feeds"))
       .def("bench", &Model::bench, py::arg("runs") = 50, py::arg("warmup") = 5)
       .def("__repr__", &Model::repr);
+  py::class_<Generator>(m, "Generator")
+      .def(py::init<const Model&>(), py::arg("model"))
+      .def("append", &Generator::append, py::arg("ids"))
+      .def("greedy", &Generator::greedy, py::arg("prompt"), py::arg("tokens"))
+      .def("reset", &Generator::reset)
+      .def_property_readonly("length", &Generator::length)
+      .def_property_readonly("capacity", &Generator::capacity)
+      .def_property_readonly("vocab", &Generator::vocab)
+      .def_property_readonly("in_place", &Generator::inPlace);
   m.def("compile", &compileModel, py::arg("onnx_path"), py::arg("db") = py::none(),
         py::arg("precision") = "fp32", py::arg("target") = py::none(),
         py::arg("threads") = py::none(),

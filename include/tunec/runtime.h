@@ -64,6 +64,52 @@ int tunec_model_run_shaped(tunec_model* model, const void* const* inputs,
                            const int64_t* const* input_dims, void* const* outputs,
                            int64_t* const* output_dims);
 
+/* K/V caches kept in place. A decoder compiled with symbolic past lengths whose presents are
+ * Concat(past, the run's rows) keeps each past/present pair in one layout, the present's bound
+ * (`capacity` positions along `axis`, `bytes` in all): tunec_model_run_cached takes those inputs
+ * and outputs as buffers in that layout, and where a past and its present are one buffer a run
+ * writes only its new rows (nothing of the past is copied). tunec_model_run and
+ * tunec_model_run_shaped take them dense, as any tensor, and copy. */
+typedef struct tunec_cache_info {
+  int32_t input;  /* the past's input index */
+  int32_t output; /* the present's output index */
+  int32_t axis;   /* the dimension the cache grows along */
+  int64_t capacity;
+  int64_t bytes;
+} tunec_cache_info;
+int32_t tunec_model_num_caches(const tunec_model* model);
+int tunec_model_cache_info(const tunec_model* model, int32_t index, tunec_cache_info* info);
+/* tunec_model_run_shaped with the caches' pasts and presents in their layout; the dims are the
+ * run's (a past of its length along the axis). */
+int tunec_model_run_cached(tunec_model* model, const void* const* inputs,
+                           const int64_t* const* input_dims, void* const* outputs,
+                           int64_t* const* output_dims);
+
+/* Generation with a decoder (input_ids, attention_mask and position_ids when it has them,
+ * past_key_values.N.key/value -> logits, present.N.key/value), the caller choosing each token:
+ *
+ *   tunec_generator* g;  const float* logits;
+ *   tunec_generator_create(model, &g);
+ *   tunec_generator_append(g, prompt, prompt_len, &logits);     prefill
+ *   for (...) { next = choose(logits, tunec_generator_vocab(g));
+ *               tunec_generator_append(g, &next, 1, &logits); } one token
+ *   tunec_generator_free(g);
+ *
+ * A prompt longer than the model's sequence bound runs in several runs. The buffers are allocated
+ * once; with caches kept in place nothing of the past is copied per token. `logits` (the last
+ * token's, vocab floats) is valid until the next call. One generator is one sequence, used from
+ * one thread at a time; several may share a model. */
+typedef struct tunec_generator tunec_generator;
+int tunec_generator_create(tunec_model* model, tunec_generator** generator);
+int tunec_generator_append(tunec_generator* generator, const int64_t* ids, int64_t count,
+                           const float** logits);
+int64_t tunec_generator_length(const tunec_generator* generator);   /* tokens in the context */
+int64_t tunec_generator_capacity(const tunec_generator* generator); /* the most it holds */
+int64_t tunec_generator_vocab(const tunec_generator* generator);
+int32_t tunec_generator_in_place(const tunec_generator* generator); /* caches kept in place */
+void tunec_generator_reset(tunec_generator* generator);             /* empty the context */
+void tunec_generator_free(tunec_generator* generator);
+
 /* Profiling: the model's steps (kernels and loop kernels, in run order), their labels, and a run
  * that adds each step's wall time in seconds to step_seconds[i]. */
 int32_t tunec_model_num_steps(const tunec_model* model);

@@ -7,6 +7,14 @@ share the tuning records.
     y = model.run({"x": np.random.rand(1, 3, 224, 224).astype(np.float32)})["y"]
     print(model.bench(runs=50))                                   # {'median_ms': ..., ...}
 
+A decoder exported with past/present K/V, compiled with --dim bounds for its lengths, generates
+with tunec.Generator (the K/V caches kept in place: nothing of the past copied per token):
+
+    gen = tunec.Generator(model)
+    logits = gen.append(prompt_ids)                 # the prompt's prefill; the last token's logits
+    logits = gen.append([int(logits.argmax())])     # one token (choose it as you like)
+    ids = tunec.Generator(model).greedy(prompt_ids, 64)
+
 Errors are tunec.Error (a RuntimeError) with the CLI's messages; an input of the wrong shape,
 dtype or memory order raises ValueError or TypeError naming it, an unknown or missing input
 KeyError. Nothing is copied or converted behind your back.
@@ -19,14 +27,15 @@ import shutil
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from . import _tunec  # noqa: E402
-from ._tunec import Error, Model  # noqa: E402,F401
+from ._tunec import Error, Generator, Model  # noqa: E402,F401
 
 try:
     from ._paths import TUNEC_BINARY as _BUILT_BINARY
 except ImportError:  # pragma: no cover
     _BUILT_BINARY = ""
 
-__all__ = ["compile", "compile_to_file", "load", "tune", "Database", "Model", "Error"]
+__all__ = ["compile", "compile_to_file", "load", "tune", "Database", "Model", "Generator",
+           "Error"]
 
 
 def compile(onnx_path, db=None, precision="fp32", target=None, threads=None, input_shapes=None,

@@ -110,6 +110,26 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
       return Error(tunec_last_error());
     return {};
   };
+  for (int32_t i = 0; i < tunec_model_num_caches(raw); ++i) {
+    tunec_cache_info c;
+    if (tunec_model_cache_info(raw, i, &c) != 0) return Error(tunec_last_error());
+    s.caches.push_back({c.input, c.output, c.axis, c.capacity, 0, c.bytes});
+  }
+  s.runCached = [raw, outputs = s.outputs](
+                    const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
+                    void* const* out, std::vector<std::vector<int64_t>>& outShapes) -> Status {
+    std::vector<const int64_t*> dims;
+    for (const auto& shape : shapes) dims.push_back(shape.data());
+    outShapes.resize(outputs.size());
+    std::vector<int64_t*> outDims;
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      outShapes[o].resize(outputs[o].shape.size());
+      outDims.push_back(outShapes[o].data());
+    }
+    if (tunec_model_run_cached(raw, in, dims.data(), out, outDims.data()) != 0)
+      return Error(tunec_last_error());
+    return {};
+  };
   s.owner = model;
   return s;
 }
@@ -369,8 +389,34 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
     for (const rt::IoSpec& io : shared->plan().outputs) outShapes.push_back(rt::runShape(io, run));
     return Status();
   };
+  s.caches = shared->plan().caches;
+  s.runCached = [shared](const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
+                         void* const* out, std::vector<std::vector<int64_t>>& outShapes) -> Status {
+    TUNEC_ASSIGN_OR_RETURN(rt::RunExtents run, rt::bindRunExtents(shared->plan(), shapes));
+    TUNEC_TRY(shared->run(in, out, nullptr, &run, true));
+    outShapes.resize(shared->plan().outputs.size());
+    for (size_t o = 0; o < outShapes.size(); ++o)
+      outShapes[o] = rt::runShape(shared->plan().outputs[o], run);
+    return Status();
+  };
   s.owner = shared;
   return s;
+}
+
+Expected<std::unique_ptr<rt::Generator>> openGenerator(const ModelSession& session) {
+  rt::GenerationModel g;
+  g.inputs = session.inputs;
+  g.outputs = session.outputs;
+  g.inputDimNames = session.inputDimNames;
+  g.caches = session.caches;
+  // The runs hold the session's owner: the model stays loaded while the generator lives.
+  g.run = [dense = session.runShaped, cached = session.runCached, owner = session.owner](
+              const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
+              void* const* out, std::vector<std::vector<int64_t>>& outShapes, bool inPlace) {
+    (void)owner;
+    return inPlace ? cached(in, shapes, out, outShapes) : dense(in, shapes, out, outShapes);
+  };
+  return rt::Generator::create(std::move(g));
 }
 
 Expected<std::string> compileToFile(const std::string& model, const std::string& out,

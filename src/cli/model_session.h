@@ -6,6 +6,7 @@
 #include "cli/target_flag.h"
 #include "driver/compile_model.h"
 #include "ir/graph.h"
+#include "runtime/generator.h"
 #include "runtime/model_plan.h"
 
 #include <functional>
@@ -39,6 +40,12 @@ struct ModelSession {
                        std::vector<std::vector<int64_t>>&)>
       runShaped;
   bool symbolic() const { return !symbols.empty(); }
+  /// The K/V caches kept in place (rt::KvCache), and runShaped with their pasts and presents as
+  /// buffers in the cache layout (tunec_model_run_cached).
+  std::vector<rt::KvCache> caches;
+  std::function<Status(const void* const*, const std::vector<std::vector<int64_t>>&, void* const*,
+                       std::vector<std::vector<int64_t>>&)>
+      runCached;
   /// A run that adds each step's seconds to `stepSeconds` (sized to steps); at the given input
   /// shapes for a symbolic model (nullptr: a static one's).
   std::function<Status(const void* const*, const std::vector<std::vector<int64_t>>*, void* const*,
@@ -71,6 +78,9 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
 /// The graph pipeline, then compile to `out` (.so); returns the compile report.
 Expected<std::string> compileToFile(const std::string& model, const std::string& out,
                                     const SessionOptions& options);
+
+/// A generator over the session (rt::Generator): `tunec generate` and Python's tunec.Generator.
+Expected<std::unique_ptr<rt::Generator>> openGenerator(const ModelSession& session);
 
 /// The default tuning database: $TUNEC_DB, else tuning.db in the working directory.
 std::string defaultDatabasePath();

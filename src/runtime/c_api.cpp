@@ -1,6 +1,7 @@
 // The C API of include/tunec/runtime.h: model.so is dlopen'ed, its blob parsed and checked, its
 // kernel table bound to a ModelExecutor.
 #include "runtime/artifact_file.h"
+#include "runtime/generator.h"
 #include "runtime/model_executor.h"
 #include "runtime/tile_permission.h"
 #include "support/host.h"
@@ -17,6 +18,10 @@ struct tunec_model {
   std::string features; ///< the features the code requires, as tunec_model_isa returns them
   /// Per input and output, per dimension: "" or its extent's name (tunec_model_dim_name).
   std::vector<std::vector<std::string>> inputDimNames, outputDimNames;
+};
+
+struct tunec_generator {
+  std::unique_ptr<tunec::rt::Generator> generator;
 };
 
 namespace {
@@ -178,7 +183,7 @@ namespace {
 
 int runShaped(const char* what, tunec_model* model, const void* const* inputs,
               const int64_t* const* input_dims, void* const* outputs, int64_t* const* output_dims,
-              double* step_seconds) {
+              double* step_seconds, bool cached = false) {
   if (!model || !inputs || !outputs || !input_dims)
     return fail(std::string(what) + ": null argument");
   const auto& plan = model->executor->plan();
@@ -191,7 +196,7 @@ int runShaped(const char* what, tunec_model* model, const void* const* inputs,
   if (!run) return fail(run.error().message());
   std::vector<double> seconds;
   tunec::Status status =
-      model->executor->run(inputs, outputs, step_seconds ? &seconds : nullptr, &*run);
+      model->executor->run(inputs, outputs, step_seconds ? &seconds : nullptr, &*run, cached);
   if (!status) return fail(status.error().message());
   for (size_t i = 0; step_seconds && i < seconds.size(); ++i) step_seconds[i] += seconds[i];
   if (output_dims)
@@ -220,8 +225,93 @@ int tunec_model_run_shaped_profiled(tunec_model* model, const void* const* input
                    output_dims, step_seconds);
 }
 
+int tunec_model_run_cached(tunec_model* model, const void* const* inputs,
+                           const int64_t* const* input_dims, void* const* outputs,
+                           int64_t* const* output_dims) {
+  return runShaped("tunec_model_run_cached", model, inputs, input_dims, outputs, output_dims,
+                   nullptr, true);
+}
+
+int32_t tunec_model_num_caches(const tunec_model* model) {
+  return model ? static_cast<int32_t>(model->executor->plan().caches.size()) : 0;
+}
+
+int tunec_model_cache_info(const tunec_model* model, int32_t index, tunec_cache_info* info) {
+  if (!model || !info) return fail("tunec_model_cache_info: null argument");
+  const auto& caches = model->executor->plan().caches;
+  if (index < 0 || index >= static_cast<int32_t>(caches.size()))
+    return fail("tunec_model_cache_info: cache " + std::to_string(index) + " out of range (" +
+                std::to_string(caches.size()) + " caches)");
+  const tunec::rt::KvCache& c = caches[static_cast<size_t>(index)];
+  info->input = c.input;
+  info->output = c.output;
+  info->axis = c.axis;
+  info->capacity = c.capacity;
+  info->bytes = c.bytes;
+  return 0;
+}
+
 void tunec_model_free(tunec_model* model) {
   delete model;
+}
+
+int tunec_generator_create(tunec_model* model, tunec_generator** generator) {
+  if (!model || !generator) return fail("tunec_generator_create: null argument");
+  *generator = nullptr;
+  const auto& plan = model->executor->plan();
+  tunec::rt::GenerationModel g;
+  g.inputs = plan.inputs;
+  g.outputs = plan.outputs;
+  g.inputDimNames = model->inputDimNames;
+  g.caches = plan.caches;
+  g.run = [model](const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
+                  void* const* out, std::vector<std::vector<int64_t>>& outShapes,
+                  bool cached) -> tunec::Status {
+    const auto& plan = model->executor->plan();
+    TUNEC_ASSIGN_OR_RETURN(tunec::rt::RunExtents run, tunec::rt::bindRunExtents(plan, shapes));
+    TUNEC_TRY(model->executor->run(in, out, nullptr, &run, cached));
+    outShapes.resize(plan.outputs.size());
+    for (size_t o = 0; o < plan.outputs.size(); ++o)
+      outShapes[o] = tunec::rt::runShape(plan.outputs[o], run);
+    return {};
+  };
+  auto created = tunec::rt::Generator::create(std::move(g));
+  if (!created) return fail("tunec_generator_create: " + created.error().message());
+  *generator = new tunec_generator{std::move(*created)};
+  return 0;
+}
+
+int tunec_generator_append(tunec_generator* generator, const int64_t* ids, int64_t count,
+                           const float** logits) {
+  if (!generator || !ids || !logits) return fail("tunec_generator_append: null argument");
+  auto last = generator->generator->append(ids, count);
+  if (!last) return fail(last.error().message());
+  *logits = *last;
+  return 0;
+}
+
+int64_t tunec_generator_length(const tunec_generator* generator) {
+  return generator ? generator->generator->length() : 0;
+}
+
+int64_t tunec_generator_capacity(const tunec_generator* generator) {
+  return generator ? generator->generator->capacity() : 0;
+}
+
+int64_t tunec_generator_vocab(const tunec_generator* generator) {
+  return generator ? generator->generator->vocab() : 0;
+}
+
+int32_t tunec_generator_in_place(const tunec_generator* generator) {
+  return generator && generator->generator->inPlace() ? 1 : 0;
+}
+
+void tunec_generator_reset(tunec_generator* generator) {
+  if (generator) generator->generator->reset();
+}
+
+void tunec_generator_free(tunec_generator* generator) {
+  delete generator;
 }
 
 int32_t tunec_model_num_steps(const tunec_model* model) {
