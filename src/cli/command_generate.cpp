@@ -101,8 +101,7 @@ int commandGenerate(const std::vector<std::string>& argv) {
   if (!decode.empty())
     std::printf("; decode %.2f ms per token (median of %zu), %.1f tokens/s",
                 decode[decode.size() / 2], decode.size(), 1e3 / decode[decode.size() / 2]);
-  std::printf("; %d thread%s; K/V caches %s\n", options->threads,
-              options->threads == 1 ? "" : "s",
+  std::printf("; %d thread%s; K/V caches %s\n", options->threads, options->threads == 1 ? "" : "s",
               g.inPlace() ? "in place" : "copied each token (the model keeps none in place)");
   return 0;
 }

@@ -484,8 +484,7 @@ std::string Lowering::cacheReadersBlock(ValueId present) const {
   // or V): the run-time batched matmul takes its head stride from storageStrides.
   auto matmulB = [&](NodeId m, ValueId b) {
     const Node& n = graph_.node(m);
-    return n.kind == OpKind::MatMul && n.inputs.size() == 2 && n.inputs[1] == b &&
-           n.inputs[0] != b;
+    return n.kind == OpKind::MatMul && n.inputs.size() == 2 && n.inputs[1] == b && n.inputs[0] != b;
   };
   const auto& outs = graph_.outputs();
   for (NodeId r : readers(present)) {
@@ -861,8 +860,8 @@ std::string compileReport(const CompiledModel& model) {
                   static_cast<double>(s.kvCacheBytes) / 1e6);
     os << line;
   } else if (!s.kvCacheDense.empty()) {
-    os << "K/V caches copied each run (the past into the present): "
-       << forTerminal(s.kvCacheDense) << "\n";
+    os << "K/V caches copied each run (the past into the present): " << forTerminal(s.kvCacheDense)
+       << "\n";
   }
   const rt::ModelPlan& plan = model.plan;
   if (plan.imageExtent >= 0) {

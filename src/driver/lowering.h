@@ -210,7 +210,7 @@ private:
     int64_t capacity = 0;
   };
   std::map<ValueId, CacheLayout> cacheLayouts_; ///< pasts and presents kept in place
-  std::vector<rt::KvCache> caches_;            ///< input and output indices, axis, capacity
+  std::vector<rt::KvCache> caches_;             ///< input and output indices, axis, capacity
   int cacheLayoutReaders_ = 0;                  ///< CacheLayoutRead scopes alive
 };
 

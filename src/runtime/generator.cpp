@@ -82,8 +82,8 @@ Expected<std::unique_ptr<Generator>> Generator::create(GenerationModel model) {
   g->sequenceBound_ = ins[static_cast<size_t>(g->ids_)].shape[1];
   g->pastBound_ = INT64_MAX;
   for (const Pair& p : g->pairs_)
-    g->pastBound_ = std::min(
-        g->pastBound_, ins[static_cast<size_t>(p.input)].shape[static_cast<size_t>(p.axis)]);
+    g->pastBound_ = std::min(g->pastBound_,
+                             ins[static_cast<size_t>(p.input)].shape[static_cast<size_t>(p.axis)]);
   g->maskBound_ = g->mask_ >= 0 ? ins[static_cast<size_t>(g->mask_)].shape[1] : INT64_MAX;
   g->vocab_ = logits.shape.back();
   // Buffers at the bounds, allocated once: an input's, an output's, and per pair one buffer in
@@ -108,7 +108,9 @@ Expected<std::unique_ptr<Generator>> Generator::create(GenerationModel model) {
     // In place: the present's buffer (its bound is the cache layout) is the past's too. Else the
     // past starts in a buffer of the present's size, swapped with the present after each run.
     void* b = buffer(outs[static_cast<size_t>(p.output)].bytes);
-    if (!b) return makeError("out of memory for the cache '", outs[static_cast<size_t>(p.output)].name, "'");
+    if (!b)
+      return makeError("out of memory for the cache '", outs[static_cast<size_t>(p.output)].name,
+                       "'");
     g->in_[static_cast<size_t>(p.input)] = b;
     if (p.inPlace) g->out_[static_cast<size_t>(p.output)] = b;
   }
@@ -127,14 +129,16 @@ void Generator::reset() {
     for (size_t d = 0; d < names.size(); ++d)
       if (!names[d].empty()) shapes_[i][d] = 1;
   }
-  for (const Pair& p : pairs_) shapes_[static_cast<size_t>(p.input)][static_cast<size_t>(p.axis)] = 0;
+  for (const Pair& p : pairs_)
+    shapes_[static_cast<size_t>(p.input)][static_cast<size_t>(p.axis)] = 0;
 }
 
 Expected<const float*> Generator::append(const int64_t* ids, int64_t count) {
   if (count < 1 || !ids) return makeError("append needs at least one token");
   if (length_ + count - 1 > pastBound_)
-    return makeError("the context holds ", length_, " tokens and ", count, " more do not fit: ",
-                     "the model was compiled for a past of at most ", pastBound_,
+    return makeError("the context holds ", length_, " tokens and ", count,
+                     " more do not fit: ", "the model was compiled for a past of at most ",
+                     pastBound_,
                      " tokens (recompile with a larger --dim bound for the past length)");
   if (length_ + count > maskBound_)
     return makeError("the context of ", length_ + count, " tokens passes the bound of ",
@@ -142,9 +146,7 @@ Expected<const float*> Generator::append(const int64_t* ids, int64_t count) {
   const float* last = nullptr;
   for (int64_t at = 0; at < count;) {
     const int64_t n = std::min(count - at, sequenceBound_);
-    auto set = [&](int input, int64_t length) {
-      shapes_[static_cast<size_t>(input)][1] = length;
-    };
+    auto set = [&](int input, int64_t length) { shapes_[static_cast<size_t>(input)][1] = length; };
     set(ids_, n);
     std::memcpy(const_cast<void*>(in_[static_cast<size_t>(ids_)]), ids + at,
                 static_cast<size_t>(n) * sizeof(int64_t));

@@ -378,10 +378,123 @@ TEST(RunTimeExtents, APastOfZeroAndUpConcatenatesRepeatsAndSlicesAsTheReference)
     Status st = (*executor)->run(in.data(), outPtrs.data(), nullptr, &*run);
     ASSERT_TRUE(st.isOk()) << st.error().message();
     EXPECT_LT(relativeL2(present.data(), (*want)[0]), 1e-6);
+    EXPECT_TRUE((*executor)->plan().caches.empty()) << "the present is read by an Unsqueeze";
     EXPECT_LT(relativeL2(y.data(), (*want)[1]), 1e-5);
     for (size_t i = static_cast<size_t>((*want)[1].numel()); i < y.size(); ++i)
       ASSERT_EQ(y[i], -5.f) << "written at " << i;
   }
+}
+
+// A decoder's attention over its K/V cache: present = Concat(past, this run's rows) for the keys
+// and the values, scores = q present_k^T (a Transpose read in place) times a scale, Softmax, and
+// the values' product; outputs y and the two presents.
+Graph cachedAttention(const Dim& past, const Dim& sequence) {
+  Graph g;
+  auto input = [&](const std::string& name, const Dim& length) {
+    return g.addInput(name, {DType::F32, Shape(std::vector<Dim>{1, 2, length, 8}), {}});
+  };
+  ValueId pk = input("past_k", past), pv = input("past_v", past);
+  ValueId q = input("q", sequence), k = input("k", sequence), v = input("v", sequence);
+  ValueId keys = op(g, OpKind::Concat, AxisAttrs{2}, {pk, k});
+  ValueId values = op(g, OpKind::Concat, AxisAttrs{2}, {pv, v});
+  Tensor scale(DType::F32, Shape{});
+  scale.setDouble(0, 1.0 / std::sqrt(8.0));
+  ValueId kt = op(g, OpKind::Transpose, TransposeAttrs{{0, 1, 3, 2}}, {keys});
+  ValueId scores = op(g, OpKind::MatMul, NoAttrs{}, {q, kt});
+  scores = op(g, OpKind::Mul, NoAttrs{}, {scores, g.addConstant("scale", scale)});
+  ValueId p = op(g, OpKind::Softmax, SoftmaxAttrs{-1, false}, {scores});
+  g.addOutput(op(g, OpKind::MatMul, NoAttrs{}, {p, values}), "y");
+  g.addOutput(keys, "present_k");
+  g.addOutput(values, "present_v");
+  return g;
+}
+
+// The caches kept in place: one buffer per K/V given as past and present, a run writes its rows
+// at the past's length and nothing else of the buffer (the past is not rewritten, the rows after
+// are untouched); each run equals the reference on the whole context, and a run of dense buffers
+// (the arena's copy of the cache) equals the cached one.
+TEST(RunTimeExtents, KvCachesKeptInPlaceWriteOnlyTheRunsRows) {
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(
+      cachedAttention(Dim::symbol("past", 0, 20), Dim::symbol("sequence", 1, 6)), *sharedJit(),
+      options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  ASSERT_EQ(compiled->plan.caches.size(), 2u);
+  for (const rt::KvCache& c : compiled->plan.caches) {
+    EXPECT_EQ(c.axis, 2);
+    EXPECT_EQ(c.capacity, 26);
+    EXPECT_EQ(c.bytes, 2 * 26 * 8 * 4);
+  }
+  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), 2);
+  ASSERT_TRUE(executor.isOk()) << executor.error().message();
+  const int64_t capacity = 26;
+  std::vector<float> cacheK(2 * capacity * 8, -5.f), cacheV(2 * capacity * 8, -5.f);
+  std::vector<float> allK, allV; // the context's rows, head by head: [2][length][8]
+  std::vector<std::vector<float>> headsK(2), headsV(2);
+  std::mt19937 rng(9);
+  int64_t past = 0;
+  for (int64_t sequence : {4, 1, 1, 6, 1, 3, 5}) { // up to a past of 20, then one more run
+    SCOPED_TRACE("past " + std::to_string(past) + ", sequence " + std::to_string(sequence));
+    Shape ps{1, 2, past, 8}, ss{1, 2, sequence, 8};
+    Tensor q = randomTensor(ss, rng), k = randomTensor(ss, rng), v = randomTensor(ss, rng);
+    // The reference on the whole context: the past as the rows so far.
+    Tensor pastK(DType::F32, ps), pastV(DType::F32, ps);
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < past * 8; ++i) {
+        pastK.setDouble(h * past * 8 + i, headsK[static_cast<size_t>(h)][static_cast<size_t>(i)]);
+        pastV.setDouble(h * past * 8 + i, headsV[static_cast<size_t>(h)][static_cast<size_t>(i)]);
+      }
+    auto want = runReference(cachedAttention(Dim(past), Dim(sequence)), {pastK, pastV, q, k, v});
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    auto run = rt::bindRunExtents((*executor)->plan(),
+                                  {ps.dims(), ps.dims(), ss.dims(), ss.dims(), ss.dims()});
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    // Dense: the past and the present as any tensors.
+    std::vector<float> y(2 * 6 * 8, -5.f), denseK(2 * capacity * 8, -5.f),
+        denseV(2 * capacity * 8, -5.f);
+    {
+      std::vector<const void*> in = {pastK.data(), pastV.data(), q.data(), k.data(), v.data()};
+      std::vector<void*> out = {y.data(), denseK.data(), denseV.data()};
+      Status st = (*executor)->run(in.data(), out.data(), nullptr, &*run);
+      ASSERT_TRUE(st.isOk()) << st.error().message();
+      EXPECT_LT(relativeL2(y.data(), (*want)[0]), 1e-5);
+      EXPECT_LT(relativeL2(denseK.data(), (*want)[1]), 1e-7);
+      EXPECT_LT(relativeL2(denseV.data(), (*want)[2]), 1e-7);
+    }
+    // Cached: one buffer per K/V as past and present.
+    const std::vector<float> beforeK = cacheK, beforeV = cacheV;
+    std::vector<float> cachedY(y.size(), -5.f);
+    std::vector<const void*> in = {cacheK.data(), cacheV.data(), q.data(), k.data(), v.data()};
+    std::vector<void*> out = {cachedY.data(), cacheK.data(), cacheV.data()};
+    Status st = (*executor)->run(in.data(), out.data(), nullptr, &*run, true);
+    ASSERT_TRUE(st.isOk()) << st.error().message();
+    EXPECT_LT(relativeL2(cachedY.data(), (*want)[0]), 1e-5);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(cachedY[i], y[i]) << "y at " << i;
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t i = 0; i < sequence * 8; ++i) {
+        headsK[static_cast<size_t>(h)].push_back(
+            static_cast<float>(k.getDouble(h * sequence * 8 + i)));
+        headsV[static_cast<size_t>(h)].push_back(
+            static_cast<float>(v.getDouble(h * sequence * 8 + i)));
+      }
+      for (int64_t row = 0; row < capacity; ++row)
+        for (int64_t c = 0; c < 8; ++c) {
+          const auto at = static_cast<size_t>((h * capacity + row) * 8 + c);
+          const auto ctx = static_cast<size_t>(row * 8 + c);
+          if (row < past || row >= past + sequence) { // the past's rows and those after: as before
+            ASSERT_EQ(cacheK[at], beforeK[at]) << "head " << h << " row " << row;
+            ASSERT_EQ(cacheV[at], beforeV[at]) << "head " << h << " row " << row;
+          } else { // the run's rows: its keys and values
+            ASSERT_EQ(cacheK[at], headsK[static_cast<size_t>(h)][ctx]);
+            ASSERT_EQ(cacheV[at], headsV[static_cast<size_t>(h)][ctx]);
+          }
+        }
+    }
+    past += sequence;
+  }
+  EXPECT_EQ(past, 21);
 }
 
 TEST(RunTimeExtents, ShapesOutsideTheBoundsAreErrorsNamingTheInput) {

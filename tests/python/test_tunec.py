@@ -359,3 +359,57 @@ def test_a_llama_style_decoder_with_past_kv_generates_pytorchs_tokens():
     with pytest.raises(tunec.Error, match="dimension 1 of input 'attention_mask' is 3, the model "
                                           "takes 96"):
         model.run(feed)
+
+
+def test_the_generator_keeps_the_k_v_caches_in_place_and_generates_pytorchs_tokens(tmp_path):
+    """tunec.Generator on the decoder fixture, compiled in this process and as a model.so: one
+    buffer per K/V cache (in_place), the 5-token prompt prefilled in runs of at most the sequence
+    bound (4), PyTorch's greedy tokens; each token's logits as Model.run computes them on the same
+    context with dense pasts; a context past the bound is an error and the generator stays usable.
+    """
+    fixture = SOURCE / "tests" / "fixtures" / "decoder_tiny"
+    dims = {"batch": (1, 1), "sequence": (1, 4), "past_sequence": (0, 24)}
+    model = tunec.compile(fixture / "model.onnx", threads=1, dims=dims)
+    assert "K/V caches kept in place: 4 (capacity 28 positions" in model.report
+    report = tunec.compile_to_file(fixture / "model.onnx", tmp_path / "dec.so", threads=1,
+                                   dims=dims)
+    assert "K/V caches kept in place: 4" in report
+    prompt = np.load(fixture / "prompt.npy")[0]
+    want = [int(t) for t in np.load(fixture / "tokens.npy")]
+    for m in (model, tunec.load(tmp_path / "dec.so", threads=1)):
+        gen = tunec.Generator(m)
+        assert gen.in_place and gen.vocab == 256 and gen.capacity == 25
+        assert gen.greedy(prompt, 8) == want
+        assert gen.length == 5 + 7
+        # Token by token against dense runs of the model (the past as arrays, the presents read
+        # back): the prompt in runs of 4 and 1, then each token chosen.
+        gen.reset()
+        kv = [i["name"] for i in m.inputs if i["name"].startswith("past_key_values")]
+        past, past_len = {k: np.zeros((1, 2, 0, 16), np.float32) for k in kv}, 0
+        chunks = [prompt[:4], prompt[4:]] + [np.array([t]) for t in want[:6]]
+        for i, chunk in enumerate(chunks):
+            y = m.run(_decoder_feed(chunk[None, :], past, past_len))
+            past = {k: y[k.replace("past_key_values", "present")] for k in past}
+            past_len += len(chunk)
+            dense = y["logits"][0, -1]
+            if i >= 1:  # the generator's first append is the whole prompt
+                got = gen.append(prompt if i == 1 else chunk)
+                assert got.shape == (256,) and got.dtype == np.float32
+                err = np.linalg.norm(got - dense) / np.linalg.norm(dense)
+                assert err < 1e-5, (i, err)
+        ref = np.load(fixture / "logits_prefill.npy")[0, -1]
+        gen.reset()
+        first = gen.append(prompt)
+        assert np.linalg.norm(first - ref) / np.linalg.norm(ref) < 1e-4
+        while gen.length < gen.capacity:
+            gen.append([int(first.argmax())])
+        with pytest.raises(tunec.Error, match="the context holds 25 tokens and 1 more do not fit: "
+                                              "the model was compiled for a past of at most 24"):
+            gen.append([1])
+        assert gen.length == 25
+        gen.reset()
+        assert gen.greedy(prompt, 3) == want[:3]
+    with pytest.raises(TypeError, match="token ids must be"):
+        tunec.Generator(model).append(["a"])
+    with pytest.raises(tunec.Error, match="no int64 \\[batch, sequence\\] input 'input_ids'"):
+        tunec.Generator(tunec.compile(SOURCE / "examples" / "tiny_cnn" / "model.onnx"))
