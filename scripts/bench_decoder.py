@@ -3,7 +3,8 @@
 Runtime on the same ONNX model, in alternating rounds.
 
 Each round generates --tokens tokens from the export's prompt (prompt.npy): tunec with the
-compiled model.so (loaded once, in this process, the presents fed back as the past), then ONNX
+compiled model.so (loaded once, in this process, through tunec.Generator: its K/V caches in place;
+--dense: Model.run with the presents fed back as the past), then ONNX
 Runtime (scripts/bench/ort_generate.js, its own process). Per round: the time to the first
 token (the prompt's prefill) and the median of the decode steps; then the medians over rounds,
 their ratio, and the decode rate in GB/s of the Linear weights each step reads
@@ -26,7 +27,24 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tunec_generate(model, prompt, tokens, kv, positions=True):
+def tunec_generate(model, prompt, tokens, kv, positions=True, dense=False):
+    """tunec.Generator (the K/V caches kept in place where the model keeps them), or with
+    dense=True the presents fed back through Model.run as arrays (what any runtime's plain API
+    does)."""
+    if dense:
+        return tunec_generate_dense(model, prompt, tokens, kv, positions)
+    gen = tunec.Generator(model)
+    ids, out, times = [int(t) for t in prompt[0]], [], []
+    for _ in range(tokens):
+        t0 = time.perf_counter()
+        logits = gen.append(ids)
+        times.append((time.perf_counter() - t0) * 1e3)
+        ids = [int(logits.argmax())]
+        out.append(ids[0])
+    return out, times[0], times[1:]
+
+
+def tunec_generate_dense(model, prompt, tokens, kv, positions=True):
     past = {i["name"]: np.zeros((1, i["shape"][1], 0, i["shape"][3]), np.float32) for i in kv}
     ids, past_len, out, times = prompt, 0, [], []
     for _ in range(tokens):
@@ -64,10 +82,14 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--weight-bits", type=float, default=32)
     parser.add_argument("--onnx", default="")
+    parser.add_argument("--dense", action="store_true",
+                        help="tunec through Model.run with the presents fed back as arrays "
+                             "instead of tunec.Generator")
     parser.add_argument("--prompt-len", type=int, default=0,
                         help="a random prompt of this many tokens (seeded) instead of prompt.npy")
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+    global tunec
     import tunec
     config = json.load(open(os.path.join(args.export, "config.json")))
     onnx = args.onnx or os.path.join(args.export, "model.onnx")
@@ -84,7 +106,8 @@ def main():
         for name in rows:
             if name == "tunec":
                 tokens, ttft, decode = tunec_generate(model, prompt, args.tokens, kv,
-                                                      config.get("attention") != "gqa")
+                                                      config.get("attention") != "gqa",
+                                                      args.dense)
             else:
                 tokens, ttft, decode = ort_generate(onnx, prompt, args.tokens, args.threads,
                                                     config)
