@@ -29,7 +29,9 @@ const CommandSpec kProfileSpec{
     "kernels the peak of their dot product: vdpbf16ps or tdpbf16ps, vpdpbusd, vpmaddubsw or\n"
     "tdpbusd, int8 in GOP/s), and the bandwidths\n"
     "of a STREAM-like triad from memory and from the last-level cache (the roof of a step\n"
-    "whose operands fit it), all for T threads. Per step: time, GFLOP/s, GB/s, the\n"
+    "whose operands fit it, but for weight-only matmuls whose weights together pass it: each\n"
+    "run streams them from memory), all for T threads. A model of symbolic dimensions is\n"
+    "costed at the profiled run's shapes (--input-shape). Per step: time, GFLOP/s, GB/s, the\n"
     "percentage of each roof and the bound it is closest to; for the model, the steps' sum\n"
     "against the median whole run and against the sum of the bounds. --html writes a page with\n"
     "an SVG roofline and a sortable table (one self-contained file).",
@@ -134,7 +136,14 @@ int commandProfile(const std::vector<std::string>& argv) {
   }
   std::vector<double> medians;
   for (auto& v : perStep) medians.push_back(median(v));
-  Profile profile = boundSteps(session->steps, medians, roofs);
+  // A symbolic model's step costs at the profiled run's shapes (its bounds' are recorded).
+  std::vector<StepInfo> steps = session->steps;
+  if (session->symbolic() && session->stepsAt) {
+    auto at = session->stepsAt(buffers.inputShapes);
+    if (!at) return fail(at.error().message());
+    steps = std::move(*at);
+  }
+  Profile profile = boundSteps(steps, medians, roofs);
   profile.runSeconds = median(whole);
   profile.runs = static_cast<int>(*runs);
 

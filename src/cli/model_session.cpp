@@ -62,6 +62,8 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
         tunec_model_step_int8_ops(raw, i, &step.int8Ops) != 0)
       return Error(tunec_last_error());
     step.generated = generated != 0;
+    step.streamsWeights =
+        tunec_model_step_kind(raw, i) == static_cast<int32_t>(rt::StepKind::WeightOnlyMatmul);
     s.steps.push_back(std::move(step));
   }
   std::vector<std::string> names;
@@ -109,6 +111,17 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
     if (tunec_model_run_shaped(raw, in, dims.data(), out, outDims.data()) != 0)
       return Error(tunec_last_error());
     return {};
+  };
+  s.stepsAt = [raw, steps = s.steps](const std::vector<std::vector<int64_t>>& shapes)
+      -> Expected<std::vector<StepInfo>> {
+    std::vector<const int64_t*> dims;
+    for (const auto& shape : shapes) dims.push_back(shape.data());
+    std::vector<StepInfo> at = steps;
+    for (size_t i = 0; i < at.size(); ++i)
+      if (tunec_model_step_cost_at(raw, dims.data(), static_cast<int32_t>(i), &at[i].flops,
+                                   &at[i].bytes, &at[i].bf16Flops, &at[i].int8Ops) != 0)
+        return Error(tunec_last_error());
+    return at;
   };
   for (int32_t i = 0; i < tunec_model_num_caches(raw); ++i) {
     tunec_cache_info c;
@@ -358,7 +371,8 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
   s.run = [shared](const void* const* in, void* const* out) { return shared->run(in, out); };
   for (const rt::Step& step : shared->plan().steps)
     s.steps.push_back({step.label, step.kind == rt::StepKind::Kernel, step.flops, step.bytes,
-                       step.bf16Flops, step.int8Ops});
+                       step.bf16Flops, step.int8Ops,
+                       step.kind == rt::StepKind::WeightOnlyMatmul});
   s.requiredFeatures = shared->plan().requiredFeatures;
   s.runProfiled = [shared](const void* const* in, const std::vector<std::vector<int64_t>>* shapes,
                            void* const* out, std::vector<double>& seconds) -> Status {
@@ -388,6 +402,19 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
     outShapes.clear();
     for (const rt::IoSpec& io : shared->plan().outputs) outShapes.push_back(rt::runShape(io, run));
     return Status();
+  };
+  s.stepsAt = [shared, steps = s.steps](const std::vector<std::vector<int64_t>>& shapes)
+      -> Expected<std::vector<StepInfo>> {
+    TUNEC_ASSIGN_OR_RETURN(rt::RunExtents run, rt::bindRunExtents(shared->plan(), shapes));
+    std::vector<StepInfo> at = steps;
+    for (size_t i = 0; i < at.size(); ++i) {
+      rt::StepCost c = rt::stepCostAt(shared->plan().steps[i], run);
+      at[i].flops = c.flops;
+      at[i].bytes = c.bytes;
+      at[i].bf16Flops = c.bf16Flops;
+      at[i].int8Ops = c.int8Ops;
+    }
+    return at;
   };
   s.caches = shared->plan().caches;
   s.runCached = [shared](const void* const* in, const std::vector<std::vector<int64_t>>& shapes,

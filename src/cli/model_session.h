@@ -25,6 +25,8 @@ struct StepInfo {
   int64_t bytes = 0;
   double bf16Flops = 0; ///< of flops, those of bf16 kernels (their roof: the vdpbf16ps peak)
   double int8Ops = 0;   ///< of flops, those of int8 kernels (their roof: the int8 dot's peak)
+  /// A weight-only matmul: it streams its packed weights, read once a run.
+  bool streamsWeights = false;
 };
 
 struct ModelSession {
@@ -52,6 +54,9 @@ struct ModelSession {
                        std::vector<double>&)>
       runProfiled;
   std::vector<StepInfo> steps;
+  /// A symbolic model's steps with their cost in a run of these input shapes (rt::stepCostAt).
+  std::function<Expected<std::vector<StepInfo>>(const std::vector<std::vector<int64_t>>&)>
+      stepsAt;
   CpuFeatures requiredFeatures; ///< the CPU features the model's code uses (rt::ModelPlan)
   std::shared_ptr<void> owner;
   std::string report; ///< the compile report (JIT only)

@@ -15,6 +15,11 @@ Profile boundSteps(const std::vector<StepInfo>& steps, const std::vector<double>
                    const Roofs& roofs) {
   Profile p;
   p.roofs = roofs;
+  // The weights a run streams (weight-only matmuls, each read once a run): when they pass the
+  // last-level cache together, each run reads them from memory, whatever one step's size.
+  int64_t streamed = 0;
+  for (const StepInfo& s : steps) streamed += s.streamsWeights ? s.bytes : 0;
+  const bool streamedFromMemory = streamed > roofs.cacheBytes;
   for (size_t i = 0; i < steps.size(); ++i) {
     StepBound b;
     b.step = steps[i];
@@ -28,7 +33,8 @@ Profile boundSteps(const std::vector<StepInfo>& steps, const std::vector<double>
       peak = b.step.flops /
              ((bf16 > 0 ? bf16 / (roofs.bf16Gflops * 1e9) : 0) +
               (int8 > 0 ? int8 / (roofs.int8Gops * 1e9) : 0) + (b.step.flops - bf16 - int8) / peak);
-    bool inCache = roofs.cacheGBs > 0 && b.step.bytes <= roofs.cacheBytes;
+    bool inCache = roofs.cacheGBs > 0 && b.step.bytes <= roofs.cacheBytes &&
+                   !(b.step.streamsWeights && streamedFromMemory);
     double bandwidth = (inCache ? roofs.cacheGBs : roofs.bandwidthGBs) * 1e9;
     if (b.seconds > 0) {
       b.gflops = b.step.flops / b.seconds / 1e9;

@@ -48,6 +48,8 @@ bool lowerMatMulNBits(Lowering& l, const Node& n) {
   l.setInts(step, {rows, DimExpr(s.k), DimExpr(s.n), DimExpr(s.bits), DimExpr(s.block),
                    DimExpr(int8 ? 1 : 0)});
   step.flops = 2.0 * static_cast<double>(as.numel()) * static_cast<double>(s.n);
+  step.int8Ops = int8 ? step.flops : 0; // vpdpbusd's products
+  step.bytes = static_cast<int64_t>(packed.size()) + 4 * (as.numel() / s.k) * (s.k + s.n);
   l.addStep(std::move(step), {in, weights}, {out});
   return true;
 }

@@ -338,6 +338,38 @@ int tunec_model_step_cost(const tunec_model* model, int32_t step, double* flops,
   return 0;
 }
 
+int32_t tunec_model_step_kind(const tunec_model* model, int32_t step) {
+  if (!model) return -1;
+  const auto& steps = model->executor->plan().steps;
+  if (step < 0 || step >= static_cast<int32_t>(steps.size())) return -1;
+  return static_cast<int32_t>(steps[static_cast<size_t>(step)].kind);
+}
+
+int tunec_model_step_cost_at(const tunec_model* model, const int64_t* const* input_dims,
+                             int32_t step, double* flops, int64_t* bytes, double* bf16_flops,
+                             double* int8_ops) {
+  if (!model || !input_dims || !flops || !bytes || !bf16_flops || !int8_ops)
+    return fail("tunec_model_step_cost_at: null argument");
+  const auto& plan = model->executor->plan();
+  if (step < 0 || step >= static_cast<int32_t>(plan.steps.size()))
+    return fail("tunec_model_step_cost_at: step " + std::to_string(step) + " out of range (" +
+                std::to_string(plan.steps.size()) + " steps)");
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    if (!input_dims[i])
+      return fail("tunec_model_step_cost_at: no dims for input " + std::to_string(i));
+    shapes.emplace_back(input_dims[i], input_dims[i] + plan.inputs[i].shape.size());
+  }
+  auto run = tunec::rt::bindRunExtents(plan, shapes);
+  if (!run) return fail(run.error().message());
+  tunec::rt::StepCost c = tunec::rt::stepCostAt(plan.steps[static_cast<size_t>(step)], *run);
+  *flops = c.flops;
+  *bytes = c.bytes;
+  *bf16_flops = c.bf16Flops;
+  *int8_ops = c.int8Ops;
+  return 0;
+}
+
 int tunec_model_step_bf16_flops(const tunec_model* model, int32_t step, double* flops) {
   return stepOperations(model, step, flops, "tunec_model_step_bf16_flops",
                         &tunec::rt::Step::bf16Flops);

@@ -122,6 +122,40 @@ Expected<RunExtents> bindRunExtents(const ModelPlan& plan,
   return run;
 }
 
+StepCost stepCostAt(const Step& step, const RunExtents& run) {
+  StepCost c{step.flops, step.bf16Flops, step.int8Ops, step.bytes};
+  if (step.runTimeInts.empty() && step.when.extent < 0) return c;
+  std::vector<int64_t> ints = step.ints;
+  for (const RunTimeInt& r : step.runTimeInts)
+    if (r.position >= 0 && r.position < std::ssize(ints) && r.extent >= 0 &&
+        r.extent < std::ssize(run.extents))
+      ints[static_cast<size_t>(r.position)] = run.extents[static_cast<size_t>(r.extent)];
+  auto d = [](int64_t v) { return static_cast<double>(v); };
+  if (step.kind == StepKind::WeightOnlyMatmul && ints.size() >= 5) {
+    const WeightOnlyShape shape{ints[1], ints[2], ints[3], ints[4]};
+    const bool q8 = ints.size() == 6 && ints[5] == 1;
+    c.flops = 2 * d(ints[0]) * d(ints[1]) * d(ints[2]);
+    c.int8Ops = q8 ? c.flops : 0; // vpdpbusd's products
+    c.bytes = (q8 ? shape.packedBytesQ8() : shape.packedBytes()) + 4 * ints[0] * (ints[1] + ints[2]);
+    return c;
+  }
+  if (step.kind == StepKind::BatchedMatmul && ints.size() >= 6) {
+    const int64_t batch = ints[0], m = ints[1], n = ints[2], k = ints[3];
+    c.flops = 2 * d(batch) * d(m) * d(n) * d(k);
+    c.bytes = 4 * (batch * m * n + (ints[4] ? batch : 1) * m * k + (ints[5] ? batch : 1) * k * n);
+    return c;
+  }
+  if (step.kind == StepKind::Kernel && step.runTimeInts.empty() && step.when.extent >= 0 &&
+      step.when.extent < std::ssize(run.extents) && step.when.max > 0) {
+    const double share = d(run.extents[static_cast<size_t>(step.when.extent)]) / d(step.when.max);
+    c.flops *= share;
+    c.bf16Flops *= share;
+    c.int8Ops *= share;
+    return c;
+  }
+  return {};
+}
+
 std::vector<int64_t> runShape(const IoSpec& io, const RunExtents& run) {
   std::vector<int64_t> dims = io.shape;
   for (size_t d = 0; d < io.dimExtents.size(); ++d)

@@ -30,6 +30,17 @@ Expected<RunExtents> bindRunExtents(const ModelPlan& plan,
 /// The shape of `io` in the run (its bound where it is static).
 std::vector<int64_t> runShape(const IoSpec& io, const RunExtents& run);
 
+/// A step's operations and operand bytes (Step::flops, bytes, bf16Flops, int8Ops) in a run of
+/// these extents: as recorded for a static step; for the matmuls of run-time extents (weight-only
+/// and batched) computed from the run's ints; a size bucket's generated kernel's operations
+/// scaled from its largest M to the run's (its bytes as recorded, at that M: the weights dominate);
+/// 0, unknown, for the other steps that read run-time ints.
+struct StepCost {
+  double flops = 0, bf16Flops = 0, int8Ops = 0;
+  int64_t bytes = 0;
+};
+StepCost stepCostAt(const Step& step, const RunExtents& run);
+
 class ModelExecutor {
 public:
   /// `keepAlive` owns whatever the constants and kernels live in (a dlopen handle, a JIT).
