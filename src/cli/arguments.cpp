@@ -133,7 +133,8 @@ std::optional<DimExpr> parseDimExpr(const std::string& text) {
 } // namespace
 
 Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
-                                   const std::vector<std::string>& dimFlags) {
+                                   const std::vector<std::string>& dimFlags,
+                                   const std::vector<std::string>& bucketFlags) {
   InputDims dims;
   for (const auto& v : shapeFlags) {
     auto eq = v.rfind('=');
@@ -182,6 +183,37 @@ Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
       return makeError("--dim '", v, "': the bounds must satisfy 0 <= MIN <= MAX");
     if (dims.ranges.count(left)) return makeError("--dim gives the bounds of '", left, "' twice");
     dims.ranges[left] = {min, max};
+  }
+  for (const auto& v : bucketFlags) {
+    auto eq = v.find('=');
+    const std::string name = eq == std::string::npos ? v : v.substr(0, eq);
+    const std::string list = eq == std::string::npos ? "" : v.substr(eq + 1);
+    if (!isSymbolName(name) || list.empty())
+      return makeError("--buckets '", v, "' is not of the form NAME=E1,E2,... (e.g. ",
+                       "sequence=16,32,64,128)");
+    auto range = dims.ranges.find(name);
+    if (range == dims.ranges.end())
+      return makeError("--buckets '", v, "': '", name, "' has no bounds: give them with --dim ",
+                       name, "=MIN..MAX");
+    if (dims.buckets.count(name)) return makeError("--buckets gives '", name, "' twice");
+    std::vector<int64_t> edges;
+    size_t at = 0;
+    while (at <= list.size()) {
+      size_t comma = list.find(',', at);
+      auto edge =
+          parseExtent(list.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+      if (!edge || *edge < 1)
+        return makeError("--buckets '", v, "': each edge must be a whole number >= 1");
+      if (*edge < range->second.first || *edge > range->second.second)
+        return makeError("--buckets '", v, "': ", *edge, " is outside the bounds of '", name, "' (",
+                         range->second.first, "..", range->second.second, ")");
+      if (!edges.empty() && *edge <= edges.back())
+        return makeError("--buckets '", v, "': the edges must ascend");
+      edges.push_back(*edge);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+    dims.buckets[name] = std::move(edges);
   }
   return dims;
 }

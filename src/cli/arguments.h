@@ -54,12 +54,21 @@ std::string helpText(const CommandSpec& spec);
 
 /// Parses the --input-shape flags ("name=1x3x224x224") and the --dim flags ("sequence=1..512",
 /// "input_ids:1=sequence", "total_sequence=past_sequence+sequence").
+/// With the --buckets flags ("sequence=16,32,64"): each a symbol --dim bounds, its edges
+/// ascending within the bounds.
 Expected<InputDims> parseInputDims(const std::vector<std::string>& shapeFlags,
-                                   const std::vector<std::string>& dimFlags);
+                                   const std::vector<std::string>& dimFlags,
+                                   const std::vector<std::string>& bucketFlags = {});
 /// The --dim flag's spec, shared by the commands that import a model.
 inline constexpr const char* kDimFlagHelp =
     "bound a dynamic dimension, e.g. sequence=1..512 or past_sequence=0..2048 (a symbolic "
     "compile), name one, e.g. input_ids:1=sequence, or define one by others, e.g. "
     "total_sequence=past_sequence+sequence (found by itself where the graph adds them)";
+
+/// The --buckets flag's help, shared by the commands that take --dim.
+inline constexpr const char* kBucketsFlagHelp =
+    "the size buckets of a --dim symbol's kernels, each bucket's largest size, e.g. "
+    "sequence=16,32,64,128,256,512 (default: cut at 16, 24, 32, 48, 64, ...); each bucket's "
+    "kernels get a variant with its own tuned config";
 
 } // namespace tunec::cli

@@ -32,6 +32,7 @@ const CommandSpec kAccuracySpec{
         {"threads", "N", "threads of the compiled model (default: the machine's cores)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
         {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
+        {"buckets", "NAME=E1,E2,...", kBucketsFlagHelp, true},
         precisionFlag(),
     },
     1,
@@ -50,7 +51,8 @@ int commandAccuracy(const std::vector<std::string>& argv) {
   std::string against = args->get("against", model);
   auto samples = parseInteger("random", args->get("random", "4"), 1, 100'000);
   if (!samples) return fail("tunec accuracy: " + samples.error().message());
-  auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
+  auto shapes =
+      parseInputDims(args->getAll("input-shape"), args->getAll("dim"), args->getAll("buckets"));
   if (!shapes) return fail(shapes.error().message());
   SessionOptions options;
   options.inputDims = *shapes;

@@ -35,6 +35,7 @@ const CommandSpec kBenchSpec{
          "dimensions, the shape of the timed runs' random input (within its bounds)",
          true},
         {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
+        {"buckets", "NAME=E1,E2,...", kBucketsFlagHelp, true},
         {"input", "NAME=FILE",
          "time on this tensor file (.npy or .pb) for a model input instead of random values "
          "(token ids within a vocabulary, a real image)",

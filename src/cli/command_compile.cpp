@@ -30,6 +30,7 @@ const CommandSpec kCompileSpec{
                    "there): its ISA, its caches and its tuning records (default: this machine)"),
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
         {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
+        {"buckets", "NAME=E1,E2,...", kBucketsFlagHelp, true},
         precisionFlag(),
     },
     1,
@@ -52,7 +53,8 @@ int commandCompile(const std::vector<std::string>& argv) {
       return fail("tunec compile: -o " + args->get("o") + " is the input " + input +
                   "; write the library to another file");
   SessionOptions options;
-  auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
+  auto shapes =
+      parseInputDims(args->getAll("input-shape"), args->getAll("dim"), args->getAll("buckets"));
   if (!shapes) return fail(shapes.error().message());
   options.inputDims = *shapes;
   options.dbPath = databaseForCompile(*args);

@@ -36,6 +36,7 @@ const CommandSpec kGenerateSpec{
         {"db", "FILE",
          "ONNX models: tuned configs (default: $TUNEC_DB or ./tuning.db if it exists)"},
         {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
+        {"buckets", "NAME=E1,E2,...", kBucketsFlagHelp, true},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input", true},
         precisionFlag(),
     },

@@ -48,6 +48,7 @@ const CommandSpec kProfileSpec{
          "dimensions, the shape of the profiled runs' random input (within its bounds)",
          true},
         {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
+        {"buckets", "NAME=E1,E2,...", kBucketsFlagHelp, true},
         precisionFlag(),
     },
     1,

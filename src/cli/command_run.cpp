@@ -43,6 +43,7 @@ const CommandSpec kRunSpec{
         {"format", "npy|pb", "output file format (default npy)"},
         {"input-shape", "NAME=SHAPE", "static shape for a dynamic input, e.g. x=1x3x224x224", true},
         {"dim", "NAME=MIN..MAX", kDimFlagHelp, true},
+        {"buckets", "NAME=E1,E2,...", kBucketsFlagHelp, true},
         precisionFlag(),
         {"optimize", "", "with --reference: run the graph passes first"},
         {"expect", "NAME=FILE",
@@ -256,7 +257,8 @@ int commandRun(const std::vector<std::string>& argv) {
     std::fputs(helpText(kRunSpec).c_str(), stdout);
     return 0;
   }
-  auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
+  auto shapes =
+      parseInputDims(args->getAll("input-shape"), args->getAll("dim"), args->getAll("buckets"));
   if (!shapes) return fail(shapes.error().message());
   std::string format = args->get("format", "npy");
   if (format != "npy" && format != "pb")

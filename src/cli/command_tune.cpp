@@ -84,6 +84,7 @@ const CommandSpec& tuneSpec() {
     s.flags.push_back({"input-shape", "NAME=SHAPE",
                        "static shape for a dynamic input, e.g. x=1x3x224x224", true});
     s.flags.push_back({"dim", "NAME=MIN..MAX", kDimFlagHelp, true});
+    s.flags.push_back({"buckets", "NAME=E1,E2,...", kBucketsFlagHelp, true});
     s.flags.push_back({"list-tasks", "",
                        "print the tasks (workload key, occurrences, label) and measure nothing"});
     s.flags.push_back({"shard", "I/N",
@@ -238,7 +239,8 @@ int commandTune(const std::vector<std::string>& argv) {
   // The machine's cores, whatever this process may use: what `tunec compile` builds for.
   auto threads = args->has("threads") ? parseThreads(args->get("threads")) : target->cores;
   if (!threads) return fail(threads.error().message());
-  auto shapes = parseInputDims(args->getAll("input-shape"), args->getAll("dim"));
+  auto shapes =
+      parseInputDims(args->getAll("input-shape"), args->getAll("dim"), args->getAll("buckets"));
   if (!shapes) return fail(shapes.error().message());
   std::optional<tuner::Shard> shard;
   if (args->has("shard")) {

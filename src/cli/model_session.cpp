@@ -112,8 +112,9 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
       return Error(tunec_last_error());
     return {};
   };
-  s.stepsAt = [raw, steps = s.steps](const std::vector<std::vector<int64_t>>& shapes)
-      -> Expected<std::vector<StepInfo>> {
+  s.stepsAt =
+      [raw, steps = s.steps](
+          const std::vector<std::vector<int64_t>>& shapes) -> Expected<std::vector<StepInfo>> {
     std::vector<const int64_t*> dims;
     for (const auto& shape : shapes) dims.push_back(shape.data());
     std::vector<StepInfo> at = steps;
@@ -170,6 +171,7 @@ Expected<Compiled> compileGraph(const std::string& path, const SessionOptions& o
   co.target = options.target;
   co.isa = widestIsa(options.target);
   co.precision = options.precision;
+  co.buckets = options.inputDims.buckets;
   if (!options.dbPath.empty()) {
     auto opened = db::TuningDatabase::openReadOnly(options.dbPath);
     if (!opened) return opened.error().withContext("--db " + options.dbPath);
@@ -224,8 +226,9 @@ Expected<SessionOptions> timingSessionOptions(const Arguments& args) {
   SessionOptions options;
   TUNEC_ASSIGN_OR_RETURN(options.precision, precisionFromArgs(args));
   TUNEC_ASSIGN_OR_RETURN(options.threads, parseThreads(args.get("threads")));
-  TUNEC_ASSIGN_OR_RETURN(options.inputDims,
-                         parseInputDims(args.getAll("input-shape"), args.getAll("dim")));
+  TUNEC_ASSIGN_OR_RETURN(
+      options.inputDims,
+      parseInputDims(args.getAll("input-shape"), args.getAll("dim"), args.getAll("buckets")));
   options.dbPath = databaseForCompile(args);
   return options;
 }
@@ -371,8 +374,7 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
   s.run = [shared](const void* const* in, void* const* out) { return shared->run(in, out); };
   for (const rt::Step& step : shared->plan().steps)
     s.steps.push_back({step.label, step.kind == rt::StepKind::Kernel, step.flops, step.bytes,
-                       step.bf16Flops, step.int8Ops,
-                       step.kind == rt::StepKind::WeightOnlyMatmul});
+                       step.bf16Flops, step.int8Ops, step.kind == rt::StepKind::WeightOnlyMatmul});
   s.requiredFeatures = shared->plan().requiredFeatures;
   s.runProfiled = [shared](const void* const* in, const std::vector<std::vector<int64_t>>* shapes,
                            void* const* out, std::vector<double>& seconds) -> Status {
@@ -403,8 +405,9 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
     for (const rt::IoSpec& io : shared->plan().outputs) outShapes.push_back(rt::runShape(io, run));
     return Status();
   };
-  s.stepsAt = [shared, steps = s.steps](const std::vector<std::vector<int64_t>>& shapes)
-      -> Expected<std::vector<StepInfo>> {
+  s.stepsAt =
+      [shared, steps = s.steps](
+          const std::vector<std::vector<int64_t>>& shapes) -> Expected<std::vector<StepInfo>> {
     TUNEC_ASSIGN_OR_RETURN(rt::RunExtents run, rt::bindRunExtents(shared->plan(), shapes));
     std::vector<StepInfo> at = steps;
     for (size_t i = 0; i < at.size(); ++i) {

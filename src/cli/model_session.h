@@ -55,8 +55,7 @@ struct ModelSession {
       runProfiled;
   std::vector<StepInfo> steps;
   /// A symbolic model's steps with their cost in a run of these input shapes (rt::stepCostAt).
-  std::function<Expected<std::vector<StepInfo>>(const std::vector<std::vector<int64_t>>&)>
-      stepsAt;
+  std::function<Expected<std::vector<StepInfo>>(const std::vector<std::vector<int64_t>>&)> stepsAt;
   CpuFeatures requiredFeatures; ///< the CPU features the model's code uses (rt::ModelPlan)
   std::shared_ptr<void> owner;
   std::string report; ///< the compile report (JIT only)

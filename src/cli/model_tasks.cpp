@@ -15,6 +15,7 @@ Expected<ModelTasks> modelTasks(const std::vector<std::string>& models, const In
   co.threads = threads;
   co.target = target;
   co.isa = widestIsa(target);
+  co.buckets = inputDims.buckets;
   ModelTasks out;
   std::map<std::string, size_t> index;
   for (const std::string& path : models) {

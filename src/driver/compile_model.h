@@ -40,6 +40,9 @@ struct CompileOptions {
   /// producer (plan_bf16_activations.cpp); false stores every activation in f32 (the tests that
   /// compare the two: the same values, rounded by the reader instead).
   bool bf16Activations = true;
+  /// --buckets: a symbol's size buckets (each one's largest value) for the heavy kernels whose
+  /// run-time M is that symbol; default cuts elsewhere (mBuckets).
+  std::map<std::string, std::vector<int64_t>> buckets;
 };
 
 /// "fp32" or "bf16" (the --precision flag); an error names the spellings.

@@ -620,9 +620,19 @@ std::string matmulDims(const MatmulWorkload& w) {
 // up and halfway between them (16, 24, 32, 48, 64, 96, ...: a bucket's config is chosen for its
 // largest M, and an M just past an edge runs within 1.5x of it); one bucket below 16 (DietCode's
 // idea: tune a few sizes, serve all).
-std::vector<std::pair<int64_t, int64_t>> mBuckets(int64_t lo, int64_t hi) {
+std::vector<std::pair<int64_t, int64_t>> mBuckets(int64_t lo, int64_t hi,
+                                                  const std::vector<int64_t>* edges = nullptr) {
   std::vector<std::pair<int64_t, int64_t>> out;
   int64_t from = lo;
+  if (edges) { // --buckets: the user's edges
+    for (int64_t edge : *edges) {
+      if (edge < from || edge >= hi) continue;
+      out.push_back({from, edge});
+      from = edge + 1;
+    }
+    out.push_back({from, hi});
+    return out;
+  }
   for (int64_t octave = 16; octave < hi; octave *= 2)
     for (int64_t edge : {octave, octave + octave / 2}) {
       if (edge < from || edge >= hi) continue;
@@ -655,7 +665,10 @@ bool lowerMatmulBuckets(Lowering& l, const passes::FusedKernel& kernel, MatmulOp
   std::vector<Variant> variants;
   std::vector<std::pair<int64_t, int64_t>> servedBy; // of each merged bucket: its own range
   std::vector<HeavyKernel> merged;                   // (tuned and reported per bucket)
-  for (auto [lo, hi] : mBuckets(mo.mMin, w.m)) {
+  // --buckets of the symbol that is M (the rows of one sequence, a batch of 1).
+  auto given = l.options().buckets.find(mo.mRows);
+  for (auto [lo, hi] :
+       mBuckets(mo.mMin, w.m, given == l.options().buckets.end() ? nullptr : &given->second)) {
     MatmulWorkload bucket = w;
     bucket.m = hi;
     HeavyKernel hk;

@@ -32,6 +32,9 @@ struct InputDims {
   /// found by the import where the graph combines them elementwise): its dimensions are that
   /// expression, which each run checks.
   std::map<std::string, DimExpr> equal;
+  /// The size buckets of a symbol's heavy kernels (--buckets sequence=16,32,64): each bucket's
+  /// largest value, ascending, within the symbol's bounds (the last bucket ends at the bound).
+  std::map<std::string, std::vector<int64_t>> buckets;
 };
 
 struct ImportOptions {

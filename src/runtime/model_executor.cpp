@@ -136,7 +136,8 @@ StepCost stepCostAt(const Step& step, const RunExtents& run) {
     const bool q8 = ints.size() == 6 && ints[5] == 1;
     c.flops = 2 * d(ints[0]) * d(ints[1]) * d(ints[2]);
     c.int8Ops = q8 ? c.flops : 0; // vpdpbusd's products
-    c.bytes = (q8 ? shape.packedBytesQ8() : shape.packedBytes()) + 4 * ints[0] * (ints[1] + ints[2]);
+    c.bytes =
+        (q8 ? shape.packedBytesQ8() : shape.packedBytes()) + 4 * ints[0] * (ints[1] + ints[2]);
     return c;
   }
   if (step.kind == StepKind::BatchedMatmul && ints.size() >= 6) {

@@ -399,6 +399,21 @@ expect 0 "tokens: $want\$" -- generate "$tmp/dec.so" --prompt-ids "$prompt" --to
 expect 0 "K/V caches in place" -- generate "$tmp/dec.so" --prompt-ids "$prompt" --tokens 2
 expect 0 "tokens: $want\$" -- generate "$dec/model.onnx" --prompt-ids "$prompt" --tokens 8 \
   --dim batch=1..1 --dim sequence=1..2 --dim past_sequence=0..32
+# --buckets: the sequence's buckets as given (each its own variant and task), the same tokens;
+# edges that do not ascend, pass the bound or name no --dim symbol are errors naming the flag.
+# shellcheck disable=SC2086
+expect 0 "MatMul '/lm_head/MatMul' 1x\(sequence in 5..8\)x256x64" \
+  -- compile "$dec/model.onnx" -o "$tmp/decb.so" $decdims --buckets sequence=4,8
+expect 0 "tokens: $want\$" -- generate "$tmp/decb.so" --prompt-ids "$prompt" --tokens 8
+# shellcheck disable=SC2086
+expect 1 "--buckets 'sequence=8,4': the edges must ascend" \
+  -- compile "$dec/model.onnx" -o "$tmp/decb.so" $decdims --buckets sequence=8,4
+# shellcheck disable=SC2086
+expect 1 "--buckets 'sequence=40': 40 is outside the bounds of 'sequence' \(1..16\)" \
+  -- compile "$dec/model.onnx" -o "$tmp/decb.so" $decdims --buckets sequence=40
+# shellcheck disable=SC2086
+expect 1 "--buckets 'seq=4': 'seq' has no bounds: give them with --dim seq=MIN..MAX" \
+  -- tune "$dec/model.onnx" --db "$tmp/decb.db" $decdims --buckets seq=4
 expect 1 "no int64 \[batch, sequence\] input 'input_ids'" -- generate "$src/examples/tiny_cnn/model.onnx" --prompt-ids 1
 # Without the past's bounds: the error names the symbol that needs them, not the mask's.
 expect 1 "'total_sequence' is past_sequence\+sequence, but 'past_sequence' has no bounds: bound it with --dim past_sequence=MIN..MAX" \
