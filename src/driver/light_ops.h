@@ -42,6 +42,8 @@ bool lowerRunTimeKernelNodes(Lowering& l, const passes::FusedKernel& kernel);
 DimExpr extentProduct(const std::vector<DimExpr>& d, size_t from, size_t to);
 /// An input or output of `n` has a symbolic shape.
 bool hasSymbolicShape(const Graph& g, const Node& n);
+/// The runtime's reduction of a Reduce* op (ReduceSum -> Sum, ...).
+rt::ReduceKind reduceKindOf(OpKind kind);
 /// The strides of a dense plain tensor of `shape` broadcast to `outShape` (0 along a broadcast
 /// dimension), as extents of the run.
 std::vector<DimExpr> runTimeBroadcastStrides(const Shape& shape, const Shape& outShape);

@@ -8,6 +8,21 @@
 
 namespace tunec::driver {
 
+rt::ReduceKind reduceKindOf(OpKind kind) {
+  static const std::map<OpKind, rt::ReduceKind> kinds = {
+      {OpKind::ReduceSum, rt::ReduceKind::Sum},
+      {OpKind::ReduceMean, rt::ReduceKind::Mean},
+      {OpKind::ReduceMax, rt::ReduceKind::Max},
+      {OpKind::ReduceMin, rt::ReduceKind::Min},
+      {OpKind::ReduceProd, rt::ReduceKind::Prod},
+      {OpKind::ReduceL1, rt::ReduceKind::L1},
+      {OpKind::ReduceL2, rt::ReduceKind::L2},
+      {OpKind::ReduceLogSum, rt::ReduceKind::LogSum},
+      {OpKind::ReduceLogSumExp, rt::ReduceKind::LogSumExp},
+      {OpKind::ReduceSumSquare, rt::ReduceKind::SumSquare}};
+  return kinds.at(kind);
+}
+
 namespace {
 
 // Reductions: the reduced axes are moved last (a copy, unless they already are), then each row
@@ -70,23 +85,12 @@ bool lowerReduce(Lowering& l, const Node& n) {
                 ts.strides(), in, strides, 0);
     in = t;
   }
-  static const std::map<OpKind, rt::ReduceKind> kinds = {
-      {OpKind::ReduceSum, rt::ReduceKind::Sum},
-      {OpKind::ReduceMean, rt::ReduceKind::Mean},
-      {OpKind::ReduceMax, rt::ReduceKind::Max},
-      {OpKind::ReduceMin, rt::ReduceKind::Min},
-      {OpKind::ReduceProd, rt::ReduceKind::Prod},
-      {OpKind::ReduceL1, rt::ReduceKind::L1},
-      {OpKind::ReduceL2, rt::ReduceKind::L2},
-      {OpKind::ReduceLogSum, rt::ReduceKind::LogSum},
-      {OpKind::ReduceLogSumExp, rt::ReduceKind::LogSumExp},
-      {OpKind::ReduceSumSquare, rt::ReduceKind::SumSquare}};
   int out = l.defineOutput(n.outputs[0], Phys::Plain);
   rt::Step step;
   step.kind = rt::StepKind::Reduce;
   step.label = std::string(opName(n.kind)) + " '" + n.name + "'";
   step.tensors = {out, in};
-  step.ints = {rows, len, static_cast<int64_t>(kinds.at(n.kind))};
+  step.ints = {rows, len, static_cast<int64_t>(reduceKindOf(n.kind))};
   l.addStep(std::move(step), {in}, {out});
   return true;
 }

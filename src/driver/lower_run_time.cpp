@@ -230,6 +230,53 @@ bool lowerRunTimeConcat(Lowering& l, const Node& n, const std::string& label) {
   return true;
 }
 
+// A reduction over the run's extents: the reduced axes moved last by a strided copy (unless they
+// are), then each row reduced, as at static shapes (lower_reduce.cpp).
+bool lowerRunTimeReduce(Lowering& l, const Node& n, const std::string& label) {
+  const Graph& g = l.graph();
+  const Shape& xs = g.value(n.inputs[0]).type.shape;
+  const auto& a = std::get<ReduceAttrs>(n.attrs);
+  std::vector<bool> reduced(static_cast<size_t>(xs.rank()), a.axes.empty());
+  for (int64_t axis : a.axes)
+    reduced[static_cast<size_t>(axis < 0 ? axis + xs.rank() : axis)] = true;
+  const std::vector<DimExpr> d = Lowering::extentsOf(xs), strides = Lowering::denseStrides(xs);
+  std::vector<DimExpr> dims, from;
+  DimExpr rows(1), len(1);
+  bool moved = false, seenReduced = false;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < d.size(); ++i)
+      if (reduced[i] == (pass == 1)) {
+        dims.push_back(d[i]);
+        from.push_back(strides[i]);
+        (pass == 1 ? len : rows) = (pass == 1 ? len : rows) * d[i];
+      }
+  for (size_t i = 0; i < d.size(); ++i) {
+    moved = moved || (seenReduced && !reduced[i]);
+    seenReduced = seenReduced || reduced[i];
+  }
+  if (l.bound(len) == 0 || l.bound(rows) == 0) {
+    l.unsupported(n, "reductions over empty tensors are not compiled");
+    return false;
+  }
+  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  if (moved) {
+    std::vector<DimExpr> to(dims.size(), DimExpr(1));
+    for (size_t i = dims.size(); i-- > 1;) to[i - 1] = to[i] * dims[i];
+    int t = l.addArenaTensor(xs.numel() * static_cast<int64_t>(dtypeSize(DType::F32)));
+    addRunTimeCopy(l, label + " (axes moved last)", t, DType::F32, dims, DimExpr(0), to, in,
+                   DimExpr(0), from);
+    in = t;
+  }
+  int out = l.defineOutput(n.outputs[0], Phys::Plain);
+  rt::Step step;
+  step.kind = rt::StepKind::Reduce;
+  step.label = label;
+  step.tensors = {out, in};
+  l.setInts(step, {rows, len, DimExpr(static_cast<int64_t>(reduceKindOf(n.kind)))});
+  l.addStep(std::move(step), {in}, {out});
+  return true;
+}
+
 } // namespace
 
 bool lowerTrilu(Lowering& l, const Node& n) {
@@ -330,6 +377,17 @@ bool lowerRunTimeLight(Lowering& l, const Node& n) {
   case OpKind::LogSoftmax:
   case OpKind::Hardmax:
     return lowerSoftmax(l, n);
+  case OpKind::ReduceSum:
+  case OpKind::ReduceMean:
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+  case OpKind::ReduceProd:
+  case OpKind::ReduceL1:
+  case OpKind::ReduceL2:
+  case OpKind::ReduceLogSum:
+  case OpKind::ReduceLogSumExp:
+  case OpKind::ReduceSumSquare:
+    return lowerRunTimeReduce(l, n, label);
   default:
     l.unsupported(n, "a symbolic shape (" + l.graph().value(n.inputs[0]).type.shape.toString() +
                          ") is not compiled for this op yet");

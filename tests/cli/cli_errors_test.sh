@@ -477,5 +477,20 @@ for i in range(2):
   done
 fi
 
+# A sentence-embedding export (sentence-transformers' masked mean pooling: a ReduceSum over the
+# sequence at a run-time length) with its hidden states as a second output of dynamic batch and
+# sequence: one model.so, PyTorch's outputs at two shapes, one of them padded.
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  /usr/bin/python3 "$src/tests/fixtures/sentence_embedding/make.py" "$tmp/sent" >/dev/null 2>&1
+  expect 0 "wrote" -- compile "$tmp/sent/model.onnx" -o "$tmp/sent/model.so" --dim batch=1..4 \
+    --dim sequence=1..32
+  for shape in 2_7 3_19; do
+    expect 0 "check sentence_embedding: matches" -- run "$tmp/sent/model.so" \
+      --input "input_ids=$tmp/sent/ids_$shape.npy" --input "attention_mask=$tmp/sent/mask_$shape.npy" \
+      --expect "last_hidden_state=$tmp/sent/hidden_$shape.npy" \
+      --expect "sentence_embedding=$tmp/sent/embedding_$shape.npy"
+  done
+fi
+
 echo "cli errors: $((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -497,6 +497,52 @@ TEST(RunTimeExtents, KvCachesKeptInPlaceWriteOnlyTheRunsRows) {
   EXPECT_EQ(past, 21);
 }
 
+// Reductions over run-time extents: a masked mean over the sequence (a sentence embedding's
+// pooling: the sequence axis moved last first), a mean over the last two axes and a max over the
+// last (no copy).
+Graph reductions(const Shape& x) {
+  Graph g;
+  ValueId in = g.addInput("x", {DType::F32, x, {}});
+  g.addOutput(op(g, OpKind::ReduceSum, ReduceAttrs{{1}, true}, {in}), "sum");
+  g.addOutput(op(g, OpKind::ReduceMean, ReduceAttrs{{1, 2}, false}, {in}), "mean");
+  g.addOutput(op(g, OpKind::ReduceMax, ReduceAttrs{{-1}, false}, {in}), "max");
+  return g;
+}
+
+TEST(RunTimeExtents, ReductionsRunAtEverySizeAsTheReference) {
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  Shape bound(std::vector<Dim>{Dim::symbol("batch", 1, 3), Dim::symbol("sequence", 1, 33), Dim(8)});
+  auto compiled = driver::compileModel(reductions(bound), *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  auto executor = driver::loadInProcess(std::move(*compiled), sharedJit(), 2);
+  ASSERT_TRUE(executor.isOk()) << executor.error().message();
+  for (auto [batch, sequence] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 7}, {3, 16}, {1, 33}, {3, 33}}) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + ", sequence " + std::to_string(sequence));
+    Shape shape{batch, sequence, 8};
+    std::mt19937 rng(static_cast<uint32_t>(batch * 5 + sequence));
+    Tensor x = randomTensor(shape, rng);
+    auto want = runReference(reductions(shape), {x});
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    auto run = rt::bindRunExtents((*executor)->plan(), {shape.dims()});
+    ASSERT_TRUE(run.isOk()) << run.error().message();
+    std::vector<float> sum(3 * 8, -5.f), mean(3, -5.f), max(3 * 33, -5.f);
+    std::vector<const void*> in = {x.data()};
+    std::vector<void*> out = {sum.data(), mean.data(), max.data()};
+    Status st = (*executor)->run(in.data(), out.data(), nullptr, &*run);
+    ASSERT_TRUE(st.isOk()) << st.error().message();
+    EXPECT_LT(relativeL2(sum.data(), (*want)[0]), 1e-6);
+    EXPECT_LT(relativeL2(mean.data(), (*want)[1]), 1e-6);
+    EXPECT_LT(relativeL2(max.data(), (*want)[2]), 1e-7);
+    for (size_t i = static_cast<size_t>(batch * 8); i < sum.size(); ++i)
+      ASSERT_EQ(sum[i], -5.f) << "written past the run's rows at " << i;
+    for (size_t i = static_cast<size_t>(batch * sequence); i < max.size(); ++i)
+      ASSERT_EQ(max[i], -5.f) << "written past the run's rows at " << i;
+  }
+}
+
 TEST(RunTimeExtents, ShapesOutsideTheBoundsAreErrorsNamingTheInput) {
   Compiled c = compileSymbolic(1);
   ASSERT_TRUE(c.executor);
