@@ -264,8 +264,12 @@ std::unique_ptr<uint8_t, void (*)(void*)> ModelExecutor::takeArena() {
       static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), std::free};
   // Touched once, here: a symbolic model's runs use more of the bound's arena as their extents
   // grow (a decoder's past), and the resident set is the bound's from the first run on (the
-  // first arena is taken at load).
-  if (arena) std::memset(arena.get(), 0, bytes);
+  // first arena is taken at load). The K/V caches' copies for dense runs lie at its end and are
+  // left untouched: a generation keeps its caches in its own buffers and never reads them.
+  size_t touched = bytes;
+  for (const KvCache& c : model_.plan.caches)
+    touched = std::min(touched, static_cast<size_t>(c.scratch));
+  if (arena) std::memset(arena.get(), 0, touched);
   return arena;
 }
 
