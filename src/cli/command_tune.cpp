@@ -85,6 +85,11 @@ const CommandSpec& tuneSpec() {
                        "static shape for a dynamic input, e.g. x=1x3x224x224", true});
     s.flags.push_back({"dim", "NAME=MIN..MAX", kDimFlagHelp, true});
     s.flags.push_back({"buckets", "NAME=E1,E2,...", kBucketsFlagHelp, true});
+    s.flags.push_back({"histogram", "NAME=FILE",
+                       "how often the served runs take each value of a --dim symbol (a line per "
+                       "value: LENGTH or LENGTH COUNT): each size bucket's kernels weigh as the "
+                       "share of the runs in their bucket, so the job spends its trials where the "
+                       "runs are (--list-tasks shows the weights)"});
     s.flags.push_back({"list-tasks", "",
                        "print the tasks (workload key, occurrences, label) and measure nothing"});
     s.flags.push_back({"shard", "I/N",
@@ -251,7 +256,14 @@ int commandTune(const std::vector<std::string>& argv) {
   // Distinct workloads over all the models, weighted by how often the models run them.
   auto precision = precisionFromArgs(*args);
   if (!precision) return fail(precision.error().message());
-  auto found = modelTasks(args->positionals(), *shapes, *target, *threads, *precision);
+  std::optional<LengthHistogram> histogram;
+  if (args->has("histogram")) {
+    auto read = readHistogram(args->get("histogram"), *shapes);
+    if (!read) return fail(read.error().message());
+    histogram = std::move(*read);
+  }
+  auto found = modelTasks(args->positionals(), *shapes, *target, *threads, *precision,
+                          histogram ? &*histogram : nullptr);
   if (!found) return fail(found.error().message());
   std::vector<tuner::Task> tasks = std::move(found->tasks);
   size_t heavyKernels = found->heavyKernels;

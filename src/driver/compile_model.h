@@ -67,6 +67,10 @@ struct HeavyKernel {
   bool otherPrecision = false;
   /// --precision bf16 kept this kernel fp32: its bf16 form would be slower here (bf16Pays).
   bool bf16Slower = false;
+  /// A size bucket's variant of a kernel of run-time M: the extent M is ("sequence") and the
+  /// bucket's range of it; empty for a kernel every run runs.
+  std::string bucketExtent;
+  int64_t bucketLo = 0, bucketHi = 0;
 };
 
 struct CompileStats {

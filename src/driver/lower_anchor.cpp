@@ -673,6 +673,9 @@ bool lowerMatmulBuckets(Lowering& l, const passes::FusedKernel& kernel, MatmulOp
     bucket.m = hi;
     HeavyKernel hk;
     MatmulConfig c = chooseConfigOf<MatmulConfig>(l, bucket, hk);
+    hk.bucketExtent = mo.mRows;
+    hk.bucketLo = lo;
+    hk.bucketHi = hi;
     if (!variants.empty() && variants.back().c == c) { // the larger bucket's kernel serves both
       Variant& v = variants.back();
       servedBy.push_back({v.lo, v.hi});

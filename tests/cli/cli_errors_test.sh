@@ -414,6 +414,19 @@ expect 1 "--buckets 'sequence=40': 40 is outside the bounds of 'sequence' \(1..1
 # shellcheck disable=SC2086
 expect 1 "--buckets 'seq=4': 'seq' has no bounds: give them with --dim seq=MIN..MAX" \
   -- tune "$dec/model.onnx" --db "$tmp/decb.db" $decdims --buckets seq=4
+# tune --histogram: each bucket's tasks weigh as the share of the runs in the bucket (12 of 14 at
+# 16 or fewer tokens: 0.857; 2 in 9..16 of --buckets 8: 0.143; a bucket never seen: the floor).
+printf '# served lengths\n3 10\n5\n5\n12 2\n' > "$tmp/lengths.txt"
+# shellcheck disable=SC2086
+expect 0 " 0.857143  matmul 8x256x64" -- tune "$dec/model.onnx" $decdims --buckets sequence=8 \
+  --histogram "sequence=$tmp/lengths.txt" --list-tasks
+# shellcheck disable=SC2086
+expect 0 " 0.142857  matmul 16x256x64" -- tune "$dec/model.onnx" $decdims --buckets sequence=8 \
+  --histogram "sequence=$tmp/lengths.txt" --list-tasks
+printf '3 x\n' > "$tmp/lengths_bad.txt"
+# shellcheck disable=SC2086
+expect 1 "lengths_bad.txt:1: '3 x' is not a value of 'sequence' within 1..16 and an optional count" \
+  -- tune "$dec/model.onnx" $decdims --histogram "sequence=$tmp/lengths_bad.txt" --list-tasks
 expect 1 "no int64 \[batch, sequence\] input 'input_ids'" -- generate "$src/examples/tiny_cnn/model.onnx" --prompt-ids 1
 # Without the past's bounds: the error names the symbol that needs them, not the mask's.
 expect 1 "'total_sequence' is past_sequence\+sequence, but 'past_sequence' has no bounds: bound it with --dim past_sequence=MIN..MAX" \
