@@ -108,8 +108,10 @@ using DimRanges = std::map<std::string, std::pair<int64_t, int64_t>>;
 
 // --input-shape and --dim as Python gives them: input_shapes={"x": (1, 3, 224, 224)},
 // dims={"sequence": (1, 512)}.
+using DimBuckets = std::map<std::string, std::vector<int64_t>>;
+
 InputDims inputDims(const std::map<std::string, std::vector<int64_t>>& shapes,
-                    const DimRanges& ranges) {
+                    const DimRanges& ranges, const DimBuckets& buckets = {}) {
   InputDims out;
   for (const auto& [name, dims] : shapes) out.shapes.emplace(name, Shape(dims));
   for (const auto& [name, range] : ranges) {
@@ -119,6 +121,19 @@ InputDims inputDims(const std::map<std::string, std::vector<int64_t>>& shapes,
                             "<= max");
     out.ranges[name] = range;
   }
+  // The buckets checked as --buckets is (ascending, within the symbol's bounds).
+  std::vector<std::string> dimFlags, bucketFlags;
+  for (const auto& [name, range] : ranges)
+    dimFlags.push_back(name + "=" + std::to_string(range.first) + ".." +
+                       std::to_string(range.second));
+  for (const auto& [name, edges] : buckets) {
+    std::string flag = name + "=";
+    for (size_t i = 0; i < edges.size(); ++i) flag += (i ? "," : "") + std::to_string(edges[i]);
+    bucketFlags.push_back(flag);
+  }
+  auto checked = cli::parseInputDims({}, dimFlags, bucketFlags);
+  if (!checked) throw py::value_error(checked.error().message());
+  out.buckets = checked->buckets;
   return out;
 }
 
@@ -332,7 +347,8 @@ Model compileModel(const std::string& onnx, std::optional<std::string> db,
                    const std::string& precision, std::optional<std::string> target,
                    std::optional<int> threads,
                    const std::map<std::string, std::vector<int64_t>>& shapes,
-                   std::optional<std::string> output, const DimRanges& dims) {
+                   std::optional<std::string> output, const DimRanges& dims,
+                   const DimBuckets& buckets) {
   auto parsed = driver::parsePrecision(precision);
   if (!parsed)
     throw py::value_error(parsed.error().message() + " (int8: quantize the model with 'tunec "
@@ -341,7 +357,7 @@ Model compileModel(const std::string& onnx, std::optional<std::string> db,
   options.precision = *parsed;
   options.threads = threadsOr(threads);
   options.dbPath = db.value_or("");
-  options.inputDims = inputDims(shapes, dims);
+  options.inputDims = inputDims(shapes, dims, buckets);
   if (target) {
     options.target = unwrap(readTargetFile(*target));
     if (cli::targetKey(options.target) != cli::targetKey(cli::thisMachine()) && !output)
@@ -364,11 +380,11 @@ std::string compileToFile(const std::string& onnx, const std::string& output,
                           std::optional<std::string> db, std::optional<std::string> target,
                           std::optional<int> threads,
                           const std::map<std::string, std::vector<int64_t>>& shapes,
-                          const DimRanges& dims) {
+                          const DimRanges& dims, const DimBuckets& buckets) {
   cli::SessionOptions options;
   options.threads = threadsOr(threads);
   options.dbPath = db.value_or("");
-  options.inputDims = inputDims(shapes, dims);
+  options.inputDims = inputDims(shapes, dims, buckets);
   if (target) options.target = unwrap(readTargetFile(*target));
   return unwrap(cli::compileToFile(onnx, output, options));
 }
@@ -394,7 +410,8 @@ py::dict tune(const std::vector<std::string>& models, const std::string& dbPath,
               std::optional<double> timeBudget, std::optional<int> threads,
               std::optional<py::function> progress, uint32_t seed,
               const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& worker,
-              const std::string& precision, const DimRanges& dims) {
+              const std::string& precision, const DimRanges& dims, const DimBuckets& buckets,
+              const std::map<std::string, std::map<int64_t, double>>& histogram) {
   if (models.empty()) throw py::value_error("tune: no model given");
   auto parsed = driver::parsePrecision(precision);
   if (!parsed) throw py::value_error(parsed.error().message());
@@ -402,7 +419,27 @@ py::dict tune(const std::vector<std::string>& models, const std::string& dbPath,
   const Target& target = cli::thisMachine();
   int t = threads.value_or(target.cores);
   if (t < 1) throw py::value_error("threads must be at least 1");
-  auto found = unwrap(cli::modelTasks(models, inputDims(shapes, dims), target, t, *parsed));
+  const InputDims given = inputDims(shapes, dims, buckets);
+  std::optional<cli::LengthHistogram> lengths;
+  if (histogram.size() > 1) throw py::value_error("histogram: give one symbol's lengths");
+  for (const auto& [name, counts] : histogram) {
+    auto range = given.ranges.find(name);
+    if (range == given.ranges.end())
+      throw py::value_error("histogram: '" + name + "' has no bounds: give them in dims");
+    lengths = cli::LengthHistogram{name, {}, 0};
+    for (const auto& [value, count] : counts) {
+      if (value < range->second.first || value > range->second.second || !(count >= 0))
+        throw py::value_error("histogram['" + name + "']: " + std::to_string(value) + ": " +
+                              std::to_string(count) +
+                              " is not a value within its bounds and a "
+                              "count >= 0");
+      lengths->counts[value] += count;
+      lengths->total += count;
+    }
+    if (!(lengths->total > 0)) throw py::value_error("histogram: no runs");
+  }
+  auto found =
+      unwrap(cli::modelTasks(models, given, target, t, *parsed, lengths ? &*lengths : nullptr));
   db::TuningDatabase database = unwrap(db::TuningDatabase::open(dbPath, true));
   tuner::TuneOptions o;
   o.target = target;
@@ -579,15 +616,18 @@ PYBIND11_MODULE(_tunec, m) {
         py::arg("precision") = "fp32", py::arg("target") = py::none(),
         py::arg("threads") = py::none(),
         py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
-        py::arg("output") = py::none(), py::arg("dims") = DimRanges{});
+        py::arg("output") = py::none(), py::arg("dims") = DimRanges{},
+        py::arg("buckets") = DimBuckets{});
   m.def("compile_to_file", &compileToFile, py::arg("onnx_path"), py::arg("output"),
         py::arg("db") = py::none(), py::arg("target") = py::none(), py::arg("threads") = py::none(),
         py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
-        py::arg("dims") = DimRanges{});
+        py::arg("dims") = DimRanges{}, py::arg("buckets") = DimBuckets{});
   m.def("load", &loadModel, py::arg("path"), py::arg("threads") = py::none());
   m.def("tune", &tune, py::arg("models"), py::arg("db"), py::arg("trials"), py::arg("time_budget"),
         py::arg("threads"), py::arg("progress"), py::arg("seed"), py::arg("input_shapes"),
-        py::arg("worker"), py::arg("precision") = "fp32", py::arg("dims") = DimRanges{});
+        py::arg("worker"), py::arg("precision") = "fp32", py::arg("dims") = DimRanges{},
+        py::arg("buckets") = DimBuckets{},
+        py::arg("histogram") = std::map<std::string, std::map<int64_t, double>>{});
   py::class_<Database>(m, "Database")
       .def(py::init<const std::string&, bool>(), py::arg("path"), py::arg("create") = true)
       .def_property_readonly("path", &Database::path)

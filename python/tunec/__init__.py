@@ -49,13 +49,14 @@ def compile(onnx_path, db=None, precision="fp32", target=None, threads=None, inp
     of this machine. threads: the most threads a run uses (default: the CPUs this process may
     use). input_shapes: {"x": (1, 3, 224, 224)} fixes dynamic inputs (a static compile). dims:
     {"batch": (1, 8), "sequence": (1, 512)} bounds the model's dynamic axes instead: one model
-    for every shape within them (Model.run takes arrays of any such shape). output: also write
+    for every shape within them (Model.run takes arrays of any such shape); a third element
+    gives a symbol's size buckets, (1, 512, [16, 32, 64, 128, 256, 512]), as --buckets does. output: also write
     the compiled model.so there (and return it loaded).
     """
     return _tunec.compile(_path(onnx_path), None if db is None else _path(db), precision,
                           None if target is None else _path(target), threads,
                           _shapes(input_shapes), None if output is None else _path(output),
-                          _dims(dims))
+                          _dims(dims), _buckets(dims))
 
 
 def compile_to_file(onnx_path, output, db=None, target=None, threads=None, input_shapes=None,
@@ -65,7 +66,7 @@ def compile_to_file(onnx_path, output, db=None, target=None, threads=None, input
     return _tunec.compile_to_file(_path(onnx_path), _path(output),
                                   None if db is None else _path(db),
                                   None if target is None else _path(target), threads,
-                                  _shapes(input_shapes), _dims(dims))
+                                  _shapes(input_shapes), _dims(dims), _buckets(dims))
 
 
 def load(path, threads=None):
@@ -74,12 +75,14 @@ def load(path, threads=None):
 
 
 def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None, progress=None,
-         seed=1, input_shapes=None, precision="fp32", dims=None):
+         seed=1, input_shapes=None, precision="fp32", dims=None, histogram=None):
     """Tunes the model's heavy kernels on this machine into the database `db`.
 
     onnx_path: a path or a list of paths (one task list). trials: configs to measure.
     precision: the kernels of compile(..., precision=...) to tune ("fp32" or "bf16").
     dims: the bounds of the dynamic axes, as compile takes them: every size bucket is tuned.
+    histogram: {"sequence": {length: count, ...}} (or a list of the served lengths): each size
+    bucket's kernels weigh as the share of the runs in their bucket (`tune --histogram`).
     time_budget: seconds. progress: called with a dict after every batch (trials, budget, task,
     best_gflops, kernels_ms, elapsed_s); if it raises, the job stops and the exception
     propagates. Ctrl-C stops after the running candidate with everything measured saved and
@@ -89,7 +92,8 @@ def tune(onnx_path, db="tuning.db", trials=1000, time_budget=None, threads=None,
         [_path(p) for p in onnx_path]
     return _tunec.tune(models, _path(db), trials, _seconds(time_budget, "time_budget"), threads,
                        progress, seed,
-                       _shapes(input_shapes), _worker(), precision, _dims(dims))
+                       _shapes(input_shapes), _worker(), precision, _dims(dims),
+                       _buckets(dims), _histogram(histogram))
 
 
 class Database:
@@ -161,8 +165,28 @@ def _seconds(value, name):
 def _dims(dims):
     out = {}
     for name, bounds in (dims or {}).items():
-        low, high = bounds
-        out[str(name)] = (int(low), int(high))
+        if len(bounds) not in (2, 3):
+            raise ValueError(f"dims['{name}'] must be (min, max) or (min, max, [bucket edges])")
+        out[str(name)] = (int(bounds[0]), int(bounds[1]))
+    return out
+
+
+def _buckets(dims):
+    """The size buckets of dims={"sequence": (1, 512, [16, 32, 64, 128, 256, 512])}."""
+    return {str(name): [int(e) for e in bounds[2]] for name, bounds in (dims or {}).items()
+            if len(bounds) == 3}
+
+
+def _histogram(histogram):
+    out = {}
+    for name, lengths in (histogram or {}).items():
+        if isinstance(lengths, dict):
+            out[str(name)] = {int(k): float(v) for k, v in lengths.items()}
+        else:
+            counts = {}
+            for length in lengths:
+                counts[int(length)] = counts.get(int(length), 0.0) + 1.0
+            out[str(name)] = counts
     return out
 
 

@@ -413,3 +413,18 @@ def test_the_generator_keeps_the_k_v_caches_in_place_and_generates_pytorchs_toke
         tunec.Generator(model).append(["a"])
     with pytest.raises(tunec.Error, match="no int64 \\[batch, sequence\\] input 'input_ids'"):
         tunec.Generator(tunec.compile(SOURCE / "examples" / "tiny_cnn" / "model.onnx"))
+
+
+def test_dims_take_size_buckets():
+    """dims={"sequence": (1, 16, [4, 8])} gives the buckets as --buckets does; edges that do not
+    ascend are a ValueError naming them."""
+    fixture = SOURCE / "tests" / "fixtures" / "decoder_tiny" / "model.onnx"
+    dims = {"batch": (1, 1), "sequence": (1, 16, [4, 8]), "past_sequence": (0, 32)}
+    model = tunec.compile(fixture, threads=1, dims=dims)
+    for bucket in ("1..4", "5..8", "9..16"):
+        assert f"'/lm_head/MatMul' 1x(sequence in {bucket})x256x64" in model.report
+    dims["sequence"] = (1, 16, [8, 4])
+    with pytest.raises(ValueError, match="the edges must ascend"):
+        tunec.compile(fixture, threads=1, dims=dims)
+    with pytest.raises(ValueError, match="must be \\(min, max\\) or \\(min, max, \\[bucket edges\\]\\)"):
+        tunec.compile(fixture, threads=1, dims={"sequence": (1,)})
