@@ -286,6 +286,16 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
                      "(tunec_model_run_shaped)");
   if (cached && model_.plan.caches.empty())
     return makeError("the model keeps no K/V cache in place: run it with dense buffers");
+  // Each cache's run within its layout (a plan whose extents pass its bounds is corrupt).
+  for (const KvCache& c : model_.plan.caches)
+    for (const IoSpec* io : {&model_.plan.inputs[static_cast<size_t>(c.input)],
+                             &model_.plan.outputs[static_cast<size_t>(c.output)]}) {
+      const std::vector<int64_t> dims = runShape(*io, *extents);
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (dims[d] < 0 || dims[d] > io->shape[d])
+          return makeError("corrupt model plan: K/V cache '", io->name, "' has ", dims[d],
+                           " along dimension ", d, " in this run, past its bound ", io->shape[d]);
+    }
   auto arena = takeArena();
   if (!arena) return makeError("out of memory: the arena needs ", model_.plan.arenaBytes, " bytes");
   std::vector<void*> pointers(model_.plan.tensors.size());
