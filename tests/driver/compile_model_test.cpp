@@ -2272,3 +2272,118 @@ TEST(CompileModel, PReluJoinsTheEpilogue) {
 
 } // namespace
 } // namespace tunec
+
+namespace tunec {
+namespace {
+
+// A toy decoder of symbolic sequence (1..4) and past (0..12): token embeddings as Q, K and V of 2
+// heads of 8, present = Concat(past, this run's K/V), the attention over the whole context, and
+// logits over 10 tokens. Its caches are kept in place.
+Graph toyDecoder(const Dim& sequence, const Dim& past) {
+  Graph g;
+  std::mt19937 rng(21);
+  ValueId ids = g.addInput("input_ids", {DType::I64, Shape(std::vector<Dim>{1, sequence}), {}});
+  ValueId pastK =
+      g.addInput("past_key_values.0.key", {DType::F32, Shape(std::vector<Dim>{1, 2, past, 8}), {}});
+  ValueId pastV = g.addInput("past_key_values.0.value",
+                             {DType::F32, Shape(std::vector<Dim>{1, 2, past, 8}), {}});
+  int at = 0;
+  auto op = [&](OpKind kind, OpAttrs attrs, std::vector<ValueId> in) {
+    std::string name = "t" + std::to_string(at++);
+    auto n = g.addNode(name, kind, std::move(attrs), std::move(in), {name + "_out"});
+    EXPECT_TRUE(n.isOk()) << n.error().message();
+    return g.node(*n).outputs[0];
+  };
+  auto heads = [&](const std::string& table) { // [1, sequence, 16] -> [1, 2, sequence, 8]
+    ValueId e = op(OpKind::Gather, AxisAttrs{0},
+                   {g.addConstant(table, randomTensor(DType::F32, Shape{10, 16}, rng)), ids});
+    e = op(OpKind::Reshape, ReshapeAttrs{{1, sequence, 2, 8}}, {e});
+    return op(OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {e});
+  };
+  ValueId q = heads("wq"), k = heads("wk"), v = heads("wv");
+  ValueId presentK = op(OpKind::Concat, AxisAttrs{2}, {pastK, k});
+  ValueId presentV = op(OpKind::Concat, AxisAttrs{2}, {pastV, v});
+  ValueId kt = op(OpKind::Transpose, TransposeAttrs{{0, 1, 3, 2}}, {presentK});
+  ValueId p =
+      op(OpKind::Softmax, SoftmaxAttrs{-1, false}, {op(OpKind::MatMul, NoAttrs{}, {q, kt})});
+  ValueId y = op(OpKind::MatMul, NoAttrs{}, {p, presentV});
+  y = op(OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, {y});
+  y = op(OpKind::Reshape, ReshapeAttrs{{1, sequence, 16}}, {y});
+  ValueId logits = op(OpKind::MatMul, NoAttrs{},
+                      {y, g.addConstant("lm", randomTensor(DType::F32, Shape{16, 10}, rng))});
+  g.addOutput(logits, "logits");
+  g.addOutput(presentK, "present.0.key");
+  g.addOutput(presentV, "present.0.value");
+  return g;
+}
+
+// The C API's generator on a model.so: its caches in place, a prompt longer than the sequence
+// bound in two runs, then a token at a time; each step's last logits as the reference computes
+// the whole context at once (without a cache: the last position attends to every token either
+// way); the context's bound an error that leaves the generator usable.
+TEST(CompileModel, TheCApisGeneratorKeepsTheCachesInPlace) {
+  driver::CompileOptions options;
+  options.target = hostTarget();
+  options.isa = widestIsa(options.target);
+  auto compiled = driver::compileModel(
+      toyDecoder(Dim::symbol("sequence", 1, 4), Dim::symbol("past", 0, 12)), *sharedJit(), options);
+  ASSERT_TRUE(compiled.isOk()) << compiled.error().message();
+  ASSERT_EQ(compiled->plan.caches.size(), 2u);
+  auto written = writeTempModel(std::move(*compiled), "generator");
+  ASSERT_TRUE(written.isOk()) << written.error().message();
+  tunec_model* model = nullptr;
+  ASSERT_EQ(tunec_model_load(written->c_str(), 1, &model), 0) << tunec_last_error();
+  ASSERT_EQ(tunec_model_num_caches(model), 2);
+  tunec_cache_info info;
+  ASSERT_EQ(tunec_model_cache_info(model, 1, &info), 0);
+  EXPECT_EQ(info.input, 2);
+  EXPECT_EQ(info.output, 2);
+  EXPECT_EQ(info.axis, 2);
+  EXPECT_EQ(info.capacity, 16);
+  EXPECT_EQ(info.bytes, 2 * 16 * 8 * 4);
+  EXPECT_NE(tunec_model_cache_info(model, 2, &info), 0);
+  tunec_generator* gen = nullptr;
+  ASSERT_EQ(tunec_generator_create(model, &gen), 0) << tunec_last_error();
+  EXPECT_EQ(tunec_generator_in_place(gen), 1);
+  EXPECT_EQ(tunec_generator_vocab(gen), 10);
+  EXPECT_EQ(tunec_generator_capacity(gen), 13);
+  std::vector<int64_t> context = {3, 1, 4, 1, 5, 9};
+  const float* logits = nullptr;
+  ASSERT_EQ(tunec_generator_append(gen, context.data(), 6, &logits), 0) << tunec_last_error();
+  for (int step = 0;; ++step) {
+    SCOPED_TRACE("context " + std::to_string(context.size()));
+    const auto n = static_cast<int64_t>(context.size());
+    EXPECT_EQ(tunec_generator_length(gen), n);
+    Tensor ids(DType::I64, Shape{1, n}), none(DType::F32, Shape{1, 2, 0, 8});
+    for (int64_t i = 0; i < n; ++i)
+      ids.setDouble(i, static_cast<double>(context[static_cast<size_t>(i)]));
+    auto want = runReference(toyDecoder(Dim(n), Dim(0)), {ids, none, none});
+    ASSERT_TRUE(want.isOk()) << want.error().message();
+    Tensor last(DType::F32, Shape{10});
+    for (int64_t j = 0; j < 10; ++j) {
+      last.setDouble(j, (*want)[0].getDouble((n - 1) * 10 + j));
+      EXPECT_NEAR(logits[j], last.getDouble(j), 1e-5 * (1 + std::fabs(last.getDouble(j))));
+    }
+    if (n == 13) break;
+    const int64_t next = std::max_element(logits, logits + 10) - logits;
+    context.push_back(next);
+    ASSERT_EQ(tunec_generator_append(gen, &next, 1, &logits), 0) << tunec_last_error();
+  }
+  const int64_t one = 1;
+  EXPECT_NE(tunec_generator_append(gen, &one, 1, &logits), 0);
+  EXPECT_NE(std::string(tunec_last_error())
+                .find("the context holds 13 tokens and 1 more do not "
+                      "fit"),
+            std::string::npos)
+      << tunec_last_error();
+  tunec_generator_reset(gen);
+  EXPECT_EQ(tunec_generator_length(gen), 0);
+  EXPECT_EQ(tunec_generator_append(gen, context.data(), 6, &logits), 0) << tunec_last_error();
+  EXPECT_NE(tunec_generator_append(gen, nullptr, 1, &logits), 0);
+  tunec_generator_free(gen);
+  tunec_model_free(model);
+  std::filesystem::remove(*written);
+}
+
+} // namespace
+} // namespace tunec
