@@ -693,8 +693,9 @@ bool lowerMatmulBuckets(Lowering& l, const passes::FusedKernel& kernel, MatmulOp
     for (const Variant& candidate : variants)
       if (candidate.lo <= lo && hi <= candidate.hi) v = &candidate;
     TUNEC_ASSERT(v, "a merged bucket lies in no variant");
-    merged[i].label = rowsLabel(lo, hi) + " (runs the " + std::to_string(v->lo) + ".." +
-                      std::to_string(v->hi) + " variant: the same config)";
+    merged[i].label = rowsLabel(merged[i].bucketLo, merged[i].bucketHi) + " (runs the " +
+                      std::to_string(v->lo) + ".." + std::to_string(v->hi) +
+                      " variant: the same config)";
     l.noteHeavy(std::move(merged[i]));
   }
   // Every variant reads the same operands and writes the same output.
