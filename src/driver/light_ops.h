@@ -42,8 +42,9 @@ bool lowerRunTimeKernelNodes(Lowering& l, const passes::FusedKernel& kernel);
 DimExpr extentProduct(const std::vector<DimExpr>& d, size_t from, size_t to);
 /// An input or output of `n` has a symbolic shape.
 bool hasSymbolicShape(const Graph& g, const Node& n);
-/// The runtime's reduction of a Reduce* op (ReduceSum -> Sum, ...).
+/// The runtime's reduction of a Reduce* op (ReduceSum -> Sum, ...), and whether an op is one.
 rt::ReduceKind reduceKindOf(OpKind kind);
+bool isReduceOp(OpKind kind);
 /// The strides of a dense plain tensor of `shape` broadcast to `outShape` (0 along a broadcast
 /// dimension), as extents of the run.
 std::vector<DimExpr> runTimeBroadcastStrides(const Shape& shape, const Shape& outShape);

@@ -8,7 +8,9 @@
 
 namespace tunec::driver {
 
-rt::ReduceKind reduceKindOf(OpKind kind) {
+namespace {
+
+const std::map<OpKind, rt::ReduceKind>& reduceKinds() {
   static const std::map<OpKind, rt::ReduceKind> kinds = {
       {OpKind::ReduceSum, rt::ReduceKind::Sum},
       {OpKind::ReduceMean, rt::ReduceKind::Mean},
@@ -20,7 +22,17 @@ rt::ReduceKind reduceKindOf(OpKind kind) {
       {OpKind::ReduceLogSum, rt::ReduceKind::LogSum},
       {OpKind::ReduceLogSumExp, rt::ReduceKind::LogSumExp},
       {OpKind::ReduceSumSquare, rt::ReduceKind::SumSquare}};
-  return kinds.at(kind);
+  return kinds;
+}
+
+} // namespace
+
+rt::ReduceKind reduceKindOf(OpKind kind) {
+  return reduceKinds().at(kind);
+}
+
+bool isReduceOp(OpKind kind) {
+  return reduceKinds().count(kind) > 0;
 }
 
 namespace {

@@ -377,18 +377,8 @@ bool lowerRunTimeLight(Lowering& l, const Node& n) {
   case OpKind::LogSoftmax:
   case OpKind::Hardmax:
     return lowerSoftmax(l, n);
-  case OpKind::ReduceSum:
-  case OpKind::ReduceMean:
-  case OpKind::ReduceMax:
-  case OpKind::ReduceMin:
-  case OpKind::ReduceProd:
-  case OpKind::ReduceL1:
-  case OpKind::ReduceL2:
-  case OpKind::ReduceLogSum:
-  case OpKind::ReduceLogSumExp:
-  case OpKind::ReduceSumSquare:
-    return lowerRunTimeReduce(l, n, label);
   default:
+    if (isReduceOp(n.kind)) return lowerRunTimeReduce(l, n, label);
     l.unsupported(n, "a symbolic shape (" + l.graph().value(n.inputs[0]).type.shape.toString() +
                          ") is not compiled for this op yet");
     return false;

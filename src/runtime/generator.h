@@ -49,7 +49,8 @@ public:
   Expected<const float*> append(const int64_t* ids, int64_t count);
   /// Tokens in the context.
   int64_t length() const { return length_; }
-  /// The most tokens the context can hold: the past's bound plus the last run's tokens.
+  /// The most tokens the context can hold: the past's bound (what the last run may read) plus
+  /// that run's one token.
   int64_t capacity() const { return pastBound_ + 1; }
   int64_t vocab() const { return vocab_; }
   /// Whether the K/V caches are kept in place (no copy of the past per token).
