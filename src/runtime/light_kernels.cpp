@@ -592,6 +592,7 @@ static void matmulRows(const float* a, const float* b, float* c, int64_t rows, i
                                   : RowsIsa::Portable;
   switch (isa == RowsIsa::Auto ? best : isa) {
   case RowsIsa::Avx512:
+  case RowsIsa::Avx512Vnni:
     return matmulRowsTiled<64, matmulTileAvx512<1>, matmulTileAvx512<2>, matmulTileAvx512<3>,
                            matmulTileAvx512<4>>(a, b, c, rows, n, k);
   case RowsIsa::Avx2:
@@ -720,6 +721,35 @@ __attribute__((target("avx512f,avx512bw"))) void pairTile512(const int32_t* cons
     for (int v = 0; v < 4; ++v) _mm512_storeu_si512(out + r * 64 + 16 * v, acc[r][v]);
 }
 
+// The same on AVX512-VNNI: vpdpwssd adds the lane's two products into the sum in one
+// instruction, modulo 2^32 as vpmaddwd and vpaddd do (the one pair past int32 included: the sum
+// is the same modulo 2^32 whether it wraps before or after the add).
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+pairTile512Vnni(const int32_t* const* aRows, const int32_t* bp, int64_t np, int64_t kp, int64_t j0,
+                int32_t* out) {
+  __m512i acc[4][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
+  for (int64_t p = 0; p < kp; ++p) {
+    const int32_t* brow = bp + p * np + j0;
+    __m512i b[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) b[v] = _mm512_loadu_si512(brow + 16 * v);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m512i pair = _mm512_set1_epi32(aRows[r][p]);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_dpwssd_epi32(acc[r][v], b[v], pair);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_storeu_si512(out + r * 64 + 16 * v, acc[r][v]);
+}
+
 __attribute__((target("avx2"))) void pairTile256(const int32_t* const* aRows, const int32_t* bp,
                                                  int64_t np, int64_t kp, int64_t j0, int32_t* out) {
   __m256i acc[4][4];
@@ -785,13 +815,13 @@ int32_t pairOf(int32_t first, int32_t second) {
 void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t batch, int64_t m,
                       int64_t n, int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
                       RowsIsa isa) {
-  // The widest the CPU has, decided once (the 16-bit tiles need AVX-512 BW).
-  static const RowsIsa best = __builtin_cpu_supports("avx512f") &&
-                                      __builtin_cpu_supports("avx512bw") &&
-                                      __builtin_cpu_supports("avx512vl")
-                                  ? RowsIsa::Avx512
-                              : __builtin_cpu_supports("avx2") ? RowsIsa::Avx2
-                                                               : RowsIsa::Portable;
+  // The widest the CPU has, decided once (the 16-bit tiles need AVX-512 BW; vpdpwssd VNNI).
+  static const RowsIsa best =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512vl")
+          ? (__builtin_cpu_supports("avx512vnni") ? RowsIsa::Avx512Vnni : RowsIsa::Avx512)
+      : __builtin_cpu_supports("avx2") ? RowsIsa::Avx2
+                                       : RowsIsa::Portable;
   if (isa == RowsIsa::Auto) isa = best;
   // Operands that fit int16 (differences of 8-bit codes) on the vpmaddwd tiles, one matrix at
   // a time: A and B packed as int16 pairs in scratch, then tasks of 4-row groups.
@@ -799,14 +829,16 @@ void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t ba
                      fitsInt16(a, (aBatchStride ? batch - 1 : 0) * aBatchStride + m * k) &&
                      fitsInt16(b, (bBatchStride ? batch - 1 : 0) * bBatchStride + k * n);
   if (pairs) {
-    const int64_t lanes = isa == RowsIsa::Avx512 ? 16 : 8, tile = 4 * lanes;
+    const bool wide = isa == RowsIsa::Avx512 || isa == RowsIsa::Avx512Vnni;
+    const int64_t lanes = wide ? 16 : 8, tile = 4 * lanes;
     const int64_t kp = (k + 1) / 2, np = (n + tile - 1) / tile * tile;
     auto* bp = static_cast<int32_t*>(tunec_scratch(0, kp * np * 4));
     auto* ap = static_cast<int32_t*>(tunec_scratch(1, (m * kp + kp) * 4));
     int32_t* zeros = ap + m * kp;
     std::fill(zeros, zeros + kp, 0);
-    auto* pairRowsFor =
-        isa == RowsIsa::Avx512 ? pairRows<16, pairTile512> : pairRows<8, pairTile256>;
+    auto* pairRowsFor = isa == RowsIsa::Avx512Vnni ? pairRows<16, pairTile512Vnni>
+                        : isa == RowsIsa::Avx512   ? pairRows<16, pairTile512>
+                                                   : pairRows<8, pairTile256>;
     for (int64_t bi = 0; bi < batch; ++bi) {
       const int32_t* ab = a + bi * aBatchStride;
       if (bi == 0 || bBatchStride) {
@@ -830,9 +862,9 @@ void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t ba
     }
     return;
   }
-  auto* rows = isa == RowsIsa::Avx512 ? integerRowsAvx512
-               : isa == RowsIsa::Avx2 ? integerRowsAvx2
-                                      : integerRowsPortable;
+  auto* rows = isa == RowsIsa::Avx512 || isa == RowsIsa::Avx512Vnni ? integerRowsAvx512
+               : isa == RowsIsa::Avx2                               ? integerRowsAvx2
+                                                                    : integerRowsPortable;
   // Tasks of whole 8-row groups of one matrix.
   const int64_t groups = (m + 7) / 8;
   parallelRange(batch * groups, threads,

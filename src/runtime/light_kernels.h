@@ -159,7 +159,9 @@ struct PoolParams {
 void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads);
 /// The register tiles runBatchedMatmul's rows run on: the widest the CPU has (Auto), or one
 /// named (tests run each the CPU has against the portable form).
-enum class RowsIsa { Auto, Avx512, Avx2, Portable };
+/// Avx512Vnni: the integer matmul's 16-bit tiles on vpdpwssd (AVX512-VNNI); the f32 matmuls
+/// take it as Avx512.
+enum class RowsIsa { Auto, Avx512, Avx2, Portable, Avx512Vnni };
 /// C[m, n] = A[m, k] B[k, n] for each of `batch` matrices (dense f32, row-major; A and B advance
 /// by their batch strides, 0 for one shared matrix; C by m * n). With `bTransposed`, B is stored
 /// [n, k] (each output a dot product of two contiguous rows).

@@ -38,6 +38,11 @@ TEST(IntegerProducts, MatmulWrapsAsItsDefinitionOnEveryIsa) {
     isas.push_back(RowsIsa::Avx512);
   else
     std::printf("note: no AVX-512 on this CPU: its form is not run\n");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+    isas.push_back(RowsIsa::Avx512Vnni);
+  else
+    std::printf("note: no AVX512-VNNI on this CPU: its vpdpwssd form is not run\n");
   std::mt19937 rng(5);
   int checked = 0;
   for (RowsIsa isa : isas)
@@ -80,7 +85,10 @@ TEST(IntegerProducts, MatmulWrapsAsItsDefinitionOnEveryIsa) {
 // one pair sum past int32, (-2^15)^2 + (-2^15)^2, wraps to -2^31 as the definition does; the
 // same with one operand just outside int16 takes the int32 form.
 TEST(IntegerProducts, TheSixteenBitTilesWrapAtTheirOneOverflow) {
-  for (RowsIsa isa : {RowsIsa::Auto, RowsIsa::Portable}) {
+  std::vector<RowsIsa> isas = {RowsIsa::Auto, RowsIsa::Portable};
+  if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    isas.push_back(RowsIsa::Avx512);
+  for (RowsIsa isa : isas) {
     for (int32_t edge : {-32768, -32769}) {
       const int64_t m = 5, n = 70, k = 4;
       std::vector<int32_t> a(static_cast<size_t>(m * k), edge), b(static_cast<size_t>(k * n), edge);
