@@ -37,10 +37,20 @@ bool lowerIntegerMatmul(Lowering& l, const Node& n) {
   step.kind = rt::StepKind::IntegerMatmul;
   step.label = lightLabel(n) + " " + as.toString() + " times " + bs.toString() + " (int32)";
   step.tensors = {out, in, weights};
+  // A constant B of int16 values (MatMulInteger's weights less their zero point) packed once here
+  // as the 16-bit tiles read it: the run neither checks nor packs it.
+  const Value& bv = g.value(n.inputs[1]);
+  if (bShared && bv.constant && bv.type.dtype == DType::I32 && k.constant() && cols.constant()) {
+    std::vector<int32_t> packed =
+        rt::packIntegerPairs(bv.constant->dataAs<int32_t>(), *k.constant(), *cols.constant());
+    if (!packed.empty()) step.tensors.push_back(l.addConstant(packed));
+  }
   l.setInts(step,
             {batch, m, cols, k, aShared ? DimExpr(0) : m * k, bShared ? DimExpr(0) : k * cols});
   step.flops = 2.0 * static_cast<double>(ys.numel()) * static_cast<double>(as.dims().back());
-  l.addStep(std::move(step), {in, weights}, {out});
+  std::vector<int> reads = {in, weights};
+  if (step.tensors.size() == 4) reads.push_back(step.tensors[3]);
+  l.addStep(std::move(step), reads, {out});
   return true;
 }
 

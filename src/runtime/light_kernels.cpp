@@ -788,7 +788,7 @@ void pairRows(const int32_t* ap, const int32_t* bp, const int32_t* zeros, int32_
   for (int64_t i0 = lo; i0 < hi; i0 += 4) {
     const int32_t* rows[4];
     for (int r = 0; r < 4; ++r) rows[r] = i0 + r < hi ? ap + (i0 + r) * kp : zeros;
-    for (int64_t j0 = 0; j0 < np; j0 += kTile) {
+    for (int64_t j0 = 0; j0 < n; j0 += kTile) { // np: whole tiles past n (zeros)
       Tile(rows, bp, np, kp, j0, out);
       const int64_t cols = std::min(kTile, n - j0);
       for (int64_t r = 0; r < std::min<int64_t>(4, hi - i0); ++r)
@@ -810,11 +810,34 @@ int32_t pairOf(int32_t first, int32_t second) {
                               static_cast<uint16_t>(first));
 }
 
+// B [k, n] as int16 pairs [kp][np] (zeros past k and n).
+void packPairs(const int32_t* b, int64_t k, int64_t n, int64_t np, int32_t* bp) {
+  const int64_t kp = (k + 1) / 2;
+  for (int64_t p = 0; p < kp; ++p)
+    for (int64_t j = 0; j < np; ++j) {
+      const bool in = j < n;
+      bp[p * np + j] =
+          pairOf(in ? b[2 * p * n + j] : 0, in && 2 * p + 1 < k ? b[(2 * p + 1) * n + j] : 0);
+    }
+}
+
 } // namespace
+
+int64_t integerPairColumns(int64_t n) {
+  return (n + 63) / 64 * 64; // whole tiles of 64 (AVX-512) and of 32 (AVX2) columns
+}
+
+std::vector<int32_t> packIntegerPairs(const int32_t* b, int64_t k, int64_t n) {
+  if (k <= 0 || n <= 0 || !fitsInt16(b, k * n)) return {};
+  const int64_t np = integerPairColumns(n);
+  std::vector<int32_t> out(static_cast<size_t>((k + 1) / 2 * np));
+  packPairs(b, k, n, np, out.data());
+  return out;
+}
 
 void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t batch, int64_t m,
                       int64_t n, int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
-                      RowsIsa isa) {
+                      RowsIsa isa, const int32_t* packedB) {
   // The widest the CPU has, decided once (the 16-bit tiles need AVX-512 BW; vpdpwssd VNNI).
   static const RowsIsa best =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -825,14 +848,19 @@ void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t ba
   if (isa == RowsIsa::Auto) isa = best;
   // Operands that fit int16 (differences of 8-bit codes) on the vpmaddwd tiles, one matrix at
   // a time: A and B packed as int16 pairs in scratch, then tasks of 4-row groups.
-  const bool pairs = isa != RowsIsa::Portable && k > 0 && n > 0 && m > 0 &&
-                     fitsInt16(a, (aBatchStride ? batch - 1 : 0) * aBatchStride + m * k) &&
-                     fitsInt16(b, (bBatchStride ? batch - 1 : 0) * bBatchStride + k * n);
+  // A B packed at compile time (shared, fits int16) is used as it is.
+  const bool prepacked = packedB && bBatchStride == 0;
+  const bool pairs =
+      isa != RowsIsa::Portable && k > 0 && n > 0 && m > 0 &&
+      fitsInt16(a, (aBatchStride ? batch - 1 : 0) * aBatchStride + m * k) &&
+      (prepacked || fitsInt16(b, (bBatchStride ? batch - 1 : 0) * bBatchStride + k * n));
   if (pairs) {
     const bool wide = isa == RowsIsa::Avx512 || isa == RowsIsa::Avx512Vnni;
     const int64_t lanes = wide ? 16 : 8, tile = 4 * lanes;
-    const int64_t kp = (k + 1) / 2, np = (n + tile - 1) / tile * tile;
-    auto* bp = static_cast<int32_t*>(tunec_scratch(0, kp * np * 4));
+    const int64_t kp = (k + 1) / 2,
+                  np = prepacked ? integerPairColumns(n) : (n + tile - 1) / tile * tile;
+    auto* scratchB = prepacked ? nullptr : static_cast<int32_t*>(tunec_scratch(0, kp * np * 4));
+    const int32_t* bp = prepacked ? packedB : scratchB;
     auto* ap = static_cast<int32_t*>(tunec_scratch(1, (m * kp + kp) * 4));
     int32_t* zeros = ap + m * kp;
     std::fill(zeros, zeros + kp, 0);
@@ -841,15 +869,8 @@ void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t ba
                                                    : pairRows<8, pairTile256>;
     for (int64_t bi = 0; bi < batch; ++bi) {
       const int32_t* ab = a + bi * aBatchStride;
-      if (bi == 0 || bBatchStride) {
-        const int32_t* bb = b + bi * bBatchStride;
-        for (int64_t p = 0; p < kp; ++p)
-          for (int64_t j = 0; j < np; ++j) {
-            const bool in = j < n;
-            bp[p * np + j] = pairOf(in ? bb[2 * p * n + j] : 0,
-                                    in && 2 * p + 1 < k ? bb[(2 * p + 1) * n + j] : 0);
-          }
-      }
+      if (!prepacked && (bi == 0 || bBatchStride))
+        packPairs(b + bi * bBatchStride, k, n, np, scratchB);
       for (int64_t i = 0; i < m; ++i)
         for (int64_t p = 0; p < kp; ++p)
           ap[i * kp + p] = pairOf(ab[i * k + 2 * p], 2 * p + 1 < k ? ab[i * k + 2 * p + 1] : 0);

@@ -171,9 +171,15 @@ void runBatchedMatmul(const float* a, const float* b, float* c, int64_t batch, i
 /// The integer products of MatMulInteger and ConvInteger (q - zero point, as i32): C[m, n] =
 /// A[m, k] B[k, n] per batch matrix (A and B advance by their batch strides, 0 for a shared
 /// one; C by m * n), the sums modulo 2^32 (two's-complement wrapping, as ONNX Runtime's).
+/// `packedB` (a shared B packed once by packIntegerPairs, or null): used where A fits int16 on a
+/// vector ISA, instead of checking and packing B in the run.
 void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t batch, int64_t m,
                       int64_t n, int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
-                      RowsIsa isa = RowsIsa::Auto);
+                      RowsIsa isa = RowsIsa::Auto, const int32_t* packedB = nullptr);
+/// A constant B [k, n] whose values fit int16, packed as the 16-bit tiles read it: int16 pairs
+/// [(k + 1) / 2][integerPairColumns(n)] (zeros past k and n); empty when a value does not fit.
+int64_t integerPairColumns(int64_t n);
+std::vector<int32_t> packIntegerPairs(const int32_t* b, int64_t k, int64_t n);
 /// A 2-d convolution of i32 NCHW x by i32 w [oc, c / group, kh, kw] (Step ints in this order),
 /// zero padding, the sums modulo 2^32.
 struct IntegerConvParams {

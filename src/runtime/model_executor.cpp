@@ -201,7 +201,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::BatchedMatmul    ? 3
                   : s.kind == StepKind::WeightOnlyMatmul ? 3
                   : s.kind == StepKind::Trilu            ? 2
-                  : s.kind == StepKind::IntegerMatmul    ? 3
+                  : s.kind == StepKind::IntegerMatmul    ? (s.tensors.size() == 4 ? 4 : 3)
                   : s.kind == StepKind::IntegerConv      ? 3
                                                          : s.tensors.size();
     size_t ints = s.kind == StepKind::Softmax            ? 4
@@ -476,9 +476,11 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
                           WeightOnlyShape{s.ints[1], s.ints[2], s.ints[3], s.ints[4]}, threads_);
     return {};
   case StepKind::IntegerMatmul:
+    // A fourth tensor: B packed at compile time (a shared constant of int16 values).
     runIntegerMatmul(static_cast<const int32_t*>(ptr(1)), static_cast<const int32_t*>(ptr(2)),
                      static_cast<int32_t*>(ptr(0)), s.ints[0], s.ints[1], s.ints[2], s.ints[3],
-                     s.ints[4], s.ints[5], threads_);
+                     s.ints[4], s.ints[5], threads_, RowsIsa::Auto,
+                     s.tensors.size() == 4 ? static_cast<const int32_t*>(ptr(3)) : nullptr);
     return {};
   case StepKind::IntegerConv:
     runIntegerConv(static_cast<const int32_t*>(ptr(1)), static_cast<const int32_t*>(ptr(2)),

@@ -100,6 +100,38 @@ TEST(IntegerProducts, TheSixteenBitTilesWrapAtTheirOneOverflow) {
   }
 }
 
+// A shared B packed at compile time (packIntegerPairs) gives the products the run's own packing
+// gives, on every ISA (the portable form reads B as it is); a B past int16 packs to nothing.
+TEST(IntegerProducts, APrepackedBEqualsTheRunsPacking) {
+  std::vector<RowsIsa> isas = {RowsIsa::Auto, RowsIsa::Portable};
+  if (__builtin_cpu_supports("avx2")) isas.push_back(RowsIsa::Avx2);
+  if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    isas.push_back(RowsIsa::Avx512);
+  std::mt19937 rng(13);
+  for (RowsIsa isa : isas)
+    for (int64_t m : {1, 5, 9})
+      for (int64_t n : {1, 63, 64, 65, 130})
+        for (int64_t k : {1, 6, 67}) {
+          SCOPED_TRACE("isa " + std::to_string(static_cast<int>(isa)) + ", m " + std::to_string(m) +
+                       ", n " + std::to_string(n) + ", k " + std::to_string(k));
+          auto a = randomInts(static_cast<size_t>(2 * m * k), rng, false);
+          auto b = randomInts(static_cast<size_t>(k * n), rng, false);
+          b[0] = -32768; // the int16 edge
+          std::vector<int32_t> packed = tunec::rt::packIntegerPairs(b.data(), k, n);
+          ASSERT_EQ(packed.size(),
+                    static_cast<size_t>((k + 1) / 2 * tunec::rt::integerPairColumns(n)));
+          std::vector<int32_t> want(static_cast<size_t>(2 * m * n)), got(want.size() + 1, 7);
+          tunec::rt::runIntegerMatmul(a.data(), b.data(), want.data(), 2, m, n, k, m * k, 0, 1,
+                                      RowsIsa::Portable);
+          tunec::rt::runIntegerMatmul(a.data(), b.data(), got.data(), 2, m, n, k, m * k, 0, 2, isa,
+                                      packed.data());
+          for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
+          EXPECT_EQ(got[want.size()], 7) << "wrote past C";
+        }
+  std::vector<int32_t> wide = {1, 2, 40000, 3};
+  EXPECT_TRUE(tunec::rt::packIntegerPairs(wide.data(), 2, 2).empty());
+}
+
 TEST(IntegerProducts, LongSumsOfEightBitDifferencesAreExact) {
   // K = 70000 products of up to 255 x 255: sums past 2^24 (where f32 drops units) and past
   // 2^31 (where int32 wraps).
