@@ -58,8 +58,9 @@ enum class StepKind : int32_t {
   /// tensors {out, in}; ints {matrices, rows, cols, k, upper, element bytes}: each matrix's
   /// upper (j - i >= k) or lower (j - i <= k) triangle copied, the rest zero.
   Trilu = 13,
-  /// tensors {out, a, b}; ints {batch, m, n, k, a_batch_stride, b_batch_stride}: i32 C[m, n] =
-  /// A[m, k] B[k, n] per batch, the sums modulo 2^32 (MatMulInteger's exact form).
+  /// tensors {out, a, b[, b packed]}; ints {batch, m, n, k, a_batch_stride, b_batch_stride}: i32
+  /// C[m, n] = A[m, k] B[k, n] per batch, the sums modulo 2^32 (MatMulInteger's exact form); a
+  /// shared constant B of int16 values also packed at compile time (rt::packIntegerPairs).
   IntegerMatmul = 14,
   /// tensors {out, x, w}; ints: IntegerConvParams (light_kernels.h): ConvInteger's exact form.
   IntegerConv = 15,
@@ -185,7 +186,7 @@ struct ModelPlan {
   /// of the run's extents (KernelArgs::extents), and BatchedMatmul steps.
   /// 10: plans run once per image (imageExtent, TensorRef::imageStride): a dynamic batch of
   /// independent images.
-  /// 11: K/V caches kept in place (ModelPlan::caches).
+  /// 11: K/V caches kept in place (ModelPlan::caches), IntegerMatmul's pre-packed B.
   static constexpr int kFormatVersion = 11;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.
