@@ -295,15 +295,9 @@ public:
   /// returns the tokens chosen.
   std::vector<int64_t> greedy(const py::object& prompt, int64_t tokens) {
     if (tokens < 0) throw py::value_error("tokens must be >= 0, not " + std::to_string(tokens));
-    std::vector<int64_t> next = tokenList(prompt), chosen;
+    const std::vector<int64_t> ids = tokenList(prompt);
     py::gil_scoped_release release;
-    for (int64_t i = 0; i < tokens; ++i) {
-      const float* logits =
-          unwrap(generator_->append(next.data(), static_cast<int64_t>(next.size())));
-      next = {std::max_element(logits, logits + generator_->vocab()) - logits};
-      chosen.push_back(next[0]);
-    }
-    return chosen;
+    return unwrap(generator_->greedy(ids, tokens));
   }
 
   int64_t length() const { return generator_->length(); }

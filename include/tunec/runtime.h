@@ -129,12 +129,12 @@ int tunec_model_step_cost(const tunec_model* model, int32_t step, double* flops,
 /* A step's kind (the plan's StepKind: 0 a generated kernel, 12 a weight-only matmul, ...), -1
  * if out of range. */
 int32_t tunec_model_step_kind(const tunec_model* model, int32_t step);
-/* A symbolic model's step cost in a run of these input shapes: the matmuls of run-time extents
- * (weight-only and batched) at the run's, a size bucket's generated kernel's operations at the
- * run's M (its bytes at the bucket's largest), other steps of run-time extents 0 (unknown). */
-int tunec_model_step_cost_at(const tunec_model* model, const int64_t* const* input_dims,
-                             int32_t step, double* flops, int64_t* bytes, double* bf16_flops,
-                             double* int8_ops);
+/* A symbolic model's step costs in a run of these input shapes, one entry per step in each
+ * array (tunec_model_num_steps): the matmuls of run-time extents (weight-only and batched) at
+ * the run's, a size bucket's generated kernel's operations at the run's M (its bytes at the
+ * bucket's largest), other steps of run-time extents 0 (unknown). */
+int tunec_model_step_costs_at(const tunec_model* model, const int64_t* const* input_dims,
+                              double* flops, int64_t* bytes, double* bf16_flops, double* int8_ops);
 /* Of a step's operations (tunec_model_step_cost), those of bf16 kernels (--precision bf16),
  * whose roof is the bf16 dot-product peak; 0 in an fp32 model. Non-zero if out of range. */
 int tunec_model_step_bf16_flops(const tunec_model* model, int32_t step, double* flops);

@@ -7,9 +7,7 @@
 #include "ir/tensor.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 namespace tunec::cli {
@@ -78,21 +76,10 @@ int commandGenerate(const std::vector<std::string>& argv) {
   auto generator = openGenerator(*session);
   if (!generator) return fail("tunec generate: " + generator.error().message());
   rt::Generator& g = **generator;
-  std::vector<int64_t> generated;
   std::vector<double> ms;
-  std::vector<int64_t> next = prompt;
-  for (int64_t step = 0; step < *count; ++step) {
-    auto start = std::chrono::steady_clock::now();
-    auto logits = g.append(next.data(), static_cast<int64_t>(next.size()));
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-    if (!logits)
-      return fail("tunec generate: token " + std::to_string(step) + ": " +
-                  logits.error().message());
-    // Greedy: the largest logit of the last position.
-    next = {std::max_element(*logits, *logits + g.vocab()) - *logits};
-    generated.push_back(next[0]);
-  }
+  auto tokens = g.greedy(prompt, *count, &ms);
+  if (!tokens) return fail("tunec generate: " + tokens.error().message());
+  const std::vector<int64_t>& generated = *tokens;
   std::printf("tokens:");
   for (int64_t t : generated) std::printf(" %lld", static_cast<long long>(t));
   std::printf("\n");

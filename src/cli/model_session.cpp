@@ -99,29 +99,43 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
             tunec_model_dim_name(raw, out, static_cast<int32_t>(i), static_cast<int32_t>(d)));
     }
   }
-  s.runShaped = [raw, outputs = s.outputs](
-                    const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
-                    void* const* out, std::vector<std::vector<int64_t>>& outShapes) -> Status {
-    std::vector<const int64_t*> dims;
-    for (const auto& shape : shapes) dims.push_back(shape.data());
-    outShapes.clear();
-    std::vector<int64_t*> outDims;
-    for (const rt::IoSpec& io : outputs) outShapes.emplace_back(io.shape.size());
-    for (auto& shape : outShapes) outDims.push_back(shape.data());
-    if (tunec_model_run_shaped(raw, in, dims.data(), out, outDims.data()) != 0)
-      return Error(tunec_last_error());
-    return {};
+  // tunec_model_run_shaped and tunec_model_run_cached take the same arrays.
+  auto shapedRun = [raw, outputs = s.outputs](auto entry) {
+    return [raw, outputs, entry](const void* const* in,
+                                 const std::vector<std::vector<int64_t>>& shapes, void* const* out,
+                                 std::vector<std::vector<int64_t>>& outShapes) -> Status {
+      std::vector<const int64_t*> dims;
+      for (const auto& shape : shapes) dims.push_back(shape.data());
+      outShapes.resize(outputs.size());
+      std::vector<int64_t*> outDims;
+      for (size_t o = 0; o < outputs.size(); ++o) {
+        outShapes[o].resize(outputs[o].shape.size());
+        outDims.push_back(outShapes[o].data());
+      }
+      if (entry(raw, in, dims.data(), out, outDims.data()) != 0) return Error(tunec_last_error());
+      return {};
+    };
   };
+  s.runShaped = shapedRun(tunec_model_run_shaped);
+  s.runCached = shapedRun(tunec_model_run_cached);
   s.stepsAt =
       [raw, steps = s.steps](
           const std::vector<std::vector<int64_t>>& shapes) -> Expected<std::vector<StepInfo>> {
     std::vector<const int64_t*> dims;
     for (const auto& shape : shapes) dims.push_back(shape.data());
+    const size_t n = steps.size();
+    std::vector<double> flops(n), bf16(n), int8(n);
+    std::vector<int64_t> bytes(n);
+    if (tunec_model_step_costs_at(raw, dims.data(), flops.data(), bytes.data(), bf16.data(),
+                                  int8.data()) != 0)
+      return Error(tunec_last_error());
     std::vector<StepInfo> at = steps;
-    for (size_t i = 0; i < at.size(); ++i)
-      if (tunec_model_step_cost_at(raw, dims.data(), static_cast<int32_t>(i), &at[i].flops,
-                                   &at[i].bytes, &at[i].bf16Flops, &at[i].int8Ops) != 0)
-        return Error(tunec_last_error());
+    for (size_t i = 0; i < n; ++i) {
+      at[i].flops = flops[i];
+      at[i].bytes = bytes[i];
+      at[i].bf16Flops = bf16[i];
+      at[i].int8Ops = int8[i];
+    }
     return at;
   };
   for (int32_t i = 0; i < tunec_model_num_caches(raw); ++i) {
@@ -129,21 +143,6 @@ Expected<ModelSession> openSharedLibrary(const std::string& path, int threads) {
     if (tunec_model_cache_info(raw, i, &c) != 0) return Error(tunec_last_error());
     s.caches.push_back({c.input, c.output, c.axis, c.capacity, 0, c.bytes});
   }
-  s.runCached = [raw, outputs = s.outputs](
-                    const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
-                    void* const* out, std::vector<std::vector<int64_t>>& outShapes) -> Status {
-    std::vector<const int64_t*> dims;
-    for (const auto& shape : shapes) dims.push_back(shape.data());
-    outShapes.resize(outputs.size());
-    std::vector<int64_t*> outDims;
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      outShapes[o].resize(outputs[o].shape.size());
-      outDims.push_back(outShapes[o].data());
-    }
-    if (tunec_model_run_cached(raw, in, dims.data(), out, outDims.data()) != 0)
-      return Error(tunec_last_error());
-    return {};
-  };
   s.owner = model;
   return s;
 }
@@ -378,12 +377,9 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
   s.requiredFeatures = shared->plan().requiredFeatures;
   s.runProfiled = [shared](const void* const* in, const std::vector<std::vector<int64_t>>* shapes,
                            void* const* out, std::vector<double>& seconds) -> Status {
-    std::optional<rt::RunExtents> extents;
-    if (shapes) {
-      TUNEC_ASSIGN_OR_RETURN(extents, rt::bindRunExtents(shared->plan(), *shapes));
-    }
     std::vector<double> run;
-    TUNEC_TRY(shared->run(in, out, &run, extents ? &*extents : nullptr));
+    TUNEC_TRY(shapes ? shared->runShaped(in, *shapes, out, nullptr, &run)
+                     : shared->run(in, out, &run));
     for (size_t i = 0; i < run.size(); ++i) seconds[i] += run[i];
     return Status();
   };
@@ -398,12 +394,8 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
     }
   }
   s.runShaped = [shared](const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
-                         void* const* out, std::vector<std::vector<int64_t>>& outShapes) -> Status {
-    TUNEC_ASSIGN_OR_RETURN(rt::RunExtents run, rt::bindRunExtents(shared->plan(), shapes));
-    TUNEC_TRY(shared->run(in, out, nullptr, &run));
-    outShapes.clear();
-    for (const rt::IoSpec& io : shared->plan().outputs) outShapes.push_back(rt::runShape(io, run));
-    return Status();
+                         void* const* out, std::vector<std::vector<int64_t>>& outShapes) {
+    return shared->runShaped(in, shapes, out, &outShapes);
   };
   s.stepsAt =
       [shared, steps = s.steps](
@@ -421,13 +413,8 @@ Expected<ModelSession> openModel(const std::string& path, const SessionOptions& 
   };
   s.caches = shared->plan().caches;
   s.runCached = [shared](const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
-                         void* const* out, std::vector<std::vector<int64_t>>& outShapes) -> Status {
-    TUNEC_ASSIGN_OR_RETURN(rt::RunExtents run, rt::bindRunExtents(shared->plan(), shapes));
-    TUNEC_TRY(shared->run(in, out, nullptr, &run, true));
-    outShapes.resize(shared->plan().outputs.size());
-    for (size_t o = 0; o < outShapes.size(); ++o)
-      outShapes[o] = rt::runShape(shared->plan().outputs[o], run);
-    return Status();
+                         void* const* out, std::vector<std::vector<int64_t>>& outShapes) {
+    return shared->runShaped(in, shapes, out, &outShapes, nullptr, true);
   };
   s.owner = shared;
   return s;

@@ -115,17 +115,10 @@ bool lowerRunTimeMatmul(Lowering& l, const Node& n) {
   DimExpr aBatch = extentProduct(a, 0, a.size() - 2), bBatch = extentProduct(b, 0, b.size() - 2);
   DimExpr batch = extentProduct(y, 0, y.size() - 2);
   bool aShared = aBatch == DimExpr(1), bShared = bBatch == DimExpr(1);
-  // Each batch's B is a dense matrix, one stride from the next: k x n, or a K/V cache's rows at
-  // its capacity's pitch (rt::KvCache).
-  DimExpr bStride = k * cols;
-  if (l.inCacheLayout(bValue)) {
-    const std::vector<DimExpr> strides = l.storageStrides(bValue);
-    if (strides.size() < 3) {
-      l.unsupported(n, "a K/V cache read as a matmul's B must have batch dimensions");
-      return false;
-    }
-    bStride = strides[strides.size() - 3];
-  }
+  // Each batch's B is a dense matrix, one stride from the next, as B is stored: k x n, or a K/V
+  // cache's rows at its capacity's pitch (rt::KvCache).
+  const std::vector<DimExpr> bStrides = l.storageStrides(bValue);
+  const DimExpr bStride = bStrides.size() >= 3 ? bStrides[bStrides.size() - 3] : k * cols;
   Lowering::CacheLayoutRead cacheRead(l);
   if ((!aShared && !(aBatch == batch)) || (!bShared && !(bBatch == batch))) {
     l.unsupported(n, "a matmul of symbolic shape with broadcast batch dimensions is not compiled "

@@ -126,8 +126,6 @@ public:
   /// whose cache axis has the capacity's pitch. Only the lowerers that read these strides
   /// (a run-time Concat and BatchedMatmul) may read such a value, inside a CacheLayoutRead.
   std::vector<DimExpr> storageStrides(ValueId v) const;
-  /// Whether `v` is a past or present stored in a cache layout.
-  bool inCacheLayout(ValueId v) const { return cacheLayouts_.count(v) > 0; }
   /// While alive, tensorIn may return a value stored in a cache layout.
   struct CacheLayoutRead {
     explicit CacheLayoutRead(Lowering& l) : l_(l) { ++l_.cacheLayoutReaders_; }

@@ -181,30 +181,33 @@ const char* tunec_model_dim_name(const tunec_model* model, int32_t is_output, in
 
 namespace {
 
+// The run's input shapes from the caller's arrays (input i's dims, as many as its rank).
+tunec::Expected<std::vector<std::vector<int64_t>>>
+inputShapes(const tunec_model* model, const int64_t* const* input_dims, const char* what) {
+  const auto& inputs = model->executor->plan().inputs;
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!input_dims[i]) return tunec::makeError(what, ": no dims for input ", i);
+    shapes.emplace_back(input_dims[i], input_dims[i] + inputs[i].shape.size());
+  }
+  return shapes;
+}
+
 int runShaped(const char* what, tunec_model* model, const void* const* inputs,
               const int64_t* const* input_dims, void* const* outputs, int64_t* const* output_dims,
               double* step_seconds, bool cached = false) {
   if (!model || !inputs || !outputs || !input_dims)
     return fail(std::string(what) + ": null argument");
-  const auto& plan = model->executor->plan();
-  std::vector<std::vector<int64_t>> shapes;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    if (!input_dims[i]) return fail(std::string(what) + ": no dims for input " + std::to_string(i));
-    shapes.emplace_back(input_dims[i], input_dims[i] + plan.inputs[i].shape.size());
-  }
-  auto run = tunec::rt::bindRunExtents(plan, shapes);
-  if (!run) return fail(run.error().message());
+  auto shapes = inputShapes(model, input_dims, what);
+  if (!shapes) return fail(shapes.error().message());
   std::vector<double> seconds;
-  tunec::Status status =
-      model->executor->run(inputs, outputs, step_seconds ? &seconds : nullptr, &*run, cached);
+  std::vector<std::vector<int64_t>> outShapes;
+  tunec::Status status = model->executor->runShaped(inputs, *shapes, outputs, &outShapes,
+                                                    step_seconds ? &seconds : nullptr, cached);
   if (!status) return fail(status.error().message());
   for (size_t i = 0; step_seconds && i < seconds.size(); ++i) step_seconds[i] += seconds[i];
-  if (output_dims)
-    for (size_t o = 0; o < plan.outputs.size(); ++o)
-      if (output_dims[o]) {
-        std::vector<int64_t> dims = tunec::rt::runShape(plan.outputs[o], *run);
-        std::copy(dims.begin(), dims.end(), output_dims[o]);
-      }
+  for (size_t o = 0; output_dims && o < outShapes.size(); ++o)
+    if (output_dims[o]) std::copy(outShapes[o].begin(), outShapes[o].end(), output_dims[o]);
   return 0;
 }
 
@@ -265,15 +268,8 @@ int tunec_generator_create(tunec_model* model, tunec_generator** generator) {
   g.inputDimNames = model->inputDimNames;
   g.caches = plan.caches;
   g.run = [model](const void* const* in, const std::vector<std::vector<int64_t>>& shapes,
-                  void* const* out, std::vector<std::vector<int64_t>>& outShapes,
-                  bool cached) -> tunec::Status {
-    const auto& plan = model->executor->plan();
-    TUNEC_ASSIGN_OR_RETURN(tunec::rt::RunExtents run, tunec::rt::bindRunExtents(plan, shapes));
-    TUNEC_TRY(model->executor->run(in, out, nullptr, &run, cached));
-    outShapes.resize(plan.outputs.size());
-    for (size_t o = 0; o < plan.outputs.size(); ++o)
-      outShapes[o] = tunec::rt::runShape(plan.outputs[o], run);
-    return {};
+                  void* const* out, std::vector<std::vector<int64_t>>& outShapes, bool cached) {
+    return model->executor->runShaped(in, shapes, out, &outShapes, nullptr, cached);
   };
   auto created = tunec::rt::Generator::create(std::move(g));
   if (!created) return fail("tunec_generator_create: " + created.error().message());
@@ -345,28 +341,22 @@ int32_t tunec_model_step_kind(const tunec_model* model, int32_t step) {
   return static_cast<int32_t>(steps[static_cast<size_t>(step)].kind);
 }
 
-int tunec_model_step_cost_at(const tunec_model* model, const int64_t* const* input_dims,
-                             int32_t step, double* flops, int64_t* bytes, double* bf16_flops,
-                             double* int8_ops) {
+int tunec_model_step_costs_at(const tunec_model* model, const int64_t* const* input_dims,
+                              double* flops, int64_t* bytes, double* bf16_flops, double* int8_ops) {
   if (!model || !input_dims || !flops || !bytes || !bf16_flops || !int8_ops)
-    return fail("tunec_model_step_cost_at: null argument");
+    return fail("tunec_model_step_costs_at: null argument");
   const auto& plan = model->executor->plan();
-  if (step < 0 || step >= static_cast<int32_t>(plan.steps.size()))
-    return fail("tunec_model_step_cost_at: step " + std::to_string(step) + " out of range (" +
-                std::to_string(plan.steps.size()) + " steps)");
-  std::vector<std::vector<int64_t>> shapes;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    if (!input_dims[i])
-      return fail("tunec_model_step_cost_at: no dims for input " + std::to_string(i));
-    shapes.emplace_back(input_dims[i], input_dims[i] + plan.inputs[i].shape.size());
-  }
-  auto run = tunec::rt::bindRunExtents(plan, shapes);
+  auto shapes = inputShapes(model, input_dims, "tunec_model_step_costs_at");
+  if (!shapes) return fail(shapes.error().message());
+  auto run = tunec::rt::bindRunExtents(plan, *shapes);
   if (!run) return fail(run.error().message());
-  tunec::rt::StepCost c = tunec::rt::stepCostAt(plan.steps[static_cast<size_t>(step)], *run);
-  *flops = c.flops;
-  *bytes = c.bytes;
-  *bf16_flops = c.bf16Flops;
-  *int8_ops = c.int8Ops;
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    tunec::rt::StepCost c = tunec::rt::stepCostAt(plan.steps[s], *run);
+    flops[s] = c.flops;
+    bytes[s] = c.bytes;
+    bf16_flops[s] = c.bf16Flops;
+    int8_ops[s] = c.int8Ops;
+  }
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include "runtime/generator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -179,6 +180,23 @@ Expected<const float*> Generator::append(const int64_t* ids, int64_t count) {
     last = static_cast<const float*>(out_[static_cast<size_t>(logits_)]) + (rows - 1) * vocab_;
   }
   return last;
+}
+
+Expected<std::vector<int64_t>> Generator::greedy(const std::vector<int64_t>& prompt, int64_t tokens,
+                                                 std::vector<double>* stepMs) {
+  std::vector<int64_t> next = prompt, chosen;
+  for (int64_t step = 0; step < tokens; ++step) {
+    auto start = std::chrono::steady_clock::now();
+    auto logits = append(next.data(), static_cast<int64_t>(next.size()));
+    if (stepMs)
+      stepMs->push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+    if (!logits) return makeError("token ", step, ": ", logits.error().message());
+    next = {std::max_element(*logits, *logits + vocab_) - *logits};
+    chosen.push_back(next[0]);
+  }
+  return chosen;
 }
 
 } // namespace tunec::rt

@@ -47,6 +47,11 @@ public:
   /// runs when the tokens do not fit (the error says how many the model holds); a failed run
   /// leaves the context as it was before that run.
   Expected<const float*> append(const int64_t* ids, int64_t count);
+  /// Greedy generation: appends `prompt`, then the token of the largest logit, `tokens` times in
+  /// all; returns the tokens chosen, and each append's milliseconds in `stepMs` when given. The
+  /// error says which token's run failed.
+  Expected<std::vector<int64_t>> greedy(const std::vector<int64_t>& prompt, int64_t tokens,
+                                        std::vector<double>* stepMs = nullptr);
   /// Tokens in the context.
   int64_t length() const { return length_; }
   /// The most tokens the context can hold: the past's bound (what the last run may read) plus

@@ -119,6 +119,15 @@ Expected<RunExtents> bindRunExtents(const ModelPlan& plan,
       if (inputShapes[i][d] != want[d])
         return makeError(dimName(i, d), " is ", inputShapes[i][d], ", the model takes ", want[d]);
   }
+  // And every output within the buffer its bounds size (the K/V caches' layouts too).
+  for (const IoSpec& io : plan.outputs)
+    for (size_t d = 0; d < io.dimExtents.size(); ++d) {
+      if (io.dimExtents[d] < 0) continue;
+      const int64_t v = run.extents[static_cast<size_t>(io.dimExtents[d])];
+      if (v < 0 || v > io.shape[d])
+        return makeError("corrupt model plan: output '", io.name, "' has ", v, " along dimension ",
+                         d, " in this run, past its bound ", io.shape[d]);
+    }
   return run;
 }
 
@@ -241,6 +250,15 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
       return makeError("corrupt model plan: step '", s.label, "' has the wrong operands");
   }
   ex->model_ = std::move(model);
+  // The tensors that are a cache's past or present (a dense run points them at its arena copy).
+  const ModelPlan& plan = ex->model_.plan;
+  for (size_t t = 0; t < plan.tensors.size(); ++t)
+    for (size_t c = 0; c < plan.caches.size(); ++c) {
+      const TensorRef& ref = plan.tensors[t];
+      if ((ref.region == Region::Input && ref.offset == plan.caches[c].input) ||
+          (ref.region == Region::Output && ref.offset == plan.caches[c].output))
+        ex->cacheTensors_.emplace_back(t, c);
+    }
   // One arena at load, touched then (takeArena): the first run is not the one that pays for it.
   auto arena = ex->takeArena();
   if (!arena)
@@ -286,16 +304,6 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
                      "(tunec_model_run_shaped)");
   if (cached && model_.plan.caches.empty())
     return makeError("the model keeps no K/V cache in place: run it with dense buffers");
-  // Each cache's run within its layout (a plan whose extents pass its bounds is corrupt).
-  for (const KvCache& c : model_.plan.caches)
-    for (const IoSpec* io : {&model_.plan.inputs[static_cast<size_t>(c.input)],
-                             &model_.plan.outputs[static_cast<size_t>(c.output)]}) {
-      const std::vector<int64_t> dims = runShape(*io, *extents);
-      for (size_t d = 0; d < dims.size(); ++d)
-        if (dims[d] < 0 || dims[d] > io->shape[d])
-          return makeError("corrupt model plan: K/V cache '", io->name, "' has ", dims[d],
-                           " along dimension ", d, " in this run, past its bound ", io->shape[d]);
-    }
   auto arena = takeArena();
   if (!arena) return makeError("out of memory: the arena needs ", model_.plan.arenaBytes, " bytes");
   std::vector<void*> pointers(model_.plan.tensors.size());
@@ -326,13 +334,10 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
       uint8_t* scratch = arena.get() + c.scratch;
       copyCacheRows(c, runShape(past, *extents), past.dtype,
                     static_cast<const uint8_t*>(inputs[c.input]), scratch, true);
-      for (size_t t = 0; t < pointers.size(); ++t) {
-        const TensorRef& ref = model_.plan.tensors[t];
-        if ((ref.region == Region::Input && ref.offset == c.input) ||
-            (ref.region == Region::Output && ref.offset == c.output))
-          pointers[t] = scratch;
-      }
     }
+  if (!cached)
+    for (auto [tensor, cache] : cacheTensors_)
+      pointers[tensor] = arena.get() + model_.plan.caches[cache].scratch;
   if (model_.plan.imageExtent < 0) {
     status = runSteps(pointers, extents, stepSeconds);
     if (!cached && status)
@@ -355,6 +360,21 @@ Status ModelExecutor::run(const void* const* inputs, void* const* outputs,
   }
   giveArena(std::move(arena));
   return status;
+}
+
+Status ModelExecutor::runShaped(const void* const* inputs,
+                                const std::vector<std::vector<int64_t>>& inputShapes,
+                                void* const* outputs,
+                                std::vector<std::vector<int64_t>>* outputShapes,
+                                std::vector<double>* stepSeconds, bool cached) {
+  TUNEC_ASSIGN_OR_RETURN(RunExtents extents, bindRunExtents(model_.plan, inputShapes));
+  TUNEC_TRY(run(inputs, outputs, stepSeconds, &extents, cached));
+  if (outputShapes) {
+    outputShapes->resize(model_.plan.outputs.size());
+    for (size_t o = 0; o < outputShapes->size(); ++o)
+      (*outputShapes)[o] = runShape(model_.plan.outputs[o], extents);
+  }
+  return {};
 }
 
 Status ModelExecutor::runSteps(std::vector<void*>& pointers, const RunExtents* extents,

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace tunec::rt {
@@ -24,7 +25,8 @@ struct RunExtents {
 /// Binds the plan's symbols from the run's input shapes (`inputShapes[i]`: input i's dims) and
 /// evaluates its extents. The error, before any kernel runs, names the input and the dimension:
 /// a wrong rank, a static dimension of another size, a symbol outside its bounds, two inputs
-/// that disagree on one symbol.
+/// that disagree on one symbol; and an output whose extents pass its bound (a corrupt plan: the
+/// run would write past the caller's buffer).
 Expected<RunExtents> bindRunExtents(const ModelPlan& plan,
                                     const std::vector<std::vector<int64_t>>& inputShapes);
 /// The shape of `io` in the run (its bound where it is static).
@@ -60,6 +62,11 @@ public:
   Status run(const void* const* inputs, void* const* outputs,
              std::vector<double>* stepSeconds = nullptr, const RunExtents* extents = nullptr,
              bool cached = false);
+  /// run at the given input shapes (bindRunExtents), writing the output shapes when
+  /// `outputShapes` is given.
+  Status runShaped(const void* const* inputs, const std::vector<std::vector<int64_t>>& inputShapes,
+                   void* const* outputs, std::vector<std::vector<int64_t>>* outputShapes,
+                   std::vector<double>* stepSeconds = nullptr, bool cached = false);
 
 private:
   ModelExecutor() = default;
@@ -75,6 +82,8 @@ private:
   std::vector<KernelFn> kernels_;
   std::vector<EwProgram> programs_; ///< per step (empty unless elementwise)
   std::vector<TypedProgram> typed_; ///< per step (empty unless typed)
+  /// (tensor, cache): the tensors that are a K/V cache's past or present (ModelPlan::caches).
+  std::vector<std::pair<size_t, size_t>> cacheTensors_;
   int threads_ = 1;
   std::shared_ptr<void> keepAlive_;
   std::mutex mutex_;
