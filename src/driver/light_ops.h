@@ -22,6 +22,8 @@ bool lowerSoftmax(Lowering& l, const Node& n);
 bool lowerPool(Lowering& l, const Node& n);
 /// The Reduce* ops (f32), ArgMax and ArgMin (the dispatcher sends nothing else).
 bool lowerReduction(Lowering& l, const Node& n);
+/// Resize (and Upsample) of a static shape, in its input's layout (lower_resize.cpp).
+bool lowerResize(Lowering& l, const Node& n);
 /// Trilu, of static or symbolic shape (lower_run_time.cpp).
 bool lowerTrilu(Lowering& l, const Node& n);
 /// A MatMul or Conv of integer type (passes::isIntegerProduct) on the runtime's integer steps

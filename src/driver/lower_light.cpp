@@ -501,6 +501,8 @@ bool lowerSingle(Lowering& l, const Node& n) {
   case OpKind::Concat:
   case OpKind::Gather:
     return lowerDataMovement(l, n);
+  case OpKind::Resize:
+    return lowerResize(l, n);
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
   case OpKind::Hardmax:

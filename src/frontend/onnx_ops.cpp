@@ -1043,6 +1043,146 @@ Result convertTrilu(ConvertContext& ctx) {
   return Conversion{OpKind::Trilu, a, {ctx.inputs[0]}};
 }
 
+// Resize (opsets 10 to 19) and Upsample (7 and 9): the output dims and each axis's scale
+// decided here from constant scales or sizes (ONNX's rules: a scale gives floor(length x
+// scale); sizes give their scale as size / length, or one scale for all the given axes under
+// keep_aspect_ratio_policy, the sizes then round(length x scale)). Opset 10 and Upsample map
+// coordinates asymmetrically, nearest by ONNX Runtime's rule for them (floor when enlarging).
+Result convertResize(ConvertContext& ctx) {
+  const Shape& x = ctx.inputType(0).shape;
+  if (!x.isStatic())
+    return makeError("Resize of the symbolic shape ", x.toString(),
+                     " is not compiled yet; give the input a static shape (--input-shape)");
+  const int rank = x.rank();
+  const bool upsample = ctx.proto.op_type() == "Upsample";
+  const bool legacy = upsample || ctx.opset < 11;
+  ResizeAttrs a;
+  std::string mode = ctx.attrs.getString("mode", "nearest");
+  if (mode == "nearest")
+    a.mode = ResizeMode::Nearest;
+  else if (mode == "linear" || mode == "bilinear")
+    a.mode = ResizeMode::Linear;
+  else if (mode == "cubic" && !legacy)
+    a.mode = ResizeMode::Cubic;
+  else
+    return makeError("mode '", mode, "' is not a Resize mode (nearest, linear, cubic)");
+  if (legacy) {
+    a.coordinates = ResizeCoordinates::Asymmetric;
+    a.nearest = NearestRounding::Simple;
+  } else {
+    static const std::pair<const char*, ResizeCoordinates> kCoordinates[] = {
+        {"half_pixel", ResizeCoordinates::HalfPixel},
+        {"pytorch_half_pixel", ResizeCoordinates::PytorchHalfPixel},
+        {"align_corners", ResizeCoordinates::AlignCorners},
+        {"asymmetric", ResizeCoordinates::Asymmetric},
+        {"tf_half_pixel_for_nn", ResizeCoordinates::TfHalfPixelForNn},
+        {"half_pixel_symmetric", ResizeCoordinates::HalfPixelSymmetric}};
+    std::string c = ctx.attrs.getString("coordinate_transformation_mode", "half_pixel");
+    auto found = std::find_if(std::begin(kCoordinates), std::end(kCoordinates),
+                              [&](const auto& e) { return c == e.first; });
+    if (found == std::end(kCoordinates))
+      return makeError("coordinate_transformation_mode '", c,
+                       c == "tf_crop_and_resize"
+                           ? "' (a crop by its roi input) is not supported yet"
+                           : "' is not one ONNX defines");
+    a.coordinates = found->second;
+    static const std::pair<const char*, NearestRounding> kNearest[] = {
+        {"round_prefer_floor", NearestRounding::RoundPreferFloor},
+        {"round_prefer_ceil", NearestRounding::RoundPreferCeil},
+        {"floor", NearestRounding::Floor},
+        {"ceil", NearestRounding::Ceil}};
+    std::string n = ctx.attrs.getString("nearest_mode", "round_prefer_floor");
+    auto nearest = std::find_if(std::begin(kNearest), std::end(kNearest),
+                                [&](const auto& e) { return n == e.first; });
+    if (nearest == std::end(kNearest))
+      return makeError("nearest_mode '", n, "' is not one ONNX defines");
+    a.nearest = nearest->second;
+    a.cubicA = ctx.attrs.getFloat("cubic_coeff_a", -0.75f);
+    a.excludeOutside = ctx.attrs.getInt("exclude_outside", 0) != 0;
+    if (ctx.attrs.getInt("antialias", 0) != 0)
+      return makeError("antialias=1 (a wider filter when shrinking) is not supported yet");
+    ctx.attrs.getFloat("extrapolation_value", 0.f); // tf_crop_and_resize's only (refused above)
+  }
+  // The axes the scales or sizes are given for (opset 18's axes; all of them before).
+  std::vector<int64_t> axes;
+  if (auto given = ctx.attrs.getInts("axes")) {
+    for (int64_t axis : *given) {
+      TUNEC_ASSIGN_OR_RETURN(int64_t normalized, normalizeDimAxis(axis, rank));
+      if (std::find(axes.begin(), axes.end(), normalized) != axes.end())
+        return makeError("axes repeat axis ", axis);
+      axes.push_back(normalized);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  if (upsample && ctx.opset < 9) {
+    auto given = ctx.attrs.getFloats("scales");
+    if (!given) return makeError("the scales attribute is required");
+    scales.assign(given->begin(), given->end());
+  } else {
+    size_t scalesAt = legacy ? 1 : 2;
+    TUNEC_ASSIGN_OR_RETURN(auto s, ctx.constantInput(scalesAt, "scales"));
+    if (s && s->numel() > 0)
+      for (int64_t i = 0; i < s->numel(); ++i) scales.push_back(s->getDouble(i));
+    if (!legacy) {
+      TUNEC_ASSIGN_OR_RETURN(auto z, ctx.constantInput(3, "sizes"));
+      if (z && z->numel() > 0) sizes = tensorInts(*z);
+    }
+  }
+  if (scales.empty() == sizes.empty())
+    return makeError(scales.empty()
+                         ? "neither scales nor sizes is given"
+                         : "both scales and sizes are given (one of them must be empty)");
+  size_t given = scales.empty() ? sizes.size() : scales.size();
+  if (given != axes.size())
+    return makeError(scales.empty() ? "sizes" : "scales", " has ", given, " entries for ",
+                     axes.size(), " axes");
+  a.sizes = x.dims();
+  a.scales.assign(static_cast<size_t>(rank), 1.0);
+  if (!scales.empty()) {
+    for (size_t i = 0; i < axes.size(); ++i) {
+      double scale = scales[i];
+      if (!(scale > 0) || !std::isfinite(scale))
+        return makeError("scale ", scale, " of axis ", axes[i], " is not positive and finite");
+      auto d = static_cast<size_t>(axes[i]);
+      a.scales[d] = scale;
+      a.sizes[d] = static_cast<int64_t>(std::floor(static_cast<double>(x.dims()[d]) * scale));
+    }
+  }
+  // keep_aspect_ratio_policy applies to sizes only.
+  std::string policy = ctx.attrs.getString("keep_aspect_ratio_policy", "stretch");
+  if (!sizes.empty()) {
+    if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+      return makeError("keep_aspect_ratio_policy '", policy, "' is not one ONNX defines");
+    double common = policy == "not_larger" ? INFINITY : 0.0;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t length = x.dims()[static_cast<size_t>(axes[i])];
+      if (sizes[i] < 0 || length == 0)
+        return makeError("size ", sizes[i], " of axis ", axes[i], " (of length ", length,
+                         ") cannot be resized to");
+      double scale = static_cast<double>(sizes[i]) / static_cast<double>(length);
+      common = policy == "not_larger" ? std::min(common, scale) : std::max(common, scale);
+    }
+    for (size_t i = 0; i < axes.size(); ++i) {
+      auto d = static_cast<size_t>(axes[i]);
+      double length = static_cast<double>(x.dims()[d]);
+      if (policy == "stretch") {
+        a.sizes[d] = sizes[i];
+        a.scales[d] = static_cast<double>(sizes[i]) / length;
+      } else {
+        a.scales[d] = common;
+        a.sizes[d] = static_cast<int64_t>(std::nearbyint(common * length));
+      }
+    }
+  }
+  for (size_t d = 0; d < a.sizes.size(); ++d)
+    if (a.sizes[d] < 1 && x.dims()[d] > 0)
+      return makeError("axis ", d, " of length ", x.dims()[d], " would be resized to ", a.sizes[d]);
+  return Conversion{OpKind::Resize, a, {ctx.inputs[0]}};
+}
+
 // Range(start, limit, delta) of constants is a constant; with a symbolic limit (the arange of
 // the run's length that causal masks compare) it is the prefix of the bound's table: the values
 // are the same at every length, only the count is the run's.
@@ -2143,6 +2283,8 @@ const std::map<std::string, Converter>& converters() {
       {"Expand", convertExpand},
       {"Range", convertRange},
       {"Trilu", convertTrilu},
+      {"Resize", convertResize},
+      {"Upsample", convertResize},
       {"Tile", convertTile},
       {"Pad", convertPad},
       {"ConstantOfShape", convertConstantOfShape},
@@ -2189,6 +2331,7 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
       {"QLinearConv", "DequantizeLinear -> Conv -> QuantizeLinear"},
       {"QLinearMatMul", "DequantizeLinear -> MatMul -> QuantizeLinear"},
       {"ConvInteger", "DequantizeLinear -> Conv -> Cast, or Conv of int32 values"},
+      {"Upsample", "Resize (asymmetric coordinates)"},
       {"MatMulInteger", "DequantizeLinear -> MatMul -> Cast, or MatMul of int32 values"},
       {"DynamicQuantizeLinear", "ReduceMin, ReduceMax -> scale, zero point -> QuantizeLinear"},
       {"com.microsoft.QLinearAdd", "DequantizeLinear -> Add -> QuantizeLinear"},

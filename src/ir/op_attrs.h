@@ -229,12 +229,42 @@ struct DepthToSpaceAttrs {
   bool operator==(const DepthToSpaceAttrs&) const = default;
 };
 
+enum class ResizeMode : uint8_t { Nearest, Linear, Cubic };
+/// How an output coordinate maps to an input one (ONNX Resize's coordinate_transformation_mode;
+/// tf_crop_and_resize is refused at import).
+enum class ResizeCoordinates : uint8_t {
+  HalfPixel,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForNn,
+  HalfPixelSymmetric,
+};
+/// Nearest mode's choice between the two inputs around a coordinate (ONNX's nearest_mode;
+/// Simple: ONNX Runtime's rule for opset 10 and Upsample, floor where an axis grows and ceil
+/// where it shrinks).
+enum class NearestRounding : uint8_t { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
+
+/// Resize (and Upsample): the output dims and, per axis, the scale of the coordinate
+/// transform (the given scale, or output / input length when sizes were given). An axis whose
+/// output length equals its input's and whose scale is 1 is not resampled.
+struct ResizeAttrs {
+  ResizeMode mode = ResizeMode::Nearest;
+  ResizeCoordinates coordinates = ResizeCoordinates::HalfPixel;
+  NearestRounding nearest = NearestRounding::RoundPreferFloor;
+  double cubicA = -0.75;
+  bool excludeOutside = false;
+  std::vector<int64_t> sizes;
+  std::vector<double> scales;
+  bool operator==(const ResizeAttrs&) const = default;
+};
+
 /// The attributes of any op; the alternative is fixed by the op kind (TUNEC_OP_LIST).
 using OpAttrs =
     std::variant<NoAttrs, AlphaBetaAttrs, GeluAttrs, IsInfAttrs, ClipAttrs, CastAttrs, QuantAttrs,
                  ModAttrs, ConvAttrs, GemmAttrs, SoftmaxAttrs, NormAttrs, PoolAttrs, ReduceAttrs,
                  ArgReduceAttrs, ReshapeAttrs, AxisAttrs, AxesAttrs, TransposeAttrs, SplitAttrs,
                  SliceAttrs, TileAttrs, PadAttrs, ConstantOfShapeAttrs, DepthToSpaceAttrs,
-                 BlockQuantAttrs, TriluAttrs, RoundAttrs>;
+                 BlockQuantAttrs, TriluAttrs, RoundAttrs, ResizeAttrs>;
 
 } // namespace tunec

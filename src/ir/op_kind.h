@@ -49,7 +49,7 @@ namespace tunec {
   X(Transpose, TransposeAttrs) X(Concat, AxisAttrs) X(Split, SplitAttrs) X(Slice, SliceAttrs)      \
   X(Gather, AxisAttrs) X(GatherElements, AxisAttrs) X(Expand, ReshapeAttrs) X(Tile, TileAttrs)     \
   X(Pad, PadAttrs) X(ConstantOfShape, ConstantOfShapeAttrs) X(Trilu, TriluAttrs) X(DepthToSpace, DepthToSpaceAttrs)     \
-  X(SpaceToDepth, DepthToSpaceAttrs)
+  X(SpaceToDepth, DepthToSpaceAttrs) X(Resize, ResizeAttrs)
 // clang-format on
 
 enum class OpKind : uint16_t {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <numeric>
 
 namespace tunec {
@@ -557,6 +558,17 @@ InferResult inferTrilu(const OpAttrs&, Inputs in, int) {
   return std::vector{plainType(in[0]->dtype, in[0]->shape)};
 }
 
+InferResult inferResize(const OpAttrs& attrs, Inputs in, int) {
+  const auto& a = std::get<ResizeAttrs>(attrs);
+  const Shape& x = in[0]->shape;
+  if (static_cast<int>(a.sizes.size()) != x.rank() || a.scales.size() != a.sizes.size())
+    return makeError("Resize to ", dimsToString(a.sizes), " does not match rank ", x.rank());
+  for (size_t i = 0; i < a.sizes.size(); ++i)
+    if (a.sizes[i] < 0 || !(a.scales[i] > 0) || !std::isfinite(a.scales[i]))
+      return makeError("Resize: axis ", i, " has size ", a.sizes[i], " and scale ", a.scales[i]);
+  return std::vector{plainType(in[0]->dtype, Shape(a.sizes))};
+}
+
 InferResult inferDepthToSpace(const OpAttrs& attrs, Inputs in, int, bool toSpace) {
   const Shape& x = in[0]->shape;
   int64_t b = std::get<DepthToSpaceAttrs>(attrs).blockSize;
@@ -803,6 +815,8 @@ Row rowFor(OpKind kind) {
     return {REORG, 1, 1, 1, 1, inferTrilu, noFlops};
   case OpKind::SpaceToDepth:
     return {SHUF, 1, 1, 1, 1, inferS2D, noFlops};
+  case OpKind::Resize:
+    return {M2M, 1, 1, 1, 1, inferResize, outputElements};
   default:
     return unary;
   }

@@ -108,6 +108,23 @@ struct AttrPrinter {
     return "bits=" + std::to_string(a.bits) + " block=" + std::to_string(a.block) +
            (a.accuracyLevel ? " accuracy_level=" + std::to_string(a.accuracyLevel) : "");
   }
+  std::string operator()(const ResizeAttrs& a) const {
+    static const char* kModes[] = {"nearest", "linear", "cubic"};
+    static const char* kCoordinates[] = {"half_pixel",           "pytorch_half_pixel",
+                                         "align_corners",        "asymmetric",
+                                         "tf_half_pixel_for_nn", "half_pixel_symmetric"};
+    static const char* kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil",
+                                     "simple"};
+    std::string s = std::string("mode=") + kModes[static_cast<int>(a.mode)] +
+                    " coordinates=" + kCoordinates[static_cast<int>(a.coordinates)];
+    if (a.mode == ResizeMode::Nearest)
+      s += std::string(" nearest_mode=") + kNearest[static_cast<int>(a.nearest)];
+    if (a.mode == ResizeMode::Cubic)
+      s += " cubic_coeff_a=" + num(a.cubicA) + (a.excludeOutside ? " exclude_outside" : "");
+    std::string scales;
+    for (double v : a.scales) scales += (scales.empty() ? "" : ",") + num(v);
+    return s + " sizes=" + list(a.sizes) + " scales=[" + scales + "]";
+  }
   std::string operator()(const DepthToSpaceAttrs& a) const {
     return "blocksize=" + std::to_string(a.blockSize) +
            (a.columnRowDepth ? " mode=CRD" : " mode=DCR");

@@ -23,6 +23,8 @@ Status runReferenceNode(const Node& node, std::span<const Tensor* const> inputs,
     return matmul(node, inputs, outputs);
   case OpKind::MatMulNBits:
     return matmulNBits(node, inputs, outputs);
+  case OpKind::Resize:
+    return resize(node, inputs, outputs);
   case OpKind::MaxPool:
   case OpKind::AveragePool:
   case OpKind::LpPool:

@@ -38,6 +38,7 @@ Status pool(const Node& node, Inputs in, Outputs out);
 Status normalize(const Node& node, Inputs in, Outputs out);
 Status reduce(const Node& node, Inputs in, Outputs out);
 Status dataMovement(const Node& node, Inputs in, Outputs out);
+Status resize(const Node& node, Inputs in, Outputs out);
 /// QuantizeLinear and DequantizeLinear.
 Status quantize(const Node& node, Inputs in, Outputs out);
 /// One element quantized to u8 or i8 (as a float holding the integer).

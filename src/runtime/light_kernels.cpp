@@ -914,6 +914,75 @@ void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const Intege
   });
 }
 
+bool ResampleParams::valid() const {
+  return outer >= 0 && inLength >= 1 && outLength >= 0 && inner >= 0 &&
+         (taps == 1 || ((taps == 2 || taps == 4) && elemBytes == 4)) &&
+         (elemBytes == 1 || elemBytes == 2 || elemBytes == 4 || elemBytes == 8);
+}
+
+namespace {
+
+// One output row of `n` floats: the weighted sum of `taps` input rows.
+TUNEC_MULTIVERSION
+void resampleRow(const float* const* rows, const float* w, int64_t taps, float* out, int64_t n) {
+  if (taps == 2) {
+    const float w0 = w[0], w1 = w[1];
+    const float *a = rows[0], *b = rows[1];
+    for (int64_t i = 0; i < n; ++i) out[i] = w0 * a[i] + w1 * b[i];
+    return;
+  }
+  const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+  const float *a = rows[0], *b = rows[1], *c = rows[2], *d = rows[3];
+  for (int64_t i = 0; i < n; ++i) out[i] = w0 * a[i] + w1 * b[i] + w2 * c[i] + w3 * d[i];
+}
+
+// A whole line of `n` outputs from one input line, one float each (the innermost axis).
+TUNEC_MULTIVERSION
+void resampleLine(const float* in, const int64_t* index, const float* w, int64_t taps, float* out,
+                  int64_t n) {
+  for (int64_t o = 0; o < n; ++o) {
+    float sum = 0;
+    for (int64_t k = 0; k < taps; ++k) sum += w[o * taps + k] * in[index[o * taps + k]];
+    out[o] = sum;
+  }
+}
+
+} // namespace
+
+void runResample(const ResampleParams& p, const int64_t* index, const float* weight,
+                 const uint8_t* in, uint8_t* out, int threads) {
+  const int64_t rowBytes = p.inner * p.elemBytes;
+  const int64_t taps = p.taps;
+  if (p.inner == 1 && taps > 1) {
+    parallelRange(p.outer, threads, std::max<int64_t>(1, 4096 / (p.outLength + 1)),
+                  [&](int64_t lo, int64_t hi) {
+                    for (int64_t q = lo; q < hi; ++q)
+                      resampleLine(reinterpret_cast<const float*>(in) + q * p.inLength, index,
+                                   weight, taps, reinterpret_cast<float*>(out) + q * p.outLength,
+                                   p.outLength);
+                  });
+    return;
+  }
+  parallelRange(p.outer * p.outLength, threads, std::max<int64_t>(1, 16384 / (rowBytes + 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r) {
+                    const int64_t q = r / p.outLength, o = r % p.outLength;
+                    const uint8_t* plane = in + q * p.inLength * rowBytes;
+                    uint8_t* dst = out + r * rowBytes;
+                    const int64_t* idx = index + o * taps;
+                    if (taps == 1) {
+                      std::memcpy(dst, plane + idx[0] * rowBytes, static_cast<size_t>(rowBytes));
+                      continue;
+                    }
+                    const float* rows[4];
+                    for (int64_t k = 0; k < taps; ++k)
+                      rows[k] = reinterpret_cast<const float*>(plane + idx[k] * rowBytes);
+                    resampleRow(rows, weight + o * taps, taps, reinterpret_cast<float*>(dst),
+                                p.inner);
+                  }
+                });
+}
+
 void runTrilu(const uint8_t* in, uint8_t* out, int64_t matrices, int64_t rows, int64_t cols,
               int64_t k, bool upper, int64_t elem) {
   for (int64_t m = 0; m < matrices; ++m)

@@ -188,6 +188,16 @@ struct IntegerConvParams {
 };
 void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
                     int threads);
+/// A Resample step's parameters (StepKind::Resample): the tensor viewed as [outer, length,
+/// inner], each output index along `length` the sum of `taps` inputs times their weights (f32
+/// elements), or a copy of one input (`taps` 1: elements of any size).
+struct ResampleParams {
+  int64_t outer, inLength, outLength, inner, taps, elemBytes;
+  bool valid() const;
+};
+/// `index` and `weight` hold outLength x taps entries (`weight` null when taps is 1).
+void runResample(const ResampleParams& p, const int64_t* index, const float* weight,
+                 const uint8_t* in, uint8_t* out, int threads);
 /// Each of `matrices` rows x cols matrices of `elem`-byte elements: the upper (j - i >= k) or
 /// lower (j - i <= k) triangle copied from `in`, the rest zero.
 void runTrilu(const uint8_t* in, uint8_t* out, int64_t matrices, int64_t rows, int64_t cols,

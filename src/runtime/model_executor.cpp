@@ -26,6 +26,20 @@ IntegerConvParams integerConvParams(const Step& s) {
   return p;
 }
 
+// A Resample step's ints: its parameters, then outLength x taps indices within the input's
+// length; its floats: a weight per index when it sums.
+bool validResample(const Step& s) {
+  constexpr size_t kHead = sizeof(ResampleParams) / sizeof(int64_t);
+  ResampleParams p{};
+  if (s.ints.size() < kHead) return false;
+  std::memcpy(&p, s.ints.data(), sizeof(p));
+  if (!p.valid() || p.outLength > (int64_t{1} << 32)) return false;
+  const auto count = static_cast<size_t>(p.outLength * p.taps);
+  if (s.ints.size() != kHead + count || s.floats.size() != (p.taps == 1 ? 0 : count)) return false;
+  return std::all_of(s.ints.begin() + kHead, s.ints.end(),
+                     [&](int64_t i) { return i >= 0 && i < p.inLength; });
+}
+
 bool validChannelRuns(const Step& s) {
   const std::vector<int64_t>& v = s.ints;
   if (v.size() < 4 || v[0] < 0 || v[1] < 1 || v[2] < 1 || v[3] < 0 ||
@@ -212,6 +226,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::Trilu            ? 2
                   : s.kind == StepKind::IntegerMatmul    ? (s.tensors.size() == 4 ? 4 : 3)
                   : s.kind == StepKind::IntegerConv      ? 3
+                  : s.kind == StepKind::Resample         ? 2
                                                          : s.tensors.size();
     size_t ints = s.kind == StepKind::Softmax            ? 4
                   : s.kind == StepKind::Reduce           ? 3
@@ -226,7 +241,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                                                     : s.ints.size();
     if (s.tensors.size() != need || s.ints.size() != ints ||
         (s.kind == StepKind::LayerNorm && s.floats.size() != 1) || static_cast<int>(s.kind) < 0 ||
-        s.kind > StepKind::IntegerConv ||
+        s.kind > StepKind::Resample || (s.kind == StepKind::Resample && !validResample(s)) ||
         (s.kind == StepKind::Trilu &&
          (s.ints.size() != 6 || s.ints[0] < 0 || s.ints[1] < 0 || s.ints[2] < 0 ||
           (s.ints[5] != 1 && s.ints[5] != 2 && s.ints[5] != 4 && s.ints[5] != 8))) ||
@@ -502,6 +517,14 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
                      s.ints[4], s.ints[5], threads_, RowsIsa::Auto,
                      s.tensors.size() == 4 ? static_cast<const int32_t*>(ptr(3)) : nullptr);
     return {};
+  case StepKind::Resample: {
+    ResampleParams p;
+    std::memcpy(&p, s.ints.data(), sizeof(p));
+    runResample(p, s.ints.data() + sizeof(p) / sizeof(int64_t),
+                s.floats.empty() ? nullptr : s.floats.data(), static_cast<const uint8_t*>(ptr(1)),
+                static_cast<uint8_t*>(ptr(0)), threads_);
+    return {};
+  }
   case StepKind::IntegerConv:
     runIntegerConv(static_cast<const int32_t*>(ptr(1)), static_cast<const int32_t*>(ptr(2)),
                    static_cast<int32_t*>(ptr(0)), integerConvParams(s), threads_);

@@ -64,6 +64,9 @@ enum class StepKind : int32_t {
   IntegerMatmul = 14,
   /// tensors {out, x, w}; ints: IntegerConvParams (light_kernels.h): ConvInteger's exact form.
   IntegerConv = 15,
+  /// tensors {out, in}; ints: ResampleParams (light_kernels.h), then outLength x taps input
+  /// indices; floats: their weights (none when taps is 1): one axis of a Resize.
+  Resample = 16,
 };
 
 /// A dynamic dimension of the model's inputs (`--dim NAME=MIN..MAX`).
@@ -187,7 +190,8 @@ struct ModelPlan {
   /// 10: plans run once per image (imageExtent, TensorRef::imageStride): a dynamic batch of
   /// independent images.
   /// 11: K/V caches kept in place (ModelPlan::caches), IntegerMatmul's pre-packed B.
-  static constexpr int kFormatVersion = 11;
+  /// 12: Resample steps (Resize).
+  static constexpr int kFormatVersion = 12;
   /// Every CPU feature the model's code uses: its vector ISA's, and those of its kernels' dot
   /// products (avx512_bf16, avx512_vnni, amx). A host that lacks one does not load the model.
   CpuFeatures requiredFeatures;

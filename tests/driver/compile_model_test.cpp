@@ -653,6 +653,69 @@ TEST(CompileModel, TilePadDepthToSpaceAndArgMax) {
   checkCompiled(b, {t, p, d, c, s, a, m, h, ge});
 }
 
+// Resize in each mode and coordinate transform, enlarging and shrinking, of plain inputs and of
+// a convolution's NHWC output (a spatial axis's inner run is then its channels), against the
+// reference; nearest also of u8 values (copies), on two threads.
+TEST(CompileModel, ResizeInEveryModeAndLayout) {
+  auto resize = [](ResizeMode mode, ResizeCoordinates c, std::vector<int64_t> sizes,
+                   std::vector<double> scales) {
+    ResizeAttrs a;
+    a.mode = mode, a.coordinates = c, a.sizes = std::move(sizes), a.scales = std::move(scales);
+    return a;
+  };
+  Builder b;
+  ValueId x = b.input({2, 3, 7, 5});
+  ValueId c = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({8, 3, 3, 3})}); // NHWC output
+  std::vector<ValueId> outs;
+  using C = ResizeCoordinates;
+  outs.push_back(b.op(OpKind::Resize,
+                      resize(ResizeMode::Linear, C::HalfPixel, {2, 3, 14, 10}, {1, 1, 2, 2}), {x}));
+  outs.push_back(
+      b.op(OpKind::Resize,
+           resize(ResizeMode::Linear, C::PytorchHalfPixel, {2, 8, 3, 2}, {1, 1, 3.0 / 7, 2.0 / 5}),
+           {c}));
+  outs.push_back(b.op(
+      OpKind::Resize,
+      resize(ResizeMode::Linear, C::AlignCorners, {2, 8, 16, 11}, {1, 1, 16.0 / 7, 2.2}), {c}));
+  ResizeAttrs cubic = resize(ResizeMode::Cubic, C::Asymmetric, {2, 3, 9, 13}, {1, 1, 9.0 / 7, 2.6});
+  outs.push_back(b.op(OpKind::Resize, cubic, {x}));
+  cubic.coordinates = C::HalfPixel, cubic.cubicA = -0.5, cubic.excludeOutside = true;
+  outs.push_back(b.op(OpKind::Resize, cubic, {c}));
+  for (NearestRounding r :
+       {NearestRounding::RoundPreferFloor, NearestRounding::RoundPreferCeil, NearestRounding::Floor,
+        NearestRounding::Ceil, NearestRounding::Simple}) {
+    ResizeAttrs n =
+        resize(ResizeMode::Nearest, C::TfHalfPixelForNn, {2, 3, 11, 3}, {1, 1, 1.6, 0.6});
+    n.nearest = r;
+    outs.push_back(b.op(OpKind::Resize, n, {x}));
+    n.coordinates = C::HalfPixelSymmetric, n.sizes = {2, 8, 4, 12}, n.scales = {1, 1, 0.6, 2.5};
+    outs.push_back(b.op(OpKind::Resize, n, {c}));
+  }
+  // Only the channels resampled (an axis of the NHWC layout's innermost run).
+  outs.push_back(b.op(OpKind::Resize,
+                      resize(ResizeMode::Linear, C::HalfPixel, {2, 5, 7, 5}, {1, 5.0 / 8, 1, 1}),
+                      {c}));
+  checkCompiled(b, outs, 2);
+
+  // Nearest copies elements of any type: u8 codes bit for bit.
+  Graph g;
+  ValueId u = g.addInput("u", {DType::U8, Shape{1, 2, 3, 4}, {}});
+  auto node = g.addNode("up", OpKind::Resize,
+                        resize(ResizeMode::Nearest, C::Asymmetric, {1, 2, 6, 8}, {1, 1, 2, 2}), {u},
+                        {"up"});
+  ASSERT_TRUE(node.isOk()) << node.error().message();
+  g.addOutput(g.node(*node).outputs[0]);
+  Tensor in(DType::U8, Shape{1, 2, 3, 4});
+  for (int64_t i = 0; i < in.numel(); ++i) in.setInt(i, (i * 37 + 11) % 256);
+  Tensor got(DType::U8, Shape{1, 2, 6, 8});
+  Status ran = compileAndRun(g, {in.data()}, {got.data()});
+  ASSERT_TRUE(ran.isOk()) << ran.error().message();
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const int64_t w = i % 8, h = i / 8 % 6, ch = i / 48;
+    ASSERT_EQ(got.getInt(i), in.getInt((ch * 3 + h / 2) * 4 + w / 2)) << "element " << i;
+  }
+}
+
 // Reflect and edge padding (borders copied within the output, axis by axis, backwards or with
 // stride 0) and InstanceNormalization (a normalization step, then scale and bias per channel).
 TEST(CompileModel, BorderPaddingAndInstanceNorm) {
