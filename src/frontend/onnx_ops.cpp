@@ -663,7 +663,9 @@ template <OpKind K> Result convertInteger(ConvertContext& ctx) {
     TUNEC_ASSIGN_OR_RETURN(ValueId x, unitDequantized(ctx, "a", 0, conv ? 1 : ra - 2));
     TUNEC_ASSIGN_OR_RETURN(ValueId w, unitDequantized(ctx, "b", 1, conv ? 0 : rb - 1));
     TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", K, attrs, {x, w}));
-    return Conversion{OpKind::Cast, CastAttrs{DType::I32}, {y}};
+    // Every sum is an integer below 2^24: the Cast is exact (and ONNX Runtime's Cast of it
+    // back to f32, which its dynamic quantization writes next, the identity).
+    return Conversion{OpKind::Cast, CastAttrs{DType::I32, true}, {y}};
   }
   std::vector<Dim> rows, channels;
   if (!conv && ra >= 2) rows = {a.dim(ra - 2), Dim(1)};

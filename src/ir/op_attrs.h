@@ -57,6 +57,10 @@ struct ClipAttrs {
 
 struct CastAttrs {
   DType to = DType::F32;
+  /// Asserted by the producer: the input's values are integers that `to` holds exactly (an
+  /// integer product's exact f32 form cast to i32), so a Cast back to the input's type is the
+  /// identity (simplify-algebra drops the pair).
+  bool exact = false;
   bool operator==(const CastAttrs&) const = default;
 };
 

@@ -41,7 +41,9 @@ struct AttrPrinter {
   std::string operator()(const ClipAttrs& a) const {
     return "min=" + num(a.min) + " max=" + num(a.max);
   }
-  std::string operator()(const CastAttrs& a) const { return "to=" + std::string(dtypeName(a.to)); }
+  std::string operator()(const CastAttrs& a) const {
+    return "to=" + std::string(dtypeName(a.to)) + (a.exact ? " exact" : "");
+  }
   std::string operator()(const QuantAttrs& a) const { return "axis=" + std::to_string(a.axis); }
   std::string operator()(const ModAttrs& a) const {
     return std::string("fmod=") + (a.fmod ? "1" : "0");

@@ -1,7 +1,7 @@
 // Algebraic simplification by mathematical properties (DNNFusion): identities (x*1, x+0, x-0,
-// x/1, Identity, Dropout, a Cast to the type it has), Sub/Div by a constant turned into Add/Mul (so
-// that later passes see one commutative op), constants gathered by associativity ((x+c1)+c2,
-// (x*c1)*c2), double transposes composed, reshape chains collapsed.
+// x/1, Identity, Dropout, a Cast to the type it has or back through an exact Cast), Sub/Div by a
+// constant turned into Add/Mul (so that later passes see one commutative op), constants gathered by
+// associativity ((x+c1)+c2, (x*c1)*c2), double transposes composed, reshape chains collapsed.
 #include "ir/op_registry.h"
 #include "passes/passes.h"
 #include "passes/pattern.h"
@@ -71,12 +71,24 @@ private:
     case OpKind::Dropout:
       rw_.replace(out, in[0]);
       return {};
-    case OpKind::Cast: // to the type it has (PyTorch's quantized export casts u8 to u8)
-      if (target().value(in[0]).type.dtype == std::get<CastAttrs>(node.attrs).to) {
+    case OpKind::Cast: { // to the type it has (PyTorch's quantized export casts u8 to u8)
+      const DType to = std::get<CastAttrs>(node.attrs).to;
+      if (target().value(in[0]).type.dtype == to) {
         rw_.replace(out, in[0]);
         return {};
       }
+      // Back to the type of an exact Cast's input (an integer product's f32 form cast to i32,
+      // then to f32 by ONNX Runtime's dynamic quantization): the values are that input's.
+      if (NodeId p = target().value(in[0]).producer; p >= 0) {
+        const Node& inner = target().node(p);
+        if (inner.kind == OpKind::Cast && std::get<CastAttrs>(inner.attrs).exact &&
+            target().value(inner.inputs[0]).type.dtype == to) {
+          rw_.replace(out, inner.inputs[0]);
+          return {};
+        }
+      }
       return rw_.copy(node);
+    }
     case OpKind::Add:
     case OpKind::Sub:
     case OpKind::Mul:

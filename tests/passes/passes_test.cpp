@@ -1043,6 +1043,25 @@ TEST(Passes, SimplifyAlgebraGathersConstantsByAssociativity) {
   expectEquivalent(g, *out, 1e-5);
 }
 
+// A Cast to i32 marked exact (an integer product's f32 form) and the Cast back to f32 that ONNX
+// Runtime's dynamic quantization writes after it are dropped; without the mark they stay (a
+// Cast to i32 truncates).
+TEST(Passes, SimplifyAlgebraDropsACastBackThroughAnExactCast) {
+  for (bool exact : {true, false}) {
+    Graph g;
+    ValueId x = g.addInput("x", {DType::F32, Shape{2, 5}, {}});
+    ValueId i = add(g, OpKind::Cast, CastAttrs{DType::I32, exact}, {x}, "to_i32");
+    ValueId f = add(g, OpKind::Cast, CastAttrs{DType::F32}, {i}, "to_f32");
+    g.addOutput(add(g, OpKind::Relu, NoAttrs{}, {f}, "relu"));
+    auto out = passes::simplifyAlgebra(g);
+    ASSERT_TRUE(out.isOk()) << out.error().message();
+    EXPECT_EQ(out->nodes().size(), exact ? 1u : 3u) << (exact ? "exact" : "not exact");
+    if (exact) {
+      EXPECT_EQ(out->nodes()[0].inputs[0], out->inputs()[0]);
+    }
+  }
+}
+
 TEST(Passes, SimplifyAlgebraComposesTransposesAndReshapes) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{2, 3, 4}, {}});
