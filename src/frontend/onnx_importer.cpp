@@ -204,6 +204,48 @@ Status checkNames(const onnx::GraphProto& g) {
   return {};
 }
 
+// The nodes in an order where each value is produced before it is read: the file's order where
+// it already is one (ONNX requires it, but onnxconverter-common's float16 conversion appends its
+// input Casts at the end, and ONNX Runtime sorts), else the file's order among the nodes whose
+// inputs are ready (Kahn's algorithm, lowest index first). A value read but produced by no node
+// is left to the import to name; a cycle is an error naming a node on it.
+Expected<std::vector<int>> topologicalOrder(const onnx::GraphProto& g) {
+  const int n = g.node_size();
+  std::map<std::string, int> producer;
+  for (int i = 0; i < n; ++i)
+    for (const auto& out : g.node(i).output())
+      if (!out.empty() && !producer.emplace(out, i).second)
+        return makeError("value '", out, "' is produced by two nodes ('",
+                         g.node(producer.at(out)).name(), "' and '", g.node(i).name(), "')");
+  std::vector<int> waiting(static_cast<size_t>(n), 0);
+  std::vector<std::vector<int>> readers(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    std::set<int> from;
+    for (const auto& in : g.node(i).input())
+      if (auto it = producer.find(in); it != producer.end() && it->second != i)
+        from.insert(it->second);
+    waiting[static_cast<size_t>(i)] = static_cast<int>(from.size());
+    for (int p : from) readers[static_cast<size_t>(p)].push_back(i);
+  }
+  std::set<int> ready;
+  for (int i = 0; i < n; ++i)
+    if (waiting[static_cast<size_t>(i)] == 0) ready.insert(i);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (int r : readers[static_cast<size_t>(i)])
+      if (--waiting[static_cast<size_t>(r)] == 0) ready.insert(r);
+  }
+  if (static_cast<int>(order.size()) < n)
+    for (int i = 0; i < n; ++i)
+      if (waiting[static_cast<size_t>(i)] > 0)
+        return makeError("the graph has a cycle through node '", g.node(i).name(), "' (",
+                         g.node(i).op_type(), ")");
+  return order;
+}
+
 class Importer {
 public:
   Importer(const onnx::ModelProto& model, std::string baseDir, const ImportOptions& options)
@@ -243,11 +285,11 @@ public:
       names_[input.name()] = graph_.addInput(input.name(), type);
     }
     TUNEC_TRY(checkSymbols(symbols));
-    int index = 0;
-    for (const auto& node : g.node()) {
+    TUNEC_ASSIGN_OR_RETURN(std::vector<int> order, topologicalOrder(g));
+    for (int index : order) {
+      const onnx::NodeProto& node = g.node(index);
       std::string name =
           node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
-      ++index;
       Status s = importNode(node, name);
       if (!s) {
         equation_ = equationAt(node, symbols);

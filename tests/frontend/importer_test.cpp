@@ -173,6 +173,80 @@ TEST(Importer, ReshapeTargetBecomesTypedAttribute) {
   EXPECT_EQ(g->nodes()[0].inputs.size(), 1u);
 }
 
+// Nodes listed after their readers (onnxconverter-common's float16 conversion appends its input
+// Casts at the end; ONNX Runtime sorts) import in dependency order; a cycle is named.
+TEST(Importer, NodesOutOfOrderImportSortedAndACycleIsNamed) {
+  ModelBuilder b;
+  b.input("x", {2, 3}).output("z");
+  b.node("Relu", {"y"}, {"z"}, "second");
+  b.node("Neg", {"x"}, {"y"}, "first");
+  auto g = import(b);
+  ASSERT_TRUE(g.isOk()) << g.error().message();
+  ASSERT_EQ(g->nodes().size(), 2u);
+  EXPECT_EQ(g->nodes()[0].kind, OpKind::Neg);
+  EXPECT_EQ(g->nodes()[1].kind, OpKind::Relu);
+
+  ModelBuilder c;
+  c.input("x", {2, 3}).output("z");
+  c.node("Add", {"x", "w"}, {"v"}, "a");
+  c.node("Relu", {"v"}, {"w"}, "b");
+  c.node("Neg", {"w"}, {"z"}, "n");
+  auto cyclic = import(c);
+  ASSERT_FALSE(cyclic.isOk());
+  EXPECT_NE(cyclic.error().message().find("cycle through node 'a'"), std::string::npos)
+      << cyclic.error().message();
+}
+
+// Resize's scales or sizes become the output dims and the scale of each axis at import, by
+// ONNX's rules (floor of length x scale; sizes' own ratio, or one scale under a policy);
+// Upsample is asymmetric; tf_crop_and_resize is refused by name.
+TEST(Importer, ResizeTakesItsSizesAndScalesAtImport) {
+  {
+    ModelBuilder b;
+    b.input("x", {1, 2, 5, 7}).initializerFloats("scales", {4}, {1, 1, 0.6f, 2.5f}).output("y");
+    auto& n = b.node("Resize", {"x", "", "scales"}, {"y"}, "r");
+    addStringAttr(n, "mode", "linear");
+    auto g = import(b);
+    ASSERT_TRUE(g.isOk()) << g.error().message();
+    const auto& a = std::get<ResizeAttrs>(g->nodes()[0].attrs);
+    EXPECT_EQ(a.sizes, (std::vector<int64_t>{1, 2, 3, 17}));
+    EXPECT_FLOAT_EQ(static_cast<float>(a.scales[2]), 0.6f);
+    EXPECT_EQ(a.mode, ResizeMode::Linear);
+    EXPECT_EQ(a.coordinates, ResizeCoordinates::HalfPixel);
+  }
+  {
+    ModelBuilder b;
+    b.input("x", {1, 2, 4, 8}).initializerInts("sizes", {6, 6}).output("y");
+    auto& n = b.node("Resize", {"x", "", "", "sizes"}, {"y"}, "r");
+    addIntsAttr(n, "axes", {2, 3});
+    addStringAttr(n, "keep_aspect_ratio_policy", "not_larger");
+    auto g = import(b);
+    ASSERT_TRUE(g.isOk()) << g.error().message();
+    const auto& a = std::get<ResizeAttrs>(g->nodes()[0].attrs);
+    EXPECT_EQ(a.sizes, (std::vector<int64_t>{1, 2, 3, 6})); // scale min(6/4, 6/8) = 0.75
+    EXPECT_DOUBLE_EQ(a.scales[2], 0.75);
+    EXPECT_DOUBLE_EQ(a.scales[3], 0.75);
+  }
+  {
+    ModelBuilder b;
+    b.input("x", {1, 2, 4, 4}).initializerFloats("scales", {4}, {1, 1, 2, 2}).output("y");
+    b.node("Upsample", {"x", "scales"}, {"y"}, "u");
+    auto g = import(b);
+    ASSERT_TRUE(g.isOk()) << g.error().message();
+    EXPECT_EQ(std::get<ResizeAttrs>(g->nodes()[0].attrs).coordinates,
+              ResizeCoordinates::Asymmetric);
+  }
+  {
+    ModelBuilder b;
+    b.input("x", {1, 2, 4, 4}).initializerFloats("scales", {4}, {1, 1, 2, 2}).output("y");
+    auto& n = b.node("Resize", {"x", "", "scales"}, {"y"}, "r");
+    addStringAttr(n, "coordinate_transformation_mode", "tf_crop_and_resize");
+    auto g = import(b);
+    ASSERT_FALSE(g.isOk());
+    EXPECT_NE(g.error().message().find("tf_crop_and_resize"), std::string::npos);
+  }
+}
+
 TEST(Importer, ShapeArithmeticIsFoldedToConstants) {
   ModelBuilder b;
   b.input("x", {2, 3, 4}).initializerInts("idx", {0}).output("y");
