@@ -12,6 +12,9 @@ const std::vector<PassEntry>& graphPipeline() {
       // First: constant scales no arithmetic can honour are refused by name, before any rewrite
       // computes with them.
       {"check-quantization", passes::checkQuantization},
+      // An f16 model computes in f32 (no f16 arithmetic on these CPUs), before any pass reads
+      // its constants or ops.
+      {"compute-half-in-float", passes::computeHalfInFloat},
       // The QuantizeLinear of constant weights (a fake-quant export's) becomes s8 weights; the
       // DequantizeLinear nodes stay for lower-quantized-layers to read.
       {"fold-constants-but-dequantization", passes::foldConstantsButDequantization},

@@ -15,6 +15,11 @@ namespace tunec::passes {
 /// subnormal), and dequantizations whose values overflow f32, naming the node: the first pass.
 Expected<Graph> checkQuantization(const Graph& graph);
 
+/// An f16 model's ops computed in f32, as ONNX Runtime's CPU provider runs them: f16 constants
+/// converted, Casts between f16 and f32 dropped, f16 inputs and outputs cast at the model's
+/// edges (compute_half_in_float.cpp).
+Expected<Graph> computeHalfInFloat(const Graph& graph);
+
 Expected<Graph> foldConstants(const Graph& graph);
 
 /// foldConstants but for DequantizeLinear, whose constant s8 weights lower-quantized-layers reads:

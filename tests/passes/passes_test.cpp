@@ -1062,6 +1062,42 @@ TEST(Passes, SimplifyAlgebraDropsACastBackThroughAnExactCast) {
   }
 }
 
+// An f16 model computes in f32: f16 constants converted, the Casts between f16 and f32 dropped,
+// the f16 input cast once at the start and the f16 output back at the end; the values are the
+// f16 reference's within f16's rounding.
+TEST(Passes, ComputeHalfInFloatRunsF16OpsInF32) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F16, Shape{2, 5}, {}});
+  Tensor c(DType::F16, Shape{5});
+  for (int i = 0; i < 5; ++i) c.setDouble(i, 0.25 * i - 0.5);
+  ValueId s = add(g, OpKind::Add, NoAttrs{}, {x, g.addConstant("c", c)}, "add");
+  ValueId up = add(g, OpKind::Cast, CastAttrs{DType::F32}, {s}, "up");
+  ValueId r = add(g, OpKind::Sigmoid, NoAttrs{}, {up}, "sigmoid"); // f32
+  ValueId down = add(g, OpKind::Cast, CastAttrs{DType::F16}, {r}, "down");
+  g.addOutput(add(g, OpKind::Mul, NoAttrs{}, {down, x}, "mul"));
+  auto out = passes::computeHalfInFloat(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  int casts = 0;
+  for (const Node& n : out->nodes()) {
+    if (n.kind == OpKind::Cast) ++casts;
+    for (ValueId v : n.outputs) {
+      if (n.kind != OpKind::Cast) {
+        EXPECT_EQ(out->value(v).type.dtype, DType::F32) << n.name;
+      }
+    }
+  }
+  EXPECT_EQ(casts, 2); // the input's, the output's
+  EXPECT_EQ(out->value(out->outputs()[0]).type.dtype, DType::F16);
+  ASSERT_TRUE(verifyGraph(*out).isOk()) << verifyGraph(*out).error().message();
+  Tensor in(DType::F16, Shape{2, 5});
+  for (int64_t i = 0; i < in.numel(); ++i) in.setDouble(i, 0.3 * static_cast<double>(i) - 1.4);
+  auto a = runReference(g, {in});
+  auto b = runReference(*out, {in});
+  ASSERT_TRUE(a.isOk() && b.isOk());
+  for (int64_t i = 0; i < in.numel(); ++i)
+    EXPECT_NEAR((*a)[0].getDouble(i), (*b)[0].getDouble(i), 2e-3) << i;
+}
+
 TEST(Passes, SimplifyAlgebraComposesTransposesAndReshapes) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{2, 3, 4}, {}});
