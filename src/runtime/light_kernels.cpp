@@ -899,6 +899,112 @@ void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t ba
                 });
 }
 
+namespace {
+
+// A register tile of the convolution's int16-pair form: 4 output pixels (rows of A) by 4
+// vectors of 16 output channels, over `kp` pairs of one K block, added into C's rows (`ldc`
+// apart) or stored when `first`; MADD(acc, b, pair) adds a lane's two products. (A macro: each
+// ISA's function needs its own target attribute, which a template would not carry.)
+#define TUNEC_PAIR_TILE_ACC_512(MADD)                                                              \
+  __m512i acc[4][4];                                                                               \
+  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) _Pragma("GCC unroll 4") for (int v = 0;      \
+                                                                                   v < 4; ++v)     \
+      acc[r][v] = first ? _mm512_setzero_si512() : _mm512_loadu_si512(c + r * ldc + 16 * v);     \
+  for (int64_t p = 0; p < kp; ++p) {                                                               \
+    const int32_t* brow = bp + p * np;                                                             \
+    __m512i b[4];                                                                                  \
+    _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) b[v] = _mm512_loadu_si512(brow + 16 * v); \
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) {                                          \
+      const __m512i pair = _mm512_set1_epi32(aRows[r][p]);                                        \
+      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[r][v] = MADD(acc[r][v], b[v], pair); \
+    }                                                                                              \
+  }                                                                                                \
+  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) _Pragma("GCC unroll 4") for (int v = 0;      \
+                                                                                   v < 4; ++v)     \
+      _mm512_storeu_si512(c + r * ldc + 16 * v, acc[r][v])
+
+using PairTileAcc = void (*)(const int32_t* const*, const int32_t*, int64_t, int64_t, int32_t*,
+                             int64_t, bool);
+#define TUNEC_MADD_ADD(acc, b, pair) _mm512_add_epi32(acc, _mm512_madd_epi16(b, pair))
+__attribute__((target("avx512f,avx512bw"))) void
+convTile512(const int32_t* const* aRows, const int32_t* bp, int64_t np, int64_t kp, int32_t* c,
+            int64_t ldc, bool first) {
+  TUNEC_PAIR_TILE_ACC_512(TUNEC_MADD_ADD);
+}
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+convTile512Vnni(const int32_t* const* aRows, const int32_t* bp, int64_t np, int64_t kp,
+                int32_t* c, int64_t ldc, bool first) {
+  TUNEC_PAIR_TILE_ACC_512(_mm512_dpwssd_epi32);
+}
+#undef TUNEC_MADD_ADD
+#undef TUNEC_PAIR_TILE_ACC_512
+
+// The convolution of one group as a matmul on int16 pairs, for operands that fit int16 (the
+// centered 8-bit codes of ConvInteger's exact form) on AVX-512: the weights packed once per run
+// as B [kp][np] (k = (ic, ky, kx), n the output channels, zeros past them), then chunks of
+// output pixels in parallel, each im2col'd into pairs (padded taps 0) and multiplied K block by
+// K block (B's block stays in L2 while the chunk's rows pass) into an [pixels][np] sum,
+// scattered to the NCHW output. The same sums modulo 2^32 as the direct form.
+void integerConvPairs(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
+                      int threads, PairTileAcc tile) {
+  const int64_t k = p.c * p.kh * p.kw, kp = (k + 1) / 2, np = (p.oc + 63) / 64 * 64;
+  const int64_t plane = p.oh * p.ow;
+  auto* bp = static_cast<int32_t*>(tunec_scratch(0, kp * np * 4));
+  for (int64_t q = 0; q < kp; ++q)
+    for (int64_t j = 0; j < np; ++j) {
+      const bool in = j < p.oc;
+      bp[q * np + j] =
+          pairOf(in ? w[j * k + 2 * q] : 0, in && 2 * q + 1 < k ? w[j * k + 2 * q + 1] : 0);
+    }
+  constexpr int64_t kChunkPixels = 32, kBlockPairs = 256;
+  const int64_t chunks = (plane + kChunkPixels - 1) / kChunkPixels;
+  parallelRange(p.n * chunks, threads, 1, [&](int64_t lo, int64_t hi) {
+    auto* a = static_cast<int32_t*>(tunec_scratch(1, (kChunkPixels * kp + kp) * 4));
+    auto* c = static_cast<int32_t*>(tunec_scratch(2, kChunkPixels * np * 4));
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t image = t / chunks, first = (t % chunks) * kChunkPixels;
+      const int64_t pixels = std::min(kChunkPixels, plane - first);
+      const int32_t* xi = x + image * p.c * p.h * p.w;
+      // im2col into pairs: row i holds pixel first + i's taps in w's order (ic, ky, kx).
+      for (int64_t i = 0; i < kChunkPixels; ++i) {
+        int32_t* row = a + i * kp;
+        if (i >= pixels) {
+          std::fill(row, row + kp, 0);
+          continue;
+        }
+        const int64_t oy = (first + i) / p.ow, ox = (first + i) % p.ow;
+        auto* halves = reinterpret_cast<int16_t*>(row);
+        int64_t at = 0;
+        for (int64_t ic = 0; ic < p.c; ++ic)
+          for (int64_t ky = 0; ky < p.kh; ++ky) {
+            const int64_t iy = oy * p.sh - p.padTop + ky * p.dh;
+            const bool rowIn = iy >= 0 && iy < p.h;
+            const int32_t* src = xi + (ic * p.h + iy) * p.w;
+            for (int64_t kx = 0; kx < p.kw; ++kx, ++at) {
+              const int64_t ix = ox * p.sw - p.padLeft + kx * p.dw;
+              halves[at] = rowIn && ix >= 0 && ix < p.w ? static_cast<int16_t>(src[ix]) : 0;
+            }
+          }
+        if (k % 2) halves[k] = 0;
+      }
+      const int32_t* rows[4];
+      for (int64_t kb = 0; kb < kp; kb += kBlockPairs) {
+        const int64_t kc = std::min(kBlockPairs, kp - kb);
+        for (int64_t j0 = 0; j0 < np; j0 += 64)
+          for (int64_t i0 = 0; i0 < kChunkPixels; i0 += 4) {
+            for (int r = 0; r < 4; ++r) rows[r] = a + (i0 + r) * kp + kb;
+            tile(rows, bp + kb * np + j0, np, kc, c + i0 * np + j0, np, kb == 0);
+          }
+      }
+      int32_t* yi = y + image * p.oc * plane;
+      for (int64_t o = 0; o < p.oc; ++o)
+        for (int64_t i = 0; i < pixels; ++i) yi[o * plane + first + i] = c[i * np + o];
+    }
+  });
+}
+
+} // namespace
+
 bool IntegerConvParams::valid() const {
   return n >= 0 && c >= 1 && h >= 1 && w >= 1 && oc >= 1 && kh >= 1 && kw >= 1 && oh >= 0 &&
          ow >= 0 && sh >= 1 && sw >= 1 && padTop >= 0 && padLeft >= 0 && dh >= 1 && dw >= 1 &&
@@ -906,7 +1012,20 @@ bool IntegerConvParams::valid() const {
 }
 
 void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
-                    int threads) {
+                    int threads, RowsIsa isa) {
+  static const RowsIsa best =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+          ? (__builtin_cpu_supports("avx512vnni") ? RowsIsa::Avx512Vnni : RowsIsa::Avx512)
+          : RowsIsa::Portable;
+  if (isa == RowsIsa::Auto) isa = best;
+  // One group whose operands fit int16 (always, for centered 8-bit codes) on the pair tiles.
+  if ((isa == RowsIsa::Avx512 || isa == RowsIsa::Avx512Vnni) && p.group == 1 && p.n > 0 &&
+      p.oh * p.ow > 0 && fitsInt16(x, p.n * p.c * p.h * p.w) &&
+      fitsInt16(w, p.oc * p.c * p.kh * p.kw)) {
+    integerConvPairs(x, w, y, p, threads,
+                     isa == RowsIsa::Avx512Vnni ? convTile512Vnni : convTile512);
+    return;
+  }
   static auto* const plane =
       __builtin_cpu_supports("avx2") ? integerConvPlaneAvx2 : integerConvPlanePortable;
   parallelRange(p.n * p.oc, threads, 1, [&](int64_t lo, int64_t hi) {

@@ -27,7 +27,8 @@ std::vector<int32_t> randomInts(size_t n, std::mt19937& rng, bool fullRange) {
   return v;
 }
 
-TEST(IntegerProducts, MatmulWrapsAsItsDefinitionOnEveryIsa) {
+// The forms this CPU runs: the portable one and each vector ISA it has (the others say so).
+std::vector<RowsIsa> isasOfThisCpu() {
   std::vector<RowsIsa> isas = {RowsIsa::Portable};
   if (__builtin_cpu_supports("avx2"))
     isas.push_back(RowsIsa::Avx2);
@@ -43,6 +44,11 @@ TEST(IntegerProducts, MatmulWrapsAsItsDefinitionOnEveryIsa) {
     isas.push_back(RowsIsa::Avx512Vnni);
   else
     std::printf("note: no AVX512-VNNI on this CPU: its vpdpwssd form is not run\n");
+  return isas;
+}
+
+TEST(IntegerProducts, MatmulWrapsAsItsDefinitionOnEveryIsa) {
+  const std::vector<RowsIsa> isas = isasOfThisCpu();
   std::mt19937 rng(5);
   int checked = 0;
   for (RowsIsa isa : isas)
@@ -153,56 +159,64 @@ TEST(IntegerProducts, LongSumsOfEightBitDifferencesAreExact) {
   EXPECT_GT(int64_t{255} * 255 * k, int64_t{1} << 31); // row 0, column 0 wrapped
 }
 
+// On AVX-512 a convolution of one group whose operands fit int16 runs on the pair tiles: the
+// cases cross its 32-pixel chunks (pixel counts 30 to 99), its 64-channel tiles (oc 2 to 130),
+// its 256-pair K blocks (K 4 to 1161, odd ones) and the portable form of full-range values.
 TEST(IntegerProducts, ConvolutionWrapsAsItsDefinition) {
   std::mt19937 rng(3);
   int checked = 0;
   struct Case {
     int64_t c, h, w, oc, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, group;
   };
-  for (const Case& t : {Case{3, 5, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                        Case{4, 7, 7, 6, 3, 2, 2, 1, 0, 1, 2, 0, 1, 2, 2},
-                        Case{6, 1, 9, 6, 1, 3, 1, 2, 0, 2, 0, 1, 1, 2, 6},
-                        Case{8, 4, 4, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},
-                        Case{2, 3, 3, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}})
-    for (bool fullRange : {false, true}) {
-      SCOPED_TRACE("case " + std::to_string(checked));
-      const int64_t n = 2;
-      const int64_t oh = (t.h + t.pt + t.pb - (t.kh - 1) * t.dh - 1) / t.sh + 1;
-      const int64_t ow = (t.w + t.pl + t.pr - (t.kw - 1) * t.dw - 1) / t.sw + 1;
-      const tunec::rt::IntegerConvParams p{n,  t.c,  t.h,  t.w,  t.oc, t.kh, t.kw, oh,
-                                           ow, t.sh, t.sw, t.pt, t.pl, t.dh, t.dw, t.group};
-      ASSERT_TRUE(p.valid());
-      const int64_t cg = t.c / t.group;
-      auto x = randomInts(static_cast<size_t>(n * t.c * t.h * t.w), rng, fullRange);
-      auto w = randomInts(static_cast<size_t>(t.oc * cg * t.kh * t.kw), rng, fullRange);
-      std::vector<int32_t> y(static_cast<size_t>(n * t.oc * oh * ow + 2), 7);
-      tunec::rt::runIntegerConv(x.data(), w.data(), y.data(), p, 2);
-      int wrong = 0;
-      for (int64_t b = 0; b < n; ++b)
-        for (int64_t o = 0; o < t.oc; ++o)
-          for (int64_t oy = 0; oy < oh; ++oy)
-            for (int64_t ox = 0; ox < ow; ++ox) {
-              uint64_t want = 0;
-              const int64_t g = o / (t.oc / t.group);
-              for (int64_t ic = 0; ic < cg; ++ic)
-                for (int64_t ky = 0; ky < t.kh; ++ky)
-                  for (int64_t kx = 0; kx < t.kw; ++kx) {
-                    const int64_t iy = oy * t.sh - t.pt + ky * t.dh,
-                                  ix = ox * t.sw - t.pl + kx * t.dw;
-                    if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
-                    want += static_cast<uint64_t>(
-                        int64_t{x[static_cast<size_t>(((b * t.c + g * cg + ic) * t.h + iy) * t.w +
-                                                      ix)]} *
-                        w[static_cast<size_t>(((o * cg + ic) * t.kh + ky) * t.kw + kx)]);
-                  }
-              wrong += y[static_cast<size_t>(((b * t.oc + o) * oh + oy) * ow + ox)] !=
-                       wrapped(static_cast<int64_t>(want));
-            }
-      EXPECT_EQ(wrong, 0);
-      EXPECT_EQ(y[static_cast<size_t>(n * t.oc * oh * ow)], 7) << "wrote past Y";
-      ++checked;
-    }
-  EXPECT_EQ(checked, 10);
+  for (RowsIsa isa : isasOfThisCpu())
+    for (const Case& t : {Case{3, 5, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                          Case{4, 7, 7, 6, 3, 2, 2, 1, 0, 1, 2, 0, 1, 2, 2},
+                          Case{6, 1, 9, 6, 1, 3, 1, 2, 0, 2, 0, 1, 1, 2, 6},
+                          Case{8, 4, 4, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},
+                          Case{2, 3, 3, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1},
+                          Case{129, 9, 11, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                          Case{64, 7, 9, 65, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 1},
+                          Case{5, 10, 3, 64, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1}})
+      for (bool fullRange : {false, true}) {
+        SCOPED_TRACE("isa " + std::to_string(static_cast<int>(isa)) + ", case " +
+                     std::to_string(checked));
+        const int64_t n = 2;
+        const int64_t oh = (t.h + t.pt + t.pb - (t.kh - 1) * t.dh - 1) / t.sh + 1;
+        const int64_t ow = (t.w + t.pl + t.pr - (t.kw - 1) * t.dw - 1) / t.sw + 1;
+        const tunec::rt::IntegerConvParams p{n,  t.c,  t.h,  t.w,  t.oc, t.kh, t.kw, oh,
+                                             ow, t.sh, t.sw, t.pt, t.pl, t.dh, t.dw, t.group};
+        ASSERT_TRUE(p.valid());
+        const int64_t cg = t.c / t.group;
+        auto x = randomInts(static_cast<size_t>(n * t.c * t.h * t.w), rng, fullRange);
+        auto w = randomInts(static_cast<size_t>(t.oc * cg * t.kh * t.kw), rng, fullRange);
+        std::vector<int32_t> y(static_cast<size_t>(n * t.oc * oh * ow + 2), 7);
+        tunec::rt::runIntegerConv(x.data(), w.data(), y.data(), p, 2, isa);
+        int wrong = 0;
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t o = 0; o < t.oc; ++o)
+            for (int64_t oy = 0; oy < oh; ++oy)
+              for (int64_t ox = 0; ox < ow; ++ox) {
+                uint64_t want = 0;
+                const int64_t g = o / (t.oc / t.group);
+                for (int64_t ic = 0; ic < cg; ++ic)
+                  for (int64_t ky = 0; ky < t.kh; ++ky)
+                    for (int64_t kx = 0; kx < t.kw; ++kx) {
+                      const int64_t iy = oy * t.sh - t.pt + ky * t.dh,
+                                    ix = ox * t.sw - t.pl + kx * t.dw;
+                      if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
+                      want += static_cast<uint64_t>(
+                          int64_t{x[static_cast<size_t>(((b * t.c + g * cg + ic) * t.h + iy) * t.w +
+                                                        ix)]} *
+                          w[static_cast<size_t>(((o * cg + ic) * t.kh + ky) * t.kw + kx)]);
+                    }
+                wrong += y[static_cast<size_t>(((b * t.oc + o) * oh + oy) * ow + ox)] !=
+                         wrapped(static_cast<int64_t>(want));
+              }
+        EXPECT_EQ(wrong, 0);
+        EXPECT_EQ(y[static_cast<size_t>(n * t.oc * oh * ow)], 7) << "wrote past Y";
+        ++checked;
+      }
+  EXPECT_EQ(checked, 16 * static_cast<int>(isasOfThisCpu().size()));
 }
 
 } // namespace
