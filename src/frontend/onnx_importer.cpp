@@ -286,6 +286,9 @@ public:
     }
     TUNEC_TRY(checkSymbols(symbols));
     TUNEC_ASSIGN_OR_RETURN(std::vector<int> order, topologicalOrder(g));
+    for (const auto& node : g.node())
+      for (const auto& in : node.input()) readers_[in].push_back(&node);
+    for (const auto& output : g.output()) readers_[output.name()].push_back(nullptr);
     for (int index : order) {
       const onnx::NodeProto& node = g.node(index);
       std::string name =
@@ -429,7 +432,8 @@ private:
     for (int i = 0; i < node.output_size(); ++i)
       if (!node.output(i).empty()) numOutputs = i + 1;
     ConvertContext ctx{graph_,           node,     opset_,   inputs,        numOutputs,
-                       AttrReader(node), options_, baseDir_, &shapeValues_, &blockQuantized_};
+                       AttrReader(node), options_, baseDir_, &shapeValues_, &blockQuantized_,
+                       &readers_};
     Converter convert = findConverter(qualifiedOp(node));
     TUNEC_ASSERT(convert, "checkOpsSupported let " << qualifiedOp(node) << " through");
     TUNEC_ASSIGN_OR_RETURN(Conversion conv, convert(ctx));
@@ -734,6 +738,7 @@ private:
   std::map<std::string, ValueId> names_;
   std::map<ValueId, ShapeValue> shapeValues_; ///< values computed from symbolic dimensions
   std::map<std::string, onnx_import::BlockQuantized> blockQuantized_; ///< ConvertContext's
+  std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;
   std::optional<std::pair<std::string, DimExpr>> equation_;
 };
 

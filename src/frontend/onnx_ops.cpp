@@ -85,6 +85,20 @@ Expected<std::optional<Tensor>> ConvertContext::constantInput(size_t i, const ch
                    "do_constant_folding=True and no dynamic_axes)");
 }
 
+bool ConvertContext::onlyCastToFloat() const {
+  if (!readers || proto.output_size() == 0) return false;
+  auto it = readers->find(proto.output(0));
+  if (it == readers->end()) return false;
+  for (const onnx::NodeProto* reader : it->second) {
+    if (!reader || reader->op_type() != "Cast") return false; // null: a model output
+    bool toFloat = false;
+    for (const auto& a : reader->attribute())
+      toFloat = toFloat || (a.name() == "to" && a.i() == onnx::TensorProto::FLOAT);
+    if (!toFloat) return false;
+  }
+  return !it->second.empty();
+}
+
 Expected<std::optional<std::vector<Dim>>> ConvertContext::shapeInput(size_t i, const char* role) {
   if (hasInput(i) && shapeValues)
     if (auto it = shapeValues->find(inputs[i]); it != shapeValues->end())
@@ -627,6 +641,77 @@ Expected<ValueId> unitDequantized(ConvertContext& ctx, const std::string& part, 
                         ctx.hasInput(input + 2) ? ctx.inputs[input + 2] : kNoValue, axis);
 }
 
+// The u8 x s8 form of a ConvInteger whose activation zero point is constant and whose weights
+// are constant 8-bit codes of one group: the int8 kernels' layer (lower_quantized_layers.cpp)
+//   T = Conv(DQ(x, 1, x_zp), DQ(w - shift, 1, 0)),  shift 128 for u8 weights (w - 128 is s8
+//   exactly), 0 for s8 ones,
+// plus, where the weights' zero point is not the shift, the rest of sum (x - x_zp)(w - w_zp):
+//   (shift - w_zp[o]) x S,  S = the window sums of (x - x_zp) (a channel sum, then a Conv of
+//   ones over the window; padded taps read x_zp, so add 0),
+// both sums of integers, each exact in f32 where 255 x the largest sum of |w - shift| over a
+// window, and 255 x the window x |shift - w_zp|, add up below 2^24 (then bit for bit the exact
+// int32 sums). Beyond it only where the model reads the output through a Cast to f32 (ONNX
+// Runtime's dynamic quantization): T is then the kernels' exact int32 sum rounded once to f32
+// (as that Cast rounds the exact sum), the correction exact, their sum rounded once more (within
+// an ulp of the Cast's value); every value is integral, so the Cast to i32 is exact. nullopt
+// when the layer is not of this form.
+Expected<std::optional<ValueId>> int8ConvForm(ConvertContext& ctx, const ConvAttrs& attrs) {
+  const Value& x = ctx.graph.value(ctx.inputs[0]);
+  const Value& w = ctx.graph.value(ctx.inputs[1]);
+  if (attrs.group != 1 || attrs.kernel.size() != 2 || x.type.dtype != DType::U8 || !w.constant)
+    return std::optional<ValueId>();
+  if (ctx.hasInput(2) && !ctx.graph.value(ctx.inputs[2]).constant) return std::optional<ValueId>();
+  const Value* wz = ctx.hasInput(3) ? &ctx.graph.value(ctx.inputs[3]) : nullptr;
+  if (wz && !wz->constant) return std::optional<ValueId>();
+  const Tensor codes = *w.constant; // (adding nodes below moves the graph's values)
+  const int64_t oc = codes.shape()[0];
+  const int64_t shift = codes.dtype() == DType::U8 ? 128 : 0;
+  Tensor shifted(DType::I8, codes.shape());
+  for (int64_t i = 0; i < codes.numel(); ++i) shifted.setInt(i, codes.getInt(i) - shift);
+  Tensor correction(DType::F32, Shape{1, oc, 1, 1});
+  bool corrects = false;
+  const int64_t window = oc ? codes.numel() / oc : 0;
+  double boundT = 0, boundS = 0;
+  for (int64_t o = 0; o < oc; ++o) {
+    const int64_t zero = wz ? wz->constant->getInt(wz->constant->numel() == 1 ? 0 : o) : 0;
+    correction.setDouble(o, static_cast<double>(shift - zero));
+    corrects = corrects || shift != zero;
+    double sum = 0;
+    for (int64_t i = 0; i < window; ++i)
+      sum += static_cast<double>(std::abs(codes.getInt(o * window + i) - shift));
+    boundT = std::max(boundT, 255.0 * sum);
+    boundS = std::max(boundS, 255.0 * static_cast<double>(window * std::abs(shift - zero)));
+  }
+  if (boundT + boundS >= 16777216.0 && !ctx.onlyCastToFloat()) return std::optional<ValueId>();
+  TUNEC_ASSIGN_OR_RETURN(ValueId a, unitDequantized(ctx, "a", 0, 1));
+  TUNEC_ASSIGN_OR_RETURN(ValueId b,
+                         dequantizePart(ctx, "b", addPartConstant(ctx, "b.s8", std::move(shifted)),
+                                        scalarPart(ctx, "b.one", 1.0), kNoValue, 0));
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::Conv, attrs, {a, b}));
+  if (!corrects) return std::optional<ValueId>(y);
+  // The channel sums as an int8 layer of its own (a 1x1 Conv of s8 ones, reading x where the
+  // main layer reads it), then the window's sums of them in f32.
+  Tensor unit(DType::I8, Shape{1, codes.shape()[1], 1, 1});
+  for (int64_t i = 0; i < unit.numel(); ++i) unit.setInt(i, 1);
+  TUNEC_ASSIGN_OR_RETURN(ValueId units,
+                         dequantizePart(ctx, "window.units",
+                                        addPartConstant(ctx, "window.unit.s8", unit),
+                                        scalarPart(ctx, "window.one", 1.0), kNoValue, 0));
+  ConvAttrs pointwise{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
+  TUNEC_ASSIGN_OR_RETURN(ValueId channels,
+                         addPart(ctx, "window.channels", OpKind::Conv, pointwise, {a, units}));
+  Tensor ones(DType::F32, Shape{1, 1, attrs.kernel[0], attrs.kernel[1]});
+  for (int64_t i = 0; i < ones.numel(); ++i) ones.setDouble(i, 1.0);
+  TUNEC_ASSIGN_OR_RETURN(ValueId sums,
+                         addPart(ctx, "window.sums", OpKind::Conv, attrs,
+                                 {channels, addPartConstant(ctx, "window.ones", std::move(ones))}));
+  TUNEC_ASSIGN_OR_RETURN(ValueId rest, addPart(ctx, "window.correction", OpKind::Mul, NoAttrs{},
+                                               {sums, addPartConstant(ctx, "window.zero_points",
+                                                                      std::move(correction))}));
+  TUNEC_ASSIGN_OR_RETURN(y, addPart(ctx, "corrected", OpKind::Add, NoAttrs{}, {y, rest}));
+  return std::optional<ValueId>(y);
+}
+
 template <OpKind K> Result convertInteger(ConvertContext& ctx) {
   constexpr bool conv = K == OpKind::Conv;
   OpAttrs attrs = NoAttrs{};
@@ -656,6 +741,10 @@ template <OpKind K> Result convertInteger(ConvertContext& ctx) {
   const auto vectorZero = [&](size_t i) {
     return ctx.hasInput(i) && ctx.inputType(i).shape.numel() != 1;
   };
+  if constexpr (conv) {
+    TUNEC_ASSIGN_OR_RETURN(auto y, int8ConvForm(ctx, std::get<ConvAttrs>(attrs)));
+    if (y) return Conversion{OpKind::Cast, CastAttrs{DType::I32, true}, {*y}};
+  }
   // The f32 form takes per-tensor and vector zero points (DequantizeLinear's per-axis ones).
   const bool f32Form = !(vectorZero(2) && ctx.inputType(2).shape.rank() > 1) &&
                        !(vectorZero(3) && ctx.inputType(3).shape.rank() > 1);
@@ -675,12 +764,82 @@ template <OpKind K> Result convertInteger(ConvertContext& ctx) {
   return Conversion{K, attrs, {x, w}};
 }
 
+// Whether every element of `v` is >= 0 (or NaN) whatever the model's inputs: a constant of
+// such elements, or an op that makes them (Relu, Sigmoid, Softmax, Abs, Exp) or keeps them
+// (pools, data movement, linear and nearest resizing, Concat, Add, Mul, Max of one, Clip at
+// >= 0). What a ReLU network's activations are: their dynamic quantization's zero point is 0.
+bool provablyNonNegative(const Graph& g, ValueId v, int depth = 0) {
+  const Value& value = g.value(v);
+  if (value.constant) {
+    for (int64_t i = 0; i < value.constant->numel(); ++i)
+      if (value.constant->getDouble(i) < 0) return false;
+    return true;
+  }
+  if (value.producer < 0 || depth > 48) return false;
+  const Node& n = g.node(value.producer);
+  auto input = [&](size_t i) { return provablyNonNegative(g, n.inputs[i], depth + 1); };
+  switch (n.kind) {
+  case OpKind::Relu:
+  case OpKind::Sigmoid:
+  case OpKind::Softmax:
+  case OpKind::Abs:
+  case OpKind::Exp:
+    return true;
+  case OpKind::MaxPool:
+  case OpKind::AveragePool:
+  case OpKind::GlobalAveragePool:
+  case OpKind::GlobalMaxPool:
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
+  case OpKind::Transpose:
+  case OpKind::Slice:
+  case OpKind::Identity:
+  case OpKind::DepthToSpace:
+  case OpKind::SpaceToDepth:
+    return input(0);
+  case OpKind::Resize:
+    return std::get<ResizeAttrs>(n.attrs).mode != ResizeMode::Cubic && input(0);
+  case OpKind::Clip:
+    return std::get<ClipAttrs>(n.attrs).min >= 0 || input(0);
+  case OpKind::Max:
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (input(i)) return true;
+    return false;
+  case OpKind::Concat:
+  case OpKind::Add:
+  case OpKind::Mul:
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (!input(i)) return false;
+    return true;
+  default:
+    return false;
+  }
+}
+
 // DynamicQuantizeLinear(x) -> (y u8, y_scale, y_zero_point), as ONNX defines it: the range
-// [min(x, 0), max(x, 0)] over 255 steps, the zero point saturated then rounded.
+// [min(x, 0), max(x, 0)] over 255 steps, the zero point saturated then rounded. Of an x that is
+// never negative, min(x, 0) is 0: the zero point is the constant 0 (a ReLU network's
+// activations; the int8 convolutions then take them), the scale max(x, 0) / 255.
 Result convertDynamicQuantizeLinear(ConvertContext& ctx) {
   ValueId x = ctx.inputs[0];
   if (ctx.inputType(0).dtype != DType::F32)
     return makeError("DynamicQuantizeLinear input must be f32");
+  if (provablyNonNegative(ctx.graph, x)) {
+    std::vector<int64_t> axes;
+    for (int d = 0; d < ctx.inputType(0).shape.rank(); ++d) axes.push_back(d);
+    TUNEC_ASSIGN_OR_RETURN(ValueId hi,
+                           addPart(ctx, "max", OpKind::ReduceMax, ReduceAttrs{axes, false}, {x}));
+    TUNEC_ASSIGN_OR_RETURN(
+        hi, addPart(ctx, "max0", OpKind::Max, NoAttrs{}, {hi, scalarPart(ctx, "zero", 0.0)}));
+    TUNEC_ASSIGN_OR_RETURN(ValueId scale, addPart(ctx, "scale", OpKind::Div, NoAttrs{},
+                                                  {hi, scalarPart(ctx, "steps", 255.0)}));
+    ValueId zp = addPartConstant(ctx, "zp", Tensor(DType::U8, Shape{}));
+    Conversion c{OpKind::QuantizeLinear, QuantAttrs{0}, {x, scale, zp}};
+    c.valueOutputs = {{1, scale}, {2, zp}};
+    return c;
+  }
   std::vector<int64_t> all;
   for (int d = 0; d < ctx.inputType(0).shape.rank(); ++d) all.push_back(d);
   ReduceAttrs everything{all, false};

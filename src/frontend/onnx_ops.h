@@ -76,6 +76,11 @@ struct ConvertContext {
   const std::map<ValueId, ShapeValue>* shapeValues = nullptr;
   /// The blockwise-dequantized weights of the import so far, by their ONNX name (null: none).
   std::map<std::string, BlockQuantized>* blockQuantized = nullptr;
+  /// The model's nodes that read each value, by name (null: not known).
+  const std::map<std::string, std::vector<const onnx::NodeProto*>>* readers = nullptr;
+  /// Every reader of the node's first output is a Cast to f32 (and the model does not output
+  /// it): what the model computes of it is its value rounded to f32.
+  bool onlyCastToFloat() const;
   /// Input i as dimensions: a shape value's elements, or a constant's integers.
   Expected<std::optional<std::vector<Dim>>> shapeInput(size_t i, const char* role);
 };

@@ -75,6 +75,18 @@ for m in mmi_long mmi_wrap mmi_zp mmi_nd mmi_small convi convi_small; do
 done
 expect 0 "MatMul 'y/float'" -- compile "$io/mmi_small.onnx" -o "$tmp/small.so"
 expect 0 "0 heavy kernels" -- compile "$io/convi.onnx" -o "$tmp/convi.so"
+# ONNX Runtime's dynamic quantization of a ReLU layer with u8 weights (zero point 131): the
+# activation's zero point is 0, the layer an int8 kernel (its weights shifted to s8, the zero
+# point's rest added from the window sums): its sums exact where they stay below 2^24 (within an
+# ulp of the Cast's rounding beyond), the rescaling in the kernel's epilogue within an ulp.
+for m in convi_dyn convi_dyn_big; do
+  expect 0 "2 Conv/MatMul/Gemm layers of u8 activations and constant s8 weights run as int8" \
+    -- compile "$io/$m.onnx" -o "$tmp/$m.so"
+  expect 0 "check y: matches" -- run "$tmp/$m.so" --input "x=$io/${m}_x.npy" \
+    --expect "y=$io/${m}_y.npy" --tolerance 1e-6
+  expect 0 "check y: matches" -- run "$io/$m.onnx" --reference --input "x=$io/${m}_x.npy" \
+    --expect "y=$io/${m}_y.npy" --tolerance 1e-6
+done
 expect 1 "MatMulInteger's a_zero_point 'za' is u8\[7\]: it must be a scalar, a vector of its 5 rows" \
   -- run "$io/mmi_badzp.onnx" --input "a=$io/mmi_badzp_a.npy"
 
