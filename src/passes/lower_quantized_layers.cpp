@@ -111,7 +111,7 @@ Status matchActivation(const Graph& g, const Node* da, QuantizedLayer& q) {
     // scales would overflow where the reference's dequantized values do not), and is left to
     // the f32 path, which dequantizes each value as the reference does.
     for (ValueId v : {da->inputs[1], hasZero ? da->inputs[2] : kNoValue})
-      if (v != kNoValue && g.value(v).producer < 0)
+      if (v != kNoValue && g.value(v).producer < 0 && !g.value(v).constant)
         return Error("its activation's scale or zero point is a model input (the int8 kernels "
                      "take constant ones, or those a DynamicQuantizeLinear computes)");
     q.saValue = da->inputs[1];
