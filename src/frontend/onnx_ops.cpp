@@ -1204,6 +1204,126 @@ Result convertTrilu(ConvertContext& ctx) {
   return Conversion{OpKind::Trilu, a, {ctx.inputs[0]}};
 }
 
+// ConvTranspose(x, w [C, M/group, k...], bias) as the convolution it equals: x with stride - 1
+// zeros between its elements along each spatial axis (a Reshape that adds a unit axis after
+// each, a Pad of zeros along them, a Reshape back), padded by (k - 1) d - pad at each end (plus
+// output_padding at the end; a negative amount crops), then a Conv of stride 1 and the same
+// dilations whose weights are w's with input and output channels swapped within each group and
+// the window reversed. The same products and sums (the zeros add nothing); pads from
+// output_shape or auto_pad as ONNX defines them.
+Result convertConvTranspose(ConvertContext& ctx) {
+  const Shape x = ctx.inputType(0).shape;
+  TUNEC_ASSIGN_OR_RETURN(auto wt, ctx.constantInput(1, "weights"));
+  if (!wt) return makeError("the weights input is required");
+  const Tensor w = *wt;
+  const int r = x.rank() - 2;
+  if (r < 1 || w.shape().rank() != r + 2)
+    return makeError("input ", x.toString(), " and weights ", w.shape().toString(),
+                     " are not of a ConvTranspose with 1 to 3 spatial axes");
+  if (!x.isStatic()) return makeError("ConvTranspose of a symbolic shape is not compiled yet");
+  const int64_t group = ctx.attrs.getInt("group", 1), c = x[1];
+  if (group < 1 || c % group || w.shape()[0] != c)
+    return makeError("weights ", w.shape().toString(), " do not fit ", c, " input channels in ",
+                     group, " groups");
+  const int64_t cg = c / group, mg = w.shape()[1], m = mg * group;
+  const auto rs = static_cast<size_t>(r);
+  std::vector<int64_t> kernel(w.shape().dims().begin() + 2, w.shape().dims().end());
+  if (auto k = ctx.attrs.getInts("kernel_shape"); k && *k != kernel)
+    return makeError("kernel_shape ", Shape(*k).toString(), " differs from the weights' ",
+                     Shape(kernel).toString());
+  auto ints = [&](const char* name, int64_t fill, size_t n) {
+    return ctx.attrs.getInts(name).value_or(std::vector<int64_t>(n, fill));
+  };
+  std::vector<int64_t> strides = ints("strides", 1, rs), dilations = ints("dilations", 1, rs),
+                       pads = ints("pads", 0, 2 * rs), extra = ints("output_padding", 0, rs);
+  std::vector<int64_t> outputShape = ints("output_shape", 0, 0);
+  const std::string autoPad = ctx.attrs.getString("auto_pad", "NOTSET");
+  if (strides.size() != rs || dilations.size() != rs || pads.size() != 2 * rs || extra.size() != rs)
+    return makeError("strides/dilations/pads/output_padding do not match a ", r, "-d kernel");
+  for (size_t i = 0; i < rs; ++i)
+    if (strides[i] < 1 || dilations[i] < 1 || kernel[i] < 1 || extra[i] < 0 || pads[i] < 0 ||
+        pads[i + rs] < 0)
+      return makeError("kernel, strides and dilations must be positive, pads and "
+                       "output_padding at least 0");
+  if (outputShape.size() == rs + 2) outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
+  if (!outputShape.empty() && outputShape.size() != rs)
+    return makeError("output_shape ", Shape(outputShape).toString(), " does not match ", r,
+                     " spatial axes");
+  if (outputShape.empty() && (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER"))
+    for (size_t i = 0; i < rs; ++i) outputShape.push_back(x[static_cast<int>(i) + 2] * strides[i]);
+  if (autoPad == "VALID")
+    std::fill(pads.begin(), pads.end(), 0);
+  else if (autoPad != "NOTSET" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return makeError("auto_pad='", autoPad, "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+  if (!outputShape.empty())
+    for (size_t i = 0; i < rs; ++i) {
+      const int64_t total = strides[i] * (x[static_cast<int>(i) + 2] - 1) + extra[i] +
+                            (kernel[i] - 1) * dilations[i] + 1 - outputShape[i];
+      // Floor division (ONNX's reference): a negative total (an output_shape past the
+      // natural size) pads the end.
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
+      pads[i + rs] = total - pads[i];
+    }
+  // The weights as a Conv's: [M, C/group, k...], channels swapped per group, window reversed.
+  Shape ws(std::vector<int64_t>{m, cg});
+  std::vector<int64_t> wd = ws.dims();
+  wd.insert(wd.end(), kernel.begin(), kernel.end());
+  Tensor flipped(w.dtype(), Shape(wd));
+  const int64_t taps = Shape(kernel).numel();
+  const std::vector<int64_t> ks = Shape(kernel).strides();
+  for (int64_t g = 0; g < group; ++g)
+    for (int64_t o = 0; o < mg; ++o)
+      for (int64_t i = 0; i < cg; ++i)
+        for (int64_t t = 0; t < taps; ++t) {
+          int64_t reversed = 0;
+          for (size_t d = 0; d < rs; ++d)
+            reversed += (kernel[d] - 1 - t / ks[d] % kernel[d]) * ks[d];
+          flipped.setDouble(((g * mg + o) * cg + i) * taps + t,
+                            w.getDouble(((g * cg + i) * mg + o) * taps + reversed));
+        }
+  // x with stride - 1 zeros after each element (and after the last: cropped below).
+  ValueId in = ctx.inputs[0];
+  std::vector<int64_t> begin(rs), end(rs);
+  bool spread = false;
+  for (size_t i = 0; i < rs; ++i) {
+    begin[i] = (kernel[i] - 1) * dilations[i] - pads[i];
+    end[i] = (kernel[i] - 1) * dilations[i] - pads[i + rs] + extra[i] - (strides[i] - 1);
+    spread = spread || strides[i] > 1;
+  }
+  if (spread) {
+    std::vector<Dim> split = {x.dim(0), x.dim(1)}, merged = {x.dim(0), x.dim(1)};
+    PadAttrs zeros{PadMode::Constant, std::vector<int64_t>(2 * (rs * 2 + 2), 0), 0.0};
+    for (size_t i = 0; i < rs; ++i) {
+      split.push_back(x.dim(static_cast<int>(i) + 2));
+      split.push_back(Dim(1));
+      merged.push_back(Dim(x[static_cast<int>(i) + 2] * strides[i]));
+      zeros.pads[2 * rs + 2 + 2 + 2 * i + 1] = strides[i] - 1; // the end of unit axis i
+    }
+    TUNEC_ASSIGN_OR_RETURN(in, addPart(ctx, "split", OpKind::Reshape, ReshapeAttrs{split}, {in}));
+    TUNEC_ASSIGN_OR_RETURN(in, addPart(ctx, "spread", OpKind::Pad, zeros, {in}));
+    TUNEC_ASSIGN_OR_RETURN(in, addPart(ctx, "merged", OpKind::Reshape, ReshapeAttrs{merged}, {in}));
+  }
+  // The borders: what is negative is cropped here, the rest is the Conv's padding.
+  ConvAttrs a{kernel, std::vector<int64_t>(rs, 1), std::vector<int64_t>(2 * rs, 0), dilations,
+              group};
+  PadAttrs crop{PadMode::Constant, std::vector<int64_t>(2 * rs + 4, 0), 0.0};
+  bool crops = false;
+  for (size_t i = 0; i < rs; ++i) {
+    a.pads[i] = std::max<int64_t>(begin[i], 0);
+    a.pads[i + rs] = std::max<int64_t>(end[i], 0);
+    crop.pads[i + 2] = std::min<int64_t>(begin[i], 0);
+    crop.pads[i + 2 + rs + 2] = std::min<int64_t>(end[i], 0);
+    crops = crops || begin[i] < 0 || end[i] < 0;
+  }
+  if (crops) {
+    TUNEC_ASSIGN_OR_RETURN(in, addPart(ctx, "cropped", OpKind::Pad, crop, {in}));
+  }
+  std::vector<ValueId> inputs = {in, addPartConstant(ctx, "weights", std::move(flipped))};
+  if (ctx.hasInput(2)) inputs.push_back(ctx.inputs[2]);
+  return Conversion{OpKind::Conv, a, inputs};
+}
+
 // Resize (opsets 10 to 19) and Upsample (7 and 9): the output dims and each axis's scale
 // decided here from constant scales or sizes (ONNX's rules: a scale gives floor(length x
 // scale); sizes give their scale as size / length, or one scale for all the given axes under
@@ -2445,6 +2565,7 @@ const std::map<std::string, Converter>& converters() {
       {"Range", convertRange},
       {"Trilu", convertTrilu},
       {"Resize", convertResize},
+      {"ConvTranspose", convertConvTranspose},
       {"Upsample", convertResize},
       {"Tile", convertTile},
       {"Pad", convertPad},
@@ -2493,6 +2614,7 @@ std::optional<std::string_view> onnxOpExpansion(std::string_view onnxOp) {
       {"QLinearMatMul", "DequantizeLinear -> MatMul -> QuantizeLinear"},
       {"ConvInteger", "DequantizeLinear -> Conv -> Cast, or Conv of int32 values"},
       {"Upsample", "Resize (asymmetric coordinates)"},
+      {"ConvTranspose", "zeros spread by Reshape, Pad, Reshape -> Conv of reversed weights"},
       {"MatMulInteger", "DequantizeLinear -> MatMul -> Cast, or MatMul of int32 values"},
       {"DynamicQuantizeLinear", "ReduceMin, ReduceMax -> scale, zero point -> QuantizeLinear"},
       {"com.microsoft.QLinearAdd", "DequantizeLinear -> Add -> QuantizeLinear"},
