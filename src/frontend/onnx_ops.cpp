@@ -1265,6 +1265,42 @@ Result convertConvTranspose(ConvertContext& ctx) {
       pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
       pads[i + rs] = total - pads[i];
     }
+  // A 2-d window as large as its stride, unpadded and undilated (a U-Net's or a detector's
+  // upsampling by 2x2 / stride 2) writes each output element from one input element: a 1x1
+  // Conv to M x kh x kw channels, then each pixel's channels moved to its kh x kw window
+  // (Reshape, Transpose, Reshape), without the spread form's zeros.
+  bool disjoint = r == 2 && (!ctx.hasInput(2) || ctx.graph.value(ctx.inputs[2]).constant);
+  for (size_t i = 0; i < rs; ++i)
+    disjoint = disjoint && kernel[i] == strides[i] && dilations[i] == 1 && pads[i] == 0 &&
+               pads[i + rs] == 0 && extra[i] == 0;
+  if (disjoint) {
+    const int64_t kh = kernel[0], kw = kernel[1], taps = kh * kw;
+    Tensor pointwise(w.dtype(), Shape{m * taps, cg, 1, 1});
+    for (int64_t g = 0; g < group; ++g)
+      for (int64_t o = 0; o < mg; ++o)
+        for (int64_t t = 0; t < taps; ++t)
+          for (int64_t i = 0; i < cg; ++i)
+            pointwise.setDouble((((g * mg + o) * taps + t) * cg) + i,
+                                w.getDouble(((g * cg + i) * mg + o) * taps + t));
+    std::vector<ValueId> inputs = {ctx.inputs[0],
+                                   addPartConstant(ctx, "pointwise", std::move(pointwise))};
+    if (ctx.hasInput(2)) {
+      const Tensor bias = *ctx.graph.value(ctx.inputs[2]).constant;
+      Tensor spread(bias.dtype(), Shape{m * taps});
+      for (int64_t i = 0; i < m * taps; ++i) spread.setDouble(i, bias.getDouble(i / taps));
+      inputs.push_back(addPartConstant(ctx, "pointwise.bias", std::move(spread)));
+    }
+    ConvAttrs a{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, group};
+    TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "pointwise", OpKind::Conv, a, inputs));
+    const int64_t n = x[0], h = x[2], wd = x[3];
+    TUNEC_ASSIGN_OR_RETURN(
+        y, addPart(ctx, "windows", OpKind::Reshape,
+                   ReshapeAttrs{{Dim(n), Dim(m), Dim(kh), Dim(kw), Dim(h), Dim(wd)}}, {y}));
+    TUNEC_ASSIGN_OR_RETURN(
+        y, addPart(ctx, "placed", OpKind::Transpose, TransposeAttrs{{0, 1, 4, 2, 5, 3}}, {y}));
+    return Conversion{
+        OpKind::Reshape, ReshapeAttrs{{Dim(n), Dim(m), Dim(h * kh), Dim(wd * kw)}}, {y}};
+  }
   // The weights as a Conv's: [M, C/group, k...], channels swapped per group, window reversed.
   Shape ws(std::vector<int64_t>{m, cg});
   std::vector<int64_t> wd = ws.dims();

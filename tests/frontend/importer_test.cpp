@@ -248,56 +248,63 @@ TEST(Importer, ResizeTakesItsSizesAndScalesAtImport) {
 }
 
 // ConvTranspose imports as the convolution of its zero-spread input with its weights swapped and
-// reversed: equal to its definition (each input element scattering its window of weights) on
-// random data, with groups, strides, dilations, pads and output_padding.
+// reversed, or, where its window is its stride (2x2, stride 2), as a 1x1 Conv whose channels
+// are placed in the windows: equal to its definition (each input element scattering its window
+// of weights) on random data, with groups, strides, dilations, pads and output_padding.
 TEST(Importer, ConvTransposeEqualsItsDefinition) {
-  const int64_t n = 2, c = 4, h = 3, w = 5, group = 2, mg = 3, kh = 3, kw = 2;
-  const int64_t sh = 2, sw = 3, dh = 1, dw = 2, pt = 1, pl = 0, pb = 2, pr = 1, oph = 1, opw = 0;
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> wv(static_cast<size_t>(c * mg * kh * kw));
-  for (float& v : wv) v = u(rng);
-  std::vector<float> bias = {0.5f, -0.25f, 1.f, 0.f, 2.f, -1.f};
-  ModelBuilder b;
-  b.input("x", {n, c, h, w}).initializerFloats("w", {c, mg, kh, kw}, wv);
-  b.initializerFloats("b", {group * mg}, bias).output("y");
-  auto& node = b.node("ConvTranspose", {"x", "w", "b"}, {"y"}, "ct");
-  addIntAttr(node, "group", group);
-  addIntsAttr(node, "strides", {sh, sw});
-  addIntsAttr(node, "dilations", {dh, dw});
-  addIntsAttr(node, "pads", {pt, pl, pb, pr});
-  addIntsAttr(node, "output_padding", {oph, opw});
-  auto g = import(b);
-  ASSERT_TRUE(g.isOk()) << g.error().message();
-  const int64_t oh = sh * (h - 1) + oph + (kh - 1) * dh + 1 - pt - pb;
-  const int64_t ow = sw * (w - 1) + opw + (kw - 1) * dw + 1 - pl - pr;
-  Tensor x(DType::F32, Shape{n, c, h, w});
-  for (int64_t i = 0; i < x.numel(); ++i) x.setDouble(i, u(rng));
-  auto y = runReference(*g, {x});
-  ASSERT_TRUE(y.isOk()) << y.error().message();
-  ASSERT_EQ((*y)[0].shape(), (Shape{n, group * mg, oh, ow}));
-  std::vector<double> want(static_cast<size_t>(n * group * mg * oh * ow));
-  for (int64_t b0 = 0; b0 < n; ++b0)
-    for (int64_t m = 0; m < group * mg; ++m)
-      for (int64_t i = 0; i < oh * ow; ++i)
-        want[static_cast<size_t>((b0 * group * mg + m) * oh * ow + i)] =
-            bias[static_cast<size_t>(m)];
-  for (int64_t b0 = 0; b0 < n; ++b0)
-    for (int64_t ic = 0; ic < c; ++ic)
-      for (int64_t iy = 0; iy < h; ++iy)
-        for (int64_t ix = 0; ix < w; ++ix)
-          for (int64_t o = 0; o < mg; ++o)
-            for (int64_t ky = 0; ky < kh; ++ky)
-              for (int64_t kx = 0; kx < kw; ++kx) {
-                const int64_t yy = iy * sh + ky * dh - pt, xx = ix * sw + kx * dw - pl;
-                if (yy < 0 || yy >= oh || xx < 0 || xx >= ow) continue;
-                const int64_t m = ic / (c / group) * mg + o;
-                want[static_cast<size_t>(((b0 * group * mg + m) * oh + yy) * ow + xx)] +=
-                    x.getDouble(((b0 * c + ic) * h + iy) * w + ix) *
-                    wv[static_cast<size_t>(((ic * mg + o) * kh + ky) * kw + kx)];
-              }
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR((*y)[0].getDouble(static_cast<int64_t>(i)), want[i], 1e-5) << i;
+  struct Case {
+    int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oph, opw;
+  };
+  for (const Case& t :
+       {Case{3, 2, 2, 3, 1, 2, 1, 0, 2, 1, 1, 0}, Case{2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0},
+        Case{2, 3, 2, 3, 1, 1, 0, 0, 0, 0, 0, 0}}) {
+    SCOPED_TRACE("window " + std::to_string(t.kh) + "x" + std::to_string(t.kw) + ", stride " +
+                 std::to_string(t.sh) + "x" + std::to_string(t.sw));
+    const int64_t n = 2, c = 4, h = 3, w = 5, group = 2, mg = 3, kh = t.kh, kw = t.kw;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> wv(static_cast<size_t>(c * mg * kh * kw));
+    for (float& v : wv) v = u(rng);
+    std::vector<float> bias = {0.5f, -0.25f, 1.f, 0.f, 2.f, -1.f};
+    ModelBuilder b;
+    b.input("x", {n, c, h, w}).initializerFloats("w", {c, mg, kh, kw}, wv);
+    b.initializerFloats("b", {group * mg}, bias).output("y");
+    auto& node = b.node("ConvTranspose", {"x", "w", "b"}, {"y"}, "ct");
+    addIntAttr(node, "group", group);
+    addIntsAttr(node, "strides", {t.sh, t.sw});
+    addIntsAttr(node, "dilations", {t.dh, t.dw});
+    addIntsAttr(node, "pads", {t.pt, t.pl, t.pb, t.pr});
+    addIntsAttr(node, "output_padding", {t.oph, t.opw});
+    auto g = import(b);
+    ASSERT_TRUE(g.isOk()) << g.error().message();
+    const int64_t oh = t.sh * (h - 1) + t.oph + (kh - 1) * t.dh + 1 - t.pt - t.pb;
+    const int64_t ow = t.sw * (w - 1) + t.opw + (kw - 1) * t.dw + 1 - t.pl - t.pr;
+    Tensor x(DType::F32, Shape{n, c, h, w});
+    for (int64_t i = 0; i < x.numel(); ++i) x.setDouble(i, u(rng));
+    auto y = runReference(*g, {x});
+    ASSERT_TRUE(y.isOk()) << y.error().message();
+    ASSERT_EQ((*y)[0].shape(), (Shape{n, group * mg, oh, ow}));
+    std::vector<double> want(static_cast<size_t>(n * group * mg * oh * ow));
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = bias[i / static_cast<size_t>(oh * ow) % static_cast<size_t>(group * mg)];
+    for (int64_t b0 = 0; b0 < n; ++b0)
+      for (int64_t ic = 0; ic < c; ++ic)
+        for (int64_t iy = 0; iy < h; ++iy)
+          for (int64_t ix = 0; ix < w; ++ix)
+            for (int64_t o = 0; o < mg; ++o)
+              for (int64_t ky = 0; ky < kh; ++ky)
+                for (int64_t kx = 0; kx < kw; ++kx) {
+                  const int64_t yy = iy * t.sh + ky * t.dh - t.pt,
+                                xx = ix * t.sw + kx * t.dw - t.pl;
+                  if (yy < 0 || yy >= oh || xx < 0 || xx >= ow) continue;
+                  const int64_t m = ic / (c / group) * mg + o;
+                  want[static_cast<size_t>(((b0 * group * mg + m) * oh + yy) * ow + xx)] +=
+                      x.getDouble(((b0 * c + ic) * h + iy) * w + ix) *
+                      wv[static_cast<size_t>(((ic * mg + o) * kh + ky) * kw + kx)];
+                }
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR((*y)[0].getDouble(static_cast<int64_t>(i)), want[i], 1e-5) << i;
+  }
 }
 
 TEST(Importer, ShapeArithmeticIsFoldedToConstants) {
