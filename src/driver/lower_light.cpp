@@ -452,9 +452,26 @@ void copyProgram(Lowering& l, const std::string& label, int out, const Shape& ou
                    {{in, std::move(inStrides), inOffset}}, {{EwOp::Copy, 0, -1, -1000}});
 }
 
-bool copyAny(Lowering& l, const std::string& label, int out, const Shape& outShape,
-             int64_t outOffset, const std::vector<int64_t>& outStrides, int in,
+bool copyAny(Lowering& l, const std::string& label, int out, const Shape& iteration,
+             int64_t outOffset, const std::vector<int64_t>& outStridesGiven, int in,
              std::vector<int64_t> inStrides, int64_t inOffset, DType dtype) {
+  // A copy visits its elements in any order: where the innermost extent is a few elements that
+  // the input has far apart (a 2x2 window's columns placed from a channel's plane), a longer
+  // dimension the input has contiguous goes innermost instead, so that the inner loop reads a
+  // run and writes at a stride rather than looping over two.
+  std::vector<int64_t> dims = iteration.dims(), outStrides = outStridesGiven;
+  const size_t rank = dims.size();
+  if (rank >= 2 && dims[rank - 1] < 8 && std::abs(inStrides[rank - 1]) != 1)
+    for (size_t d = 0; d + 1 < rank; ++d)
+      if (dims[d] >= 8 && inStrides[d] == 1) {
+        for (auto* v : {&dims, &outStrides, &inStrides}) {
+          const int64_t moved = (*v)[d];
+          v->erase(v->begin() + static_cast<std::ptrdiff_t>(d));
+          v->push_back(moved);
+        }
+        break;
+      }
+  const Shape outShape(dims);
   if (dtype == DType::F32) {
     copyProgram(l, label, out, outShape, outOffset, outStrides, in, std::move(inStrides), inOffset);
     return true;
