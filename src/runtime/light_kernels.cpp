@@ -321,9 +321,64 @@ Expected<EwProgram> EwProgram::decode(const Step& step) {
   return p;
 }
 
+namespace {
+
+// A copy that transposes: the output contiguous along dimension `da`, the input along `db`.
+// Row by row one side moves one element per cache line, tens of streams at once; in 16 x 16
+// tiles both sides move whole lines (the reorders between plain and NHWC, and the Concat of a
+// plain activation into an NHWC buffer).
+void transposeCopy(const EwProgram& p, size_t da, size_t db, float* out, const float* in,
+                   int threads) {
+  constexpr int64_t kTile = 16;
+  const int64_t na = p.dims[da], nb = p.dims[db];
+  const int64_t inA = p.inStrides[0][da], outB = p.outStrides[db];
+  std::vector<size_t> others;
+  int64_t outer = 1;
+  for (size_t d = 0; d < p.dims.size(); ++d)
+    if (d != da && d != db) others.push_back(d), outer *= p.dims[d];
+  const int64_t tilesA = (na + kTile - 1) / kTile, tilesB = (nb + kTile - 1) / kTile;
+  parallelRange(outer * tilesB, threads, std::max<int64_t>(1, 64 / std::max<int64_t>(1, tilesA)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t task = lo; task < hi; ++task) {
+                    int64_t rest = task / tilesB, inOff = p.inOffsets[0], outOff = p.outOffset;
+                    for (size_t k = others.size(); k-- > 0;) {
+                      const size_t d = others[k];
+                      const int64_t idx = rest % p.dims[d];
+                      rest /= p.dims[d];
+                      inOff += idx * p.inStrides[0][d];
+                      outOff += idx * p.outStrides[d];
+                    }
+                    const int64_t b0 = task % tilesB * kTile, b1 = std::min(nb, b0 + kTile);
+                    for (int64_t a0 = 0; a0 < na; a0 += kTile) {
+                      const int64_t a1 = std::min(na, a0 + kTile);
+                      for (int64_t b = b0; b < b1; ++b) {
+                        const float* src = in + inOff + b;
+                        float* dst = out + outOff + b * outB;
+                        for (int64_t a = a0; a < a1; ++a) dst[a] = src[a * inA];
+                      }
+                    }
+                  }
+                });
+}
+
+} // namespace
+
 void runElementwise(const EwProgram& p, float* out, const float* const* inputs, int threads) {
   for (int64_t d : p.dims)
     if (d == 0) return; // an empty tensor
+  // A plain copy whose output and input are contiguous along different dimensions: tiles.
+  if (p.code.size() == 1 && p.code[0].op == EwOp::Copy && p.inOffsets.size() == 1 &&
+      p.code[0].a == -1 && p.dims.size() >= 2) {
+    size_t da = p.dims.size(), db = p.dims.size();
+    for (size_t d = 0; d < p.dims.size(); ++d) {
+      if (p.outStrides[d] == 1 && p.dims[d] >= 8) da = d;
+      if (p.inStrides[0][d] == 1 && p.dims[d] >= 8) db = d;
+    }
+    if (da < p.dims.size() && db < p.dims.size() && da != db) {
+      transposeCopy(p, da, db, out, inputs[0], threads);
+      return;
+    }
+  }
   int64_t inner = p.dims.back();
   int64_t outer = 1;
   for (size_t d = 0; d + 1 < p.dims.size(); ++d) outer *= p.dims[d];
@@ -907,33 +962,34 @@ namespace {
 // ISA's function needs its own target attribute, which a template would not carry.)
 #define TUNEC_PAIR_TILE_ACC_512(MADD)                                                              \
   __m512i acc[4][4];                                                                               \
-  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) _Pragma("GCC unroll 4") for (int v = 0;      \
-                                                                                   v < 4; ++v)     \
-      acc[r][v] = first ? _mm512_setzero_si512() : _mm512_loadu_si512(c + r * ldc + 16 * v);     \
+  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r)                                              \
+      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[r][v] =                              \
+          first ? _mm512_setzero_si512() : _mm512_loadu_si512(c + r * ldc + 16 * v);               \
   for (int64_t p = 0; p < kp; ++p) {                                                               \
     const int32_t* brow = bp + p * np;                                                             \
     __m512i b[4];                                                                                  \
-    _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) b[v] = _mm512_loadu_si512(brow + 16 * v); \
+    _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) b[v] = _mm512_loadu_si512(brow + 16 * v);  \
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) {                                          \
-      const __m512i pair = _mm512_set1_epi32(aRows[r][p]);                                        \
+      const __m512i pair = _mm512_set1_epi32(aRows[r][p]);                                         \
       _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[r][v] = MADD(acc[r][v], b[v], pair); \
     }                                                                                              \
   }                                                                                                \
-  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) _Pragma("GCC unroll 4") for (int v = 0;      \
-                                                                                   v < 4; ++v)     \
-      _mm512_storeu_si512(c + r * ldc + 16 * v, acc[r][v])
+  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r)                                              \
+      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v)                                          \
+          _mm512_storeu_si512(c + r * ldc + 16 * v, acc[r][v])
 
 using PairTileAcc = void (*)(const int32_t* const*, const int32_t*, int64_t, int64_t, int32_t*,
                              int64_t, bool);
 #define TUNEC_MADD_ADD(acc, b, pair) _mm512_add_epi32(acc, _mm512_madd_epi16(b, pair))
-__attribute__((target("avx512f,avx512bw"))) void
-convTile512(const int32_t* const* aRows, const int32_t* bp, int64_t np, int64_t kp, int32_t* c,
-            int64_t ldc, bool first) {
+__attribute__((target("avx512f,avx512bw"))) void convTile512(const int32_t* const* aRows,
+                                                             const int32_t* bp, int64_t np,
+                                                             int64_t kp, int32_t* c, int64_t ldc,
+                                                             bool first) {
   TUNEC_PAIR_TILE_ACC_512(TUNEC_MADD_ADD);
 }
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
-convTile512Vnni(const int32_t* const* aRows, const int32_t* bp, int64_t np, int64_t kp,
-                int32_t* c, int64_t ldc, bool first) {
+convTile512Vnni(const int32_t* const* aRows, const int32_t* bp, int64_t np, int64_t kp, int32_t* c,
+                int64_t ldc, bool first) {
   TUNEC_PAIR_TILE_ACC_512(_mm512_dpwssd_epi32);
 }
 #undef TUNEC_MADD_ADD
