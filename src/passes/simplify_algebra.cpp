@@ -9,6 +9,7 @@
 #include "reference/reference.h"
 
 #include <functional>
+#include <set>
 
 namespace tunec::passes {
 
@@ -38,7 +39,10 @@ Tensor mapValues(const Tensor& t, const std::function<double(double)>& f) {
 
 class Simplifier {
 public:
-  explicit Simplifier(const Graph& graph) : graph_(graph), rw_(graph) {}
+  explicit Simplifier(const Graph& graph) : graph_(graph), rw_(graph) {
+    for (const Node& n : graph.nodes())
+      if (n.kind == OpKind::QuantizeLinear && n.inputs.size() > 1) quantScales_.insert(n.inputs[1]);
+  }
 
   Expected<Graph> run() {
     for (const Node& node : graph_.nodes()) TUNEC_TRY(visit(node));
@@ -48,6 +52,9 @@ public:
 private:
   const Graph& graph_;
   GraphRewriter rw_;
+  /// Values a QuantizeLinear divides by: their rounding decides codes (DynamicQuantizeLinear's
+  /// range / 255), so x / c stays a division there (x * (1/c) rounds otherwise).
+  std::set<ValueId> quantScales_;
 
   const Graph& target() const { return rw_.target(); }
   bool sameType(ValueId newValue, ValueId sourceOut) const {
@@ -114,6 +121,7 @@ private:
       return rw_.copy(node);
     bool commutative = node.kind == OpKind::Add || node.kind == OpKind::Mul;
     if (c0 && !commutative) return rw_.copy(node); // c - x, c / x stay
+    if (node.kind == OpKind::Div && quantScales_.count(out)) return rw_.copy(node);
     ValueId x = c0 ? in[1] : in[0];
     const Tensor& c = c0 ? *c0 : *c1;
     double identity = node.kind == OpKind::Add || node.kind == OpKind::Sub ? 0.0 : 1.0;

@@ -1098,6 +1098,31 @@ TEST(Passes, ComputeHalfInFloatRunsF16OpsInF32) {
     EXPECT_NEAR((*a)[0].getDouble(i), (*b)[0].getDouble(i), 2e-3) << i;
 }
 
+// x / c becomes x * (1/c), but not where a QuantizeLinear divides by the result: that scale's
+// rounding decides the codes (DynamicQuantizeLinear's range / 255).
+TEST(Passes, SimplifyAlgebraKeepsTheDivisionOfAQuantizationScale) {
+  Graph g;
+  ValueId x = g.addInput("x", {DType::F32, Shape{4}, {}});
+  ValueId range = g.addInput("range", {DType::F32, Shape{}, {}});
+  Tensor steps(DType::F32, Shape{});
+  steps.setDouble(0, 255.0);
+  ValueId scale = add(g, OpKind::Div, NoAttrs{}, {range, g.addConstant("steps", steps)}, "scale");
+  ValueId other = add(g, OpKind::Div, NoAttrs{}, {x, g.addConstant("c", steps)}, "other");
+  ValueId q = add(g, OpKind::QuantizeLinear, QuantAttrs{0},
+                  {x, scale, g.addConstant("zp", Tensor(DType::U8, Shape{}))}, "q");
+  g.addOutput(q);
+  g.addOutput(other);
+  auto out = passes::simplifyAlgebra(g);
+  ASSERT_TRUE(out.isOk()) << out.error().message();
+  int divisions = 0, products = 0;
+  for (const Node& n : out->nodes()) {
+    divisions += n.kind == OpKind::Div;
+    products += n.kind == OpKind::Mul;
+  }
+  EXPECT_EQ(divisions, 1); // the scale's
+  EXPECT_EQ(products, 1);  // x / 255 as x * (1/255)
+}
+
 TEST(Passes, SimplifyAlgebraComposesTransposesAndReshapes) {
   Graph g;
   ValueId x = g.addInput("x", {DType::F32, Shape{2, 3, 4}, {}});
