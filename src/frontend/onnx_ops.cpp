@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -641,54 +642,80 @@ Expected<ValueId> unitDequantized(ConvertContext& ctx, const std::string& part, 
                         ctx.hasInput(input + 2) ? ctx.inputs[input + 2] : kNoValue, axis);
 }
 
-// The u8 x s8 form of a ConvInteger whose activation zero point is constant and whose weights
-// are constant 8-bit codes of one group: the int8 kernels' layer (lower_quantized_layers.cpp)
-//   T = Conv(DQ(x, 1, x_zp), DQ(w - shift, 1, 0)),  shift 128 for u8 weights (w - 128 is s8
-//   exactly), 0 for s8 ones,
+// The int8 kernels' form of an integer product with constant 8-bit weights w (ConvInteger's
+// [M, C, kh, kw], MatMulInteger's [K, N]) and a u8 activation x: the layer
+// (lower_quantized_layers.cpp)
+//   T = Conv/MatMul(DQ(x, 1, x_zp), DQ(w - shift, 1, 0)),  shift 128 for u8 weights (w - 128
+//   is s8 exactly), 0 for s8 ones,
 // plus, where the weights' zero point is not the shift, the rest of sum (x - x_zp)(w - w_zp):
-//   (shift - w_zp[o]) x S,  S = the window sums of (x - x_zp) (a channel sum, then a Conv of
-//   ones over the window; padded taps read x_zp, so add 0),
-// both sums of integers, each exact in f32 where 255 x the largest sum of |w - shift| over a
-// window, and 255 x the window x |shift - w_zp|, add up below 2^24 (then bit for bit the exact
-// int32 sums). Beyond it only where the model reads the output through a Cast to f32 (ONNX
-// Runtime's dynamic quantization): T is then the kernels' exact int32 sum rounded once to f32
-// (as that Cast rounds the exact sum), the correction exact, their sum rounded once more (within
-// an ulp of the Cast's value); every value is integral, so the Cast to i32 is exact. nullopt
-// when the layer is not of this form.
-Expected<std::optional<ValueId>> int8ConvForm(ConvertContext& ctx, const ConvAttrs& attrs) {
-  const Value& x = ctx.graph.value(ctx.inputs[0]);
-  const Value& w = ctx.graph.value(ctx.inputs[1]);
-  if (attrs.group != 1 || attrs.kernel.size() != 2 || x.type.dtype != DType::U8 || !w.constant)
-    return std::optional<ValueId>();
-  if (ctx.hasInput(2) && !ctx.graph.value(ctx.inputs[2]).constant) return std::optional<ValueId>();
-  const Value* wz = ctx.hasInput(3) ? &ctx.graph.value(ctx.inputs[3]) : nullptr;
-  if (wz && !wz->constant) return std::optional<ValueId>();
-  const Tensor codes = *w.constant; // (adding nodes below moves the graph's values)
-  const int64_t oc = codes.shape()[0];
-  const int64_t shift = codes.dtype() == DType::U8 ? 128 : 0;
-  Tensor shifted(DType::I8, codes.shape());
-  for (int64_t i = 0; i < codes.numel(); ++i) shifted.setInt(i, codes.getInt(i) - shift);
-  Tensor correction(DType::F32, Shape{1, oc, 1, 1});
+//   (shift - w_zp[o]) x S,  S the sums of (x - x_zp) over one output's terms (a convolution's
+//   window: a 1x1 int8 layer of ones, then a Conv of ones over the window, padded taps reading
+//   x_zp adding 0; a matmul's row: an int8 layer of a column of ones),
+// both sums of integers, each exact in f32 where 255 x the largest sum of |w - shift| over an
+// output's terms, and 255 x their count x |shift - w_zp|, add up below 2^24 (then bit for bit
+// the exact int32 sums). Beyond it only where the model reads the output through a Cast to f32
+// (ONNX Runtime's dynamic quantization): T is then the kernels' exact int32 sum rounded once to
+// f32 (as that Cast rounds the exact sum), the correction exact, their sum rounded once more
+// (within an ulp of the Cast's value); every value is integral, so the Cast to i32 is exact.
+
+// The weights shifted to s8 and, per output o, shift - w_zp[o]; `terms` weights per output,
+// output o's i-th at `at(o, i)`; nullopt where the sums are not exact in f32 and not read
+// through a Cast to f32.
+struct ShiftedWeights {
+  Tensor codes;
+  std::vector<double> rest; ///< shift - zero point, per output
   bool corrects = false;
-  const int64_t window = oc ? codes.numel() / oc : 0;
+};
+std::optional<ShiftedWeights> shiftWeights(const ConvertContext& ctx, const Tensor& codes,
+                                           const Tensor* zeroPoints, int64_t outputs, int64_t terms,
+                                           const std::function<int64_t(int64_t, int64_t)>& at) {
+  const int64_t shift = codes.dtype() == DType::U8 ? 128 : 0;
+  ShiftedWeights s{Tensor(DType::I8, codes.shape()), {}, false};
+  for (int64_t i = 0; i < codes.numel(); ++i) s.codes.setInt(i, codes.getInt(i) - shift);
   double boundT = 0, boundS = 0;
-  for (int64_t o = 0; o < oc; ++o) {
-    const int64_t zero = wz ? wz->constant->getInt(wz->constant->numel() == 1 ? 0 : o) : 0;
-    correction.setDouble(o, static_cast<double>(shift - zero));
-    corrects = corrects || shift != zero;
+  for (int64_t o = 0; o < outputs; ++o) {
+    const int64_t zero = zeroPoints ? zeroPoints->getInt(zeroPoints->numel() == 1 ? 0 : o) : 0;
+    s.rest.push_back(static_cast<double>(shift - zero));
+    s.corrects = s.corrects || shift != zero;
     double sum = 0;
-    for (int64_t i = 0; i < window; ++i)
-      sum += static_cast<double>(std::abs(codes.getInt(o * window + i) - shift));
+    for (int64_t i = 0; i < terms; ++i)
+      sum += static_cast<double>(std::abs(codes.getInt(at(o, i)) - shift));
     boundT = std::max(boundT, 255.0 * sum);
-    boundS = std::max(boundS, 255.0 * static_cast<double>(window * std::abs(shift - zero)));
+    boundS = std::max(boundS, 255.0 * static_cast<double>(terms * std::abs(shift - zero)));
   }
-  if (boundT + boundS >= 16777216.0 && !ctx.onlyCastToFloat()) return std::optional<ValueId>();
+  if (boundT + boundS >= 16777216.0 && !ctx.onlyCastToFloat()) return std::nullopt;
+  return s;
+}
+
+// The constant weights (input 1) and their zero point (input 3, constant or absent), or nullopt.
+std::optional<std::pair<Tensor, std::optional<Tensor>>> constantWeights(const ConvertContext& ctx) {
+  const Value& w = ctx.graph.value(ctx.inputs[1]);
+  if (!w.constant || ctx.inputType(0).dtype != DType::U8) return std::nullopt;
+  std::optional<Tensor> zero;
+  if (ctx.hasInput(3)) {
+    const Value& z = ctx.graph.value(ctx.inputs[3]);
+    if (!z.constant) return std::nullopt;
+    zero = *z.constant;
+  }
+  return std::pair{*w.constant, zero};
+}
+
+Expected<std::optional<ValueId>> int8ConvForm(ConvertContext& ctx, const ConvAttrs& attrs) {
+  auto weights = constantWeights(ctx);
+  if (attrs.group != 1 || attrs.kernel.size() != 2 || !weights ||
+      (ctx.hasInput(2) && !ctx.graph.value(ctx.inputs[2]).constant))
+    return std::optional<ValueId>();
+  const Tensor& codes = weights->first;
+  const int64_t oc = codes.shape()[0], window = oc ? codes.numel() / oc : 0;
+  auto shifted = shiftWeights(ctx, codes, weights->second ? &*weights->second : nullptr, oc, window,
+                              [&](int64_t o, int64_t i) { return o * window + i; });
+  if (!shifted) return std::optional<ValueId>();
   TUNEC_ASSIGN_OR_RETURN(ValueId a, unitDequantized(ctx, "a", 0, 1));
   TUNEC_ASSIGN_OR_RETURN(ValueId b,
-                         dequantizePart(ctx, "b", addPartConstant(ctx, "b.s8", std::move(shifted)),
+                         dequantizePart(ctx, "b", addPartConstant(ctx, "b.s8", shifted->codes),
                                         scalarPart(ctx, "b.one", 1.0), kNoValue, 0));
   TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::Conv, attrs, {a, b}));
-  if (!corrects) return std::optional<ValueId>(y);
+  if (!shifted->corrects) return std::optional<ValueId>(y);
   // The channel sums as an int8 layer of its own (a 1x1 Conv of s8 ones, reading x where the
   // main layer reads it), then the window's sums of them in f32.
   Tensor unit(DType::I8, Shape{1, codes.shape()[1], 1, 1});
@@ -705,10 +732,50 @@ Expected<std::optional<ValueId>> int8ConvForm(ConvertContext& ctx, const ConvAtt
   TUNEC_ASSIGN_OR_RETURN(ValueId sums,
                          addPart(ctx, "window.sums", OpKind::Conv, attrs,
                                  {channels, addPartConstant(ctx, "window.ones", std::move(ones))}));
-  TUNEC_ASSIGN_OR_RETURN(ValueId rest, addPart(ctx, "window.correction", OpKind::Mul, NoAttrs{},
-                                               {sums, addPartConstant(ctx, "window.zero_points",
-                                                                      std::move(correction))}));
-  TUNEC_ASSIGN_OR_RETURN(y, addPart(ctx, "corrected", OpKind::Add, NoAttrs{}, {y, rest}));
+  Tensor rest(DType::F32, Shape{1, oc, 1, 1});
+  for (int64_t o = 0; o < oc; ++o) rest.setDouble(o, shifted->rest[static_cast<size_t>(o)]);
+  TUNEC_ASSIGN_OR_RETURN(
+      ValueId part, addPart(ctx, "window.correction", OpKind::Mul, NoAttrs{},
+                            {sums, addPartConstant(ctx, "window.zero_points", std::move(rest))}));
+  TUNEC_ASSIGN_OR_RETURN(y, addPart(ctx, "corrected", OpKind::Add, NoAttrs{}, {y, part}));
+  return std::optional<ValueId>(y);
+}
+
+// A MatMulInteger of a u8 activation with a per-tensor zero point (constant, or computed: the
+// dynamic int8 layer) and constant 2-d weights [K, N] with a zero point per tensor or column.
+Expected<std::optional<ValueId>> int8MatMulForm(ConvertContext& ctx) {
+  auto weights = constantWeights(ctx);
+  if (!weights || ctx.inputType(1).shape.rank() != 2 ||
+      (ctx.hasInput(2) && ctx.inputType(2).shape.numel() != 1))
+    return std::optional<ValueId>();
+  const Tensor& codes = weights->first;
+  const int64_t k = codes.shape()[0], n = codes.shape()[1];
+  auto shifted = shiftWeights(ctx, codes, weights->second ? &*weights->second : nullptr, n, k,
+                              [&](int64_t o, int64_t i) { return i * n + o; });
+  if (!shifted) return std::optional<ValueId>();
+  const int ra = ctx.inputType(0).shape.rank();
+  TUNEC_ASSIGN_OR_RETURN(ValueId a, unitDequantized(ctx, "a", 0, ra - 2));
+  TUNEC_ASSIGN_OR_RETURN(ValueId b,
+                         dequantizePart(ctx, "b", addPartConstant(ctx, "b.s8", shifted->codes),
+                                        scalarPart(ctx, "b.one", 1.0), kNoValue, 1));
+  TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::MatMul, NoAttrs{}, {a, b}));
+  if (!shifted->corrects) return std::optional<ValueId>(y);
+  // The row sums as an int8 layer of its own (a column of s8 ones): they read the u8 codes the
+  // main layer reads (an f32 ReduceSum would read the quantization's f32 round trip, which the
+  // passes may compute by another route).
+  Tensor unit(DType::I8, Shape{k, 1});
+  for (int64_t i = 0; i < k; ++i) unit.setInt(i, 1);
+  TUNEC_ASSIGN_OR_RETURN(ValueId units,
+                         dequantizePart(ctx, "row.units", addPartConstant(ctx, "row.unit.s8", unit),
+                                        scalarPart(ctx, "row.one", 1.0), kNoValue, 1));
+  TUNEC_ASSIGN_OR_RETURN(ValueId sums,
+                         addPart(ctx, "row.sums", OpKind::MatMul, NoAttrs{}, {a, units}));
+  Tensor rest(DType::F32, Shape{n});
+  for (int64_t o = 0; o < n; ++o) rest.setDouble(o, shifted->rest[static_cast<size_t>(o)]);
+  TUNEC_ASSIGN_OR_RETURN(ValueId part,
+                         addPart(ctx, "row.correction", OpKind::Mul, NoAttrs{},
+                                 {sums, addPartConstant(ctx, "row.zero_points", std::move(rest))}));
+  TUNEC_ASSIGN_OR_RETURN(y, addPart(ctx, "corrected", OpKind::Add, NoAttrs{}, {y, part}));
   return std::optional<ValueId>(y);
 }
 
@@ -741,8 +808,13 @@ template <OpKind K> Result convertInteger(ConvertContext& ctx) {
   const auto vectorZero = [&](size_t i) {
     return ctx.hasInput(i) && ctx.inputType(i).shape.numel() != 1;
   };
-  if constexpr (conv) {
-    TUNEC_ASSIGN_OR_RETURN(auto y, int8ConvForm(ctx, std::get<ConvAttrs>(attrs)));
+  {
+    std::optional<ValueId> y;
+    if constexpr (conv) {
+      TUNEC_ASSIGN_OR_RETURN(y, int8ConvForm(ctx, std::get<ConvAttrs>(attrs)));
+    } else {
+      TUNEC_ASSIGN_OR_RETURN(y, int8MatMulForm(ctx));
+    }
     if (y) return Conversion{OpKind::Cast, CastAttrs{DType::I32, true}, {*y}};
   }
   // The f32 form takes per-tensor and vector zero points (DequantizeLinear's per-axis ones).

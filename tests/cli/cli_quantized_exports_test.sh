@@ -53,8 +53,9 @@ expect 0 "MatMulNBits 'fc2' 3x24 x 8 \(4-bit, block 16" -- bench "$tmp/qdq.so" -
 # MatMulInteger and ConvInteger (tests/fixtures/integer_ops/make.py writes them with their exact
 # outputs): sums past 2^24 and past 2^31 (wrapping), per-row, per-column, per-channel and
 # rank-N zero points, equal to the int64 sums wrapped to int32 bit for bit in the JIT, in a
-# model.so and in the reference; the provably exact ones on the f32 kernels, the others on the
-# runtime's integer steps; a zero point of the wrong length is an error naming it.
+# model.so and in the reference; the provably exact ones of constant weights on the int8 kernels,
+# the others on the runtime's integer steps; a zero point of the wrong length is an error naming
+# it.
 io="$tmp/integer_ops"
 mkdir -p "$io"
 /usr/bin/python3 "$src/tests/fixtures/integer_ops/make.py" "$io"
@@ -73,7 +74,7 @@ for m in mmi_long mmi_wrap mmi_zp mmi_nd mmi_small convi convi_small; do
   expect 0 "check y: matches .* largest difference 0.00e\+00" -- run "$tmp/$m.so" "${inputs[@]}" \
     --expect "y=$io/${m}_y.npy" --tolerance 0
 done
-expect 0 "MatMul 'y/float'" -- compile "$io/mmi_small.onnx" -o "$tmp/small.so"
+expect 0 "IntegerMatMul 'y/float.int8' .* in int8" -- compile "$io/mmi_small.onnx" -o "$tmp/small.so"
 expect 0 "0 heavy kernels" -- compile "$io/convi.onnx" -o "$tmp/convi.so"
 # ONNX Runtime's dynamic quantization of a ReLU layer with u8 weights (zero point 131): the
 # activation's zero point is 0, the layer an int8 kernel (its weights shifted to s8, the zero
@@ -87,6 +88,17 @@ for m in convi_dyn convi_dyn_big; do
   expect 0 "check y: matches" -- run "$io/$m.onnx" --reference --input "x=$io/${m}_x.npy" \
     --expect "y=$io/${m}_y.npy" --tolerance 1e-6
 done
+# The same for a MatMul of signed activations (a computed zero point): the int8 kernel, the
+# weights' zero point's rest from the row sums (an int8 layer of ones), equal to ONNX Runtime's
+# arithmetic bit for bit (its scale range / 255 a division, as DynamicQuantizeLinear defines it).
+for m in mmi_dyn mmi_dyn_big; do
+  expect 0 "2 Conv/MatMul/Gemm layers of u8 activations and constant s8 weights run as int8" \
+    -- compile "$io/$m.onnx" -o "$tmp/$m.so"
+  expect 0 "check y: matches" -- run "$tmp/$m.so" --input "x=$io/${m}_x.npy" \
+    --expect "y=$io/${m}_y.npy" --tolerance 1e-6
+done
+expect 0 "check y: matches .* largest difference 0.00e\+00" -- run "$tmp/mmi_dyn.so" \
+  --input "x=$io/mmi_dyn_x.npy" --expect "y=$io/mmi_dyn_y.npy" --tolerance 0
 expect 1 "MatMulInteger's a_zero_point 'za' is u8\[7\]: it must be a scalar, a vector of its 5 rows" \
   -- run "$io/mmi_badzp.onnx" --input "a=$io/mmi_badzp_a.npy"
 
