@@ -20,7 +20,7 @@ if [ -z "$cxx" ]; then
 fi
 mkdir -p "$out/corpus"
 support="src/support/dtype.cpp src/support/error.cpp src/support/target.cpp src/support/atomic_file.cpp src/support/checksum.cpp"
-ir="src/ir/shape.cpp src/ir/tensor.cpp src/ir/op_registry.cpp src/ir/graph.cpp src/ir/verifier.cpp src/ir/printer.cpp"
+ir="src/ir/shape.cpp src/ir/tensor.cpp src/ir/op_registry.cpp src/ir/graph.cpp src/ir/verifier.cpp src/ir/printer.cpp src/ir/resize.cpp"
 onnx_flags="-DONNX_ML=1 -DONNX_NAMESPACE=onnx"
 case "$target" in
   records)
