@@ -838,8 +838,8 @@ template <OpKind K> Result convertInteger(ConvertContext& ctx) {
 
 // Whether every element of `v` is >= 0 (or NaN) whatever the model's inputs: a constant of
 // such elements, or an op that makes them (Relu, Sigmoid, Softmax, Abs, Exp) or keeps them
-// (pools, data movement, linear and nearest resizing, Concat, Add, Mul, Max of one, Clip at
-// >= 0). What a ReLU network's activations are: their dynamic quantization's zero point is 0.
+// (pools, data movement, linear and nearest resizing, Add, Mul, Max of one, Clip at >= 0). What
+// a ReLU network's activations are: their dynamic quantization's zero point is 0.
 bool provablyNonNegative(const Graph& g, ValueId v, int depth = 0) {
   const Value& value = g.value(v);
   if (value.constant) {
@@ -850,6 +850,16 @@ bool provablyNonNegative(const Graph& g, ValueId v, int depth = 0) {
   if (value.producer < 0 || depth > 48) return false;
   const Node& n = g.node(value.producer);
   auto input = [&](size_t i) { return provablyNonNegative(g, n.inputs[i], depth + 1); };
+  // Data movement (regrouped or permuted elements, DNNFusion's mapping types) keeps its data
+  // input's signs: Concat's every input, the others' first (a Pad's value, Trilu's zeros too).
+  const MappingType mapping = opInfo(n.kind).mapping;
+  if (mapping == MappingType::Reorganize || mapping == MappingType::Shuffle) {
+    if (n.kind == OpKind::Pad && std::get<PadAttrs>(n.attrs).value < 0) return false;
+    const size_t data = n.kind == OpKind::Concat ? n.inputs.size() : 1;
+    for (size_t i = 0; i < data; ++i)
+      if (!input(i)) return false;
+    return true;
+  }
   switch (n.kind) {
   case OpKind::Relu:
   case OpKind::Sigmoid:
@@ -861,15 +871,9 @@ bool provablyNonNegative(const Graph& g, ValueId v, int depth = 0) {
   case OpKind::AveragePool:
   case OpKind::GlobalAveragePool:
   case OpKind::GlobalMaxPool:
-  case OpKind::Reshape:
-  case OpKind::Flatten:
-  case OpKind::Squeeze:
-  case OpKind::Unsqueeze:
-  case OpKind::Transpose:
-  case OpKind::Slice:
   case OpKind::Identity:
-  case OpKind::DepthToSpace:
-  case OpKind::SpaceToDepth:
+  case OpKind::Expand:
+  case OpKind::Tile:
     return input(0);
   case OpKind::Resize:
     return std::get<ResizeAttrs>(n.attrs).mode != ResizeMode::Cubic && input(0);
@@ -879,7 +883,6 @@ bool provablyNonNegative(const Graph& g, ValueId v, int depth = 0) {
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (input(i)) return true;
     return false;
-  case OpKind::Concat:
   case OpKind::Add:
   case OpKind::Mul:
     for (size_t i = 0; i < n.inputs.size(); ++i)
@@ -1276,6 +1279,15 @@ Result convertTrilu(ConvertContext& ctx) {
   return Conversion{OpKind::Trilu, a, {ctx.inputs[0]}};
 }
 
+// The value a table of (name, value) pairs gives `name`, or an error naming the attribute.
+template <typename T, size_t N>
+Expected<T> namedValue(const std::pair<const char*, T> (&table)[N], const std::string& name,
+                       const char* attribute) {
+  for (const auto& [key, value] : table)
+    if (name == key) return value;
+  return makeError(attribute, " '", name, "' is not one ONNX defines");
+}
+
 // ConvTranspose(x, w [C, M/group, k...], bias) as the convolution it equals: x with stride - 1
 // zeros between its elements along each spatial axis (a Reshape that adds a unit axis after
 // each, a Pad of zeros along them, a Reshape back), padded by (k - 1) d - pad at each end (plus
@@ -1467,25 +1479,19 @@ Result convertResize(ConvertContext& ctx) {
         {"tf_half_pixel_for_nn", ResizeCoordinates::TfHalfPixelForNn},
         {"half_pixel_symmetric", ResizeCoordinates::HalfPixelSymmetric}};
     std::string c = ctx.attrs.getString("coordinate_transformation_mode", "half_pixel");
-    auto found = std::find_if(std::begin(kCoordinates), std::end(kCoordinates),
-                              [&](const auto& e) { return c == e.first; });
-    if (found == std::end(kCoordinates))
-      return makeError("coordinate_transformation_mode '", c,
-                       c == "tf_crop_and_resize"
-                           ? "' (a crop by its roi input) is not supported yet"
-                           : "' is not one ONNX defines");
-    a.coordinates = found->second;
+    if (c == "tf_crop_and_resize")
+      return makeError("coordinate_transformation_mode 'tf_crop_and_resize' (a crop by its roi "
+                       "input) is not supported yet");
+    TUNEC_ASSIGN_OR_RETURN(a.coordinates,
+                           namedValue(kCoordinates, c, "coordinate_transformation_mode"));
     static const std::pair<const char*, NearestRounding> kNearest[] = {
         {"round_prefer_floor", NearestRounding::RoundPreferFloor},
         {"round_prefer_ceil", NearestRounding::RoundPreferCeil},
         {"floor", NearestRounding::Floor},
         {"ceil", NearestRounding::Ceil}};
-    std::string n = ctx.attrs.getString("nearest_mode", "round_prefer_floor");
-    auto nearest = std::find_if(std::begin(kNearest), std::end(kNearest),
-                                [&](const auto& e) { return n == e.first; });
-    if (nearest == std::end(kNearest))
-      return makeError("nearest_mode '", n, "' is not one ONNX defines");
-    a.nearest = nearest->second;
+    TUNEC_ASSIGN_OR_RETURN(
+        a.nearest, namedValue(kNearest, ctx.attrs.getString("nearest_mode", "round_prefer_floor"),
+                              "nearest_mode"));
     a.cubicA = ctx.attrs.getFloat("cubic_coeff_a", -0.75f);
     a.excludeOutside = ctx.attrs.getInt("exclude_outside", 0) != 0;
     if (ctx.attrs.getInt("antialias", 0) != 0)

@@ -1128,6 +1128,29 @@ void runResample(const ResampleParams& p, const int64_t* index, const float* wei
                  const uint8_t* in, uint8_t* out, int threads) {
   const int64_t rowBytes = p.inner * p.elemBytes;
   const int64_t taps = p.taps;
+  if (p.inner == 1 && taps == 1) { // nearest along the innermost axis: a gather per line
+    auto gatherLines = [&](auto element) {
+      using E = decltype(element);
+      parallelRange(p.outer, threads, std::max<int64_t>(1, 4096 / (p.outLength + 1)),
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t q = lo; q < hi; ++q) {
+                        const E* src = reinterpret_cast<const E*>(in) + q * p.inLength;
+                        E* dst = reinterpret_cast<E*>(out) + q * p.outLength;
+                        for (int64_t o = 0; o < p.outLength; ++o) dst[o] = src[index[o]];
+                      }
+                    });
+    };
+    switch (p.elemBytes) {
+    case 1:
+      return gatherLines(uint8_t{});
+    case 2:
+      return gatherLines(uint16_t{});
+    case 4:
+      return gatherLines(uint32_t{});
+    default:
+      return gatherLines(uint64_t{});
+    }
+  }
   if (p.inner == 1 && taps > 1) {
     parallelRange(p.outer, threads, std::max<int64_t>(1, 4096 / (p.outLength + 1)),
                   [&](int64_t lo, int64_t hi) {
