@@ -716,6 +716,22 @@ TEST(CompileModel, ResizeInEveryModeAndLayout) {
   }
 }
 
+// A reduction of every element reads a convolution's NHWC output where it lies (the range of a
+// dynamic quantization): the same max, min and sum as the reference.
+TEST(CompileModel, AFullReductionReadsAnNhwcActivationInPlace) {
+  Builder b;
+  ValueId x = b.input({1, 3, 9, 7});
+  ValueId c = b.op(OpKind::Conv, conv(3, 1, 1), {x, b.constant({16, 3, 3, 3})}); // NHWC output
+  std::vector<int64_t> all = {0, 1, 2, 3};
+  ValueId mx = b.op(OpKind::ReduceMax, ReduceAttrs{all, false}, {c});
+  ValueId mn = b.op(OpKind::ReduceMin, ReduceAttrs{all, true}, {c});
+  ValueId sum = b.op(OpKind::ReduceSum, ReduceAttrs{all, false}, {c});
+  ValueId relu = b.op(OpKind::Relu, NoAttrs{}, {c}); // read NHWC by the next conv
+  ValueId next = b.op(OpKind::Conv, conv(3, 1, 1), {relu, b.constant({8, 16, 3, 3})});
+  driver::CompiledModel m = checkCompiled(b, {mx, mn, sum, next});
+  EXPECT_EQ(m.stats.reorders, 0) << "a full reduction reordered its input";
+}
+
 // Reflect and edge padding (borders copied within the output, axis by axis, backwards or with
 // stride 0) and InstanceNormalization (a normalization step, then scale and bias per channel).
 TEST(CompileModel, BorderPaddingAndInstanceNorm) {
