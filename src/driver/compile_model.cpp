@@ -842,6 +842,12 @@ std::string compileReport(const CompiledModel& model) {
             "weight lost); quantize with 'tunec quantize --weight-bits 7' to keep them exact on "
             "AVX2 targets\n";
   }
+  if (s.exactIntegerSteps)
+    os << s.exactIntegerSteps << " integer product" << (s.exactIntegerSteps > 1 ? "s" : "")
+       << " summed exactly in int32 on the runtime's integer steps ("
+       << forTerminal(s.firstExactIntegerStep) << (s.exactIntegerSteps > 1 ? ", ..." : "")
+       << "): the int8 kernels' f32 sums are not exact for them (sums past 2^24 that the "
+          "model reads as int32, or operands that are not u8 x constant 8-bit weights)\n";
   char line[200];
   std::snprintf(
       line, sizeof(line),

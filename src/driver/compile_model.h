@@ -85,6 +85,10 @@ struct CompileStats {
   /// Quantized layers of the imported model left in fp32, "Op 'name'" and why (set by whoever
   /// imported it, from passes::quantizedLayersKeptFloat).
   std::vector<std::pair<std::string, std::string>> quantizedKeptFloat;
+  /// Integer products (MatMulInteger, ConvInteger) summed exactly in int32 on the runtime's
+  /// integer steps, and the first one's label.
+  int64_t exactIntegerSteps = 0;
+  std::string firstExactIntegerStep;
   /// Activations between bf16 kernels stored as bf16 (--precision bf16).
   int64_t bf16Activations = 0;
   /// --precision bf16 compiled in fp32: why (bf16Unavailable); empty otherwise.

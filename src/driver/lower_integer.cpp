@@ -50,6 +50,7 @@ bool lowerIntegerMatmul(Lowering& l, const Node& n) {
   step.flops = 2.0 * static_cast<double>(ys.numel()) * static_cast<double>(as.dims().back());
   std::vector<int> reads = {in, weights};
   if (step.tensors.size() == 4) reads.push_back(step.tensors[3]);
+  l.noteExactIntegerStep(lightLabel(n));
   l.addStep(std::move(step), reads, {out});
   return true;
 }
@@ -101,6 +102,7 @@ bool lowerIntegerConv(Lowering& l, const Node& n) {
   step.ints.resize(sizeof(p) / sizeof(int64_t));
   std::memcpy(step.ints.data(), &p, sizeof(p));
   step.flops = 2.0 * static_cast<double>(ys.numel()) * static_cast<double>(ws.numel() / ws[0]);
+  l.noteExactIntegerStep(lightLabel(n));
   l.addStep(std::move(step), {in, weights}, {out});
   return true;
 }

@@ -93,6 +93,9 @@ public:
   void addStep(rt::Step step, std::vector<int> reads, std::vector<int> writes);
   void noteHeavy(HeavyKernel k) { kernels_.push_back(std::move(k)); }
   void noteQuantizeStep() { ++stats_.quantizeSteps; }
+  void noteExactIntegerStep(const std::string& label) {
+    if (stats_.exactIntegerSteps++ == 0) stats_.firstExactIntegerStep = label;
+  }
   void noteInt8Kernel(bool halvedWeights) {
     ++stats_.int8Kernels;
     stats_.halvedInt8Kernels += halvedWeights;
