@@ -455,22 +455,33 @@ void copyProgram(Lowering& l, const std::string& label, int out, const Shape& ou
 bool copyAny(Lowering& l, const std::string& label, int out, const Shape& iteration,
              int64_t outOffset, const std::vector<int64_t>& outStridesGiven, int in,
              std::vector<int64_t> inStrides, int64_t inOffset, DType dtype) {
-  // A copy visits its elements in any order: where the innermost extent is a few elements that
-  // the input has far apart (a 2x2 window's columns placed from a channel's plane), a longer
-  // dimension the input has contiguous goes innermost instead, so that the inner loop reads a
-  // run and writes at a stride rather than looping over two.
+  // A copy visits its elements in any order. Where the innermost dimension is not contiguous on
+  // both sides, a dimension of at least 8 elements that is goes innermost (the channels of an
+  // NHWC part of an NHWC Concat: runs instead of a strided walk over the columns); else, where
+  // the innermost extent is a few elements the input has far apart (a 2x2 window's columns
+  // placed from a channel's plane), a longer dimension the input has contiguous, so that the
+  // inner loop reads a run and writes at a stride rather than looping over two.
   std::vector<int64_t> dims = iteration.dims(), outStrides = outStridesGiven;
   const size_t rank = dims.size();
-  if (rank >= 2 && dims[rank - 1] < 8 && std::abs(inStrides[rank - 1]) != 1)
+  auto moveInnermost = [&](size_t d) {
+    for (auto* v : {&dims, &outStrides, &inStrides}) {
+      const int64_t moved = (*v)[d];
+      v->erase(v->begin() + static_cast<std::ptrdiff_t>(d));
+      v->push_back(moved);
+    }
+  };
+  auto find = [&](auto&& fits) {
     for (size_t d = 0; d + 1 < rank; ++d)
-      if (dims[d] >= 8 && inStrides[d] == 1) {
-        for (auto* v : {&dims, &outStrides, &inStrides}) {
-          const int64_t moved = (*v)[d];
-          v->erase(v->begin() + static_cast<std::ptrdiff_t>(d));
-          v->push_back(moved);
-        }
-        break;
-      }
+      if (dims[d] >= 8 && fits(d)) return d;
+    return rank;
+  };
+  const bool innerContiguous = rank >= 1 && inStrides[rank - 1] == 1 && outStrides[rank - 1] == 1;
+  if (rank >= 2 && !innerContiguous) {
+    size_t d = find([&](size_t k) { return inStrides[k] == 1 && outStrides[k] == 1; });
+    if (d == rank && dims[rank - 1] < 8 && std::abs(inStrides[rank - 1]) != 1)
+      d = find([&](size_t k) { return inStrides[k] == 1; });
+    if (d < rank) moveInnermost(d);
+  }
   const Shape outShape(dims);
   if (dtype == DType::F32) {
     copyProgram(l, label, out, outShape, outOffset, outStrides, in, std::move(inStrides), inOffset);
