@@ -470,16 +470,16 @@ bool copyAny(Lowering& l, const std::string& label, int out, const Shape& iterat
       v->push_back(moved);
     }
   };
-  auto find = [&](auto&& fits) {
+  auto firstDim = [&](auto&& fits) {
     for (size_t d = 0; d + 1 < rank; ++d)
       if (dims[d] >= 8 && fits(d)) return d;
     return rank;
   };
   const bool innerContiguous = rank >= 1 && inStrides[rank - 1] == 1 && outStrides[rank - 1] == 1;
   if (rank >= 2 && !innerContiguous) {
-    size_t d = find([&](size_t k) { return inStrides[k] == 1 && outStrides[k] == 1; });
+    size_t d = firstDim([&](size_t k) { return inStrides[k] == 1 && outStrides[k] == 1; });
     if (d == rank && dims[rank - 1] < 8 && std::abs(inStrides[rank - 1]) != 1)
-      d = find([&](size_t k) { return inStrides[k] == 1; });
+      d = firstDim([&](size_t k) { return inStrides[k] == 1; });
     if (d < rank) moveInnermost(d);
   }
   const Shape outShape(dims);

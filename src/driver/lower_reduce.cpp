@@ -84,19 +84,8 @@ bool lowerReduce(Lowering& l, const Node& n) {
   }
   // A reduction of every element (DynamicQuantizeLinear's range) reads them in whatever layout
   // they lie: no reorder of an NHWC activation first.
-  if (rows == 1) {
-    Phys phys;
-    int in = l.tensorAny(n.inputs[0], phys);
-    int out = l.defineOutput(n.outputs[0], Phys::Plain);
-    rt::Step step;
-    step.kind = rt::StepKind::Reduce;
-    step.label = std::string(opName(n.kind)) + " '" + n.name + "'";
-    step.tensors = {out, in};
-    step.ints = {1, len, static_cast<int64_t>(reduceKindOf(n.kind))};
-    l.addStep(std::move(step), {in}, {out});
-    return true;
-  }
-  int in = l.tensorIn(n.inputs[0], Phys::Plain);
+  Phys phys = Phys::Plain;
+  int in = rows == 1 ? l.tensorAny(n.inputs[0], phys) : l.tensorIn(n.inputs[0], Phys::Plain);
   bool moved = false;
   for (size_t i = 0; i < perm.size(); ++i) moved |= perm[i] != static_cast<int64_t>(i);
   if (moved) {
