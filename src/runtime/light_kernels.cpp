@@ -742,100 +742,73 @@ void integerConvPlanePortable(const int32_t* x, const int32_t* w, int32_t* y,
   integerConvPlane(x, w, y, p, image, o);
 }
 
-// The 16-bit form of the integer matmul, for operands that fit int16 (MatMulInteger's are
-// differences of 8-bit codes): A packed as rows of int16 pairs [m][kp][2] and B as [kp][np][2]
-// (k padded to even, n to whole tiles, with zeros), so that a 32-bit lane of B holds one
-// column's (b[2p][j], b[2p+1][j]) and a broadcast 32-bit lane of A the row's (a[i][2p],
-// a[i][2p+1]): vpmaddwd sums the two products in each lane, exact for int16 operands but for
-// (-2^15)^2 + (-2^15)^2, which it wraps to -2^31, that sum modulo 2^32; vpaddd sums modulo 2^32.
-// Register tiles of 4 rows by 4 vectors; rows past m read a row of zeros.
+// The 16-bit form of the integer products, for operands that fit int16 (MatMulInteger's and
+// ConvInteger's are differences of 8-bit codes): A packed as rows of int16 pairs [m][kp][2] and
+// B as [kp][np][2] (k padded to even, n to whole tiles, with zeros), so that a 32-bit lane of B
+// holds one column's (b[2p][j], b[2p+1][j]) and a broadcast 32-bit lane of A the row's
+// (a[i][2p], a[i][2p+1]): vpmaddwd sums the two products in each lane, exact for int16 operands
+// but for (-2^15)^2 + (-2^15)^2, which it wraps to -2^31, that sum modulo 2^32; vpaddd sums
+// modulo 2^32 (vpdpwssd on AVX512-VNNI does both in one instruction, modulo 2^32 as they do: the
+// one pair past int32 gives the same sum whether it wraps before or after the add).
+// A register tile: 4 rows of A (pointers at the tile's first pair) by 4 vectors of columns of
+// B (`bp` at the tile's first column), over `kp` pairs, added into C's rows (`ldc` apart) or
+// stored when `first`. (A macro: each ISA's function needs its own target attribute, which a
+// template would not carry.)
+#define TUNEC_PAIR_TILE(VEC, LANES, SETZERO, LOAD, STORE, SET1, MADD)                              \
+  VEC acc[4][4];                                                                                   \
+  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r)                                              \
+      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[r][v] =                              \
+          first ? SETZERO() : LOAD(c + r * ldc + LANES * v);                                       \
+  for (int64_t p = 0; p < kp; ++p) {                                                               \
+    const int32_t* brow = bp + p * np;                                                             \
+    VEC b[4];                                                                                      \
+    _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) b[v] = LOAD(brow + LANES * v);             \
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) {                                          \
+      const VEC pair = SET1(aRows[r][p]);                                                          \
+      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[r][v] = MADD(acc[r][v], b[v], pair); \
+    }                                                                                              \
+  }                                                                                                \
+  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r)                                              \
+      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v)                                          \
+          STORE(c + r * ldc + LANES * v, acc[r][v])
+
+using PairTile = void (*)(const int32_t* const*, const int32_t*, int64_t, int64_t, int32_t*,
+                          int64_t, bool);
+#define TUNEC_LOAD512(p) _mm512_loadu_si512(p)
+#define TUNEC_STORE512(p, v) _mm512_storeu_si512(p, v)
+#define TUNEC_MADD512(acc, b, pair) _mm512_add_epi32(acc, _mm512_madd_epi16(b, pair))
+#define TUNEC_LOAD256(p) _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+#define TUNEC_STORE256(p, v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v)
+#define TUNEC_MADD256(acc, b, pair) _mm256_add_epi32(acc, _mm256_madd_epi16(b, pair))
 __attribute__((target("avx512f,avx512bw"))) void pairTile512(const int32_t* const* aRows,
                                                              const int32_t* bp, int64_t np,
-                                                             int64_t kp, int64_t j0, int32_t* out) {
-  __m512i acc[4][4];
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
-  for (int64_t p = 0; p < kp; ++p) {
-    const int32_t* brow = bp + p * np + j0;
-    __m512i b[4];
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) b[v] = _mm512_loadu_si512(brow + 16 * v);
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      const __m512i pair = _mm512_set1_epi32(aRows[r][p]);
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v)
-        acc[r][v] = _mm512_add_epi32(acc[r][v], _mm512_madd_epi16(b[v], pair));
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) _mm512_storeu_si512(out + r * 64 + 16 * v, acc[r][v]);
+                                                             int64_t kp, int32_t* c, int64_t ldc,
+                                                             bool first) {
+  TUNEC_PAIR_TILE(__m512i, 16, _mm512_setzero_si512, TUNEC_LOAD512, TUNEC_STORE512,
+                  _mm512_set1_epi32, TUNEC_MADD512);
 }
-
-// The same on AVX512-VNNI: vpdpwssd adds the lane's two products into the sum in one
-// instruction, modulo 2^32 as vpmaddwd and vpaddd do (the one pair past int32 included: the sum
-// is the same modulo 2^32 whether it wraps before or after the add).
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
-pairTile512Vnni(const int32_t* const* aRows, const int32_t* bp, int64_t np, int64_t kp, int64_t j0,
-                int32_t* out) {
-  __m512i acc[4][4];
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
-  for (int64_t p = 0; p < kp; ++p) {
-    const int32_t* brow = bp + p * np + j0;
-    __m512i b[4];
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) b[v] = _mm512_loadu_si512(brow + 16 * v);
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      const __m512i pair = _mm512_set1_epi32(aRows[r][p]);
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_dpwssd_epi32(acc[r][v], b[v], pair);
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) _mm512_storeu_si512(out + r * 64 + 16 * v, acc[r][v]);
+pairTile512Vnni(const int32_t* const* aRows, const int32_t* bp, int64_t np, int64_t kp, int32_t* c,
+                int64_t ldc, bool first) {
+  TUNEC_PAIR_TILE(__m512i, 16, _mm512_setzero_si512, TUNEC_LOAD512, TUNEC_STORE512,
+                  _mm512_set1_epi32, _mm512_dpwssd_epi32);
 }
-
 __attribute__((target("avx2"))) void pairTile256(const int32_t* const* aRows, const int32_t* bp,
-                                                 int64_t np, int64_t kp, int64_t j0, int32_t* out) {
-  __m256i acc[4][4];
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_setzero_si256();
-  for (int64_t p = 0; p < kp; ++p) {
-    const int32_t* brow = bp + p * np + j0;
-    __m256i b[4];
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v)
-      b[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow + 8 * v));
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      const __m256i pair = _mm256_set1_epi32(aRows[r][p]);
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v)
-        acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(b[v], pair));
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + r * 32 + 8 * v), acc[r][v]);
+                                                 int64_t np, int64_t kp, int32_t* c, int64_t ldc,
+                                                 bool first) {
+  TUNEC_PAIR_TILE(__m256i, 8, _mm256_setzero_si256, TUNEC_LOAD256, TUNEC_STORE256,
+                  _mm256_set1_epi32, TUNEC_MADD256);
 }
+#undef TUNEC_LOAD512
+#undef TUNEC_STORE512
+#undef TUNEC_MADD512
+#undef TUNEC_LOAD256
+#undef TUNEC_STORE256
+#undef TUNEC_MADD256
+#undef TUNEC_PAIR_TILE
 
 // Rows [lo, hi) of C from the packed operands: tiles of 4 rows by 4 vectors of `Lanes` columns.
-template <int Lanes,
-          void (*Tile)(const int32_t* const*, const int32_t*, int64_t, int64_t, int64_t, int32_t*)>
+template <int Lanes, PairTile Tile>
 void pairRows(const int32_t* ap, const int32_t* bp, const int32_t* zeros, int32_t* c, int64_t n,
               int64_t np, int64_t kp, int64_t lo, int64_t hi) {
   constexpr int64_t kTile = 4 * Lanes;
@@ -844,7 +817,7 @@ void pairRows(const int32_t* ap, const int32_t* bp, const int32_t* zeros, int32_
     const int32_t* rows[4];
     for (int r = 0; r < 4; ++r) rows[r] = i0 + r < hi ? ap + (i0 + r) * kp : zeros;
     for (int64_t j0 = 0; j0 < n; j0 += kTile) { // np: whole tiles past n (zeros)
-      Tile(rows, bp, np, kp, j0, out);
+      Tile(rows, bp + j0, np, kp, out, kTile, true);
       const int64_t cols = std::min(kTile, n - j0);
       for (int64_t r = 0; r < std::min<int64_t>(4, hi - i0); ++r)
         std::memcpy(c + (i0 + r) * n + j0, out + r * kTile, static_cast<size_t>(cols) * 4);
@@ -890,17 +863,26 @@ std::vector<int32_t> packIntegerPairs(const int32_t* b, int64_t k, int64_t n) {
   return out;
 }
 
-void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t batch, int64_t m,
-                      int64_t n, int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
-                      RowsIsa isa, const int32_t* packedB) {
-  // The widest the CPU has, decided once (the 16-bit tiles need AVX-512 BW; vpdpwssd VNNI).
+namespace {
+
+// The widest form of the integer products the CPU has, decided once (the 16-bit tiles need
+// AVX-512 BW; vpdpwssd VNNI).
+RowsIsa widestIntegerIsa() {
   static const RowsIsa best =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
               __builtin_cpu_supports("avx512vl")
           ? (__builtin_cpu_supports("avx512vnni") ? RowsIsa::Avx512Vnni : RowsIsa::Avx512)
       : __builtin_cpu_supports("avx2") ? RowsIsa::Avx2
                                        : RowsIsa::Portable;
-  if (isa == RowsIsa::Auto) isa = best;
+  return best;
+}
+
+} // namespace
+
+void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t batch, int64_t m,
+                      int64_t n, int64_t k, int64_t aBatchStride, int64_t bBatchStride, int threads,
+                      RowsIsa isa, const int32_t* packedB) {
+  if (isa == RowsIsa::Auto) isa = widestIntegerIsa();
   // Operands that fit int16 (differences of 8-bit codes) on the vpmaddwd tiles, one matrix at
   // a time: A and B packed as int16 pairs in scratch, then tasks of 4-row groups.
   // A B packed at compile time (shared, fits int16) is used as it is.
@@ -956,53 +938,15 @@ void runIntegerMatmul(const int32_t* a, const int32_t* b, int32_t* c, int64_t ba
 
 namespace {
 
-// A register tile of the convolution's int16-pair form: 4 output pixels (rows of A) by 4
-// vectors of 16 output channels, over `kp` pairs of one K block, added into C's rows (`ldc`
-// apart) or stored when `first`; MADD(acc, b, pair) adds a lane's two products. (A macro: each
-// ISA's function needs its own target attribute, which a template would not carry.)
-#define TUNEC_PAIR_TILE_ACC_512(MADD)                                                              \
-  __m512i acc[4][4];                                                                               \
-  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r)                                              \
-      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[r][v] =                              \
-          first ? _mm512_setzero_si512() : _mm512_loadu_si512(c + r * ldc + 16 * v);               \
-  for (int64_t p = 0; p < kp; ++p) {                                                               \
-    const int32_t* brow = bp + p * np;                                                             \
-    __m512i b[4];                                                                                  \
-    _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) b[v] = _mm512_loadu_si512(brow + 16 * v);  \
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) {                                          \
-      const __m512i pair = _mm512_set1_epi32(aRows[r][p]);                                         \
-      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[r][v] = MADD(acc[r][v], b[v], pair); \
-    }                                                                                              \
-  }                                                                                                \
-  _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r)                                              \
-      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v)                                          \
-          _mm512_storeu_si512(c + r * ldc + 16 * v, acc[r][v])
-
-using PairTileAcc = void (*)(const int32_t* const*, const int32_t*, int64_t, int64_t, int32_t*,
-                             int64_t, bool);
-#define TUNEC_MADD_ADD(acc, b, pair) _mm512_add_epi32(acc, _mm512_madd_epi16(b, pair))
-__attribute__((target("avx512f,avx512bw"))) void convTile512(const int32_t* const* aRows,
-                                                             const int32_t* bp, int64_t np,
-                                                             int64_t kp, int32_t* c, int64_t ldc,
-                                                             bool first) {
-  TUNEC_PAIR_TILE_ACC_512(TUNEC_MADD_ADD);
-}
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void
-convTile512Vnni(const int32_t* const* aRows, const int32_t* bp, int64_t np, int64_t kp, int32_t* c,
-                int64_t ldc, bool first) {
-  TUNEC_PAIR_TILE_ACC_512(_mm512_dpwssd_epi32);
-}
-#undef TUNEC_MADD_ADD
-#undef TUNEC_PAIR_TILE_ACC_512
-
 // The convolution of one group as a matmul on int16 pairs, for operands that fit int16 (the
-// centered 8-bit codes of ConvInteger's exact form) on AVX-512: the weights packed once per run
+// centered 8-bit codes of ConvInteger's exact form) on the matmul's pair tiles (`tileColumns`
+// columns each: 64 on AVX-512, 32 on AVX2): the weights packed once per run
 // as B [kp][np] (k = (ic, ky, kx), n the output channels, zeros past them), then chunks of
 // output pixels in parallel, each im2col'd into pairs (padded taps 0) and multiplied K block by
 // K block (B's block stays in L2 while the chunk's rows pass) into an [pixels][np] sum,
 // scattered to the NCHW output. The same sums modulo 2^32 as the direct form.
 void integerConvPairs(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
-                      int threads, PairTileAcc tile) {
+                      int threads, PairTile tile, int64_t tileColumns) {
   const int64_t k = p.c * p.kh * p.kw, kp = (k + 1) / 2, np = (p.oc + 63) / 64 * 64;
   const int64_t plane = p.oh * p.ow;
   auto* bp = static_cast<int32_t*>(tunec_scratch(0, kp * np * 4));
@@ -1046,7 +990,7 @@ void integerConvPairs(const int32_t* x, const int32_t* w, int32_t* y, const Inte
       const int32_t* rows[4];
       for (int64_t kb = 0; kb < kp; kb += kBlockPairs) {
         const int64_t kc = std::min(kBlockPairs, kp - kb);
-        for (int64_t j0 = 0; j0 < np; j0 += 64)
+        for (int64_t j0 = 0; j0 < np; j0 += tileColumns)
           for (int64_t i0 = 0; i0 < kChunkPixels; i0 += 4) {
             for (int r = 0; r < 4; ++r) rows[r] = a + (i0 + r) * kp + kb;
             tile(rows, bp + kb * np + j0, np, kc, c + i0 * np + j0, np, kb == 0);
@@ -1069,17 +1013,16 @@ bool IntegerConvParams::valid() const {
 
 void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
                     int threads, RowsIsa isa) {
-  static const RowsIsa best =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
-          ? (__builtin_cpu_supports("avx512vnni") ? RowsIsa::Avx512Vnni : RowsIsa::Avx512)
-          : RowsIsa::Portable;
-  if (isa == RowsIsa::Auto) isa = best;
+  if (isa == RowsIsa::Auto) isa = widestIntegerIsa();
   // One group whose operands fit int16 (always, for centered 8-bit codes) on the pair tiles.
-  if ((isa == RowsIsa::Avx512 || isa == RowsIsa::Avx512Vnni) && p.group == 1 && p.n > 0 &&
-      p.oh * p.ow > 0 && fitsInt16(x, p.n * p.c * p.h * p.w) &&
-      fitsInt16(w, p.oc * p.c * p.kh * p.kw)) {
+  if (isa != RowsIsa::Portable && p.group == 1 && p.n > 0 && p.oh * p.ow > 0 &&
+      fitsInt16(x, p.n * p.c * p.h * p.w) && fitsInt16(w, p.oc * p.c * p.kh * p.kw)) {
+    const bool wide = isa == RowsIsa::Avx512 || isa == RowsIsa::Avx512Vnni;
     integerConvPairs(x, w, y, p, threads,
-                     isa == RowsIsa::Avx512Vnni ? convTile512Vnni : convTile512);
+                     isa == RowsIsa::Avx512Vnni ? pairTile512Vnni
+                     : wide                     ? pairTile512
+                                                : pairTile256,
+                     wide ? 64 : 32);
     return;
   }
   static auto* const plane =

@@ -186,8 +186,8 @@ struct IntegerConvParams {
   int64_t n, c, h, w, oc, kh, kw, oh, ow, sh, sw, padTop, padLeft, dh, dw, group;
   bool valid() const;
 };
-/// On AVX-512, a convolution of one group whose operands fit int16 runs as a matmul on int16
-/// pairs (vpmaddwd, or vpdpwssd with VNNI); `isa` forces a form (tests).
+/// On AVX2 and AVX-512, a convolution of one group whose operands fit int16 runs as a matmul on
+/// int16 pairs (vpmaddwd, or vpdpwssd with VNNI); `isa` forces a form (tests).
 void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
                     int threads, RowsIsa isa = RowsIsa::Auto);
 /// A Resample step's parameters (StepKind::Resample): the tensor viewed as [outer, length,

@@ -159,8 +159,8 @@ TEST(IntegerProducts, LongSumsOfEightBitDifferencesAreExact) {
   EXPECT_GT(int64_t{255} * 255 * k, int64_t{1} << 31); // row 0, column 0 wrapped
 }
 
-// On AVX-512 a convolution of one group whose operands fit int16 runs on the pair tiles: the
-// cases cross its 32-pixel chunks (pixel counts 30 to 99), its 64-channel tiles (oc 2 to 130),
+// On AVX2 and AVX-512 a convolution of one group whose operands fit int16 runs on the pair tiles:
+// the cases cross its 32-pixel chunks (pixel counts 30 to 99), its 64-channel tiles (oc 2 to 130),
 // its 256-pair K blocks (K 4 to 1161, odd ones) and the portable form of full-range values.
 TEST(IntegerProducts, ConvolutionWrapsAsItsDefinition) {
   std::mt19937 rng(3);
