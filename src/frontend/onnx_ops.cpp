@@ -625,6 +625,13 @@ Expected<ValueId> integerOperand(ConvertContext& ctx, const std::string& part, s
   return addPart(ctx, part + ".centered", OpKind::Sub, NoAttrs{}, {q, z});
 }
 
+// A tensor of ones.
+Tensor onesOf(DType dtype, Shape shape) {
+  Tensor t(dtype, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, 1.0);
+  return t;
+}
+
 // An operand of the f32 form: DequantizeLinear(q, 1, zero point) along `axis` of the operand
 // when the zero point is a vector (its scale then ones of its length).
 Expected<ValueId> unitDequantized(ConvertContext& ctx, const std::string& part, size_t input,
@@ -632,11 +639,8 @@ Expected<ValueId> unitDequantized(ConvertContext& ctx, const std::string& part, 
   ValueId scale = scalarPart(ctx, part + ".one", 1.0);
   if (ctx.hasInput(input + 2)) {
     const Shape& zs = ctx.inputType(input + 2).shape;
-    if (zs.rank() == 1 && zs.numel() != 1) {
-      Tensor ones(DType::F32, zs);
-      for (int64_t i = 0; i < ones.numel(); ++i) ones.setDouble(i, 1.0);
-      scale = addPartConstant(ctx, part + ".ones", std::move(ones));
-    }
+    if (zs.rank() == 1 && zs.numel() != 1)
+      scale = addPartConstant(ctx, part + ".ones", onesOf(DType::F32, zs));
   }
   return dequantizePart(ctx, part, ctx.inputs[input], scale,
                         ctx.hasInput(input + 2) ? ctx.inputs[input + 2] : kNoValue, axis);
@@ -700,6 +704,27 @@ std::optional<std::pair<Tensor, std::optional<Tensor>>> constantWeights(const Co
   return std::pair{*w.constant, zero};
 }
 
+// Constant s8 codes as an int8 layer's weights: DequantizeLinear(codes, 1, 0) along `axis`.
+Expected<ValueId> unitWeights(ConvertContext& ctx, const std::string& part, Tensor codes,
+                              int64_t axis) {
+  return dequantizePart(ctx, part, addPartConstant(ctx, part + ".s8", std::move(codes)),
+                        scalarPart(ctx, part + ".one", 1.0), kNoValue, axis);
+}
+
+// y + (shift - w_zp[o]) x sums: the weights' zero point's rest (ShiftedWeights), per output
+// along the axis `restShape` gives it.
+Expected<ValueId> addZeroPointRest(ConvertContext& ctx, const std::string& part, ValueId y,
+                                   ValueId sums, const ShiftedWeights& shifted, Shape restShape) {
+  Tensor rest(DType::F32, std::move(restShape));
+  for (int64_t o = 0; o < rest.numel(); ++o)
+    rest.setDouble(o, shifted.rest[static_cast<size_t>(o)]);
+  TUNEC_ASSIGN_OR_RETURN(
+      ValueId correction,
+      addPart(ctx, part + ".correction", OpKind::Mul, NoAttrs{},
+              {sums, addPartConstant(ctx, part + ".zero_points", std::move(rest))}));
+  return addPart(ctx, "corrected", OpKind::Add, NoAttrs{}, {y, correction});
+}
+
 Expected<std::optional<ValueId>> int8ConvForm(ConvertContext& ctx, const ConvAttrs& attrs) {
   auto weights = constantWeights(ctx);
   if (attrs.group != 1 || attrs.kernel.size() != 2 || !weights ||
@@ -711,33 +736,24 @@ Expected<std::optional<ValueId>> int8ConvForm(ConvertContext& ctx, const ConvAtt
                               [&](int64_t o, int64_t i) { return o * window + i; });
   if (!shifted) return std::optional<ValueId>();
   TUNEC_ASSIGN_OR_RETURN(ValueId a, unitDequantized(ctx, "a", 0, 1));
-  TUNEC_ASSIGN_OR_RETURN(ValueId b,
-                         dequantizePart(ctx, "b", addPartConstant(ctx, "b.s8", shifted->codes),
-                                        scalarPart(ctx, "b.one", 1.0), kNoValue, 0));
+  TUNEC_ASSIGN_OR_RETURN(ValueId b, unitWeights(ctx, "b", shifted->codes, 0));
   TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::Conv, attrs, {a, b}));
   if (!shifted->corrects) return std::optional<ValueId>(y);
   // The channel sums as an int8 layer of its own (a 1x1 Conv of s8 ones, reading x where the
   // main layer reads it), then the window's sums of them in f32.
-  Tensor unit(DType::I8, Shape{1, codes.shape()[1], 1, 1});
-  for (int64_t i = 0; i < unit.numel(); ++i) unit.setInt(i, 1);
-  TUNEC_ASSIGN_OR_RETURN(ValueId units,
-                         dequantizePart(ctx, "window.units",
-                                        addPartConstant(ctx, "window.unit.s8", unit),
-                                        scalarPart(ctx, "window.one", 1.0), kNoValue, 0));
+  TUNEC_ASSIGN_OR_RETURN(
+      ValueId units,
+      unitWeights(ctx, "window.units", onesOf(DType::I8, {1, codes.shape()[1], 1, 1}), 0));
   ConvAttrs pointwise{{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
   TUNEC_ASSIGN_OR_RETURN(ValueId channels,
                          addPart(ctx, "window.channels", OpKind::Conv, pointwise, {a, units}));
-  Tensor ones(DType::F32, Shape{1, 1, attrs.kernel[0], attrs.kernel[1]});
-  for (int64_t i = 0; i < ones.numel(); ++i) ones.setDouble(i, 1.0);
-  TUNEC_ASSIGN_OR_RETURN(ValueId sums,
-                         addPart(ctx, "window.sums", OpKind::Conv, attrs,
-                                 {channels, addPartConstant(ctx, "window.ones", std::move(ones))}));
-  Tensor rest(DType::F32, Shape{1, oc, 1, 1});
-  for (int64_t o = 0; o < oc; ++o) rest.setDouble(o, shifted->rest[static_cast<size_t>(o)]);
   TUNEC_ASSIGN_OR_RETURN(
-      ValueId part, addPart(ctx, "window.correction", OpKind::Mul, NoAttrs{},
-                            {sums, addPartConstant(ctx, "window.zero_points", std::move(rest))}));
-  TUNEC_ASSIGN_OR_RETURN(y, addPart(ctx, "corrected", OpKind::Add, NoAttrs{}, {y, part}));
+      ValueId sums,
+      addPart(ctx, "window.sums", OpKind::Conv, attrs,
+              {channels,
+               addPartConstant(ctx, "window.ones",
+                               onesOf(DType::F32, {1, 1, attrs.kernel[0], attrs.kernel[1]}))}));
+  TUNEC_ASSIGN_OR_RETURN(y, addZeroPointRest(ctx, "window", y, sums, *shifted, Shape{1, oc, 1, 1}));
   return std::optional<ValueId>(y);
 }
 
@@ -755,27 +771,17 @@ Expected<std::optional<ValueId>> int8MatMulForm(ConvertContext& ctx) {
   if (!shifted) return std::optional<ValueId>();
   const int ra = ctx.inputType(0).shape.rank();
   TUNEC_ASSIGN_OR_RETURN(ValueId a, unitDequantized(ctx, "a", 0, ra - 2));
-  TUNEC_ASSIGN_OR_RETURN(ValueId b,
-                         dequantizePart(ctx, "b", addPartConstant(ctx, "b.s8", shifted->codes),
-                                        scalarPart(ctx, "b.one", 1.0), kNoValue, 1));
+  TUNEC_ASSIGN_OR_RETURN(ValueId b, unitWeights(ctx, "b", shifted->codes, 1));
   TUNEC_ASSIGN_OR_RETURN(ValueId y, addPart(ctx, "float", OpKind::MatMul, NoAttrs{}, {a, b}));
   if (!shifted->corrects) return std::optional<ValueId>(y);
   // The row sums as an int8 layer of its own (a column of s8 ones): they read the u8 codes the
   // main layer reads (an f32 ReduceSum would read the quantization's f32 round trip, which the
   // passes may compute by another route).
-  Tensor unit(DType::I8, Shape{k, 1});
-  for (int64_t i = 0; i < k; ++i) unit.setInt(i, 1);
   TUNEC_ASSIGN_OR_RETURN(ValueId units,
-                         dequantizePart(ctx, "row.units", addPartConstant(ctx, "row.unit.s8", unit),
-                                        scalarPart(ctx, "row.one", 1.0), kNoValue, 1));
+                         unitWeights(ctx, "row.units", onesOf(DType::I8, {k, 1}), 1));
   TUNEC_ASSIGN_OR_RETURN(ValueId sums,
                          addPart(ctx, "row.sums", OpKind::MatMul, NoAttrs{}, {a, units}));
-  Tensor rest(DType::F32, Shape{n});
-  for (int64_t o = 0; o < n; ++o) rest.setDouble(o, shifted->rest[static_cast<size_t>(o)]);
-  TUNEC_ASSIGN_OR_RETURN(ValueId part,
-                         addPart(ctx, "row.correction", OpKind::Mul, NoAttrs{},
-                                 {sums, addPartConstant(ctx, "row.zero_points", std::move(rest))}));
-  TUNEC_ASSIGN_OR_RETURN(y, addPart(ctx, "corrected", OpKind::Add, NoAttrs{}, {y, part}));
+  TUNEC_ASSIGN_OR_RETURN(y, addZeroPointRest(ctx, "row", y, sums, *shifted, Shape{n}));
   return std::optional<ValueId>(y);
 }
 
