@@ -99,11 +99,25 @@ bool lowerIntegerConv(Lowering& l, const Node& n) {
   step.kind = rt::StepKind::IntegerConv;
   step.label = lightLabel(n) + " " + xs.toString() + " by " + ws.toString() + " (int32)";
   step.tensors = {out, in, weights};
+  // Constant weights of one group packed once here as the pair tiles read them (the matmul's
+  // packing of B = w^T [k, oc]): the run neither checks nor packs them.
+  const Value& wv = g.value(n.inputs[1]);
+  if (p.group == 1 && wv.constant && wv.type.dtype == DType::I32) {
+    const int64_t k = ws.numel() / ws[0], oc = ws[0];
+    std::vector<int32_t> transposed(static_cast<size_t>(k * oc));
+    const int32_t* w = wv.constant->dataAs<int32_t>();
+    for (int64_t o = 0; o < oc; ++o)
+      for (int64_t i = 0; i < k; ++i) transposed[static_cast<size_t>(i * oc + o)] = w[o * k + i];
+    std::vector<int32_t> packed = rt::packIntegerPairs(transposed.data(), k, oc);
+    if (!packed.empty()) step.tensors.push_back(l.addConstant(packed));
+  }
   step.ints.resize(sizeof(p) / sizeof(int64_t));
   std::memcpy(step.ints.data(), &p, sizeof(p));
   step.flops = 2.0 * static_cast<double>(ys.numel()) * static_cast<double>(ws.numel() / ws[0]);
+  std::vector<int> reads = {in, weights};
+  if (step.tensors.size() == 4) reads.push_back(step.tensors[3]);
   l.noteExactIntegerStep(lightLabel(n));
-  l.addStep(std::move(step), {in, weights}, {out});
+  l.addStep(std::move(step), reads, {out});
   return true;
 }
 

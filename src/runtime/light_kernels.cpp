@@ -946,16 +946,20 @@ namespace {
 // K block (B's block stays in L2 while the chunk's rows pass) into an [pixels][np] sum,
 // scattered to the NCHW output. The same sums modulo 2^32 as the direct form.
 void integerConvPairs(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
-                      int threads, PairTile tile, int64_t tileColumns) {
-  const int64_t k = p.c * p.kh * p.kw, kp = (k + 1) / 2, np = (p.oc + 63) / 64 * 64;
+                      int threads, PairTile tile, int64_t tileColumns, const int32_t* packedW) {
+  const int64_t k = p.c * p.kh * p.kw, kp = (k + 1) / 2, np = integerPairColumns(p.oc);
   const int64_t plane = p.oh * p.ow;
-  auto* bp = static_cast<int32_t*>(tunec_scratch(0, kp * np * 4));
-  for (int64_t q = 0; q < kp; ++q)
-    for (int64_t j = 0; j < np; ++j) {
-      const bool in = j < p.oc;
-      bp[q * np + j] =
-          pairOf(in ? w[j * k + 2 * q] : 0, in && 2 * q + 1 < k ? w[j * k + 2 * q + 1] : 0);
-    }
+  const int32_t* bp = packedW;
+  if (!bp) {
+    auto* scratch = static_cast<int32_t*>(tunec_scratch(0, kp * np * 4));
+    for (int64_t q = 0; q < kp; ++q)
+      for (int64_t j = 0; j < np; ++j) {
+        const bool in = j < p.oc;
+        scratch[q * np + j] =
+            pairOf(in ? w[j * k + 2 * q] : 0, in && 2 * q + 1 < k ? w[j * k + 2 * q + 1] : 0);
+      }
+    bp = scratch;
+  }
   constexpr int64_t kChunkPixels = 32, kBlockPairs = 256;
   const int64_t chunks = (plane + kChunkPixels - 1) / kChunkPixels;
   parallelRange(p.n * chunks, threads, 1, [&](int64_t lo, int64_t hi) {
@@ -1012,17 +1016,17 @@ bool IntegerConvParams::valid() const {
 }
 
 void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
-                    int threads, RowsIsa isa) {
+                    int threads, RowsIsa isa, const int32_t* packedW) {
   if (isa == RowsIsa::Auto) isa = widestIntegerIsa();
   // One group whose operands fit int16 (always, for centered 8-bit codes) on the pair tiles.
   if (isa != RowsIsa::Portable && p.group == 1 && p.n > 0 && p.oh * p.ow > 0 &&
-      fitsInt16(x, p.n * p.c * p.h * p.w) && fitsInt16(w, p.oc * p.c * p.kh * p.kw)) {
+      fitsInt16(x, p.n * p.c * p.h * p.w) && (packedW || fitsInt16(w, p.oc * p.c * p.kh * p.kw))) {
     const bool wide = isa == RowsIsa::Avx512 || isa == RowsIsa::Avx512Vnni;
     integerConvPairs(x, w, y, p, threads,
                      isa == RowsIsa::Avx512Vnni ? pairTile512Vnni
                      : wide                     ? pairTile512
                                                 : pairTile256,
-                     wide ? 64 : 32);
+                     wide ? 64 : 32, packedW);
     return;
   }
   static auto* const plane =

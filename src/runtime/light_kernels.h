@@ -187,9 +187,11 @@ struct IntegerConvParams {
   bool valid() const;
 };
 /// On AVX2 and AVX-512, a convolution of one group whose operands fit int16 runs as a matmul on
-/// int16 pairs (vpmaddwd, or vpdpwssd with VNNI); `isa` forces a form (tests).
+/// int16 pairs (vpmaddwd, or vpdpwssd with VNNI); `isa` forces a form (tests). `packedW`: the
+/// weights packed once by packIntegerPairs as B = w^T [c kh kw, oc] (or null: checked and
+/// packed in the run).
 void runIntegerConv(const int32_t* x, const int32_t* w, int32_t* y, const IntegerConvParams& p,
-                    int threads, RowsIsa isa = RowsIsa::Auto);
+                    int threads, RowsIsa isa = RowsIsa::Auto, const int32_t* packedW = nullptr);
 /// A Resample step's parameters (StepKind::Resample): the tensor viewed as [outer, length,
 /// inner], each output index along `length` the sum of `taps` inputs times their weights (f32
 /// elements), or a copy of one input (`taps` 1: elements of any size).

@@ -225,7 +225,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::create(ParsedModel model
                   : s.kind == StepKind::WeightOnlyMatmul ? 3
                   : s.kind == StepKind::Trilu            ? 2
                   : s.kind == StepKind::IntegerMatmul    ? (s.tensors.size() == 4 ? 4 : 3)
-                  : s.kind == StepKind::IntegerConv      ? 3
+                  : s.kind == StepKind::IntegerConv      ? (s.tensors.size() == 4 ? 4 : 3)
                   : s.kind == StepKind::Resample         ? 2
                                                          : s.tensors.size();
     size_t ints = s.kind == StepKind::Softmax            ? 4
@@ -526,8 +526,10 @@ Status ModelExecutor::runStep(const Step& s, const EwProgram& program, const Typ
     return {};
   }
   case StepKind::IntegerConv:
+    // A fourth tensor: the weights packed at compile time (one group, int16 values).
     runIntegerConv(static_cast<const int32_t*>(ptr(1)), static_cast<const int32_t*>(ptr(2)),
-                   static_cast<int32_t*>(ptr(0)), integerConvParams(s), threads_);
+                   static_cast<int32_t*>(ptr(0)), integerConvParams(s), threads_, RowsIsa::Auto,
+                   s.tensors.size() == 4 ? static_cast<const int32_t*>(ptr(3)) : nullptr);
     return {};
   case StepKind::BatchedMatmul:
     runBatchedMatmul(f(1), f(2), f(0), s.ints[0], s.ints[1], s.ints[2], s.ints[3], s.ints[4],

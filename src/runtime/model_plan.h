@@ -62,7 +62,8 @@ enum class StepKind : int32_t {
   /// C[m, n] = A[m, k] B[k, n] per batch, the sums modulo 2^32 (MatMulInteger's exact form); a
   /// shared constant B of int16 values also packed at compile time (rt::packIntegerPairs).
   IntegerMatmul = 14,
-  /// tensors {out, x, w}; ints: IntegerConvParams (light_kernels.h): ConvInteger's exact form.
+  /// tensors {out, x, w[, w packed]}; ints: IntegerConvParams (light_kernels.h): ConvInteger's
+  /// exact form; constant weights of one group also packed at compile time.
   IntegerConv = 15,
   /// tensors {out, in}; ints: ResampleParams (light_kernels.h), then outLength x taps input
   /// indices; floats: their weights (none when taps is 1): one axis of a Resize.

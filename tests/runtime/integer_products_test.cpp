@@ -214,6 +214,20 @@ TEST(IntegerProducts, ConvolutionWrapsAsItsDefinition) {
               }
         EXPECT_EQ(wrong, 0);
         EXPECT_EQ(y[static_cast<size_t>(n * t.oc * oh * ow)], 7) << "wrote past Y";
+        // The weights packed once, as a compile packs constant ones (B = w^T), give the same sums.
+        if (t.group == 1 && !fullRange) {
+          const int64_t k = cg * t.kh * t.kw;
+          std::vector<int32_t> transposed(w.size());
+          for (int64_t o = 0; o < t.oc; ++o)
+            for (int64_t i = 0; i < k; ++i)
+              transposed[static_cast<size_t>(i * t.oc + o)] = w[static_cast<size_t>(o * k + i)];
+          const std::vector<int32_t> packed =
+              tunec::rt::packIntegerPairs(transposed.data(), k, t.oc);
+          ASSERT_FALSE(packed.empty());
+          std::vector<int32_t> again(y.size(), 7);
+          tunec::rt::runIntegerConv(x.data(), w.data(), again.data(), p, 2, isa, packed.data());
+          EXPECT_EQ(again, y) << "prepacked weights";
+        }
         ++checked;
       }
   EXPECT_EQ(checked, 16 * static_cast<int>(isasOfThisCpu().size()));
